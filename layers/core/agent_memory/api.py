@@ -1,0 +1,259 @@
+"""The one place that builds the Powertools resolver and maps domain errors to HTTP answers.
+
+Every function's handler module does::
+
+    app = Api()
+
+    @app.get("/route", ...)
+    def route(...) -> SomeView: ...
+
+    lambda_handler = app.lambda_handler
+
+``Api`` adds, in front of Powertools' routing and validation: a body-size limit (413), the
+caller's identity from the REQUEST authorizer's context (401 / 503), and a strict JSON parser
+(lone surrogates, NaN and Infinity are 422, never 500). Errors always have the shape
+``{"error", "message", "details"?}``.
+
+Why the authorizer never denies: API Gateway answers a denial with its own body
+(``{"message": "Forbidden"}``, status 403) and a missing identity source with a bare 401, neither
+in our error shape. So the authorizer always allows and says who the caller is, or why they are
+not anyone, and this module turns "not anyone" into our 401 before any route code runs.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import warnings
+from collections.abc import Callable
+from http import HTTPStatus
+from typing import Any
+from urllib.parse import unquote
+
+import pydantic_core
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from agent_memory.control import Principal
+from agent_memory.errors import (
+    AgentMemoryError,
+    Conflict,
+    DatabaseUnavailable,
+    NotFound,
+    PayloadTooLarge,
+    RouteNotFound,
+    Unauthorized,
+    ValidationFailed,
+)
+from agent_memory.models import ErrorBody, ErrorDetail
+from agent_memory.runtime import Runtime, current_runtime
+
+logger = Logger()
+metrics = Metrics()
+# Most routes publish no metric of their own; Powertools would warn on every such invocation.
+warnings.filterwarnings("ignore", message="No application metrics to publish")
+
+JSON = "application/json"
+
+_STATUS: list[tuple[type[AgentMemoryError], HTTPStatus]] = [
+    (Unauthorized, HTTPStatus.UNAUTHORIZED),
+    (NotFound, HTTPStatus.NOT_FOUND),
+    (Conflict, HTTPStatus.CONFLICT),
+    (PayloadTooLarge, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
+    (ValidationFailed, HTTPStatus.UNPROCESSABLE_ENTITY),
+    (DatabaseUnavailable, HTTPStatus.SERVICE_UNAVAILABLE),
+]
+
+# Declared on every route so the OpenAPI document lists the error answers.
+ERROR_RESPONSES: dict[int, dict[str, Any]] = {
+    int(status): {
+        "description": status.phrase,
+        "content": {JSON: {"model": ErrorBody}},
+    }
+    for status in (
+        HTTPStatus.UNAUTHORIZED,
+        HTTPStatus.NOT_FOUND,
+        HTTPStatus.UNPROCESSABLE_ENTITY,
+        HTTPStatus.SERVICE_UNAVAILABLE,
+    )
+}
+
+
+def status_of(exc: AgentMemoryError) -> HTTPStatus:
+    """The HTTP status for a domain error (by class, never by message text)."""
+    for cls, status in _STATUS:
+        if isinstance(exc, cls):
+            return status
+    return HTTPStatus.INTERNAL_SERVER_ERROR
+
+
+def error_body(code: str, message: str, details: list[dict[str, Any]] | None = None) -> str:
+    """The JSON text of an error answer."""
+    body = ErrorBody(
+        error=code,
+        message=message,
+        details=[ErrorDetail(**d) for d in details] if details is not None else None,
+    )
+    return body.model_dump_json(exclude_none=True)
+
+
+def _headers(exc: AgentMemoryError) -> dict[str, str]:
+    if isinstance(exc, DatabaseUnavailable):
+        return {"Retry-After": str(exc.retry_after_seconds)}
+    return {}
+
+
+def strict_json_loads(text: str) -> Any:
+    """Parse a request body as strict JSON (RFC 8259): lone surrogate escapes such as
+    ``"\\ud83d"``, ``NaN``, ``Infinity`` and trailing commas are rejected. Raises
+    ``json.JSONDecodeError`` so Powertools reports it as a validation error (422)."""
+    try:
+        return pydantic_core.from_json(text, allow_inf_nan=False)
+    except ValueError as exc:
+        raise json.JSONDecodeError(str(exc), text, 0) from exc
+
+
+def _body_bytes(event: dict[str, Any]) -> int:
+    body = event.get("body") or ""
+    if event.get("isBase64Encoded"):
+        return len(base64.b64decode(body))
+    return len(body.encode("utf-8", "surrogatepass"))
+
+
+def principal_from(event: dict[str, Any]) -> Principal:
+    """The caller as the authorizer described it in ``requestContext.authorizer.lambda``."""
+    context = ((event.get("requestContext") or {}).get("authorizer") or {}).get("lambda") or {}
+    if context.get("org_id"):
+        return Principal(org_id=str(context["org_id"]), key_id=str(context.get("key_id", "")))
+    if context.get("error") == DatabaseUnavailable.code:
+        raise DatabaseUnavailable(str(context.get("message", "The database is unavailable.")))
+    raise Unauthorized(str(context.get("message") or "Send 'Authorization: Bearer <api key>'."))
+
+
+def authorize(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
+    """The REQUEST authorizer's answer (payload 2.0, simple responses).
+
+    Always ``isAuthorized: true``; ``context`` holds ``org_id`` and ``key_id`` for a valid key,
+    or ``error`` and ``message`` otherwise (see the module docstring for why). The key itself
+    is never logged or echoed.
+    """
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    value = headers.get("authorization", "")
+    scheme, _, token = value.partition(" ")
+    try:
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthorized("Send your API key as 'Authorization: Bearer <key>'.")
+        principal = runtime.control.authenticate(token.strip())
+    except AgentMemoryError as exc:
+        return {"isAuthorized": True, "context": {"error": exc.code, "message": exc.message}}
+    return {
+        "isAuthorized": True,
+        "context": {"org_id": principal.org_id, "key_id": principal.key_id},
+    }
+
+
+class Api(APIGatewayHttpResolver):
+    """The resolver every function uses: validation on, one error mapping, auth and size checks.
+
+    Route code reads ``app.principal`` (who is calling) and ``app.runtime`` (services).
+    """
+
+    def __init__(self) -> None:
+        super().__init__(enable_validation=True, json_body_deserializer=strict_json_loads)
+        self._principal: Principal | None = None
+        self._runtime: Runtime | None = None
+        self.exception_handler(AgentMemoryError)(self._domain_error)
+        self.exception_handler(RequestValidationError)(self._validation_error)
+        self.exception_handler(NotFoundError)(self._route_not_found)
+        self.not_found(self._route_not_found)
+        self.exception_handler(Exception)(self._bug)
+        self.lambda_handler: Callable[[dict[str, Any], LambdaContext], dict[str, Any]] = (
+            logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)(
+                metrics.log_metrics(self._entry)
+            )
+        )
+
+    @property
+    def principal(self) -> Principal:
+        if self._principal is None:  # pragma: no cover - _entry always sets it before routing
+            raise Unauthorized("Send your API key as 'Authorization: Bearer <key>'.")
+        return self._principal
+
+    @property
+    def runtime(self) -> Runtime:
+        if self._runtime is None:  # pragma: no cover
+            self._runtime = current_runtime()
+        return self._runtime
+
+    def _entry(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        # API Gateway routes on the decoded path; Powertools matches rawPath, so decode it.
+        event = {**event, "rawPath": unquote(event.get("rawPath", "/"))}
+        try:
+            self._runtime = current_runtime()
+            limit = self._runtime.settings.max_body_bytes
+            if _body_bytes(event) > limit:
+                raise PayloadTooLarge(f"The request body is larger than {limit} bytes.")
+            self._principal = principal_from(event)
+        except AgentMemoryError as exc:
+            return self._raw_error(exc)
+        try:
+            return self.resolve(event, context)
+        finally:
+            self._principal = None
+
+    def _raw_error(self, exc: AgentMemoryError) -> dict[str, Any]:
+        return {
+            "statusCode": int(status_of(exc)),
+            "headers": {"Content-Type": JSON, **_headers(exc)},
+            "body": error_body(exc.code, exc.message, exc.details),
+            "isBase64Encoded": False,
+        }
+
+    def _domain_error(self, exc: AgentMemoryError) -> Response[str]:
+        status = status_of(exc)
+        if status >= 500:
+            logger.warning("request failed", extra={"error": exc.code, "detail": exc.message})
+        return Response(
+            status_code=int(status),
+            content_type=JSON,
+            body=error_body(exc.code, exc.message, exc.details),
+            headers=_headers(exc),
+        )
+
+    def _validation_error(self, exc: RequestValidationError) -> Response[str]:
+        details = []
+        for error in exc.errors():
+            loc = [str(part) for part in error.get("loc", ())]
+            if loc and loc[0] in ("body", "query", "path") and len(loc) > 1:
+                loc = loc[1:] if loc[0] == "body" else loc
+            field = ".".join(loc) or "body"
+            problem = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+            if error.get("type") == "json_invalid":
+                field, problem = "body", "The body is not valid JSON: " + str(
+                    (error.get("ctx") or {}).get("error", "parse error")
+                )
+            details.append({"field": field, "problem": problem})
+        return Response(
+            status_code=HTTPStatus.UNPROCESSABLE_ENTITY,
+            content_type=JSON,
+            body=error_body("validation_error", "The request is not valid; see details.", details),
+        )
+
+    def _bug(self, exc: Exception) -> Response[str]:
+        # The top boundary: an unexpected exception is a bug. Log it with its trace, and still
+        # answer in the error shape, never with the request body or any secret.
+        logger.exception("unhandled error")
+        return Response(
+            status_code=HTTPStatus.INTERNAL_SERVER_ERROR,
+            content_type=JSON,
+            body=error_body("internal_error", "Something went wrong on our side; it is logged."),
+        )
+
+    def _route_not_found(self, exc: Exception | None = None) -> Response[str]:
+        event = self.current_event
+        error = RouteNotFound(f"No route for {event.http_method} {event.path}.")
+        return self._domain_error(error)

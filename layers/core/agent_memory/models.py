@@ -1,0 +1,366 @@
+"""Pydantic models at every boundary: request bodies, stored documents and response views.
+
+Field names follow DESIGN.md section 2 exactly; the settings and their defaults come from the
+product seed's settings table (``shared/seeds/000_*.txt``). Request models forbid unknown fields,
+so a misspelt setting is a 422 naming it instead of being silently ignored.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    field_validator,
+    model_validator,
+)
+
+# --- identifiers (DESIGN section 2) ----------------------------------------------------------
+
+STORE_NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,64}$"
+SESSION_ID_PATTERN = r"^[A-Za-z0-9._:@\-]{1,256}$"
+INSTANCE_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,64}$"
+
+StoreName = Annotated[str, StringConstraints(pattern=STORE_NAME_PATTERN)]
+SessionId = Annotated[str, StringConstraints(pattern=SESSION_ID_PATTERN)]
+ActorId = Annotated[str, StringConstraints(pattern=SESSION_ID_PATTERN)]
+InstanceId = Annotated[str, StringConstraints(pattern=INSTANCE_ID_PATTERN)]
+
+RESERVED_TYPES = ("semantic", "episodic")
+
+# --- limits (documented in docs/limits.md) ---------------------------------------------------
+
+MAX_EVENTS_PER_CALL = 100
+MAX_MESSAGE_CHARS = 32_000
+MAX_NAME_CHARS = 128
+MAX_QUERY_CHARS = 8_000
+MAX_RECENT = 1000
+DEFAULT_RECENT = 50
+MAX_PAGE = 100
+DEFAULT_PAGE = 20
+
+
+def _utc(value: datetime) -> datetime:
+    """Naive datetimes are taken as UTC; aware ones are converted to UTC."""
+    if value.tzinfo is None:
+        return value.replace(tzinfo=UTC)
+    return value.astimezone(UTC)
+
+
+UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
+
+
+class Model(BaseModel):
+    """Base of request models: unknown fields are errors, strings are not coerced from numbers."""
+
+    model_config = ConfigDict(extra="forbid", strict=False, str_strip_whitespace=False)
+
+
+class View(BaseModel):
+    """Base of response and stored models."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+# --- stores ----------------------------------------------------------------------------------
+
+
+class CustomType(Model):
+    """A store-specific memory type: ``{"name": "order_issue", "description": "..."}``."""
+
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,39}$")] = Field(
+        description="Lower-case letters, digits and '_', starting with a letter; 1-40 characters."
+    )
+    description: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value in RESERVED_TYPES:
+            raise ValueError(f"'{value}' is a built-in type; custom types need another name")
+        return value
+
+
+class StoreSettings(Model):
+    """The seed's settings table, with its defaults and the ranges this project enforces."""
+
+    extraction_delay_seconds: int = Field(300, ge=30, le=3600)
+    summarize_after: int = Field(40, ge=1, le=1000)
+    keep_recent: int = Field(12, ge=0, le=999)
+    session_ttl_seconds: int = Field(3600, ge=60, le=31_536_000)
+    memory_ttl_seconds: int = Field(31_536_000, ge=60, le=315_360_000)
+    dedupe_threshold: float = Field(0.92, gt=0, le=1)
+    custom_types: list[CustomType] = Field(default_factory=list, max_length=3)
+    redact_pii: bool = True
+
+    @model_validator(mode="after")
+    def _coherent(self) -> StoreSettings:
+        if self.keep_recent >= self.summarize_after:
+            raise ValueError(
+                f"keep_recent ({self.keep_recent}) must be below summarize_after "
+                f"({self.summarize_after})"
+            )
+        if self.session_ttl_seconds <= self.extraction_delay_seconds:
+            raise ValueError(
+                f"session_ttl_seconds ({self.session_ttl_seconds}) must exceed "
+                f"extraction_delay_seconds ({self.extraction_delay_seconds}), or sessions "
+                "would expire before extraction reads them"
+            )
+        names = [t.name for t in self.custom_types]
+        if len(set(names)) != len(names):
+            raise ValueError("custom_types names must be unique")
+        return self
+
+
+LlmProvider = Literal["none", "openai", "anthropic", "custom"]
+EmbedProvider = Literal["none", "openai", "custom"]
+ModelName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+BaseUrl = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+
+
+def _check_base_url(field: str, url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme != "https" or not parts.hostname:
+        raise ValueError(f"{field} must be an https:// URL with a host name")
+
+
+class ProviderSettings(Model):
+    """Which language model and embedding model a store calls (DESIGN section 5)."""
+
+    llm_provider: LlmProvider = "none"
+    llm_model: ModelName | None = None
+    llm_base_url: BaseUrl | None = None
+    embed_provider: EmbedProvider = "none"
+    embed_model: ModelName | None = None
+    embed_base_url: BaseUrl | None = None
+    dimensions: int = Field(1536, ge=1, le=8192)
+
+    @model_validator(mode="after")
+    def _coherent_providers(self) -> ProviderSettings:
+        for kind, provider, model, base_url in (
+            ("llm", self.llm_provider, self.llm_model, self.llm_base_url),
+            ("embed", self.embed_provider, self.embed_model, self.embed_base_url),
+        ):
+            if provider != "none" and model is None:
+                raise ValueError(f"{kind}_model is required when {kind}_provider is '{provider}'")
+            if provider == "custom":
+                if base_url is None:
+                    raise ValueError(f"{kind}_base_url is required when {kind}_provider is 'custom'")
+                _check_base_url(f"{kind}_base_url", base_url)
+            elif base_url is not None:
+                raise ValueError(f"{kind}_base_url is only used when {kind}_provider is 'custom'")
+        return self
+
+
+class StorePut(Model):
+    """Body of ``PUT .../agent-memory/{store}``. Omitted fields keep their value (or default).
+
+    ``llm_api_key`` / ``embed_api_key`` are write-only; ``null`` removes a stored key.
+    """
+
+    llm_provider: LlmProvider | None = None
+    llm_model: ModelName | None = None
+    llm_base_url: BaseUrl | None = None
+    llm_api_key: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = None
+    embed_provider: EmbedProvider | None = None
+    embed_model: ModelName | None = None
+    embed_base_url: BaseUrl | None = None
+    embed_api_key: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = None
+    dimensions: int | None = None
+    extraction_delay_seconds: int | None = None
+    summarize_after: int | None = None
+    keep_recent: int | None = None
+    session_ttl_seconds: int | None = None
+    memory_ttl_seconds: int | None = None
+    dedupe_threshold: float | None = None
+    custom_types: list[CustomType] | None = None
+    redact_pii: bool | None = None
+
+
+class StoreConfig(StoreSettings, ProviderSettings):
+    """A store as kept in ``kividb:mem:@stores``; API keys only as ciphertext."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    created_at: datetime
+    updated_at: datetime
+    llm_api_key_ciphertext: str | None = None
+    embed_api_key_ciphertext: str | None = None
+
+
+class StoreCounts(View):
+    sessions: int
+    memories: int
+    waiting_for_extraction: int
+
+
+class StoreView(View):
+    """What clients see of a store. Never carries an API key, only ``has_*_api_key``."""
+
+    name: str
+    instance_id: str
+    llm_provider: LlmProvider
+    llm_model: str | None
+    llm_base_url: str | None
+    has_llm_api_key: bool
+    embed_provider: EmbedProvider
+    embed_model: str | None
+    embed_base_url: str | None
+    has_embed_api_key: bool
+    dimensions: int
+    extraction_delay_seconds: int
+    summarize_after: int
+    keep_recent: int
+    session_ttl_seconds: int
+    memory_ttl_seconds: int
+    dedupe_threshold: float
+    custom_types: list[CustomType]
+    redact_pii: bool
+    created_at: datetime
+    updated_at: datetime
+    counts: StoreCounts | None = None
+    last_extraction_at: datetime | None = None
+    last_extraction_error: str | None = None
+
+
+class StoreList(View):
+    stores: list[StoreView]
+
+
+# --- working memory --------------------------------------------------------------------------
+
+Role = Literal["user", "assistant", "system", "tool"]
+
+
+class EventIn(Model):
+    """One message to add. ``created_at`` defaults to the time the server receives it."""
+
+    role: Role
+    content: Annotated[str, StringConstraints(min_length=1, max_length=MAX_MESSAGE_CHARS)]
+    name: Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)] | None = None
+    created_at: UtcDatetime | None = None
+
+
+class EventsRequest(Model):
+    """Body of ``POST .../sessions/{session}/events``."""
+
+    actor_id: ActorId | None = None
+    events: list[EventIn] = Field(min_length=1)
+
+
+class EventsResult(View):
+    session_id: str
+    added: int
+    message_count: int
+
+
+class Message(View):
+    """A message kept verbatim. ``seq`` is its position in the session, from 1."""
+
+    seq: int
+    role: Role
+    content: str
+    name: str | None = None
+    created_at: datetime
+
+
+class ExtractionStatus(View):
+    status: Literal["idle", "waiting", "running", "failed"]
+    due_at: datetime | None = None
+    last_run_at: datetime | None = None
+    last_error: str | None = None
+    unread: int
+
+
+class SessionView(View):
+    session_id: str
+    actor_id: str | None
+    summary: str | None
+    messages: list[Message]
+    message_count: int
+    created_at: datetime
+    last_event_at: datetime
+    expires_at: datetime
+    extraction: ExtractionStatus
+
+
+class SessionSummary(View):
+    session_id: str
+    actor_id: str | None
+    message_count: int
+    created_at: datetime
+    last_event_at: datetime
+    expires_at: datetime
+
+
+class SessionList(View):
+    sessions: list[SessionSummary]
+    next_offset: int | None
+
+
+# --- long-term memory (shape fixed by DESIGN section 2; filled by the long-term memory work) --
+
+
+class MemorySource(View):
+    session_id: str
+
+
+class MemoryView(View):
+    id: str
+    text: str
+    type: str
+    actor_id: str | None
+    topics: list[str]
+    metadata: dict[str, Any]
+    importance: float | None
+    confidence: float | None
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime
+    source: MemorySource | None
+    score: float | None = None
+
+
+# --- recall ----------------------------------------------------------------------------------
+
+
+class RecallRequest(Model):
+    """Body of ``POST .../recall``."""
+
+    session_id: SessionId
+    query: Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS)] | None = None
+    actor_id: ActorId | None = None
+    limit: int = Field(10, ge=1, le=100)
+    query_vector: list[float] | None = Field(None, max_length=8192)
+
+
+class RecallView(View):
+    session_id: str
+    actor_id: str | None
+    summary: str | None
+    messages: list[Message]
+    memories: list[MemoryView]
+    context: str
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+class ErrorDetail(View):
+    field: str
+    problem: str
+
+
+class ErrorBody(View):
+    """The one error shape: ``{"error", "message", "details"?}`` (DESIGN section 2)."""
+
+    error: str
+    message: str
+    details: list[ErrorDetail] | None = None

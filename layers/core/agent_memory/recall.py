@@ -1,0 +1,68 @@
+"""Recall: everything an agent needs before its next model call, in one answer.
+
+The ``context`` string is meant to be passed as the system prompt as it is. It has labelled
+sections, in this order, each present only when it has content: the running summary, the
+relevant long-term memories, and the recent messages (oldest first).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from agent_memory.models import Message, MemoryView, RecallRequest, RecallView, StoreConfig
+from agent_memory.sessions import Sessions
+
+CONTEXT_PREAMBLE = "Memory for this conversation, from KiviDB agent memory."
+EMPTY_CONTEXT = CONTEXT_PREAMBLE + "\nNothing is remembered yet: this is a new conversation."
+
+
+def _memory_line(memory: MemoryView) -> str:
+    label = memory.type
+    if memory.type == "episodic":
+        label += f", {memory.created_at.date().isoformat()}"
+    return f"- [{label}] {memory.text}"
+
+
+def _message_line(message: Message) -> str:
+    speaker = message.role if message.name is None else f"{message.role} ({message.name})"
+    stamp = message.created_at.strftime("%Y-%m-%d %H:%M")
+    return f"[{stamp}] {speaker}: {message.content}"
+
+
+def render_context(
+    summary: str | None, memories: Sequence[MemoryView], messages: Sequence[Message]
+) -> str:
+    """The labelled ``context`` text. Empty parts are left out; all empty gives EMPTY_CONTEXT."""
+    sections = []
+    if summary:
+        sections.append("## Summary of the earlier conversation\n" + summary)
+    if memories:
+        sections.append(
+            "## Long-term memories about the user\n" + "\n".join(map(_memory_line, memories))
+        )
+    if messages:
+        sections.append("## Recent messages\n" + "\n".join(map(_message_line, messages)))
+    if not sections:
+        return EMPTY_CONTEXT
+    return CONTEXT_PREAMBLE + "\n\n" + "\n\n".join(sections)
+
+
+def recall(sessions: Sessions, store: StoreConfig, request: RecallRequest) -> RecallView:
+    """Working memory of ``request.session_id`` (at most ``summarize_after`` verbatim messages)
+    plus long-term memories; a session that does not exist yet gives an empty working memory.
+
+    Long-term memories are for ``request.actor_id``, else the session's actor; with neither,
+    none are returned (never another actor's).
+    """
+    meta, messages = sessions.working_memory(request.session_id, store.summarize_after)
+    actor_id = request.actor_id or (meta.actor_id if meta else None)
+    summary = meta.summary if meta else None
+    memories: list[MemoryView] = []
+    return RecallView(
+        session_id=request.session_id,
+        actor_id=actor_id,
+        summary=summary,
+        messages=messages,
+        memories=memories,
+        context=render_context(summary, memories, messages),
+    )

@@ -1,0 +1,85 @@
+"""Per-container wiring: settings read from the environment, and cached factories.
+
+This is the only module that reads the environment (through pydantic-settings), and it does so
+when an invocation starts, not at import. Everything below it receives plain values.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property, lru_cache
+from pathlib import Path
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from agent_memory.clock import Clock, SystemClock
+from agent_memory.control import ControlPlane, Principal
+from agent_memory.db import redis_client
+from agent_memory.models import StoreConfig
+from agent_memory.secrets import Cipher, FernetCipher, load_key_file
+from agent_memory.sessions import Sessions
+from agent_memory.stores import Stores
+
+DEFAULT_MAX_BODY_BYTES = 1_048_576
+
+
+class FunctionSettings(BaseSettings):
+    """Environment of every function (``KIVIDB_*``), set by ``template.yaml`` or the local stack.
+
+    ``control_url``: the control database (organizations, keys, instances).
+    ``secret_key_file`` / ``secret_key``: the Fernet key that encrypts provider API keys (a file
+    in the local stack; a NoEcho parameter in AWS until the KMS path lands).
+    ``max_body_bytes``: larger request bodies are a 413 before they are parsed.
+    """
+
+    model_config = SettingsConfigDict(env_prefix="KIVIDB_", frozen=True, extra="ignore")
+
+    control_url: str = Field(min_length=1)
+    secret_key_file: Path | None = None
+    secret_key: SecretStr | None = None
+    max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024)
+
+
+class Runtime:
+    """The services one container uses, built lazily from one ``FunctionSettings``."""
+
+    def __init__(self, settings: FunctionSettings, clock: Clock | None = None) -> None:
+        self.settings = settings
+        self.clock = clock or SystemClock()
+
+    @cached_property
+    def control(self) -> ControlPlane:
+        return ControlPlane(redis_client(self.settings.control_url), self.clock)
+
+    @cached_property
+    def cipher(self) -> Cipher:
+        if self.settings.secret_key is not None:
+            return FernetCipher(self.settings.secret_key.get_secret_value().encode("ascii"))
+        if self.settings.secret_key_file is not None:
+            return FernetCipher(load_key_file(self.settings.secret_key_file))
+        raise RuntimeError("Set KIVIDB_SECRET_KEY_FILE or KIVIDB_SECRET_KEY to store API keys.")
+
+    def stores(self, principal: Principal, instance_id: str) -> Stores:
+        """The stores of ``instance_id``; ``InstanceNotFound`` unless it is the caller's."""
+        instance = self.control.instance(principal.org_id, instance_id)
+        return Stores(redis_client(instance.url), instance.instance_id, self.cipher, self.clock)
+
+    def sessions(
+        self, principal: Principal, instance_id: str, store: str
+    ) -> tuple[StoreConfig, Sessions]:
+        """A store's config and its sessions; ``InstanceNotFound`` / ``StoreNotFound``."""
+        instance = self.control.instance(principal.org_id, instance_id)
+        client = redis_client(instance.url)
+        config = Stores(client, instance.instance_id, self.cipher, self.clock).get(store)
+        return config, Sessions(client, config, self.clock)
+
+
+@lru_cache(maxsize=4)
+def runtime_for(settings: FunctionSettings) -> Runtime:
+    """One ``Runtime`` per distinct settings, kept for the container's life."""
+    return Runtime(settings)
+
+
+def current_runtime() -> Runtime:
+    """Read the settings now (start of an invocation) and return the matching runtime."""
+    return runtime_for(FunctionSettings())

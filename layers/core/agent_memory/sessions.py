@@ -1,0 +1,247 @@
+"""Working memory: sessions of messages with sequence numbers, TTLs and listings.
+
+Concurrency: every append is one Lua script on the session's slot. It takes the next sequence
+numbers with HINCRBY and writes the messages in the same atomic step, so concurrent writers can
+neither lose, duplicate nor reorder messages (each writer's messages keep its own order, and the
+sequence is a total order of the session). Listings read store-level indexes that are updated
+right after, in the store's slot.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import timedelta
+from typing import Any
+
+import redis
+
+from agent_memory.clock import Clock, from_ms, to_ms
+from agent_memory.db import database_errors
+from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
+from agent_memory.keys import SessionKeys, StoreKeys
+from agent_memory.models import (
+    MAX_EVENTS_PER_CALL,
+    EventsRequest,
+    EventsResult,
+    ExtractionStatus,
+    Message,
+    SessionList,
+    SessionSummary,
+    SessionView,
+    StoreConfig,
+)
+
+# KEYS: meta, messages. ARGV: actor ('' for none), now_ms, expires_ms, payload...
+# Returns {last_seq, owner}; last_seq 0 means the session belongs to another actor (owner).
+_APPEND = """
+local meta, messages = KEYS[1], KEYS[2]
+local actor, now, expires = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local old_expiry = redis.call('HGET', meta, 'expires_at')
+if old_expiry and tonumber(old_expiry) <= now then
+  redis.call('DEL', meta, messages)
+end
+local owner = redis.call('HGET', meta, 'actor_id')
+if actor ~= '' then
+  if owner and owner ~= actor then return {0, owner} end
+  if not owner then
+    redis.call('HSET', meta, 'actor_id', actor)
+    owner = actor
+  end
+end
+local n = #ARGV - 3
+local last = redis.call('HINCRBY', meta, 'seq', n)
+for i = 1, n do
+  local seq = last - n + i
+  redis.call('ZADD', messages, seq, string.format('%d', seq) .. ':' .. ARGV[3 + i])
+end
+redis.call('HSETNX', meta, 'created_at', ARGV[2])
+redis.call('HSET', meta, 'last_event_at', ARGV[2], 'expires_at', expires)
+redis.call('PEXPIREAT', meta, expires)
+redis.call('PEXPIREAT', messages, expires)
+return {last, owner or ''}
+"""
+
+# KEYS: sessions (by recency), sessions:expiry. ARGV: now_ms. Drops expired ids from both.
+_PRUNE = """
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, 1000)
+for _, id in ipairs(expired) do
+  redis.call('ZREM', KEYS[1], id)
+  redis.call('ZREM', KEYS[2], id)
+end
+return #expired
+"""
+
+_META_FIELDS = ("actor_id", "seq", "created_at", "last_event_at", "expires_at", "summary")
+
+
+def _encode_message(event: dict[str, Any]) -> str:
+    # ensure_ascii=False keeps text byte for byte as UTF-8 (emoji, ZWJ sequences, CJK).
+    return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
+
+
+def _decode_member(member: str) -> Message:
+    seq, _, payload = member.partition(":")
+    doc = json.loads(payload)
+    return Message(
+        seq=int(seq),
+        role=doc["role"],
+        content=doc["content"],
+        name=doc.get("name"),
+        created_at=from_ms(doc["created_at"]),
+    )
+
+
+class SessionMeta:
+    """A session's metadata hash, decoded. ``None`` fields were never written."""
+
+    def __init__(self, session_id: str, raw: dict[str, str]) -> None:
+        self.session_id = session_id
+        self.actor_id = raw.get("actor_id") or None
+        self.message_count = int(raw.get("seq", 0))
+        self.created_at = from_ms(raw.get("created_at", 0))
+        self.last_event_at = from_ms(raw.get("last_event_at", 0))
+        self.expires_at = from_ms(raw.get("expires_at", 0))
+        self.summary = raw.get("summary") or None
+
+    def summary_view(self) -> SessionSummary:
+        return SessionSummary(
+            session_id=self.session_id,
+            actor_id=self.actor_id,
+            message_count=self.message_count,
+            created_at=self.created_at,
+            last_event_at=self.last_event_at,
+            expires_at=self.expires_at,
+        )
+
+
+class Sessions:
+    """The sessions of one store. Errors: ``SessionNotFound``, ``ActorMismatch``,
+    ``PayloadTooLarge``, ``DatabaseUnavailable``."""
+
+    def __init__(self, client: redis.Redis, store: StoreConfig, clock: Clock) -> None:
+        self._redis = client
+        self._store = store
+        self._keys = StoreKeys(store.name)
+        self._clock = clock
+        self._append = client.register_script(_APPEND)
+        self._prune = client.register_script(_PRUNE)
+
+    def append(self, session_id: str, request: EventsRequest) -> EventsResult:
+        """Add ``request.events`` to the session, creating it on first use.
+
+        Each message is stamped with the next sequence number; ``created_at`` defaults to now.
+        The session's expiry moves to now + ``session_ttl_seconds``. Raises ``PayloadTooLarge``
+        above ``MAX_EVENTS_PER_CALL`` events and ``ActorMismatch`` when the session belongs to
+        another actor; in both cases nothing is written.
+        """
+        if len(request.events) > MAX_EVENTS_PER_CALL:
+            raise PayloadTooLarge(
+                f"{len(request.events)} events in one call; send at most {MAX_EVENTS_PER_CALL}."
+            )
+        now = self._clock.now()
+        now_ms = to_ms(now)
+        expires_ms = to_ms(now + timedelta(seconds=self._store.session_ttl_seconds))
+        payloads = []
+        for event in request.events:
+            doc: dict[str, Any] = {"role": event.role, "content": event.content}
+            if event.name is not None:
+                doc["name"] = event.name
+            doc["created_at"] = to_ms(event.created_at) if event.created_at else now_ms
+            payloads.append(_encode_message(doc))
+        keys = self._keys.session(session_id)
+        with database_errors():
+            last, owner = self._append(
+                keys=[keys.meta, keys.messages],
+                args=[request.actor_id or "", now_ms, expires_ms, *payloads],
+            )
+            if int(last) == 0:
+                raise ActorMismatch(session_id, str(owner), request.actor_id or "")
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.zadd(self._keys.sessions, {session_id: now_ms})
+            pipe.zadd(self._keys.session_expiry, {session_id: expires_ms})
+            pipe.execute()
+        return EventsResult(session_id=session_id, added=len(payloads), message_count=int(last))
+
+    def _read(self, session_id: str, recent: int) -> tuple[SessionMeta, list[Message]] | None:
+        keys = self._keys.session(session_id)
+        with database_errors():
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.hgetall(keys.meta)
+            pipe.zrange(keys.messages, -recent, -1)
+            raw, members = pipe.execute()
+        if not raw or int(raw.get("expires_at", 0)) <= to_ms(self._clock.now()):
+            return None
+        return SessionMeta(session_id, raw), [_decode_member(m) for m in members]
+
+    def get(self, session_id: str, recent: int) -> SessionView:
+        """The session with its newest ``recent`` messages, oldest first; ``SessionNotFound``."""
+        found = self._read(session_id, recent)
+        if found is None:
+            raise SessionNotFound(session_id)
+        meta, messages = found
+        return SessionView(
+            session_id=session_id,
+            actor_id=meta.actor_id,
+            summary=meta.summary,
+            messages=messages,
+            message_count=meta.message_count,
+            created_at=meta.created_at,
+            last_event_at=meta.last_event_at,
+            expires_at=meta.expires_at,
+            extraction=ExtractionStatus(status="idle", unread=meta.message_count),
+        )
+
+    def working_memory(
+        self, session_id: str, recent: int
+    ) -> tuple[SessionMeta | None, list[Message]]:
+        """For recall: the session's metadata and newest ``recent`` messages, or ``(None, [])``
+        for a session that does not exist yet (not an error)."""
+        found = self._read(session_id, recent)
+        return found if found is not None else (None, [])
+
+    def delete(self, session_id: str) -> None:
+        """Forget the session's working memory; ``SessionNotFound`` if there is none."""
+        keys = self._keys.session(session_id)
+        now_ms = to_ms(self._clock.now())
+        with database_errors():
+            expires = self._redis.hget(keys.meta, "expires_at")
+            deleted = self._redis.delete(*keys.all())
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.zrem(self._keys.sessions, session_id)
+            pipe.zrem(self._keys.session_expiry, session_id)
+            pipe.execute()
+        if not deleted or expires is None or int(expires) <= now_ms:
+            raise SessionNotFound(session_id)
+
+    def _prune_expired(self) -> None:
+        now_ms = to_ms(self._clock.now())
+        while int(self._prune(keys=[self._keys.sessions, self._keys.session_expiry], args=[now_ms])):
+            pass
+
+    def list(self, offset: int, limit: int) -> SessionList:
+        """A page of live sessions, most recent first; ``next_offset`` is null on the last page."""
+        with database_errors():
+            self._prune_expired()
+            ids: Sequence[str] = self._redis.zrevrange(self._keys.sessions, offset, offset + limit)
+            pipe = self._redis.pipeline(transaction=False)
+            for session_id in ids[:limit]:
+                pipe.hmget(self._keys.session(session_id).meta, _META_FIELDS)
+            rows = pipe.execute()
+        now_ms = to_ms(self._clock.now())
+        sessions = []
+        for session_id, values in zip(ids[:limit], rows, strict=True):
+            raw = {k: v for k, v in zip(_META_FIELDS, values, strict=True) if v is not None}
+            if raw and int(raw.get("expires_at", 0)) > now_ms:
+                sessions.append(SessionMeta(session_id, raw).summary_view())
+        return SessionList(
+            sessions=sessions, next_offset=offset + limit if len(ids) > limit else None
+        )
+
+    def count(self) -> int:
+        """Exact number of live sessions (expired ones are not counted, pruned or not)."""
+        with database_errors():
+            return int(
+                self._redis.zcount(self._keys.session_expiry, f"({to_ms(self._clock.now())}", "+inf")
+            )
+

@@ -1,0 +1,141 @@
+"""Stores: their settings, provider configuration and encrypted API keys, in one database.
+
+A store's document lives in the hash ``kividb:mem:@stores`` of the instance it belongs to.
+Deleting a store removes that entry first (so new writes answer 404), then every key under
+``kividb:mem:<store>:``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+from pydantic import ValidationError
+
+from agent_memory.clock import Clock
+from agent_memory.db import database_errors
+from agent_memory.errors import StoreNotFound, ValidationFailed
+from agent_memory.keys import StoreKeys
+from agent_memory.models import (
+    ProviderSettings,
+    StoreConfig,
+    StoreCounts,
+    StorePut,
+    StoreSettings,
+    StoreView,
+)
+from agent_memory.secrets import Cipher
+
+_SECRET_FIELDS = {"llm_api_key": "llm_api_key_ciphertext", "embed_api_key": "embed_api_key_ciphertext"}
+_DEFAULTABLE = set(StoreSettings.model_fields) | {"llm_provider", "embed_provider", "dimensions"}
+_SCAN_BATCH = 1000
+
+
+def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
+    """pydantic errors as ``[{"field": "a.b", "problem": "..."}]`` (the API's ``details``)."""
+    details = []
+    for error in exc.errors(include_url=False):
+        field = ".".join(str(part) for part in error["loc"]) or "body"
+        problem = str(error["msg"]).removeprefix("Value error, ")
+        details.append({"field": field, "problem": problem})
+    return details
+
+
+class Stores:
+    """The stores of one instance. Errors: ``StoreNotFound``, ``ValidationFailed``,
+    ``DatabaseUnavailable``."""
+
+    def __init__(self, client: redis.Redis, instance_id: str, cipher: Cipher, clock: Clock) -> None:
+        self._redis = client
+        self.instance_id = instance_id
+        self._cipher = cipher
+        self._clock = clock
+
+    def get(self, name: str) -> StoreConfig:
+        with database_errors():
+            raw = self._redis.hget(StoreKeys.registry, name)
+        if raw is None:
+            raise StoreNotFound(name)
+        return StoreConfig.model_validate_json(raw)
+
+    def all(self) -> list[StoreConfig]:
+        with database_errors():
+            raw = self._redis.hgetall(StoreKeys.registry)
+        return [StoreConfig.model_validate_json(raw[name]) for name in sorted(raw)]
+
+    def put(self, name: str, change: StorePut) -> tuple[StoreConfig, bool]:
+        """Create ``name`` or change it; returns ``(config, created)``.
+
+        Omitted fields keep their value (or take the default on create); a setting sent as
+        ``null`` returns to its default; ``llm_api_key``/``embed_api_key`` as ``null`` removes
+        the stored key. The merged whole is validated before anything is written
+        (``ValidationFailed`` with ``details``). A WATCH transaction makes concurrent PUTs of the
+        same store apply one after the other.
+        """
+        given = change.model_dump(exclude_unset=True)
+        with database_errors():
+            with self._redis.pipeline(transaction=True) as pipe:
+                while True:
+                    try:
+                        pipe.watch(StoreKeys.registry)
+                        raw = pipe.hget(StoreKeys.registry, name)
+                        config = self._merge(name, raw, given)
+                        pipe.multi()
+                        pipe.hset(StoreKeys.registry, name, config.model_dump_json())
+                        pipe.execute()
+                        return config, raw is None
+                    except redis.WatchError:
+                        continue
+
+    def _merge(self, name: str, raw: str | None, given: dict[str, Any]) -> StoreConfig:
+        now = self._clock.now()
+        if raw is None:
+            current: dict[str, Any] = {"name": name, "created_at": now}
+        else:
+            current = StoreConfig.model_validate_json(raw).model_dump()
+        for field, value in given.items():
+            if field in _SECRET_FIELDS:
+                target = _SECRET_FIELDS[field]
+                current[target] = None if value is None else self._cipher.encrypt(value)
+            elif value is None and field in _DEFAULTABLE:
+                current.pop(field, None)
+            else:
+                current[field] = value
+        current["updated_at"] = now
+        settings = {k: v for k, v in current.items() if k in StoreSettings.model_fields}
+        providers = {k: v for k, v in current.items() if k in ProviderSettings.model_fields}
+        try:
+            StoreSettings.model_validate(settings)
+            ProviderSettings.model_validate(providers)
+        except ValidationError as exc:
+            raise ValidationFailed(
+                "The store's settings are not valid; see details.",
+                details=validation_details(exc),
+            ) from exc
+        return StoreConfig.model_validate(current)
+
+    def delete(self, name: str) -> None:
+        """Delete the store and every key it owns; ``StoreNotFound`` if there is none."""
+        keys = StoreKeys(name)
+        with database_errors():
+            if not self._redis.hdel(StoreKeys.registry, name):
+                raise StoreNotFound(name)
+            batch: list[str] = []
+            for key in self._redis.scan_iter(match=keys.all_pattern, count=_SCAN_BATCH):
+                batch.append(key)
+                if len(batch) >= _SCAN_BATCH:
+                    self._redis.unlink(*batch)
+                    batch.clear()
+            if batch:
+                self._redis.unlink(*batch)
+
+    def view(self, config: StoreConfig, counts: StoreCounts | None = None) -> StoreView:
+        """The client-facing view: settings, ``has_*_api_key`` flags, never a key."""
+        data = config.model_dump(exclude={"llm_api_key_ciphertext", "embed_api_key_ciphertext"})
+        return StoreView(
+            **data,
+            instance_id=self.instance_id,
+            has_llm_api_key=config.llm_api_key_ciphertext is not None,
+            has_embed_api_key=config.embed_api_key_ciphertext is not None,
+            counts=counts,
+        )
