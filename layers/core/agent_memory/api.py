@@ -26,8 +26,9 @@ import base64
 import json
 import warnings
 from collections.abc import Callable
+from functools import partial
 from http import HTTPStatus
-from typing import Any
+from typing import Annotated, Any
 from urllib.parse import unquote
 
 import pydantic_core
@@ -35,7 +36,9 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.shared.json_encoder import Encoder
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from agent_memory.control import Principal
@@ -49,7 +52,13 @@ from agent_memory.errors import (
     Unauthorized,
     ValidationFailed,
 )
-from agent_memory.models import ErrorBody, ErrorDetail
+from agent_memory.models import (
+    INSTANCE_ID_PATTERN,
+    SESSION_ID_PATTERN,
+    STORE_NAME_PATTERN,
+    ErrorBody,
+    ErrorDetail,
+)
 from agent_memory.runtime import Runtime, current_runtime
 
 logger = Logger()
@@ -81,6 +90,27 @@ ERROR_RESPONSES: dict[int, dict[str, Any]] = {
         HTTPStatus.SERVICE_UNAVAILABLE,
     )
 }
+
+CONFLICT_RESPONSES: dict[int, dict[str, Any]] = {
+    **ERROR_RESPONSES,
+    **{
+        int(status): {"description": status.phrase, "content": {JSON: {"model": ErrorBody}}}
+        for status in (HTTPStatus.CONFLICT, HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
+    },
+}
+
+# Path parameters, validated the same way on every route.
+InstancePath = Annotated[str, Path(pattern=INSTANCE_ID_PATTERN, description="Database instance id")]
+StorePath = Annotated[str, Path(pattern=STORE_NAME_PATTERN, description="Store name")]
+SessionPath = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="Session id")]
+
+STORE_ROUTE = "/instances/<instance_id>/agent-memory/<store>"
+SESSION_ROUTE = STORE_ROUTE + "/sessions/<session_id>"
+
+
+def no_content() -> Response[None]:
+    """The 204 answer of a DELETE."""
+    return Response(status_code=HTTPStatus.NO_CONTENT, body=None)
 
 
 def status_of(exc: AgentMemoryError) -> HTTPStatus:
@@ -115,6 +145,10 @@ def strict_json_loads(text: str) -> Any:
         return pydantic_core.from_json(text, allow_inf_nan=False)
     except ValueError as exc:
         raise json.JSONDecodeError(str(exc), text, 0) from exc
+
+
+# UTF-8 out, not \u escapes: smaller bodies, and text reads back exactly as it was sent.
+_json_dumps = partial(json.dumps, separators=(",", ":"), ensure_ascii=False, cls=Encoder)
 
 
 def _body_bytes(event: dict[str, Any]) -> int:
@@ -163,7 +197,11 @@ class Api(APIGatewayHttpResolver):
     """
 
     def __init__(self) -> None:
-        super().__init__(enable_validation=True, json_body_deserializer=strict_json_loads)
+        super().__init__(
+            enable_validation=True,
+            json_body_deserializer=strict_json_loads,
+            serializer=_json_dumps,
+        )
         self._principal: Principal | None = None
         self._runtime: Runtime | None = None
         self.exception_handler(AgentMemoryError)(self._domain_error)
@@ -191,7 +229,9 @@ class Api(APIGatewayHttpResolver):
 
     def _entry(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         # API Gateway routes on the decoded path; Powertools matches rawPath, so decode it.
-        event = {**event, "rawPath": unquote(event.get("rawPath", "/"))}
+        # Every body is read as JSON whatever its Content-Type says (curl -d sends a form type).
+        headers = {**(event.get("headers") or {}), "content-type": JSON}
+        event = {**event, "rawPath": unquote(event.get("rawPath", "/")), "headers": headers}
         try:
             self._runtime = current_runtime()
             limit = self._runtime.settings.max_body_bytes

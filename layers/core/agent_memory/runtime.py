@@ -68,10 +68,9 @@ class Runtime:
         self, principal: Principal, instance_id: str, store: str
     ) -> tuple[StoreConfig, Sessions]:
         """A store's config and its sessions; ``InstanceNotFound`` / ``StoreNotFound``."""
-        instance = self.control.instance(principal.org_id, instance_id)
-        client = redis_client(instance.url)
-        config = Stores(client, instance.instance_id, self.cipher, self.clock).get(store)
-        return config, Sessions(client, config, self.clock)
+        stores = self.stores(principal, instance_id)
+        config = stores.get(store)
+        return config, stores.sessions(config)
 
 
 @lru_cache(maxsize=4)

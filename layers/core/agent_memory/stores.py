@@ -25,6 +25,7 @@ from agent_memory.models import (
     StoreView,
 )
 from agent_memory.secrets import Cipher
+from agent_memory.sessions import Sessions
 
 _SECRET_FIELDS = {"llm_api_key": "llm_api_key_ciphertext", "embed_api_key": "embed_api_key_ciphertext"}
 _DEFAULTABLE = set(StoreSettings.model_fields) | {"llm_provider", "embed_provider", "dimensions"}
@@ -128,6 +129,10 @@ class Stores:
                     batch.clear()
             if batch:
                 self._redis.unlink(*batch)
+
+    def sessions(self, config: StoreConfig) -> Sessions:
+        """The working memory of a store of this instance."""
+        return Sessions(self._redis, config, self._clock)
 
     def view(self, config: StoreConfig, counts: StoreCounts | None = None) -> StoreView:
         """The client-facing view: settings, ``has_*_api_key`` flags, never a key."""

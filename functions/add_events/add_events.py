@@ -1,0 +1,40 @@
+"""POST .../sessions/{session_id}/events: add a turn's messages to a session."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.metrics import MetricUnit
+
+from agent_memory.api import (
+    CONFLICT_RESPONSES,
+    SESSION_ROUTE,
+    Api,
+    InstancePath,
+    SessionPath,
+    StorePath,
+    metrics,
+)
+from agent_memory.models import EventsRequest, EventsResult
+
+app = Api()
+
+
+@app.post(
+    SESSION_ROUTE + "/events",
+    summary="Add messages to a session",
+    tags=["sessions"],
+    responses=CONFLICT_RESPONSES,
+)
+def add_events(
+    instance_id: InstancePath,
+    store: StorePath,
+    session_id: SessionPath,
+    body: Annotated[EventsRequest, Body()],
+) -> EventsResult:
+    _, sessions = app.runtime.sessions(app.principal, instance_id, store)
+    result = sessions.append(session_id, body)
+    metrics.add_metric(name="MessagesAdded", unit=MetricUnit.Count, value=result.added)
+    return result
+
+
+lambda_handler = app.lambda_handler

@@ -1,0 +1,32 @@
+"""DELETE .../sessions/{session_id}: forget a session's working memory."""
+
+from aws_lambda_powertools.event_handler import Response
+
+from agent_memory.api import (
+    ERROR_RESPONSES,
+    SESSION_ROUTE,
+    Api,
+    InstancePath,
+    SessionPath,
+    StorePath,
+    no_content,
+)
+
+app = Api()
+
+
+@app.delete(
+    SESSION_ROUTE,
+    summary="Forget a session",
+    tags=["sessions"],
+    responses={204: {"description": "Deleted"}, **ERROR_RESPONSES},
+)
+def delete_session(
+    instance_id: InstancePath, store: StorePath, session_id: SessionPath
+) -> Response[None]:
+    _, sessions = app.runtime.sessions(app.principal, instance_id, store)
+    sessions.delete(session_id)
+    return no_content()
+
+
+lambda_handler = app.lambda_handler

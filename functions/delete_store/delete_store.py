@@ -1,0 +1,21 @@
+"""DELETE /instances/{instance_id}/agent-memory/{store}: the store and everything it keeps."""
+
+from aws_lambda_powertools.event_handler import Response
+
+from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath, no_content
+
+app = Api()
+
+
+@app.delete(
+    STORE_ROUTE,
+    summary="Delete a store and everything it keeps",
+    tags=["stores"],
+    responses={204: {"description": "Deleted"}, **ERROR_RESPONSES},
+)
+def delete_store(instance_id: InstancePath, store: StorePath) -> Response[None]:
+    app.runtime.stores(app.principal, instance_id).delete(store)
+    return no_content()
+
+
+lambda_handler = app.lambda_handler

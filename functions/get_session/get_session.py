@@ -1,0 +1,31 @@
+"""GET .../sessions/{session_id}: a session's summary and recent messages."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from agent_memory.api import (
+    ERROR_RESPONSES,
+    SESSION_ROUTE,
+    Api,
+    InstancePath,
+    SessionPath,
+    StorePath,
+)
+from agent_memory.models import DEFAULT_RECENT, MAX_RECENT, SessionView
+
+app = Api()
+
+
+@app.get(SESSION_ROUTE, summary="Get a session", tags=["sessions"], responses=ERROR_RESPONSES)
+def get_session(
+    instance_id: InstancePath,
+    store: StorePath,
+    session_id: SessionPath,
+    recent: Annotated[int, Query(ge=1, le=MAX_RECENT)] = DEFAULT_RECENT,
+) -> SessionView:
+    _, sessions = app.runtime.sessions(app.principal, instance_id, store)
+    return sessions.get(session_id, recent)
+
+
+lambda_handler = app.lambda_handler

@@ -1,0 +1,18 @@
+"""GET /instances/{instance_id}/agent-memory/{store}: settings and counts of one store."""
+
+from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
+from agent_memory.models import StoreCounts, StoreView
+
+app = Api()
+
+
+@app.get(STORE_ROUTE, summary="Get a store", tags=["stores"], responses=ERROR_RESPONSES)
+def get_store(instance_id: InstancePath, store: StorePath) -> StoreView:
+    stores = app.runtime.stores(app.principal, instance_id)
+    config = stores.get(store)
+    sessions = stores.sessions(config)
+    counts = StoreCounts(sessions=sessions.count(), memories=0, waiting_for_extraction=0)
+    return stores.view(config, counts)
+
+
+lambda_handler = app.lambda_handler

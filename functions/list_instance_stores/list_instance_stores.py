@@ -1,0 +1,20 @@
+"""GET /instances/{instance_id}/agent-memory: the stores of one instance."""
+
+from agent_memory.api import ERROR_RESPONSES, Api, InstancePath
+from agent_memory.models import StoreList
+
+app = Api()
+
+
+@app.get(
+    "/instances/<instance_id>/agent-memory",
+    summary="List an instance's stores",
+    tags=["stores"],
+    responses=ERROR_RESPONSES,
+)
+def list_instance_stores(instance_id: InstancePath) -> StoreList:
+    stores = app.runtime.stores(app.principal, instance_id)
+    return StoreList(stores=[stores.view(config) for config in stores.all()])
+
+
+lambda_handler = app.lambda_handler

@@ -1,0 +1,26 @@
+"""GET .../{store}/sessions: a page of live sessions, most recent first."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
+from agent_memory.models import DEFAULT_PAGE, MAX_PAGE, SessionList
+
+app = Api()
+
+
+@app.get(
+    STORE_ROUTE + "/sessions", summary="List sessions", tags=["sessions"], responses=ERROR_RESPONSES
+)
+def list_sessions(
+    instance_id: InstancePath,
+    store: StorePath,
+    offset: Annotated[int, Query(ge=0)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+) -> SessionList:
+    _, sessions = app.runtime.sessions(app.principal, instance_id, store)
+    return sessions.list(offset, limit)
+
+
+lambda_handler = app.lambda_handler

@@ -1,0 +1,27 @@
+"""POST .../{store}/recall: summary, recent messages, relevant memories and a context string."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Body
+
+from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
+from agent_memory.models import RecallRequest, RecallView
+from agent_memory.recall import recall as recall_memory
+
+app = Api()
+
+
+@app.post(
+    STORE_ROUTE + "/recall",
+    summary="Recall what an agent needs before its next model call",
+    tags=["recall"],
+    responses=ERROR_RESPONSES,
+)
+def recall(
+    instance_id: InstancePath, store: StorePath, body: Annotated[RecallRequest, Body()]
+) -> RecallView:
+    config, sessions = app.runtime.sessions(app.principal, instance_id, store)
+    return recall_memory(sessions, config, body)
+
+
+lambda_handler = app.lambda_handler

@@ -1,0 +1,65 @@
+"""``python -m local``: the local stack (what ``make run`` starts).
+
+Environment: ``PORT`` (default 3000), ``REDIS_URL``, ``KIVIDB_API_KEY``, ``KIVIDB_LOCAL_DIR``
+(default ``.local``), ``KIVIDB_WORKERS`` (worker processes, default 2).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "layers" / "core"))
+
+import uvicorn  # noqa: E402
+
+from local.bootstrap import INSTANCE_ID, bootstrap, secret_key, start_database  # noqa: E402
+from local.server import PARAMETERS_ENV  # noqa: E402
+
+
+def main() -> None:
+    port = int(os.environ.get("PORT", "3000"))
+    workers = int(os.environ.get("KIVIDB_WORKERS", "2"))
+    local_dir = Path(os.environ.get("KIVIDB_LOCAL_DIR", ROOT / ".local")).resolve()
+    database = start_database(local_dir)
+    try:
+        api_key, origin = bootstrap(database.url, local_dir, os.environ.get("KIVIDB_API_KEY"))
+        parameters = {
+            "ControlRedisUrl": database.url,
+            "SecretKey": secret_key(local_dir),
+            "SubnetIds": "",
+            "SecurityGroupIds": "",
+            "LogRetentionDays": "30",
+            "LogLevel": os.environ.get("LOG_LEVEL", "WARNING"),
+        }
+        os.environ[PARAMETERS_ENV] = json.dumps(parameters)
+        os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+        base = f"http://127.0.0.1:{port}"
+        print(
+            f"KiviDB agent memory, local stack\n"
+            f"  API:       {base}  (routes from template.yaml, {workers} worker processes)\n"
+            f"  database:  {database.description}\n"
+            f"  instance:  {INSTANCE_ID}  (organization local)\n"
+            f"  API key:   {api_key}  ({origin})\n"
+            f"  try:       curl -H 'Authorization: Bearer {api_key}' {base}/agent-memory",
+            flush=True,
+        )
+        uvicorn.run(
+            "local.server:create_app",
+            factory=True,
+            host="127.0.0.1",
+            port=port,
+            workers=workers,
+            http="httptools",
+            access_log=os.environ.get("KIVIDB_ACCESS_LOG") == "1",
+            log_level="warning",
+        )
+    finally:
+        database.stop()
+
+
+if __name__ == "__main__":
+    main()

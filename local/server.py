@@ -1,0 +1,140 @@
+"""An ASGI app that plays API Gateway (HTTP API, payload 2.0) in front of the template's functions.
+
+For each request: find the route in ``template.yaml``, build the 2.0 event, call the declared
+authorizer (a denial is API Gateway's 403), put its context in
+``requestContext.authorizer.lambda``, call the function's ``lambda_handler`` and turn its answer
+into the HTTP response. Each worker process is one warm "container" per function and, like
+Lambda, runs one invocation at a time; ``--workers`` gives concurrency across processes.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+import traceback
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from pathlib import Path
+from typing import Any
+
+from local.events import authorizer_event, http_event, http_response
+from local.template import HttpApi, read_http_api
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway HTTP API payload limit
+PARAMETERS_ENV = "KIVIDB_LOCAL_PARAMETERS"
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+
+class LambdaContext:
+    """The attributes of Lambda's context object that handlers and Powertools read."""
+
+    def __init__(self, function_name: str, timeout_seconds: float = 30.0) -> None:
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        self.memory_limit_in_mb = 512
+        self.invoked_function_arn = f"arn:aws:lambda:local:000000000000:function:{function_name}"
+        self.aws_request_id = str(uuid.uuid4())
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = "local"
+        self._deadline = time.monotonic() + timeout_seconds
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.monotonic()) * 1000))
+
+
+def _gateway_error(status: int, message: str) -> tuple[int, list[tuple[str, str]], bytes]:
+    # API Gateway's own answers (not the functions'): {"message": "..."}.
+    return status, [("content-type", "application/json")], json.dumps({"message": message}).encode()
+
+
+class Gateway:
+    """The ASGI application."""
+
+    def __init__(self, api: HttpApi) -> None:
+        self.api = api
+
+    def invoke(
+        self, method: str, raw_path: str, raw_query: str, headers: list[tuple[str, str]], body: bytes
+    ) -> tuple[int, list[tuple[str, str]], bytes]:
+        from urllib.parse import unquote
+
+        found = self.api.find(method, unquote(raw_path))
+        if found is None:
+            return _gateway_error(404, "Not Found")
+        route, params = found
+        event = http_event(
+            method=method,
+            raw_path=raw_path,
+            raw_query=raw_query,
+            headers=headers,
+            body=body,
+            route_key=route.route_key,
+            path_parameters=params,
+        )
+        try:
+            if self.api.authorizer is not None:
+                authorizer = self.api.authorizer
+                answer = authorizer.load()(
+                    authorizer_event(event), LambdaContext(authorizer.logical_id)
+                )
+                if not answer.get("isAuthorized"):
+                    return _gateway_error(403, "Forbidden")
+                event["requestContext"]["authorizer"] = {"lambda": answer.get("context") or {}}
+            handler = route.function.load()
+            result = handler(event, LambdaContext(route.function.logical_id))
+        except Exception:  # noqa: BLE001 - a crashed function is API Gateway's 500, as in AWS
+            traceback.print_exc()
+            return _gateway_error(500, "Internal Server Error")
+        return http_response(result)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            return
+        chunks, size = [], 0
+        more = True
+        while more:
+            message = await receive()
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size <= MAX_BODY_BYTES:
+                chunks.append(chunk)
+            more = message.get("more_body", False)
+        if size > MAX_BODY_BYTES:
+            status, headers, body = _gateway_error(413, "Request Entity Too Large")
+        else:
+            raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
+            status, headers, body = self.invoke(
+                scope["method"],
+                raw_path.split("?", 1)[0],
+                scope.get("query_string", b"").decode("latin-1"),
+                [(k.decode("latin-1"), v.decode("latin-1")) for k, v in scope["headers"]],
+                b"".join(chunks),
+            )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(k.lower().encode(), v.encode()) for k, v in headers]
+                + [(b"content-length", str(len(body)).encode())],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+
+def create_app() -> Gateway:
+    """uvicorn factory: read the template with the parameters the launcher chose, set the
+    functions' environment, and put the layer on the import path (as Lambda mounts it)."""
+    parameters = json.loads(os.environ.get(PARAMETERS_ENV, "{}"))
+    api = read_http_api(ROOT / "template.yaml", parameters)
+    os.environ.update(api.environment)
+    layer = str(ROOT / "layers" / "core")
+    if layer not in sys.path:
+        sys.path.insert(0, layer)
+    return Gateway(api)

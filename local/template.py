@@ -1,0 +1,174 @@
+"""Read ``template.yaml`` the way API Gateway and Lambda would use it.
+
+Only what routing needs is read: each ``AWS::Serverless::Function`` with an ``HttpApi`` event
+(method, path, code folder, handler), the HTTP API's default Lambda authorizer, and the
+``Globals`` environment with ``!Ref`` parameters resolved from values the local stack supplies.
+Route precedence follows API Gateway HTTP APIs: the most specific match wins, so a route with
+more literal segments beats one with more parameters
+(https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-develop-routes.html).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+Handler = Callable[[dict[str, Any], Any], Any]
+
+
+class _CfnLoader(yaml.SafeLoader):
+    """SafeLoader that keeps CloudFormation short-form tags as ``{"!Tag": value}``."""
+
+
+def _tag(loader: yaml.SafeLoader, suffix: str, node: yaml.Node) -> dict[str, Any]:
+    value: Any
+    if isinstance(node, yaml.ScalarNode):
+        value = loader.construct_scalar(node)
+    elif isinstance(node, yaml.SequenceNode):
+        value = loader.construct_sequence(node, deep=True)
+    else:
+        value = loader.construct_mapping(node, deep=True)  # type: ignore[arg-type]
+    return {"!" + suffix: value}
+
+
+_CfnLoader.add_multi_constructor("!", _tag)
+
+
+def load_template(path: Path) -> dict[str, Any]:
+    with path.open(encoding="utf-8") as handle:
+        doc = yaml.load(handle, Loader=_CfnLoader)  # noqa: S506 - SafeLoader subclass
+    if not isinstance(doc, dict):
+        raise ValueError(f"{path} is not a template")
+    return doc
+
+
+@dataclass
+class Function:
+    """A function as the template declares it; ``load`` imports a fresh copy of its module."""
+
+    logical_id: str
+    code_dir: Path
+    handler: str
+    _module: ModuleType | None = field(default=None, repr=False)
+
+    def load(self) -> Handler:
+        module_name, _, attr = self.handler.rpartition(".")
+        if self._module is None:
+            source = self.code_dir / f"{module_name}.py"
+            spec = importlib.util.spec_from_file_location(
+                f"_fn_{self.logical_id}_{module_name}", source
+            )
+            if spec is None or spec.loader is None:
+                raise ImportError(f"cannot load {source}")
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            self._module = module
+        handler: Handler = getattr(self._module, attr)
+        return handler
+
+
+@dataclass
+class Route:
+    method: str
+    path: str
+    function: Function
+    pattern: re.Pattern[str]
+    literal_segments: int
+
+    @property
+    def route_key(self) -> str:
+        return f"{self.method} {self.path}"
+
+    def match(self, method: str, path: str) -> dict[str, str] | None:
+        if self.method not in (method, "ANY"):
+            return None
+        found = self.pattern.fullmatch(path)
+        return None if found is None else found.groupdict()
+
+
+def _compile(path: str) -> tuple[re.Pattern[str], int]:
+    parts, literals = [], 0
+    for segment in path.strip("/").split("/"):
+        greedy = re.fullmatch(r"\{(\w+)\+\}", segment)
+        param = re.fullmatch(r"\{(\w+)\}", segment)
+        if greedy:
+            parts.append(f"(?P<{greedy.group(1)}>.+)")
+        elif param:
+            parts.append(f"(?P<{param.group(1)}>[^/]+)")
+        else:
+            parts.append(re.escape(segment))
+            literals += 1
+    return re.compile("/" + "/".join(parts)), literals
+
+
+@dataclass
+class HttpApi:
+    """Routes, the authorizer and the function environment of one template."""
+
+    routes: list[Route]
+    authorizer: Function | None
+    environment: dict[str, str]
+
+    def find(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+        for route in self.routes:
+            params = route.match(method, path)
+            if params is not None:
+                return route, params
+        return None
+
+
+def _resolve(value: Any, parameters: dict[str, str]) -> str:
+    if isinstance(value, dict) and "!Ref" in value:
+        return parameters[value["!Ref"]]
+    if isinstance(value, dict) and "Ref" in value:
+        return parameters[value["Ref"]]
+    return str(value)
+
+
+def read_http_api(template_path: Path, parameters: dict[str, str]) -> HttpApi:
+    """Build the routing table of ``template_path``. ``parameters`` gives every ``!Ref``-ed
+    template parameter its local value (a missing one is a ``KeyError``)."""
+    template = load_template(template_path)
+    root = template_path.parent
+    resources: dict[str, Any] = template.get("Resources", {})
+    functions: dict[str, Function] = {}
+    routes: list[Route] = []
+    for logical_id, resource in resources.items():
+        if resource.get("Type") != "AWS::Serverless::Function":
+            continue
+        props = resource.get("Properties", {})
+        function = Function(logical_id, root / props["CodeUri"], props["Handler"])
+        functions[logical_id] = function
+        for event in (props.get("Events") or {}).values():
+            if event.get("Type") != "HttpApi":
+                continue
+            method = str(event["Properties"]["Method"]).upper()
+            path = event["Properties"]["Path"]
+            pattern, literals = _compile(path)
+            routes.append(Route(method, path, function, pattern, literals))
+    routes.sort(key=lambda r: (-r.literal_segments, r.path.count("+"), -len(r.path)))
+
+    authorizer = None
+    for resource in resources.values():
+        if resource.get("Type") != "AWS::Serverless::HttpApi":
+            continue
+        auth = resource.get("Properties", {}).get("Auth", {})
+        default = auth.get("DefaultAuthorizer")
+        if default:
+            arn = auth["Authorizers"][default]["FunctionArn"]
+            target = arn["!GetAtt"]
+            target_id = target.split(".")[0] if isinstance(target, str) else target[0]
+            authorizer = functions[target_id]
+
+    variables = (
+        template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
+    )
+    environment = {name: _resolve(value, parameters) for name, value in variables.items()}
+    return HttpApi(routes, authorizer, environment)
