@@ -53,17 +53,18 @@ def _wait_for(url: str, timeout: float = 10.0) -> None:
             time.sleep(0.05)
 
 
-def start_redis_server(data_dir: Path, port: int | None = None) -> Database:
-    """A ``redis-server`` child on loopback, saving to ``data_dir/dump.rdb``."""
+def start_redis_server(data_dir: Path, *, persist: bool = True) -> Database:
+    """A ``redis-server`` child on a free loopback port; with ``persist``, it saves to
+    ``data_dir/dump.rdb`` (and loads it on the next start)."""
     binary = shutil.which("redis-server")
     if binary is None:
         raise FileNotFoundError("redis-server")
     data_dir.mkdir(parents=True, exist_ok=True)
-    port = port or free_port()
+    port = free_port()
     process = subprocess.Popen(
         [
             binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
-            "--save", "30 1", "--appendonly", "no", "--logfile", "redis.log",
+            "--save", "30 1" if persist else "", "--appendonly", "no", "--logfile", "redis.log",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

@@ -57,9 +57,10 @@ UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
 
 
 class Model(BaseModel):
-    """Base of request models: unknown fields are errors, strings are not coerced from numbers."""
+    """Base of request models: unknown fields are errors, and values are not coerced
+    (``"yes"`` is not a boolean, ``"30"`` not an integer); only timestamps parse from text."""
 
-    model_config = ConfigDict(extra="forbid", strict=False, str_strip_whitespace=False)
+    model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class View(BaseModel):
@@ -245,7 +246,7 @@ class EventIn(Model):
     role: Role
     content: Annotated[str, StringConstraints(min_length=1, max_length=MAX_MESSAGE_CHARS)]
     name: Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)] | None = None
-    created_at: UtcDatetime | None = None
+    created_at: UtcDatetime | None = Field(None, strict=False)
 
 
 class EventsRequest(Model):

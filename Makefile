@@ -1,0 +1,67 @@
+# KiviDB agent memory. `make run` serves the API locally; `make test` is the whole suite.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+SAM_VENV := .venv-sam
+SAM := $(SAM_VENV)/bin/sam
+STAMP := $(VENV)/.installed
+
+.PHONY: run test unit integration e2e lint format validate build deploy replay clean
+
+$(STAMP): requirements-dev.txt layers/core/requirements.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -r requirements-dev.txt
+	touch $(STAMP)
+
+## run: serve the API on http://127.0.0.1:$${PORT:-3000} (routes from template.yaml)
+run: $(STAMP)
+	$(PY) -m local
+
+## test: lint, type-check, validate the template, then every test (starts its own Redis)
+test: lint validate
+	$(PY) -m pytest -q
+
+unit: $(STAMP)
+	$(PY) -m pytest -q tests/unit
+
+integration: $(STAMP)
+	$(PY) -m pytest -q tests/integration
+
+e2e: $(STAMP)
+	$(PY) -m pytest -q tests/e2e
+
+## lint: ruff (style, imports) and mypy (strict, pydantic plugin)
+lint: $(STAMP)
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+	$(PY) -m mypy layers/core local tools functions
+
+format: $(STAMP)
+	$(PY) -m ruff format .
+	$(PY) -m ruff check --fix .
+
+## validate: cfn-lint on template.yaml (and `sam validate --lint` when the SAM venv exists)
+validate: $(STAMP)
+	$(VENV)/bin/cfn-lint template.yaml
+	@if [ -x $(SAM) ]; then $(SAM) validate --lint --region us-east-1; fi
+
+$(SAM):
+	$(PYTHON) -m venv $(SAM_VENV)
+	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli==1.170.0
+
+## build: sam build (in its own venv: aws-sam-cli pins an older boto3)
+build: $(SAM)
+	$(SAM) build
+
+## deploy: sam deploy --guided the first time, then with samconfig.toml (see docs/deploy.md)
+deploy: build
+	$(SAM) deploy
+
+## replay: push a LoCoMo conversation through the running local stack (see README)
+replay: $(STAMP)
+	$(PY) -m tools.replay $(ARGS)
+
+clean:
+	rm -rf $(VENV) $(SAM_VENV) .aws-sam .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,84 @@
+"""Shared fixtures: a real Redis server, and an organization + instance of the test's own.
+
+With ``REDIS_URL`` unset, the suite starts its own ``redis-server`` on a free port (data in a
+temporary folder, nothing saved). With ``REDIS_URL`` set it uses that server but never flushes
+it: every test works under names of its own (random organization, instance and store names).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+import redis
+from cryptography.fernet import Fernet
+
+from agent_memory.clock import SystemClock
+from agent_memory.control import ControlPlane
+from local.bootstrap import start_redis_server
+
+
+@pytest.fixture(scope="session")
+def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    url = os.environ.get("REDIS_URL")
+    if url:
+        yield url
+        return
+    database = start_redis_server(tmp_path_factory.mktemp("redis"), persist=False)
+    try:
+        yield database.url
+    finally:
+        database.stop()
+
+
+@pytest.fixture(scope="session")
+def secret_key() -> str:
+    return Fernet.generate_key().decode("ascii")
+
+
+@pytest.fixture
+def client(redis_url: str) -> redis.Redis:
+    return redis.Redis.from_url(redis_url, decode_responses=True)
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class Tenant:
+    """An organization with one instance (on the test server) and one API key."""
+
+    org_id: str
+    instance_id: str
+    api_key: str
+    key_id: str
+    control: ControlPlane
+    url: str
+
+
+@pytest.fixture
+def tenant(redis_url: str) -> Tenant:
+    control = ControlPlane(redis.Redis.from_url(redis_url, decode_responses=True), SystemClock())
+    org_id, instance_id = unique("org"), unique("db")
+    control.create_organization(org_id)
+    control.register_instance(org_id, instance_id, redis_url)
+    key_id, api_key = control.issue_api_key(org_id)
+    return Tenant(org_id, instance_id, api_key, key_id, control, redis_url)
+
+
+@pytest.fixture
+def function_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, secret_key: str) -> None:
+    """The environment template.yaml gives every function, pointing at the test server."""
+    monkeypatch.setenv("KIVIDB_CONTROL_URL", redis_url)
+    monkeypatch.setenv("KIVIDB_SECRET_KEY", secret_key)
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "agent-memory")
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "KiviDB/AgentMemory")
+    monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+
+
+ROOT = Path(__file__).resolve().parent.parent

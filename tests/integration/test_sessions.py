@@ -1,0 +1,209 @@
+"""Working memory on a real Redis server: order under concurrency, actors, expiry, paging."""
+
+import threading
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from cryptography.fernet import Fernet
+
+from agent_memory.clock import SystemClock
+from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
+from agent_memory.models import EventIn, EventsRequest, RecallRequest, StorePut
+from agent_memory.recall import EMPTY_CONTEXT, recall
+from agent_memory.secrets import FernetCipher
+from agent_memory.stores import Stores
+from tests.conftest import unique
+
+
+class MovableClock:
+    """A clock the test moves by hand (the store's keys still expire on Redis's own clock)."""
+
+    def __init__(self) -> None:
+        self.moment = datetime.now(UTC)
+
+    def now(self) -> datetime:
+        return self.moment
+
+
+def _events(*contents, actor=None):
+    return EventsRequest(
+        actor_id=actor, events=[EventIn(role="user", content=c) for c in contents]
+    )
+
+
+@pytest.fixture
+def make_store(client):
+    made = []
+
+    def make(clock=None, **settings):
+        stores = Stores(client, "db", FernetCipher(Fernet.generate_key()), clock or SystemClock())
+        name = unique("s")
+        config, _ = stores.put(name, StorePut(**settings))
+        made.append((stores, name))
+        return config, stores.sessions(config)
+
+    yield make
+    for stores, name in made:
+        stores.delete(name)
+
+
+def test_append_numbers_messages_and_reads_them_back_oldest_first(make_store):
+    _, sessions = make_store()
+    assert sessions.append("s", _events("one", "two")).message_count == 2
+    result = sessions.append("s", _events("three"))
+    assert (result.added, result.message_count) == (1, 3)
+    view = sessions.get("s", recent=50)
+    assert [(m.seq, m.content) for m in view.messages] == [(1, "one"), (2, "two"), (3, "three")]
+    assert [m.content for m in sessions.get("s", recent=2).messages] == ["two", "three"]
+
+
+def test_eight_concurrent_writers_of_25_lose_nothing_and_keep_their_order(make_store):
+    _, sessions = make_store()
+    start = threading.Barrier(8)
+
+    def writer(n: int) -> None:
+        start.wait()
+        for i in range(25):
+            sessions.append("busy", _events(f"w{n}-{i:02d}"))
+
+    threads = [threading.Thread(target=writer, args=(n,)) for n in range(8)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    view = sessions.get("busy", recent=1000)
+    assert view.message_count == 200
+    assert [m.seq for m in view.messages] == list(range(1, 201))
+    contents = [m.content for m in view.messages]
+    assert len(set(contents)) == 200
+    for n in range(8):
+        mine = [c for c in contents if c.startswith(f"w{n}-")]
+        assert mine == [f"w{n}-{i:02d}" for i in range(25)]
+
+
+def test_a_session_belongs_to_its_first_actor(make_store):
+    _, sessions = make_store()
+    sessions.append("s", _events("hi", actor="alice"))
+    sessions.append("s", _events("no actor given is fine"))
+    with pytest.raises(ActorMismatch):
+        sessions.append("s", _events("intruder", actor="bob"))
+    view = sessions.get("s", recent=50)
+    assert view.actor_id == "alice" and view.message_count == 2
+
+
+def test_a_session_without_actor_takes_the_first_actor_given(make_store):
+    _, sessions = make_store()
+    sessions.append("s", _events("anonymous"))
+    sessions.append("s", _events("now known", actor="carol"))
+    assert sessions.get("s", recent=5).actor_id == "carol"
+
+
+def test_too_many_events_writes_nothing(make_store):
+    _, sessions = make_store()
+    with pytest.raises(PayloadTooLarge):
+        sessions.append("s", _events(*[str(i) for i in range(101)]))
+    with pytest.raises(SessionNotFound):
+        sessions.get("s", recent=5)
+
+
+TEXTS = [
+    "héllo wörld",
+    "👩‍👩‍👧‍👦 family, 🏳️‍🌈 flag, 👍🏽 tone",
+    "e\u0301 composed vs é",
+    "漢字かなカナ 한국어",
+    "tab\tnewline\nquote\" backslash\\ nul-free",
+    "RTL مرحبا",
+]
+
+
+def test_unicode_reads_back_exactly(make_store):
+    _, sessions = make_store()
+    sessions.append("u", _events(*TEXTS))
+    read = [m.content for m in sessions.get("u", recent=50).messages]
+    assert read == TEXTS
+    assert [t.encode("utf-8") for t in read] == [t.encode("utf-8") for t in TEXTS]
+
+
+@pytest.mark.parametrize(
+    "pair",
+    [("team:a_b", "team_a:b"), ("team:a:b", "team:a_b"), ("ops:s1", "ops"), ("a@b.c", "a@b:c")],
+)
+def test_lookalike_session_ids_do_not_collide(make_store, pair):
+    _, sessions = make_store()
+    first, second = pair
+    sessions.append(first, _events("first"))
+    sessions.append(second, _events("second"))
+    assert [m.content for m in sessions.get(first, recent=5).messages] == ["first"]
+    assert [m.content for m in sessions.get(second, recent=5).messages] == ["second"]
+
+
+def test_lookalike_store_and_session_pairs_do_not_collide(make_store):
+    # acme.ops + s1 and acme + ops... cannot meet: ':' is not a store character.
+    _, acme = make_store()
+    _, acme_ops = make_store()
+    acme.append("ops:s1", _events("in acme"))
+    acme_ops.append("s1", _events("in acme.ops"))
+    assert [m.content for m in acme.get("ops:s1", recent=5).messages] == ["in acme"]
+    assert [m.content for m in acme_ops.get("s1", recent=5).messages] == ["in acme.ops"]
+
+
+def test_sessions_expire_ttl_after_their_last_message(make_store):
+    clock = MovableClock()
+    _, sessions = make_store(clock, session_ttl_seconds=600)
+    sessions.append("old", _events("early"))
+    clock.moment += timedelta(seconds=300)
+    sessions.append("new", _events("later"))
+    clock.moment += timedelta(seconds=301)  # "old" is 601 s quiet, "new" 301 s
+    assert [s.session_id for s in sessions.list(0, 20).sessions] == ["new"]
+    assert sessions.count() == 1
+    with pytest.raises(SessionNotFound):
+        sessions.get("old", recent=5)
+    # a new message revives nothing: it starts a new session under the same id
+    sessions.append("old", _events("again"))
+    view = sessions.get("old", recent=5)
+    assert [m.content for m in view.messages] == ["again"] and view.message_count == 1
+    assert sessions.count() == 2
+
+
+def test_listing_is_most_recent_first_with_offset_paging(make_store):
+    clock = MovableClock()
+    _, sessions = make_store(clock)
+    for i in range(5):
+        sessions.append(f"s{i}", _events("x"))
+        clock.moment += timedelta(seconds=1)
+    sessions.append("s1", _events("touch"))  # s1 becomes the most recent
+    first = sessions.list(0, 2)
+    assert [s.session_id for s in first.sessions] == ["s1", "s4"]
+    assert first.next_offset == 2
+    second = sessions.list(2, 2)
+    assert [s.session_id for s in second.sessions] == ["s3", "s2"]
+    last = sessions.list(4, 2)
+    assert [s.session_id for s in last.sessions] == ["s0"] and last.next_offset is None
+    assert sessions.list(0, 5).next_offset is None
+
+
+def test_delete_forgets_the_session(make_store):
+    _, sessions = make_store()
+    sessions.append("s", _events("x"))
+    sessions.delete("s")
+    with pytest.raises(SessionNotFound):
+        sessions.get("s", recent=5)
+    assert sessions.count() == 0
+    with pytest.raises(SessionNotFound):
+        sessions.delete("s")
+
+
+def test_recall_before_the_first_events_is_empty_not_an_error(make_store):
+    config, sessions = make_store()
+    view = recall(sessions, config, RecallRequest(session_id="new", actor_id="u"))
+    assert (view.summary, view.messages, view.memories) == (None, [], [])
+    assert view.context == EMPTY_CONTEXT and view.actor_id == "u"
+
+
+def test_recall_returns_at_most_summarize_after_newest_messages(make_store):
+    config, sessions = make_store(summarize_after=5, keep_recent=2)
+    sessions.append("s", _events(*[f"m{i}" for i in range(8)], actor="dana"))
+    view = recall(sessions, config, RecallRequest(session_id="s"))
+    assert [m.content for m in view.messages] == ["m3", "m4", "m5", "m6", "m7"]
+    assert view.actor_id == "dana"
+    assert view.context.endswith("user: m7")

@@ -1,0 +1,82 @@
+"""Stores on a real Redis server: create, change, encrypted keys, delete everything."""
+
+import pytest
+from cryptography.fernet import Fernet
+
+from agent_memory.clock import SystemClock
+from agent_memory.errors import StoreNotFound, ValidationFailed
+from agent_memory.keys import StoreKeys
+from agent_memory.models import EventIn, EventsRequest, StorePut
+from agent_memory.secrets import FernetCipher
+from agent_memory.stores import Stores
+from tests.conftest import unique
+
+
+@pytest.fixture
+def stores(client):
+    return Stores(client, "db", FernetCipher(Fernet.generate_key()), SystemClock())
+
+
+def test_create_takes_defaults_then_change_keeps_what_is_omitted(stores):
+    name = unique("s")
+    config, created = stores.put(name, StorePut(summarize_after=20))
+    assert created and config.summarize_after == 20 and config.keep_recent == 12
+    config, created = stores.put(name, StorePut(keep_recent=5))
+    assert not created and (config.summarize_after, config.keep_recent) == (20, 5)
+    config, _ = stores.put(name, StorePut.model_validate({"summarize_after": None}))
+    assert config.summarize_after == 40 and config.keep_recent == 5
+    stores.delete(name)
+
+
+def test_invalid_merge_changes_nothing(stores):
+    name = unique("s")
+    stores.put(name, StorePut(summarize_after=20, keep_recent=5))
+    with pytest.raises(ValidationFailed) as error:
+        stores.put(name, StorePut(keep_recent=30))
+    assert error.value.details and "keep_recent" in error.value.details[0]["problem"]
+    assert stores.get(name).keep_recent == 5
+    stores.delete(name)
+
+
+def test_api_keys_are_encrypted_at_rest_and_never_in_the_view(stores, client):
+    name = unique("s")
+    config, _ = stores.put(
+        name,
+        StorePut(llm_provider="openai", llm_model="gpt-4o-mini", llm_api_key="sk-SECRET-123"),
+    )
+    raw = client.hget(StoreKeys.registry, name)
+    assert "sk-SECRET-123" not in raw
+    view = stores.view(config)
+    assert view.has_llm_api_key and not view.has_embed_api_key
+    assert "sk-SECRET-123" not in view.model_dump_json()
+    config, _ = stores.put(name, StorePut.model_validate({"llm_api_key": None}))
+    assert not stores.view(config).has_llm_api_key
+    stores.delete(name)
+
+
+def test_delete_removes_every_key_the_store_owns_and_nothing_else(stores, client):
+    name, neighbour = unique("s"), unique("s")
+    for store in (name, neighbour):
+        config, _ = stores.put(store, StorePut())
+        sessions = stores.sessions(config)
+        for session in ("a", "b:c", "d@e"):
+            sessions.append(session, EventsRequest(events=[EventIn(role="user", content="hi")]))
+    assert list(client.scan_iter(match=StoreKeys(name).all_pattern))
+    stores.delete(name)
+    assert list(client.scan_iter(match=StoreKeys(name).all_pattern)) == []
+    with pytest.raises(StoreNotFound):
+        stores.get(name)
+    with pytest.raises(StoreNotFound):
+        stores.delete(name)
+    assert len(list(client.scan_iter(match=StoreKeys(neighbour).all_pattern))) == 8
+    stores.delete(neighbour)
+
+
+def test_listing_is_sorted_by_name(stores):
+    names = sorted(unique("s") for _ in range(3))
+    for name in reversed(names):
+        stores.put(name, StorePut())
+    listed = [c.name for c in stores.all() if c.name in names]
+    assert listed == names
+    for name in names:
+        stores.delete(name)

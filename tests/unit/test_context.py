@@ -1,0 +1,44 @@
+"""The recall context string an agent passes as its system prompt."""
+
+from datetime import UTC, datetime
+
+from agent_memory.models import MemoryView, Message
+from agent_memory.recall import EMPTY_CONTEXT, render_context
+
+WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
+def _message(seq, role, content, name=None):
+    return Message(seq=seq, role=role, content=content, name=name, created_at=WHEN)
+
+
+def _memory(text, type_):
+    return MemoryView(
+        id="m1", text=text, type=type_, actor_id="u", topics=[], metadata={}, importance=None,
+        confidence=None, created_at=WHEN, updated_at=WHEN, expires_at=WHEN, source=None,
+    )  # fmt: skip
+
+
+def test_empty_memory_says_so():
+    assert render_context(None, [], []) == EMPTY_CONTEXT
+
+
+def test_sections_are_labelled_and_ordered_summary_memories_messages():
+    text = render_context(
+        "They talked about a trip.",
+        [_memory("Deploys to eu-west-1", "semantic"), _memory("Migrated the cache", "episodic")],
+        [_message(1, "user", "hello", "Caroline"), _message(2, "assistant", "hi")],
+    )
+    summary = text.index("## Summary of the earlier conversation")
+    memories = text.index("## Long-term memories about the user")
+    messages = text.index("## Recent messages")
+    assert summary < memories < messages
+    assert "- [semantic] Deploys to eu-west-1" in text
+    assert "- [episodic, 2023-05-08] Migrated the cache" in text
+    assert "[2023-05-08 13:56] user (Caroline): hello\n[2023-05-08 13:56] assistant: hi" in text
+
+
+def test_only_messages_gives_only_the_messages_section():
+    text = render_context(None, [], [_message(1, "user", "hello")])
+    assert "## Recent messages" in text
+    assert "## Summary" not in text and "## Long-term" not in text

@@ -1,0 +1,71 @@
+"""Key layout: injective, hash-tagged per session, and every store key under the store prefix."""
+
+import itertools
+import re
+
+import pytest
+from pydantic import TypeAdapter, ValidationError
+
+from agent_memory.keys import PREFIX, ControlKeys, StoreKeys
+from agent_memory.models import SessionId, StoreName
+
+STORES = ["acme", "acme.ops", "a-b", "a_b", "team", "team_a", "x" * 64]
+SESSIONS = ["s1", "ops:s1", "team:a_b", "team_a:b", "team:a:b", "a@b.c", "u:1@2", ":", "@", "."]
+
+
+def _slot_tag(key: str) -> str:
+    start = key.index("{")
+    return key[start + 1 : key.index("}", start)]
+
+
+def test_store_names_cannot_hold_a_colon_so_store_and_session_never_blur():
+    with pytest.raises(ValidationError):
+        TypeAdapter(StoreName).validate_python("acme:ops")
+    TypeAdapter(SessionId).validate_python("ops:s1")
+
+
+def test_every_store_and_session_pair_gets_distinct_keys():
+    seen: dict[str, tuple[str, str]] = {}
+    for store, session in itertools.product(STORES, SESSIONS):
+        for key in StoreKeys(store).session(session).all():
+            assert key not in seen, f"{key} from {(store, session)} and {seen[key]}"
+            seen[key] = (store, session)
+
+
+def test_session_keys_parse_back_to_their_store_and_session():
+    pattern = re.compile(r"kividb:mem:([^:]+):session:\{([^}]+)\}:(meta|messages)")
+    for store, session in itertools.product(STORES, SESSIONS):
+        for key in StoreKeys(store).session(session).all():
+            found = pattern.fullmatch(key)
+            assert found is not None
+            assert found.group(1, 2) == (store, session)
+
+
+def test_keys_of_one_session_share_one_hash_tag():
+    keys = StoreKeys("acme").session("team:a:b").all()
+    assert {_slot_tag(k) for k in keys} == {"team:a:b"}
+
+
+def test_store_indexes_share_the_store_hash_tag():
+    keys = StoreKeys("acme")
+    assert _slot_tag(keys.sessions) == _slot_tag(keys.session_expiry) == "acme"
+
+
+def test_every_key_of_a_store_matches_its_scan_pattern_and_no_other_store_does():
+    acme, acme_ops = StoreKeys("acme"), StoreKeys("acme.ops")
+    own = [acme.sessions, acme.session_expiry, *acme.session("s1").all()]
+    prefix = acme.all_pattern.removesuffix("*")
+    assert all(k.startswith(prefix) for k in own)
+    other = [acme_ops.sessions, *acme_ops.session("s1").all()]
+    assert not any(k.startswith(prefix) for k in other)
+
+
+def test_all_keys_use_the_memory_prefix_and_the_registry_is_not_a_store():
+    assert StoreKeys.registry.startswith(PREFIX)
+    with pytest.raises(ValidationError):
+        TypeAdapter(StoreName).validate_python("@stores")
+
+
+def test_control_keys_live_outside_the_memory_namespace():
+    assert not ControlKeys.api_key("ab").startswith(PREFIX)
+    assert ControlKeys.org_keys("a") != ControlKeys.org_keys("a:b")

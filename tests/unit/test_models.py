@@ -1,0 +1,132 @@
+"""Store settings, provider fields and event bodies: defaults, ranges and cross-field rules."""
+
+from datetime import UTC, datetime
+
+import pytest
+from pydantic import ValidationError
+
+from agent_memory.models import (
+    EventIn,
+    EventsRequest,
+    ProviderSettings,
+    RecallRequest,
+    StorePut,
+    StoreSettings,
+)
+
+
+def test_defaults_are_the_seed_table():
+    settings = StoreSettings()
+    assert settings.model_dump() == {
+        "extraction_delay_seconds": 300,
+        "summarize_after": 40,
+        "keep_recent": 12,
+        "session_ttl_seconds": 3600,
+        "memory_ttl_seconds": 31_536_000,
+        "dedupe_threshold": 0.92,
+        "custom_types": [],
+        "redact_pii": True,
+    }
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "ok"),
+    [
+        ("extraction_delay_seconds", 29, False),
+        ("extraction_delay_seconds", 30, True),
+        ("extraction_delay_seconds", 3599, True),
+        ("extraction_delay_seconds", 3601, False),
+        ("dedupe_threshold", 0, False),
+        ("dedupe_threshold", 0.0001, True),
+        ("dedupe_threshold", 1, True),
+        ("dedupe_threshold", 1.01, False),
+        ("summarize_after", 0, False),
+        ("keep_recent", -1, False),
+        ("session_ttl_seconds", 59, False),
+        ("memory_ttl_seconds", 59, False),
+        ("redact_pii", "yes", False),
+        ("summarize_after", "30", False),
+        ("dedupe_threshold", 1, True),
+    ],
+)
+def test_setting_ranges(field, value, ok):
+    if ok:
+        StoreSettings.model_validate({field: value})
+    else:
+        with pytest.raises(ValidationError):
+            StoreSettings.model_validate({field: value})
+
+
+def test_keep_recent_must_be_below_summarize_after():
+    StoreSettings(summarize_after=10, keep_recent=9)
+    with pytest.raises(ValidationError, match="keep_recent"):
+        StoreSettings(summarize_after=10, keep_recent=10)
+
+
+def test_sessions_must_outlive_the_extraction_delay():
+    with pytest.raises(ValidationError, match="session_ttl_seconds"):
+        StoreSettings(session_ttl_seconds=300, extraction_delay_seconds=300)
+
+
+def test_custom_types_at_most_three_unique_and_not_builtin():
+    one = {"name": "order_issue", "description": "a problem with an order"}
+    StoreSettings.model_validate({"custom_types": [one]})
+    four = [{"name": f"t{i}", "description": "d"} for i in range(4)]
+    with pytest.raises(ValidationError):
+        StoreSettings.model_validate({"custom_types": four})
+    with pytest.raises(ValidationError, match="unique"):
+        StoreSettings.model_validate({"custom_types": [one, one]})
+    for reserved in ("semantic", "episodic"):
+        with pytest.raises(ValidationError, match="built-in"):
+            StoreSettings.model_validate({"custom_types": [{"name": reserved, "description": "d"}]})
+    with pytest.raises(ValidationError):
+        StoreSettings.model_validate({"custom_types": [{"name": "Bad Name", "description": "d"}]})
+
+
+def test_providers_need_a_model_and_custom_needs_an_https_base_url():
+    ProviderSettings(llm_provider="openai", llm_model="gpt-4o-mini")
+    with pytest.raises(ValidationError, match="llm_model is required"):
+        ProviderSettings(llm_provider="anthropic")
+    with pytest.raises(ValidationError, match="embed_base_url is required"):
+        ProviderSettings(embed_provider="custom", embed_model="m")
+    with pytest.raises(ValidationError, match="https"):
+        ProviderSettings(
+            embed_provider="custom", embed_model="m", embed_base_url="http://example.com/v1"
+        )
+    with pytest.raises(ValidationError, match="only used"):
+        ProviderSettings(llm_provider="openai", llm_model="m", llm_base_url="https://x.example")
+    ProviderSettings(llm_provider="custom", llm_model="m", llm_base_url="https://llm.example/v1")
+
+
+def test_put_body_rejects_unknown_fields_so_typos_are_not_silent():
+    with pytest.raises(ValidationError, match="Extra inputs"):
+        StorePut.model_validate({"sumarize_after": 10})
+
+
+def test_event_fields():
+    event = EventIn(role="user", content="hi", created_at=datetime(2023, 5, 8, 13, 56))
+    assert event.created_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+    for bad in ({"role": "bot", "content": "x"}, {"role": "user", "content": ""}):
+        with pytest.raises(ValidationError):
+            EventIn.model_validate(bad)
+    with pytest.raises(ValidationError):
+        EventIn(role="user", content="x" * 32_001)
+    with pytest.raises(ValidationError):
+        EventsRequest.model_validate({"events": []})
+
+
+def test_offset_created_at_is_converted_to_utc():
+    event = EventIn.model_validate(
+        {"role": "user", "content": "x", "created_at": "2023-05-08T15:56:00+02:00"}
+    )
+    assert event.created_at == datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
+
+
+def test_recall_limit_bounds():
+    assert RecallRequest(session_id="s").limit == 10
+    with pytest.raises(ValidationError):
+        RecallRequest(session_id="s", limit=0)
+    with pytest.raises(ValidationError):
+        RecallRequest(session_id="s", limit=101)
+    with pytest.raises(ValidationError):
+        RecallRequest(session_id="bad id")
