@@ -63,8 +63,19 @@ def start_redis_server(data_dir: Path, *, persist: bool = True) -> Database:
     port = free_port()
     process = subprocess.Popen(
         [
-            binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
-            "--save", "30 1" if persist else "", "--appendonly", "no", "--logfile", "redis.log",
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(data_dir),
+            "--save",
+            "30 1" if persist else "",
+            "--appendonly",
+            "no",
+            "--logfile",
+            "redis.log",
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,

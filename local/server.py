@@ -61,7 +61,12 @@ class Gateway:
         self.api = api
 
     def invoke(
-        self, method: str, raw_path: str, raw_query: str, headers: list[tuple[str, str]], body: bytes
+        self,
+        method: str,
+        raw_path: str,
+        raw_query: str,
+        headers: list[tuple[str, str]],
+        body: bytes,
     ) -> tuple[int, list[tuple[str, str]], bytes]:
         from urllib.parse import unquote
 

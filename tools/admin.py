@@ -23,10 +23,10 @@ from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "layers" / "core"))
 
-from agent_memory.clock import SystemClock  # noqa: E402
-from agent_memory.control import ControlPlane  # noqa: E402
-from agent_memory.db import redis_client  # noqa: E402
-from agent_memory.errors import AgentMemoryError  # noqa: E402
+from agent_memory.clock import SystemClock
+from agent_memory.control import ControlPlane
+from agent_memory.db import redis_client
+from agent_memory.errors import AgentMemoryError
 
 
 def mask_password(url: str) -> str:
@@ -41,7 +41,9 @@ def mask_password(url: str) -> str:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m tools.admin", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m tools.admin", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--control-url", default=os.environ.get("KIVIDB_CONTROL_URL"))
     commands = parser.add_subparsers(dest="command", required=True)
     create = commands.add_parser("create-org", help="create an organization")

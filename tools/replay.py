@@ -300,16 +300,17 @@ class Timings:
     recall: list[float] = field(default_factory=list)
 
     def summary(self) -> str:
+        """``latency median .., p99 .. (all requests); events median .., recall median ..``."""
         every = self.events + self.recall
-        parts = [
-            f"latency median {_ms(statistics.median(every))}, p99 {_ms(percentile(every, 99))}"
+        if not every:
+            return "no requests"
+        text = f"latency median {_ms(statistics.median(every))}, p99 {_ms(percentile(every, 99))}"
+        kinds = [
+            f"{kind} median {_ms(statistics.median(values))}"
+            for kind, values in (("events", self.events), ("recall", self.recall))
+            if values
         ]
-        line = ", ".join(parts) + " (all requests)"
-        kinds = []
-        for kind, values in (("events", self.events), ("recall", self.recall)):
-            if values:
-                kinds.append(f"{kind} median {_ms(statistics.median(values))}")
-        return "; ".join([line, ", ".join(kinds)]) if kinds else line
+        return f"{text} (all requests); {', '.join(kinds)}"
 
 
 # --- HTTP ----------------------------------------------------------------------------------------

@@ -6,8 +6,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import (
-    CONFLICT_RESPONSES,
     SESSION_ROUTE,
+    WRITE_RESPONSES,
     Api,
     InstancePath,
     SessionPath,
@@ -23,7 +23,7 @@ app = Api()
     SESSION_ROUTE + "/events",
     summary="Add messages to a session",
     tags=["sessions"],
-    responses=CONFLICT_RESPONSES,
+    responses=WRITE_RESPONSES,
 )
 def add_events(
     instance_id: InstancePath,

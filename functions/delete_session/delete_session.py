@@ -3,13 +3,13 @@
 from aws_lambda_powertools.event_handler import Response
 
 from agent_memory.api import (
-    ERROR_RESPONSES,
     SESSION_ROUTE,
     Api,
     InstancePath,
     SessionPath,
     StorePath,
     no_content,
+    responses,
 )
 
 app = Api()
@@ -19,7 +19,7 @@ app = Api()
     SESSION_ROUTE,
     summary="Forget a session",
     tags=["sessions"],
-    responses={204: {"description": "Deleted"}, **ERROR_RESPONSES},
+    responses=responses({204: "Deleted"}),
 )
 def delete_session(
     instance_id: InstancePath, store: StorePath, session_id: SessionPath

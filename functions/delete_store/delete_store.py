@@ -2,7 +2,7 @@
 
 from aws_lambda_powertools.event_handler import Response
 
-from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath, no_content
+from agent_memory.api import STORE_ROUTE, Api, InstancePath, StorePath, no_content, responses
 
 app = Api()
 
@@ -11,7 +11,7 @@ app = Api()
     STORE_ROUTE,
     summary="Delete a store and everything it keeps",
     tags=["stores"],
-    responses={204: {"description": "Deleted"}, **ERROR_RESPONSES},
+    responses=responses({204: "Deleted"}),
 )
 def delete_store(instance_id: InstancePath, store: StorePath) -> Response[None]:
     app.runtime.stores(app.principal, instance_id).delete(store)

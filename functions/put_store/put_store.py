@@ -5,7 +5,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
-from agent_memory.api import ERROR_RESPONSES, JSON, STORE_ROUTE, Api, InstancePath, StorePath
+from agent_memory.api import JSON, STORE_ROUTE, Api, InstancePath, StorePath, responses
 from agent_memory.models import StorePut, StoreView
 
 app = Api()
@@ -15,14 +15,16 @@ app = Api()
     STORE_ROUTE,
     summary="Create or change a store",
     tags=["stores"],
-    responses={200: {"description": "Changed"}, 201: {"description": "Created"}, **ERROR_RESPONSES},
+    responses=responses({200: "Changed", 201: "Created"}),
 )
 def put_store(
     instance_id: InstancePath, store: StorePath, body: Annotated[StorePut, Body()]
 ) -> Response[StoreView]:
     stores = app.runtime.stores(app.principal, instance_id)
     config, created = stores.put(store, body)
-    return Response(status_code=201 if created else 200, content_type=JSON, body=stores.view(config))
+    return Response(
+        status_code=201 if created else 200, content_type=JSON, body=stores.view(config)
+    )
 
 
 lambda_handler = app.lambda_handler

@@ -26,9 +26,7 @@ class MovableClock:
 
 
 def _events(*contents, actor=None):
-    return EventsRequest(
-        actor_id=actor, events=[EventIn(role="user", content=c) for c in contents]
-    )
+    return EventsRequest(actor_id=actor, events=[EventIn(role="user", content=c) for c in contents])
 
 
 @pytest.fixture
@@ -111,7 +109,7 @@ TEXTS = [
     "👩‍👩‍👧‍👦 family, 🏳️‍🌈 flag, 👍🏽 tone",
     "e\u0301 composed vs é",
     "漢字かなカナ 한국어",
-    "tab\tnewline\nquote\" backslash\\ nul-free",
+    'tab\tnewline\nquote" backslash\\ nul-free',
     "RTL مرحبا",
 ]
 

@@ -18,7 +18,8 @@ def _event(**overrides):
             ("Cookie", "c1=v1; c2=v2"),
         ],
         "body": b'{"a": 1}',
-        "route_key": "POST /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}/events",
+        "route_key": "POST /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}"
+        "/events",
         "path_parameters": {"instance_id": "db", "store": "s", "session_id": "a%40b"},
     }
     args.update(overrides)
@@ -45,7 +46,9 @@ def test_binary_bodies_are_base64():
 def test_authorizer_event_has_no_body_and_a_route_arn():
     event = authorizer_event(_event())
     assert event["type"] == "REQUEST" and "body" not in event
-    assert event["routeArn"].endswith("/$default/POST/instances/db/agent-memory/s/sessions/a%40b/events")
+    assert event["routeArn"].endswith(
+        "/$default/POST/instances/db/agent-memory/s/sessions/a%40b/events"
+    )
 
 
 def test_responses():

@@ -37,6 +37,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.shared.json_encoder import Encoder
 from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -77,27 +78,32 @@ _STATUS: list[tuple[type[AgentMemoryError], HTTPStatus]] = [
     (DatabaseUnavailable, HTTPStatus.SERVICE_UNAVAILABLE),
 ]
 
-# Declared on every route so the OpenAPI document lists the error answers.
-ERROR_RESPONSES: dict[int, dict[str, Any]] = {
-    int(status): {
-        "description": status.phrase,
-        "content": {JSON: {"model": ErrorBody}},
-    }
-    for status in (
-        HTTPStatus.UNAUTHORIZED,
-        HTTPStatus.NOT_FOUND,
-        HTTPStatus.UNPROCESSABLE_ENTITY,
-        HTTPStatus.SERVICE_UNAVAILABLE,
-    )
-}
+_COMMON_ERRORS = (
+    HTTPStatus.UNAUTHORIZED,
+    HTTPStatus.NOT_FOUND,
+    HTTPStatus.UNPROCESSABLE_ENTITY,
+    HTTPStatus.SERVICE_UNAVAILABLE,
+)
 
-CONFLICT_RESPONSES: dict[int, dict[str, Any]] = {
-    **ERROR_RESPONSES,
-    **{
-        int(status): {"description": status.phrase, "content": {JSON: {"model": ErrorBody}}}
-        for status in (HTTPStatus.CONFLICT, HTTPStatus.REQUEST_ENTITY_TOO_LARGE)
-    },
-}
+
+def responses(
+    success: dict[int, str] | None = None, errors: tuple[HTTPStatus, ...] = ()
+) -> dict[int, OpenAPIResponse]:
+    """A route's declared answers for the OpenAPI document: ``success`` (status -> description)
+    and the error statuses every route can give (401, 404, 422, 503) plus ``errors``."""
+    declared: dict[int, OpenAPIResponse] = {
+        status: {"description": text} for status, text in (success or {}).items()
+    }
+    for status in (*_COMMON_ERRORS, *errors):
+        declared[int(status)] = {
+            "description": status.phrase,
+            "content": {JSON: {"model": ErrorBody}},
+        }
+    return declared
+
+
+ERROR_RESPONSES = responses()
+WRITE_RESPONSES = responses(errors=(HTTPStatus.CONFLICT, HTTPStatus.REQUEST_ENTITY_TOO_LARGE))
 
 # Path parameters, validated the same way on every route.
 InstancePath = Annotated[str, Path(pattern=INSTANCE_ID_PATTERN, description="Database instance id")]
@@ -273,8 +279,10 @@ class Api(APIGatewayHttpResolver):
             field = ".".join(loc) or "body"
             problem = str(error.get("msg", "invalid")).removeprefix("Value error, ")
             if error.get("type") == "json_invalid":
-                field, problem = "body", "The body is not valid JSON: " + str(
-                    (error.get("ctx") or {}).get("error", "parse error")
+                field, problem = (
+                    "body",
+                    "The body is not valid JSON: "
+                    + str((error.get("ctx") or {}).get("error", "parse error")),
                 )
             details.append({"field": field, "problem": problem})
         return Response(

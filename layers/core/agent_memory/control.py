@@ -85,7 +85,7 @@ class ControlPlane:
 
     def list_organizations(self) -> list[str]:
         with database_errors():
-            return sorted(self._redis.hkeys(ControlKeys.organizations))
+            return sorted(str(org) for org in self._redis.hkeys(ControlKeys.organizations))
 
     def _require_org(self, org_id: str) -> None:
         if not self.organization_exists(org_id):
@@ -142,7 +142,7 @@ class ControlPlane:
         with database_errors():
             raw = self._redis.hgetall(ControlKeys.org_keys(org_id))
         return sorted(
-            (ApiKeyInfo(key_id, from_ms(json.loads(v)[1])) for key_id, v in raw.items()),
+            (ApiKeyInfo(str(key_id), from_ms(json.loads(v)[1])) for key_id, v in raw.items()),
             key=lambda info: info.created_at,
         )
 
@@ -155,7 +155,9 @@ class ControlPlane:
                 else "The API key is not valid."
             )
         with database_errors():
-            found = self._redis.hmget(ControlKeys.api_key(hash_api_key(api_key)), "org_id", "key_id")
+            found = self._redis.hmget(
+                ControlKeys.api_key(hash_api_key(api_key)), "org_id", "key_id"
+            )
         if found[0] is None:
             raise Unauthorized("The API key is not valid or has been revoked.")
         return Principal(org_id=str(found[0]), key_id=str(found[1]))
@@ -167,7 +169,9 @@ class ControlPlane:
         organization is refused."""
         _check(INSTANCE_ID, "instance id", instance_id)
         if not url.startswith(("redis://", "rediss://", "unix://")):
-            raise ValidationFailed("An instance URL must start with redis://, rediss:// or unix://.")
+            raise ValidationFailed(
+                "An instance URL must start with redis://, rediss:// or unix://."
+            )
         self._require_org(org_id)
         with database_errors():
             owner = self._redis.hget(ControlKeys.instance(instance_id), "org_id")
@@ -191,11 +195,13 @@ class ControlPlane:
             raw = self._redis.hgetall(ControlKeys.instance(instance_id))
         if not raw or raw.get("org_id") != org_id:
             raise InstanceNotFound(instance_id)
-        return Instance(instance_id, org_id, raw["url"], from_ms(raw.get("created_at", 0)))
+        return Instance(
+            instance_id, org_id, str(raw["url"]), from_ms(str(raw.get("created_at", 0)))
+        )
 
     def instances(self, org_id: str) -> list[Instance]:
         with database_errors():
-            ids = sorted(self._redis.smembers(ControlKeys.org_instances(org_id)))
+            ids = sorted(str(i) for i in self._redis.smembers(ControlKeys.org_instances(org_id)))
         found = []
         for instance_id in ids:
             try:

@@ -152,7 +152,9 @@ class ProviderSettings(Model):
                 raise ValueError(f"{kind}_model is required when {kind}_provider is '{provider}'")
             if provider == "custom":
                 if base_url is None:
-                    raise ValueError(f"{kind}_base_url is required when {kind}_provider is 'custom'")
+                    raise ValueError(
+                        f"{kind}_base_url is required when {kind}_provider is 'custom'"
+                    )
                 _check_base_url(f"{kind}_base_url", base_url)
             elif base_url is not None:
                 raise ValueError(f"{kind}_base_url is only used when {kind}_provider is 'custom'")

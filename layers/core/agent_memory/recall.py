@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent_memory.models import Message, MemoryView, RecallRequest, RecallView, StoreConfig
+from agent_memory.models import MemoryView, Message, RecallRequest, RecallView, StoreConfig
 from agent_memory.sessions import Sessions
 
 CONTEXT_PREAMBLE = "Memory for this conversation, from KiviDB agent memory."

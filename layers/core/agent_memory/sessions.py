@@ -10,7 +10,6 @@ right after, in the store's slot.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -19,7 +18,7 @@ import redis
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.db import database_errors
 from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
-from agent_memory.keys import SessionKeys, StoreKeys
+from agent_memory.keys import StoreKeys
 from agent_memory.models import (
     MAX_EVENTS_PER_CALL,
     EventsRequest,
@@ -216,14 +215,18 @@ class Sessions:
 
     def _prune_expired(self) -> None:
         now_ms = to_ms(self._clock.now())
-        while int(self._prune(keys=[self._keys.sessions, self._keys.session_expiry], args=[now_ms])):
+        while int(
+            self._prune(keys=[self._keys.sessions, self._keys.session_expiry], args=[now_ms])
+        ):
             pass
 
     def list(self, offset: int, limit: int) -> SessionList:
         """A page of live sessions, most recent first; ``next_offset`` is null on the last page."""
         with database_errors():
             self._prune_expired()
-            ids: Sequence[str] = self._redis.zrevrange(self._keys.sessions, offset, offset + limit)
+            ids = [
+                str(i) for i in self._redis.zrevrange(self._keys.sessions, offset, offset + limit)
+            ]
             pipe = self._redis.pipeline(transaction=False)
             for session_id in ids[:limit]:
                 pipe.hmget(self._keys.session(session_id).meta, _META_FIELDS)
@@ -242,6 +245,7 @@ class Sessions:
         """Exact number of live sessions (expired ones are not counted, pruned or not)."""
         with database_errors():
             return int(
-                self._redis.zcount(self._keys.session_expiry, f"({to_ms(self._clock.now())}", "+inf")
+                self._redis.zcount(
+                    self._keys.session_expiry, f"({to_ms(self._clock.now())}", "+inf"
+                )
             )
-

@@ -7,7 +7,7 @@ Deleting a store removes that entry first (so new writes answer 404), then every
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import redis
 from pydantic import ValidationError
@@ -27,7 +27,10 @@ from agent_memory.models import (
 from agent_memory.secrets import Cipher
 from agent_memory.sessions import Sessions
 
-_SECRET_FIELDS = {"llm_api_key": "llm_api_key_ciphertext", "embed_api_key": "embed_api_key_ciphertext"}
+_SECRET_FIELDS = {
+    "llm_api_key": "llm_api_key_ciphertext",
+    "embed_api_key": "embed_api_key_ciphertext",
+}
 _DEFAULTABLE = set(StoreSettings.model_fields) | {"llm_provider", "embed_provider", "dimensions"}
 _SCAN_BATCH = 1000
 
@@ -74,19 +77,18 @@ class Stores:
         same store apply one after the other.
         """
         given = change.model_dump(exclude_unset=True)
-        with database_errors():
-            with self._redis.pipeline(transaction=True) as pipe:
-                while True:
-                    try:
-                        pipe.watch(StoreKeys.registry)
-                        raw = pipe.hget(StoreKeys.registry, name)
-                        config = self._merge(name, raw, given)
-                        pipe.multi()
-                        pipe.hset(StoreKeys.registry, name, config.model_dump_json())
-                        pipe.execute()
-                        return config, raw is None
-                    except redis.WatchError:
-                        continue
+        with database_errors(), self._redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    pipe.watch(StoreKeys.registry)  # type: ignore[no-untyped-call]
+                    raw = cast(str | None, pipe.hget(StoreKeys.registry, name))
+                    config = self._merge(name, raw, given)
+                    pipe.multi()
+                    pipe.hset(StoreKeys.registry, name, config.model_dump_json())
+                    pipe.execute()
+                    return config, raw is None
+                except redis.WatchError:
+                    continue
 
     def _merge(self, name: str, raw: str | None, given: dict[str, Any]) -> StoreConfig:
         now = self._clock.now()

@@ -1,0 +1,113 @@
+"""Each function's lambda_handler, called with its events/*.json sample (as `sam local invoke -e`
+would), against a real Redis server. Variations come from one small builder."""
+
+import json
+
+import pytest
+
+from local.server import LambdaContext
+from local.template import read_http_api
+from tests.conftest import ROOT, unique
+from tests.unit.test_template import PARAMETERS
+
+API = read_http_api(ROOT / "template.yaml", PARAMETERS)
+HANDLERS = {r.function.handler.split(".")[0]: r.function for r in API.routes}
+
+
+def sample(name: str) -> dict:
+    return json.loads((ROOT / "events" / f"{name}.json").read_text())
+
+
+def build(name, tenant, store="demo", *, body=None, query=None, org=None, session=None):
+    """The sample event of ``name``, re-pointed at ``tenant``'s instance and ``store``."""
+    event = sample(name)
+    path = event["rawPath"].replace("/instances/local/", f"/instances/{tenant.instance_id}/")
+    path = path.replace("/agent-memory/demo", f"/agent-memory/{store}")
+    if session is not None:
+        path = path.replace("/demo-session", f"/{session}")
+    event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    event["requestContext"]["authorizer"]["lambda"]["org_id"] = org or tenant.org_id
+    if body is not None:
+        event["body"] = body if isinstance(body, str) else json.dumps(body)
+    if query is not None:
+        event["rawQueryString"] = query
+        event["queryStringParameters"] = dict(p.split("=", 1) for p in query.split("&"))
+    return event
+
+
+def invoke(name, event):
+    answer = HANDLERS[name].load()(event, LambdaContext(name))
+    body = json.loads(answer["body"]) if answer.get("body") else None
+    return answer["statusCode"], body, answer.get("headers", {})
+
+
+@pytest.fixture
+def store(tenant, function_env):
+    name = unique("store")
+    status, _, _ = invoke("put_store", build("put_store", tenant, name))
+    assert status == 201
+    yield name
+    invoke("delete_store", build("delete_store", tenant, name))
+
+
+def test_samples_drive_a_whole_conversation(tenant, store):
+    status, body, _ = invoke("add_events", build("add_events", tenant, store))
+    assert status == 200 and body == {"session_id": "demo-session", "added": 2, "message_count": 2}
+    status, body, _ = invoke("get_session", build("get_session", tenant, store))
+    assert status == 200 and body["actor_id"] == "user-7"
+    assert body["messages"][0]["content"] == "My order ORD-2291 never arrived."
+    status, body, _ = invoke("list_sessions", build("list_sessions", tenant, store))
+    assert [s["session_id"] for s in body["sessions"]] == ["demo-session"]
+    status, body, _ = invoke("recall", build("recall", tenant, store))
+    assert status == 200 and "## Recent messages" in body["context"]
+    status, body, _ = invoke("get_store", build("get_store", tenant, store))
+    assert body["counts"] == {"sessions": 1, "memories": 0, "waiting_for_extraction": 0}
+    assert body["custom_types"][0]["name"] == "order_issue"
+    status, body, _ = invoke("list_instance_stores", build("list_instance_stores", tenant))
+    assert [s["name"] for s in body["stores"]] == [store]
+    status, body, _ = invoke("list_stores", build("list_stores", tenant))
+    assert [(s["name"], s["instance_id"]) for s in body["stores"]] == [(store, tenant.instance_id)]
+    status, body, _ = invoke("delete_session", build("delete_session", tenant, store))
+    assert status == 204 and body is None
+    status, body, _ = invoke("get_session", build("get_session", tenant, store))
+    assert status == 404 and body["error"] == "session_not_found"
+
+
+def test_the_authorizer_sample_names_the_keys_organization(tenant, function_env):
+    event = sample("authorizer")
+    event["headers"]["authorization"] = f"Bearer {tenant.api_key}"
+    answer = API.authorizer.load()(event, LambdaContext("authorizer"))
+    assert answer == {
+        "isAuthorized": True,
+        "context": {"org_id": tenant.org_id, "key_id": tenant.key_id},
+    }
+    event["headers"]["authorization"] = "Bearer kvm_not_a_key_at_all_0000000000"
+    answer = API.authorizer.load()(event, LambdaContext("authorizer"))
+    assert answer["context"]["error"] == "unauthorized" and "org_id" not in answer["context"]
+    del event["headers"]["authorization"]
+    answer = API.authorizer.load()(event, LambdaContext("authorizer"))
+    assert answer["context"]["error"] == "unauthorized"
+
+
+@pytest.mark.parametrize("name", sorted(HANDLERS))
+def test_every_handler_refuses_an_unauthenticated_caller(tenant, function_env, name):
+    event = build(name, tenant)
+    event["requestContext"]["authorizer"]["lambda"] = {"error": "unauthorized", "message": "no"}
+    status, body, _ = invoke(name, event)
+    assert status == 401 and body == {"error": "unauthorized", "message": "no"}
+
+
+def test_a_lone_surrogate_is_a_422_and_stores_nothing(tenant, store):
+    bad = '{"events": [{"role": "user", "content": "\\ud83d"}]}'
+    status, body, _ = invoke("add_events", build("add_events", tenant, store, body=bad))
+    assert status == 422 and body["error"] == "validation_error"
+    status, body, _ = invoke("list_sessions", build("list_sessions", tenant, store))
+    assert body["sessions"] == []
+
+
+def test_database_outage_is_a_503_with_retry_after(tenant, store, monkeypatch):
+    tenant.control.register_instance(tenant.org_id, tenant.instance_id, "redis://127.0.0.1:1/0")
+    status, body, headers = invoke("get_store", build("get_store", tenant, store))
+    assert status == 503 and body["error"] == "database_unavailable"
+    assert headers["Retry-After"] == "1"
+    tenant.control.register_instance(tenant.org_id, tenant.instance_id, tenant.url)
