@@ -7,7 +7,7 @@ SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 STAMP := $(VENV)/.installed
 
-.PHONY: run test unit integration e2e lint format validate build deploy replay clean
+.PHONY: run test unit integration e2e lint format validate openapi build deploy replay clean
 
 $(STAMP): requirements-dev.txt layers/core/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -42,10 +42,16 @@ format: $(STAMP)
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
-## validate: cfn-lint on template.yaml (and `sam validate --lint` when the SAM venv exists)
+## validate: cfn-lint on template.yaml (and `sam validate --lint` when the SAM venv exists),
+## and docs/openapi.json matches the routes the functions declare
 validate: $(STAMP)
 	$(VENV)/bin/cfn-lint template.yaml
+	$(PY) -m tools.openapi --check
 	@if [ -x $(SAM) ]; then $(SAM) validate --lint --region us-east-1; fi
+
+## openapi: regenerate docs/openapi.json from the functions' routes
+openapi: $(STAMP)
+	$(PY) -m tools.openapi
 
 $(SAM):
 	$(PYTHON) -m venv $(SAM_VENV)

@@ -58,9 +58,10 @@ class Function:
     handler: str
     _module: ModuleType | None = field(default=None, repr=False)
 
-    def load(self) -> Handler:
-        module_name, _, attr = self.handler.rpartition(".")
+    def module(self) -> ModuleType:
+        """The handler's module, imported once per ``Function`` (one warm container)."""
         if self._module is None:
+            module_name = self.handler.rpartition(".")[0]
             source = self.code_dir / f"{module_name}.py"
             spec = importlib.util.spec_from_file_location(
                 f"_fn_{self.logical_id}_{module_name}", source
@@ -70,7 +71,11 @@ class Function:
             module = importlib.util.module_from_spec(spec)
             spec.loader.exec_module(module)
             self._module = module
-        handler: Handler = getattr(self._module, attr)
+        return self._module
+
+    def load(self) -> Handler:
+        """The declared handler callable (``module.attr`` of ``Handler``)."""
+        handler: Handler = getattr(self.module(), self.handler.rpartition(".")[2])
         return handler
 
 
