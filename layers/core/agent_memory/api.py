@@ -39,6 +39,7 @@ from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValida
 from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.shared.json_encoder import Encoder
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -250,6 +251,9 @@ class Api(APIGatewayHttpResolver):
             return self.resolve(event, context)
         finally:
             self._principal = None
+            if is_metrics_disabled():
+                # Powertools keeps disabled metrics and prints them every 100 values; drop them.
+                metrics.clear_metrics()
 
     def _raw_error(self, exc: AgentMemoryError) -> dict[str, Any]:
         return {

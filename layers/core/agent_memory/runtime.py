@@ -6,11 +6,12 @@ when an invocation starts, not at import. Everything below it receives plain val
 
 from __future__ import annotations
 
+import os
+from collections.abc import Mapping
 from functools import cached_property, lru_cache
 from pathlib import Path
 
-from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
 from agent_memory.clock import Clock, SystemClock
 from agent_memory.control import ControlPlane, Principal
@@ -23,7 +24,7 @@ from agent_memory.stores import Stores
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 
 
-class FunctionSettings(BaseSettings):
+class FunctionSettings(BaseModel):
     """Environment of every function (``KIVIDB_*``), set by ``template.yaml`` or the local stack.
 
     ``control_url``: the control database (organizations, keys, instances).
@@ -32,12 +33,24 @@ class FunctionSettings(BaseSettings):
     ``max_body_bytes``: larger request bodies are a 413 before they are parsed.
     """
 
-    model_config = SettingsConfigDict(env_prefix="KIVIDB_", frozen=True, extra="ignore")
+    model_config = ConfigDict(frozen=True, extra="ignore")
 
     control_url: str = Field(min_length=1)
     secret_key_file: Path | None = None
     secret_key: SecretStr | None = None
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024)
+
+    @classmethod
+    def from_environ(cls, environ: Mapping[str, str]) -> FunctionSettings:
+        """Read ``KIVIDB_<FIELD>`` variables. (A plain read: pydantic-settings took about 2 ms
+        per invocation, which is a third of the latency target for adding events.)"""
+        prefix = "KIVIDB_"
+        values = {
+            name: environ[prefix + name.upper()]
+            for name in cls.model_fields
+            if prefix + name.upper() in environ
+        }
+        return cls.model_validate(values)
 
 
 class Runtime:
@@ -81,4 +94,4 @@ def runtime_for(settings: FunctionSettings) -> Runtime:
 
 def current_runtime() -> Runtime:
     """Read the settings now (start of an invocation) and return the matching runtime."""
-    return runtime_for(FunctionSettings())
+    return runtime_for(FunctionSettings.from_environ(os.environ))
