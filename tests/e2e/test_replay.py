@@ -53,10 +53,7 @@ def test_memorybank_user_replays(stack):
 
 
 def test_a_wrong_key_is_a_clear_failure(stack):
-    done = subprocess.run(
-        [sys.executable, "-m", "tools.replay", "--url", stack.url, "--api-key", "kvm_wrong_0000000000",
-         "--quiet", "--sessions", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    stack = type(stack)(stack.url, "kvm_wrong_0000000000", stack.redis_url)
+    done = _replay(stack, "--sessions", "1")
     assert done.returncode != 0
     assert "Traceback" not in done.stderr and "401" in done.stderr + done.stdout
