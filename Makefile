@@ -7,7 +7,8 @@ SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 STAMP := $(VENV)/.installed
 
-.PHONY: run test unit integration e2e lint format validate openapi build deploy replay clean
+.PHONY: run test unit integration e2e lint format validate openapi build deploy replay \
+	bench bench-working-memory clean
 
 $(STAMP): requirements-dev.txt layers/core/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -36,7 +37,7 @@ e2e: $(STAMP)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy layers/core local tools functions
+	$(PY) -m mypy layers/core local tools functions bench
 
 format: $(STAMP)
 	$(PY) -m ruff format .
@@ -68,6 +69,18 @@ deploy: build
 ## replay: push a LoCoMo conversation through the running local stack (see README)
 replay: $(STAMP)
 	$(PY) -m tools.replay $(ARGS)
+
+BENCH_STAMP := $(VENV)/.bench-installed
+$(BENCH_STAMP): $(STAMP) bench/requirements.txt
+	$(PY) -m pip install --quiet -r bench/requirements.txt
+	touch $(BENCH_STAMP)
+
+## bench: every benchmark; each writes a table and a plot under bench/results/
+bench: bench-working-memory
+
+## bench-working-memory: add events and recall through the local stack, vs in-process baselines
+bench-working-memory: $(BENCH_STAMP)
+	$(PY) -m bench.working_memory $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .aws-sam .mypy_cache .ruff_cache .pytest_cache

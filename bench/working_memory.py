@@ -1,0 +1,279 @@
+"""Working-memory latency and throughput through the local stack (DESIGN section 7).
+
+Starts its own ``redis-server`` and local stack (2 worker processes, as ``make run``), then
+measures, over ``--runs`` runs each:
+
+- add events (2 messages of ~120 characters) from one kept-alive client: p50, p99;
+- recall of a session holding 40 messages (no long-term memories yet): p50, p99;
+- sustained add-events throughput with ``--clients`` concurrent clients: messages per second;
+- two baselines in the same run: the core's append called in-process (no HTTP, no
+  authorizer, no Lambda emulation) and a bare Redis ``RPUSH`` of the same two messages.
+
+Reports medians over the runs, the ratio of the HTTP path to each baseline, and the peak
+resident memory of the stack's processes; writes ``bench/results/working_memory.md`` and
+``.png``.
+
+    make bench-working-memory            # or: python -m bench.working_memory --runs 5
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from tempfile import TemporaryDirectory
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "layers" / "core"))
+
+import httpx  # noqa: E402
+import redis  # noqa: E402
+from cryptography.fernet import Fernet  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from agent_memory.clock import SystemClock  # noqa: E402
+from agent_memory.models import EventIn, EventsRequest, StorePut  # noqa: E402
+from agent_memory.secrets import FernetCipher  # noqa: E402
+from agent_memory.stores import Stores  # noqa: E402
+from local.bootstrap import free_port, start_redis_server  # noqa: E402
+
+RESULTS = ROOT / "bench" / "results"
+API_KEY = "kvm_bench_0123456789abcdefghijklmnopqrstuv"
+TURN = [
+    {"role": "user", "content": "I moved the staging cache to eu-west-1 last week; " * 2},
+    {"role": "assistant", "content": "Noted. Do you want production moved the same way? " * 2},
+]
+TARGETS = {"add events p50": 5.0, "recall p50 (no memories)": 10.0}
+
+
+def percentile(values: list[float], pct: float) -> float:
+    """Nearest-rank percentile of ``values`` (any order), ``pct`` in (0, 100]."""
+    ordered = sorted(values)
+    rank = max(1, int(-(-pct * len(ordered) // 100)))
+    return ordered[rank - 1]
+
+
+@contextmanager
+def local_stack(redis_url: str, workers: int) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    port = free_port()
+    with TemporaryDirectory() as local_dir:
+        env = {
+            **os.environ,
+            "PORT": str(port),
+            "REDIS_URL": redis_url,
+            "KIVIDB_API_KEY": API_KEY,
+            "KIVIDB_LOCAL_DIR": local_dir,
+            "KIVIDB_WORKERS": str(workers),
+        }
+        process = subprocess.Popen(
+            [sys.executable, "-m", "local"],
+            cwd=ROOT,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        url = f"http://127.0.0.1:{port}"
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                httpx.get(url + "/agent-memory", timeout=1)
+                break
+            except httpx.TransportError:
+                if time.monotonic() > deadline:
+                    process.kill()
+                    raise
+                time.sleep(0.1)
+        try:
+            yield url, process
+        finally:
+            process.terminate()
+            process.wait(timeout=15)
+
+
+def peak_rss_mb(pid: int) -> float:
+    """Sum of VmHWM (peak resident set) of ``pid`` and its children, in MB (Linux /proc)."""
+    total = 0
+    pids = [pid]
+    children = Path(f"/proc/{pid}/task/{pid}/children")
+    if children.exists():
+        pids += [int(p) for p in children.read_text().split()]
+    for each in pids:
+        for line in Path(f"/proc/{each}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                total += int(line.split()[1])
+    return total / 1024
+
+
+def timed(call: Callable[[], object], count: int, bar: tqdm) -> list[float]:
+    latencies = []
+    for _ in range(count):
+        start = time.perf_counter()
+        call()
+        latencies.append((time.perf_counter() - start) * 1000)
+        bar.update()
+    return latencies
+
+
+def throughput(url: str, store: str, clients: int, seconds: float) -> float:
+    """Messages per second added by ``clients`` kept-alive clients for ``seconds``."""
+    counts = [0] * clients
+    stop = time.monotonic() + seconds
+
+    def client(n: int) -> None:
+        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {API_KEY}"}) as http:
+            i = 0
+            while time.monotonic() < stop:
+                r = http.post(f"{store}/sessions/load-{n}-{i // 50}/events", json={"events": TURN})
+                r.raise_for_status()
+                counts[n] += 2
+                i += 1
+
+    threads = [threading.Thread(target=client, args=(n,)) for n in range(clients)]
+    start = time.monotonic()
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return sum(counts) / (time.monotonic() - start)
+
+
+def run_once(url: str, redis_url: str, requests: int, clients: int, bar: tqdm) -> dict[str, float]:
+    store = f"/instances/local/agent-memory/bench-{time.monotonic_ns()}"
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    results: dict[str, float] = {}
+    with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
+        http.put(store, json={}).raise_for_status()
+        for _ in range(20):  # the recall session: 40 messages
+            http.post(f"{store}/sessions/recall-me/events", json={"events": TURN})
+        add = timed(
+            lambda: http.post(
+                f"{store}/sessions/add/events", json={"events": TURN}
+            ).raise_for_status(),
+            requests,
+            bar,
+        )
+        recall = timed(
+            lambda: http.post(
+                f"{store}/recall", json={"session_id": "recall-me"}
+            ).raise_for_status(),
+            requests,
+            bar,
+        )
+        results["add events p50"] = statistics.median(add)
+        results["add events p99"] = percentile(add, 99)
+        results["recall p50 (no memories)"] = statistics.median(recall)
+        results["recall p99 (no memories)"] = percentile(recall, 99)
+        results["messages/s sustained"] = throughput(url, store, clients, seconds=3.0)
+        http.delete(store)
+
+    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    stores = Stores(client, "bench", FernetCipher(Fernet.generate_key()), SystemClock())
+    name = f"bench-core-{time.monotonic_ns()}"
+    config, _ = stores.put(name, StorePut())
+    sessions = stores.sessions(config)
+    request = EventsRequest(events=[EventIn.model_validate(e) for e in TURN])
+    core = timed(lambda: sessions.append("s", request), requests, bar)
+    payload = [json.dumps(e) for e in TURN]
+    raw = timed(lambda: client.rpush("bench:raw", *payload), requests, bar)
+    client.delete("bench:raw")
+    stores.delete(name)
+    results["baseline: core append in-process p50"] = statistics.median(core)
+    results["baseline: bare Redis RPUSH p50"] = statistics.median(raw)
+    return results
+
+
+def write_results(runs: list[dict[str, float]], rss: float, args: argparse.Namespace) -> str:
+    names = list(runs[0])
+    median = {n: statistics.median(r[n] for r in runs) for n in names}
+    lines = [
+        "# Working memory through the local stack",
+        "",
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on this project's machine "
+        f"({os.cpu_count()} cores), {args.runs} runs of {args.requests} requests each, "
+        f"2 worker processes, real redis-server on loopback. Medians over the runs; "
+        f"ratios against baselines measured in the same runs.",
+        "",
+        "| measure | median | runs (min - max) | target |",
+        "|---|---|---|---|",
+    ]
+    for n in names:
+        values = [r[n] for r in runs]
+        unit = " msg/s" if "/s" in n else " ms"
+        target = "≥ 1,000 msg/s" if "/s" in n else (f"≤ {TARGETS[n]:g} ms" if n in TARGETS else "")
+        lines.append(
+            f"| {n} | {median[n]:.2f}{unit} | {min(values):.2f} - {max(values):.2f} | {target} |"
+        )
+    core = median["baseline: core append in-process p50"]
+    raw = median["baseline: bare Redis RPUSH p50"]
+    lines += [
+        "",
+        f"- add events over HTTP vs the core's append in-process: "
+        f"**{median['add events p50'] / core:.1f}x** (HTTP, authorizer, validation, routing).",
+        f"- add events over HTTP vs a bare Redis RPUSH: **{median['add events p50'] / raw:.1f}x**.",
+        f"- peak resident memory of the local stack (launcher, 2 workers): {rss:.0f} MB.",
+        "",
+        "Command: `make bench-working-memory` "
+        f"(`python -m bench.working_memory --runs {args.runs} --requests {args.requests}`).",
+        "",
+        "![latency](working_memory.png)",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def plot(runs: list[dict[str, float]], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = [n for n in runs[0] if "/s" not in n]
+    values = [statistics.median(r[n] for r in runs) for n in names]
+    fig, ax = plt.subplots(figsize=(9, 4))
+    ax.barh(names, values, color=["#4c72b0"] * 4 + ["#999999"] * (len(names) - 4))
+    for name, target in TARGETS.items():
+        ax.plot([target], [names.index(name)], marker="|", markersize=24, color="#c44e52")
+    ax.set_xlabel("milliseconds (median over runs; red mark: target)")
+    ax.invert_yaxis()
+    ax.set_title("Working memory through the local stack")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.working_memory")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--clients", type=int, default=4)
+    args = parser.parse_args(argv)
+    with TemporaryDirectory() as data:
+        database = start_redis_server(Path(data), persist=False)
+        try:
+            with local_stack(database.url, workers=2) as (url, process):
+                runs = []
+                total = args.runs * args.requests * 4
+                with tqdm(total=total, desc="requests", unit="req") as bar:
+                    for _ in range(args.runs):
+                        runs.append(run_once(url, database.url, args.requests, args.clients, bar))
+                rss = peak_rss_mb(process.pid)
+        finally:
+            database.stop()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    text = write_results(runs, rss, args)
+    (RESULTS / "working_memory.md").write_text(text, encoding="utf-8")
+    plot(runs, RESULTS / "working_memory.png")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
