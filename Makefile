@@ -60,11 +60,11 @@ $(SAM):
 
 ## build: sam build (in its own venv: aws-sam-cli pins an older boto3)
 build: $(SAM)
-	$(SAM) build
+	$(SAM) build $(ARGS)
 
-## deploy: sam deploy --guided the first time, then with samconfig.toml (see docs/deploy.md)
+## deploy: sam deploy (first time: make deploy ARGS=--guided; see docs/deploy.md)
 deploy: build
-	$(SAM) deploy
+	$(SAM) deploy $(ARGS)
 
 ## replay: push a LoCoMo conversation through the running local stack (see README)
 replay: $(STAMP)

@@ -35,7 +35,7 @@ def main() -> None:
             "SubnetIds": "",
             "SecurityGroupIds": "",
             "LogRetentionDays": "30",
-            "LogLevel": os.environ.get("LOG_LEVEL", "WARNING"),
+            "LogLevel": os.environ.get("LOG_LEVEL", "WARN"),
         }
         os.environ[PARAMETERS_ENV] = json.dumps(parameters)
         os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
@@ -43,7 +43,7 @@ def main() -> None:
         print(
             f"KiviDB agent memory, local stack\n"
             f"  API:       {base}  (routes from template.yaml, {workers} worker processes)\n"
-            f"  database:  {database.description}\n"
+            f"  database:  {database.url}  ({database.description})\n"
             f"  instance:  {INSTANCE_ID}  (organization local)\n"
             f"  API key:   {api_key}  ({origin})\n"
             f"  try:       curl -H 'Authorization: Bearer {api_key}' {base}/agent-memory",

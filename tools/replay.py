@@ -7,7 +7,8 @@ Usage (with the local stack running, ``make run``)::
     python -m tools.replay --dataset memorybank --conversation Linda
     python -m tools.replay --url http://127.0.0.1:3077 --api-key KEY --store replay --quiet
 
-Options: ``--url`` (default ``$KIVIDB_URL`` or http://127.0.0.1:3000), ``--api-key`` (default
+Options: ``--url`` (default ``$KIVIDB_URL``, else http://127.0.0.1:``$PORT`` with 3000 as the
+port default, as ``make run`` uses), ``--api-key`` (default
 ``$KIVIDB_API_KEY``, else the key kept in ``.local/api_key``), ``--instance`` (``local``),
 ``--store`` (``replay``), ``--dataset`` (``locomo`` or ``memorybank``), ``--file``,
 ``--conversation`` (a LoCoMo ``sample_id`` or a MemoryBank user name), ``--sessions N`` (only the
@@ -54,6 +55,14 @@ from tqdm import tqdm
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_URL = "http://127.0.0.1:3000"
+
+
+def default_url() -> str:
+    """Where ``make run`` serves: ``http://127.0.0.1:$PORT`` (3000 when PORT is unset)."""
+    port = os.environ.get("PORT")
+    return f"http://127.0.0.1:{port}" if port else DEFAULT_URL
+
+
 DEFAULT_FILES = {
     "locomo": Path("../shared/data/locomo/locomo10.json"),
     "memorybank": Path("../shared/data/memorybank/en/memory_bank_en.json"),
@@ -496,7 +505,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="python -m tools.replay",
         description="Replay LoCoMo or MemoryBank conversations through the running memory API.",
     )
-    parser.add_argument("--url", default=os.environ.get("KIVIDB_URL") or DEFAULT_URL)
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("KIVIDB_URL") or default_url(),
+        help="the running API (default: $KIVIDB_URL, else http://127.0.0.1:$PORT, port 3000)",
+    )
     parser.add_argument("--api-key", help="default: $KIVIDB_API_KEY, else .local/api_key")
     parser.add_argument("--instance", default="local")
     parser.add_argument("--store", default="replay")

@@ -82,7 +82,9 @@ _STATUS: list[tuple[type[AgentMemoryError], HTTPStatus]] = [
 _COMMON_ERRORS = (
     HTTPStatus.UNAUTHORIZED,
     HTTPStatus.NOT_FOUND,
+    HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
     HTTPStatus.UNPROCESSABLE_ENTITY,
+    HTTPStatus.INTERNAL_SERVER_ERROR,
     HTTPStatus.SERVICE_UNAVAILABLE,
 )
 
@@ -91,7 +93,7 @@ def responses(
     success: dict[int, str] | None = None, errors: tuple[HTTPStatus, ...] = ()
 ) -> dict[int, OpenAPIResponse]:
     """A route's declared answers for the OpenAPI document: ``success`` (status -> description)
-    and the error statuses every route can give (401, 404, 422, 503) plus ``errors``."""
+    and the error statuses every route can give (401, 404, 413, 422, 500, 503) plus ``errors``."""
     declared: dict[int, OpenAPIResponse] = {
         status: {"description": text} for status, text in (success or {}).items()
     }
@@ -104,7 +106,7 @@ def responses(
 
 
 ERROR_RESPONSES = responses()
-WRITE_RESPONSES = responses(errors=(HTTPStatus.CONFLICT, HTTPStatus.REQUEST_ENTITY_TOO_LARGE))
+WRITE_RESPONSES = responses(errors=(HTTPStatus.CONFLICT,))
 
 # Path parameters, validated the same way on every route.
 InstancePath = Annotated[str, Path(pattern=INSTANCE_ID_PATTERN, description="Database instance id")]
@@ -241,10 +243,10 @@ class Api(APIGatewayHttpResolver):
         event = {**event, "rawPath": unquote(event.get("rawPath", "/")), "headers": headers}
         try:
             self._runtime = current_runtime()
+            self._principal = principal_from(event)
             limit = self._runtime.settings.max_body_bytes
             if _body_bytes(event) > limit:
                 raise PayloadTooLarge(f"The request body is larger than {limit} bytes.")
-            self._principal = principal_from(event)
         except AgentMemoryError as exc:
             return self._raw_error(exc)
         try:

@@ -6,12 +6,14 @@ and pool connections, which the local stack relies on when several "containers" 
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 
 import redis
 from redis.backoff import ExponentialBackoff
+from redis.commands.core import Script
 from redis.retry import Retry
 
 from agent_memory.errors import DatabaseUnavailable
@@ -38,10 +40,38 @@ def redis_client(url: str) -> redis.Redis:
 
 @contextmanager
 def database_errors() -> Iterator[None]:
-    """Turn redis-py connection failures into ``DatabaseUnavailable`` (HTTP 503 upstream)."""
+    """Turn redis-py connection failures, timeouts, READONLY and OOM answers into
+    ``DatabaseUnavailable`` (HTTP 503 with Retry-After upstream)."""
     try:
         yield
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise DatabaseUnavailable(
             "The database cannot be reached right now; retry in a moment."
         ) from exc
+    except (redis.exceptions.ReadOnlyError, redis.exceptions.OutOfMemoryError) as exc:
+        # A replica promoted mid-failover answers READONLY; a full database under noeviction
+        # answers OOM. Both pass; the client should retry rather than see a 500.
+        raise DatabaseUnavailable(
+            "The database is not accepting writes right now; retry in a moment."
+        ) from exc
+
+
+_SCRIPTS: weakref.WeakKeyDictionary[redis.Redis, dict[str, Script]] = weakref.WeakKeyDictionary()
+
+
+def load_script(client: redis.Redis, source: str) -> Script:
+    """A Lua script for ``client``, loaded on the server the first time this client uses it.
+
+    Loading up front (one SCRIPT LOAD per client and script, not per call) spares the first call
+    a NOSCRIPT round trip; it also matters for the embedded server, which closes the connection
+    after any error reply, NOSCRIPT included. If the server later forgets the script (a restart),
+    redis-py reloads it on NOSCRIPT as usual.
+    """
+    scripts = _SCRIPTS.setdefault(client, {})
+    script = scripts.get(source)
+    if script is None:
+        script = client.register_script(source)
+        with database_errors():
+            client.script_load(source)
+        scripts[source] = script
+    return script

@@ -13,9 +13,9 @@ store always ends at the first ``:`` after the prefix; session and actor ids use
 ``[A-Za-z0-9._:@-]`` (no braces), so an id always ends at the first ``}``. Hence
 ``acme:ops`` + ``s1`` and ``acme`` + ``ops:s1`` can never meet: the second is not a valid store.
 
-Hash tags (the text between the first ``{`` and ``}``) put every key of one session, and every
-store-level index, in one cluster slot, so each Lua script or MULTI touches one slot and the
-design runs on Redis Cluster (https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/#hash-tags).
+Hash tags (the text between the first ``{`` and ``}``) put the keys of one session in one
+cluster slot (tag: the session id), and the two indexes of one store in one slot (tag: the store
+name), so each Lua script or MULTI touches one slot and the design runs on Redis Cluster (https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/#hash-tags).
 Every key of a store also starts with ``kividb:mem:<store>:``, which is how DELETE finds them all.
 
 The control plane (organizations, API keys, instances) lives in the control database under

@@ -1,7 +1,8 @@
 """Per-container wiring: settings read from the environment, and cached factories.
 
-This is the only module that reads the environment (through pydantic-settings), and it does so
-when an invocation starts, not at import. Everything below it receives plain values.
+This is the only module of the layer that reads the environment (``FunctionSettings.from_environ``),
+and it does so when an invocation starts, not at import. The domain modules below it receive
+plain values and never read ``os.environ``.
 """
 
 from __future__ import annotations

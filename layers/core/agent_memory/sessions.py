@@ -16,7 +16,7 @@ from typing import Any
 import redis
 
 from agent_memory.clock import Clock, from_ms, to_ms
-from agent_memory.db import database_errors
+from agent_memory.db import database_errors, load_script
 from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
 from agent_memory.keys import StoreKeys
 from agent_memory.models import (
@@ -61,15 +61,28 @@ redis.call('PEXPIREAT', messages, expires)
 return {last, owner or ''}
 """
 
-# KEYS: sessions (by recency), sessions:expiry. ARGV: now_ms. Drops expired ids from both.
-_PRUNE = """
-local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, 1000)
+# KEYS: sessions (by recency), sessions:expiry. ARGV: now_ms, limit. Drops up to `limit`
+# expired ids from both; returns how many it dropped.
+_PRUNE_LUA = """
+local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[1], id)
   redis.call('ZREM', KEYS[2], id)
 end
+"""
+_PRUNE = _PRUNE_LUA + "return #expired\n"
+
+# The same, then records a session's activity: ARGV also holds session_id, expires_ms.
+_TOUCH = (
+    _PRUNE_LUA
+    + """
+redis.call('ZADD', KEYS[1], ARGV[1], ARGV[3])
+redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
 return #expired
 """
+)
+PRUNE_BATCH = 1000
+TOUCH_PRUNE_BATCH = 100
 
 _META_FIELDS = ("actor_id", "seq", "created_at", "last_event_at", "expires_at", "summary")
 
@@ -123,8 +136,9 @@ class Sessions:
         self._store = store
         self._keys = StoreKeys(store.name)
         self._clock = clock
-        self._append = client.register_script(_APPEND)
-        self._prune = client.register_script(_PRUNE)
+        self._append = load_script(client, _APPEND)
+        self._prune = load_script(client, _PRUNE)
+        self._touch = load_script(client, _TOUCH)
 
     def append(self, session_id: str, request: EventsRequest) -> EventsResult:
         """Add ``request.events`` to the session, creating it on first use.
@@ -156,10 +170,12 @@ class Sessions:
             )
             if int(last) == 0:
                 raise ActorMismatch(session_id, str(owner), request.actor_id or "")
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.zadd(self._keys.sessions, {session_id: now_ms})
-            pipe.zadd(self._keys.session_expiry, {session_id: expires_ms})
-            pipe.execute()
+            # The store's indexes (another slot), pruned of a few expired ids on the way so that
+            # a store whose sessions are never listed does not keep every id it ever had.
+            self._touch(
+                keys=[self._keys.sessions, self._keys.session_expiry],
+                args=[now_ms, TOUCH_PRUNE_BATCH, session_id, expires_ms],
+            )
         return EventsResult(session_id=session_id, added=len(payloads), message_count=int(last))
 
     def _read(self, session_id: str, recent: int) -> tuple[SessionMeta, list[Message]] | None:
@@ -215,9 +231,8 @@ class Sessions:
 
     def _prune_expired(self) -> None:
         now_ms = to_ms(self._clock.now())
-        while int(
-            self._prune(keys=[self._keys.sessions, self._keys.session_expiry], args=[now_ms])
-        ):
+        keys = [self._keys.sessions, self._keys.session_expiry]
+        while int(self._prune(keys=keys, args=[now_ms, PRUNE_BATCH])) == PRUNE_BATCH:
             pass
 
     def list(self, offset: int, limit: int) -> SessionList:
