@@ -23,6 +23,14 @@ def _is_text(content_type: str) -> bool:
     return not content_type or any(marker in content_type for marker in _TEXT_TYPES)
 
 
+def _is_utf8(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
 def http_event(
     *,
     method: str,
@@ -36,7 +44,8 @@ def http_event(
     host: str = "127.0.0.1",
 ) -> dict[str, Any]:
     """The 2.0 request event. Repeated headers and query keys are joined with commas, cookies
-    move to ``cookies``, and a body of a non-text content type is base64-encoded."""
+    move to ``cookies``, and a body of a non-text content type, or one that is not UTF-8, is
+    base64-encoded (never altered)."""
     merged: dict[str, str] = {}
     cookies: list[str] = []
     for name, value in headers:
@@ -49,7 +58,7 @@ def http_event(
     for name, value in parse_qsl(raw_query, keep_blank_values=True):
         query[name] = f"{query[name]},{value}" if name in query else value
     now = time.time()
-    text = _is_text(merged.get("content-type", ""))
+    text = _is_text(merged.get("content-type", "")) and _is_utf8(body)
     event: dict[str, Any] = {
         "version": "2.0",
         "routeKey": route_key,
@@ -83,7 +92,7 @@ def http_event(
     if path_parameters:
         event["pathParameters"] = {k: unquote(v) for k, v in path_parameters.items()}
     if body:
-        event["body"] = body.decode("utf-8", "replace") if text else base64.b64encode(body).decode()
+        event["body"] = body.decode("utf-8") if text else base64.b64encode(body).decode()
     return event
 
 

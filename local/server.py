@@ -68,9 +68,9 @@ class Gateway:
         headers: list[tuple[str, str]],
         body: bytes,
     ) -> tuple[int, list[tuple[str, str]], bytes]:
-        from urllib.parse import unquote
-
-        found = self.api.find(method, unquote(raw_path))
+        # Match on the raw path, segment by segment, so that an encoded "/" (%2F) stays inside
+        # its parameter instead of reaching another route; parameters are decoded afterwards.
+        found = self.api.find(method, raw_path)
         if found is None:
             return _gateway_error(404, "Not Found")
         route, params = found

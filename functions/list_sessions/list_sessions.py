@@ -5,7 +5,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
-from agent_memory.models import DEFAULT_PAGE, MAX_PAGE, SessionList
+from agent_memory.models import DEFAULT_PAGE, MAX_OFFSET, MAX_PAGE, SessionList
 
 app = Api()
 
@@ -16,7 +16,7 @@ app = Api()
 def list_sessions(
     instance_id: InstancePath,
     store: StorePath,
-    offset: Annotated[int, Query(ge=0)] = 0,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
 ) -> SessionList:
     _, sessions = app.runtime.sessions(app.principal, instance_id, store)

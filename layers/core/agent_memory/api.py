@@ -148,23 +148,59 @@ def _headers(exc: AgentMemoryError) -> dict[str, str]:
 
 def strict_json_loads(text: str) -> Any:
     """Parse a request body as strict JSON (RFC 8259): lone surrogate escapes such as
-    ``"\\ud83d"``, ``NaN``, ``Infinity`` and trailing commas are rejected. Raises
+    ``"\\ud83d"``, ``NaN``, ``Infinity``, trailing commas and any top-level value other than an
+    object are rejected. Raises
     ``json.JSONDecodeError`` so Powertools reports it as a validation error (422)."""
     try:
-        return pydantic_core.from_json(text, allow_inf_nan=False)
+        value = pydantic_core.from_json(text, allow_inf_nan=False)
     except ValueError as exc:
         raise json.JSONDecodeError(str(exc), text, 0) from exc
+    if not isinstance(value, dict):
+        # Every body of this API is an object; Powertools would quietly take a list's first item.
+        raise json.JSONDecodeError("the body must be a JSON object", text, 0)
+    return value
 
 
 # UTF-8 out, not \u escapes: smaller bodies, and text reads back exactly as it was sent.
 _json_dumps = partial(json.dumps, separators=(",", ":"), ensure_ascii=False, cls=Encoder)
 
 
-def _body_bytes(event: dict[str, Any]) -> int:
+def _body_bytes(event: dict[str, Any]) -> bytes:
     body = event.get("body") or ""
     if event.get("isBase64Encoded"):
-        return len(base64.b64decode(body))
-    return len(body.encode("utf-8", "surrogatepass"))
+        try:
+            return base64.b64decode(body, validate=True)
+        except ValueError as exc:
+            raise ValidationFailed("The request body is not valid base64.") from exc
+    return str(body).encode("utf-8", "surrogatepass")
+
+
+def _utf8(body: bytes) -> str:
+    try:
+        return body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValidationFailed(
+            f"The request body is not UTF-8 (bad byte at offset {exc.start}); send UTF-8 JSON.",
+            details=[{"field": "body", "problem": "not valid UTF-8"}],
+        ) from exc
+
+
+# Characters an id may hold (the union of the id alphabets of DESIGN section 2).
+_ID_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:@-")
+
+
+def decode_path(raw_path: str) -> str:
+    """Percent-decode each path segment whose decoded text is made of id characters only.
+
+    Other segments stay encoded, so ``%2F`` can never split one parameter into two segments and
+    reach another route, and a decoded ``?``, ``#`` or NUL cannot hide from validation: the
+    ``%`` left in the segment fails the id pattern (422).
+    """
+    segments = []
+    for segment in raw_path.split("/"):
+        decoded = unquote(segment)
+        segments.append(decoded if set(decoded) <= _ID_CHARS else segment)
+    return "/".join(segments)
 
 
 def principal_from(event: dict[str, Any]) -> Principal:
@@ -237,16 +273,17 @@ class Api(APIGatewayHttpResolver):
         return self._runtime
 
     def _entry(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-        # API Gateway routes on the decoded path; Powertools matches rawPath, so decode it.
         # Every body is read as JSON whatever its Content-Type says (curl -d sends a form type).
         headers = {**(event.get("headers") or {}), "content-type": JSON}
-        event = {**event, "rawPath": unquote(event.get("rawPath", "/")), "headers": headers}
+        event = {**event, "rawPath": decode_path(event.get("rawPath", "/")), "headers": headers}
         try:
             self._runtime = current_runtime()
             self._principal = principal_from(event)
             limit = self._runtime.settings.max_body_bytes
-            if _body_bytes(event) > limit:
+            body = _body_bytes(event)
+            if len(body) > limit:
                 raise PayloadTooLarge(f"The request body is larger than {limit} bytes.")
+            event["body"], event["isBase64Encoded"] = _utf8(body), False
         except AgentMemoryError as exc:
             return self._raw_error(exc)
         try:

@@ -7,6 +7,8 @@ so a misspelt setting is a 422 naming it instead of being silently ignored.
 
 from __future__ import annotations
 
+import ipaddress
+import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -14,6 +16,7 @@ from urllib.parse import urlsplit
 from pydantic import (
     AfterValidator,
     BaseModel,
+    BeforeValidator,
     ConfigDict,
     Field,
     StringConstraints,
@@ -23,9 +26,22 @@ from pydantic import (
 
 # --- identifiers (DESIGN section 2) ----------------------------------------------------------
 
-STORE_NAME_PATTERN = r"^[A-Za-z0-9_.\-]{1,64}$"
-SESSION_ID_PATTERN = r"^[A-Za-z0-9._:@\-]{1,256}$"
 INSTANCE_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,64}$"
+
+
+def _id_pattern(others: str, longest: int) -> str:
+    """``[.{others}]{1,longest}`` except "." and "..", which every HTTP client rewrites as path
+    segments. Written without look-ahead, which pydantic's (Rust) regex engine lacks."""
+    chars = f"[.{others}]"
+    return (
+        f"^(?:[{others}]{chars}{{0,{longest - 1}}}"
+        f"|\\.[{others}]{chars}{{0,{longest - 2}}}"
+        f"|\\.\\.{chars}{{1,{longest - 2}}})$"
+    )
+
+
+STORE_NAME_PATTERN = _id_pattern(r"A-Za-z0-9_\-", 64)
+SESSION_ID_PATTERN = _id_pattern(r"A-Za-z0-9_:@\-", 256)
 
 StoreName = Annotated[str, StringConstraints(pattern=STORE_NAME_PATTERN)]
 SessionId = Annotated[str, StringConstraints(pattern=SESSION_ID_PATTERN)]
@@ -44,16 +60,32 @@ MAX_RECENT = 1000
 DEFAULT_RECENT = 50
 MAX_PAGE = 100
 DEFAULT_PAGE = 20
+MAX_OFFSET = 1_000_000_000
+
+
+EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
+LATEST = datetime(9000, 1, 1, tzinfo=UTC)
+
+
+def _iso_text(value: Any) -> Any:
+    # Numbers would be read as seconds or milliseconds depending on their size; ask for text.
+    if not isinstance(value, str | datetime):
+        raise ValueError("give a date and time as ISO 8601 text, e.g. 2023-05-08T13:56:00Z")
+    return value
 
 
 def _utc(value: datetime) -> datetime:
-    """Naive datetimes are taken as UTC; aware ones are converted to UTC."""
-    if value.tzinfo is None:
-        return value.replace(tzinfo=UTC)
-    return value.astimezone(UTC)
+    """Naive datetimes are taken as UTC; aware ones are converted to UTC; 1900 to 9000 only."""
+    try:
+        moment = value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+    except OverflowError:  # year 1 or 9999 shifted past the calendar by its offset
+        moment = None
+    if moment is None or not EARLIEST <= moment < LATEST:
+        raise ValueError("must be between 1900-01-01 and 9000-01-01")
+    return moment
 
 
-UtcDatetime = Annotated[datetime, AfterValidator(_utc)]
+UtcDatetime = Annotated[datetime, BeforeValidator(_iso_text), AfterValidator(_utc)]
 
 
 class Model(BaseModel):
@@ -125,10 +157,38 @@ ModelName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 BaseUrl = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 
 
+_HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+
+
 def _check_base_url(field: str, url: str) -> None:
+    """An ``https://`` URL with a valid public host, no credentials, no whitespace.
+
+    IP literals must be global addresses (RFC 6890 special-purpose ranges are refused). Names
+    that later resolve to private addresses are caught when the endpoint is called.
+    """
+    if any(ch.isspace() or not ch.isprintable() for ch in url):
+        raise ValueError(f"{field} must not contain spaces or control characters")
     parts = urlsplit(url)
     if parts.scheme != "https" or not parts.hostname:
         raise ValueError(f"{field} must be an https:// URL with a host name")
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{field} must not hold credentials; send the key as the api_key field")
+    try:
+        parts.port  # noqa: B018 - raises ValueError when out of range
+    except ValueError as exc:
+        raise ValueError(f"{field} has an invalid port") from exc
+    host = parts.hostname
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        labels = host.rstrip(".").split(".")
+        if len(host) > 253 or not all(_HOST_LABEL.match(label) for label in labels):
+            raise ValueError(f"{field} has an invalid host name") from None
+        if labels[-1].lower() == "localhost":
+            raise ValueError(f"{field} must be a public address, not localhost") from None
+        return
+    if not address.is_global:
+        raise ValueError(f"{field} must be a public address, not {address}")
 
 
 class ProviderSettings(Model):
