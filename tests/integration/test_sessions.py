@@ -205,3 +205,42 @@ def test_recall_returns_at_most_summarize_after_newest_messages(make_store):
     assert [m.content for m in view.messages] == ["m3", "m4", "m5", "m6", "m7"]
     assert view.actor_id == "dana"
     assert view.context.endswith("user: m7")
+
+
+def test_deletes_racing_appends_leave_counts_listings_and_reads_in_agreement(make_store):
+    _, sessions = make_store()
+    errors: list[Exception] = []
+
+    def run(call) -> None:
+        try:
+            call()
+        except SessionNotFound:
+            pass
+        except Exception as exc:  # noqa: BLE001 - collected and asserted below
+            errors.append(exc)
+
+    for n in range(150):
+        session_id = f"y{n}"
+        if n % 2:
+            sessions.append(session_id, _events("before"))
+        threads = [
+            threading.Thread(target=run, args=(lambda s=session_id: sessions.append(s, _events("racing")),)),
+            threading.Thread(target=run, args=(lambda s=session_id: sessions.delete(s),)),
+        ]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert errors == []
+    readable = set()
+    for n in range(150):
+        try:
+            sessions.get(f"y{n}", recent=5)
+            readable.add(f"y{n}")
+        except SessionNotFound:
+            pass
+    listed = {s.session_id for s in sessions.list(0, 100).sessions} | {
+        s.session_id for s in sessions.list(100, 100).sessions
+    }
+    assert listed == readable
+    assert sessions.count() == len(readable)

@@ -56,19 +56,21 @@ def test_api_keys_are_encrypted_at_rest_and_never_in_the_view(stores, client):
 
 def test_delete_removes_every_key_the_store_owns_and_nothing_else(stores, client):
     name, neighbour = unique("s"), unique("s")
+    patterns = {}
     for store in (name, neighbour):
         config, _ = stores.put(store, StorePut())
+        patterns[store] = StoreKeys(store, config.incarnation).all_pattern
         sessions = stores.sessions(config)
         for session in ("a", "b:c", "d@e"):
             sessions.append(session, EventsRequest(events=[EventIn(role="user", content="hi")]))
-    assert list(client.scan_iter(match=StoreKeys(name).all_pattern))
+    assert list(client.scan_iter(match=patterns[name]))
     stores.delete(name)
-    assert list(client.scan_iter(match=StoreKeys(name).all_pattern)) == []
+    assert list(client.scan_iter(match=f"kividb:mem:{name}:*")) == []
     with pytest.raises(StoreNotFound):
         stores.get(name)
     with pytest.raises(StoreNotFound):
         stores.delete(name)
-    assert len(list(client.scan_iter(match=StoreKeys(neighbour).all_pattern))) == 8
+    assert len(list(client.scan_iter(match=patterns[neighbour]))) == 8
     stores.delete(neighbour)
 
 
@@ -80,3 +82,33 @@ def test_listing_is_sorted_by_name(stores):
     assert listed == names
     for name in names:
         stores.delete(name)
+
+
+def test_a_store_created_again_during_a_slow_delete_keeps_its_writes(stores, client):
+    import threading
+
+    name = unique("s")
+    config, _ = stores.put(name, StorePut())
+    old = StoreKeys(name, config.incarnation)
+    pipe = client.pipeline(transaction=False)
+    for i in range(30_000):  # enough keys for the delete to take a while
+        pipe.set(f"{old.all_pattern.removesuffix('*')}filler:{i}", "x")
+    pipe.execute()
+    deleting = threading.Thread(target=stores.delete, args=(name,))
+    deleting.start()
+    while True:  # create the store again as soon as the old one answers 404
+        try:
+            stores.get(name)
+        except StoreNotFound:
+            break
+    config, created = stores.put(name, StorePut(summarize_after=33))
+    assert created
+    stores.sessions(config).append(
+        "keep", EventsRequest(events=[EventIn(role="user", content="acknowledged")])
+    )
+    deleting.join()
+    assert stores.get(name).summarize_after == 33
+    kept = stores.sessions(stores.get(name)).get("keep", recent=5)
+    assert [m.content for m in kept.messages] == ["acknowledged"]
+    assert list(client.scan_iter(match=old.all_pattern, count=1000)) == []
+    stores.delete(name)

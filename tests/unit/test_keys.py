@@ -27,33 +27,42 @@ def test_store_names_cannot_hold_a_colon_so_store_and_session_never_blur():
 def test_every_store_and_session_pair_gets_distinct_keys():
     seen: dict[str, tuple[str, str]] = {}
     for store, session in itertools.product(STORES, SESSIONS):
-        for key in StoreKeys(store).session(session).all():
+        for key in StoreKeys(store, "abc123").session(session).all():
             assert key not in seen, f"{key} from {(store, session)} and {seen[key]}"
             seen[key] = (store, session)
 
 
 def test_session_keys_parse_back_to_their_store_and_session():
-    pattern = re.compile(r"kividb:mem:([^:]+):session:\{([^}]+)\}:(meta|messages)")
+    pattern = re.compile(r"kividb:mem:([^:]+):abc123:session:\{([^}]+)\}:(meta|messages)")
     for store, session in itertools.product(STORES, SESSIONS):
-        for key in StoreKeys(store).session(session).all():
+        for key in StoreKeys(store, "abc123").session(session).all():
             found = pattern.fullmatch(key)
             assert found is not None
             assert found.group(1, 2) == (store, session)
 
 
 def test_keys_of_one_session_share_one_hash_tag():
-    keys = StoreKeys("acme").session("team:a:b").all()
+    keys = StoreKeys("acme", "abc123").session("team:a:b").all()
     assert {_slot_tag(k) for k in keys} == {"team:a:b"}
 
 
 def test_store_indexes_share_the_store_hash_tag():
-    keys = StoreKeys("acme")
-    assert _slot_tag(keys.sessions) == _slot_tag(keys.session_expiry) == "acme"
+    keys = StoreKeys("acme", "abc123")
+    assert {_slot_tag(k) for k in keys.session_indexes()} == {"acme"}
+    assert len(set(keys.session_indexes())) == 3
+
+
+def test_incarnations_of_one_store_never_share_a_key():
+    old, new = StoreKeys("acme", "abc123"), StoreKeys("acme", "abc124")
+    assert not set(old.session("s").all()) & set(new.session("s").all())
+    assert not new.sessions.startswith(old.all_pattern.removesuffix("*"))
+    with pytest.raises(ValueError):
+        StoreKeys("acme", "a:b")
 
 
 def test_every_key_of_a_store_matches_its_scan_pattern_and_no_other_store_does():
-    acme, acme_ops = StoreKeys("acme"), StoreKeys("acme.ops")
-    own = [acme.sessions, acme.session_expiry, *acme.session("s1").all()]
+    acme, acme_ops = StoreKeys("acme", "abc123"), StoreKeys("acme.ops", "abc123")
+    own = [*acme.session_indexes(), *acme.session("s1").all()]
     prefix = acme.all_pattern.removesuffix("*")
     assert all(k.startswith(prefix) for k in own)
     other = [acme_ops.sessions, *acme_ops.session("s1").all()]

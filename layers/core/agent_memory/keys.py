@@ -2,21 +2,29 @@
 
 Layout of a store's data, in the database (instance) the store lives in::
 
-    kividb:mem:@stores                                   hash   store name -> StoreConfig JSON
-    kividb:mem:<store>:{<store>}:sessions                zset   session id -> last event (ms)
-    kividb:mem:<store>:{<store>}:sessions:expiry         zset   session id -> expiry (ms)
-    kividb:mem:<store>:session:{<session>}:meta          hash   actor, sequence, times, summary
-    kividb:mem:<store>:session:{<session>}:messages      zset   "<seq>:<json>" scored by seq
+    kividb:mem:@stores                                        hash  store name -> StoreConfig JSON
+    kividb:mem:<store>:<inc>:{<store>}:sessions               zset  session id -> last event (ms)
+    kividb:mem:<store>:<inc>:{<store>}:sessions:expiry        zset  session id -> expiry (ms)
+    kividb:mem:<store>:<inc>:{<store>}:sessions:deleted       zset  session id -> deleted expiry
+    kividb:mem:<store>:<inc>:session:{<session>}:meta         hash  actor, sequence, times, summary
+    kividb:mem:<store>:<inc>:session:{<session>}:messages     zset  "<seq>:<json>" scored by seq
+
+``<inc>`` is the store's incarnation: 12 hex digits drawn when the store is created. A store
+deleted and created again under the same name gets a new one, so keys of the old store that a
+slow DELETE has not removed yet can never be read or removed as the new store's.
 
 Why this is injective without escaping: store names use ``[A-Za-z0-9_.-]`` (no ``:``), so the
-store always ends at the first ``:`` after the prefix; session and actor ids use
-``[A-Za-z0-9._:@-]`` (no braces), so an id always ends at the first ``}``. Hence
-``acme:ops`` + ``s1`` and ``acme`` + ``ops:s1`` can never meet: the second is not a valid store.
+store always ends at the first ``:`` after the prefix, and the incarnation (hex) at the next;
+session and actor ids use ``[A-Za-z0-9._:@-]`` (no braces), so an id always ends at the first
+``}``. Hence ``acme:ops`` + ``s1`` and ``acme`` + ``ops:s1`` can never meet: the first is not a
+valid store.
 
 Hash tags (the text between the first ``{`` and ``}``) put the keys of one session in one
-cluster slot (tag: the session id), and the two indexes of one store in one slot (tag: the store
-name), so each Lua script or MULTI touches one slot and the design runs on Redis Cluster (https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/#hash-tags).
-Every key of a store also starts with ``kividb:mem:<store>:``, which is how DELETE finds them all.
+cluster slot (tag: the session id), and the three indexes of one store in one slot (tag: the
+store name), so each Lua script or MULTI touches one slot and the design runs on Redis Cluster
+(https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/#hash-tags).
+Every key of a store incarnation starts with ``kividb:mem:<store>:<inc>:``, which is how DELETE
+finds them all.
 
 The control plane (organizations, API keys, instances) lives in the control database under
 ``kividb:control:``; it is not memory, so it is kept apart from the ``kividb:mem:`` namespace.
@@ -24,22 +32,32 @@ The control plane (organizations, API keys, instances) lives in the control data
 
 from __future__ import annotations
 
+import secrets
+
 PREFIX = "kividb:mem:"
 CONTROL_PREFIX = "kividb:control:"
 
 
+def new_incarnation() -> str:
+    """A fresh store incarnation: 12 random hex digits (48 bits)."""
+    return secrets.token_hex(6)
+
+
 class StoreKeys:
-    """Keys of one store. ``store`` must already be a validated store name."""
+    """Keys of one incarnation of a store. ``store`` must already be a validated store name and
+    ``incarnation`` a hex string (``new_incarnation()``)."""
 
     registry = PREFIX + "@stores"
 
-    def __init__(self, store: str) -> None:
+    def __init__(self, store: str, incarnation: str) -> None:
+        if not incarnation or not all(c in "0123456789abcdef" for c in incarnation):
+            raise ValueError("a store incarnation is a non-empty lower-case hex string")
         self.store = store
-        self._base = f"{PREFIX}{store}:"
+        self._base = f"{PREFIX}{store}:{incarnation}:"
 
     @property
     def all_pattern(self) -> str:
-        """SCAN MATCH pattern for every key this store owns (store names hold no glob chars)."""
+        """SCAN MATCH pattern for every key of this incarnation (no glob characters in it)."""
         return self._base + "*"
 
     @property
@@ -49,6 +67,14 @@ class StoreKeys:
     @property
     def session_expiry(self) -> str:
         return f"{self._base}{{{self.store}}}:sessions:expiry"
+
+    @property
+    def deleted_sessions(self) -> str:
+        return f"{self._base}{{{self.store}}}:sessions:deleted"
+
+    def session_indexes(self) -> list[str]:
+        """The store-slot keys every index script takes, in the order the scripts expect."""
+        return [self.sessions, self.session_expiry, self.deleted_sessions]
 
     def session(self, session_id: str) -> SessionKeys:
         return SessionKeys(self._base, session_id)

@@ -252,6 +252,7 @@ class StoreConfig(StoreSettings, ProviderSettings):
     model_config = ConfigDict(extra="ignore")
 
     name: str
+    incarnation: str  # see keys.StoreKeys: new for every creation of a store under a name
     created_at: datetime
     updated_at: datetime
     llm_api_key_ciphertext: str | None = None

@@ -61,26 +61,56 @@ redis.call('PEXPIREAT', messages, expires)
 return {last, owner or ''}
 """
 
-# KEYS: sessions (by recency), sessions:expiry. ARGV: now_ms, limit. Drops up to `limit`
-# expired ids from both; returns how many it dropped.
+# The store's three indexes (one slot): sessions (by recency), sessions:expiry and
+# sessions:deleted (tombstones: a deleted session's last expiry). Every script on them first
+# drops up to ARGV[2] expired ids and the tombstones that have run out. ARGV[1] is now (ms).
 _PRUNE_LUA = """
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[1], id)
   redis.call('ZREM', KEYS[2], id)
 end
+redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[1])
 """
 _PRUNE = _PRUNE_LUA + "return #expired\n"
 
-# The same, then records a session's activity: ARGV also holds session_id, expires_ms.
+# After an append: record the session's activity (ARGV[3] id, ARGV[4] its new expiry), unless
+# a delete already covered that append (tombstone at or after this expiry). GT keeps a late
+# touch of an older append from moving the session back in time.
 _TOUCH = (
     _PRUNE_LUA
     + """
-redis.call('ZADD', KEYS[1], ARGV[1], ARGV[3])
-redis.call('ZADD', KEYS[2], ARGV[4], ARGV[3])
+local tomb = redis.call('ZSCORE', KEYS[3], ARGV[3])
+if tomb and tonumber(tomb) >= tonumber(ARGV[4]) then return #expired end
+redis.call('ZADD', KEYS[1], 'GT', ARGV[1], ARGV[3])
+redis.call('ZADD', KEYS[2], 'GT', ARGV[4], ARGV[3])
+if tomb then redis.call('ZREM', KEYS[3], ARGV[3]) end
 return #expired
 """
 )
+
+# After a delete of a session whose expiry was ARGV[4]: drop it from the indexes unless a
+# newer incarnation of the session was indexed meanwhile, and leave a tombstone so that a
+# touch of an append the delete removed cannot bring the entry back.
+_FORGET = (
+    _PRUNE_LUA
+    + """
+local score = redis.call('ZSCORE', KEYS[2], ARGV[3])
+if score and tonumber(score) <= tonumber(ARGV[4]) then
+  redis.call('ZREM', KEYS[1], ARGV[3])
+  redis.call('ZREM', KEYS[2], ARGV[3])
+end
+redis.call('ZADD', KEYS[3], 'GT', ARGV[4], ARGV[3])
+return #expired
+"""
+)
+
+# KEYS: meta, messages. Deletes both; returns the expiry the session had ('' if none).
+_DELETE = """
+local expires = redis.call('HGET', KEYS[1], 'expires_at')
+redis.call('DEL', KEYS[1], KEYS[2])
+return expires or ''
+"""
 PRUNE_BATCH = 1000
 TOUCH_PRUNE_BATCH = 100
 
@@ -134,11 +164,13 @@ class Sessions:
     def __init__(self, client: redis.Redis, store: StoreConfig, clock: Clock) -> None:
         self._redis = client
         self._store = store
-        self._keys = StoreKeys(store.name)
+        self._keys = StoreKeys(store.name, store.incarnation)
         self._clock = clock
         self._append = load_script(client, _APPEND)
         self._prune = load_script(client, _PRUNE)
         self._touch = load_script(client, _TOUCH)
+        self._forget = load_script(client, _FORGET)
+        self._delete = load_script(client, _DELETE)
 
     def append(self, session_id: str, request: EventsRequest) -> EventsResult:
         """Add ``request.events`` to the session, creating it on first use.
@@ -173,7 +205,7 @@ class Sessions:
             # The store's indexes (another slot), pruned of a few expired ids on the way so that
             # a store whose sessions are never listed does not keep every id it ever had.
             self._touch(
-                keys=[self._keys.sessions, self._keys.session_expiry],
+                keys=self._keys.session_indexes(),
                 args=[now_ms, TOUCH_PRUNE_BATCH, session_id, expires_ms],
             )
         return EventsResult(session_id=session_id, added=len(payloads), message_count=int(last))
@@ -216,22 +248,27 @@ class Sessions:
         return found if found is not None else (None, [])
 
     def delete(self, session_id: str) -> None:
-        """Forget the session's working memory; ``SessionNotFound`` if there is none."""
+        """Forget the session's working memory; ``SessionNotFound`` if there is none.
+
+        Two steps on two slots: delete the session's keys (reading the expiry they had), then
+        drop it from the store's indexes with a tombstone. See ``_FORGET`` for why an append
+        racing the delete leaves listings, counts and reads in agreement either way.
+        """
         keys = self._keys.session(session_id)
         now_ms = to_ms(self._clock.now())
         with database_errors():
-            expires = self._redis.hget(keys.meta, "expires_at")
-            deleted = self._redis.delete(*keys.all())
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.zrem(self._keys.sessions, session_id)
-            pipe.zrem(self._keys.session_expiry, session_id)
-            pipe.execute()
-        if not deleted or expires is None or int(expires) <= now_ms:
+            expires = str(self._delete(keys=keys.all()))
+            if expires:
+                self._forget(
+                    keys=self._keys.session_indexes(),
+                    args=[now_ms, TOUCH_PRUNE_BATCH, session_id, expires],
+                )
+        if not expires or int(expires) <= now_ms:
             raise SessionNotFound(session_id)
 
     def _prune_expired(self) -> None:
         now_ms = to_ms(self._clock.now())
-        keys = [self._keys.sessions, self._keys.session_expiry]
+        keys = self._keys.session_indexes()
         while int(self._prune(keys=keys, args=[now_ms, PRUNE_BATCH])) == PRUNE_BATCH:
             pass
 

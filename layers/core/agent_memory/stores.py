@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from agent_memory.clock import Clock
 from agent_memory.db import database_errors
 from agent_memory.errors import StoreNotFound, ValidationFailed
-from agent_memory.keys import StoreKeys
+from agent_memory.keys import StoreKeys, new_incarnation
 from agent_memory.models import (
     ProviderSettings,
     StoreConfig,
@@ -93,7 +93,11 @@ class Stores:
     def _merge(self, name: str, raw: str | None, given: dict[str, Any]) -> StoreConfig:
         now = self._clock.now()
         if raw is None:
-            current: dict[str, Any] = {"name": name, "created_at": now}
+            current: dict[str, Any] = {
+                "name": name,
+                "incarnation": new_incarnation(),
+                "created_at": now,
+            }
         else:
             current = StoreConfig.model_validate_json(raw).model_dump()
         for field, value in given.items():
@@ -118,11 +122,30 @@ class Stores:
         return StoreConfig.model_validate(current)
 
     def delete(self, name: str) -> None:
-        """Delete the store and every key it owns; ``StoreNotFound`` if there is none."""
-        keys = StoreKeys(name)
+        """Delete the store and every key it owns; ``StoreNotFound`` if there is none.
+
+        The registry entry goes first, so the store answers 404 at once; the keys of its
+        incarnation are removed after. A store created again under the same name meanwhile has
+        another incarnation, so its keys are neither hidden nor removed by this delete.
+        """
+        config = self.get(name)
+        keys = StoreKeys(name, config.incarnation)
         with database_errors():
-            if not self._redis.hdel(StoreKeys.registry, name):
-                raise StoreNotFound(name)
+            with self._redis.pipeline(transaction=True) as pipe:
+                while True:
+                    try:
+                        pipe.watch(StoreKeys.registry)  # type: ignore[no-untyped-call]
+                        raw = cast(str | None, pipe.hget(StoreKeys.registry, name))
+                        if raw is None or StoreConfig.model_validate_json(raw).incarnation != (
+                            config.incarnation
+                        ):
+                            raise StoreNotFound(name)
+                        pipe.multi()
+                        pipe.hdel(StoreKeys.registry, name)
+                        pipe.execute()
+                        break
+                    except redis.WatchError:
+                        continue
             batch: list[str] = []
             for key in self._redis.scan_iter(match=keys.all_pattern, count=_SCAN_BATCH):
                 batch.append(key)
