@@ -223,10 +223,11 @@ def test_deletes_racing_appends_leave_counts_listings_and_reads_in_agreement(mak
         session_id = f"y{n}"
         if n % 2:
             sessions.append(session_id, _events("before"))
+        racing_append = lambda s=session_id: sessions.append(s, _events("racing"))  # noqa: E731
+        racing_delete = lambda s=session_id: sessions.delete(s)  # noqa: E731
         threads = [
-            threading.Thread(target=run, args=(lambda s=session_id: sessions.append(s, _events("racing")),)),
-            threading.Thread(target=run, args=(lambda s=session_id: sessions.delete(s),)),
-        ]  # fmt: skip
+            threading.Thread(target=run, args=(call,)) for call in (racing_append, racing_delete)
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
@@ -244,3 +245,16 @@ def test_deletes_racing_appends_leave_counts_listings_and_reads_in_agreement(mak
     }
     assert listed == readable
     assert sessions.count() == len(readable)
+
+
+def test_a_session_appended_again_right_after_its_delete_is_listed_and_counted(make_store):
+    clock = MovableClock()  # frozen: every step happens in the same millisecond
+    _, sessions = make_store(clock)
+    sessions.append("s", _events("first life"))
+    sessions.delete("s")
+    sessions.append("s", _events("second life"))
+    assert [m.content for m in sessions.get("s", recent=5).messages] == ["second life"]
+    assert [s.session_id for s in sessions.list(0, 10).sessions] == ["s"]
+    assert sessions.count() == 1
+    with pytest.raises(SessionNotFound):
+        sessions.delete("never-existed")

@@ -32,17 +32,23 @@ from agent_memory.models import (
 )
 
 # KEYS: meta, messages. ARGV: actor ('' for none), now_ms, expires_ms, payload...
-# Returns {last_seq, owner}; last_seq 0 means the session belongs to another actor (owner).
+# Returns {last_seq, owner, expires_ms}; last_seq 0 means the session belongs to another actor.
+# A session's expiry only ever grows, across deletes too (a deleted session leaves its last
+# expiry in `deleted_expires`), so every append of one session id has a distinct expiry: the
+# index scripts below tell appends apart by it.
 _APPEND = """
 local meta, messages = KEYS[1], KEYS[2]
-local actor, now, expires = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local actor, now, expires = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local old_expiry = redis.call('HGET', meta, 'expires_at')
 if old_expiry and tonumber(old_expiry) <= now then
   redis.call('DEL', meta, messages)
+  old_expiry = false
 end
+local floor = old_expiry or redis.call('HGET', meta, 'deleted_expires')
+if floor and expires <= tonumber(floor) then expires = tonumber(floor) + 1 end
 local owner = redis.call('HGET', meta, 'actor_id')
 if actor ~= '' then
-  if owner and owner ~= actor then return {0, owner} end
+  if owner and owner ~= actor then return {0, owner, 0} end
   if not owner then
     redis.call('HSET', meta, 'actor_id', actor)
     owner = actor
@@ -54,11 +60,13 @@ for i = 1, n do
   local seq = last - n + i
   redis.call('ZADD', messages, seq, string.format('%d', seq) .. ':' .. ARGV[3 + i])
 end
+local stamp = string.format('%d', expires)
+redis.call('HDEL', meta, 'deleted_expires')
 redis.call('HSETNX', meta, 'created_at', ARGV[2])
-redis.call('HSET', meta, 'last_event_at', ARGV[2], 'expires_at', expires)
-redis.call('PEXPIREAT', meta, expires)
-redis.call('PEXPIREAT', messages, expires)
-return {last, owner or ''}
+redis.call('HSET', meta, 'last_event_at', ARGV[2], 'expires_at', stamp)
+redis.call('PEXPIREAT', meta, stamp)
+redis.call('PEXPIREAT', messages, stamp)
+return {last, owner or '', stamp}
 """
 
 # The store's three indexes (one slot): sessions (by recency), sessions:expiry and
@@ -105,11 +113,15 @@ return #expired
 """
 )
 
-# KEYS: meta, messages. Deletes both; returns the expiry the session had ('' if none).
+# KEYS: meta, messages. Deletes both, keeping the expiry the session had as `deleted_expires`
+# in a meta hash that lives until then (the floor for the next append's expiry); returns it.
 _DELETE = """
 local expires = redis.call('HGET', KEYS[1], 'expires_at')
+if not expires then return '' end
 redis.call('DEL', KEYS[1], KEYS[2])
-return expires or ''
+redis.call('HSET', KEYS[1], 'deleted_expires', expires)
+redis.call('PEXPIREAT', KEYS[1], expires)
+return expires
 """
 PRUNE_BATCH = 1000
 TOUCH_PRUNE_BATCH = 100
@@ -196,7 +208,7 @@ class Sessions:
             payloads.append(_encode_message(doc))
         keys = self._keys.session(session_id)
         with database_errors():
-            last, owner = self._append(
+            last, owner, expires_ms = self._append(
                 keys=[keys.meta, keys.messages],
                 args=[request.actor_id or "", now_ms, expires_ms, *payloads],
             )
@@ -217,8 +229,8 @@ class Sessions:
             pipe.hgetall(keys.meta)
             pipe.zrange(keys.messages, -recent, -1)
             raw, members = pipe.execute()
-        if not raw or int(raw.get("expires_at", 0)) <= to_ms(self._clock.now()):
-            return None
+        if "seq" not in raw or int(raw.get("expires_at", 0)) <= to_ms(self._clock.now()):
+            return None  # absent, deleted (only a tombstone left) or expired
         return SessionMeta(session_id, raw), [_decode_member(m) for m in members]
 
     def get(self, session_id: str, recent: int) -> SessionView:
@@ -287,7 +299,7 @@ class Sessions:
         sessions = []
         for session_id, values in zip(ids[:limit], rows, strict=True):
             raw = {k: v for k, v in zip(_META_FIELDS, values, strict=True) if v is not None}
-            if raw and int(raw.get("expires_at", 0)) > now_ms:
+            if "seq" in raw and int(raw.get("expires_at", 0)) > now_ms:
                 sessions.append(SessionMeta(session_id, raw).summary_view())
         return SessionList(
             sessions=sessions, next_offset=offset + limit if len(ids) > limit else None
