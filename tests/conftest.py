@@ -79,6 +79,8 @@ def function_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, secret_key: st
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "agent-memory")
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "KiviDB/AgentMemory")
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
+    # These tests re-point instances and expect the next request to see it at once.
+    monkeypatch.setenv("KIVIDB_INSTANCE_CACHE_SECONDS", "0")
 
 
 ROOT = Path(__file__).resolve().parent.parent

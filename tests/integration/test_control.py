@@ -2,10 +2,12 @@
 
 import subprocess
 import sys
+import time
 
 import pytest
 
-from agent_memory.control import hash_api_key
+from agent_memory.clock import SystemClock
+from agent_memory.control import ControlPlane, hash_api_key
 from agent_memory.errors import InstanceNotFound, NotFound, Unauthorized, ValidationFailed
 from tests.conftest import ROOT, unique
 
@@ -103,3 +105,19 @@ def test_admin_command_creates_issues_registers_and_revokes(redis_url, tenant):
         tenant.control.authenticate(key)
     refused = _admin(redis_url, "revoke-key", org, key_id)
     assert refused.returncode == 1 and "not_found" in refused.stderr
+
+
+def test_found_instances_are_cached_for_the_configured_time_and_missing_ones_never(tenant):
+    cached = ControlPlane(tenant.control._redis, SystemClock(), instance_cache_seconds=0.5)
+    assert cached.instance(tenant.org_id, tenant.instance_id).url == tenant.url
+    tenant.control.register_instance(tenant.org_id, tenant.instance_id, "redis://elsewhere:1/0")
+    assert cached.instance(tenant.org_id, tenant.instance_id).url == tenant.url
+    time.sleep(0.6)
+    assert cached.instance(tenant.org_id, tenant.instance_id).url == "redis://elsewhere:1/0"
+    later = unique("db")
+    with pytest.raises(InstanceNotFound):
+        cached.instance(tenant.org_id, later)
+    tenant.control.register_instance(tenant.org_id, later, tenant.url)
+    assert cached.instance(tenant.org_id, later).url == tenant.url
+    with pytest.raises(InstanceNotFound):
+        cached.instance(unique("org"), tenant.instance_id)

@@ -11,6 +11,7 @@ import hashlib
 import json
 import re
 import secrets
+import time
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -66,9 +67,16 @@ class ControlPlane:
     """Reads and writes the control database. Errors: ``Unauthorized``, ``InstanceNotFound``,
     ``NotFound``, ``ValidationFailed``, ``DatabaseUnavailable``."""
 
-    def __init__(self, client: redis.Redis, clock: Clock) -> None:
+    def __init__(
+        self, client: redis.Redis, clock: Clock, instance_cache_seconds: float = 0
+    ) -> None:
+        """``instance_cache_seconds`` > 0 keeps found instances that long in this process:
+        records only change when an administrator re-points an instance, and every request
+        looks one up. Missing instances are never cached, so a new one works at once."""
         self._redis = client
         self._clock = clock
+        self._instance_cache_seconds = instance_cache_seconds
+        self._instances: dict[tuple[str, str], tuple[float, Instance]] = {}
 
     # organizations
 
@@ -191,13 +199,20 @@ class ControlPlane:
         (the same answer in both cases, so ids of other organizations cannot be probed)."""
         if not INSTANCE_ID.fullmatch(instance_id):
             raise InstanceNotFound(instance_id)
+        now = time.monotonic()
+        cached = self._instances.get((org_id, instance_id))
+        if cached is not None and now - cached[0] < self._instance_cache_seconds:
+            return cached[1]
         with database_errors():
             raw = self._redis.hgetall(ControlKeys.instance(instance_id))
         if not raw or raw.get("org_id") != org_id:
             raise InstanceNotFound(instance_id)
-        return Instance(
+        instance = Instance(
             instance_id, org_id, str(raw["url"]), from_ms(str(raw.get("created_at", 0)))
         )
+        if self._instance_cache_seconds > 0:
+            self._instances[(org_id, instance_id)] = (now, instance)
+        return instance
 
     def instances(self, org_id: str) -> list[Instance]:
         with database_errors():

@@ -32,6 +32,8 @@ class FunctionSettings(BaseModel):
     ``secret_key_file`` / ``secret_key``: the Fernet key that encrypts provider API keys (a file
     in the local stack; a NoEcho parameter in AWS until the KMS path lands).
     ``max_body_bytes``: larger request bodies are a 413 before they are parsed.
+    ``instance_cache_seconds``: how long a warm container trusts an instance record it found
+    (re-pointing an instance reaches every container within this time).
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -40,6 +42,7 @@ class FunctionSettings(BaseModel):
     secret_key_file: Path | None = None
     secret_key: SecretStr | None = None
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024)
+    instance_cache_seconds: float = Field(30.0, ge=0, le=3600)
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> FunctionSettings:
@@ -63,7 +66,11 @@ class Runtime:
 
     @cached_property
     def control(self) -> ControlPlane:
-        return ControlPlane(redis_client(self.settings.control_url), self.clock)
+        return ControlPlane(
+            redis_client(self.settings.control_url),
+            self.clock,
+            instance_cache_seconds=self.settings.instance_cache_seconds,
+        )
 
     @cached_property
     def cipher(self) -> Cipher:
