@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -53,6 +54,7 @@ TURN = [
     {"role": "assistant", "content": "Noted. Do you want production moved the same way? " * 2},
 ]
 TARGETS = {"add events p50": 5.0, "recall p50 (no memories)": 10.0}
+LOAD_GENERATOR = ["Python threads"]
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -123,8 +125,44 @@ def timed(call: Callable[[], object], count: int, bar: tqdm) -> list[float]:
     return latencies
 
 
-def throughput(url: str, store: str, clients: int, seconds: float) -> float:
-    """Messages per second added by ``clients`` kept-alive clients for ``seconds``."""
+WRK_SCRIPT = """
+wrk.method = "POST"
+wrk.headers["Authorization"] = "Bearer %(key)s"
+wrk.headers["Content-Type"] = "application/json"
+wrk.body = [[%(body)s]]
+counter = 0
+request = function()
+  counter = counter + 1
+  return wrk.format(nil, "%(store)s/sessions/load-" .. (counter %% 50) .. "/events")
+end
+"""
+
+
+def throughput(url: str, store: str, clients: int, seconds: float) -> tuple[float, str]:
+    """Messages per second added by ``clients`` kept-alive connections for ``seconds``, and
+    the load generator used: ``wrk`` (a C program, so the load costs little CPU) when
+    installed, else Python threads (which compete with the stack for the 2 cores)."""
+    wrk = shutil.which("wrk")
+    if wrk is not None:
+        with TemporaryDirectory() as folder:
+            script = Path(folder) / "post.lua"
+            script.write_text(
+                WRK_SCRIPT % {"key": API_KEY, "body": json.dumps({"events": TURN}), "store": store}
+            )
+            done = subprocess.run(
+                [wrk, "-t2", f"-c{clients}", f"-d{seconds:g}s", "-s", str(script), url],
+                capture_output=True,
+                text=True,
+                check=True,
+            )
+        if "Non-2xx" in done.stdout:
+            raise RuntimeError("wrk saw error answers:\n" + done.stdout)
+        rate = float(done.stdout.split("Requests/sec:")[1].split()[0])
+        return rate * len(TURN), "wrk"
+    return _thread_throughput(url, store, clients, seconds), "Python threads"
+
+
+def _thread_throughput(url: str, store: str, clients: int, seconds: float) -> float:
     counts = [0] * clients
     stop = time.monotonic() + seconds
 
@@ -172,7 +210,9 @@ def run_once(url: str, redis_url: str, requests: int, clients: int, bar: tqdm) -
         results["add events p99"] = percentile(add, 99)
         results["recall p50 (no memories)"] = statistics.median(recall)
         results["recall p99 (no memories)"] = percentile(recall, 99)
-        results["messages/s sustained"] = throughput(url, store, clients, seconds=3.0)
+        rate, generator = throughput(url, store, clients, seconds=3.0)
+        results["messages/s sustained"] = rate
+        LOAD_GENERATOR[0] = generator
         http.delete(store)
 
     client = redis.Redis.from_url(redis_url, decode_responses=True)
@@ -200,7 +240,8 @@ def write_results(runs: list[dict[str, float]], rss: float, args: argparse.Names
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on this project's machine "
         f"({os.cpu_count()} cores), {args.runs} runs of {args.requests} requests each, "
         f"2 worker processes, real redis-server on loopback. Medians over the runs; "
-        f"ratios against baselines measured in the same runs.",
+        f"ratios against baselines measured in the same runs. Throughput: {LOAD_GENERATOR[0]}, "
+        f"{args.clients} connections, 2-message calls, 3 s per run.",
         "",
         "| measure | median | runs (min - max) | target |",
         "|---|---|---|---|",
