@@ -62,8 +62,9 @@ $(SAM):
 build: $(SAM)
 	$(SAM) build $(ARGS)
 
-## deploy: sam deploy (first time: make deploy ARGS=--guided; see docs/deploy.md)
-deploy: build
+## deploy: sam build, then sam deploy (first time: make deploy ARGS=--guided; see docs/deploy.md)
+deploy: $(SAM)
+	$(SAM) build
 	$(SAM) deploy $(ARGS)
 
 ## replay: push a LoCoMo conversation through the running local stack (see README)

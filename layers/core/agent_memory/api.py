@@ -95,7 +95,7 @@ def responses(
     """A route's declared answers for the OpenAPI document: ``success`` (status -> description)
     and the error statuses every route can give (401, 404, 413, 422, 500, 503) plus ``errors``."""
     declared: dict[int, OpenAPIResponse] = {
-        status: {"description": text} for status, text in (success or {}).items()
+        status: {"description": text} for status, text in (success or {200: "OK"}).items()
     }
     for status in (*_COMMON_ERRORS, *errors):
         declared[int(status)] = {

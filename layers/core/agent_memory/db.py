@@ -19,6 +19,7 @@ from redis.retry import Retry
 from agent_memory.errors import DatabaseUnavailable
 
 SOCKET_TIMEOUT_SECONDS = 2.0
+_TRANSIENT_CODES = frozenset({"BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "LOADING"})
 
 
 @lru_cache(maxsize=64)
@@ -54,6 +55,14 @@ def database_errors() -> Iterator[None]:
         raise DatabaseUnavailable(
             "The database is not accepting writes right now; retry in a moment."
         ) from exc
+    except redis.ResponseError as exc:
+        # Transient states that redis-py has no class for; the reply's first word is the
+        # server's error code (https://redis.io/docs/latest/develop/reference/protocol-spec/).
+        if str(exc).split(" ", 1)[0] in _TRANSIENT_CODES:
+            raise DatabaseUnavailable(
+                "The database is busy or failing over; retry in a moment."
+            ) from exc
+        raise
 
 
 _SCRIPTS: weakref.WeakKeyDictionary[redis.Redis, dict[str, Script]] = weakref.WeakKeyDictionary()

@@ -67,9 +67,13 @@ EARLIEST = datetime(1900, 1, 1, tzinfo=UTC)
 LATEST = datetime(9000, 1, 1, tzinfo=UTC)
 
 
+_NUMERIC = re.compile(r"^\s*[+-]?\d+(\.\d*)?\s*$")
+
+
 def _iso_text(value: Any) -> Any:
-    # Numbers would be read as seconds or milliseconds depending on their size; ask for text.
-    if not isinstance(value, str | datetime):
+    # Numbers (or digit strings) would be read as seconds or milliseconds depending on their
+    # size; ask for ISO 8601 text instead.
+    if not isinstance(value, str | datetime) or (isinstance(value, str) and _NUMERIC.match(value)):
         raise ValueError("give a date and time as ISO 8601 text, e.g. 2023-05-08T13:56:00Z")
     return value
 
@@ -174,16 +178,22 @@ def _check_base_url(field: str, url: str) -> None:
     if parts.username is not None or parts.password is not None:
         raise ValueError(f"{field} must not hold credentials; send the key as the api_key field")
     try:
-        parts.port  # noqa: B018 - raises ValueError when out of range
+        port = parts.port
     except ValueError as exc:
         raise ValueError(f"{field} has an invalid port") from exc
-    host = parts.hostname
+    if port == 0:
+        raise ValueError(f"{field} has an invalid port")
+    host = parts.hostname.rstrip(".")
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
-        labels = host.rstrip(".").split(".")
+        labels = host.split(".")
         if len(host) > 253 or not all(_HOST_LABEL.match(label) for label in labels):
             raise ValueError(f"{field} has an invalid host name") from None
+        # A top-level label is never numeric (RFC 3696 section 2); refusing one also refuses
+        # the shorthand IPv4 forms resolvers accept: 127.1, 2130706433, 0x7f000001.
+        if labels[-1].isdigit() or re.fullmatch(r"0x[0-9a-fA-F]+", labels[-1]):
+            raise ValueError(f"{field} must name a host or give a full IP address") from None
         if labels[-1].lower() == "localhost":
             raise ValueError(f"{field} must be a public address, not localhost") from None
         return
@@ -252,7 +262,9 @@ class StoreConfig(StoreSettings, ProviderSettings):
     model_config = ConfigDict(extra="ignore")
 
     name: str
-    incarnation: str  # see keys.StoreKeys: new for every creation of a store under a name
+    # See keys.StoreKeys: new for every creation of a store under a name. "0" reads documents
+    # written before incarnations existed (their old keys are not carried over).
+    incarnation: str = "0"
     created_at: datetime
     updated_at: datetime
     llm_api_key_ciphertext: str | None = None
