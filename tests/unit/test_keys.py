@@ -78,3 +78,17 @@ def test_all_keys_use_the_memory_prefix_and_the_registry_is_not_a_store():
 def test_control_keys_live_outside_the_memory_namespace():
     assert not ControlKeys.api_key("ab").startswith(PREFIX)
     assert ControlKeys.org_keys("a") != ControlKeys.org_keys("a:b")
+
+
+def test_actor_keys_share_the_actor_tag_and_no_actor_has_its_own_bucket():
+    from agent_memory.keys import NO_ACTOR, actor_bucket
+
+    store = StoreKeys("acme", "abc123")
+    keys = store.actor(actor_bucket("team:a@b"))
+    assert {_slot_tag(k) for k in keys.all()} == {"team:a@b"}
+    assert actor_bucket(None) == NO_ACTOR
+    with pytest.raises(ValidationError):
+        TypeAdapter(SessionId).validate_python(NO_ACTOR)  # no actor id can spell it
+    assert not set(store.actor("a").all()) & set(store.actor(NO_ACTOR).all())
+    assert {_slot_tag(k) for k in store.memory_indexes()} == {"acme"}
+    assert not set(store.actor("s1").all()) & set(store.session("s1").all())

@@ -50,6 +50,8 @@ from agent_memory.errors import (
     DatabaseUnavailable,
     NotFound,
     PayloadTooLarge,
+    ProviderRejected,
+    ProviderUnavailable,
     RouteNotFound,
     Unauthorized,
     ValidationFailed,
@@ -77,6 +79,8 @@ _STATUS: list[tuple[type[AgentMemoryError], HTTPStatus]] = [
     (PayloadTooLarge, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
     (ValidationFailed, HTTPStatus.UNPROCESSABLE_ENTITY),
     (DatabaseUnavailable, HTTPStatus.SERVICE_UNAVAILABLE),
+    (ProviderUnavailable, HTTPStatus.SERVICE_UNAVAILABLE),
+    (ProviderRejected, HTTPStatus.BAD_GATEWAY),
 ]
 
 _COMMON_ERRORS = (
@@ -142,6 +146,8 @@ def error_body(code: str, message: str, details: list[dict[str, Any]] | None = N
 
 def _headers(exc: AgentMemoryError) -> dict[str, str]:
     if isinstance(exc, DatabaseUnavailable):
+        return {"Retry-After": str(exc.retry_after_seconds)}
+    if isinstance(exc, ProviderUnavailable) and exc.retry_after_seconds is not None:
         return {"Retry-After": str(exc.retry_after_seconds)}
     return {}
 

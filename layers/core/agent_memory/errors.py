@@ -93,3 +93,82 @@ class DatabaseUnavailable(AgentMemoryError):
     code = "database_unavailable"
 
     retry_after_seconds = 1
+
+
+class EndpointRefused(ValidationFailed):
+    """A custom provider endpoint is not allowed: not ``https://``, or its host resolves to an
+    address that is not public (loopback, private, link-local such as cloud metadata, ...).
+
+    The message names the host and the reason, never the full URL or a key.
+    """
+
+    code = "endpoint_refused"
+
+
+class ProviderUnavailable(AgentMemoryError):
+    """A model provider could not be reached, timed out, or kept answering 429 / 5xx until the
+    retries ran out; the client may retry later.
+
+    ``retry_after_seconds`` is the provider's own ``Retry-After`` when it gave one we would not
+    wait for, else ``None``.
+    """
+
+    code = "provider_unavailable"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        retry_after_seconds: int | None = None,
+        details: list[dict[str, Any]] | None = None,
+    ) -> None:
+        super().__init__(message, details=details)
+        self.retry_after_seconds = retry_after_seconds
+
+
+class ProviderRejected(AgentMemoryError):
+    """A model provider refused the request (a 4xx other than 429: bad key, unknown model, input
+    too long...) or answered something unusable. Retrying the same request will not help.
+
+    ``status`` is the provider's HTTP status when there was one.
+    """
+
+    code = "provider_rejected"
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        details: list[dict[str, Any]] | None = None,
+    ) -> None:
+        super().__init__(message, details=details)
+        self.status = status
+
+
+class EmbeddingMismatch(ProviderRejected):
+    """The embedding provider answered 200 but its vectors do not fit the store: wrong number of
+    dimensions, missing or repeated items, or values that are not finite numbers."""
+
+    code = "embedding_mismatch"
+
+
+class EmbeddingRequired(ValidationFailed):
+    """The store has no embedding model (``embed_provider`` is ``none``), so the request must
+    carry its own vector."""
+
+    code = "vector_required"
+
+    def __init__(self, field: str | None = None) -> None:
+        wanted = f"'{field}'" if field else "'vector' (or 'query_vector' when searching)"
+        super().__init__(
+            "This store has no embedding model (embed_provider is 'none'), so the request must "
+            f"carry {wanted}; or set embed_provider on the store.",
+            details=[{"field": field, "problem": "required"}] if field else None,
+        )
+
+
+class VectorInvalid(ValidationFailed):
+    """A client-supplied vector has the wrong length, a NaN or infinite value, or is all zeros."""
+
+    code = "vector_invalid"

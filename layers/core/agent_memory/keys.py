@@ -8,6 +8,16 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:{<store>}:sessions:deleted       zset  session id -> deleted expiry
     kividb:mem:<store>:<inc>:session:{<session>}:meta         hash  actor, sequence, times, summary
     kividb:mem:<store>:<inc>:session:{<session>}:messages     zset  "<seq>:<json>" scored by seq
+    kividb:mem:<store>:<inc>:{<store>}:memories               zset  memory id -> created (ms)
+    kividb:mem:<store>:<inc>:{<store>}:memories:expiry        zset  memory id -> expiry (ms)
+    kividb:mem:<store>:<inc>:{<store>}:memories:owner         hash  memory id -> actor bucket
+    kividb:mem:<store>:<inc>:actor:{<actor>}:memories         hash  memory id -> memory JSON
+    kividb:mem:<store>:<inc>:actor:{<actor>}:vectors          hash  memory id -> float32 bytes
+    kividb:mem:<store>:<inc>:actor:{<actor>}:expiry           zset  memory id -> expiry (ms)
+    kividb:mem:<store>:<inc>:actor:{<actor>}:log              zset  recent changes by generation
+    kividb:mem:<store>:<inc>:actor:{<actor>}:meta             hash  gen (change counter)
+
+Memories without an actor live in the bucket ``~``, which no actor id can spell.
 
 ``<inc>`` is the store's incarnation: 12 hex digits drawn when the store is created. A store
 deleted and created again under the same name gets a new one, so keys of the old store that a
@@ -76,8 +86,63 @@ class StoreKeys:
         """The store-slot keys every index script takes, in the order the scripts expect."""
         return [self.sessions, self.session_expiry, self.deleted_sessions]
 
+    @property
+    def memories(self) -> str:
+        """zset: memory id -> created (ms); the store-wide listing, newest first."""
+        return f"{self._base}{{{self.store}}}:memories"
+
+    @property
+    def memory_expiry(self) -> str:
+        """zset: memory id -> expiry (ms); exact counts and pruning."""
+        return f"{self._base}{{{self.store}}}:memories:expiry"
+
+    @property
+    def memory_owners(self) -> str:
+        """hash: memory id -> actor bucket; finds a memory by id alone."""
+        return f"{self._base}{{{self.store}}}:memories:owner"
+
+    def memory_indexes(self) -> list[str]:
+        """The store-slot memory keys, in the order the memory scripts expect."""
+        return [self.memories, self.memory_expiry, self.memory_owners]
+
     def session(self, session_id: str) -> SessionKeys:
         return SessionKeys(self._base, session_id)
+
+    def actor(self, bucket: str) -> ActorKeys:
+        """Keys of one actor's memories; ``bucket`` is ``actor_bucket(actor_id)``."""
+        return ActorKeys(self._base, bucket)
+
+
+NO_ACTOR = "~"
+
+
+def actor_bucket(actor_id: str | None) -> str:
+    """The bucket of an actor's memories: the actor id, or ``~`` (outside the id alphabet, so
+    it cannot collide with an actor) for memories that belong to no actor."""
+    return actor_id if actor_id else NO_ACTOR
+
+
+class ActorKeys:
+    """Keys of one actor's memories; all share the hash tag ``{<bucket>}``.
+
+    ``memories`` hash id -> memory JSON; ``vectors`` hash id -> float32 bytes (unit length);
+    ``expiry`` zset id -> expiry (ms); ``log`` zset "<gen>:<op>:<id>" scored by generation,
+    the recent changes that let a warm cache catch up without reloading; ``meta`` hash with
+    ``gen``, the generation every change increments.
+    """
+
+    def __init__(self, store_base: str, bucket: str) -> None:
+        tagged = f"{store_base}actor:{{{bucket}}}"
+        self.bucket = bucket
+        self.memories = tagged + ":memories"
+        self.vectors = tagged + ":vectors"
+        self.expiry = tagged + ":expiry"
+        self.log = tagged + ":log"
+        self.meta = tagged + ":meta"
+
+    def all(self) -> list[str]:
+        """In the order the actor scripts expect."""
+        return [self.memories, self.vectors, self.expiry, self.log, self.meta]
 
 
 class SessionKeys:
