@@ -1,0 +1,309 @@
+"""In-memory search over one actor's memories: exact cosine, BM25 keywords, and their fusion.
+
+An ``ActorIndex`` holds, for the memories of one actor (or one store's memories without an
+actor), unit-length float32 vectors in one matrix, and an inverted index for BM25. It is built
+from Redis and then kept in step with it by ``memories.MemoryIndexCache``, which applies the
+actor's change log instead of reloading (so a warm search fetches no vector it already has).
+
+Scores:
+- semantic: cosine similarity of unit vectors, i.e. a dot product (exact, float32);
+- keyword: Okapi BM25 with k1 = 1.2, b = 0.75 and the non-negative idf
+  ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (Robertson and Zaragoza, "The Probabilistic
+  Relevance Framework: BM25 and Beyond", 2009);
+- hybrid: ``fuse``, see its docstring.
+
+Tokens are Unicode-aware (``str.casefold`` and ``\\w``), CJK runs give overlapping character
+bigrams (they have no spaces), and whitespace-separated chunks holding punctuation
+(``ORD-2291``, ``a@b.c``, ``[email]``, ``(``) are tokens too, so every character of a query is
+literal: nothing is query syntax.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import threading
+from collections import OrderedDict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+_WORD = re.compile(r"\w+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+_EDGE_PUNCT = ".,;:!?\"'"
+
+K1 = 1.2
+B = 0.75
+
+
+def tokenize(text: str) -> list[str]:
+    """Tokens of ``text`` for BM25, in order, with repeats (term frequency counts them)."""
+    folded = text.casefold()
+    tokens: list[str] = []
+    for word in _WORD.findall(folded):
+        if _CJK.search(word) and len(word) > 1:
+            tokens.extend(word[i : i + 2] for i in range(len(word) - 1))
+        else:
+            tokens.append(word)
+    for chunk in folded.split():
+        stripped = chunk.strip(_EDGE_PUNCT) or chunk
+        if not _WORD.fullmatch(stripped):
+            tokens.append(stripped)
+    return tokens
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One search result: the memory id and its score (higher is better)."""
+
+    memory_id: str
+    score: float
+
+
+@dataclass
+class ActorIndex:
+    """Vectors and postings of one actor's memories, at generation ``gen`` of the actor's log.
+
+    Rows are reused after removals; ``alive`` marks rows in use. Thread-safety: the cache
+    serialises updates and searches of one index with ``lock``.
+    """
+
+    dimensions: int
+    gen: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    ids: list[str | None] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    types: list[str] = field(default_factory=list)
+    matrix: NDArray[np.float32] = field(init=False)
+    expires: NDArray[np.int64] = field(init=False)
+    created: NDArray[np.int64] = field(init=False)
+    alive: NDArray[np.bool_] = field(init=False)
+    doclen: NDArray[np.float32] = field(init=False)
+    postings: dict[str, dict[int, int]] = field(default_factory=dict)
+    terms: list[dict[str, int]] = field(default_factory=list)
+    total_len: float = 0.0
+    free: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.matrix = np.zeros((0, self.dimensions), dtype=np.float32)
+        self.expires = np.zeros(0, dtype=np.int64)
+        self.created = np.zeros(0, dtype=np.int64)
+        self.alive = np.zeros(0, dtype=np.bool_)
+        self.doclen = np.zeros(0, dtype=np.float32)
+
+    # --- maintenance -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory held, in bytes (what the cache's budget counts)."""
+        postings = sum(len(p) for p in self.postings.values()) * 80
+        return int(self.matrix.nbytes + self.expires.nbytes * 3 + postings + len(self.ids) * 120)
+
+    def _grow(self) -> int:
+        if self.free:
+            return self.free.pop()
+        row = len(self.ids)
+        if row >= self.matrix.shape[0]:
+            capacity = max(16, self.matrix.shape[0] * 2)
+            self.matrix = _resize(self.matrix, (capacity, self.dimensions))
+            self.expires = _resize(self.expires, (capacity,))
+            self.created = _resize(self.created, (capacity,))
+            self.alive = _resize(self.alive, (capacity,))
+            self.doclen = _resize(self.doclen, (capacity,))
+        self.ids.append(None)
+        self.types.append("")
+        self.terms.append({})
+        return row
+
+    def upsert(
+        self,
+        memory_id: str,
+        vector: NDArray[np.float32],
+        text: str,
+        memory_type: str,
+        created_ms: int,
+        expires_ms: int,
+    ) -> None:
+        """Add a memory, or replace it when ``memory_id`` is already indexed."""
+        if memory_id in self.rows:
+            self.remove(memory_id)
+        row = self._grow()
+        self.ids[row] = memory_id
+        self.rows[memory_id] = row
+        self.types[row] = memory_type
+        self.matrix[row] = vector
+        self.expires[row] = expires_ms
+        self.created[row] = created_ms
+        self.alive[row] = True
+        counts: dict[str, int] = {}
+        for token in tokenize(text):
+            counts[token] = counts.get(token, 0) + 1
+        self.terms[row] = counts
+        for token, tf in counts.items():
+            self.postings.setdefault(token, {})[row] = tf
+        length = float(sum(counts.values()))
+        self.doclen[row] = length
+        self.total_len += length
+
+    def remove(self, memory_id: str) -> None:
+        """Forget a memory; unknown ids are ignored."""
+        row = self.rows.pop(memory_id, None)
+        if row is None:
+            return
+        for token in self.terms[row]:
+            posting = self.postings.get(token)
+            if posting is not None:
+                posting.pop(row, None)
+                if not posting:
+                    del self.postings[token]
+        self.total_len -= float(self.doclen[row])
+        self.terms[row] = {}
+        self.ids[row] = None
+        self.alive[row] = False
+        self.matrix[row] = 0.0
+        self.free.append(row)
+
+    # --- queries -----------------------------------------------------------------------------
+
+    def _eligible(self, now_ms: int, types: Sequence[str] | None) -> NDArray[np.bool_]:
+        size = len(self.ids)
+        mask = self.alive[:size] & (self.expires[:size] > now_ms)
+        if types:
+            wanted = set(types)
+            mask &= np.fromiter((t in wanted for t in self.types), dtype=np.bool_, count=size)
+        return mask
+
+    def semantic(
+        self, query: NDArray[np.float32], limit: int, now_ms: int, types: Sequence[str] | None
+    ) -> list[Hit]:
+        """The ``limit`` best memories by cosine with the unit vector ``query``, best first."""
+        size = len(self.ids)
+        if size == 0:
+            return []
+        scores = self.matrix[:size] @ query
+        return _top(scores, self._eligible(now_ms, types), limit, self.ids)
+
+    def keyword(self, text: str, limit: int, now_ms: int, types: Sequence[str] | None) -> list[Hit]:
+        """The ``limit`` best memories by BM25 of the query's tokens, best first; memories
+        sharing no token with the query are not returned."""
+        size = len(self.ids)
+        count = len(self.rows)
+        if size == 0 or count == 0:
+            return []
+        avgdl = max(self.total_len / count, 1e-9)
+        scores = np.zeros(size, dtype=np.float32)
+        matched = np.zeros(size, dtype=np.bool_)
+        for token in set(tokenize(text)):
+            posting = self.postings.get(token)
+            if not posting:
+                continue
+            idf = math.log(1.0 + (count - len(posting) + 0.5) / (len(posting) + 0.5))
+            rows = np.fromiter(posting.keys(), dtype=np.int64, count=len(posting))
+            tf = np.fromiter(posting.values(), dtype=np.float32, count=len(posting))
+            norm = K1 * (1.0 - B + B * self.doclen[rows] / avgdl)
+            scores[rows] += idf * tf * (K1 + 1.0) / (tf + norm)
+            matched[rows] = True
+        return _top(scores, self._eligible(now_ms, types) & matched, limit, self.ids)
+
+    def best_match(self, query: NDArray[np.float32], now_ms: int) -> Hit | None:
+        """The most similar live memory (for deduplication), or None when there is none."""
+        hits = self.semantic(query, 1, now_ms, None)
+        return hits[0] if hits else None
+
+
+_T = TypeVar("_T", bound=np.generic)
+
+
+def _resize(array: NDArray[_T], shape: tuple[int, ...]) -> NDArray[_T]:
+    grown = np.zeros(shape, dtype=array.dtype)
+    grown[: array.shape[0]] = array
+    return grown
+
+
+def _top(
+    scores: NDArray[np.float32],
+    mask: NDArray[np.bool_],
+    limit: int,
+    ids: Sequence[str | None],
+) -> list[Hit]:
+    candidates = np.flatnonzero(mask)
+    if candidates.size == 0:
+        return []
+    picked = scores[candidates]
+    if candidates.size > limit:
+        part = np.argpartition(-picked, limit - 1)[:limit]
+        candidates, picked = candidates[part], picked[part]
+    order = np.argsort(-picked, kind="stable")
+    return [Hit(str(ids[int(candidates[i])]), float(picked[i])) for i in order]
+
+
+def fuse(
+    semantic: Sequence[Hit], keyword: Sequence[Hit], limit: int, weight: float = 0.6
+) -> list[Hit]:
+    """Hybrid ranking: a weighted sum of each mode's scores after z-score normalisation over
+    its own candidate list (distribution-based score fusion), so that cosine values and BM25
+    values, which live on different scales, count comparably. A memory missing from one list
+    gets that list's lowest normalised score. ``weight`` is the semantic share (0 to 1)."""
+    normalised = [_zscores(semantic), _zscores(keyword)]
+    floors = [min(n.values(), default=0.0) for n in normalised]
+    fused: dict[str, float] = {}
+    for memory_id in {*normalised[0], *normalised[1]}:
+        s = normalised[0].get(memory_id, floors[0])
+        k = normalised[1].get(memory_id, floors[1])
+        fused[memory_id] = weight * s + (1.0 - weight) * k
+    ranked = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    return [Hit(memory_id, score) for memory_id, score in ranked]
+
+
+def _zscores(hits: Iterable[Hit]) -> dict[str, float]:
+    listed = list(hits)
+    if not listed:
+        return {}
+    values = np.array([h.score for h in listed], dtype=np.float64)
+    spread = float(values.std()) or 1.0
+    mean = float(values.mean())
+    return {h.memory_id: (h.score - mean) / spread for h in listed}
+
+
+class IndexCache:
+    """A bounded LRU of ``ActorIndex`` by key, counted in bytes (DESIGN section 7: the warm
+    container's vector cache is bounded, default 256 MB, least recently used actors first)."""
+
+    def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
+        self.max_bytes = max_bytes
+        self._entries: OrderedDict[tuple[str, ...], ActorIndex] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, ...]) -> ActorIndex | None:
+        with self._lock:
+            index = self._entries.get(key)
+            if index is not None:
+                self._entries.move_to_end(key)
+            return index
+
+    def put(self, key: tuple[str, ...], index: ActorIndex) -> None:
+        with self._lock:
+            self._entries[key] = index
+            self._entries.move_to_end(key)
+            self._evict()
+
+    def drop(self, key: tuple[str, ...]) -> None:
+        with self._lock:
+            self._entries.pop(key, None)
+
+    def _evict(self) -> None:
+        total = sum(i.nbytes for i in self._entries.values())
+        while total > self.max_bytes and len(self._entries) > 1:
+            _, evicted = self._entries.popitem(last=False)
+            total -= evicted.nbytes
+
+    @property
+    def nbytes(self) -> int:
+        with self._lock:
+            return sum(i.nbytes for i in self._entries.values())

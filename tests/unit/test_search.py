@@ -1,0 +1,120 @@
+"""The in-memory index: exact cosine against a NumPy reference, BM25, tokens, fusion, LRU."""
+
+import math
+
+import numpy as np
+import pytest
+
+from agent_memory.search import ActorIndex, Hit, IndexCache, fuse, tokenize
+
+NOW = 1_700_000_000_000
+LATER = NOW + 10**9
+
+
+def _unit(rng, n, d):
+    m = rng.standard_normal((n, d)).astype(np.float32)
+    return m / np.linalg.norm(m, axis=1, keepdims=True)
+
+
+def _index(vectors, texts=None, types=None):
+    index = ActorIndex(dimensions=vectors.shape[1])
+    for i, v in enumerate(vectors):
+        text = texts[i] if texts else f"memory {i}"
+        index.upsert(f"m{i}", v, text, (types or {}).get(i, "semantic"), NOW, LATER)
+    return index
+
+
+def test_semantic_equals_the_exact_numpy_ranking():
+    rng = np.random.default_rng(7)
+    vectors = _unit(rng, 2000, 64)
+    index = _index(vectors)
+    for q in _unit(rng, 20, 64):
+        expected = np.argsort(-(vectors @ q), kind="stable")[:10]
+        hits = index.semantic(q, 10, NOW, None)
+        assert [h.memory_id for h in hits] == [f"m{i}" for i in expected]
+        assert hits[0].score == pytest.approx(float(vectors[expected[0]] @ q), abs=1e-5)
+
+
+def test_removed_expired_and_filtered_memories_never_appear():
+    rng = np.random.default_rng(1)
+    vectors = _unit(rng, 50, 16)
+    index = _index(vectors, types={3: "episodic"})
+    index.remove("m0")
+    index.upsert("short", vectors[0], "short lived", "semantic", NOW, NOW + 5)
+    hits = index.semantic(vectors[0], 50, NOW + 10, None)
+    ids = {h.memory_id for h in hits}
+    assert "m0" not in ids and "short" not in ids and len(ids) == 49
+    assert [h.memory_id for h in index.semantic(vectors[3], 5, NOW, ["episodic"])] == ["m3"]
+
+
+def test_rows_are_reused_and_upsert_replaces():
+    rng = np.random.default_rng(2)
+    vectors = _unit(rng, 3, 8)
+    index = _index(vectors)
+    index.remove("m1")
+    index.upsert("new", vectors[1], "again", "semantic", NOW, LATER)
+    assert len(index) == 3 and len(index.ids) == 3
+    index.upsert("new", vectors[2], "replaced text", "semantic", NOW, LATER)
+    assert len(index) == 3
+    assert index.keyword("again", 5, NOW, None) == []
+    assert [h.memory_id for h in index.keyword("replaced", 5, NOW, None)] == ["new"]
+
+
+def test_bm25_matches_the_formula():
+    texts = ["the cat sat", "the dog sat on the mat", "a cat and a cat"]
+    index = _index(np.eye(3, dtype=np.float32), texts)
+    hits = index.keyword("cat", 3, NOW, None)
+    assert [h.memory_id for h in hits] == ["m2", "m0"]
+    n, df, avgdl = 3, 2, (3 + 6 + 5) / 3
+    idf = math.log(1 + (n - df + 0.5) / (df + 0.5))
+    tf, dl = 2, 5
+    expected = idf * tf * 2.2 / (tf + 1.2 * (1 - 0.75 + 0.75 * dl / avgdl))
+    assert hits[0].score == pytest.approx(expected, rel=1e-5)
+
+
+@pytest.mark.parametrize(
+    ("text", "query", "found"),
+    [
+        ("Order ORD-2291 never arrived", "ORD-2291", True),
+        ("write to a@b.c please", "a@b.c", True),
+        ("contact [email] for help", "[email]", True),
+        ("a note (with parens)", "(", False),
+        ("use -x to skip", "-x", True),
+        ('he said "hi"', '"', False),
+        ("price is 5*3", "*", False),
+        ("東京で寿司を食べた", "寿司", True),
+        ("Café Müller", "CAFÉ", True),
+    ],
+)
+def test_query_characters_are_literal_words(text, query, found):
+    index = _index(np.eye(1, dtype=np.float32), [text])
+    hits = index.keyword(query, 5, NOW, None)
+    assert bool(hits) is found
+
+
+def test_tokens():
+    assert "ord-2291" in tokenize("Order ORD-2291.")
+    assert {"ord", "2291"} <= set(tokenize("ORD-2291"))
+    assert "寿司" in tokenize("寿司を食べた")
+    assert tokenize("(") == ["("]
+
+
+def test_fusion_rewards_agreement_and_keeps_single_mode_hits():
+    semantic = [Hit("a", 0.9), Hit("b", 0.8), Hit("c", 0.1)]
+    keyword = [Hit("b", 12.0), Hit("d", 3.0)]
+    fused = fuse(semantic, keyword, 4)
+    assert fused[0].memory_id == "b"
+    assert {h.memory_id for h in fused} == {"a", "b", "c", "d"}
+    assert fuse([], [], 5) == []
+
+
+def test_cache_evicts_least_recently_used_past_its_budget():
+    rng = np.random.default_rng(3)
+    small = _index(_unit(rng, 10, 256))
+    cache = IndexCache(max_bytes=small.nbytes * 2 + 10)
+    for key in ("a", "b"):
+        cache.put((key,), _index(_unit(rng, 10, 256)))
+    cache.get(("a",))
+    cache.put(("c",), _index(_unit(rng, 10, 256)))
+    assert cache.get(("b",)) is None
+    assert cache.get(("a",)) is not None and cache.get(("c",)) is not None
