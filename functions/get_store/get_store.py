@@ -9,9 +9,10 @@ app = Api()
 @app.get(STORE_ROUTE, summary="Get a store", tags=["stores"], responses=ERROR_RESPONSES)
 def get_store(instance_id: InstancePath, store: StorePath) -> StoreView:
     stores = app.runtime.stores(app.principal, instance_id)
-    config = stores.get(store)
-    sessions = stores.sessions(config)
-    counts = StoreCounts(sessions=sessions.count(), memories=0, waiting_for_extraction=0)
+    config, sessions, memories = app.runtime.store(app.principal, instance_id, store)
+    counts = StoreCounts(
+        sessions=sessions.count(), memories=memories.count(), waiting_for_extraction=0
+    )
     return stores.view(config, counts)
 
 

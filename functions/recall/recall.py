@@ -4,7 +4,7 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
-from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
+from agent_memory.api import PROVIDER_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
 from agent_memory.models import RecallRequest, RecallView
 from agent_memory.recall import recall as recall_memory
 
@@ -15,13 +15,13 @@ app = Api()
     STORE_ROUTE + "/recall",
     summary="Recall what an agent needs before its next model call",
     tags=["recall"],
-    responses=ERROR_RESPONSES,
+    responses=PROVIDER_RESPONSES,
 )
 def recall(
     instance_id: InstancePath, store: StorePath, body: Annotated[RecallRequest, Body()]
 ) -> RecallView:
-    config, sessions = app.runtime.sessions(app.principal, instance_id, store)
-    return recall_memory(sessions, config, body)
+    config, sessions, memories = app.runtime.store(app.principal, instance_id, store)
+    return recall_memory(sessions, memories, config, body)
 
 
 lambda_handler = app.lambda_handler

@@ -4,12 +4,16 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
+import redis
 from cryptography.fernet import Fernet
 
 from agent_memory.clock import SystemClock
+from agent_memory.embeddings import NoEmbedder
 from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
+from agent_memory.memories import Memories
 from agent_memory.models import EventIn, EventsRequest, RecallRequest, StorePut
 from agent_memory.recall import EMPTY_CONTEXT, recall
+from agent_memory.search import IndexCache
 from agent_memory.secrets import FernetCipher
 from agent_memory.stores import Stores
 from tests.conftest import unique
@@ -23,6 +27,21 @@ class MovableClock:
 
     def now(self) -> datetime:
         return self.moment
+
+
+def _memories(config):
+    client = redis.Redis.from_url(_URL[0], decode_responses=True)
+    binary = redis.Redis.from_url(_URL[0])
+    return Memories(client, binary, config, SystemClock(), NoEmbedder(config.dimensions),
+                    IndexCache(), "test")  # fmt: skip
+
+
+_URL: list[str] = []
+
+
+@pytest.fixture(autouse=True)
+def _remember_url(redis_url):
+    _URL[:] = [redis_url]
 
 
 def _events(*contents, actor=None):
@@ -193,7 +212,9 @@ def test_delete_forgets_the_session(make_store):
 
 def test_recall_before_the_first_events_is_empty_not_an_error(make_store):
     config, sessions = make_store()
-    view = recall(sessions, config, RecallRequest(session_id="new", actor_id="u"))
+    view = recall(
+        sessions, _memories(config), config, RecallRequest(session_id="new", actor_id="u")
+    )
     assert (view.summary, view.messages, view.memories) == (None, [], [])
     assert view.context == EMPTY_CONTEXT and view.actor_id == "u"
 
@@ -201,7 +222,7 @@ def test_recall_before_the_first_events_is_empty_not_an_error(make_store):
 def test_recall_returns_at_most_summarize_after_newest_messages(make_store):
     config, sessions = make_store(summarize_after=5, keep_recent=2)
     sessions.append("s", _events(*[f"m{i}" for i in range(8)], actor="dana"))
-    view = recall(sessions, config, RecallRequest(session_id="s"))
+    view = recall(sessions, _memories(config), config, RecallRequest(session_id="s"))
     assert [m.content for m in view.messages] == ["m3", "m4", "m5", "m6", "m7"]
     assert view.actor_id == "dana"
     assert view.context.endswith("user: m7")

@@ -28,6 +28,13 @@ EXPECTED_ROUTES = {
     "GET /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}",
     "DELETE /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}",
     "POST /instances/{instance_id}/agent-memory/{store}/recall",
+    "POST /instances/{instance_id}/agent-memory/{store}/memories",
+    "GET /instances/{instance_id}/agent-memory/{store}/memories",
+    "POST /instances/{instance_id}/agent-memory/{store}/memories/search",
+    "GET /instances/{instance_id}/agent-memory/{store}/memories/{memory_id}",
+    "PATCH /instances/{instance_id}/agent-memory/{store}/memories/{memory_id}",
+    "DELETE /instances/{instance_id}/agent-memory/{store}/memories/{memory_id}",
+    "DELETE /instances/{instance_id}/agent-memory/{store}/actors/{actor_id}/memories",
 }
 
 

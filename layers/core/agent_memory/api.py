@@ -58,6 +58,7 @@ from agent_memory.errors import (
 )
 from agent_memory.models import (
     INSTANCE_ID_PATTERN,
+    MEMORY_ID_PATTERN,
     SESSION_ID_PATTERN,
     STORE_NAME_PATTERN,
     ErrorBody,
@@ -91,6 +92,7 @@ _COMMON_ERRORS = (
     HTTPStatus.INTERNAL_SERVER_ERROR,
     HTTPStatus.SERVICE_UNAVAILABLE,
 )
+_PROVIDER_ERRORS = (HTTPStatus.BAD_GATEWAY,)
 
 
 def responses(
@@ -111,14 +113,19 @@ def responses(
 
 ERROR_RESPONSES = responses()
 WRITE_RESPONSES = responses(errors=(HTTPStatus.CONFLICT,))
+PROVIDER_RESPONSES = responses(errors=_PROVIDER_ERRORS)
 
 # Path parameters, validated the same way on every route.
 InstancePath = Annotated[str, Path(pattern=INSTANCE_ID_PATTERN, description="Database instance id")]
 StorePath = Annotated[str, Path(pattern=STORE_NAME_PATTERN, description="Store name")]
 SessionPath = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="Session id")]
 
+MemoryPath = Annotated[str, Path(pattern=MEMORY_ID_PATTERN, description="Memory id")]
+ActorPath = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="Actor id")]
+
 STORE_ROUTE = "/instances/<instance_id>/agent-memory/<store>"
 SESSION_ROUTE = STORE_ROUTE + "/sessions/<session_id>"
+MEMORY_ROUTE = STORE_ROUTE + "/memories/<memory_id>"
 
 
 def no_content() -> Response[None]:

@@ -23,15 +23,16 @@ _TRANSIENT_CODES = frozenset({"BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "
 
 
 @lru_cache(maxsize=64)
-def redis_client(url: str) -> redis.Redis:
-    """A cached client for ``url`` (``redis://`` or ``rediss://``), answering ``str`` values.
+def redis_client(url: str, *, binary: bool = False) -> redis.Redis:
+    """A cached client for ``url`` (``redis://`` or ``rediss://``), answering ``str`` values,
+    or ``bytes`` with ``binary`` (for vectors, which are raw float32 bytes).
 
     Connection and timeout errors are retried twice with exponential backoff (10 ms base) before
     they surface; :func:`database_errors` turns them into ``DatabaseUnavailable``.
     """
     return redis.Redis.from_url(
         url,
-        decode_responses=True,
+        decode_responses=not binary,
         socket_timeout=SOCKET_TIMEOUT_SECONDS,
         socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
         health_check_interval=30,

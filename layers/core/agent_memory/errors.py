@@ -57,6 +57,13 @@ class SessionNotFound(NotFound):
         super().__init__(f"Session '{session_id}' does not exist or has expired.")
 
 
+class MemoryNotFound(NotFound):
+    code = "memory_not_found"
+
+    def __init__(self, memory_id: str) -> None:
+        super().__init__(f"Memory '{memory_id}' does not exist or has expired.")
+
+
 class RouteNotFound(NotFound):
     code = "route_not_found"
 

@@ -8,6 +8,7 @@ so a misspelt setting is a 422 naming it instead of being silently ignored.
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -20,6 +21,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    ValidationInfo,
     field_validator,
     model_validator,
 )
@@ -202,7 +204,11 @@ def _check_base_url(field: str, url: str) -> None:
 
 
 class ProviderSettings(Model):
-    """Which language model and embedding model a store calls (DESIGN section 5)."""
+    """Which language model and embedding model a store calls (DESIGN section 5).
+
+    Custom base URLs must be clean public https URLs, unless validation runs with the context
+    ``{"allow_private_endpoints": True}`` (the local stack's KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1),
+    which admits plain http and private addresses so tests can use loopback servers."""
 
     llm_provider: LlmProvider = "none"
     llm_model: ModelName | None = None
@@ -213,7 +219,7 @@ class ProviderSettings(Model):
     dimensions: int = Field(1536, ge=1, le=8192)
 
     @model_validator(mode="after")
-    def _coherent_providers(self) -> ProviderSettings:
+    def _coherent_providers(self, info: ValidationInfo) -> ProviderSettings:
         for kind, provider, model, base_url in (
             ("llm", self.llm_provider, self.llm_model, self.llm_base_url),
             ("embed", self.embed_provider, self.embed_model, self.embed_base_url),
@@ -225,7 +231,13 @@ class ProviderSettings(Model):
                     raise ValueError(
                         f"{kind}_base_url is required when {kind}_provider is 'custom'"
                     )
-                _check_base_url(f"{kind}_base_url", base_url)
+                context = info.context or {}
+                if context.get("stored"):
+                    pass  # checked when it was saved; calls check it again
+                elif not context.get("allow_private_endpoints"):
+                    _check_base_url(f"{kind}_base_url", base_url)
+                elif urlsplit(base_url).scheme not in ("http", "https"):
+                    raise ValueError(f"{kind}_base_url must be an http(s):// URL")
             elif base_url is not None:
                 raise ValueError(f"{kind}_base_url is only used when {kind}_provider is 'custom'")
         return self
@@ -381,11 +393,92 @@ class SessionList(View):
     next_offset: int | None
 
 
-# --- long-term memory (shape fixed by DESIGN section 2; filled by the long-term memory work) --
+# --- long-term memory (DESIGN section 2; limits in docs/limits.md) ---------------------------
+
+MAX_MEMORY_CHARS = 8_000
+MAX_TOPICS = 10
+MAX_TOPIC_CHARS = 64
+MAX_METADATA_BYTES = 4_096
+MAX_METADATA_DEPTH = 5
+MAX_VERSIONS = 50
+MEMORY_ID_PATTERN = r"^mem_[0-9a-f]{20}$"
+
+Topic = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TOPIC_CHARS)]
+UnitInterval = Annotated[float, Field(ge=0, le=1)]
+MemoryText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_MEMORY_CHARS)]
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+def _small_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        raise ValueError(f"metadata is {size} bytes of JSON; at most {MAX_METADATA_BYTES}")
+    if _depth(value) > MAX_METADATA_DEPTH:
+        raise ValueError(f"metadata nests deeper than {MAX_METADATA_DEPTH} levels")
+    return value
+
+
+Metadata = Annotated[dict[str, Any], AfterValidator(_small_metadata)]
+
+
+def _not_blank(value: str) -> str:
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+class MemoryIn(Model):
+    """Body of ``POST .../memories``. ``type`` is checked against the store's types by the
+    core (the model does not know the store); ``vector`` is required when the store has no
+    embedding model."""
+
+    text: Annotated[MemoryText, AfterValidator(_not_blank)]
+    type: Annotated[str, StringConstraints(min_length=1, max_length=40)] = "semantic"
+    actor_id: ActorId | None = None
+    topics: list[Topic] = Field(default_factory=list, max_length=MAX_TOPICS)
+    metadata: Metadata = Field(default_factory=dict)
+    importance: UnitInterval | None = None
+    confidence: UnitInterval | None = None
+    vector: list[float] | None = Field(None, max_length=8192)
+
+
+class MemoryPatch(Model):
+    """Body of ``PATCH .../memories/{memory}``: the fields to change (at least one)."""
+
+    text: Annotated[MemoryText, AfterValidator(_not_blank)] | None = None
+    type: Annotated[str, StringConstraints(min_length=1, max_length=40)] | None = None
+    topics: list[Topic] | None = Field(None, max_length=MAX_TOPICS)
+    metadata: Metadata | None = None
+    importance: UnitInterval | None = None
+    vector: list[float] | None = Field(None, max_length=8192)
+
+    @model_validator(mode="after")
+    def _something(self) -> MemoryPatch:
+        if not self.model_fields_set - {"vector"}:
+            raise ValueError("give at least one of text, type, topics, metadata, importance")
+        return self
 
 
 class MemorySource(View):
     session_id: str
+
+
+class MemoryVersion(View):
+    """The memory as it was before a change made at ``changed_at``."""
+
+    text: str
+    type: str
+    topics: list[str]
+    metadata: dict[str, Any]
+    importance: float | None
+    changed_at: datetime
 
 
 class MemoryView(View):
@@ -402,6 +495,40 @@ class MemoryView(View):
     expires_at: datetime
     source: MemorySource | None
     score: float | None = None
+    duplicate: bool | None = None
+    versions: list[MemoryVersion] | None = None
+
+
+class MemoryList(View):
+    memories: list[MemoryView]
+    next_offset: int | None
+
+
+SearchMode = Literal["semantic", "keyword", "hybrid"]
+
+
+class SearchRequest(Model):
+    """Body of ``POST .../memories/search``. Without ``actor_id`` the whole store is searched."""
+
+    query: Annotated[
+        str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS), AfterValidator(_not_blank)
+    ]
+    mode: SearchMode = "hybrid"
+    actor_id: ActorId | None = None
+    types: list[Annotated[str, StringConstraints(min_length=1, max_length=40)]] | None = Field(
+        None, max_length=5
+    )
+    limit: int = Field(10, ge=1, le=100)
+    query_vector: list[float] | None = Field(None, max_length=8192)
+
+
+class SearchResult(View):
+    memories: list[MemoryView]
+
+
+class ActorForgotten(View):
+    actor_id: str
+    deleted: int
 
 
 # --- recall ----------------------------------------------------------------------------------

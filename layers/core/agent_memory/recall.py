@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agent_memory.memories import Memories
 from agent_memory.models import MemoryView, Message, RecallRequest, RecallView, StoreConfig
 from agent_memory.sessions import Sessions
 
@@ -47,22 +48,30 @@ def render_context(
     return CONTEXT_PREAMBLE + "\n\n" + "\n\n".join(sections)
 
 
-def recall(sessions: Sessions, store: StoreConfig, request: RecallRequest) -> RecallView:
+def recall(
+    sessions: Sessions, memories: Memories, store: StoreConfig, request: RecallRequest
+) -> RecallView:
     """Working memory of ``request.session_id`` (at most ``summarize_after`` verbatim messages)
-    plus long-term memories; a session that does not exist yet gives an empty working memory.
+    plus the long-term memories most relevant to the query; a session that does not exist yet
+    gives an empty working memory, not an error.
 
     Long-term memories are for ``request.actor_id``, else the session's actor; with neither,
-    none are returned (never another actor's).
+    none are returned (never another actor's). The query is ``request.query``, else the
+    session's latest user message; without either, none are returned. They are ranked by the
+    hybrid search when the store can embed (or ``query_vector`` is given), else by keywords.
     """
     meta, messages = sessions.working_memory(request.session_id, store.summarize_after)
     actor_id = request.actor_id or (meta.actor_id if meta else None)
     summary = meta.summary if meta else None
-    memories: list[MemoryView] = []
+    query = request.query or next((m.content for m in reversed(messages) if m.role == "user"), None)
+    relevant: list[MemoryView] = []
+    if actor_id is not None and query is not None:
+        relevant = memories.relevant(actor_id, query, request.query_vector, request.limit)
     return RecallView(
         session_id=request.session_id,
         actor_id=actor_id,
         summary=summary,
         messages=messages,
-        memories=memories,
-        context=render_context(summary, memories, messages),
+        memories=relevant,
+        context=render_context(summary, relevant, messages),
     )

@@ -8,7 +8,7 @@ plain values and never read ``os.environ``.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from functools import cached_property, lru_cache
 from pathlib import Path
 
@@ -17,7 +17,11 @@ from pydantic import BaseModel, ConfigDict, Field, SecretStr
 from agent_memory.clock import Clock, SystemClock
 from agent_memory.control import ControlPlane, Principal
 from agent_memory.db import redis_client
+from agent_memory.embeddings import Embedder, Vectors, make_embedder
+from agent_memory.memories import Memories
 from agent_memory.models import StoreConfig
+from agent_memory.providers import ProviderClient
+from agent_memory.search import IndexCache
 from agent_memory.secrets import Cipher, FernetCipher, load_key_file
 from agent_memory.sessions import Sessions
 from agent_memory.stores import Stores
@@ -34,6 +38,9 @@ class FunctionSettings(BaseModel):
     ``max_body_bytes``: larger request bodies are a 413 before they are parsed.
     ``instance_cache_seconds``: how long a warm container trusts an instance record it found
     (re-pointing an instance reaches every container within this time).
+    ``index_cache_mb``: the bound of the warm container's in-memory search index (LRU by actor).
+    ``allow_private_endpoints``: let custom model endpoints be plain http or private addresses;
+    only the local stack sets it (``KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1``).
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -43,6 +50,8 @@ class FunctionSettings(BaseModel):
     secret_key: SecretStr | None = None
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024)
     instance_cache_seconds: float = Field(30.0, ge=0, le=3600)
+    index_cache_mb: int = Field(256, ge=1, le=10_240)
+    allow_private_endpoints: bool = False
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> FunctionSettings:
@@ -80,10 +89,72 @@ class Runtime:
             return FernetCipher(load_key_file(self.settings.secret_key_file))
         raise RuntimeError("Set KIVIDB_SECRET_KEY_FILE or KIVIDB_SECRET_KEY to store API keys.")
 
+    def _stores(self, url: str, instance_id: str) -> Stores:
+        return Stores(
+            redis_client(url),
+            instance_id,
+            self.cipher,
+            self.clock,
+            allow_private_endpoints=self.settings.allow_private_endpoints,
+        )
+
     def stores(self, principal: Principal, instance_id: str) -> Stores:
         """The stores of ``instance_id``; ``InstanceNotFound`` unless it is the caller's."""
         instance = self.control.instance(principal.org_id, instance_id)
-        return Stores(redis_client(instance.url), instance.instance_id, self.cipher, self.clock)
+        return self._stores(instance.url, instance.instance_id)
+
+    @cached_property
+    def index_cache(self) -> IndexCache:
+        return IndexCache(self.settings.index_cache_mb * 1024 * 1024)
+
+    @cached_property
+    def provider_client(self) -> ProviderClient:
+        return ProviderClient()
+
+    def memories(
+        self, principal: Principal, instance_id: str, store: str
+    ) -> tuple[StoreConfig, Memories]:
+        """A store's config and its long-term memories; ``InstanceNotFound`` /
+        ``StoreNotFound``. The embedding key is decrypted only when something is embedded."""
+        config, _, memories = self.store(principal, instance_id, store)
+        return config, memories
+
+    def store(
+        self, principal: Principal, instance_id: str, store: str
+    ) -> tuple[StoreConfig, Sessions, Memories]:
+        """A store's config, sessions and memories (one instance and one store lookup)."""
+        instance = self.control.instance(principal.org_id, instance_id)
+        stores = self._stores(instance.url, instance.instance_id)
+        config = stores.get(store)
+        memories = self.memories_of(instance.url, instance.instance_id, config)
+        return config, stores.sessions(config), memories
+
+    def memories_of(self, url: str, instance_id: str, config: StoreConfig) -> Memories:
+        """The ``Memories`` of ``config`` on the database at ``url``."""
+
+        def embedder() -> Embedder:
+            api_key = None
+            if config.embed_api_key_ciphertext is not None:
+                api_key = self.cipher.decrypt(config.embed_api_key_ciphertext)
+            return make_embedder(
+                config.embed_provider,
+                config.embed_model,
+                config.dimensions,
+                config.embed_base_url,
+                api_key,
+                allow_private=self.settings.allow_private_endpoints,
+                client=self.provider_client,
+            )
+
+        return Memories(
+            redis_client(url),
+            redis_client(url, binary=True),
+            config,
+            self.clock,
+            LazyEmbedder(config.dimensions, embedder),
+            self.index_cache,
+            instance_id,
+        )
 
     def sessions(
         self, principal: Principal, instance_id: str, store: str
@@ -92,6 +163,21 @@ class Runtime:
         stores = self.stores(principal, instance_id)
         config = stores.get(store)
         return config, stores.sessions(config)
+
+
+class LazyEmbedder:
+    """Builds the store's embedder (and decrypts its key) only when something is embedded, so
+    reads that need no embedding never fail on a provider's settings."""
+
+    def __init__(self, dimensions: int, build: Callable[[], Embedder]) -> None:
+        self.dimensions = dimensions
+        self._build = build
+        self._embedder: Embedder | None = None
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        if self._embedder is None:
+            self._embedder = self._build()
+        return self._embedder.embed(texts)
 
 
 @lru_cache(maxsize=4)

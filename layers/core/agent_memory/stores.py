@@ -33,6 +33,7 @@ _SECRET_FIELDS = {
 }
 _DEFAULTABLE = set(StoreSettings.model_fields) | {"llm_provider", "embed_provider", "dimensions"}
 _SCAN_BATCH = 1000
+STORED = {"stored": True}  # validation context: read back what was validated when saved
 
 
 def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
@@ -49,7 +50,16 @@ class Stores:
     """The stores of one instance. Errors: ``StoreNotFound``, ``ValidationFailed``,
     ``DatabaseUnavailable``."""
 
-    def __init__(self, client: redis.Redis, instance_id: str, cipher: Cipher, clock: Clock) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        instance_id: str,
+        cipher: Cipher,
+        clock: Clock,
+        *,
+        allow_private_endpoints: bool = False,
+    ) -> None:
+        self._allow_private = allow_private_endpoints
         self._redis = client
         self.instance_id = instance_id
         self._cipher = cipher
@@ -60,12 +70,12 @@ class Stores:
             raw = self._redis.hget(StoreKeys.registry, name)
         if raw is None:
             raise StoreNotFound(name)
-        return StoreConfig.model_validate_json(raw)
+        return StoreConfig.model_validate_json(raw, context=STORED)
 
     def all(self) -> list[StoreConfig]:
         with database_errors():
             raw = self._redis.hgetall(StoreKeys.registry)
-        return [StoreConfig.model_validate_json(raw[name]) for name in sorted(raw)]
+        return [StoreConfig.model_validate_json(raw[name], context=STORED) for name in sorted(raw)]
 
     def put(self, name: str, change: StorePut) -> tuple[StoreConfig, bool]:
         """Create ``name`` or change it; returns ``(config, created)``.
@@ -99,7 +109,7 @@ class Stores:
                 "created_at": now,
             }
         else:
-            current = StoreConfig.model_validate_json(raw).model_dump()
+            current = StoreConfig.model_validate_json(raw, context=STORED).model_dump()
         for field, value in given.items():
             if field in _SECRET_FIELDS:
                 target = _SECRET_FIELDS[field]
@@ -113,13 +123,15 @@ class Stores:
         providers = {k: v for k, v in current.items() if k in ProviderSettings.model_fields}
         try:
             StoreSettings.model_validate(settings)
-            ProviderSettings.model_validate(providers)
+            ProviderSettings.model_validate(
+                providers, context={"allow_private_endpoints": self._allow_private}
+            )
         except ValidationError as exc:
             raise ValidationFailed(
                 "The store's settings are not valid; see details.",
                 details=validation_details(exc),
             ) from exc
-        return StoreConfig.model_validate(current)
+        return StoreConfig.model_validate(current, context=STORED)
 
     def delete(self, name: str) -> None:
         """Delete the store and every key it owns; ``StoreNotFound`` if there is none.
@@ -136,9 +148,9 @@ class Stores:
                     try:
                         pipe.watch(StoreKeys.registry)  # type: ignore[no-untyped-call]
                         raw = cast(str | None, pipe.hget(StoreKeys.registry, name))
-                        if raw is None or StoreConfig.model_validate_json(raw).incarnation != (
-                            config.incarnation
-                        ):
+                        if raw is None or StoreConfig.model_validate_json(
+                            raw, context=STORED
+                        ).incarnation != (config.incarnation):
                             raise StoreNotFound(name)
                         pipe.multi()
                         pipe.hdel(StoreKeys.registry, name)

@@ -1,0 +1,34 @@
+"""POST .../{store}/memories: keep a memory (201), or return the one it duplicates (200)."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.metrics import MetricUnit
+
+from agent_memory.api import JSON, STORE_ROUTE, Api, InstancePath, StorePath, metrics, responses
+from agent_memory.models import MemoryIn, MemoryView
+
+app = Api()
+
+
+@app.post(
+    STORE_ROUTE + "/memories",
+    summary="Add a memory",
+    tags=["memories"],
+    responses=responses({201: "Kept", 200: "A duplicate of a memory the actor already has"}),
+)
+def add_memory(
+    instance_id: InstancePath, store: StorePath, body: Annotated[MemoryIn, Body()]
+) -> Response[MemoryView]:
+    _, memories = app.runtime.memories(app.principal, instance_id, store)
+    kept = memories.add(body)
+    metrics.add_metric(name="MemoriesDeduplicated" if kept.duplicate else "MemoriesKept",
+                       unit=MetricUnit.Count, value=1)  # fmt: skip
+    for _, count in kept.redactions.items():
+        metrics.add_metric(name="Redactions", unit=MetricUnit.Count, value=count)
+    view = kept.memory.model_copy(update={"duplicate": kept.duplicate})
+    return Response(status_code=200 if kept.duplicate else 201, content_type=JSON, body=view)
+
+
+lambda_handler = app.lambda_handler

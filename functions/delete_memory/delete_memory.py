@@ -1,0 +1,32 @@
+"""DELETE .../memories/{memory_id}: forget one memory."""
+
+from aws_lambda_powertools.event_handler import Response
+
+from agent_memory.api import (
+    MEMORY_ROUTE,
+    Api,
+    InstancePath,
+    MemoryPath,
+    StorePath,
+    no_content,
+    responses,
+)
+
+app = Api()
+
+
+@app.delete(
+    MEMORY_ROUTE,
+    summary="Forget a memory",
+    tags=["memories"],
+    responses=responses({204: "Deleted"}),
+)
+def delete_memory(
+    instance_id: InstancePath, store: StorePath, memory_id: MemoryPath
+) -> Response[None]:
+    _, memories = app.runtime.memories(app.principal, instance_id, store)
+    memories.delete(memory_id)
+    return no_content()
+
+
+lambda_handler = app.lambda_handler

@@ -1,0 +1,22 @@
+"""DELETE .../actors/{actor_id}/memories: forget everything one actor has (data protection)."""
+
+from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, ActorPath, Api, InstancePath, StorePath
+from agent_memory.models import ActorForgotten
+
+app = Api()
+
+
+@app.delete(
+    STORE_ROUTE + "/actors/<actor_id>/memories",
+    summary="Forget every memory of an actor",
+    tags=["memories"],
+    responses=ERROR_RESPONSES,
+)
+def forget_actor(
+    instance_id: InstancePath, store: StorePath, actor_id: ActorPath
+) -> ActorForgotten:
+    _, memories = app.runtime.memories(app.principal, instance_id, store)
+    return ActorForgotten(actor_id=actor_id, deleted=memories.delete_actor(actor_id))
+
+
+lambda_handler = app.lambda_handler

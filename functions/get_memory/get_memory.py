@@ -1,0 +1,15 @@
+"""GET .../memories/{memory_id}: one memory with its versions, newest first."""
+
+from agent_memory.api import ERROR_RESPONSES, MEMORY_ROUTE, Api, InstancePath, MemoryPath, StorePath
+from agent_memory.models import MemoryView
+
+app = Api()
+
+
+@app.get(MEMORY_ROUTE, summary="Get a memory", tags=["memories"], responses=ERROR_RESPONSES)
+def get_memory(instance_id: InstancePath, store: StorePath, memory_id: MemoryPath) -> MemoryView:
+    _, memories = app.runtime.memories(app.principal, instance_id, store)
+    return memories.get(memory_id)
+
+
+lambda_handler = app.lambda_handler

@@ -1,0 +1,34 @@
+"""GET .../{store}/memories: a page of memories, newest first (filters actor_id and type)."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
+from agent_memory.models import (
+    DEFAULT_PAGE,
+    MAX_OFFSET,
+    MAX_PAGE,
+    SESSION_ID_PATTERN,
+    MemoryList,
+)
+
+app = Api()
+
+
+@app.get(
+    STORE_ROUTE + "/memories", summary="List memories", tags=["memories"], responses=ERROR_RESPONSES
+)
+def list_memories(
+    instance_id: InstancePath,
+    store: StorePath,
+    offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
+    actor_id: Annotated[str | None, Query(pattern=SESSION_ID_PATTERN)] = None,
+    type: Annotated[str | None, Query(min_length=1, max_length=40)] = None,
+) -> MemoryList:
+    _, memories = app.runtime.memories(app.principal, instance_id, store)
+    return memories.page(offset, limit, actor_id, type)
+
+
+lambda_handler = app.lambda_handler

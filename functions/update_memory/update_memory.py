@@ -1,0 +1,31 @@
+"""PATCH .../memories/{memory_id}: change a memory; the previous state becomes a version."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Body
+
+from agent_memory.api import (
+    MEMORY_ROUTE,
+    PROVIDER_RESPONSES,
+    Api,
+    InstancePath,
+    MemoryPath,
+    StorePath,
+)
+from agent_memory.models import MemoryPatch, MemoryView
+
+app = Api()
+
+
+@app.patch(MEMORY_ROUTE, summary="Change a memory", tags=["memories"], responses=PROVIDER_RESPONSES)
+def update_memory(
+    instance_id: InstancePath,
+    store: StorePath,
+    memory_id: MemoryPath,
+    body: Annotated[MemoryPatch, Body()],
+) -> MemoryView:
+    _, memories = app.runtime.memories(app.principal, instance_id, store)
+    return memories.patch(memory_id, body)
+
+
+lambda_handler = app.lambda_handler

@@ -1,0 +1,610 @@
+"""Long-term memory: keep (redacted, embedded, deduplicated), read, change, forget and search.
+
+Storage (keys.ActorKeys): one actor's memories share a hash tag, so every write is one Lua
+script on one slot that also bumps the actor's generation and appends to its change log; the
+store-level indexes (listing, counts, owner of an id) follow in a second step on the store's
+slot. Vectors are kept as unit-length float32 bytes.
+
+Search runs in this process on an ``ActorIndex`` (search.py) held in a bounded cache and kept in
+step by generation: a search reads the actor's generation (one small read) and, when it moved,
+only the log entries since the cached generation and the vectors they name. Deduplication uses
+the same index under an optimistic check: the add script refuses to write when the actor's
+generation moved since the index was read, and the add retries against the fresh index, so two
+concurrent adds of the same text cannot both be kept.
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any, cast
+
+import numpy as np
+import redis
+from numpy.typing import NDArray
+
+from agent_memory.clock import Clock, from_ms, to_ms
+from agent_memory.db import database_errors, load_script
+from agent_memory.embeddings import Embedder, validate_vector
+from agent_memory.errors import Conflict, MemoryNotFound, ValidationFailed
+from agent_memory.keys import NO_ACTOR, ActorKeys, StoreKeys, actor_bucket
+from agent_memory.models import (
+    MAX_VERSIONS,
+    RESERVED_TYPES,
+    MemoryIn,
+    MemoryList,
+    MemoryPatch,
+    MemorySource,
+    MemoryVersion,
+    MemoryView,
+    SearchRequest,
+    StoreConfig,
+)
+from agent_memory.redaction import redact
+from agent_memory.search import ActorIndex, Hit, IndexCache, fuse
+
+LOG_KEEP = 10_000
+"""Change-log entries kept per actor; a cache further behind than this reloads the actor."""
+DEDUPE_EPSILON = 1e-6
+"""Float32 cosine of two vectors whose true cosine is exactly the threshold can land a hair
+below it; this tolerance keeps "exactly at the threshold is a duplicate" true."""
+ADD_ATTEMPTS = 8
+CANDIDATES = 5
+"""Each mode of a hybrid search contributes ``CANDIDATES * limit`` candidates to the fusion."""
+
+# KEYS: ActorKeys.all(). ARGV: id, json, vector bytes, expires_ms, expected gen ('' = any),
+# log_keep. Returns {1, gen} when written, {0, gen} when the generation had moved.
+_PUT = """
+local gen = tonumber(redis.call('HGET', KEYS[5], 'gen') or '0')
+if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= gen then return {0, gen} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
+gen = redis.call('HINCRBY', KEYS[5], 'gen', 1)
+redis.call('ZADD', KEYS[4], gen, string.format('%d', gen) .. ':+:' .. ARGV[1])
+redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(tonumber(ARGV[6]) + 1))
+return {1, gen}
+"""
+
+# KEYS: ActorKeys.all(). ARGV: log_keep, id... Returns how many of the ids existed.
+_REMOVE = """
+local removed = 0
+for i = 2, #ARGV do
+  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
+    removed = removed + 1
+    redis.call('HDEL', KEYS[2], ARGV[i])
+    redis.call('ZREM', KEYS[3], ARGV[i])
+    local gen = redis.call('HINCRBY', KEYS[5], 'gen', 1)
+    redis.call('ZADD', KEYS[4], gen, string.format('%d', gen) .. ':-:' .. ARGV[i])
+  end
+end
+redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(tonumber(ARGV[1]) + 1))
+return removed
+"""
+
+
+def new_memory_id() -> str:
+    """``mem_`` and 20 random hex digits (80 bits): opaque, unique, path-safe."""
+    return "mem_" + secrets.token_hex(10)
+
+
+def unit(vector: NDArray[np.float32]) -> NDArray[np.float32]:
+    """``vector`` scaled to length 1 (cosine then is a dot product)."""
+    norm = float(np.linalg.norm(vector))
+    if norm == 0.0 or not np.isfinite(norm):
+        raise ValidationFailed("A vector must be finite and not all zeros.")
+    return (vector / norm).astype(np.float32)
+
+
+@dataclass
+class Kept:
+    """What ``Memories.add`` did: the memory kept (the new one, or the one it duplicates)."""
+
+    memory: MemoryView
+    duplicate: bool
+    redactions: dict[str, int]
+
+
+class Memories:
+    """The memories of one store. Errors: ``MemoryNotFound``, ``ValidationFailed`` (and its
+    ``VectorInvalid`` / ``EmbeddingRequired``), provider errors from the embedder,
+    ``DatabaseUnavailable``."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        binary: redis.Redis,
+        store: StoreConfig,
+        clock: Clock,
+        embedder: Embedder,
+        cache: IndexCache,
+        cache_scope: str,
+    ) -> None:
+        self._redis = client
+        self._binary = binary
+        self._store = store
+        self._keys = StoreKeys(store.name, store.incarnation)
+        self._clock = clock
+        self._embedder = embedder
+        self._cache = cache
+        self._scope = cache_scope
+        self._put = load_script(binary, _PUT)
+        self._remove = load_script(client, _REMOVE)
+
+    # --- writing -----------------------------------------------------------------------------
+
+    @property
+    def types(self) -> list[str]:
+        """The memory types this store accepts."""
+        return [*RESERVED_TYPES, *(t.name for t in self._store.custom_types)]
+
+    def _check_type(self, memory_type: str, field: str = "type") -> None:
+        if memory_type not in self.types:
+            allowed = ", ".join(self.types)
+            raise ValidationFailed(
+                f"Type '{memory_type}' is not one of this store's types: {allowed}.",
+                details=[{"field": field, "problem": f"must be one of: {allowed}"}],
+            )
+
+    def _vector(self, text: str, given: Sequence[float] | None, field: str) -> NDArray[np.float32]:
+        if given is not None:
+            return unit(validate_vector(given, self._store.dimensions, field))
+        return unit(self._embedder.embed([text])[0])
+
+    def add(self, body: MemoryIn, source_session: str | None = None) -> Kept:
+        """Keep a memory, unless the actor already has one at least ``dedupe_threshold``
+        similar (cosine), in which case that one is returned with ``duplicate`` true.
+
+        The text is redacted first when the store's ``redact_pii`` is on; the vector is the
+        body's (checked against ``dimensions``) or the store's embedding of the redacted text.
+        """
+        self._check_type(body.type)
+        redaction = redact(body.text) if self._store.redact_pii else None
+        text = redaction.text if redaction else body.text
+        vector = self._vector(text, body.vector, "vector")
+        bucket = actor_bucket(body.actor_id)
+        actor = self._keys.actor(bucket)
+        now = self._clock.now()
+        now_ms = to_ms(now)
+        expires_ms = to_ms(now + timedelta(seconds=self._store.memory_ttl_seconds))
+        memory_id = new_memory_id()
+        record: dict[str, Any] = {
+            "id": memory_id,
+            "text": text,
+            "type": body.type,
+            "actor_id": body.actor_id,
+            "topics": body.topics,
+            "metadata": body.metadata,
+            "importance": body.importance,
+            "confidence": body.confidence,
+            "created_at": now_ms,
+            "updated_at": now_ms,
+            "expires_at": expires_ms,
+            "source": {"session_id": source_session} if source_session else None,
+            "versions": [],
+        }
+        for _ in range(ADD_ATTEMPTS):
+            index = self._index(bucket)
+            with index.lock:
+                best = index.best_match(vector, now_ms)
+                gen = index.gen
+            if best is not None and best.score >= self._store.dedupe_threshold - DEDUPE_EPSILON:
+                kept = self._fetch(bucket, [best.memory_id]).get(best.memory_id)
+                if kept is not None:
+                    return Kept(kept, True, redaction.counts if redaction else {})
+            with database_errors():
+                written, _ = self._put(
+                    keys=actor.all(),
+                    args=[
+                        memory_id,
+                        _dump(record),
+                        vector.tobytes(),
+                        expires_ms,
+                        gen,
+                        LOG_KEEP,
+                    ],
+                )
+            if int(written):
+                self._index_store_level(memory_id, bucket, now_ms, expires_ms)
+                view = _view(record)
+                return Kept(view, False, redaction.counts if redaction else {})
+        raise Conflict("The actor's memories kept changing during this add; retry.")
+
+    def _index_store_level(
+        self, memory_id: str, bucket: str, created_ms: int, expires_ms: int
+    ) -> None:
+        with database_errors():
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.zadd(self._keys.memories, {memory_id: created_ms})
+            pipe.zadd(self._keys.memory_expiry, {memory_id: expires_ms})
+            pipe.hset(self._keys.memory_owners, memory_id, bucket)
+            pipe.execute()
+
+    def patch(self, memory_id: str, change: MemoryPatch) -> MemoryView:
+        """Change a memory's text, type, topics, metadata or importance; the previous state is
+        kept as a version (newest first, at most ``MAX_VERSIONS``). A new text is redacted and
+        embedded again (or takes ``vector``). Its expiry does not move."""
+        bucket = self._owner(memory_id)
+        record = self._record(bucket, memory_id)
+        given = change.model_dump(exclude_unset=True)
+        if "type" in given:
+            self._check_type(change.type or "")
+        now_ms = to_ms(self._clock.now())
+        version = {k: record[k] for k in ("text", "type", "topics", "metadata", "importance")}
+        version["changed_at"] = now_ms
+        text = record["text"]
+        if change.text is not None:
+            text = redact(change.text).text if self._store.redact_pii else change.text
+        for field in ("type", "topics", "metadata", "importance"):
+            if field in given:
+                record[field] = given[field]
+        text_changed = text != record["text"]
+        record["text"] = text
+        record["updated_at"] = now_ms
+        record["versions"] = [version, *record.get("versions", [])][:MAX_VERSIONS]
+        if text_changed or change.vector is not None:
+            vector = self._vector(text, change.vector, "vector")
+        else:
+            vector = self._stored_vector(bucket, memory_id)
+        with database_errors():
+            self._put(
+                keys=self._keys.actor(bucket).all(),
+                args=[
+                    memory_id,
+                    _dump(record),
+                    vector.tobytes(),
+                    record["expires_at"],
+                    "",
+                    LOG_KEEP,
+                ],
+            )
+        return _view(record, with_versions=True)
+
+    def delete(self, memory_id: str) -> None:
+        """Forget one memory; ``MemoryNotFound`` when there is none (or it expired)."""
+        bucket = self._owner(memory_id)
+        self._forget(bucket, [memory_id])
+
+    def delete_actor(self, actor_id: str) -> int:
+        """Forget every memory of ``actor_id`` (a data-protection request); returns how many."""
+        bucket = actor_bucket(actor_id)
+        actor = self._keys.actor(bucket)
+        with database_errors():
+            ids = [str(i) for i in self._redis.hkeys(actor.memories)]
+        live = self._live(ids)
+        for start in range(0, len(ids), 500):
+            self._forget(bucket, ids[start : start + 500])
+        with database_errors():
+            self._redis.srem(self._actors_key, bucket)
+        return len(live)
+
+    def _forget(self, bucket: str, ids: list[str]) -> None:
+        if not ids:
+            return
+        with database_errors():
+            self._remove(keys=self._keys.actor(bucket).all(), args=[LOG_KEEP, *ids])
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.zrem(self._keys.memories, *ids)
+            pipe.zrem(self._keys.memory_expiry, *ids)
+            pipe.hdel(self._keys.memory_owners, *ids)
+            pipe.execute()
+
+    # --- reading -----------------------------------------------------------------------------
+
+    @property
+    def _actors_key(self) -> str:
+        return self._keys.memory_owners + ":actors"
+
+    def _live(self, ids: Iterable[str]) -> set[str]:
+        ids = list(ids)
+        if not ids:
+            return set()
+        now_ms = to_ms(self._clock.now())
+        with database_errors():
+            scores = self._redis.zmscore(self._keys.memory_expiry, ids)
+        return {i for i, s in zip(ids, scores, strict=True) if s is not None and s > now_ms}
+
+    def _owner(self, memory_id: str) -> str:
+        with database_errors():
+            bucket = self._redis.hget(self._keys.memory_owners, memory_id)
+        if bucket is None or not self._live([memory_id]):
+            raise MemoryNotFound(memory_id)
+        return str(bucket)
+
+    def _record(self, bucket: str, memory_id: str) -> dict[str, Any]:
+        with database_errors():
+            raw = self._redis.hget(self._keys.actor(bucket).memories, memory_id)
+        if raw is None:
+            raise MemoryNotFound(memory_id)
+        record: dict[str, Any] = json.loads(raw)
+        return record
+
+    def _stored_vector(self, bucket: str, memory_id: str) -> NDArray[np.float32]:
+        with database_errors():
+            raw = self._binary.hget(self._keys.actor(bucket).vectors, memory_id)
+        if raw is None:
+            raise MemoryNotFound(memory_id)
+        return np.frombuffer(cast(bytes, raw), dtype=np.float32).copy()
+
+    def _fetch(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryView]:
+        if not ids:
+            return {}
+        now_ms = to_ms(self._clock.now())
+        with database_errors():
+            raws = self._redis.hmget(self._keys.actor(bucket).memories, list(ids))
+        found = {}
+        for memory_id, raw in zip(ids, raws, strict=True):
+            if raw is not None:
+                record = json.loads(raw)
+                if record["expires_at"] > now_ms:
+                    found[memory_id] = _view(record)
+        return found
+
+    def get(self, memory_id: str) -> MemoryView:
+        """One memory with its versions (newest first)."""
+        bucket = self._owner(memory_id)
+        return _view(self._record(bucket, memory_id), with_versions=True)
+
+    def count(self) -> int:
+        """Exact number of live memories in the store."""
+        now_ms = to_ms(self._clock.now())
+        with database_errors():
+            return int(self._redis.zcount(self._keys.memory_expiry, f"({now_ms}", "+inf"))
+
+    def page(
+        self, offset: int, limit: int, actor_id: str | None, memory_type: str | None
+    ) -> MemoryList:
+        """A page of live memories, newest first, optionally one actor's and one type's."""
+        self._prune()
+        if actor_id is None and memory_type is None:
+            with database_errors():
+                ids = [
+                    str(i)
+                    for i in self._redis.zrevrange(self._keys.memories, offset, offset + limit)
+                ]
+                owners = self._redis.hmget(self._keys.memory_owners, ids[:limit]) if ids else []
+            by_bucket: dict[str, list[str]] = {}
+            for memory_id, owner in zip(ids[:limit], owners, strict=True):
+                if owner is not None:
+                    by_bucket.setdefault(str(owner), []).append(memory_id)
+            found: dict[str, MemoryView] = {}
+            for bucket, members in by_bucket.items():
+                found.update(self._fetch(bucket, members))
+            page = [found[i] for i in ids[:limit] if i in found]
+            return MemoryList(
+                memories=page, next_offset=offset + limit if len(ids) > limit else None
+            )
+        buckets = [actor_bucket(actor_id)] if actor_id is not None else self._buckets()
+        views: list[MemoryView] = []
+        for bucket in buckets:
+            with database_errors():
+                raw = self._redis.hvals(self._keys.actor(bucket).memories)
+            now_ms = to_ms(self._clock.now())
+            for item in raw:
+                record = json.loads(item)
+                if record["expires_at"] > now_ms and memory_type in (None, record["type"]):
+                    views.append(_view(record))
+        views.sort(key=lambda v: (v.created_at, v.id), reverse=True)
+        page = views[offset : offset + limit]
+        return MemoryList(
+            memories=page, next_offset=offset + limit if len(views) > offset + limit else None
+        )
+
+    def _buckets(self) -> list[str]:
+        with database_errors():
+            return sorted(str(b) for b in self._redis.smembers(self._actors_key))
+
+    def _prune(self) -> None:
+        """Remove memories whose time is up (their expiry passed) from every index."""
+        now_ms = to_ms(self._clock.now())
+        with database_errors():
+            expired = [
+                str(i)
+                for i in self._redis.zrangebyscore(
+                    self._keys.memory_expiry, "-inf", now_ms, start=0, num=1000
+                )
+            ]
+            owners = self._redis.hmget(self._keys.memory_owners, expired) if expired else []
+        by_bucket: dict[str, list[str]] = {}
+        for memory_id, owner in zip(expired, owners, strict=True):
+            by_bucket.setdefault(str(owner or NO_ACTOR), []).append(memory_id)
+        for bucket, ids in by_bucket.items():
+            self._forget(bucket, ids)
+
+    # --- the in-memory index -----------------------------------------------------------------
+
+    def _index(self, bucket: str) -> ActorIndex:
+        """The actor's index, brought up to the actor's current generation."""
+        key = (self._scope, self._store.name, self._store.incarnation, bucket)
+        actor = self._keys.actor(bucket)
+        with database_errors():
+            gen = int(self._redis.hget(actor.meta, "gen") or 0)
+        index = self._cache.get(key)
+        if index is not None and index.dimensions == self._store.dimensions:
+            if index.gen == gen:
+                return index
+            if self._catch_up(index, actor, gen):
+                return index
+        index = self._load(actor)
+        self._cache.put(key, index)
+        with database_errors():
+            self._redis.sadd(self._actors_key, bucket)
+        return index
+
+    def _catch_up(self, index: ActorIndex, actor: ActorKeys, gen: int) -> bool:
+        with database_errors():
+            entries = [str(e) for e in self._redis.zrangebyscore(actor.log, f"({index.gen}", gen)]
+        if not entries or int(entries[0].split(":", 1)[0]) != index.gen + 1:
+            return False  # the log no longer reaches back to the cached generation
+        changed: dict[str, str] = {}
+        for entry in entries:
+            _, op, memory_id = entry.split(":", 2)
+            changed[memory_id] = op
+        upserts = [i for i, op in changed.items() if op == "+"]
+        records, vectors = self._load_rows(actor, upserts)
+        with index.lock:
+            if index.gen >= gen:
+                return True
+            for memory_id, op in changed.items():
+                if op == "-" or memory_id not in records:
+                    index.remove(memory_id)
+                else:
+                    _upsert(index, records[memory_id], vectors[memory_id])
+            index.gen = int(entries[-1].split(":", 1)[0])
+        return True
+
+    def _load_rows(
+        self, actor: ActorKeys, ids: list[str]
+    ) -> tuple[dict[str, dict[str, Any]], dict[str, bytes]]:
+        if not ids:
+            return {}, {}
+        with database_errors():
+            pipe = self._binary.pipeline(transaction=True)
+            pipe.hmget(actor.memories, ids)
+            pipe.hmget(actor.vectors, ids)
+            raws, blobs = pipe.execute()
+        records = {i: json.loads(r) for i, r in zip(ids, raws, strict=True) if r is not None}
+        vectors = {i: b for i, b in zip(ids, blobs, strict=True) if b is not None}
+        return records, vectors
+
+    def _load(self, actor: ActorKeys) -> ActorIndex:
+        with database_errors():
+            pipe = self._binary.pipeline(transaction=True)
+            pipe.hget(actor.meta, "gen")
+            pipe.hgetall(actor.memories)
+            pipe.hgetall(actor.vectors)
+            gen, raws, blobs = pipe.execute()
+        index = ActorIndex(dimensions=self._store.dimensions, gen=int(gen or 0))
+        for raw_id, raw in raws.items():
+            blob = blobs.get(raw_id)
+            if blob is not None:
+                _upsert(index, json.loads(raw), blob)
+        return index
+
+    # --- search ------------------------------------------------------------------------------
+
+    def search(self, request: SearchRequest) -> list[MemoryView]:
+        """The best ``limit`` memories for the query, each with its ``score``.
+
+        ``semantic`` ranks by cosine, ``keyword`` by BM25, ``hybrid`` fuses both. Without
+        ``actor_id`` every actor's memories are searched; with it, only that actor's.
+        """
+        for memory_type in request.types or []:
+            self._check_type(memory_type, "types")
+        query_vector = None
+        if request.mode != "keyword":
+            query_vector = self._vector(request.query, request.query_vector, "query_vector")
+        buckets = (
+            [actor_bucket(request.actor_id)] if request.actor_id is not None else self._buckets()
+        )
+        return self._rank(buckets, request.query, query_vector, request.mode, request.limit,
+                          request.types)  # fmt: skip
+
+    def relevant(
+        self,
+        actor_id: str,
+        query: str,
+        query_vector: Sequence[float] | None,
+        limit: int,
+    ) -> list[MemoryView]:
+        """For recall: the actor's memories most relevant to ``query`` (hybrid when the store
+        can embed or a vector is given; keyword otherwise)."""
+        vector = None
+        if query_vector is not None or self._store.embed_provider != "none":
+            vector = self._vector(query, query_vector, "query_vector")
+        mode = "hybrid" if vector is not None else "keyword"
+        return self._rank([actor_bucket(actor_id)], query, vector, mode, limit, None)
+
+    def _rank(
+        self,
+        buckets: Sequence[str],
+        query: str,
+        vector: NDArray[np.float32] | None,
+        mode: str,
+        limit: int,
+        types: Sequence[str] | None,
+    ) -> list[MemoryView]:
+        now_ms = to_ms(self._clock.now())
+        wide = limit * CANDIDATES if mode == "hybrid" else limit
+        semantic: list[tuple[Hit, str]] = []
+        keyword: list[tuple[Hit, str]] = []
+        for bucket in buckets:
+            index = self._index(bucket)
+            with index.lock:
+                if vector is not None and mode != "keyword":
+                    semantic += [(h, bucket) for h in index.semantic(vector, wide, now_ms, types)]
+                if mode != "semantic":
+                    keyword += [(h, bucket) for h in index.keyword(query, wide, now_ms, types)]
+        owner = {h.memory_id: b for h, b in semantic + keyword}
+        if mode == "semantic":
+            hits = sorted((h for h, _ in semantic), key=lambda h: -h.score)[:limit]
+        elif mode == "keyword":
+            hits = sorted((h for h, _ in keyword), key=lambda h: -h.score)[:limit]
+        else:
+            sem = sorted((h for h, _ in semantic), key=lambda h: -h.score)[:wide]
+            key = sorted((h for h, _ in keyword), key=lambda h: -h.score)[:wide]
+            hits = fuse(sem, key, limit)
+        by_bucket: dict[str, list[str]] = {}
+        for hit in hits:
+            by_bucket.setdefault(owner[hit.memory_id], []).append(hit.memory_id)
+        found: dict[str, MemoryView] = {}
+        for bucket, ids in by_bucket.items():
+            found.update(self._fetch(bucket, ids))
+        return [
+            found[h.memory_id].model_copy(update={"score": round(h.score, 6)})
+            for h in hits
+            if h.memory_id in found
+        ]
+
+
+def _upsert(index: ActorIndex, record: dict[str, Any], blob: bytes) -> None:
+    vector = np.frombuffer(blob, dtype=np.float32)
+    if vector.shape[0] != index.dimensions:
+        return  # written under another dimension setting; not searchable here
+    index.upsert(
+        record["id"],
+        vector,
+        record["text"],
+        record["type"],
+        int(record["created_at"]),
+        int(record["expires_at"]),
+    )
+
+
+def _dump(record: dict[str, Any]) -> str:
+    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+
+
+def _view(record: dict[str, Any], *, with_versions: bool = False) -> MemoryView:
+    versions = None
+    if with_versions:
+        versions = [
+            MemoryVersion(
+                text=v["text"],
+                type=v["type"],
+                topics=v["topics"],
+                metadata=v["metadata"],
+                importance=v["importance"],
+                changed_at=from_ms(v["changed_at"]),
+            )
+            for v in record.get("versions", [])
+        ]
+    source = record.get("source")
+    return MemoryView(
+        id=record["id"],
+        text=record["text"],
+        type=record["type"],
+        actor_id=record.get("actor_id"),
+        topics=record.get("topics", []),
+        metadata=record.get("metadata", {}),
+        importance=record.get("importance"),
+        confidence=record.get("confidence"),
+        created_at=from_ms(record["created_at"]),
+        updated_at=from_ms(record["updated_at"]),
+        expires_at=from_ms(record["expires_at"]),
+        source=MemorySource(**source) if source else None,
+        versions=versions,
+    )

@@ -1,0 +1,212 @@
+"""Long-term memory on a real Redis server: keep, dedupe, redact, search, change, expire."""
+
+import threading
+from datetime import timedelta
+
+import numpy as np
+import pytest
+import redis
+from cryptography.fernet import Fernet
+
+from agent_memory.clock import SystemClock
+from agent_memory.embeddings import NoEmbedder
+from agent_memory.errors import (
+    EmbeddingRequired,
+    MemoryNotFound,
+    ValidationFailed,
+    VectorInvalid,
+)
+from agent_memory.memories import Memories
+from agent_memory.models import MemoryIn, MemoryPatch, SearchRequest, StorePut
+from agent_memory.search import IndexCache
+from agent_memory.secrets import FernetCipher
+from agent_memory.stores import Stores
+from tests.conftest import unique
+from tests.integration.test_sessions import MovableClock
+
+DIM = 8
+
+
+def _v(*values):
+    vector = np.zeros(DIM, dtype=np.float32)
+    vector[: len(values)] = values
+    return [float(x) for x in vector]
+
+
+@pytest.fixture
+def make_memories(client, redis_url):
+    made = []
+    binary = redis.Redis.from_url(redis_url)
+
+    def make(clock=None, cache=None, **settings):
+        clock = clock or SystemClock()
+        stores = Stores(client, "db", FernetCipher(Fernet.generate_key()), clock)
+        name = unique("s")
+        config, _ = stores.put(name, StorePut(dimensions=DIM, **settings))
+        made.append((stores, name))
+        return Memories(
+            client, binary, config, clock, NoEmbedder(DIM), cache or IndexCache(), "test"
+        )
+
+    yield make
+    for stores, name in made:
+        stores.delete(name)
+
+
+def _add(memories, text, vector, actor="alice", **fields):
+    return memories.add(MemoryIn(text=text, vector=vector, actor_id=actor, **fields))
+
+
+def test_keep_read_list_and_count(make_memories):
+    memories = make_memories()
+    kept = _add(memories, "Deploys to eu-west-1", _v(1), topics=["infra"], importance=0.7)
+    assert not kept.duplicate and kept.memory.id.startswith("mem_")
+    got = memories.get(kept.memory.id)
+    assert (got.text, got.type, got.topics, got.importance) == (
+        "Deploys to eu-west-1", "semantic", ["infra"], 0.7,
+    )  # fmt: skip
+    assert got.versions == []
+    _add(memories, "Likes tea", _v(0, 1), actor="bob")
+    assert memories.count() == 2
+    listed = memories.page(0, 10, None, None)
+    assert [m.text for m in listed.memories] == ["Likes tea", "Deploys to eu-west-1"]
+    assert [m.text for m in memories.page(0, 10, "alice", None).memories] == [
+        "Deploys to eu-west-1"
+    ]
+
+
+def test_vectors_are_checked_and_required_without_an_embedding_model(make_memories):
+    memories = make_memories()
+    with pytest.raises(VectorInvalid, match="expected 8 dimensions, got 3"):
+        _add(memories, "x", [1.0, 2.0, 3.0])
+    with pytest.raises(VectorInvalid):
+        _add(memories, "x", _v(float("nan")))
+    with pytest.raises(EmbeddingRequired):
+        _add(memories, "x", None)
+    assert memories.count() == 0
+
+
+def test_types_are_the_builtin_and_the_stores_own(make_memories):
+    memories = make_memories(custom_types=[{"name": "order_issue", "description": "an order"}])
+    _add(memories, "Order 1 late", _v(1), type="order_issue")
+    with pytest.raises(ValidationFailed, match="semantic, episodic, order_issue"):
+        _add(memories, "x", _v(0, 1), type="fact")
+
+
+def test_a_near_copy_is_not_kept_twice_and_the_threshold_itself_counts(make_memories):
+    memories = make_memories(dedupe_threshold=0.92)
+    first = _add(memories, "Likes green tea", _v(1, 0))
+    again = _add(memories, "Likes green tea!", _v(1, 0))
+    assert again.duplicate and again.memory.id == first.memory.id
+    at = _add(memories, "Likes tea", _v(0.92, float(np.sqrt(1 - 0.92**2))))
+    assert at.duplicate
+    below = _add(memories, "Likes coffee", _v(0.91, float(np.sqrt(1 - 0.91**2))))
+    assert not below.duplicate
+    other_actor = _add(memories, "Likes green tea", _v(1, 0), actor="bob")
+    assert not other_actor.duplicate
+    assert memories.count() == 3
+
+
+def test_concurrent_adds_of_one_memory_keep_exactly_one(make_memories):
+    memories = make_memories()
+    results = []
+    start = threading.Barrier(6)
+
+    def add() -> None:
+        start.wait()
+        results.append(_add(memories, "Moved to Lisbon", _v(0, 0, 1)))
+
+    threads = [threading.Thread(target=add) for _ in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert sum(not r.duplicate for r in results) == 1
+    assert len({r.memory.id for r in results}) == 1
+    assert memories.count() == 1
+
+
+def test_personal_identifiers_are_removed_before_anything_is_kept(make_memories):
+    memories = make_memories()
+    kept = _add(memories, "Reach me at jane.doe@example.com or +1 415-555-0132", _v(1))
+    assert "example.com" not in kept.memory.text and "[email]" in kept.memory.text
+    assert "[phone]" in kept.memory.text and kept.redactions["email"] == 1
+    kept_raw = make_memories(redact_pii=False)
+    assert "jane" in _add(kept_raw, "jane@example.com", _v(1)).memory.text
+
+
+def test_search_modes_actor_isolation_and_store_wide(make_memories):
+    memories = make_memories()
+    _add(memories, "Order ORD-2291 arrived damaged", _v(1, 0, 0))
+    _add(memories, "Prefers email over phone", _v(0, 1, 0))
+    _add(memories, "Bob's order ORD-2291 is his", _v(1, 0, 0), actor="bob")
+
+    def search(**kwargs):
+        request = SearchRequest(query=kwargs.pop("query", "ORD-2291"), **kwargs)
+        return [m.text for m in memories.search(request)]
+
+    assert search(mode="keyword", actor_id="alice") == ["Order ORD-2291 arrived damaged"]
+    semantic = search(mode="semantic", actor_id="alice", query_vector=_v(0, 1, 0))
+    assert semantic[0] == "Prefers email over phone"
+    assert "Bob's order ORD-2291 is his" not in search(mode="hybrid", actor_id="alice",
+                                                       query_vector=_v(1, 0, 0))  # fmt: skip
+    assert len(search(mode="keyword")) == 2  # store-wide: both actors
+    with pytest.raises(EmbeddingRequired):
+        search(mode="semantic", actor_id="alice")
+    scored = memories.search(SearchRequest(query="ORD-2291", mode="keyword", actor_id="alice"))
+    assert scored[0].score is not None and scored[0].score > 0
+
+
+def test_a_warm_search_catches_up_without_reloading(make_memories):
+    cache = IndexCache()
+    memories = make_memories(cache=cache)
+    _add(memories, "first", _v(1))
+    request = SearchRequest(query="second", mode="keyword", actor_id="alice")
+    assert memories.search(request) == []
+    (index,) = cache._entries.values()
+    _add(memories, "second", _v(0, 1))
+    assert [m.text for m in memories.search(request)] == ["second"]
+    assert next(iter(cache._entries.values())) is index and len(index) == 2
+    memories.delete(memories.search(request)[0].id)
+    assert memories.search(request) == [] and len(index) == 1
+
+
+def test_changes_keep_versions_newest_first(make_memories):
+    memories = make_memories()
+    kept = _add(memories, "Lives in Paris", _v(1), topics=["home"])
+    memories.patch(kept.memory.id, MemoryPatch(text="Lives in Lisbon", vector=_v(0, 1)))
+    changed = memories.patch(kept.memory.id, MemoryPatch(importance=0.9))
+    assert changed.text == "Lives in Lisbon" and changed.importance == 0.9
+    assert [v.text for v in changed.versions] == ["Lives in Lisbon", "Lives in Paris"]
+    assert changed.versions[0].changed_at >= changed.versions[1].changed_at
+    hits = memories.search(SearchRequest(query="Lisbon", mode="keyword", actor_id="alice"))
+    assert [m.id for m in hits] == [kept.memory.id]
+    assert memories.search(SearchRequest(query="Paris", mode="keyword", actor_id="alice")) == []
+
+
+def test_forget_one_and_forget_an_actor(make_memories):
+    memories = make_memories()
+    kept = _add(memories, "a", _v(1))
+    _add(memories, "b", _v(0, 1))
+    _add(memories, "c", _v(0, 0, 1), actor="bob")
+    memories.delete(kept.memory.id)
+    with pytest.raises(MemoryNotFound):
+        memories.get(kept.memory.id)
+    with pytest.raises(MemoryNotFound):
+        memories.delete(kept.memory.id)
+    assert memories.delete_actor("alice") == 1
+    assert [m.text for m in memories.page(0, 10, None, None).memories] == ["c"]
+    assert memories.count() == 1
+
+
+def test_expired_memories_vanish_from_reads_counts_and_search(make_memories):
+    clock = MovableClock()
+    memories = make_memories(clock, memory_ttl_seconds=60)
+    kept = _add(memories, "short lived", _v(1))
+    clock.moment += timedelta(seconds=61)
+    assert memories.count() == 0
+    assert memories.page(0, 10, None, None).memories == []
+    assert memories.search(SearchRequest(query="short", mode="keyword")) == []
+    with pytest.raises(MemoryNotFound):
+        memories.get(kept.memory.id)
+    assert not _add(memories, "short lived", _v(1)).duplicate  # expired ones do not dedupe
