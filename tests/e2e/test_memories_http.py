@@ -130,3 +130,77 @@ def test_recall_brings_the_relevant_memories_of_the_sessions_actor(api, store):
         f"{store}/recall", json={"session_id": "chat", "limit": 1, "query": "deploy Lisbon"}
     ).json()
     assert len(limited["memories"]) == 1
+
+
+# --- found by trying to break it ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("field", ["topics", "metadata", "text", "type"])
+def test_patching_a_field_to_null_is_422_and_changes_nothing(api, store, field):
+    memory = _add(api, store, "keeps its topics", [1, 0, 0, 0], topics=["a"]).json()
+    response = api.patch(f"{store}/memories/{memory['id']}", json={field: None})
+    assert_error(response, 422, "validation_error")
+    again = api.get(f"{store}/memories/{memory['id']}").json()
+    assert (again["topics"], again["versions"]) == (["a"], [])
+    assert api.get(f"{store}/memories").status_code == 200
+
+
+def test_a_patch_that_changes_nothing_adds_no_version(api, store):
+    memory = _add(api, store, "same", [1, 0, 0, 0], importance=0.5).json()
+    same = api.patch(f"{store}/memories/{memory['id']}", json={"importance": 0.5}).json()
+    assert same["versions"] == []
+
+
+def test_an_actor_forgotten_then_remembered_is_found_store_wide(api, store):
+    _add(api, store, "likes green tea", [1, 0, 0, 0], actor="alice")
+    api.post(f"{store}/memories/search", json={"query": "tea", "mode": "keyword"})  # warm
+    api.delete(f"{store}/actors/alice/memories")
+    _add(api, store, "drinks oolong tea", [0, 1, 0, 0], actor="alice")
+    found = api.post(f"{store}/memories/search", json={"query": "tea", "mode": "keyword"}).json()
+    assert [m["text"] for m in found["memories"]] == ["drinks oolong tea"]
+
+
+def test_dimensions_cannot_change_under_existing_memories(api, store):
+    _add(api, store, "likes tea", [1, 0, 0, 0])
+    assert_error(api.put(store, json={"dimensions": 3}), 409, "conflict")
+    assert api.get(store).json()["dimensions"] == DIM
+    api.delete(f"{store}/actors/user-7/memories")
+    assert api.put(store, json={"dimensions": 3}).status_code == 200
+
+
+@pytest.mark.parametrize("query", ["   ", "\u200b", "\u2060\ufeff", "\u00ad"])
+def test_blank_or_invisible_queries_are_422(api, store, query):
+    assert_error(api.post(f"{store}/memories/search", json={"query": query}), 422,
+                 "validation_error")  # fmt: skip
+    assert_error(api.post(f"{store}/recall", json={"session_id": "s", "query": query}), 422,
+                 "validation_error")  # fmt: skip
+    assert_error(_add(api, store, query, [1, 0, 0, 0]), 422, "validation_error")
+
+
+def test_metadata_is_measured_compact_and_must_be_finite(api, store):
+    compact = {"k": "x" * (4096 - len('{"k":""}'))}
+    assert _add(api, store, "fits", [1, 0, 0, 0], metadata=compact).status_code == 201
+    raw = '{"text": "inf", "vector": [0, 1, 0, 0], "metadata": {"x": 1e400}}'
+    response = api.post(
+        f"{store}/memories", content=raw, headers={"content-type": "application/json"}
+    )
+    assert_error(response, 422, "validation_error")
+
+
+def test_large_and_tiny_finite_vectors_are_fine(api, store):
+    assert _add(api, store, "big", [1e20, 1e20, 1e20, 0]).status_code == 201
+    assert _add(api, store, "tiny", [0, 0, 1e-30, 1e-30]).status_code == 201
+    query = {"query": "big", "mode": "semantic", "query_vector": [1e20, 1e20, 1e20, 0]}
+    hits = api.post(f"{store}/memories/search", json=query).json()
+    assert hits["memories"][0]["text"] == "big" and hits["memories"][0]["score"] <= 1.0
+
+
+def test_unknown_type_filter_on_listing_is_422(api, store):
+    assert_error(api.get(f"{store}/memories", params={"type": "nope"}), 422, "validation_error")
+
+
+def test_recall_for_another_actor_than_the_sessions_is_409(api, store):
+    api.post(f"{store}/sessions/bob-chat/events",
+             json={"actor_id": "bob", "events": [{"role": "user", "content": "hi"}]})  # fmt: skip
+    response = api.post(f"{store}/recall", json={"session_id": "bob-chat", "actor_id": "alice"})
+    assert_error(response, 409, "actor_mismatch")

@@ -29,7 +29,13 @@ from numpy.typing import NDArray
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.db import database_errors, load_script
 from agent_memory.embeddings import Embedder, validate_vector
-from agent_memory.errors import Conflict, MemoryNotFound, ValidationFailed
+from agent_memory.errors import (
+    Conflict,
+    MemoryNotFound,
+    StoreNotFound,
+    ValidationFailed,
+    VectorInvalid,
+)
 from agent_memory.keys import NO_ACTOR, ActorKeys, StoreKeys, actor_bucket
 from agent_memory.models import (
     MAX_VERSIONS,
@@ -56,10 +62,12 @@ CANDIDATES = 5
 """Each mode of a hybrid search contributes ``CANDIDATES * limit`` candidates to the fusion."""
 
 # KEYS: ActorKeys.all(). ARGV: id, json, vector bytes, expires_ms, expected gen ('' = any),
-# log_keep. Returns {1, gen} when written, {0, gen} when the generation had moved.
+# log_keep, 'update' (the memory must still exist) or 'new'. Returns {1, gen} when written,
+# {0, gen} when the generation had moved, {-1, gen} when an update found no memory (deleted).
 _PUT = """
 local gen = tonumber(redis.call('HGET', KEYS[5], 'gen') or '0')
 if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= gen then return {0, gen} end
+if ARGV[7] == 'update' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {-1, gen} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
@@ -91,12 +99,18 @@ def new_memory_id() -> str:
     return "mem_" + secrets.token_hex(10)
 
 
-def unit(vector: NDArray[np.float32]) -> NDArray[np.float32]:
-    """``vector`` scaled to length 1 (cosine then is a dot product)."""
-    norm = float(np.linalg.norm(vector))
-    if norm == 0.0 or not np.isfinite(norm):
-        raise ValidationFailed("A vector must be finite and not all zeros.")
-    return (vector / norm).astype(np.float32)
+def unit(vector: NDArray[np.float32], field: str = "vector") -> NDArray[np.float32]:
+    """``vector`` scaled to length 1 (cosine then is a dot product), computed in float64 so
+    that very large or very small finite values neither overflow nor vanish."""
+    wide = vector.astype(np.float64)
+    scale = float(np.max(np.abs(wide))) if wide.size else 0.0
+    if scale == 0.0 or not np.isfinite(scale):
+        raise VectorInvalid(
+            f"'{field}' must be finite and not all zeros.",
+            details=[{"field": field, "problem": "must be finite and not all zeros"}],
+        )
+    wide /= scale
+    return (wide / np.linalg.norm(wide)).astype(np.float32)
 
 
 @dataclass
@@ -151,8 +165,8 @@ class Memories:
 
     def _vector(self, text: str, given: Sequence[float] | None, field: str) -> NDArray[np.float32]:
         if given is not None:
-            return unit(validate_vector(given, self._store.dimensions, field))
-        return unit(self._embedder.embed([text])[0])
+            return unit(validate_vector(given, self._store.dimensions, field), field)
+        return unit(self._embedder.embed([text])[0], field)
 
     def add(self, body: MemoryIn, source_session: str | None = None) -> Kept:
         """Keep a memory, unless the actor already has one at least ``dedupe_threshold``
@@ -186,32 +200,53 @@ class Memories:
             "source": {"session_id": source_session} if source_session else None,
             "versions": [],
         }
-        for _ in range(ADD_ATTEMPTS):
-            index = self._index(bucket)
-            with index.lock:
-                best = index.best_match(vector, now_ms)
-                gen = index.gen
-            if best is not None and best.score >= self._store.dedupe_threshold - DEDUPE_EPSILON:
-                kept = self._fetch(bucket, [best.memory_id]).get(best.memory_id)
-                if kept is not None:
-                    return Kept(kept, True, redaction.counts if redaction else {})
-            with database_errors():
-                written, _ = self._put(
-                    keys=actor.all(),
-                    args=[
-                        memory_id,
-                        _dump(record),
-                        vector.tobytes(),
-                        expires_ms,
-                        gen,
-                        LOG_KEEP,
-                    ],
-                )
-            if int(written):
-                self._index_store_level(memory_id, bucket, now_ms, expires_ms)
-                view = _view(record)
-                return Kept(view, False, redaction.counts if redaction else {})
+        counts = redaction.counts if redaction else {}
+        # The store-level entries go first: a forget-actor racing this add then either sees the
+        # memory (and removes both) or not (and removes neither), so counts stay exact.
+        self._index_store_level(memory_id, bucket, now_ms, expires_ms)
+        try:
+            for _ in range(ADD_ATTEMPTS):
+                index = self._index(bucket)
+                with index.lock:
+                    best = index.best_match(vector, now_ms)
+                    gen = index.gen
+                threshold = self._store.dedupe_threshold - DEDUPE_EPSILON
+                if best is not None and best.score >= threshold:
+                    kept = self._fetch(bucket, [best.memory_id]).get(best.memory_id)
+                    if kept is not None:
+                        self._unindex(memory_id)
+                        return Kept(kept, True, counts)
+                with database_errors():
+                    written, _ = self._put(
+                        keys=actor.all(),
+                        args=[memory_id, _dump(record), vector.tobytes(), expires_ms, gen,
+                              LOG_KEEP, "new"],
+                    )  # fmt: skip
+                if int(written) == 1:
+                    self._check_store_still_here(bucket, memory_id)
+                    return Kept(_view(record), False, counts)
+        except BaseException:
+            self._unindex(memory_id)
+            raise
+        self._unindex(memory_id)
         raise Conflict("The actor's memories kept changing during this add; retry.")
+
+    def _check_store_still_here(self, bucket: str, memory_id: str) -> None:
+        """After a write: if the store was deleted meanwhile (or deleted and created again),
+        take the write back, so no text outlives its store's DELETE."""
+        with database_errors():
+            raw = self._redis.hget(StoreKeys.registry, self._store.name)
+        if raw is None or json.loads(raw).get("incarnation", "0") != self._store.incarnation:
+            self._forget(bucket, [memory_id])
+            raise StoreNotFound(self._store.name)
+
+    def _unindex(self, memory_id: str) -> None:
+        with database_errors():
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.zrem(self._keys.memories, memory_id)
+            pipe.zrem(self._keys.memory_expiry, memory_id)
+            pipe.hdel(self._keys.memory_owners, memory_id)
+            pipe.execute()
 
     def _index_store_level(
         self, memory_id: str, bucket: str, created_ms: int, expires_ms: int
@@ -221,6 +256,7 @@ class Memories:
             pipe.zadd(self._keys.memories, {memory_id: created_ms})
             pipe.zadd(self._keys.memory_expiry, {memory_id: expires_ms})
             pipe.hset(self._keys.memory_owners, memory_id, bucket)
+            pipe.sadd(self._actors_key, bucket)
             pipe.execute()
 
     def patch(self, memory_id: str, change: MemoryPatch) -> MemoryView:
@@ -233,7 +269,8 @@ class Memories:
         if "type" in given:
             self._check_type(change.type or "")
         now_ms = to_ms(self._clock.now())
-        version = {k: record[k] for k in ("text", "type", "topics", "metadata", "importance")}
+        fields = ("text", "type", "topics", "metadata", "importance")
+        version = {k: record[k] for k in fields}
         version["changed_at"] = now_ms
         text = record["text"]
         if change.text is not None:
@@ -243,6 +280,8 @@ class Memories:
                 record[field] = given[field]
         text_changed = text != record["text"]
         record["text"] = text
+        if all(record[k] == version[k] for k in fields) and change.vector is None:
+            return _view(record, with_versions=True)  # nothing changes: no new version
         record["updated_at"] = now_ms
         record["versions"] = [version, *record.get("versions", [])][:MAX_VERSIONS]
         if text_changed or change.vector is not None:
@@ -250,23 +289,20 @@ class Memories:
         else:
             vector = self._stored_vector(bucket, memory_id)
         with database_errors():
-            self._put(
+            written, _ = self._put(
                 keys=self._keys.actor(bucket).all(),
-                args=[
-                    memory_id,
-                    _dump(record),
-                    vector.tobytes(),
-                    record["expires_at"],
-                    "",
-                    LOG_KEEP,
-                ],
-            )
+                args=[memory_id, _dump(record), vector.tobytes(), record["expires_at"], "",
+                      LOG_KEEP, "update"],
+            )  # fmt: skip
+        if int(written) != 1:
+            raise MemoryNotFound(memory_id)  # deleted while this change was being made
         return _view(record, with_versions=True)
 
     def delete(self, memory_id: str) -> None:
         """Forget one memory; ``MemoryNotFound`` when there is none (or it expired)."""
         bucket = self._owner(memory_id)
-        self._forget(bucket, [memory_id])
+        if self._forget(bucket, [memory_id]) == 0:
+            raise MemoryNotFound(memory_id)
 
     def delete_actor(self, actor_id: str) -> int:
         """Forget every memory of ``actor_id`` (a data-protection request); returns how many."""
@@ -277,20 +313,20 @@ class Memories:
         live = self._live(ids)
         for start in range(0, len(ids), 500):
             self._forget(bucket, ids[start : start + 500])
-        with database_errors():
-            self._redis.srem(self._actors_key, bucket)
         return len(live)
 
-    def _forget(self, bucket: str, ids: list[str]) -> None:
+    def _forget(self, bucket: str, ids: list[str]) -> int:
+        """Remove ``ids`` from the actor and the store indexes; returns how many existed."""
         if not ids:
-            return
+            return 0
         with database_errors():
-            self._remove(keys=self._keys.actor(bucket).all(), args=[LOG_KEEP, *ids])
+            removed = int(self._remove(keys=self._keys.actor(bucket).all(), args=[LOG_KEEP, *ids]))
             pipe = self._redis.pipeline(transaction=True)
             pipe.zrem(self._keys.memories, *ids)
             pipe.zrem(self._keys.memory_expiry, *ids)
             pipe.hdel(self._keys.memory_owners, *ids)
             pipe.execute()
+        return removed
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -358,6 +394,8 @@ class Memories:
         self, offset: int, limit: int, actor_id: str | None, memory_type: str | None
     ) -> MemoryList:
         """A page of live memories, newest first, optionally one actor's and one type's."""
+        if memory_type is not None:
+            self._check_type(memory_type)
         self._prune()
         if actor_id is None and memory_type is None:
             with database_errors():

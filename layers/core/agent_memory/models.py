@@ -10,6 +10,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
+import unicodedata
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -417,7 +418,11 @@ def _depth(value: Any) -> int:
 
 
 def _small_metadata(value: dict[str, Any]) -> dict[str, Any]:
-    size = len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError as exc:
+        raise ValueError("metadata numbers must be finite") from exc
+    size = len(text.encode("utf-8"))
     if size > MAX_METADATA_BYTES:
         raise ValueError(f"metadata is {size} bytes of JSON; at most {MAX_METADATA_BYTES}")
     if _depth(value) > MAX_METADATA_DEPTH:
@@ -428,8 +433,14 @@ def _small_metadata(value: dict[str, Any]) -> dict[str, Any]:
 Metadata = Annotated[dict[str, Any], AfterValidator(_small_metadata)]
 
 
+def is_blank(value: str) -> bool:
+    """True when ``value`` has nothing but white space and invisible format characters
+    (Unicode category Cf: zero-width space, word joiner, soft hyphen, BOM...)."""
+    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in value)
+
+
 def _not_blank(value: str) -> str:
-    if not value.strip():
+    if is_blank(value):
         raise ValueError("must not be blank")
     return value
 
@@ -463,6 +474,9 @@ class MemoryPatch(Model):
     def _something(self) -> MemoryPatch:
         if not self.model_fields_set - {"vector"}:
             raise ValueError("give at least one of text, type, topics, metadata, importance")
+        for field in ("text", "type", "topics", "metadata", "vector"):
+            if field in self.model_fields_set and getattr(self, field) is None:
+                raise ValueError(f"{field} cannot be null (importance may be, to clear it)")
         return self
 
 
@@ -538,7 +552,14 @@ class RecallRequest(Model):
     """Body of ``POST .../recall``."""
 
     session_id: SessionId
-    query: Annotated[str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS)] | None = None
+    query: (
+        Annotated[
+            str,
+            StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS),
+            AfterValidator(_not_blank),
+        ]
+        | None
+    ) = None
     actor_id: ActorId | None = None
     limit: int = Field(10, ge=1, le=100)
     query_vector: list[float] | None = Field(None, max_length=8192)

@@ -9,8 +9,16 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agent_memory.errors import ActorMismatch
 from agent_memory.memories import Memories
-from agent_memory.models import MemoryView, Message, RecallRequest, RecallView, StoreConfig
+from agent_memory.models import (
+    MemoryView,
+    Message,
+    RecallRequest,
+    RecallView,
+    StoreConfig,
+    is_blank,
+)
 from agent_memory.sessions import Sessions
 
 CONTEXT_PREAMBLE = "Memory for this conversation, from KiviDB agent memory."
@@ -56,14 +64,21 @@ def recall(
     gives an empty working memory, not an error.
 
     Long-term memories are for ``request.actor_id``, else the session's actor; with neither,
-    none are returned (never another actor's). The query is ``request.query``, else the
+    none are returned (never another actor's); an ``actor_id`` other than the session's owner
+    is ``ActorMismatch`` (409), as for events. The query is ``request.query``, else the
     session's latest user message; without either, none are returned. They are ranked by the
     hybrid search when the store can embed (or ``query_vector`` is given), else by keywords.
     """
     meta, messages = sessions.working_memory(request.session_id, store.summarize_after)
-    actor_id = request.actor_id or (meta.actor_id if meta else None)
+    owner = meta.actor_id if meta else None
+    if request.actor_id and owner and request.actor_id != owner:
+        raise ActorMismatch(request.session_id, owner, request.actor_id)
+    actor_id = request.actor_id or owner
     summary = meta.summary if meta else None
-    query = request.query or next((m.content for m in reversed(messages) if m.role == "user"), None)
+    query = request.query or next(
+        (m.content for m in reversed(messages) if m.role == "user" and not is_blank(m.content)),
+        None,
+    )
     relevant: list[MemoryView] = []
     if actor_id is not None and query is not None:
         relevant = memories.relevant(actor_id, query, request.query_vector, request.limit)

@@ -12,9 +12,9 @@ from typing import Any, cast
 import redis
 from pydantic import ValidationError
 
-from agent_memory.clock import Clock
+from agent_memory.clock import Clock, to_ms
 from agent_memory.db import database_errors
-from agent_memory.errors import StoreNotFound, ValidationFailed
+from agent_memory.errors import Conflict, StoreNotFound, ValidationFailed
 from agent_memory.keys import StoreKeys, new_incarnation
 from agent_memory.models import (
     ProviderSettings,
@@ -93,12 +93,30 @@ class Stores:
                     pipe.watch(StoreKeys.registry)  # type: ignore[no-untyped-call]
                     raw = cast(str | None, pipe.hget(StoreKeys.registry, name))
                     config = self._merge(name, raw, given)
+                    if raw is not None:
+                        before = StoreConfig.model_validate_json(raw, context=STORED)
+                        self._check_dimensions(before, config)
                     pipe.multi()
                     pipe.hset(StoreKeys.registry, name, config.model_dump_json())
                     pipe.execute()
                     return config, raw is None
                 except redis.WatchError:
                     continue
+
+    def _check_dimensions(self, before: StoreConfig, after: StoreConfig) -> None:
+        """Vectors of another length cannot be compared: ``dimensions`` (or the embedding model)
+        may only change while the store holds no memories (``Conflict`` otherwise)."""
+        if (before.dimensions, before.embed_model) == (after.dimensions, after.embed_model):
+            return
+        keys = StoreKeys(before.name, before.incarnation)
+        now_ms = to_ms(self._clock.now())
+        held = int(self._redis.zcount(keys.memory_expiry, f"({now_ms}", "+inf"))
+        if held:
+            raise Conflict(
+                f"The store holds {held} memories embedded with {before.dimensions} dimensions"
+                f" ({before.embed_model or 'client vectors'}); dimensions and embed_model can "
+                "only change in an empty store. Create a new store for the new model."
+            )
 
     def _merge(self, name: str, raw: str | None, given: dict[str, Any]) -> StoreConfig:
         now = self._clock.now()
