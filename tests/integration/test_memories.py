@@ -210,3 +210,29 @@ def test_expired_memories_vanish_from_reads_counts_and_search(make_memories):
     with pytest.raises(MemoryNotFound):
         memories.get(kept.memory.id)
     assert not _add(memories, "short lived", _v(1)).duplicate  # expired ones do not dedupe
+
+
+def test_a_compact_index_ranks_and_dedupes_on_exact_rescored_cosines(make_memories, monkeypatch):
+    import agent_memory.search as search
+
+    monkeypatch.setattr(search, "COMPACT_ABOVE_BYTES", 256)  # compact from the first rows
+    cache = IndexCache()
+    memories = make_memories(cache=cache)
+    rng = np.random.default_rng(5)
+    vectors = rng.standard_normal((60, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    for i, v in enumerate(vectors):
+        _add(memories, f"memory {i}", [float(x) for x in v])
+    (index,) = cache._entries.values()
+    assert index.compact
+    query = vectors[7] * 0.9 + vectors[8] * 0.1
+    query /= np.linalg.norm(query)
+    expected = [f"memory {i}" for i in np.argsort(-(vectors @ query))[:5]]
+    request = SearchRequest(query="x", mode="semantic", actor_id="alice", limit=5,
+                            query_vector=[float(x) for x in query])  # fmt: skip
+    found = memories.search(request)
+    assert [m.text for m in found] == expected
+    assert found[0].score == pytest.approx(float(vectors[int(expected[0].split()[1])] @ query),
+                                           abs=1e-5)  # fmt: skip
+    again = _add(memories, "memory 7 again", [float(x) for x in vectors[7]])
+    assert again.duplicate and again.memory.text == "memory 7"

@@ -118,3 +118,41 @@ def test_cache_evicts_least_recently_used_past_its_budget():
     cache.put(("c",), _index(_unit(rng, 10, 256)))
     assert cache.get(("b",)) is None
     assert cache.get(("a",)) is not None and cache.get(("c",)) is not None
+
+
+def _clustered(rng, n, d, centres=50, noise=0.35):
+    centre = _unit(rng, centres, d)
+    picks = rng.integers(0, centres, n)
+    m = centre[picks] + noise * rng.standard_normal((n, d)).astype(np.float32) / np.sqrt(d)
+    return (m / np.linalg.norm(m, axis=1, keepdims=True)).astype(np.float32)
+
+
+@pytest.mark.parametrize("size", [3000, 25_000])  # int8 only; sign-bit pre-filter, then int8
+def test_the_compact_form_keeps_the_exact_top_ten_among_its_candidates(size):
+    rng = np.random.default_rng(11)
+    vectors = _clustered(rng, size, 512)
+    index = ActorIndex(dimensions=512, compact_above_bytes=1024)
+    for i, v in enumerate(vectors):
+        index.upsert(f"m{i}", v, "", "semantic", NOW, LATER)
+    assert index.compact and not index.exact
+    assert index.nbytes < vectors.nbytes  # smaller than the float32 matrix
+    recalled = 0
+    queries = _clustered(rng, 20, 512)
+    for q in queries:
+        exact = {f"m{i}" for i in np.argsort(-(vectors @ q))[:10]}
+        candidates = index.semantic(q, 10, NOW, None)
+        assert len(candidates) == ActorIndex.candidates(10)
+        recalled += len(exact & {h.memory_id for h in candidates})
+    assert recalled / (10 * len(queries)) >= 0.97
+
+
+def test_the_compact_form_forgets_and_filters_like_the_exact_one():
+    rng = np.random.default_rng(12)
+    vectors = _unit(rng, 200, 32)
+    index = ActorIndex(dimensions=32, compact_above_bytes=1024)
+    for i, v in enumerate(vectors):
+        index.upsert(f"m{i}", v, "", "episodic" if i == 5 else "semantic", NOW, LATER)
+    index.remove("m7")
+    ids = {h.memory_id for h in index.semantic(vectors[7], 50, NOW, None)}
+    assert "m7" not in ids
+    assert [h.memory_id for h in index.semantic(vectors[5], 3, NOW, ["episodic"])] == ["m5"]

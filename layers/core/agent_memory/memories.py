@@ -208,8 +208,11 @@ class Memories:
             for _ in range(ADD_ATTEMPTS):
                 index = self._index(bucket)
                 with index.lock:
-                    best = index.best_match(vector, now_ms)
-                    gen = index.gen
+                    candidates = index.best_match(vector, now_ms)
+                    gen, exact = index.gen, index.exact
+                if not exact:
+                    candidates = self._rescore(bucket, candidates, vector)
+                best = candidates[0] if candidates else None
                 threshold = self._store.dedupe_threshold - DEDUPE_EPSILON
                 if best is not None and best.score >= threshold:
                     kept = self._fetch(bucket, [best.memory_id]).get(best.memory_id)
@@ -522,6 +525,21 @@ class Memories:
                 _upsert(index, json.loads(raw), blob)
         return index
 
+    def _rescore(self, bucket: str, hits: Sequence[Hit], vector: NDArray[np.float32]) -> list[Hit]:
+        """Exact cosines of a compact index's candidates, from the stored float32 vectors;
+        best first."""
+        if not hits:
+            return []
+        ids = [h.memory_id for h in hits]
+        with database_errors():
+            blobs = self._binary.hmget(self._keys.actor(bucket).vectors, ids)
+        rescored = [
+            Hit(memory_id, float(np.frombuffer(cast(bytes, blob), dtype=np.float32) @ vector))
+            for memory_id, blob in zip(ids, blobs, strict=True)
+            if blob is not None and len(blob) == vector.nbytes
+        ]
+        return sorted(rescored, key=lambda h: -h.score)
+
     # --- search ------------------------------------------------------------------------------
 
     def search(self, request: SearchRequest) -> list[MemoryView]:
@@ -572,10 +590,15 @@ class Memories:
         for bucket in buckets:
             index = self._index(bucket)
             with index.lock:
+                near: list[Hit] = []
                 if vector is not None and mode != "keyword":
-                    semantic += [(h, bucket) for h in index.semantic(vector, wide, now_ms, types)]
+                    near = index.semantic(vector, wide, now_ms, types)
+                exact = index.exact
                 if mode != "semantic":
                     keyword += [(h, bucket) for h in index.keyword(query, wide, now_ms, types)]
+            if vector is not None and not exact:
+                near = self._rescore(bucket, near, vector)[:wide]
+            semantic += [(h, bucket) for h in near]
         owner = {h.memory_id: b for h, b in semantic + keyword}
         if mode == "semantic":
             hits = sorted((h for h, _ in semantic), key=lambda h: -h.score)[:limit]

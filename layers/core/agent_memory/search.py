@@ -38,6 +38,20 @@ _EDGE_PUNCT = ".,;:!?\"'"
 K1 = 1.2
 B = 0.75
 
+COMPACT_ABOVE_BYTES = 64 * 1024 * 1024
+"""An actor whose float32 vectors would take more than this is held compactly instead: int8
+codes with a scale per row (4x smaller) and packed sign bits (32x smaller) for a pre-filter.
+Its semantic results are then candidates that the caller rescores exactly (``exact`` False)."""
+PREFILTER_ABOVE = 20_000
+"""Compact actors with more rows than this are pre-filtered by the Hamming distance of sign bits
+(Charikar, "Similarity estimation techniques from rounding algorithms", STOC 2002) before the
+int8 scores; smaller ones are scored in int8 directly."""
+PREFILTER_KEEP_DIVISOR = 3
+"""The pre-filter keeps a third of the rows (at least 2,000 and 50 per result): on clustered
+1,536-dimension data that keeps about 99% of the exact top ten among the int8 candidates, whose
+exact rescoring then orders them exactly (see tests/unit/test_search.py)."""
+_BLOCK = 4096
+
 
 def tokenize(text: str) -> list[str]:
     """Tokens of ``text`` for BM25, in order, with repeats (term frequency counts them)."""
@@ -86,8 +100,18 @@ class ActorIndex:
     terms: list[dict[str, int]] = field(default_factory=list)
     total_len: float = 0.0
     free: list[int] = field(default_factory=list)
+    compact_above_bytes: int | None = None  # None: the module's COMPACT_ABOVE_BYTES
+    compact: bool = False
+    codes: NDArray[np.int8] = field(init=False)
+    scales: NDArray[np.float32] = field(init=False)
+    bits: NDArray[np.uint8] = field(init=False)
 
     def __post_init__(self) -> None:
+        if self.compact_above_bytes is None:
+            self.compact_above_bytes = COMPACT_ABOVE_BYTES
+        self.codes = np.zeros((0, self.dimensions), dtype=np.int8)
+        self.scales = np.zeros(0, dtype=np.float32)
+        self.bits = np.zeros((0, _bit_bytes(self.dimensions)), dtype=np.uint8)
         self.matrix = np.zeros((0, self.dimensions), dtype=np.float32)
         self.expires = np.zeros(0, dtype=np.int64)
         self.created = np.zeros(0, dtype=np.int64)
@@ -103,15 +127,24 @@ class ActorIndex:
     def nbytes(self) -> int:
         """Approximate memory held, in bytes (what the cache's budget counts)."""
         postings = sum(len(p) for p in self.postings.values()) * 80
-        return int(self.matrix.nbytes + self.expires.nbytes * 3 + postings + len(self.ids) * 120)
+        vectors = self.matrix.nbytes + self.codes.nbytes + self.scales.nbytes + self.bits.nbytes
+        return int(vectors + self.expires.nbytes * 3 + postings + len(self.ids) * 120)
 
     def _grow(self) -> int:
         if self.free:
             return self.free.pop()
         row = len(self.ids)
-        if row >= self.matrix.shape[0]:
-            capacity = max(16, self.matrix.shape[0] * 2)
-            self.matrix = _resize(self.matrix, (capacity, self.dimensions))
+        if row >= self.expires.shape[0]:
+            capacity = max(16, self.expires.shape[0] * 2)
+            limit = self.compact_above_bytes or COMPACT_ABOVE_BYTES
+            if not self.compact and capacity * self.dimensions * 4 > limit:
+                self._go_compact()
+            if self.compact:
+                self.codes = _resize(self.codes, (capacity, self.dimensions))
+                self.scales = _resize(self.scales, (capacity,))
+                self.bits = _resize(self.bits, (capacity, self.bits.shape[1]))
+            else:
+                self.matrix = _resize(self.matrix, (capacity, self.dimensions))
             self.expires = _resize(self.expires, (capacity,))
             self.created = _resize(self.created, (capacity,))
             self.alive = _resize(self.alive, (capacity,))
@@ -137,7 +170,11 @@ class ActorIndex:
         self.ids[row] = memory_id
         self.rows[memory_id] = row
         self.types[row] = memory_type
-        self.matrix[row] = vector
+        if self.compact:
+            self.codes[row], self.scales[row] = _quantize(vector)
+            self.bits[row] = np.packbits(vector > 0)
+        else:
+            self.matrix[row] = vector
         self.expires[row] = expires_ms
         self.created[row] = created_ms
         self.alive[row] = True
@@ -166,7 +203,11 @@ class ActorIndex:
         self.terms[row] = {}
         self.ids[row] = None
         self.alive[row] = False
-        self.matrix[row] = 0.0
+        if self.compact:
+            self.codes[row] = 0
+            self.scales[row] = 0.0
+        else:
+            self.matrix[row] = 0.0
         self.free.append(row)
 
     # --- queries -----------------------------------------------------------------------------
@@ -179,15 +220,62 @@ class ActorIndex:
             mask &= np.fromiter((t in wanted for t in self.types), dtype=np.bool_, count=size)
         return mask
 
+    def _go_compact(self) -> None:
+        """Switch to the compact form, converting the rows held so far."""
+        rows = self.matrix.shape[0]
+        self.codes = np.zeros((rows, self.dimensions), dtype=np.int8)
+        self.scales = np.zeros(rows, dtype=np.float32)
+        self.bits = np.zeros((rows, _bit_bytes(self.dimensions)), dtype=np.uint8)
+        for start in range(0, rows, 4096):
+            block = self.matrix[start : start + 4096]
+            peak = np.abs(block).max(axis=1)
+            scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+            self.codes[start : start + 4096] = np.rint(block / scale[:, None]).astype(np.int8)
+            self.scales[start : start + 4096] = scale
+            self.bits[start : start + 4096] = np.packbits(block > 0, axis=1)
+        self.matrix = np.zeros((0, self.dimensions), dtype=np.float32)
+        self.compact = True
+
     def semantic(
         self, query: NDArray[np.float32], limit: int, now_ms: int, types: Sequence[str] | None
     ) -> list[Hit]:
-        """The ``limit`` best memories by cosine with the unit vector ``query``, best first."""
+        """The ``limit`` best memories by cosine with the unit vector ``query``, best first.
+
+        Exact unless the index is compact; then (see ``exact``) these are the ``candidates()``
+        best by approximate score, for the caller to rescore with the stored float32 vectors.
+        """
         size = len(self.ids)
         if size == 0:
             return []
-        scores = self.matrix[:size] @ query
-        return _top(scores, self._eligible(now_ms, types), limit, self.ids)
+        eligible = self._eligible(now_ms, types)
+        if not self.compact:
+            return _top(self.matrix[:size] @ query, eligible, limit, self.ids)
+        rows = np.flatnonzero(eligible)
+        if rows.size > PREFILTER_ABOVE:
+            qbits = np.packbits(query > 0)
+            if self.bits.shape[1] % 8 == 0:
+                words = self.bits.view(np.uint64)
+                distance = np.bitwise_count(words[rows] ^ qbits.view(np.uint64)).sum(axis=1)
+            else:
+                distance = np.bitwise_count(self.bits[rows] ^ qbits).sum(axis=1)
+            keep = min(rows.size, max(limit * 50, 2000, rows.size // PREFILTER_KEEP_DIVISOR))
+            rows = rows[np.argpartition(distance, keep - 1)[:keep]]
+        approx = _int8_scores(self.codes, self.scales, rows, query)
+        mask = np.zeros(size, dtype=np.bool_)
+        mask[rows] = True
+        scores = np.zeros(size, dtype=np.float32)
+        scores[rows] = approx
+        return _top(scores, mask, self.candidates(limit), self.ids)
+
+    @property
+    def exact(self) -> bool:
+        """Whether ``semantic`` scores are exact cosines (False when the index is compact)."""
+        return not self.compact
+
+    @staticmethod
+    def candidates(limit: int) -> int:
+        """How many approximate candidates a compact index returns for ``limit`` results."""
+        return max(limit * 4, 40)
 
     def keyword(self, text: str, limit: int, now_ms: int, types: Sequence[str] | None) -> list[Hit]:
         """The ``limit`` best memories by BM25 of the query's tokens, best first; memories
@@ -211,13 +299,42 @@ class ActorIndex:
             matched[rows] = True
         return _top(scores, self._eligible(now_ms, types) & matched, limit, self.ids)
 
-    def best_match(self, query: NDArray[np.float32], now_ms: int) -> Hit | None:
-        """The most similar live memory (for deduplication), or None when there is none."""
-        hits = self.semantic(query, 1, now_ms, None)
-        return hits[0] if hits else None
+    def best_match(self, query: NDArray[np.float32], now_ms: int) -> list[Hit]:
+        """Candidates for the most similar live memory (for deduplication): the one best when
+        the index is exact, else ``candidates(1)`` to rescore."""
+        return self.semantic(query, 1, now_ms, None)
 
 
 _T = TypeVar("_T", bound=np.generic)
+
+
+def _bit_bytes(dimensions: int) -> int:
+    return (dimensions + 7) // 8
+
+
+def _quantize(vector: NDArray[np.float32]) -> tuple[NDArray[np.int8], float]:
+    """Symmetric int8 codes of ``vector`` and their scale (vector ~= codes * scale)."""
+    peak = float(np.abs(vector).max())
+    scale = peak / 127.0 if peak > 0 else 1.0
+    return np.rint(vector / scale).astype(np.int8), scale
+
+
+def _int8_scores(
+    codes: NDArray[np.int8],
+    scales: NDArray[np.float32],
+    rows: NDArray[np.intp],
+    query: NDArray[np.float32],
+) -> NDArray[np.float32]:
+    """Approximate cosines of ``rows`` from int8 codes, in blocks so that the float32 copy
+    numpy needs for its BLAS product stays small (``_BLOCK`` rows at a time)."""
+    scores = np.empty(rows.size, dtype=np.float32)
+    buffer = np.empty((min(_BLOCK, rows.size), codes.shape[1]), dtype=np.float32)
+    for start in range(0, rows.size, _BLOCK):
+        chunk = rows[start : start + _BLOCK]
+        block = buffer[: chunk.size]
+        np.copyto(block, codes[chunk], casting="unsafe")
+        scores[start : start + chunk.size] = (block @ query) * scales[chunk]
+    return scores
 
 
 def _resize(array: NDArray[_T], shape: tuple[int, ...]) -> NDArray[_T]:
