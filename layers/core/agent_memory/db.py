@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from functools import lru_cache
 
 import redis
-from redis.backoff import ExponentialBackoff
+from redis.backoff import NoBackoff
 from redis.commands.core import Script
 from redis.retry import Retry
 
@@ -27,8 +27,11 @@ def redis_client(url: str, *, binary: bool = False) -> redis.Redis:
     """A cached client for ``url`` (``redis://`` or ``rediss://``), answering ``str`` values,
     or ``bytes`` with ``binary`` (for vectors, which are raw float32 bytes).
 
-    Connection and timeout errors are retried twice with exponential backoff (10 ms base) before
-    they surface; :func:`database_errors` turns them into ``DatabaseUnavailable``.
+    Commands are never retried by the client: a timeout can strike after the server ran a
+    write (a Lua append or add), and sending it again would apply it twice. A failure surfaces
+    at once as ``DatabaseUnavailable`` (503 with Retry-After, see :func:`database_errors`), and
+    the caller decides. Idle pooled connections are checked (PING) after 30 s, which catches
+    most connections a frozen Lambda left behind before a command is sent on them.
     """
     return redis.Redis.from_url(
         url,
@@ -36,7 +39,7 @@ def redis_client(url: str, *, binary: bool = False) -> redis.Redis:
         socket_timeout=SOCKET_TIMEOUT_SECONDS,
         socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
         health_check_interval=30,
-        retry=Retry(ExponentialBackoff(cap=0.2, base=0.01), retries=2),
+        retry=Retry(NoBackoff(), retries=0),
     )
 
 

@@ -213,6 +213,8 @@ class Memories:
                 if not exact:
                     candidates = self._rescore(bucket, candidates, vector)
                 best = candidates[0] if candidates else None
+                if best is not None and best.memory_id == memory_id:
+                    return Kept(_view(record), False, counts)  # our own write, seen again
                 threshold = self._store.dedupe_threshold - DEDUPE_EPSILON
                 if best is not None and best.score >= threshold:
                     kept = self._fetch(bucket, [best.memory_id]).get(best.memory_id)

@@ -109,7 +109,11 @@ class Runtime:
 
     @cached_property
     def provider_client(self) -> ProviderClient:
-        return ProviderClient()
+        # Calls made while an API request waits must end well inside the function's 10 s:
+        # at most 2 attempts of (2 s connect + 3 s read) and a Retry-After of up to 2 s.
+        return ProviderClient(
+            connect_timeout=2.0, read_timeout=3.0, max_retries=1, max_retry_after=2.0
+        )
 
     def memories(
         self, principal: Principal, instance_id: str, store: str

@@ -38,7 +38,7 @@ _EDGE_PUNCT = ".,;:!?\"'"
 K1 = 1.2
 B = 0.75
 
-COMPACT_ABOVE_BYTES = 64 * 1024 * 1024
+COMPACT_ABOVE_BYTES = 128 * 1024 * 1024
 """An actor whose float32 vectors would take more than this is held compactly instead: int8
 codes with a scale per row (4x smaller) and packed sign bits (32x smaller) for a pre-filter.
 Its semantic results are then candidates that the caller rescores exactly (``exact`` False)."""
