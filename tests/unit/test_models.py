@@ -130,3 +130,10 @@ def test_recall_limit_bounds():
         RecallRequest(session_id="s", limit=101)
     with pytest.raises(ValidationError):
         RecallRequest(session_id="bad id")
+
+
+def test_reprs_never_show_api_keys_and_stay_short():
+    # Powertools puts the route's arguments in a debug message on every request.
+    text = repr(StorePut(llm_api_key="sk-SECRET-1", embed_api_key="sk-SECRET-2"))
+    assert "SECRET" not in text
+    assert "<1536 items>" in repr(RecallRequest(session_id="s", query_vector=[0.5] * 1536))

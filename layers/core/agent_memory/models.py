@@ -11,6 +11,7 @@ import ipaddress
 import json
 import re
 import unicodedata
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
@@ -100,6 +101,15 @@ class Model(BaseModel):
     (``"yes"`` is not a boolean, ``"30"`` not an integer); only timestamps parse from text."""
 
     model_config = ConfigDict(extra="forbid", strict=True)
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        # Powertools formats the route's arguments into a debug message on every request,
+        # whatever the log level: keep that cheap (a 1,536-float vector took ~2 ms to repr).
+        for name, value in super().__repr_args__():
+            if isinstance(value, list) and len(value) > 8:
+                yield name, f"<{len(value)} items>"
+            else:
+                yield name, value
 
 
 class View(BaseModel):
@@ -253,11 +263,15 @@ class StorePut(Model):
     llm_provider: LlmProvider | None = None
     llm_model: ModelName | None = None
     llm_base_url: BaseUrl | None = None
-    llm_api_key: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = None
+    llm_api_key: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = Field(
+        None, repr=False
+    )
     embed_provider: EmbedProvider | None = None
     embed_model: ModelName | None = None
     embed_base_url: BaseUrl | None = None
-    embed_api_key: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = None
+    embed_api_key: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = Field(
+        None, repr=False
+    )
     dimensions: int | None = None
     extraction_delay_seconds: int | None = None
     summarize_after: int | None = None
