@@ -8,7 +8,7 @@ SAM := $(SAM_VENV)/bin/sam
 STAMP := $(VENV)/.installed
 
 .PHONY: run test unit integration e2e lint format validate openapi build deploy replay \
-	bench bench-working-memory clean
+	bench bench-working-memory bench-retrieval bench-latency clean
 
 $(STAMP): requirements-dev.txt layers/core/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -77,11 +77,25 @@ $(BENCH_STAMP): $(STAMP) bench/requirements.txt
 	touch $(BENCH_STAMP)
 
 ## bench: every benchmark; each writes a table and a plot under bench/results/
-bench: bench-working-memory
+bench: bench-working-memory bench-latency bench-retrieval
 
 ## bench-working-memory: add events and recall through the local stack, vs in-process baselines
 bench-working-memory: $(BENCH_STAMP)
 	$(PY) -m bench.working_memory $(ARGS)
+
+## bench-latency: search, recall and add at 1,000 / 10,000 / 100,000 memories, vs a NumPy scan
+bench-latency: $(BENCH_STAMP)
+	$(PY) -m bench.latency $(ARGS)
+
+RETRIEVAL_STAMP := $(VENV)/.retrieval-installed
+$(RETRIEVAL_STAMP): $(BENCH_STAMP) bench/requirements-retrieval.txt
+	$(PY) -m pip install --quiet torch==2.13.0
+	$(PY) -m pip install --quiet -r bench/requirements-retrieval.txt
+	touch $(RETRIEVAL_STAMP)
+
+## bench-retrieval: hit@k and coverage@k on LoCoMo, semantic / keyword / hybrid (MiniLM, local)
+bench-retrieval: $(RETRIEVAL_STAMP)
+	$(PY) -m bench.retrieval $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .aws-sam .mypy_cache .ruff_cache .pytest_cache

@@ -1,0 +1,651 @@
+"""Retrieval quality on LoCoMo through the local stack: hit@k and evidence coverage@k.
+
+For each conversation of ``../shared/data/locomo/locomo10.json`` (Maharana et al., ACL 2024;
+CC BY-NC 4.0, test data only) the benchmark makes one store whose memories are that
+conversation's ``observation`` facts, one actor per conversation, each memory keeping the turns
+it cites in ``metadata.dia_ids``. The store embeds through its ``custom`` provider, pointed at a
+local OpenAI-shaped server (``bench.embedding_server``, ``all-MiniLM-L6-v2``, 384 dimensions)
+that the benchmark starts, as it starts the local stack (``python -m local``, its own
+``redis-server`` child, ``KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1`` so the store may use
+``http://127.0.0.1``). Every memory is added with ``POST .../memories`` and every question of
+categories 1 to 4 is searched with ``POST .../memories/search`` (``limit`` 20) in the modes
+semantic, keyword and hybrid.
+
+Metrics, for k = 1, 5, 10, 20, averaged over the questions:
+- hit@k: 1 when one of the top k memories cites an evidence turn of the question;
+- evidence coverage@k: the fraction of the question's evidence turns cited by the top k.
+
+Evidence strings are split on ``[;\\s]+`` and only ids of turns of the conversation are kept;
+questions left with no evidence are skipped (counted). Observation ids are split on
+``[,;\\s]+`` (a few are comma-separated lists) and validated the same way.
+
+A baseline row, "blend 0.7/0.3", is computed here from the semantic and keyword result lists:
+``0.7 * cosine + 0.3 * BM25 / max BM25 of the list`` (0 for a list a memory is missing from).
+The fusion check (``--no-fusion-check`` skips it) also asks for each mode's
+``CANDIDATES * limit`` candidates, applies the store's ``fuse`` to them in-process (it must give
+the hybrid answers: a consistency check) and a few other fusion rules, and reports their hit@10
+on the first and second half of the conversations.
+
+Writes ``bench/results/retrieval.md`` and ``retrieval.png``.
+
+    python -m bench.retrieval                      # all 10 conversations
+    python -m bench.retrieval --conversations 2    # the first 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from tempfile import TemporaryDirectory
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "layers" / "core"))
+
+import httpx  # noqa: E402
+from tqdm import tqdm  # noqa: E402
+
+from agent_memory.memories import CANDIDATES  # noqa: E402
+from agent_memory.search import Hit, fuse  # noqa: E402
+from local.bootstrap import free_port  # noqa: E402
+
+DATA = (ROOT / "../shared/data/locomo/locomo10.json").resolve()
+RESULTS = ROOT / "bench" / "results"
+API_KEY = "kvm_bench_retrieval_0123456789abcdefghijkl"
+MODEL = "all-MiniLM-L6-v2"
+DIMENSIONS = 384
+MODES = ("semantic", "keyword", "hybrid")
+BLEND = "blend 0.7/0.3"
+KS = (1, 5, 10, 20)
+LIMIT = 20
+TARGET = 0.76
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+_EVIDENCE_SPLIT = re.compile(r"[;\s]+")
+_OBSERVATION_SPLIT = re.compile(r"[,;\s]+")
+_SESSION = re.compile(r"^session_\d+$")
+
+
+# --- data ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Question:
+    text: str
+    category: int
+    evidence: frozenset[str]
+
+
+@dataclass
+class Conversation:
+    sample_id: str
+    facts: list[tuple[str, list[str]]]
+    questions: list[Question]
+    skipped: dict[int, int] = field(default_factory=dict)
+    """Questions of each category skipped for having no valid evidence turn."""
+
+
+def load_conversations(path: Path) -> list[Conversation]:
+    """The LoCoMo samples as facts (text, cited turn ids) and the category 1-4 questions."""
+    conversations = []
+    for sample in json.loads(path.read_text(encoding="utf-8")):
+        turns = {
+            turn["dia_id"]
+            for key, session in sample["conversation"].items()
+            if _SESSION.match(key)
+            for turn in session
+        }
+        facts = []
+        for per_speaker in sample["observation"].values():
+            for speaker_facts in per_speaker.values():
+                for text, cited in speaker_facts:
+                    raw = cited if isinstance(cited, list) else [cited]
+                    ids = _valid(raw, _OBSERVATION_SPLIT, turns)
+                    facts.append((text, ids))
+        conversation = Conversation(sample["sample_id"], facts, [])
+        for qa in sample["qa"]:
+            category = qa["category"]
+            if category not in CATEGORIES:
+                continue
+            evidence = frozenset(_valid(qa["evidence"], _EVIDENCE_SPLIT, turns))
+            if not evidence:
+                conversation.skipped[category] = conversation.skipped.get(category, 0) + 1
+                continue
+            conversation.questions.append(Question(qa["question"], category, evidence))
+        conversations.append(conversation)
+    return conversations
+
+
+def _valid(raw: Sequence[str], splitter: re.Pattern[str], turns: set[str]) -> list[str]:
+    ids: list[str] = []
+    for item in raw:
+        for part in splitter.split(item):
+            if part in turns and part not in ids:
+                ids.append(part)
+    return ids
+
+
+# --- metrics ---------------------------------------------------------------------------------
+
+
+def hit_at(cited: Sequence[frozenset[str]], evidence: frozenset[str], k: int) -> float:
+    """1.0 when one of the first ``k`` results cites an evidence turn, else 0.0."""
+    return 1.0 if any(c & evidence for c in cited[:k]) else 0.0
+
+
+def coverage_at(cited: Sequence[frozenset[str]], evidence: frozenset[str], k: int) -> float:
+    """The fraction of ``evidence`` cited by the first ``k`` results."""
+    found: set[str] = set()
+    for c in cited[:k]:
+        found |= c
+    return len(found & evidence) / len(evidence)
+
+
+def blend(
+    semantic: Sequence[Hit], keyword: Sequence[Hit], limit: int, weight: float = 0.7
+) -> list[Hit]:
+    """The plain baseline: ``weight * cosine + (1 - weight) * BM25 / max BM25`` over the two
+    lists; a memory missing from a list scores 0 there."""
+    top = max((h.score for h in keyword), default=0.0) or 1.0
+    scores: dict[str, float] = {}
+    for h in semantic:
+        scores[h.memory_id] = weight * h.score
+    for h in keyword:
+        scores[h.memory_id] = scores.get(h.memory_id, 0.0) + (1.0 - weight) * h.score / top
+    return _ranked(scores, limit)
+
+
+def rrf(
+    semantic: Sequence[Hit], keyword: Sequence[Hit], limit: int, k: int = 60, weight: float = 0.5
+) -> list[Hit]:
+    """Reciprocal rank fusion (Cormack, Clarke and Buettcher, SIGIR 2009), ``k`` = 60 there;
+    ``weight`` is the semantic share (0.5: the paper's unweighted sum, up to a factor)."""
+    scores: dict[str, float] = {}
+    for share, hits in ((weight, semantic), (1.0 - weight, keyword)):
+        for rank, h in enumerate(hits, start=1):
+            scores[h.memory_id] = scores.get(h.memory_id, 0.0) + 2 * share / (k + rank)
+    return _ranked(scores, limit)
+
+
+def minmax(
+    semantic: Sequence[Hit], keyword: Sequence[Hit], limit: int, weight: float = 0.6
+) -> list[Hit]:
+    """Min-max normalisation of each list, then a weighted sum (missing: 0)."""
+    scores: dict[str, float] = {}
+    for share, hits in ((weight, semantic), (1.0 - weight, keyword)):
+        if not hits:
+            continue
+        low = min(h.score for h in hits)
+        spread = (max(h.score for h in hits) - low) or 1.0
+        for h in hits:
+            normal = (h.score - low) / spread
+            scores[h.memory_id] = scores.get(h.memory_id, 0.0) + share * normal
+    return _ranked(scores, limit)
+
+
+def _ranked(scores: dict[str, float], limit: int) -> list[Hit]:
+    ordered = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
+    return [Hit(memory_id, score) for memory_id, score in ordered]
+
+
+Fusion = Callable[[Sequence[Hit], Sequence[Hit], int], list[Hit]]
+OWN = "the store's fuse (hybrid)"
+FUSIONS: dict[str, Fusion] = {
+    OWN: fuse,
+    "the store's fuse, weight 0.5": lambda s, k, n: fuse(s, k, n, 0.5),
+    "the store's fuse, weight 0.7": lambda s, k, n: fuse(s, k, n, 0.7),
+    "the store's fuse, 1 x limit candidates": lambda s, k, n: fuse(s[:n], k[:n], n),
+    "the store's fuse, 2 x limit candidates": lambda s, k, n: fuse(s[: 2 * n], k[: 2 * n], n),
+    "min-max, weight 0.6": minmax,
+    "RRF, k = 60": rrf,
+    "RRF, k = 10, weight 0.6": lambda s, k, n: rrf(s, k, n, 10, 0.6),
+    "0.7 cosine + 0.3 max-normalised BM25": blend,
+}
+
+
+# --- running through the stack ---------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """One question's ranked citations per row (mode, baseline or fusion rule)."""
+
+    sample_id: str
+    question: Question
+    cited: dict[str, list[frozenset[str]]]
+
+
+@dataclass
+class Timing:
+    add_ms: list[float] = field(default_factory=list)
+    search_ms: dict[str, list[float]] = field(default_factory=dict)
+    add_seconds: float = 0.0
+    search_seconds: float = 0.0
+    duplicates: int = 0
+    fuse_agrees: int = 0
+    """Questions whose hybrid answer lists the same memories as ``fuse`` applied here."""
+
+
+def _wait(url: str, process: subprocess.Popen[bytes], log: Path, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            httpx.get(url, timeout=1)
+            return
+        except httpx.TransportError:
+            if process.poll() is not None or time.monotonic() > deadline:
+                # The caller stops the process (SIGTERM, so the stack stops its redis-server).
+                text = log.read_text(errors="replace")[-4000:]
+                raise RuntimeError(f"{process.args!r} did not start:\n{text}") from None
+            time.sleep(0.2)
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextmanager
+def services(folder: Path) -> Iterator[tuple[str, str]]:
+    """The embedding server and the local stack, as subprocesses; yields (API URL, the
+    embedding server's base URL). Their logs go to ``folder``."""
+    embed_port, api_port = free_port(), free_port()
+    embed_log = folder / "embedding_server.log"
+    stack_log = folder / "stack.log"
+    with embed_log.open("wb") as out:
+        embedder = subprocess.Popen(
+            [sys.executable, "-m", "bench.embedding_server", "--port", str(embed_port)],
+            cwd=ROOT,
+            env={**os.environ, "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+    try:
+        embed_url = f"http://127.0.0.1:{embed_port}/v1"
+        _wait(embed_url + "/models", embedder, embed_log, 180)
+        env = {
+            **{k: v for k, v in os.environ.items() if k != "REDIS_URL"},
+            "PORT": str(api_port),
+            "KIVIDB_LOCAL_DIR": str(folder / "local"),
+            "KIVIDB_API_KEY": API_KEY,
+            "KIVIDB_ALLOW_PRIVATE_ENDPOINTS": "1",
+            "KIVIDB_WORKERS": "2",
+        }
+        with stack_log.open("wb") as out:
+            stack = subprocess.Popen(
+                [sys.executable, "-m", "local"],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        try:
+            api_url = f"http://127.0.0.1:{api_port}"
+            _wait(api_url + "/agent-memory", stack, stack_log, 60)
+            yield api_url, embed_url
+        finally:
+            _stop(stack)
+    finally:
+        _stop(embedder)
+
+
+class ApiError(RuntimeError):
+    """A request answered with an unexpected status."""
+
+
+def _call(
+    http: httpx.Client,
+    method: str,
+    path: str,
+    body: dict[str, Any] | None,
+    ok: tuple[int, ...],
+) -> dict[str, Any]:
+    response = http.request(method, path, json=body)
+    if response.status_code not in ok:
+        raise ApiError(f"{method} {path} -> {response.status_code}: {response.text[:500]}")
+    answer: dict[str, Any] = response.json() if response.content else {}
+    return answer
+
+
+def _hits(memories: list[dict[str, Any]]) -> tuple[list[Hit], dict[str, frozenset[str]]]:
+    hits = [Hit(m["id"], float(m["score"])) for m in memories]
+    cites = {m["id"]: frozenset(m["metadata"].get("dia_ids", [])) for m in memories}
+    return hits, cites
+
+
+def run_conversation(
+    http: httpx.Client,
+    embed_url: str,
+    conversation: Conversation,
+    fusion_check: bool,
+    timing: Timing,
+    bar: tqdm,
+) -> list[Outcome]:
+    store = f"/instances/local/agent-memory/locomo-{conversation.sample_id}"
+    actor = conversation.sample_id
+    settings = {
+        "embed_provider": "custom",
+        "embed_model": MODEL,
+        "embed_base_url": embed_url,
+        "dimensions": DIMENSIONS,
+        "dedupe_threshold": 1.0,
+        "redact_pii": False,
+    }
+    _call(http, "PUT", store, settings, (200, 201))
+    start = time.perf_counter()
+    for text, ids in conversation.facts:
+        began = time.perf_counter()
+        memory = {"text": text, "actor_id": actor, "metadata": {"dia_ids": ids}}
+        kept = _call(http, "POST", store + "/memories", memory, (200, 201))
+        timing.add_ms.append((time.perf_counter() - began) * 1000)
+        timing.duplicates += bool(kept.get("duplicate"))
+        bar.update()
+    timing.add_seconds += time.perf_counter() - start
+
+    wide = CANDIDATES * LIMIT
+    start = time.perf_counter()
+    outcomes = []
+    for question in conversation.questions:
+        lists: dict[str, list[Hit]] = {}
+        cites: dict[str, frozenset[str]] = {}
+        requests = [(mode, LIMIT) for mode in MODES]
+        if fusion_check:
+            requests += [("semantic", wide), ("keyword", wide)]
+        for mode, limit in requests:
+            body = {"query": question.text, "mode": mode, "actor_id": actor, "limit": limit}
+            began = time.perf_counter()
+            found = _call(http, "POST", store + "/memories/search", body, (200,))
+            if limit == LIMIT:
+                timing.search_ms.setdefault(mode, []).append((time.perf_counter() - began) * 1000)
+            hits, more = _hits(found["memories"])
+            lists[mode if limit == LIMIT else f"{mode} wide"] = hits
+            cites.update(more)
+            bar.update()
+        rows = {mode: lists[mode] for mode in MODES}
+        rows[BLEND] = blend(lists["semantic"], lists["keyword"], LIMIT)
+        if fusion_check:
+            for name, rule in FUSIONS.items():
+                rows[name] = rule(lists["semantic wide"], lists["keyword wide"], LIMIT)
+            same = [h.memory_id for h in rows[OWN]] == [h.memory_id for h in lists["hybrid"]]
+            timing.fuse_agrees += same
+        outcomes.append(
+            Outcome(
+                conversation.sample_id,
+                question,
+                {name: [cites[h.memory_id] for h in hits] for name, hits in rows.items()},
+            )
+        )
+    timing.search_seconds += time.perf_counter() - start
+    _call(http, "DELETE", store, None, (204,))
+    return outcomes
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+def mean_metric(
+    outcomes: Sequence[Outcome],
+    row: str,
+    k: int,
+    metric: Callable[[Sequence[frozenset[str]], frozenset[str], int], float],
+) -> float:
+    if not outcomes:
+        return float("nan")
+    return statistics.fmean(metric(o.cited[row], o.question.evidence, k) for o in outcomes)
+
+
+def _percentile(values: Sequence[float], pct: float) -> float:
+    ordered = sorted(values)
+    rank = max(1, int(-(-pct * len(ordered) // 100)))
+    return ordered[rank - 1]
+
+
+def write_report(
+    conversations: Sequence[Conversation],
+    outcomes: Sequence[Outcome],
+    timing: Timing,
+    elapsed: float,
+    command: str,
+    fusion_check: bool,
+    load: float,
+) -> str:
+    rows = [*MODES, BLEND]
+    hybrid10 = mean_metric(outcomes, "hybrid", 10, hit_at)
+    single10 = {m: mean_metric(outcomes, m, 10, hit_at) for m in ("semantic", "keyword")}
+    union10 = statistics.fmean(
+        hit_at([*o.cited["semantic"][:10], *o.cited["keyword"][:10]], o.question.evidence, 20)
+        for o in outcomes
+    )
+    passed = hybrid10 >= TARGET
+    beats = all(hybrid10 > v for v in single10.values())
+    ids = [c.sample_id for c in conversations]
+    lines = [
+        "# Retrieval quality on LoCoMo",
+        "",
+        f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC through the local stack (HTTP, "
+        f"authorizer, handlers, redis-server), {len(conversations)} conversation(s) "
+        f"({', '.join(ids)}): one store and one actor per conversation, its `observation` facts "
+        f"as memories ({sum(len(c.facts) for c in conversations)} in all, each with the turns it "
+        f"cites in `metadata.dia_ids`), embedded by the store's `custom` provider with "
+        f"`{MODEL}` ({DIMENSIONS} dimensions, served locally by `bench/embedding_server.py`). "
+        f"Queries: the questions of categories 1-4, `POST .../memories/search` with "
+        f"`limit` {LIMIT}. hit@k: a top-k memory cites an evidence turn; coverage@k: the "
+        f"fraction of the question's evidence turns the top-k memories cite, averaged.",
+        "",
+        "| mode | " + " | ".join(f"hit@{k}" for k in KS) + " | "
+        + " | ".join(f"coverage@{k}" for k in KS) + " |",
+        "|---|" + "---|" * (2 * len(KS)),
+    ]  # fmt: skip
+    for row in rows:
+        hits = [f"{mean_metric(outcomes, row, k, hit_at):.3f}" for k in KS]
+        covs = [f"{mean_metric(outcomes, row, k, coverage_at):.3f}" for k in KS]
+        name = f"{row} (baseline)" if row == BLEND else row
+        lines.append(f"| {name} | " + " | ".join(hits) + " | " + " | ".join(covs) + " |")
+    lines += [
+        "",
+        f"**Target: hybrid hit@10 >= {TARGET:.2f}: {'PASS' if passed else 'FAIL'}** "
+        f"(hybrid {hybrid10:.3f}; semantic {single10['semantic']:.3f}, keyword "
+        f"{single10['keyword']:.3f}: hybrid {'beats' if beats else 'does not beat'} both "
+        "single modes).",
+        "",
+        f"Ceiling for fusions that pick from the two top 10s: {union10:.3f} of the questions have "
+        "an evidence turn cited in the union of the semantic top 10 and the keyword top 10; "
+        "beyond that, a hit needs a memory that both modes rank below 10th.",
+        "",
+        f"Baseline `{BLEND}`: `0.7 * cosine + 0.3 * BM25 / max BM25`, computed here from the "
+        "semantic and keyword result lists (0 for a list a memory is missing from). Hybrid is "
+        f"the store's `fuse` over {CANDIDATES} x limit candidates of each mode.",
+        "",
+        "## Questions and hit@10 per category",
+        "",
+        "| category | questions | skipped (no valid evidence) | "
+        + " | ".join(f"{r} hit@10" for r in rows) + " |",
+        "|---|---|---|" + "---|" * len(rows),
+    ]  # fmt: skip
+    for category, name in CATEGORIES.items():
+        chosen = [o for o in outcomes if o.question.category == category]
+        skipped = sum(c.skipped.get(category, 0) for c in conversations)
+        values = [f"{mean_metric(chosen, r, 10, hit_at):.3f}" for r in rows]
+        lines.append(
+            f"| {category} {name} | {len(chosen)} | {skipped} | " + " | ".join(values) + " |"
+        )
+    total_skipped = sum(sum(c.skipped.values()) for c in conversations)
+    lines += [
+        f"| all | {len(outcomes)} | {total_skipped} | "
+        + " | ".join(f"{mean_metric(outcomes, r, 10, hit_at):.3f}" for r in rows)
+        + " |",
+        "",
+        "Evidence strings are split on `[;\\s]+` and only ids of turns of the conversation are "
+        "kept; a question left with none is skipped.",
+    ]
+    if fusion_check and len(conversations) >= 2:
+        lines += _fusion_section(conversations, outcomes, timing.fuse_agrees)
+    add = timing.add_ms
+    lines += [
+        "",
+        "## Run",
+        "",
+        f"- command: `{command}`",
+        f"- run time: {elapsed:.0f} s in all (model load, stack start, adds, searches, report)",
+        f"- adding {len(add)} memories (one request each, embedding included): "
+        f"{timing.add_seconds:.1f} s, p50 {statistics.median(add):.1f} ms, "
+        f"p99 {_percentile(add, 99):.1f} ms; duplicates reported by the API: "
+        f"{timing.duplicates}",
+    ]
+    searches = sum(len(v) for v in timing.search_ms.values())
+    lines.append(
+        f"- searching: {timing.search_seconds:.1f} s for all search requests (the {searches} "
+        f"limit-{LIMIT} ones below"
+        + (", plus the fusion check's wide semantic and keyword ones)" if fusion_check else ")")
+    )
+    for mode, latencies in timing.search_ms.items():
+        lines.append(
+            f"  - {mode}: p50 {statistics.median(latencies):.1f} ms, "
+            f"p99 {_percentile(latencies, 99):.1f} ms"
+            + ("" if mode == "keyword" else " (the query is embedded by the provider)")
+        )
+    lines += [
+        f"- machine: {os.cpu_count()} cores; the embedding server, the stack (2 workers) and "
+        f"redis-server share them; load average (1 min) before the run: {load:.2f}",
+        "",
+        "![hit@k per mode](retrieval.png)",
+        "",
+        'Data: LoCoMo (Maharana et al., "Evaluating Very Long-Term Conversational Memory of LLM '
+        'Agents", ACL 2024), CC BY-NC 4.0, used for testing only.',
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def _fusion_section(
+    conversations: Sequence[Conversation], outcomes: Sequence[Outcome], agrees: int
+) -> list[str]:
+    half = len(conversations) // 2
+    first = {c.sample_id for c in conversations[:half]}
+    part_a = [o for o in outcomes if o.sample_id in first]
+    part_b = [o for o in outcomes if o.sample_id not in first]
+    names_a = ", ".join(c.sample_id for c in conversations[:half])
+    names_b = ", ".join(c.sample_id for c in conversations[half:])
+    lines = [
+        "",
+        "## Fusion check",
+        "",
+        f"Each rule fuses the API's semantic and keyword lists of {CANDIDATES * LIMIT} "
+        f"candidates (`CANDIDATES` x limit), in this process. The store's `fuse` applied here "
+        f"gave the same memories, in the same order, as the hybrid answers for {agrees} of "
+        f"{len(outcomes)} questions. Split A: {names_a}; split B: {names_b}.",
+        "",
+        "| fusion | hit@10 A | hit@10 B | hit@10 all | hit@1 all | hit@5 all | hit@20 all |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for row in ["semantic", "keyword", *FUSIONS]:
+        values = [
+            mean_metric(part_a, row, 10, hit_at),
+            mean_metric(part_b, row, 10, hit_at),
+            *(mean_metric(outcomes, row, k, hit_at) for k in (10, 1, 5, 20)),
+        ]
+        lines.append(f"| {row} | " + " | ".join(f"{v:.3f}" for v in values) + " |")
+    return lines
+
+
+def plot(outcomes: Sequence[Outcome], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, 2, figsize=(10, 4), sharey=True)
+    styles = {
+        "semantic": ("-o", "#4c72b0"),
+        "keyword": ("-s", "#dd8452"),
+        "hybrid": ("-D", "#55a868"),
+        BLEND: ("--^", "#7f7f7f"),
+    }
+    panels = (
+        (axes[0], hit_at, "hit@k (fraction of questions)"),
+        (axes[1], coverage_at, "coverage@k (mean fraction of evidence turns)"),
+    )
+    for ax, metric, title in panels:
+        for row, (style, color) in styles.items():
+            values = [mean_metric(outcomes, row, k, metric) for k in KS]
+            ax.plot(KS, values, style, color=color, label=row)
+        ax.set_xticks(KS)
+        ax.set_xlabel("k")
+        ax.set_title(title)
+        ax.grid(alpha=0.3)
+    axes[0].plot(
+        [10], [TARGET], marker="_", markersize=30, mew=3, color="#c44e52", label="target hit@10"
+    )
+    axes[0].set_ylabel(f"LoCoMo, categories 1-4 ({len(outcomes)} questions)")
+    axes[0].legend(loc="lower right")
+    fig.suptitle(f"Retrieval on LoCoMo observations, {MODEL}, through the local stack")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.retrieval")
+    parser.add_argument("--conversations", type=int, default=10, help="the first N (1-10)")
+    parser.add_argument("--data", type=Path, default=DATA)
+    parser.add_argument(
+        "--no-fusion-check",
+        dest="fusion_check",
+        action="store_false",
+        help="skip the wide candidate lists and the fusion rules' comparison",
+    )
+    args = parser.parse_args(argv)
+    started = time.monotonic()
+    load = os.getloadavg()[0]
+    conversations = load_conversations(args.data)[: max(1, args.conversations)]
+    per_question = len(MODES) + (2 if args.fusion_check else 0)
+    total = sum(len(c.facts) + per_question * len(c.questions) for c in conversations)
+    timing = Timing()
+    outcomes: list[Outcome] = []
+    headers = {"Authorization": f"Bearer {API_KEY}"}
+    with (
+        TemporaryDirectory(prefix="bench-retrieval-") as folder,
+        services(Path(folder)) as (api_url, embed_url),
+        httpx.Client(base_url=api_url, headers=headers, timeout=120) as http,
+        tqdm(total=total, desc="requests", unit="req") as bar,
+    ):
+        for conversation in conversations:
+            bar.set_postfix_str(conversation.sample_id)
+            outcomes += run_conversation(
+                http, embed_url, conversation, args.fusion_check, timing, bar
+            )
+    command = "python -m bench.retrieval" + "".join(
+        f" {a}" for a in (argv if argv is not None else sys.argv[1:])
+    )
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    plot(outcomes, RESULTS / "retrieval.png")
+    text = write_report(
+        conversations,
+        outcomes,
+        timing,
+        time.monotonic() - started,
+        command,
+        args.fusion_check,
+        load,
+    )
+    (RESULTS / "retrieval.md").write_text(text, encoding="utf-8")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
