@@ -236,3 +236,23 @@ def test_a_compact_index_ranks_and_dedupes_on_exact_rescored_cosines(make_memori
                                            abs=1e-5)  # fmt: skip
     again = _add(memories, "memory 7 again", [float(x) for x in vectors[7]])
     assert again.duplicate and again.memory.text == "memory 7"
+
+
+def test_a_cold_load_in_batches_sees_every_memory(make_memories, monkeypatch):
+    import agent_memory.memories as module
+
+    monkeypatch.setattr(module, "LOAD_BATCH", 7)
+    memories = make_memories()
+    rng = np.random.default_rng(6)
+    vectors = rng.standard_normal((40, DIM)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    for i, v in enumerate(vectors):
+        _add(memories, f"memory {i}", [float(x) for x in v])
+    fresh = Memories(memories._redis, memories._binary, memories._store, SystemClock(),
+                     NoEmbedder(DIM), IndexCache(), "other")  # fmt: skip
+    request = SearchRequest(query="x", mode="semantic", actor_id="alice", limit=40,
+                            query_vector=[float(x) for x in vectors[0]])  # fmt: skip
+    assert len(fresh.search(request)) == 40
+    keyword = fresh.search(SearchRequest(query="memory", mode="keyword", actor_id="alice",
+                                         limit=100))  # fmt: skip
+    assert len(keyword) == 40

@@ -156,3 +156,24 @@ def test_the_compact_form_forgets_and_filters_like_the_exact_one():
     ids = {h.memory_id for h in index.semantic(vectors[7], 50, NOW, None)}
     assert "m7" not in ids
     assert [h.memory_id for h in index.semantic(vectors[5], 3, NOW, ["episodic"])] == ["m5"]
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_bulk_adding_gives_the_same_index_as_adding_one_by_one(compact):
+    rng = np.random.default_rng(13)
+    vectors = _unit(rng, 300, 32)
+    texts = [f"word{i % 7} shared text {i}" for i in range(300)]
+    threshold = 1024 if compact else None
+    one = ActorIndex(dimensions=32, compact_above_bytes=threshold)
+    for i, v in enumerate(vectors):
+        one.upsert(f"m{i}", v, texts[i], "semantic", NOW, LATER)
+    bulk = ActorIndex(dimensions=32, compact_above_bytes=threshold)
+    for start in (0, 120):
+        part = slice(start, 120 if start == 0 else 300)
+        n = len(range(300)[part])
+        bulk.add_many([f"m{i}" for i in range(300)[part]], vectors[part], texts[part],
+                      ["semantic"] * n, [NOW] * n, [LATER] * n)  # fmt: skip
+    assert bulk.compact == one.compact == compact
+    q = vectors[3]
+    assert bulk.semantic(q, 10, NOW, None) == one.semantic(q, 10, NOW, None)
+    assert bulk.keyword("word3 text", 10, NOW, None) == one.keyword("word3 text", 10, NOW, None)

@@ -58,6 +58,8 @@ DEDUPE_EPSILON = 1e-6
 """Float32 cosine of two vectors whose true cosine is exactly the threshold can land a hair
 below it; this tolerance keeps "exactly at the threshold is a duplicate" true."""
 ADD_ATTEMPTS = 8
+LOAD_BATCH = 2000
+"""Memories read per HSCAN step when an actor's index is built."""
 CANDIDATES = 5
 """Each mode of a hybrid search contributes ``CANDIDATES * limit`` candidates to the fusion."""
 
@@ -514,17 +516,46 @@ class Memories:
         return records, vectors
 
     def _load(self, actor: ActorKeys) -> ActorIndex:
+        """Build the actor's index from Redis in batches (HSCAN), so that a large actor never
+        needs all its float32 vectors in memory at once. The generation is read first and the
+        change log applied after, which accounts for writes made while the batches were read."""
         with database_errors():
-            pipe = self._binary.pipeline(transaction=True)
+            pipe = self._redis.pipeline(transaction=True)
             pipe.hget(actor.meta, "gen")
-            pipe.hgetall(actor.memories)
-            pipe.hgetall(actor.vectors)
-            gen, raws, blobs = pipe.execute()
-        index = ActorIndex(dimensions=self._store.dimensions, gen=int(gen or 0))
-        for raw_id, raw in raws.items():
-            blob = blobs.get(raw_id)
-            if blob is not None:
-                _upsert(index, json.loads(raw), blob)
+            pipe.hlen(actor.vectors)
+            raw_gen, count = pipe.execute()
+        gen = int(raw_gen or 0)
+        index = ActorIndex(dimensions=self._store.dimensions, gen=gen)
+        index.reserve(int(count))
+        width = self._store.dimensions * 4
+        cursor = 0
+        while True:
+            with database_errors():
+                cursor, scanned = self._binary.hscan(actor.vectors, cursor, count=LOAD_BATCH)
+                blobs = {
+                    cast(bytes, k): cast(bytes, v) for k, v in cast(dict[Any, Any], scanned).items()
+                }
+                ids = [k.decode() for k, v in blobs.items() if len(v) == width]
+                raws = self._binary.hmget(actor.memories, ids) if ids else []
+            records = [(i, json.loads(r)) for i, r in zip(ids, raws, strict=True) if r]
+            if records:
+                vectors = np.frombuffer(
+                    b"".join(blobs[i.encode()] for i, _ in records), dtype=np.float32
+                ).reshape(len(records), self._store.dimensions)
+                index.add_many(
+                    [i for i, _ in records],
+                    vectors,
+                    [r["text"] for _, r in records],
+                    [r["type"] for _, r in records],
+                    [int(r["created_at"]) for _, r in records],
+                    [int(r["expires_at"]) for _, r in records],
+                )
+            if int(cursor) == 0:
+                break
+        with database_errors():
+            latest = int(self._redis.hget(actor.meta, "gen") or 0)
+        if latest != gen and not self._catch_up(index, actor, latest):
+            return self._load(actor)  # too much changed meanwhile: read it again
         return index
 
     def _rescore(self, bucket: str, hits: Sequence[Hit], vector: NDArray[np.float32]) -> list[Hit]:

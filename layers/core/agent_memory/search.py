@@ -130,29 +130,47 @@ class ActorIndex:
         vectors = self.matrix.nbytes + self.codes.nbytes + self.scales.nbytes + self.bits.nbytes
         return int(vectors + self.expires.nbytes * 3 + postings + len(self.ids) * 120)
 
+    def reserve(self, rows: int) -> None:
+        """Capacity for exactly ``rows`` rows when it has less (a cold load knows its size)."""
+        if rows > self.expires.shape[0]:
+            self._resize_to(rows)
+
+    def _reserve(self, rows: int) -> None:
+        """Capacity for at least ``rows`` rows, growing by half (a quarter once compact, where
+        the spare rows are most of the budget), going compact past the threshold."""
+        if rows <= self.expires.shape[0]:
+            return
+        factor = 1.25 if self.compact else 1.5
+        capacity = max(16, self.expires.shape[0])
+        while capacity < rows:
+            capacity = int(capacity * factor) + 1
+        self._resize_to(capacity)
+
     def _grow(self) -> int:
         if self.free:
             return self.free.pop()
         row = len(self.ids)
         if row >= self.expires.shape[0]:
-            capacity = max(16, self.expires.shape[0] * 2)
-            limit = self.compact_above_bytes or COMPACT_ABOVE_BYTES
-            if not self.compact and capacity * self.dimensions * 4 > limit:
-                self._go_compact()
-            if self.compact:
-                self.codes = _resize(self.codes, (capacity, self.dimensions))
-                self.scales = _resize(self.scales, (capacity,))
-                self.bits = _resize(self.bits, (capacity, self.bits.shape[1]))
-            else:
-                self.matrix = _resize(self.matrix, (capacity, self.dimensions))
-            self.expires = _resize(self.expires, (capacity,))
-            self.created = _resize(self.created, (capacity,))
-            self.alive = _resize(self.alive, (capacity,))
-            self.doclen = _resize(self.doclen, (capacity,))
+            self._reserve(row + 1)
         self.ids.append(None)
         self.types.append("")
         self.terms.append({})
         return row
+
+    def _resize_to(self, capacity: int) -> None:
+        limit = self.compact_above_bytes or COMPACT_ABOVE_BYTES
+        if not self.compact and capacity * self.dimensions * 4 > limit:
+            self._go_compact()
+        if self.compact:
+            self.codes = _resize(self.codes, (capacity, self.dimensions))
+            self.scales = _resize(self.scales, (capacity,))
+            self.bits = _resize(self.bits, (capacity, self.bits.shape[1]))
+        else:
+            self.matrix = _resize(self.matrix, (capacity, self.dimensions))
+        self.expires = _resize(self.expires, (capacity,))
+        self.created = _resize(self.created, (capacity,))
+        self.alive = _resize(self.alive, (capacity,))
+        self.doclen = _resize(self.doclen, (capacity,))
 
     def upsert(
         self,
@@ -187,6 +205,56 @@ class ActorIndex:
         length = float(sum(counts.values()))
         self.doclen[row] = length
         self.total_len += length
+
+    def add_many(
+        self,
+        memory_ids: Sequence[str],
+        vectors: NDArray[np.float32],
+        texts: Sequence[str],
+        memory_types: Sequence[str],
+        created_ms: Sequence[int],
+        expires_ms: Sequence[int],
+    ) -> None:
+        """Append memories not yet indexed, in bulk (a cold load): rows of ``vectors`` are
+        unit vectors, one per id; vector work is done per block, not per row."""
+        fresh = [i for i, memory_id in enumerate(memory_ids) if memory_id not in self.rows]
+        if len(fresh) < len(memory_ids):  # already indexed: replace them one by one
+            for i in set(range(len(memory_ids))) - set(fresh):
+                self.upsert(memory_ids[i], vectors[i], texts[i], memory_types[i],
+                            created_ms[i], expires_ms[i])  # fmt: skip
+        if not fresh:
+            return
+        start = len(self.ids)
+        count = len(fresh)
+        self._reserve(start + count)
+        picked = vectors[fresh]
+        end = start + count
+        if self.compact:
+            peak = np.abs(picked).max(axis=1)
+            scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+            self.codes[start:end] = np.rint(picked / scale[:, None]).astype(np.int8)
+            self.scales[start:end] = scale
+            self.bits[start:end] = np.packbits(picked > 0, axis=1)
+        else:
+            self.matrix[start:end] = picked
+        self.expires[start:end] = [expires_ms[i] for i in fresh]
+        self.created[start:end] = [created_ms[i] for i in fresh]
+        self.alive[start:end] = True
+        for offset, i in enumerate(fresh):
+            row = start + offset
+            memory_id = memory_ids[i]
+            self.ids.append(memory_id)
+            self.rows[memory_id] = row
+            self.types.append(memory_types[i])
+            counts: dict[str, int] = {}
+            for token in tokenize(texts[i]):
+                counts[token] = counts.get(token, 0) + 1
+            self.terms.append(counts)
+            for token, tf in counts.items():
+                self.postings.setdefault(token, {})[row] = tf
+            length = float(sum(counts.values()))
+            self.doclen[row] = length
+            self.total_len += length
 
     def remove(self, memory_id: str) -> None:
         """Forget a memory; unknown ids are ignored."""
