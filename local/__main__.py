@@ -14,6 +14,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "layers" / "core"))
+# As template.yaml sets for every function; it must be set before numpy is first imported.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import uvicorn  # noqa: E402
 from uvicorn.supervisors import Multiprocess  # noqa: E402

@@ -97,6 +97,11 @@ class ActorIndex:
     alive: NDArray[np.bool_] = field(init=False)
     doclen: NDArray[np.float32] = field(init=False)
     postings: dict[str, dict[int, int]] = field(default_factory=dict)
+    # Array forms of postings, built when a query first needs them and dropped when the
+    # token's posting changes (common tokens have thousands of rows to convert).
+    _arrays: dict[str, tuple[NDArray[np.int64], NDArray[np.float32]]] = field(
+        default_factory=dict, repr=False
+    )
     terms: list[dict[str, int]] = field(default_factory=list)
     total_len: float = 0.0
     free: list[int] = field(default_factory=list)
@@ -202,6 +207,7 @@ class ActorIndex:
         self.terms[row] = counts
         for token, tf in counts.items():
             self.postings.setdefault(token, {})[row] = tf
+            self._arrays.pop(token, None)
         length = float(sum(counts.values()))
         self.doclen[row] = length
         self.total_len += length
@@ -252,6 +258,8 @@ class ActorIndex:
             self.terms.append(counts)
             for token, tf in counts.items():
                 self.postings.setdefault(token, {})[row] = tf
+                self._arrays.pop(token, None)
+            self._arrays.pop(token, None)
             length = float(sum(counts.values()))
             self.doclen[row] = length
             self.total_len += length
@@ -263,6 +271,7 @@ class ActorIndex:
             return
         for token in self.terms[row]:
             posting = self.postings.get(token)
+            self._arrays.pop(token, None)
             if posting is not None:
                 posting.pop(row, None)
                 if not posting:
@@ -360,8 +369,14 @@ class ActorIndex:
             if not posting:
                 continue
             idf = math.log(1.0 + (count - len(posting) + 0.5) / (len(posting) + 0.5))
-            rows = np.fromiter(posting.keys(), dtype=np.int64, count=len(posting))
-            tf = np.fromiter(posting.values(), dtype=np.float32, count=len(posting))
+            arrays = self._arrays.get(token)
+            if arrays is None:
+                arrays = (
+                    np.fromiter(posting.keys(), dtype=np.int64, count=len(posting)),
+                    np.fromiter(posting.values(), dtype=np.float32, count=len(posting)),
+                )
+                self._arrays[token] = arrays
+            rows, tf = arrays
             norm = K1 * (1.0 - B + B * self.doclen[rows] / avgdl)
             scores[rows] += idf * tf * (K1 + 1.0) / (tf + norm)
             matched[rows] = True
