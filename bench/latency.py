@@ -49,6 +49,10 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "layers" / "core"))
+# One BLAS thread, as the stack's functions run (template.yaml, local/__main__.py), so that the
+# in-process baselines compute the same way; before numpy is first imported. The stack inherits
+# this environment: OPENBLAS_NUM_THREADS=2 python -m bench.latency measures both with two.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import httpx  # noqa: E402
 import numpy as np  # noqa: E402
@@ -68,6 +72,8 @@ from agent_memory.stores import Stores  # noqa: E402
 from local.bootstrap import free_port, start_redis_server  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
+CODE = ["layers", "functions", "local", "template.yaml"]
+"""What the measured stack runs (checked for uncommitted changes)."""
 API_KEY = "kvm_bench_0123456789abcdefghijklmnopqrstuv"
 INSTANCE = "local"
 ACTOR = "user-bench"
@@ -147,10 +153,6 @@ def timed(call: Callable[[], object], count: int, bar: tqdm | None = None) -> li
     return latencies
 
 
-STACK_ENV: dict[str, str] = {}
-"""Extra environment for the stack processes (``--blas-threads``)."""
-
-
 @contextmanager
 def local_stack(redis_url: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``python -m local`` with one worker on a free port. Ready when an unknown path answers
@@ -165,7 +167,6 @@ def local_stack(redis_url: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]
             "KIVIDB_LOCAL_DIR": local_dir,
             "KIVIDB_WORKERS": "1",
             "KIVIDB_INDEX_CACHE_MB": str(INDEX_CACHE_MB),
-            **STACK_ENV,
         }
         process = subprocess.Popen(
             [sys.executable, "-m", "local"],
@@ -695,22 +696,23 @@ def write_results(
     elapsed: float,
     redis_mb: float,
     command: list[str],
+    tree: str,
 ) -> str:
     blas = (
-        f"`OPENBLAS_NUM_THREADS={STACK_ENV['OPENBLAS_NUM_THREADS']}` set for the stack"
-        if "OPENBLAS_NUM_THREADS" in STACK_ENV
-        else "BLAS threads left at OpenBLAS's default (one per core), as `make run` runs"
+        f"`OPENBLAS_NUM_THREADS={os.environ['OPENBLAS_NUM_THREADS']}` for the stack and for "
+        "this process's baselines"
     )
     lines = [
         "# Long-term memory latency through the local stack",
         "",
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC on this project's machine "
-        f"({os.cpu_count()} cores) at commit `{commit}` (plus uncommitted changes in the working "
-        "tree, if any). Local stack with **one worker process** (`KIVIDB_WORKERS=1`), so every "
+        f"({os.cpu_count()} cores) at commit `{commit}` ({tree}). Local stack with **one worker "
+        "process** (`KIVIDB_WORKERS=1`), so every "
         "request reaches the same warm worker and its index cache "
         f"(`KIVIDB_INDEX_CACHE_MB={INDEX_CACHE_MB}`); {blas}; real redis-server on loopback; one "
         "kept-alive httpx client; vectors supplied, so no provider time is counted. One actor "
-        f"per case; limit {LIMIT}. Warm: {args.runs} runs (1 at 100,000) of {args.requests} "
+        f"per case; limit {LIMIT}. Warm: {args.runs} runs ({args.large_runs} at 100,000) of "
+        f"{args.requests} "
         "requests per operation after 3 warm-up requests, queries cycling over 50; p50 and p99 "
         "are medians over the runs. Baselines in the same run and process as the client: a "
         "plain exact NumPy scan (float32 `matrix @ query`, `argpartition` top 10) over the same "
@@ -929,6 +931,12 @@ def plot(results: list[Result], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def head() -> str:
+    return subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--oneline"], capture_output=True, text=True
+    ).stdout.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.latency")
     parser.add_argument(
@@ -949,22 +957,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--adds", type=int, default=100)
     parser.add_argument("--cold", type=int, default=5, help="cold samples per measure")
     parser.add_argument("--large-cold", type=int, default=2, help="cold samples at 100,000+")
-    parser.add_argument(
-        "--blas-threads",
-        type=int,
-        default=None,
-        help="set OPENBLAS_NUM_THREADS for the stack (default: unset, as `make run` runs it)",
-    )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where latency.md/.png go")
     args = parser.parse_args(argv)
-    if args.blas_threads is not None:
-        STACK_ENV["OPENBLAS_NUM_THREADS"] = str(args.blas_threads)
     cases = [Case(size, 1536) for size in sorted(args.sizes)]
     if args.with_384:
         cases.insert(sum(1 for c in cases if c.size <= 10_000), Case(10_000, 384))
-    commit = subprocess.run(
-        ["git", "-C", str(ROOT), "log", "-1", "--oneline"], capture_output=True, text=True
-    ).stdout.strip()
+    commit = head()
+    changed = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--", *CODE],
+        capture_output=True,
+        text=True,
+    ).stdout.split("\n")
+    changed = [line[3:] for line in changed if line.strip()]
+    tree = "code as committed" if not changed else "uncommitted changes in " + ", ".join(changed)
     started = time.monotonic()
 
     def progress(desc: str) -> tqdm:
@@ -981,9 +986,11 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             database.stop()
     elapsed = time.monotonic() - started
+    if head() != commit:
+        tree += f"; **HEAD moved during the run, to `{head()}`: the cases may mix code versions**"
     args.out.mkdir(parents=True, exist_ok=True)
     command = list(sys.argv[1:] if argv is None else argv)
-    text = write_results(results, args, commit, elapsed, redis_mb, command)
+    text = write_results(results, args, commit, elapsed, redis_mb, command, tree)
     (args.out / "latency.md").write_text(text, encoding="utf-8")
     plot(results, args.out / "latency.png")
     print(text)

@@ -526,7 +526,7 @@ class Memories:
             raw_gen, count = pipe.execute()
         gen = int(raw_gen or 0)
         index = ActorIndex(dimensions=self._store.dimensions, gen=gen)
-        index.reserve(int(count))
+        index.reserve(int(count) + int(count) // 20 + 64)  # room for the next writes
         width = self._store.dimensions * 4
         cursor = 0
         while True:
