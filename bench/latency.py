@@ -69,7 +69,8 @@ from agent_memory.models import SearchRequest, StoreConfig  # noqa: E402
 from agent_memory.search import IndexCache  # noqa: E402
 from agent_memory.secrets import FernetCipher  # noqa: E402
 from agent_memory.stores import Stores  # noqa: E402
-from local.bootstrap import free_port, start_redis_server  # noqa: E402
+from local.bootstrap import start_redis_server  # noqa: E402
+from local.launch import running_stack  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 CODE = ["layers", "functions", "local", "template.yaml"]
@@ -155,46 +156,17 @@ def timed(call: Callable[[], object], count: int, bar: tqdm | None = None) -> li
 
 @contextmanager
 def local_stack(redis_url: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``python -m local`` with one worker on a free port. Ready when an unknown path answers
-    404: the gateway answers that itself, so no function (and no cache) has been touched."""
-    port = free_port()
+    """``python -m local`` with one worker on a free port (see ``local.launch``)."""
     with TemporaryDirectory() as local_dir:
         env = {
-            **os.environ,
-            "PORT": str(port),
             "REDIS_URL": redis_url,
             "KIVIDB_API_KEY": API_KEY,
             "KIVIDB_LOCAL_DIR": local_dir,
             "KIVIDB_WORKERS": "1",
             "KIVIDB_INDEX_CACHE_MB": str(INDEX_CACHE_MB),
         }
-        process = subprocess.Popen(
-            [sys.executable, "-m", "local"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
-        try:
-            deadline = time.monotonic() + 60
-            while True:
-                try:
-                    if httpx.get(url + "/-ready", timeout=1).status_code == 404:
-                        break
-                except httpx.TransportError:
-                    pass
-                if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError("the local stack did not start")
-                time.sleep(0.05)
-            yield url, process
-        finally:
-            process.terminate()
-            try:
-                process.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        with running_stack(env) as running:
+            yield running
 
 
 def client(url: str) -> httpx.Client:

@@ -59,6 +59,7 @@ from tqdm import tqdm  # noqa: E402
 from agent_memory.memories import CANDIDATES  # noqa: E402
 from agent_memory.search import Hit, fuse  # noqa: E402
 from local.bootstrap import free_port  # noqa: E402
+from local.launch import running_stack  # noqa: E402
 
 DATA = (ROOT / "../shared/data/locomo/locomo10.json").resolve()
 RESULTS = ROOT / "bench" / "results"
@@ -264,7 +265,7 @@ def _stop(process: subprocess.Popen[bytes]) -> None:
 def services(folder: Path) -> Iterator[tuple[str, str]]:
     """The embedding server and the local stack, as subprocesses; yields (API URL, the
     embedding server's base URL). Their logs go to ``folder``."""
-    embed_port, api_port = free_port(), free_port()
+    embed_port = free_port()
     embed_log = folder / "embedding_server.log"
     stack_log = folder / "stack.log"
     with embed_log.open("wb") as out:
@@ -278,28 +279,15 @@ def services(folder: Path) -> Iterator[tuple[str, str]]:
     try:
         embed_url = f"http://127.0.0.1:{embed_port}/v1"
         _wait(embed_url + "/models", embedder, embed_log, 180)
-        env = {
-            **{k: v for k, v in os.environ.items() if k != "REDIS_URL"},
-            "PORT": str(api_port),
+        env: dict[str, str | None] = {
+            "REDIS_URL": None,  # the stack starts its own redis-server
             "KIVIDB_LOCAL_DIR": str(folder / "local"),
             "KIVIDB_API_KEY": API_KEY,
             "KIVIDB_ALLOW_PRIVATE_ENDPOINTS": "1",
             "KIVIDB_WORKERS": "2",
         }
-        with stack_log.open("wb") as out:
-            stack = subprocess.Popen(
-                [sys.executable, "-m", "local"],
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        try:
-            api_url = f"http://127.0.0.1:{api_port}"
-            _wait(api_url + "/agent-memory", stack, stack_log, 60)
+        with running_stack(env, log=stack_log) as (api_url, _):
             yield api_url, embed_url
-        finally:
-            _stop(stack)
     finally:
         _stop(embedder)
 

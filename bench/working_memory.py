@@ -45,7 +45,8 @@ from agent_memory.clock import SystemClock  # noqa: E402
 from agent_memory.models import EventIn, EventsRequest, StorePut  # noqa: E402
 from agent_memory.secrets import FernetCipher  # noqa: E402
 from agent_memory.stores import Stores  # noqa: E402
-from local.bootstrap import free_port, start_redis_server  # noqa: E402
+from local.bootstrap import start_redis_server  # noqa: E402
+from local.launch import running_stack  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 API_KEY = "kvm_bench_0123456789abcdefghijklmnopqrstuv"
@@ -66,39 +67,15 @@ def percentile(values: list[float], pct: float) -> float:
 
 @contextmanager
 def local_stack(redis_url: str, workers: int) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    port = free_port()
     with TemporaryDirectory() as local_dir:
         env = {
-            **os.environ,
-            "PORT": str(port),
             "REDIS_URL": redis_url,
             "KIVIDB_API_KEY": API_KEY,
             "KIVIDB_LOCAL_DIR": local_dir,
             "KIVIDB_WORKERS": str(workers),
         }
-        process = subprocess.Popen(
-            [sys.executable, "-m", "local"],
-            cwd=ROOT,
-            env=env,
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        url = f"http://127.0.0.1:{port}"
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                httpx.get(url + "/agent-memory", timeout=1)
-                break
-            except httpx.TransportError:
-                if time.monotonic() > deadline:
-                    process.kill()
-                    raise
-                time.sleep(0.1)
-        try:
-            yield url, process
-        finally:
-            process.terminate()
-            process.wait(timeout=15)
+        with running_stack(env) as running:
+            yield running
 
 
 def peak_rss_mb(pid: int) -> float:
