@@ -303,7 +303,7 @@ def seed(binary: redis.Redis, config: StoreConfig, corpus: Corpus, size: int, ba
         pipe.zadd(actor.expiry, expiry)
         pipe.execute()
         bar.update(count)
-    binary.sadd(keys.memory_owners + ":actors", bucket)
+    binary.sadd(keys.memory_actors, bucket)
     binary.hset(actor.meta, "gen", 1)
     return Seeded(ids, matrix)
 

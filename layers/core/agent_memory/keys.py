@@ -11,6 +11,7 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:{<store>}:memories               zset  memory id -> created (ms)
     kividb:mem:<store>:<inc>:{<store>}:memories:expiry        zset  memory id -> expiry (ms)
     kividb:mem:<store>:<inc>:{<store>}:memories:owner         hash  memory id -> actor bucket
+    kividb:mem:<store>:<inc>:{<store>}:memories:actors        set   actor buckets with memories
     kividb:mem:<store>:<inc>:actor:{<actor>}:memories         hash  memory id -> memory JSON
     kividb:mem:<store>:<inc>:actor:{<actor>}:vectors          hash  memory id -> float32 bytes
     kividb:mem:<store>:<inc>:actor:{<actor>}:expiry           zset  memory id -> expiry (ms)
@@ -101,9 +102,14 @@ class StoreKeys:
         """hash: memory id -> actor bucket; finds a memory by id alone."""
         return f"{self._base}{{{self.store}}}:memories:owner"
 
+    @property
+    def memory_actors(self) -> str:
+        """set: the actor buckets that have (or had) memories; store-wide search walks it."""
+        return f"{self._base}{{{self.store}}}:memories:actors"
+
     def memory_indexes(self) -> list[str]:
-        """The store-slot memory keys, in the order the memory scripts expect."""
-        return [self.memories, self.memory_expiry, self.memory_owners]
+        """Every store-slot key of long-term memory."""
+        return [self.memories, self.memory_expiry, self.memory_owners, self.memory_actors]
 
     def session(self, session_id: str) -> SessionKeys:
         return SessionKeys(self._base, session_id)

@@ -263,7 +263,7 @@ class Memories:
             pipe.zadd(self._keys.memories, {memory_id: created_ms})
             pipe.zadd(self._keys.memory_expiry, {memory_id: expires_ms})
             pipe.hset(self._keys.memory_owners, memory_id, bucket)
-            pipe.sadd(self._actors_key, bucket)
+            pipe.sadd(self._keys.memory_actors, bucket)
             pipe.execute()
 
     def patch(self, memory_id: str, change: MemoryPatch) -> MemoryView:
@@ -336,10 +336,6 @@ class Memories:
         return removed
 
     # --- reading -----------------------------------------------------------------------------
-
-    @property
-    def _actors_key(self) -> str:
-        return self._keys.memory_owners + ":actors"
 
     def _live(self, ids: Iterable[str]) -> set[str]:
         ids = list(ids)
@@ -440,7 +436,7 @@ class Memories:
 
     def _buckets(self) -> list[str]:
         with database_errors():
-            return sorted(str(b) for b in self._redis.smembers(self._actors_key))
+            return sorted(str(b) for b in self._redis.smembers(self._keys.memory_actors))
 
     def _prune(self) -> None:
         """Remove memories whose time is up (their expiry passed) from every index."""
@@ -476,7 +472,7 @@ class Memories:
         index = self._load(actor)
         self._cache.put(key, index)
         with database_errors():
-            self._redis.sadd(self._actors_key, bucket)
+            self._redis.sadd(self._keys.memory_actors, bucket)
         return index
 
     def _catch_up(self, index: ActorIndex, actor: ActorKeys, gen: int) -> bool:
