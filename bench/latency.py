@@ -69,6 +69,7 @@ from agent_memory.models import SearchRequest, StoreConfig  # noqa: E402
 from agent_memory.search import IndexCache  # noqa: E402
 from agent_memory.secrets import FernetCipher  # noqa: E402
 from agent_memory.stores import Stores  # noqa: E402
+from bench.measure import peak_rss_mb, percentile, timed  # noqa: E402
 from local.bootstrap import start_redis_server  # noqa: E402
 from local.launch import running_stack  # noqa: E402
 
@@ -119,39 +120,6 @@ def targets(size: int, dims: int) -> dict[str, tuple[str, float]]:
 
 
 # --- helpers -----------------------------------------------------------------------------------
-
-
-def percentile(values: list[float], pct: float) -> float:
-    """Nearest-rank percentile of ``values`` (any order), ``pct`` in (0, 100]."""
-    ordered = sorted(values)
-    rank = max(1, int(-(-pct * len(ordered) // 100)))
-    return ordered[rank - 1]
-
-
-def peak_rss_mb(pid: int, field: str = "VmHWM") -> float:
-    """Sum of VmHWM (peak resident set; or ``field``, e.g. VmRSS) of ``pid`` and its children,
-    in MB (Linux /proc)."""
-    total = 0
-    pids = [pid]
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    if children.exists():
-        pids += [int(p) for p in children.read_text().split()]
-    for each in pids:
-        for line in Path(f"/proc/{each}/status").read_text().splitlines():
-            if line.startswith(field + ":"):
-                total += int(line.split()[1])
-    return total / 1024
-
-
-def timed(call: Callable[[], object], count: int, bar: tqdm | None = None) -> list[float]:
-    latencies = []
-    for _ in range(count):
-        start = time.perf_counter()
-        call()
-        latencies.append((time.perf_counter() - start) * 1000)
-        if bar is not None:
-            bar.update()
-    return latencies
 
 
 @contextmanager

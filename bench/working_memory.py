@@ -27,7 +27,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,6 +45,7 @@ from agent_memory.clock import SystemClock  # noqa: E402
 from agent_memory.models import EventIn, EventsRequest, StorePut  # noqa: E402
 from agent_memory.secrets import FernetCipher  # noqa: E402
 from agent_memory.stores import Stores  # noqa: E402
+from bench.measure import peak_rss_mb, percentile, timed  # noqa: E402
 from local.bootstrap import start_redis_server  # noqa: E402
 from local.launch import running_stack  # noqa: E402
 
@@ -58,13 +59,6 @@ TARGETS = {"add events p50": 5.0, "recall p50 (no memories)": 10.0}
 LOAD_GENERATOR = ["Python threads"]
 
 
-def percentile(values: list[float], pct: float) -> float:
-    """Nearest-rank percentile of ``values`` (any order), ``pct`` in (0, 100]."""
-    ordered = sorted(values)
-    rank = max(1, int(-(-pct * len(ordered) // 100)))
-    return ordered[rank - 1]
-
-
 @contextmanager
 def local_stack(redis_url: str, workers: int) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     with TemporaryDirectory() as local_dir:
@@ -76,30 +70,6 @@ def local_stack(redis_url: str, workers: int) -> Iterator[tuple[str, subprocess.
         }
         with running_stack(env) as running:
             yield running
-
-
-def peak_rss_mb(pid: int) -> float:
-    """Sum of VmHWM (peak resident set) of ``pid`` and its children, in MB (Linux /proc)."""
-    total = 0
-    pids = [pid]
-    children = Path(f"/proc/{pid}/task/{pid}/children")
-    if children.exists():
-        pids += [int(p) for p in children.read_text().split()]
-    for each in pids:
-        for line in Path(f"/proc/{each}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                total += int(line.split()[1])
-    return total / 1024
-
-
-def timed(call: Callable[[], object], count: int, bar: tqdm) -> list[float]:
-    latencies = []
-    for _ in range(count):
-        start = time.perf_counter()
-        call()
-        latencies.append((time.perf_counter() - start) * 1000)
-        bar.update()
-    return latencies
 
 
 WRK_SCRIPT = """
