@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from local.launch import running_stack
+from tests.conftest import unique
 
 API_KEY = "kvm_e2e_test_key_0123456789abcdefghijklmnop"
 
@@ -36,3 +37,19 @@ def stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
     log = tmp_path_factory.mktemp("logs") / "stack.log"
     with running_stack(env, log=log, timeout=30) as (url, _):
         yield Stack(url, API_KEY, redis_url)
+
+
+@pytest.fixture
+def api(stack: Stack) -> Iterator[httpx.Client]:
+    """A client of the local stack with the bootstrap key."""
+    with stack.client() as client:
+        yield client
+
+
+@pytest.fixture
+def store(api: httpx.Client) -> Iterator[str]:
+    """A new store on instance ``local`` with default settings; its path. Deleted after."""
+    base = f"/instances/local/agent-memory/{unique('store')}"
+    assert api.put(base, json={}).status_code == 201
+    yield base
+    api.delete(base)

@@ -4,24 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import unique
 from tests.e2e.test_http import BASE, assert_error
 
 EVENT = {"role": "user", "content": "x"}
-
-
-@pytest.fixture
-def api(stack):
-    with stack.client() as client:
-        yield client
-
-
-@pytest.fixture
-def store(api):
-    name = unique("store")
-    assert api.put(f"{BASE}/{name}", json={}).status_code == 201
-    yield f"{BASE}/{name}"
-    api.delete(f"{BASE}/{name}")
 
 
 def _sessions(api, store):

@@ -26,20 +26,6 @@ def assert_error(response: httpx.Response, status: int, code: str) -> dict:
     return body
 
 
-@pytest.fixture
-def api(stack):
-    with stack.client() as client:
-        yield client
-
-
-@pytest.fixture
-def store(api):
-    name = unique("store")
-    assert api.put(f"{BASE}/{name}", json={}).status_code == 201
-    yield f"{BASE}/{name}"
-    api.delete(f"{BASE}/{name}")
-
-
 def test_readme_session_create_add_recall(api, store):
     response = api.post(
         f"{store}/sessions/chat-1/events",

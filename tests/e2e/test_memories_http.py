@@ -12,12 +12,6 @@ DIM = 4
 
 
 @pytest.fixture
-def api(stack):
-    with stack.client() as client:
-        yield client
-
-
-@pytest.fixture
 def store(api):
     name = unique("store")
     assert api.put(f"{BASE}/{name}", json={"dimensions": DIM}).status_code == 201
