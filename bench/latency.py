@@ -268,7 +268,6 @@ def seed(binary: redis.Redis, config: StoreConfig, corpus: Corpus, size: int, ba
         pipe.hset(keys.memory_owners, mapping=owners)
         pipe.hset(actor.memories, mapping=records)
         pipe.hset(actor.vectors, mapping=blobs)
-        pipe.zadd(actor.expiry, expiry)
         pipe.execute()
         bar.update(count)
     binary.sadd(keys.memory_actors, bucket)

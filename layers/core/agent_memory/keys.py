@@ -14,7 +14,6 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:{<store>}:memories:actors        set   actor buckets with memories
     kividb:mem:<store>:<inc>:actor:{<actor>}:memories         hash  memory id -> memory JSON
     kividb:mem:<store>:<inc>:actor:{<actor>}:vectors          hash  memory id -> float32 bytes
-    kividb:mem:<store>:<inc>:actor:{<actor>}:expiry           zset  memory id -> expiry (ms)
     kividb:mem:<store>:<inc>:actor:{<actor>}:log              zset  recent changes by generation
     kividb:mem:<store>:<inc>:actor:{<actor>}:meta             hash  gen (change counter)
 
@@ -132,7 +131,7 @@ class ActorKeys:
     """Keys of one actor's memories; all share the hash tag ``{<bucket>}``.
 
     ``memories`` hash id -> memory JSON; ``vectors`` hash id -> float32 bytes (unit length);
-    ``expiry`` zset id -> expiry (ms); ``log`` zset "<gen>:<op>:<id>" scored by generation,
+    ``log`` zset "<gen>:<op>:<id>" scored by generation,
     the recent changes that let a warm cache catch up without reloading; ``meta`` hash with
     ``gen``, the generation every change increments.
     """
@@ -142,13 +141,12 @@ class ActorKeys:
         self.bucket = bucket
         self.memories = tagged + ":memories"
         self.vectors = tagged + ":vectors"
-        self.expiry = tagged + ":expiry"
         self.log = tagged + ":log"
         self.meta = tagged + ":meta"
 
     def all(self) -> list[str]:
         """In the order the actor scripts expect."""
-        return [self.memories, self.vectors, self.expiry, self.log, self.meta]
+        return [self.memories, self.vectors, self.log, self.meta]
 
 
 class SessionKeys:

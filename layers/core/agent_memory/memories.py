@@ -63,19 +63,18 @@ LOAD_BATCH = 2000
 CANDIDATES = 5
 """Each mode of a hybrid search contributes ``CANDIDATES * limit`` candidates to the fusion."""
 
-# KEYS: ActorKeys.all(). ARGV: id, json, vector bytes, expires_ms, expected gen ('' = any),
-# log_keep, 'update' (the memory must still exist) or 'new'. Returns {1, gen} when written,
-# {0, gen} when the generation had moved, {-1, gen} when an update found no memory (deleted).
+# KEYS: ActorKeys.all(). ARGV: id, json, vector bytes, expected gen ('' = any), log_keep,
+# 'update' (the memory must still exist) or 'new'. Returns {1, gen} when written, {0, gen}
+# when the generation had moved, {-1, gen} when an update found no memory (deleted).
 _PUT = """
-local gen = tonumber(redis.call('HGET', KEYS[5], 'gen') or '0')
-if ARGV[5] ~= '' and tonumber(ARGV[5]) ~= gen then return {0, gen} end
-if ARGV[7] == 'update' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {-1, gen} end
+local gen = tonumber(redis.call('HGET', KEYS[4], 'gen') or '0')
+if ARGV[4] ~= '' and tonumber(ARGV[4]) ~= gen then return {0, gen} end
+if ARGV[6] == 'update' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {-1, gen} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-redis.call('ZADD', KEYS[3], ARGV[4], ARGV[1])
-gen = redis.call('HINCRBY', KEYS[5], 'gen', 1)
-redis.call('ZADD', KEYS[4], gen, string.format('%d', gen) .. ':+:' .. ARGV[1])
-redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(tonumber(ARGV[6]) + 1))
+gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
+redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':+:' .. ARGV[1])
+redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[5]) + 1))
 return {1, gen}
 """
 
@@ -86,12 +85,11 @@ for i = 2, #ARGV do
   if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
     removed = removed + 1
     redis.call('HDEL', KEYS[2], ARGV[i])
-    redis.call('ZREM', KEYS[3], ARGV[i])
-    local gen = redis.call('HINCRBY', KEYS[5], 'gen', 1)
-    redis.call('ZADD', KEYS[4], gen, string.format('%d', gen) .. ':-:' .. ARGV[i])
+    local gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
+    redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':-:' .. ARGV[i])
   end
 end
-redis.call('ZREMRANGEBYRANK', KEYS[4], 0, -(tonumber(ARGV[1]) + 1))
+redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[1]) + 1))
 return removed
 """
 
@@ -226,8 +224,7 @@ class Memories:
                 with database_errors():
                     written, _ = self._put(
                         keys=actor.all(),
-                        args=[memory_id, _dump(record), vector.tobytes(), expires_ms, gen,
-                              LOG_KEEP, "new"],
+                        args=[memory_id, _dump(record), vector.tobytes(), gen, LOG_KEEP, "new"],
                     )  # fmt: skip
                 if int(written) == 1:
                     self._check_store_still_here(bucket, memory_id)
@@ -298,8 +295,7 @@ class Memories:
         with database_errors():
             written, _ = self._put(
                 keys=self._keys.actor(bucket).all(),
-                args=[memory_id, _dump(record), vector.tobytes(), record["expires_at"], "",
-                      LOG_KEEP, "update"],
+                args=[memory_id, _dump(record), vector.tobytes(), "", LOG_KEEP, "update"],
             )  # fmt: skip
         if int(written) != 1:
             raise MemoryNotFound(memory_id)  # deleted while this change was being made
