@@ -171,6 +171,31 @@ def test_a_warm_search_catches_up_without_reloading(make_memories):
     assert memories.search(request) == [] and len(index) == 1
 
 
+def test_an_add_updates_this_containers_index_itself(make_memories, monkeypatch):
+    cache = IndexCache()
+    memories = make_memories(cache=cache)
+    _add(memories, "first", _v(1))
+    (index,) = cache._entries.values()
+
+    def no_catch_up(*args):
+        raise AssertionError("the add's own write should not need a catch-up read")
+
+    monkeypatch.setattr(memories, "_catch_up", no_catch_up)
+    kept = _add(memories, "second", _v(0, 1))
+    request = SearchRequest(query="second", mode="keyword", actor_id="alice")
+    assert [m.id for m in memories.search(request)] == [kept.memory.id]
+    assert len(index) == 2
+
+
+def test_an_add_reloads_its_script_after_the_server_forgot_it(make_memories, client):
+    memories = make_memories()
+    _add(memories, "first", _v(1))
+    client.script_flush()
+    kept = _add(memories, "second", _v(0, 1))
+    assert memories.get(kept.memory.id).text == "second"
+    assert memories.count() == 2
+
+
 def test_changes_keep_versions_newest_first(make_memories):
     memories = make_memories()
     kept = _add(memories, "Lives in Paris", _v(1), topics=["home"])

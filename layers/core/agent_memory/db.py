@@ -7,14 +7,18 @@ and pool connections, which the local stack relies on when several "containers" 
 from __future__ import annotations
 
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
+from typing import Any
 
 import redis
 from redis.backoff import NoBackoff
+from redis.client import Pipeline
 from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 from redis.retry import Retry
+from redis.typing import EncodableT
 
 from agent_memory.errors import DatabaseUnavailable
 
@@ -88,3 +92,33 @@ def load_script(client: redis.Redis, source: str) -> Script:
             client.script_load(source)
         scripts[source] = script
     return script
+
+
+def script_then(
+    client: redis.Redis,
+    script: Script,
+    keys: Sequence[str],
+    args: Sequence[EncodableT],
+    reads: Callable[[Pipeline], object],
+) -> list[Any]:
+    """Run ``script`` and then the read commands that ``reads`` queues, in one round trip (a
+    non-transactional pipeline); returns the replies, the script's first.
+
+    redis-py's own pipelined scripts ask SCRIPT EXISTS first, a round trip more. Here a NOSCRIPT
+    reply (the server restarted and forgot the script) loads it and sends everything again;
+    that is safe because NOSCRIPT means the script did not run, and ``reads`` must only read.
+    Errors: ``redis`` exceptions, as the caller's ``database_errors()`` maps them.
+    """
+    for attempt in range(2):
+        pipe = client.pipeline(transaction=False)
+        pipe.evalsha(script.sha, len(keys), *keys, *args)
+        reads(pipe)
+        replies: list[Any] = pipe.execute(raise_on_error=False)
+        if isinstance(replies[0], NoScriptError) and attempt == 0:
+            client.script_load(script.script)
+            continue
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+    raise AssertionError("unreachable")  # pragma: no cover

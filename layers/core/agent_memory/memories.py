@@ -27,7 +27,7 @@ import redis
 from numpy.typing import NDArray
 
 from agent_memory.clock import Clock, from_ms, to_ms
-from agent_memory.db import database_errors, load_script
+from agent_memory.db import database_errors, load_script, script_then
 from agent_memory.embeddings import Embedder, validate_vector
 from agent_memory.errors import (
     Conflict,
@@ -203,10 +203,11 @@ class Memories:
         counts = redaction.counts if redaction else {}
         # The store-level entries go first: a forget-actor racing this add then either sees the
         # memory (and removes both) or not (and removes neither), so counts stay exact.
-        self._index_store_level(memory_id, bucket, now_ms, expires_ms)
+        known_gen: int | None = self._index_store_level(memory_id, bucket, now_ms, expires_ms)
         try:
             for _ in range(ADD_ATTEMPTS):
-                index = self._index(bucket)
+                index = self._index(bucket, known_gen)
+                known_gen = None
                 with index.lock:
                     candidates = index.best_match(vector, now_ms)
                     gen, exact = index.gen, index.exact
@@ -222,12 +223,19 @@ class Memories:
                         self._unindex(memory_id)
                         return Kept(kept, True, counts)
                 with database_errors():
-                    written, _ = self._put(
-                        keys=actor.all(),
-                        args=[memory_id, _dump(record), vector.tobytes(), gen, LOG_KEEP, "new"],
-                    )  # fmt: skip
+                    (written, new_gen), registered = script_then(
+                        self._binary,
+                        self._put,
+                        actor.all(),
+                        [memory_id, _dump(record), vector.tobytes(), gen, LOG_KEEP, "new"],
+                        lambda pipe: pipe.hget(StoreKeys.registry, self._store.name),
+                    )
                 if int(written) == 1:
-                    self._check_store_still_here(bucket, memory_id)
+                    self._check_store_still_here(bucket, memory_id, registered)
+                    with index.lock:
+                        if index.gen == gen:  # apply our own write: no catch-up read later
+                            index.upsert(memory_id, vector, text, body.type, now_ms, expires_ms)
+                            index.gen = int(new_gen)
                     return Kept(_view(record), False, counts)
         except BaseException:
             self._unindex(memory_id)
@@ -235,11 +243,10 @@ class Memories:
         self._unindex(memory_id)
         raise Conflict("The actor's memories kept changing during this add; retry.")
 
-    def _check_store_still_here(self, bucket: str, memory_id: str) -> None:
+    def _check_store_still_here(self, bucket: str, memory_id: str, raw: str | bytes | None) -> None:
         """After a write: if the store was deleted meanwhile (or deleted and created again),
-        take the write back, so no text outlives its store's DELETE."""
-        with database_errors():
-            raw = self._redis.hget(StoreKeys.registry, self._store.name)
+        take the write back, so no text outlives its store's DELETE. ``raw`` is the store's
+        registry entry read right after the write (None when it is gone)."""
         if raw is None or json.loads(raw).get("incarnation", "0") != self._store.incarnation:
             self._forget(bucket, [memory_id])
             raise StoreNotFound(self._store.name)
@@ -254,14 +261,19 @@ class Memories:
 
     def _index_store_level(
         self, memory_id: str, bucket: str, created_ms: int, expires_ms: int
-    ) -> None:
+    ) -> int:
+        """Enter a memory in the store's listing, expiry and owner indexes; returns the actor's
+        generation, read in the same round trip (a pipeline, not a transaction: the actor's
+        keys live in another cluster slot than the store's)."""
         with database_errors():
-            pipe = self._redis.pipeline(transaction=True)
+            pipe = self._redis.pipeline(transaction=False)
             pipe.zadd(self._keys.memories, {memory_id: created_ms})
             pipe.zadd(self._keys.memory_expiry, {memory_id: expires_ms})
             pipe.hset(self._keys.memory_owners, memory_id, bucket)
             pipe.sadd(self._keys.memory_actors, bucket)
-            pipe.execute()
+            pipe.hget(self._keys.actor(bucket).meta, "gen")
+            gen = pipe.execute()[-1]
+        return int(gen or 0)
 
     def patch(self, memory_id: str, change: MemoryPatch) -> MemoryView:
         """Change a memory's text, type, topics, metadata or importance; the previous state is
@@ -453,12 +465,14 @@ class Memories:
 
     # --- the in-memory index -----------------------------------------------------------------
 
-    def _index(self, bucket: str) -> ActorIndex:
-        """The actor's index, brought up to the actor's current generation."""
+    def _index(self, bucket: str, gen: int | None = None) -> ActorIndex:
+        """The actor's index, brought up to the actor's current generation (``gen`` when the
+        caller has just read it)."""
         key = (self._scope, self._store.name, self._store.incarnation, bucket)
         actor = self._keys.actor(bucket)
-        with database_errors():
-            gen = int(self._redis.hget(actor.meta, "gen") or 0)
+        if gen is None:
+            with database_errors():
+                gen = int(self._redis.hget(actor.meta, "gen") or 0)
         index = self._cache.get(key)
         if index is not None and index.dimensions == self._store.dimensions:
             if index.gen == gen:
