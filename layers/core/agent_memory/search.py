@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import re
 import threading
-from collections import OrderedDict
+from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
@@ -34,6 +34,9 @@ from numpy.typing import NDArray
 _WORD = re.compile(r"\w+")
 _CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _EDGE_PUNCT = ".,;:!?\"'"
+_SYMBOL = re.compile(r"[^\w\s]")
+_PUNCTUATED = re.compile(r"(?<!\S)\S*[^\w\s]\S*")
+"""Whitespace-separated chunks holding a character that is neither a word character nor space."""
 
 K1 = 1.2
 B = 0.75
@@ -54,15 +57,22 @@ _BLOCK = 4096
 
 
 def tokenize(text: str) -> list[str]:
-    """Tokens of ``text`` for BM25, in order, with repeats (term frequency counts them)."""
+    """Tokens of ``text`` for BM25: its words, then its punctuated chunks, with repeats (term
+    frequency counts them)."""
     folded = text.casefold()
-    tokens: list[str] = []
-    for word in _WORD.findall(folded):
-        if _CJK.search(word) and len(word) > 1:
-            tokens.extend(word[i : i + 2] for i in range(len(word) - 1))
-        else:
-            tokens.append(word)
-    for chunk in folded.split():
+    words = _WORD.findall(folded)
+    if _CJK.search(folded):  # rare: only then look at each word
+        tokens: list[str] = []
+        for word in words:
+            if len(word) > 1 and _CJK.search(word):
+                tokens.extend(word[i : i + 2] for i in range(len(word) - 1))
+            else:
+                tokens.append(word)
+    else:
+        tokens = words
+    if not _SYMBOL.search(folded):
+        return tokens
+    for chunk in _PUNCTUATED.findall(folded):
         stripped = chunk.strip(_EDGE_PUNCT) or chunk
         if not _WORD.fullmatch(stripped):
             tokens.append(stripped)
@@ -246,23 +256,27 @@ class ActorIndex:
         self.expires[start:end] = [expires_ms[i] for i in fresh]
         self.created[start:end] = [created_ms[i] for i in fresh]
         self.alive[start:end] = True
+        postings = self.postings
+        lengths = np.empty(count, dtype=np.float32)
         for offset, i in enumerate(fresh):
             row = start + offset
             memory_id = memory_ids[i]
             self.ids.append(memory_id)
             self.rows[memory_id] = row
             self.types.append(memory_types[i])
-            counts: dict[str, int] = {}
-            for token in tokenize(texts[i]):
-                counts[token] = counts.get(token, 0) + 1
+            tokens = tokenize(texts[i])
+            counts = dict(Counter(tokens))
             self.terms.append(counts)
             for token, tf in counts.items():
-                self.postings.setdefault(token, {})[row] = tf
-                self._arrays.pop(token, None)
-            self._arrays.pop(token, None)
-            length = float(sum(counts.values()))
-            self.doclen[row] = length
-            self.total_len += length
+                posting = postings.get(token)
+                if posting is None:
+                    postings[token] = {row: tf}
+                else:
+                    posting[row] = tf
+            lengths[offset] = len(tokens)
+        self.doclen[start:end] = lengths
+        self.total_len += float(lengths.sum())
+        self._arrays.clear()  # cached posting arrays may lack the new rows
 
     def remove(self, memory_id: str) -> None:
         """Forget a memory; unknown ids are ignored."""
