@@ -12,8 +12,10 @@ counts:
 - adding a memory with its vector (p50, p99), each add followed at once by a search for it,
   which must find it ("searchable as soon as the answer arrives");
 - cold: the first recall and the first semantic search in a fresh stack process (restarted
-  for every sample), and the first recall on the actor in a process that already served
-  another actor (the cache load alone);
+  for every sample; its worker has run the functions' INIT, their imports, at start, as
+  provisioned concurrency does), the first recall in a fresh process that imports the functions
+  on that request (``KIVIDB_LAZY_INIT=1``, an on-demand cold start), and the first recall on the
+  actor in a process that already served another actor (the cache load alone);
 - baselines in the same run: a plain exact NumPy scan (float32 matrix @ query, argpartition
   top 10) over the same vectors, and the core's search called in-process (no HTTP);
 - correctness: for 20 queries per size, the ids of the semantic search over HTTP against the
@@ -64,7 +66,7 @@ from tqdm import tqdm  # noqa: E402
 from agent_memory.clock import SystemClock, to_ms  # noqa: E402
 from agent_memory.embeddings import NoEmbedder  # noqa: E402
 from agent_memory.keys import StoreKeys, actor_bucket  # noqa: E402
-from agent_memory.memories import Memories, unit  # noqa: E402
+from agent_memory.memories import Memories, encode_record, unit  # noqa: E402
 from agent_memory.models import SearchRequest, StoreConfig  # noqa: E402
 from agent_memory.search import IndexCache  # noqa: E402
 from agent_memory.secrets import FernetCipher  # noqa: E402
@@ -74,6 +76,7 @@ from local.bootstrap import start_redis_server  # noqa: E402
 from local.launch import running_stack  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
+LAZY_COLD = "first recall, fresh process, functions imported by it (on-demand cold start)"
 CODE = ["layers", "functions", "local", "template.yaml"]
 """What the measured stack runs (checked for uncommitted changes)."""
 API_KEY = "kvm_bench_0123456789abcdefghijklmnopqrstuv"
@@ -123,10 +126,14 @@ def targets(size: int, dims: int) -> dict[str, tuple[str, float]]:
 
 
 @contextmanager
-def local_stack(redis_url: str) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
-    """``python -m local`` with one worker on a free port (see ``local.launch``)."""
+def local_stack(
+    redis_url: str, *, lazy_init: bool = False
+) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
+    """``python -m local`` with one worker on a free port (see ``local.launch``); with
+    ``lazy_init`` its functions are imported by their first request (``KIVIDB_LAZY_INIT``)."""
     with TemporaryDirectory() as local_dir:
-        env = {
+        env: dict[str, str | None] = {
+            "KIVIDB_LAZY_INIT": "1" if lazy_init else None,
             "REDIS_URL": redis_url,
             "KIVIDB_API_KEY": API_KEY,
             "KIVIDB_LOCAL_DIR": local_dir,
@@ -257,7 +264,7 @@ def seed(binary: redis.Redis, config: StoreConfig, corpus: Corpus, size: int, ba
                 "versions": [],
             }
             ids.append(memory_id)
-            records[memory_id] = json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+            records[memory_id] = encode_record(record)
             blobs[memory_id] = vectors[i].tobytes()
             expiry[memory_id] = created_ms + ttl_ms
             created[memory_id] = created_ms
@@ -602,16 +609,20 @@ def measure_cold(
             "query_vector": other.values,
         }
     ).encode()
-    plans: list[tuple[str, bytes | None, str, bytes]] = [
-        ("first recall, fresh process", None, "recall", recall),
-        ("first semantic search, fresh process", None, "search semantic", search),
-        ("first recall on the actor, after another actor's", other_recall, "recall", recall),
+    plans: list[tuple[str, bytes | None, str, bytes, bool]] = [
+        ("first recall, fresh process", None, "recall", recall, False),
+        ("first semantic search, fresh process", None, "search semantic", search, False),
+        ("first recall on the actor, after another actor's", other_recall, "recall", recall, False),
+        (LAZY_COLD, None, "recall", recall, True),
     ]
     with progress(f"{case.label}: cold") as bar:
         bar.total = samples * len(plans)
         for _ in range(samples):
-            for name, before, op, body in plans:
-                with local_stack(redis_url) as (url, process), client(url) as http:
+            for name, before, op, body, lazy in plans:
+                with (
+                    local_stack(redis_url, lazy_init=lazy) as (url, process),
+                    client(url) as http,
+                ):
                     if before is not None:
                         http.post(case.op_path("recall"), content=before).raise_for_status()
                     started = time.perf_counter()

@@ -1,7 +1,8 @@
 """``python -m local``: the local stack (what ``make run`` starts).
 
 Environment: ``PORT`` (default 3000), ``REDIS_URL``, ``KIVIDB_API_KEY``, ``KIVIDB_LOCAL_DIR``
-(default ``.local``), ``KIVIDB_WORKERS`` (worker processes, default 2).
+(default ``.local``), ``KIVIDB_WORKERS`` (worker processes, default 2), ``KIVIDB_LAZY_INIT``
+(``1``: import a function on its first request instead of at worker start).
 """
 
 from __future__ import annotations

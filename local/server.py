@@ -25,6 +25,7 @@ from local.template import HttpApi, read_http_api
 ROOT = Path(__file__).resolve().parent.parent
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway HTTP API payload limit
 PARAMETERS_ENV = "KIVIDB_LOCAL_PARAMETERS"
+LAZY_INIT_ENV = "KIVIDB_LAZY_INIT"
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -142,4 +143,10 @@ def create_app() -> Gateway:
     layer = str(ROOT / "layers" / "core")
     if layer not in sys.path:
         sys.path.insert(0, layer)
+    if os.environ.get(LAZY_INIT_ENV) != "1":
+        # Lambda's INIT phase (imports, module-level set-up) runs before a container's first
+        # invocation; here every worker runs it at start, as provisioned concurrency does, so
+        # that no request waits for it. KIVIDB_LAZY_INIT=1 defers it to the first request.
+        for function in api.functions():
+            function.module()
     return Gateway(api)

@@ -121,6 +121,13 @@ class HttpApi:
     authorizer: Function | None
     environment: dict[str, str]
 
+    def functions(self) -> list[Function]:
+        """Every function the API can invoke (the routes' and the authorizer), once each."""
+        found = {id(r.function): r.function for r in self.routes}
+        if self.authorizer is not None:
+            found[id(self.authorizer)] = self.authorizer
+        return list(found.values())
+
     def find(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
         for route in self.routes:
             params = route.match(method, path)

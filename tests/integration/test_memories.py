@@ -1,5 +1,6 @@
 """Long-term memory on a real Redis server: keep, dedupe, redact, search, change, expire."""
 
+import json
 import threading
 from datetime import timedelta
 
@@ -18,7 +19,7 @@ from agent_memory.errors import (
 )
 from agent_memory.memories import Memories
 from agent_memory.models import MemoryIn, MemoryPatch, SearchRequest, StorePut
-from agent_memory.search import IndexCache
+from agent_memory.search import TOKENIZER_VERSION, IndexCache, term_counts
 from agent_memory.secrets import FernetCipher
 from agent_memory.stores import Stores
 from tests.conftest import unique
@@ -48,6 +49,14 @@ def make_memories(client, redis_url):
             client, binary, config, clock, NoEmbedder(DIM), cache or IndexCache(), "test"
         )
 
+    def reopen(memories, cache=None):
+        """The same store in a fresh container: an empty index cache."""
+        return Memories(
+            client, binary, memories._store, SystemClock(), NoEmbedder(DIM),
+            cache or IndexCache(), "test",
+        )  # fmt: skip
+
+    make.reopen = reopen
     yield make
     for stores, name in made:
         stores.delete(name)
@@ -194,6 +203,23 @@ def test_an_add_reloads_its_script_after_the_server_forgot_it(make_memories, cli
     kept = _add(memories, "second", _v(0, 1))
     assert memories.get(kept.memory.id).text == "second"
     assert memories.count() == 2
+
+
+def test_a_cold_build_uses_stored_term_counts_only_from_the_current_tokenizer(
+    make_memories, client
+):
+    memories = make_memories()
+    kept = _add(memories, "Deploys to eu-west-1 on Fridays", _v(1)).memory
+    actor = memories._keys.actor("alice")
+    record = json.loads(client.hget(actor.memories, kept.id))
+    assert record["terms"] == [TOKENIZER_VERSION, term_counts(kept.text)]
+    # A record written by another tokenizer version: its counts are ignored, its text is used.
+    record["terms"] = [TOKENIZER_VERSION - 1, {"stale": 1}]
+    client.hset(actor.memories, kept.id, json.dumps(record))
+    cold = make_memories.reopen(memories)
+    found = cold.search(SearchRequest(query="fridays", mode="keyword", actor_id="alice"))
+    assert [m.id for m in found] == [kept.id]
+    assert cold.search(SearchRequest(query="stale", mode="keyword", actor_id="alice")) == []
 
 
 def test_changes_keep_versions_newest_first(make_memories):

@@ -15,9 +15,11 @@ concurrent adds of the same text cannot both be kept.
 
 from __future__ import annotations
 
+import gc
 import json
 import secrets
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
@@ -25,6 +27,7 @@ from typing import Any, cast
 import numpy as np
 import redis
 from numpy.typing import NDArray
+from pydantic_core import from_json
 
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.db import database_errors, load_script, script_then
@@ -50,7 +53,7 @@ from agent_memory.models import (
     StoreConfig,
 )
 from agent_memory.redaction import redact
-from agent_memory.search import ActorIndex, Hit, IndexCache, fuse
+from agent_memory.search import TOKENIZER_VERSION, ActorIndex, Hit, IndexCache, fuse, term_counts
 
 LOG_KEEP = 10_000
 """Change-log entries kept per actor; a cache further behind than this reloads the actor."""
@@ -227,7 +230,7 @@ class Memories:
                         self._binary,
                         self._put,
                         actor.all(),
-                        [memory_id, _dump(record), vector.tobytes(), gen, LOG_KEEP, "new"],
+                        [memory_id, encode_record(record), vector.tobytes(), gen, LOG_KEEP, "new"],
                         lambda pipe: pipe.hget(StoreKeys.registry, self._store.name),
                     )
                 if int(written) == 1:
@@ -307,7 +310,7 @@ class Memories:
         with database_errors():
             written, _ = self._put(
                 keys=self._keys.actor(bucket).all(),
-                args=[memory_id, _dump(record), vector.tobytes(), "", LOG_KEEP, "update"],
+                args=[memory_id, encode_record(record), vector.tobytes(), "", LOG_KEEP, "update"],
             )  # fmt: skip
         if int(written) != 1:
             raise MemoryNotFound(memory_id)  # deleted while this change was being made
@@ -385,7 +388,7 @@ class Memories:
         found = {}
         for memory_id, raw in zip(ids, raws, strict=True):
             if raw is not None:
-                record = json.loads(raw)
+                record = from_json(raw)
                 if record["expires_at"] > now_ms:
                     found[memory_id] = _view(record)
         return found
@@ -433,7 +436,7 @@ class Memories:
                 raw = self._redis.hvals(self._keys.actor(bucket).memories)
             now_ms = to_ms(self._clock.now())
             for item in raw:
-                record = json.loads(item)
+                record = from_json(item)
                 if record["expires_at"] > now_ms and memory_type in (None, record["type"]):
                     views.append(_view(record))
         views.sort(key=lambda v: (v.created_at, v.id), reverse=True)
@@ -517,7 +520,7 @@ class Memories:
             pipe.hmget(actor.memories, ids)
             pipe.hmget(actor.vectors, ids)
             raws, blobs = pipe.execute()
-        records = {i: json.loads(r) for i, r in zip(ids, raws, strict=True) if r is not None}
+        records = {i: from_json(r) for i, r in zip(ids, raws, strict=True) if r is not None}
         vectors = {i: b for i, b in zip(ids, blobs, strict=True) if b is not None}
         return records, vectors
 
@@ -534,30 +537,38 @@ class Memories:
         index = ActorIndex(dimensions=self._store.dimensions, gen=gen)
         index.reserve(int(count) + int(count) // 20 + 64)  # room for the next writes
         width = self._store.dimensions * 4
-        cursor = 0
-        while True:
+
+        def fetch(cursor: int) -> tuple[int, dict[bytes, bytes], list[str], list[Any]]:
             with database_errors():
                 cursor, scanned = self._binary.hscan(actor.vectors, cursor, count=LOAD_BATCH)
-                blobs = {
-                    cast(bytes, k): cast(bytes, v) for k, v in cast(dict[Any, Any], scanned).items()
-                }
+                blobs = cast(dict[bytes, bytes], scanned)
                 ids = [k.decode() for k, v in blobs.items() if len(v) == width]
                 raws = self._binary.hmget(actor.memories, ids) if ids else []
-            records = [(i, json.loads(r)) for i, r in zip(ids, raws, strict=True) if r]
-            if records:
-                vectors = np.frombuffer(
-                    b"".join(blobs[i.encode()] for i, _ in records), dtype=np.float32
-                ).reshape(len(records), self._store.dimensions)
-                index.add_many(
-                    [i for i, _ in records],
-                    vectors,
-                    [r["text"] for _, r in records],
-                    [r["type"] for _, r in records],
-                    [int(r["created_at"]) for _, r in records],
-                    [int(r["expires_at"]) for _, r in records],
-                )
-            if int(cursor) == 0:
-                break
+            return int(cursor), blobs, ids, raws
+
+        # The batches allocate tens of thousands of small dicts and lists that hold no cycles;
+        # pausing the cyclic collector spares it traversing them again and again (about a
+        # tenth of a cold build of 10,000 memories).
+        with _collector_paused():
+            cursor = 0
+            while True:
+                cursor, blobs, ids, raws = fetch(cursor)
+                records = [(i, from_json(r)) for i, r in zip(ids, raws, strict=True) if r]
+                if records:
+                    vectors = np.frombuffer(
+                        b"".join(blobs[i.encode()] for i, _ in records), dtype=np.float32
+                    ).reshape(len(records), self._store.dimensions)
+                    index.add_many(
+                        [i for i, _ in records],
+                        vectors,
+                        [r["text"] for _, r in records],
+                        [r["type"] for _, r in records],
+                        [int(r["created_at"]) for _, r in records],
+                        [int(r["expires_at"]) for _, r in records],
+                        [_stored_terms(r) for _, r in records],
+                    )
+                if cursor == 0:
+                    break
         with database_errors():
             latest = int(self._redis.hget(actor.meta, "gen") or 0)
         if latest != gen and not self._catch_up(index, actor, latest):
@@ -671,11 +682,36 @@ def _upsert(index: ActorIndex, record: dict[str, Any], blob: bytes) -> None:
         record["type"],
         int(record["created_at"]),
         int(record["expires_at"]),
+        _stored_terms(record),
     )
 
 
-def _dump(record: dict[str, Any]) -> str:
-    return json.dumps(record, ensure_ascii=False, separators=(",", ":"))
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector (if it runs) for the block."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _stored_terms(record: dict[str, Any]) -> dict[str, int] | None:
+    """The term counts a record keeps, if the current tokenizer made them."""
+    terms = record.get("terms")
+    if isinstance(terms, list) and len(terms) == 2 and terms[0] == TOKENIZER_VERSION:
+        return cast(dict[str, int], terms[1])
+    return None
+
+
+def encode_record(record: dict[str, Any]) -> str:
+    """A memory record as stored (compact JSON), with its text's ``term_counts`` under
+    ``terms`` (``[TOKENIZER_VERSION, {token: count}]``) so that building an index from Redis
+    does not tokenize every text again (about a third of a cold build)."""
+    stored = {**record, "terms": [TOKENIZER_VERSION, term_counts(record["text"])]}
+    return json.dumps(stored, ensure_ascii=False, separators=(",", ":"))
 
 
 def _view(record: dict[str, Any], *, with_versions: bool = False) -> MemoryView:

@@ -56,6 +56,17 @@ exact rescoring then orders them exactly (see tests/unit/test_search.py)."""
 _BLOCK = 4096
 
 
+TOKENIZER_VERSION = 1
+"""Bumped whenever ``tokenize`` changes its output: term counts stored with a memory under
+another version are computed again from its text when an index is built."""
+
+
+def term_counts(text: str) -> dict[str, int]:
+    """``{token: count}`` of ``text`` (what BM25 needs of a memory, and what a memory's record
+    keeps so that a cold index build need not tokenize again)."""
+    return dict(Counter(tokenize(text)))
+
+
 def tokenize(text: str) -> list[str]:
     """Tokens of ``text`` for BM25: its words, then its punctuated chunks, with repeats (term
     frequency counts them)."""
@@ -195,8 +206,10 @@ class ActorIndex:
         memory_type: str,
         created_ms: int,
         expires_ms: int,
+        terms: dict[str, int] | None = None,
     ) -> None:
-        """Add a memory, or replace it when ``memory_id`` is already indexed."""
+        """Add a memory, or replace it when ``memory_id`` is already indexed. ``terms`` are the
+        text's ``term_counts`` when the caller has them."""
         if memory_id in self.rows:
             self.remove(memory_id)
         row = self._grow()
@@ -211,9 +224,7 @@ class ActorIndex:
         self.expires[row] = expires_ms
         self.created[row] = created_ms
         self.alive[row] = True
-        counts: dict[str, int] = {}
-        for token in tokenize(text):
-            counts[token] = counts.get(token, 0) + 1
+        counts = terms if terms is not None else term_counts(text)
         self.terms[row] = counts
         for token, tf in counts.items():
             self.postings.setdefault(token, {})[row] = tf
@@ -230,14 +241,16 @@ class ActorIndex:
         memory_types: Sequence[str],
         created_ms: Sequence[int],
         expires_ms: Sequence[int],
+        terms: Sequence[dict[str, int] | None] | None = None,
     ) -> None:
         """Append memories not yet indexed, in bulk (a cold load): rows of ``vectors`` are
-        unit vectors, one per id; vector work is done per block, not per row."""
+        unit vectors, one per id; vector work is done per block, not per row. ``terms``, where
+        given, are the texts' ``term_counts`` (None items are counted here)."""
         fresh = [i for i, memory_id in enumerate(memory_ids) if memory_id not in self.rows]
         if len(fresh) < len(memory_ids):  # already indexed: replace them one by one
             for i in set(range(len(memory_ids))) - set(fresh):
                 self.upsert(memory_ids[i], vectors[i], texts[i], memory_types[i],
-                            created_ms[i], expires_ms[i])  # fmt: skip
+                            created_ms[i], expires_ms[i], terms[i] if terms else None)  # fmt: skip
         if not fresh:
             return
         start = len(self.ids)
@@ -264,8 +277,8 @@ class ActorIndex:
             self.ids.append(memory_id)
             self.rows[memory_id] = row
             self.types.append(memory_types[i])
-            tokens = tokenize(texts[i])
-            counts = dict(Counter(tokens))
+            given = terms[i] if terms is not None else None
+            counts = given if given is not None else term_counts(texts[i])
             self.terms.append(counts)
             for token, tf in counts.items():
                 posting = postings.get(token)
@@ -273,7 +286,7 @@ class ActorIndex:
                     postings[token] = {row: tf}
                 else:
                     posting[row] = tf
-            lengths[offset] = len(tokens)
+            lengths[offset] = sum(counts.values())
         self.doclen[start:end] = lengths
         self.total_len += float(lengths.sum())
         self._arrays.clear()  # cached posting arrays may lack the new rows
