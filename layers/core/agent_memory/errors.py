@@ -153,6 +153,14 @@ class ProviderRejected(AgentMemoryError):
         self.status = status
 
 
+class ModelAnswerInvalid(ProviderRejected):
+    """The language model answered 200 but not with a usable JSON object: the answer was cut
+    off at its token limit, held no JSON object, or held invalid JSON, and asking once more did
+    not help. The message says which; it never quotes the answer (it may hold user data)."""
+
+    code = "model_answer_invalid"
+
+
 class EmbeddingMismatch(ProviderRejected):
     """The embedding provider answered 200 but its vectors do not fit the store: wrong number of
     dimensions, missing or repeated items, or values that are not finite numbers."""
