@@ -537,8 +537,7 @@ def make_language_model(
         return None
     if provider not in ("openai", "anthropic", "custom"):
         raise ValidationFailed(
-            f"Unknown language model provider '{provider}'; use 'openai', 'anthropic', "
-            "'custom' or 'none'.",
+            f"Unknown llm_provider '{provider}'; use 'openai', 'anthropic', 'custom' or 'none'.",
             details=[{"field": "llm_provider", "problem": "unknown provider"}],
         )
     if not model:
