@@ -3,6 +3,10 @@
 Environment: ``PORT`` (default 3000), ``REDIS_URL``, ``KIVIDB_API_KEY``, ``KIVIDB_LOCAL_DIR``
 (default ``.local``), ``KIVIDB_WORKERS`` (worker processes, default 2), ``KIVIDB_LAZY_INIT``
 (``1``: import a function on its first request instead of at worker start).
+
+Background work: the launcher process runs the local scheduler loop (``local/scheduler.py``), a
+daemon thread that invokes the template's ``BackgroundFunction`` when a session's extraction is
+due, as EventBridge Scheduler does in AWS. The functions run with ``KIVIDB_SCHEDULER=local``.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ import uvicorn  # noqa: E402
 from uvicorn.supervisors import Multiprocess  # noqa: E402
 
 from local.bootstrap import INSTANCE_ID, bootstrap, secret_key, start_database  # noqa: E402
-from local.server import PARAMETERS_ENV  # noqa: E402
+from local.scheduler import start_scheduler_loop  # noqa: E402
+from local.server import PARAMETERS_ENV, SCHEDULER_ENV  # noqa: E402
+from local.template import read_http_api  # noqa: E402
 
 
 def main() -> None:
@@ -30,6 +36,7 @@ def main() -> None:
     workers = int(os.environ.get("KIVIDB_WORKERS", "2"))
     local_dir = Path(os.environ.get("KIVIDB_LOCAL_DIR", ROOT / ".local")).resolve()
     database = start_database(local_dir)
+    loop = None
     try:
         api_key, origin = bootstrap(database.url, local_dir, os.environ.get("KIVIDB_API_KEY"))
         parameters = {
@@ -42,6 +49,15 @@ def main() -> None:
         }
         os.environ[PARAMETERS_ENV] = json.dumps(parameters)
         os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+        # The functions' environment, here too: the background function runs in this process
+        # (the workers inherit it, and set the same again in local.server.create_app).
+        api = read_http_api(ROOT / "template.yaml", parameters)
+        os.environ.update(api.environment)
+        os.environ[SCHEDULER_ENV] = "local"
+        scheduler = "none (the template has no BackgroundFunction)"
+        if api.background is not None:
+            loop = start_scheduler_loop(database.url, api.background)
+            scheduler = f"local loop in this process, invokes {api.background.logical_id}"
         base = f"http://127.0.0.1:{port}"
         print(
             f"KiviDB agent memory, local stack\n"
@@ -49,6 +65,7 @@ def main() -> None:
             f"  database:  {database.url}  ({database.description})\n"
             f"  instance:  {INSTANCE_ID}  (organization local)\n"
             f"  API key:   {api_key}  ({origin})\n"
+            f"  scheduler: {scheduler}\n"
             f"  try:       curl -H 'Authorization: Bearer {api_key}' {base}/agent-memory",
             flush=True,
         )
@@ -68,6 +85,8 @@ def main() -> None:
         else:
             uvicorn.Server(config).run(sockets=[sock])
     finally:
+        if loop is not None:
+            loop.stop()
         database.stop()
 
 

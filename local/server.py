@@ -26,6 +26,9 @@ ROOT = Path(__file__).resolve().parent.parent
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway HTTP API payload limit
 PARAMETERS_ENV = "KIVIDB_LOCAL_PARAMETERS"
 LAZY_INIT_ENV = "KIVIDB_LAZY_INIT"
+# The functions' scheduler (agent_memory.scheduler.make_scheduler): "local" serves the port from
+# the stack's database, where the launcher's scheduler loop (local/scheduler.py) takes it up.
+SCHEDULER_ENV = "KIVIDB_SCHEDULER"
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -36,10 +39,12 @@ Send = Callable[[Message], Awaitable[None]]
 class LambdaContext:
     """The attributes of Lambda's context object that handlers and Powertools read."""
 
-    def __init__(self, function_name: str, timeout_seconds: float = 30.0) -> None:
+    def __init__(
+        self, function_name: str, timeout_seconds: float = 30.0, memory_limit_in_mb: int = 512
+    ) -> None:
         self.function_name = function_name
         self.function_version = "$LATEST"
-        self.memory_limit_in_mb = 512
+        self.memory_limit_in_mb = memory_limit_in_mb
         self.invoked_function_arn = f"arn:aws:lambda:local:000000000000:function:{function_name}"
         self.aws_request_id = str(uuid.uuid4())
         self.log_group_name = f"/aws/lambda/{function_name}"
@@ -136,10 +141,12 @@ class Gateway:
 
 def create_app() -> Gateway:
     """uvicorn factory: read the template with the parameters the launcher chose, set the
-    functions' environment, and put the layer on the import path (as Lambda mounts it)."""
+    functions' environment (with ``KIVIDB_SCHEDULER=local``: the local scheduler instead of
+    EventBridge Scheduler), and put the layer on the import path (as Lambda mounts it)."""
     parameters = json.loads(os.environ.get(PARAMETERS_ENV, "{}"))
     api = read_http_api(ROOT / "template.yaml", parameters)
     os.environ.update(api.environment)
+    os.environ[SCHEDULER_ENV] = "local"
     layer = str(ROOT / "layers" / "core")
     if layer not in sys.path:
         sys.path.insert(0, layer)

@@ -1,8 +1,10 @@
 """Read ``template.yaml`` the way API Gateway and Lambda would use it.
 
 Only what routing needs is read: each ``AWS::Serverless::Function`` with an ``HttpApi`` event
-(method, path, code folder, handler), the HTTP API's default Lambda authorizer, and the
-``Globals`` environment with ``!Ref`` parameters resolved from values the local stack supplies.
+(method, path, code folder, handler), the HTTP API's default Lambda authorizer, the background
+function (``BackgroundFunction``, which EventBridge Scheduler invokes; the local scheduler loop
+invokes it here), and the ``Globals`` environment with ``!Ref`` parameters resolved from values
+the local stack supplies.
 Route precedence follows API Gateway HTTP APIs: the most specific match wins, so a route with
 more literal segments beats one with more parameters
 (https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-develop-routes.html).
@@ -21,6 +23,8 @@ from typing import Any
 import yaml
 
 Handler = Callable[[dict[str, Any], Any], Any]
+
+BACKGROUND_FUNCTION = "BackgroundFunction"
 
 
 class _CfnLoader(yaml.SafeLoader):
@@ -51,11 +55,16 @@ def load_template(path: Path) -> dict[str, Any]:
 
 @dataclass
 class Function:
-    """A function as the template declares it; ``load`` imports a fresh copy of its module."""
+    """A function as the template declares it; ``load`` imports a fresh copy of its module.
+
+    ``timeout_seconds`` and ``memory_mb`` are the function's own ``Timeout`` and ``MemorySize``
+    (``None`` when it takes the ``Globals`` value)."""
 
     logical_id: str
     code_dir: Path
     handler: str
+    timeout_seconds: float | None = None
+    memory_mb: int | None = None
     _module: ModuleType | None = field(default=None, repr=False)
 
     def module(self) -> ModuleType:
@@ -115,11 +124,13 @@ def _compile(path: str) -> tuple[re.Pattern[str], int]:
 
 @dataclass
 class HttpApi:
-    """Routes, the authorizer and the function environment of one template."""
+    """Routes, the authorizer, the background function and the function environment of one
+    template."""
 
     routes: list[Route]
     authorizer: Function | None
     environment: dict[str, str]
+    background: Function | None = None
 
     def functions(self) -> list[Function]:
         """Every function the API can invoke (the routes' and the authorizer), once each."""
@@ -156,7 +167,13 @@ def read_http_api(template_path: Path, parameters: dict[str, str]) -> HttpApi:
         if resource.get("Type") != "AWS::Serverless::Function":
             continue
         props = resource.get("Properties", {})
-        function = Function(logical_id, root / props["CodeUri"], props["Handler"])
+        function = Function(
+            logical_id,
+            root / props["CodeUri"],
+            props["Handler"],
+            timeout_seconds=float(props["Timeout"]) if "Timeout" in props else None,
+            memory_mb=int(props["MemorySize"]) if "MemorySize" in props else None,
+        )
         functions[logical_id] = function
         for event in (props.get("Events") or {}).values():
             if event.get("Type") != "HttpApi":
@@ -183,4 +200,4 @@ def read_http_api(template_path: Path, parameters: dict[str, str]) -> HttpApi:
         template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
     )
     environment = {name: _resolve(value, parameters) for name, value in variables.items()}
-    return HttpApi(routes, authorizer, environment)
+    return HttpApi(routes, authorizer, environment, functions.get(BACKGROUND_FUNCTION))

@@ -27,6 +27,7 @@ EXPECTED_ROUTES = {
     "GET /instances/{instance_id}/agent-memory/{store}/sessions",
     "GET /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}",
     "DELETE /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}",
+    "POST /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}/extract",
     "POST /instances/{instance_id}/agent-memory/{store}/recall",
     "POST /instances/{instance_id}/agent-memory/{store}/memories",
     "GET /instances/{instance_id}/agent-memory/{store}/memories",
@@ -98,3 +99,125 @@ def test_globals_declare_runtime_architecture_and_layer():
         if resource["Type"] == "AWS::Serverless::Function":
             group = template["Resources"][f"{name}LogGroup"]
             assert group["Properties"]["RetentionInDays"] == {"!Ref": "LogRetentionDays"}
+
+
+# --- background work: EventBridge Scheduler wiring ------------------------------------------
+
+BACKGROUND_ARN = {
+    "!Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}"
+    ":function:${AWS::StackName}-background"
+}
+ARMING_FUNCTIONS = {"AddEventsFunction", "BackgroundFunction", "ExtractSessionFunction"}
+
+
+@pytest.fixture(scope="module")
+def resources():
+    return load_template(Path(ROOT / "template.yaml"))["Resources"]
+
+
+def _statements(document):
+    statements = document["Statement"]
+    return statements if isinstance(statements, list) else [statements]
+
+
+def _as_list(value):
+    return value if isinstance(value, list) else [value]
+
+
+def test_the_background_function_is_found_with_its_own_timeout_and_memory(api):
+    assert api.background is not None
+    assert api.background.logical_id == "BackgroundFunction"
+    assert api.background.handler == "background.lambda_handler"
+    assert (api.background.timeout_seconds, api.background.memory_mb) == (300.0, 1024)
+    assert (api.background.code_dir / "background.py").is_file()
+    assert api.background not in [route.function for route in api.routes]
+
+
+def test_the_background_arn_everyone_uses_is_the_background_functions_name(resources):
+    props = resources["BackgroundFunction"]["Properties"]
+    assert props["FunctionName"] == {"!Sub": "${AWS::StackName}-background"}
+    assert "Events" not in props
+    assert BACKGROUND_ARN["!Sub"].endswith(":function:" + props["FunctionName"]["!Sub"])
+
+
+def test_the_scheduler_role_may_only_invoke_the_background_function(resources):
+    role = resources["ExtractionSchedulerRole"]["Properties"]
+    (trust,) = _statements(role["AssumeRolePolicyDocument"])
+    assert trust["Principal"] == {"Service": "scheduler.amazonaws.com"}
+    assert trust["Action"] == "sts:AssumeRole"
+    assert trust["Condition"]["StringEquals"]["aws:SourceAccount"] == {"!Ref": "AWS::AccountId"}
+    assert trust["Condition"]["StringEquals"]["aws:SourceArn"] == {
+        "!GetAtt": "ExtractionScheduleGroup.Arn"
+    }
+    assert "ManagedPolicyArns" not in role
+    granted = [s for p in role["Policies"] for s in _statements(p["PolicyDocument"])]
+    assert granted == [
+        {"Effect": "Allow", "Action": "lambda:InvokeFunction", "Resource": BACKGROUND_ARN}
+    ]
+
+
+def test_arming_may_only_touch_the_groups_schedules_and_pass_the_scheduler_role(resources):
+    policy = resources["ArmExtractionSchedulesPolicy"]
+    assert policy["Type"] == "AWS::IAM::ManagedPolicy"
+    statements = {s["Sid"]: s for s in _statements(policy["Properties"]["PolicyDocument"])}
+    assert set(statements) == {"ArmExtractionSchedules", "PassSchedulerRole"}
+    arm = statements["ArmExtractionSchedules"]
+    assert sorted(_as_list(arm["Action"])) == [
+        "scheduler:CreateSchedule",
+        "scheduler:UpdateSchedule",
+    ]
+    assert arm["Resource"] == {
+        "!Sub": "arn:${AWS::Partition}:scheduler:${AWS::Region}:${AWS::AccountId}"
+        ":schedule/${ExtractionScheduleGroup}/*"
+    }
+    assert "Condition" not in arm
+    pass_role = statements["PassSchedulerRole"]
+    assert pass_role["Action"] == "iam:PassRole"
+    assert pass_role["Resource"] == {"!GetAtt": "ExtractionSchedulerRole.Arn"}
+    assert pass_role["Condition"] == {
+        "StringEquals": {"iam:PassedToService": "scheduler.amazonaws.com"}
+    }
+    assert all(s["Effect"] == "Allow" for s in statements.values())
+
+
+def test_only_the_functions_that_arm_schedules_get_the_policy_and_the_environment(resources):
+    for name, resource in resources.items():
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        props = resource["Properties"]
+        policies = props.get("Policies", [])
+        arms = {"!Ref": "ArmExtractionSchedulesPolicy"} in policies
+        assert arms == (name in ARMING_FUNCTIONS), name
+        variables = props.get("Environment", {}).get("Variables", {})
+        if name in ARMING_FUNCTIONS:
+            assert variables == {
+                "KIVIDB_SCHEDULE_GROUP": {"!Ref": "ExtractionScheduleGroup"},
+                "KIVIDB_BACKGROUND_FUNCTION_ARN": BACKGROUND_ARN,
+                "KIVIDB_SCHEDULER_ROLE_ARN": {"!GetAtt": "ExtractionSchedulerRole.Arn"},
+            }, name
+        else:
+            assert not any(v.startswith("KIVIDB_SCHEDULE") for v in variables), name
+
+
+def test_only_the_extract_route_may_invoke_the_background_function_directly(resources):
+    for name, resource in resources.items():
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        inline = [
+            s
+            for p in resource["Properties"].get("Policies", [])
+            if isinstance(p, dict) and "Statement" in p
+            for s in _statements(p)
+        ]
+        invokes = [s for s in inline if "lambda:InvokeFunction" in _as_list(s["Action"])]
+        if name == "ExtractSessionFunction":
+            assert invokes == [
+                {
+                    "Sid": "StartExtractionNow",
+                    "Effect": "Allow",
+                    "Action": "lambda:InvokeFunction",
+                    "Resource": BACKGROUND_ARN,
+                }
+            ]
+        else:
+            assert invokes == [], name

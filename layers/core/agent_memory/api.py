@@ -53,6 +53,7 @@ from agent_memory.errors import (
     ProviderRejected,
     ProviderUnavailable,
     RouteNotFound,
+    SchedulerUnavailable,
     Unauthorized,
     ValidationFailed,
 )
@@ -80,6 +81,7 @@ _STATUS: list[tuple[type[AgentMemoryError], HTTPStatus]] = [
     (PayloadTooLarge, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
     (ValidationFailed, HTTPStatus.UNPROCESSABLE_ENTITY),
     (DatabaseUnavailable, HTTPStatus.SERVICE_UNAVAILABLE),
+    (SchedulerUnavailable, HTTPStatus.SERVICE_UNAVAILABLE),
     (ProviderUnavailable, HTTPStatus.SERVICE_UNAVAILABLE),
     (ProviderRejected, HTTPStatus.BAD_GATEWAY),
 ]
@@ -152,7 +154,7 @@ def error_body(code: str, message: str, details: list[dict[str, Any]] | None = N
 
 
 def _headers(exc: AgentMemoryError) -> dict[str, str]:
-    if isinstance(exc, DatabaseUnavailable):
+    if isinstance(exc, (DatabaseUnavailable, SchedulerUnavailable)):
         return {"Retry-After": str(exc.retry_after_seconds)}
     if isinstance(exc, ProviderUnavailable) and exc.retry_after_seconds is not None:
         return {"Retry-After": str(exc.retry_after_seconds)}

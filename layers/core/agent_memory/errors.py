@@ -102,6 +102,16 @@ class DatabaseUnavailable(AgentMemoryError):
     retry_after_seconds = 1
 
 
+class SchedulerUnavailable(AgentMemoryError):
+    """Background work could not be scheduled or started: EventBridge Scheduler or Lambda
+    answered an error or could not be reached (``agent_memory.scheduler``). The client should
+    retry later; nothing the request wrote is lost."""
+
+    code = "scheduler_unavailable"
+
+    retry_after_seconds = 1
+
+
 class EndpointRefused(ValidationFailed):
     """A custom provider endpoint is not allowed: not ``https://``, or its host resolves to an
     address that is not public (loopback, private, link-local such as cloud metadata, ...).

@@ -38,6 +38,15 @@ finds them all.
 
 The control plane (organizations, API keys, instances) lives in the control database under
 ``kividb:control:``; it is not memory, so it is kept apart from the ``kividb:mem:`` namespace.
+
+The local stack's scheduler (standing in for EventBridge Scheduler; ``agent_memory.scheduler``)
+keeps its one-shot schedules in the control database too, under ``kividb:scheduler:``::
+
+    kividb:scheduler:{<namespace>}:due       zset  schedule name -> due time (ms)
+    kividb:scheduler:{<namespace>}:events    hash  schedule name -> event JSON
+
+``<namespace>`` is ``local`` for the stack (tests use names of their own); both keys share it
+as their hash tag, so the scripts that arm and take schedules touch one slot.
 """
 
 from __future__ import annotations
@@ -181,3 +190,21 @@ class ControlKeys:
     @staticmethod
     def instance(instance_id: str) -> str:
         return f"{CONTROL_PREFIX}instance:{instance_id}"
+
+
+SCHEDULER_PREFIX = "kividb:scheduler:"
+
+
+class LocalScheduleKeys:
+    """Keys of the local scheduler's one-shot schedules (``agent_memory.scheduler``).
+
+    ``due`` zset: schedule name -> due time (ms); ``events`` hash: schedule name -> the event
+    JSON the background function receives. ``namespace`` must not hold ``{`` or ``}``.
+    """
+
+    def __init__(self, namespace: str = "local") -> None:
+        if not namespace or "{" in namespace or "}" in namespace:
+            raise ValueError("a schedule namespace is a non-empty string without braces")
+        tagged = f"{SCHEDULER_PREFIX}{{{namespace}}}"
+        self.due = tagged + ":due"
+        self.events = tagged + ":events"
