@@ -39,9 +39,13 @@ def main() -> None:
     loop = None
     try:
         api_key, origin = bootstrap(database.url, local_dir, os.environ.get("KIVIDB_API_KEY"))
+        # Provider API keys are encrypted with the key file .local/secret.key here (made on the
+        # first start); AWS uses KMS (KIVIDB_KMS_KEY_ID, which stays unset locally).
+        secret_key(local_dir)
+        os.environ["KIVIDB_SECRET_KEY_FILE"] = str(local_dir / "secret.key")
+        os.environ.pop("KIVIDB_SECRET_KEY", None)
         parameters = {
             "ControlRedisUrl": database.url,
-            "SecretKey": secret_key(local_dir),
             "SubnetIds": "",
             "SecurityGroupIds": "",
             "LogRetentionDays": "30",

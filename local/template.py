@@ -147,7 +147,12 @@ class HttpApi:
         return None
 
 
-def _resolve(value: Any, parameters: dict[str, str]) -> str:
+def _resolve(value: Any, parameters: dict[str, str]) -> str | None:
+    """A ``Globals`` variable's local value: ``!Ref`` a parameter from ``parameters``; ``None``
+    for ``!GetAtt`` of a stack resource that the local stack does not have (the KMS key of
+    ``KIVIDB_KMS_KEY_ID``), so that the variable stays unset here."""
+    if isinstance(value, dict) and ("!GetAtt" in value or "Fn::GetAtt" in value):
+        return None
     if isinstance(value, dict) and "!Ref" in value:
         return parameters[value["!Ref"]]
     if isinstance(value, dict) and "Ref" in value:
@@ -199,5 +204,6 @@ def read_http_api(template_path: Path, parameters: dict[str, str]) -> HttpApi:
     variables = (
         template.get("Globals", {}).get("Function", {}).get("Environment", {}).get("Variables", {})
     )
-    environment = {name: _resolve(value, parameters) for name, value in variables.items()}
+    resolved = {name: _resolve(value, parameters) for name, value in variables.items()}
+    environment = {name: value for name, value in resolved.items() if value is not None}
     return HttpApi(routes, authorizer, environment, functions.get(BACKGROUND_FUNCTION))

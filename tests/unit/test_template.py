@@ -10,7 +10,6 @@ from tests.conftest import ROOT
 
 PARAMETERS = {
     "ControlRedisUrl": "redis://127.0.0.1:1/0",
-    "SecretKey": "k" * 44,
     "SubnetIds": "",
     "SecurityGroupIds": "",
     "LogRetentionDays": "30",
@@ -99,6 +98,90 @@ def test_globals_declare_runtime_architecture_and_layer():
         if resource["Type"] == "AWS::Serverless::Function":
             group = template["Resources"][f"{name}LogGroup"]
             assert group["Properties"]["RetentionInDays"] == {"!Ref": "LogRetentionDays"}
+
+
+# --- Provider API keys under KMS: which function may do what with the key ---
+
+KMS_KEY = "ProviderKeysKey"
+PURPOSE = {"kms:EncryptionContext:purpose": "kividb-provider-api-key"}
+
+
+def _kms_grants(template):
+    """``{function logical id: {kms action}}`` from each function's ``Policies`` (inline
+    statements and ``!Ref``-ed managed policies of the template), every such statement checked
+    to name the one key and the encryption-context condition."""
+    resources = template["Resources"]
+    grants = {}
+    for name, resource in resources.items():
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        statements = []
+        for policy in resource["Properties"].get("Policies") or []:
+            if isinstance(policy, dict) and "!Ref" in policy:
+                managed = resources[policy["!Ref"]]
+                assert managed["Type"] == "AWS::IAM::ManagedPolicy"
+                statements += managed["Properties"]["PolicyDocument"]["Statement"]
+            elif isinstance(policy, dict) and "Statement" in policy:
+                statements += policy["Statement"]
+        for statement in statements:
+            actions = statement["Action"]
+            actions = [actions] if isinstance(actions, str) else actions
+            kms = {action for action in actions if action.lower().startswith("kms:")}
+            if not kms:
+                continue
+            assert statement.get("Resource") == {"!GetAtt": f"{KMS_KEY}.Arn"}, name
+            assert statement.get("Condition") == {"StringEquals": PURPOSE}, name
+            grants.setdefault(name, set()).update(kms)
+    return grants
+
+
+def test_template_takes_no_fernet_key_and_points_functions_at_the_kms_key():
+    template = load_template(Path(ROOT / "template.yaml"))
+    assert "SecretKey" not in template["Parameters"]
+    variables = template["Globals"]["Function"]["Environment"]["Variables"]
+    assert "KIVIDB_SECRET_KEY" not in variables
+    assert variables["KIVIDB_KMS_KEY_ID"] == {"!GetAtt": f"{KMS_KEY}.Arn"}
+    key = template["Resources"][KMS_KEY]
+    assert key["Type"] == "AWS::KMS::Key"
+    assert key["Properties"]["KeySpec"] == "SYMMETRIC_DEFAULT"
+    assert key["Properties"]["EnableKeyRotation"] is True
+    (statement,) = key["Properties"]["KeyPolicy"]["Statement"]
+    assert statement["Principal"] == {
+        "AWS": {"!Sub": "arn:${AWS::Partition}:iam::${AWS::AccountId}:root"}
+    }
+    aliases = [r for r in template["Resources"].values() if r["Type"] == "AWS::KMS::Alias"]
+    assert [a["Properties"]["TargetKeyId"] for a in aliases] == [{"!Ref": KMS_KEY}]
+
+
+def test_the_local_stack_leaves_the_kms_key_unset(api):
+    assert "KIVIDB_KMS_KEY_ID" not in api.environment
+    assert "KIVIDB_SECRET_KEY" not in api.environment
+
+
+def test_only_the_store_writer_makes_data_keys_and_only_provider_callers_decrypt():
+    template = load_template(Path(ROOT / "template.yaml"))
+    grants = _kms_grants(template)
+    decrypting = {
+        "RecallFunction",
+        "AddMemoryFunction",
+        "SearchMemoriesFunction",
+        "UpdateMemoryFunction",
+    }
+    if "BackgroundFunction" in template["Resources"]:
+        decrypting.add("BackgroundFunction")
+    expected = {"PutStoreFunction": {"kms:GenerateDataKey"}}
+    expected.update({name: {"kms:Decrypt"} for name in decrypting})
+    assert grants == expected
+
+
+def test_no_other_policy_of_the_template_grants_kms_actions():
+    template = load_template(Path(ROOT / "template.yaml"))
+    allowed = {"EncryptProviderKeysPolicy", "DecryptProviderKeysPolicy", KMS_KEY}
+    for name, resource in template["Resources"].items():
+        if name in allowed:
+            continue
+        text = json.dumps(resource.get("Properties", {})).lower()
+        assert '"kms:' not in text, f"{name} mentions a KMS action"
 
 
 # --- background work: EventBridge Scheduler wiring ------------------------------------------

@@ -22,7 +22,14 @@ from agent_memory.memories import Memories
 from agent_memory.models import StoreConfig
 from agent_memory.providers import ProviderClient
 from agent_memory.search import IndexCache
-from agent_memory.secrets import Cipher, FernetCipher, load_key_file
+from agent_memory.secrets import (
+    Cipher,
+    FernetCipher,
+    KmsEnvelopeCipher,
+    MultiFormatCipher,
+    kms_client,
+    load_key_file,
+)
 from agent_memory.sessions import Sessions
 from agent_memory.stores import Stores
 
@@ -33,8 +40,10 @@ class FunctionSettings(BaseModel):
     """Environment of every function (``KIVIDB_*``), set by ``template.yaml`` or the local stack.
 
     ``control_url``: the control database (organizations, keys, instances).
-    ``secret_key_file`` / ``secret_key``: the Fernet key that encrypts provider API keys (a file
-    in the local stack; a NoEcho parameter in AWS until the KMS path lands).
+    ``kms_key_id``: the KMS key (ARN, id or alias) of envelope encryption of provider API keys;
+    set in AWS (``template.yaml``), unset in the local stack.
+    ``secret_key_file`` / ``secret_key``: the Fernet key of the local stack and the tests (a key
+    file); next to ``kms_key_id`` it still reads keys stored before the switch to KMS.
     ``max_body_bytes``: larger request bodies are a 413 before they are parsed.
     ``instance_cache_seconds``: how long a warm container trusts an instance record it found
     (re-pointing an instance reaches every container within this time).
@@ -46,6 +55,7 @@ class FunctionSettings(BaseModel):
     model_config = ConfigDict(frozen=True, extra="ignore")
 
     control_url: str = Field(min_length=1)
+    kms_key_id: str | None = None
     secret_key_file: Path | None = None
     secret_key: SecretStr | None = None
     max_body_bytes: int = Field(DEFAULT_MAX_BODY_BYTES, ge=1024)
@@ -83,11 +93,22 @@ class Runtime:
 
     @cached_property
     def cipher(self) -> Cipher:
-        if self.settings.secret_key is not None:
-            return FernetCipher(self.settings.secret_key.get_secret_value().encode("ascii"))
-        if self.settings.secret_key_file is not None:
-            return FernetCipher(load_key_file(self.settings.secret_key_file))
-        raise RuntimeError("Set KIVIDB_SECRET_KEY_FILE or KIVIDB_SECRET_KEY to store API keys.")
+        """Encrypts with KMS when ``kms_key_id`` is set, else with the Fernet key; reads both
+        formats (``MultiFormatCipher``). Building it calls nothing: the KMS client is made at the
+        first encrypt or decrypt that needs it. ``RuntimeError`` when no key is configured."""
+        settings = self.settings
+        fernet = None
+        if settings.secret_key is not None:
+            fernet = FernetCipher(settings.secret_key.get_secret_value().encode("ascii"))
+        elif settings.secret_key_file is not None:
+            fernet = FernetCipher(load_key_file(settings.secret_key_file))
+        kms = KmsEnvelopeCipher(settings.kms_key_id, kms_client) if settings.kms_key_id else None
+        if kms is None and fernet is None:
+            raise RuntimeError(
+                "Set KIVIDB_KMS_KEY_ID (AWS), or KIVIDB_SECRET_KEY_FILE or KIVIDB_SECRET_KEY, "
+                "to store API keys."
+            )
+        return MultiFormatCipher(kms=kms, fernet=fernet)
 
     def _stores(self, url: str, instance_id: str) -> Stores:
         return Stores(

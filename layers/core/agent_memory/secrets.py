@@ -1,18 +1,97 @@
 """Encryption of provider API keys at rest (DESIGN section 5).
 
-The ``Cipher`` port has one implementation here: Fernet (AES-128-CBC with HMAC-SHA256, from the
-``cryptography`` package, https://github.com/fernet/spec/blob/master/Spec.md) keyed by a local key
-file. It serves the local stack; envelope encryption under KMS comes with the background-work
-issue and plugs into the same port.
+The ``Cipher`` port has three implementations here:
+
+- ``KmsEnvelopeCipher``: envelope encryption under an AWS KMS key (what AWS uses). Every
+  ``encrypt`` asks KMS for a fresh 256-bit data key (``GenerateDataKey``) and seals the text with
+  AES-256-GCM under it; the stored form carries the data key as KMS encrypted it. ``decrypt`` has
+  KMS decrypt the data key (``Decrypt``), then opens the AES-GCM box.
+- ``FernetCipher``: Fernet (AES-128-CBC with HMAC-SHA256, from the ``cryptography`` package,
+  https://github.com/fernet/spec/blob/master/Spec.md) keyed by a local key file: the local stack
+  and the tests.
+- ``MultiFormatCipher``: reads both stored formats and writes with the configured one, so that
+  keys stored before a switch to KMS still decrypt while their Fernet key is configured.
+
+Stored formats (both URL-safe ASCII):
+
+- Fernet: the Fernet token itself (it starts with ``gAAAAA``, never with ``kms1:``).
+- KMS envelope, version 1: ``"kms1:"`` + URL-safe base64 (with padding) of::
+
+      edk_len   2 bytes, unsigned big-endian (1..4096)
+      edk       edk_len bytes: the data key as KMS encrypted it (GenerateDataKey CiphertextBlob)
+      nonce     12 bytes, random (AES-GCM's 96-bit IV)
+      sealed    AES-256-GCM(data key, nonce, UTF-8 text, aad) = ciphertext || 16-byte tag
+
+  ``aad`` (authenticated, not stored twice) is ``b"kms1:" + edk_len + edk``: the box cannot be
+  re-attached to another data key or read as another version.
+
+KMS API shapes (boto3 ``kms`` client), as documented:
+
+- ``generate_data_key(KeyId=, KeySpec="AES_256", EncryptionContext={...})`` returns
+  ``{"CiphertextBlob": bytes, "Plaintext": bytes (32), "KeyId": arn}``; every call returns a
+  unique data key (https://docs.aws.amazon.com/kms/latest/APIReference/API_GenerateDataKey.html,
+  https://awscli.amazonaws.com/v2/documentation/api/latest/reference/kms/generate-data-key.html).
+- ``decrypt(CiphertextBlob=, KeyId=, EncryptionContext={...})`` returns ``{"Plaintext": bytes,
+  "KeyId": arn}``. ``KeyId`` is optional for symmetric keys but recommended: KMS then uses only
+  that key and fails for a ciphertext of another one
+  (https://docs.aws.amazon.com/kms/latest/APIReference/API_Decrypt.html).
+- The encryption context is authenticated data bound to the encrypted data key: decrypting needs
+  the same (case-sensitive) context, else ``InvalidCiphertextException``; it is not secret and
+  appears in CloudTrail (https://docs.aws.amazon.com/kms/latest/developerguide/encrypt_context.html).
+  IAM conditions ``kms:EncryptionContext:purpose`` in ``template.yaml`` rely on it.
+- Errors: ``InvalidCiphertextException`` (corrupted blob or other context) and
+  ``IncorrectKeyException`` (made under another KMS key)
+  (https://docs.aws.amazon.com/botocore/latest/reference/services/kms/client/exceptions/InvalidCiphertextException.html,
+  .../IncorrectKeyException.html).
+
+AES-GCM: ``cryptography``'s ``AESGCM(key).encrypt(nonce, data, associated_data)``, 12-byte nonce,
+``InvalidTag`` on any change (https://cryptography.io/en/latest/hazmat/primitives/aead/).
+
+No plaintext API key, and no plaintext data key, is ever part of a log line, an exception
+message or a ``repr`` here; exceptions name the KMS error code only.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import logging
 import os
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from functools import lru_cache
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Final, Protocol
 
+from cryptography.exceptions import InvalidTag
 from cryptography.fernet import Fernet, InvalidToken
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+
+KMS_PREFIX: Final = "kms1:"
+ENCRYPTION_CONTEXT: Final[Mapping[str, str]] = {"purpose": "kividb-provider-api-key"}
+NONCE_BYTES: Final = 12
+TAG_BYTES: Final = 16
+DATA_KEY_BYTES: Final = 32
+MAX_EDK_BYTES: Final = 4096  # KMS ciphertext blobs of a data key are about 180 bytes
+DATA_KEY_CACHE_ENTRIES: Final = 256
+DATA_KEY_CACHE_SECONDS: Final = 300.0
+
+# KMS error codes after which trying again may succeed (throttling, KMS or network trouble).
+_RETRYABLE_CODES: Final = frozenset(
+    {
+        "ThrottlingException",
+        "KMSInternalException",
+        "DependencyTimeoutException",
+        "KeyUnavailableException",
+        "ServiceUnavailable",
+        "RequestTimeout",
+        "InternalFailure",
+    }
+)
+# Decrypt errors that say "this ciphertext was not made under this key and context".
+_UNREADABLE_CODES: Final = frozenset({"InvalidCiphertextException", "IncorrectKeyException"})
 
 
 class Cipher(Protocol):
@@ -26,7 +105,23 @@ class Cipher(Protocol):
 
 
 class SecretUnreadable(Exception):
-    """A stored secret cannot be decrypted with the configured key (key rotated or lost)."""
+    """A stored secret cannot be decrypted with the configured key (key rotated or lost, the
+    ciphertext changed, or a format whose key is not configured)."""
+
+
+class KeyServiceError(SecretUnreadable):
+    """KMS refused or failed a request (``encrypt`` or ``decrypt``).
+
+    ``retryable``: throttling, timeouts, network or KMS internal errors (trying later may work).
+    Not retryable: access denied, key disabled, pending deletion or not found. A subclass of
+    ``SecretUnreadable`` so that callers of ``decrypt`` catch one type; ``code`` is the KMS error
+    code (or the botocore exception name), never anything secret.
+    """
+
+    def __init__(self, message: str, *, code: str, retryable: bool) -> None:
+        super().__init__(message)
+        self.code = code
+        self.retryable = retryable
 
 
 class FernetCipher:
@@ -35,14 +130,254 @@ class FernetCipher:
     def __init__(self, key: bytes) -> None:
         self._fernet = Fernet(key)
 
+    def __repr__(self) -> str:
+        return "FernetCipher(<key hidden>)"
+
     def encrypt(self, plaintext: str) -> str:
         return self._fernet.encrypt(plaintext.encode("utf-8")).decode("ascii")
 
     def decrypt(self, ciphertext: str) -> str:
         try:
             return self._fernet.decrypt(ciphertext.encode("ascii")).decode("utf-8")
-        except InvalidToken as exc:
+        except (InvalidToken, UnicodeError) as exc:
             raise SecretUnreadable("stored secret cannot be decrypted with this key") from exc
+
+
+class KmsApi(Protocol):
+    """The two calls of boto3's ``kms`` client that this module makes (keyword arguments)."""
+
+    def generate_data_key(self, **kwargs: Any) -> Mapping[str, Any]: ...
+
+    def decrypt(self, **kwargs: Any) -> Mapping[str, Any]: ...
+
+
+@lru_cache(maxsize=1)
+def kms_client() -> KmsApi:
+    """The container's one boto3 KMS client, made at first use (importing boto3 costs about
+    0.2 s, so functions that never touch a key never pay it). Region and credentials come from
+    the environment (``AWS_REGION`` and the function's role in Lambda). Calls must end well inside
+    a function's 10 s: 2 s connect, 3 s read, 2 attempts (standard retry mode).
+
+    botocore logs whole response bodies at DEBUG (``botocore.parsers``), and KMS responses hold
+    plaintext data keys, so that logger is held at INFO whatever the application's level.
+    """
+    # No stubs ship with boto3/botocore; ``unused-ignore`` keeps this quiet if an override lands.
+    import boto3  # type: ignore[import-untyped, unused-ignore]
+    from botocore.config import Config  # type: ignore[import-untyped, unused-ignore]
+
+    logging.getLogger("botocore.parsers").setLevel(logging.INFO)
+    config = Config(
+        connect_timeout=2, read_timeout=3, retries={"max_attempts": 2, "mode": "standard"}
+    )
+    client: KmsApi = boto3.client("kms", config=config)
+    return client
+
+
+class KmsEnvelopeCipher:
+    """Envelope encryption under the KMS key ``key_id`` (key id, key ARN or alias); see the
+    module docstring for the stored format and the KMS calls.
+
+    ``client`` makes (or returns) the KMS client, called at the first encrypt or decrypt that
+    needs KMS: building this object costs nothing, so routes that decrypt nothing never create a
+    client. ``encryption_context`` must be the same for encrypt and decrypt.
+
+    Data keys: every ``encrypt`` gets a fresh one from KMS; none is kept for the next encrypt.
+    Reason: one data key per secret means a leaked data key opens one API key, not every key
+    written by a warm container; random 96-bit nonces stay far below AES-GCM's limit for one key;
+    a data key always comes from the KMS key's current material (after a rotation, at once); and
+    writes of API keys are rare (a store ``PUT``), so one KMS call each costs nothing that
+    matters.
+
+    Decrypted data keys are cached, keyed by the exact encrypted data key, at most
+    ``cache_entries`` entries (least recently used first out; 256 x 32 bytes) for at most
+    ``cache_seconds`` each (5 minutes), so a warm container decrypts a store's key without a KMS
+    call. Why this is safe: a data key protects exactly one secret, so holding it is no more than
+    holding that one decrypted API key, which the same process already holds while it calls the
+    provider; the cache lives only in the memory of a process whose role may call ``Decrypt``;
+    a changed ciphertext cannot use it (the key is the exact encrypted data key, and AES-GCM still
+    authenticates the nonce, the box and the data key); and the age bound means that disabling the
+    KMS key or revoking the role's ``kms:Decrypt`` reaches warm containers within 5 minutes.
+
+    Errors: ``SecretUnreadable`` for a malformed or changed ciphertext, another context or another
+    KMS key; ``KeyServiceError`` (a ``SecretUnreadable``) when KMS cannot be reached or refuses.
+    """
+
+    def __init__(
+        self,
+        key_id: str,
+        client: Callable[[], KmsApi] = kms_client,
+        *,
+        encryption_context: Mapping[str, str] = ENCRYPTION_CONTEXT,
+        cache_entries: int = DATA_KEY_CACHE_ENTRIES,
+        cache_seconds: float = DATA_KEY_CACHE_SECONDS,
+        monotonic: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if not key_id:
+            raise ValueError("a KMS key id is required")
+        self.key_id = key_id
+        self._client = client
+        self._context = dict(encryption_context)
+        self._cache_entries = cache_entries
+        self._cache_seconds = cache_seconds
+        self._monotonic = monotonic
+        self._data_keys: OrderedDict[bytes, tuple[float, bytes]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:
+        return f"KmsEnvelopeCipher(key_id={self.key_id!r}, context={self._context!r})"
+
+    def encrypt(self, plaintext: str) -> str:
+        """``"kms1:..."`` for ``plaintext``; ``KeyServiceError`` when KMS fails."""
+        response = self._kms(
+            "GenerateDataKey",
+            lambda kms: kms.generate_data_key(
+                KeyId=self.key_id, KeySpec="AES_256", EncryptionContext=self._context
+            ),
+        )
+        edk = bytes(response["CiphertextBlob"])
+        data_key = bytes(response["Plaintext"])
+        if len(data_key) != DATA_KEY_BYTES or not 0 < len(edk) <= MAX_EDK_BYTES:
+            raise KeyServiceError(
+                "KMS GenerateDataKey returned an unexpected shape",
+                code="UnexpectedResponse",
+                retryable=False,
+            )
+        header = len(edk).to_bytes(2, "big") + edk
+        nonce = os.urandom(NONCE_BYTES)
+        sealed = AESGCM(data_key).encrypt(nonce, plaintext.encode("utf-8"), _aad(header))
+        return KMS_PREFIX + base64.urlsafe_b64encode(header + nonce + sealed).decode("ascii")
+
+    def decrypt(self, ciphertext: str) -> str:
+        """The text sealed by ``encrypt``; ``SecretUnreadable`` / ``KeyServiceError``."""
+        header, edk, nonce, sealed = _unpack(ciphertext)
+        data_key = self._data_key(edk)
+        try:
+            return AESGCM(data_key).decrypt(nonce, sealed, _aad(header)).decode("utf-8")
+        except (InvalidTag, UnicodeError) as exc:
+            raise SecretUnreadable("stored secret was changed or is not of this key") from exc
+
+    def _data_key(self, edk: bytes) -> bytes:
+        now = self._monotonic()
+        with self._lock:
+            entry = self._data_keys.get(edk)
+            if entry is not None and now - entry[0] < self._cache_seconds:
+                self._data_keys.move_to_end(edk)
+                return entry[1]
+        response = self._kms(
+            "Decrypt",
+            lambda kms: kms.decrypt(
+                CiphertextBlob=edk, KeyId=self.key_id, EncryptionContext=self._context
+            ),
+        )
+        data_key = bytes(response["Plaintext"])
+        if len(data_key) != DATA_KEY_BYTES:
+            raise SecretUnreadable("stored secret does not hold a 256-bit data key")
+        with self._lock:
+            self._data_keys[edk] = (now, data_key)
+            self._data_keys.move_to_end(edk)
+            while len(self._data_keys) > self._cache_entries:
+                self._data_keys.popitem(last=False)
+        return data_key
+
+    def _kms(
+        self, operation: str, call: Callable[[KmsApi], Mapping[str, Any]]
+    ) -> Mapping[str, Any]:
+        """Run one KMS call, turning botocore's errors into ours (raised ``from`` botocore's, whose
+        messages hold the error code, the operation and the endpoint: nothing secret)."""
+        from botocore.exceptions import (  # type: ignore[import-untyped, unused-ignore]
+            BotoCoreError,
+            ClientError,
+            NoRegionError,
+        )
+
+        try:
+            return call(self._client())
+        except ClientError as exc:
+            code = str(exc.response.get("Error", {}).get("Code", "Unknown"))
+            if operation == "Decrypt" and code in _UNREADABLE_CODES:
+                raise SecretUnreadable(
+                    f"stored secret cannot be decrypted with this KMS key and context ({code})"
+                ) from exc
+            raise KeyServiceError(
+                f"KMS {operation} failed ({code})", code=code, retryable=code in _RETRYABLE_CODES
+            ) from exc
+        except NoRegionError as exc:
+            raise KeyServiceError(
+                "no AWS region configured for KMS (AWS_REGION)",
+                code="NoRegionError",
+                retryable=False,
+            ) from exc
+        except BotoCoreError as exc:
+            name = type(exc).__name__
+            raise KeyServiceError(
+                f"KMS {operation} could not be reached ({name})", code=name, retryable=True
+            ) from exc
+
+
+class MultiFormatCipher:
+    """Reads both stored formats, writes with one: ``kms1:`` ciphertexts go to ``kms``, any
+    other to ``fernet``; ``encrypt`` uses ``kms`` when it is given, else ``fernet``.
+
+    Migration: a store saved before the switch to KMS keeps a Fernet token until its key is sent
+    again with ``PUT`` (which stores a ``kms1:`` one). The token decrypts as long as its Fernet key
+    is configured next to the KMS key. A format whose cipher is not configured is
+    ``SecretUnreadable`` (naming what to configure, never the ciphertext). ``ValueError`` when
+    neither is given.
+    """
+
+    def __init__(
+        self, *, kms: KmsEnvelopeCipher | None = None, fernet: FernetCipher | None = None
+    ) -> None:
+        if kms is None and fernet is None:
+            raise ValueError("a KMS key or a Fernet key is required")
+        self.kms = kms
+        self.fernet = fernet
+
+    def __repr__(self) -> str:
+        return f"MultiFormatCipher(kms={self.kms!r}, fernet={self.fernet!r})"
+
+    def encrypt(self, plaintext: str) -> str:
+        if self.kms is not None:
+            return self.kms.encrypt(plaintext)
+        assert self.fernet is not None
+        return self.fernet.encrypt(plaintext)
+
+    def decrypt(self, ciphertext: str) -> str:
+        if ciphertext.startswith(KMS_PREFIX):
+            if self.kms is None:
+                raise SecretUnreadable(
+                    "stored secret is KMS-encrypted and no KMS key is configured "
+                    "(KIVIDB_KMS_KEY_ID)"
+                )
+            return self.kms.decrypt(ciphertext)
+        if self.fernet is None:
+            raise SecretUnreadable(
+                "stored secret is Fernet-encrypted and no Fernet key is configured; "
+                "send the API key again with PUT to store it under KMS"
+            )
+        return self.fernet.decrypt(ciphertext)
+
+
+def _aad(header: bytes) -> bytes:
+    return KMS_PREFIX.encode("ascii") + header
+
+
+def _unpack(ciphertext: str) -> tuple[bytes, bytes, bytes, bytes]:
+    """``(header, edk, nonce, sealed)`` of a ``kms1:`` string; ``SecretUnreadable`` otherwise."""
+    if not ciphertext.startswith(KMS_PREFIX):
+        raise SecretUnreadable("stored secret is not in the kms1 format")
+    try:
+        raw = base64.urlsafe_b64decode(ciphertext[len(KMS_PREFIX) :].encode("ascii"))
+    except (binascii.Error, UnicodeError, ValueError):
+        raise SecretUnreadable("stored secret is not valid kms1 base64") from None
+    if len(raw) < 2:
+        raise SecretUnreadable("stored secret is truncated")
+    edk_len = int.from_bytes(raw[:2], "big")
+    if not 0 < edk_len <= MAX_EDK_BYTES or len(raw) < 2 + edk_len + NONCE_BYTES + TAG_BYTES:
+        raise SecretUnreadable("stored secret is truncated or malformed")
+    header = raw[: 2 + edk_len]
+    nonce = raw[2 + edk_len : 2 + edk_len + NONCE_BYTES]
+    return header, header[2:], nonce, raw[2 + edk_len + NONCE_BYTES :]
 
 
 def load_key_file(path: Path, *, create: bool = False) -> bytes:

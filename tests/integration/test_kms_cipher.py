@@ -1,0 +1,288 @@
+"""KMS envelope encryption of provider API keys, against moto's KMS (no AWS account needed)."""
+
+import base64
+from collections import Counter
+
+import boto3
+import pytest
+from botocore.exceptions import ClientError
+from cryptography.fernet import Fernet
+from moto import mock_aws
+
+from agent_memory.clock import SystemClock
+from agent_memory.keys import StoreKeys
+from agent_memory.models import StoreConfig, StorePut
+from agent_memory.runtime import FunctionSettings, Runtime
+from agent_memory.secrets import (
+    KMS_PREFIX,
+    FernetCipher,
+    KeyServiceError,
+    KmsEnvelopeCipher,
+    MultiFormatCipher,
+    SecretUnreadable,
+    kms_client,
+)
+from agent_memory.stores import Stores
+from tests.conftest import unique
+
+API_KEY = "sk-live-SECRET-0123456789abcdef"
+
+
+class CountingKms:
+    """A KMS client that counts the calls it passes on."""
+
+    def __init__(self, client):
+        self.client = client
+        self.calls = Counter()
+
+    def generate_data_key(self, **kwargs):
+        self.calls["GenerateDataKey"] += 1
+        return self.client.generate_data_key(**kwargs)
+
+    def decrypt(self, **kwargs):
+        self.calls["Decrypt"] += 1
+        return self.client.decrypt(**kwargs)
+
+
+class FailingKms:
+    """A KMS client whose every call fails with one KMS error code."""
+
+    def __init__(self, code):
+        self.code = code
+
+    def generate_data_key(self, **kwargs):
+        raise ClientError({"Error": {"Code": self.code, "Message": "no"}}, "GenerateDataKey")
+
+    def decrypt(self, **kwargs):
+        raise ClientError({"Error": {"Code": self.code, "Message": "no"}}, "Decrypt")
+
+
+@pytest.fixture
+def kms(monkeypatch, tmp_path):
+    for name, value in {
+        "AWS_ACCESS_KEY_ID": "testing",
+        "AWS_SECRET_ACCESS_KEY": "testing",
+        "AWS_SESSION_TOKEN": "testing",
+        "AWS_REGION": "us-east-1",
+        "AWS_DEFAULT_REGION": "us-east-1",
+        "AWS_CONFIG_FILE": str(tmp_path / "absent-config"),
+        "AWS_SHARED_CREDENTIALS_FILE": str(tmp_path / "absent-credentials"),
+    }.items():
+        monkeypatch.setenv(name, value)
+    kms_client.cache_clear()
+    with mock_aws():
+        yield CountingKms(boto3.client("kms", region_name="us-east-1"))
+    kms_client.cache_clear()
+
+
+def new_key(kms):
+    return kms.client.create_key(KeyUsage="ENCRYPT_DECRYPT", KeySpec="SYMMETRIC_DEFAULT")[
+        "KeyMetadata"
+    ]["Arn"]
+
+
+@pytest.fixture
+def key_arn(kms):
+    return new_key(kms)
+
+
+@pytest.fixture
+def cipher(kms, key_arn):
+    return KmsEnvelopeCipher(key_arn, lambda: kms)
+
+
+def parts(ciphertext):
+    """``(encrypted data key, nonce, sealed)`` of a kms1 string, as the module docstring says."""
+    raw = base64.urlsafe_b64decode(ciphertext.removeprefix(KMS_PREFIX))
+    edk_len = int.from_bytes(raw[:2], "big")
+    return raw[2 : 2 + edk_len], raw[2 + edk_len : 14 + edk_len], raw[14 + edk_len :]
+
+
+def test_round_trip_gives_the_key_back_from_an_ascii_kms1_string(cipher):
+    ciphertext = cipher.encrypt(API_KEY)
+    assert ciphertext.startswith(KMS_PREFIX)
+    assert ciphertext.isascii()
+    assert API_KEY not in ciphertext
+    assert cipher.decrypt(ciphertext) == API_KEY
+    assert cipher.decrypt(cipher.encrypt("ключ-🔑")) == "ключ-🔑"
+
+
+def test_every_encryption_gets_a_fresh_data_key_and_nonce(cipher, kms):
+    first, second = cipher.encrypt(API_KEY), cipher.encrypt(API_KEY)
+    assert first != second
+    (edk1, nonce1, _), (edk2, nonce2, _) = parts(first), parts(second)
+    assert edk1 != edk2
+    assert nonce1 != nonce2 and len(nonce1) == 12
+    assert kms.calls["GenerateDataKey"] == 2
+    assert cipher.decrypt(first) == cipher.decrypt(second) == API_KEY
+
+
+@pytest.mark.parametrize("where", ["sealed", "nonce", "data key", "length"])
+def test_a_changed_ciphertext_is_unreadable(cipher, where):
+    ciphertext = cipher.encrypt(API_KEY)
+    cipher.decrypt(ciphertext)  # the data key is now cached: the cache must not help a forgery
+    raw = bytearray(base64.urlsafe_b64decode(ciphertext.removeprefix(KMS_PREFIX)))
+    edk_len = int.from_bytes(raw[:2], "big")
+    position = {"sealed": len(raw) - 1, "nonce": 2 + edk_len, "data key": 2 + edk_len // 2}
+    if where == "length":
+        raw[0:2] = (edk_len - 1).to_bytes(2, "big")
+    else:
+        raw[position[where]] ^= 0x01
+    forged = KMS_PREFIX + base64.urlsafe_b64encode(bytes(raw)).decode("ascii")
+    with pytest.raises(SecretUnreadable) as error:
+        cipher.decrypt(forged)
+    assert API_KEY not in str(error.value)
+
+
+@pytest.mark.parametrize("text", ["kms1:", "kms1:@@@not-base64@@@", "kms1:AAE=", "gAAAAAfernet"])
+def test_malformed_ciphertexts_are_unreadable(cipher, text):
+    with pytest.raises(SecretUnreadable):
+        cipher.decrypt(text)
+
+
+def test_another_encryption_context_cannot_read_it(cipher, kms, key_arn):
+    ciphertext = cipher.encrypt(API_KEY)
+    other = KmsEnvelopeCipher(key_arn, lambda: kms, encryption_context={"purpose": "other"})
+    with pytest.raises(SecretUnreadable):
+        other.decrypt(ciphertext)
+    assert kms.calls["Decrypt"] == 1, "the refusal came from KMS"
+
+
+def test_another_kms_key_cannot_read_it(cipher, kms):
+    ciphertext = cipher.encrypt(API_KEY)
+    other = KmsEnvelopeCipher(new_key(kms), lambda: kms)
+    with pytest.raises(SecretUnreadable) as error:
+        other.decrypt(ciphertext)
+    # Real KMS answers IncorrectKeyException (plain SecretUnreadable); moto answers
+    # AccessDeniedException (a KeyServiceError that is not worth retrying).
+    assert getattr(error.value, "retryable", False) is False
+    assert other.decrypt(other.encrypt(API_KEY)) == API_KEY
+
+
+def test_a_warm_cipher_decrypts_again_without_calling_kms(cipher, kms, key_arn):
+    ciphertext = cipher.encrypt(API_KEY)
+    assert cipher.decrypt(ciphertext) == API_KEY
+    assert kms.calls["Decrypt"] == 1
+    assert cipher.decrypt(ciphertext) == API_KEY
+    assert cipher.decrypt(ciphertext) == API_KEY
+    assert kms.calls["Decrypt"] == 1
+    cold = KmsEnvelopeCipher(key_arn, lambda: kms)
+    assert cold.decrypt(ciphertext) == API_KEY
+    assert kms.calls["Decrypt"] == 2
+
+
+def test_the_data_key_cache_is_bounded_in_entries_and_age(kms, key_arn):
+    now = [1000.0]
+    cipher = KmsEnvelopeCipher(
+        key_arn, lambda: kms, cache_entries=2, cache_seconds=60, monotonic=lambda: now[0]
+    )
+    a, b, c = (cipher.encrypt(f"key-{n}") for n in range(3))
+    for ciphertext in (a, b, c):  # c pushes a out
+        cipher.decrypt(ciphertext)
+    assert kms.calls["Decrypt"] == 3
+    cipher.decrypt(c)
+    cipher.decrypt(b)
+    assert kms.calls["Decrypt"] == 3
+    cipher.decrypt(a)
+    assert kms.calls["Decrypt"] == 4
+    now[0] += 61
+    cipher.decrypt(a)
+    assert kms.calls["Decrypt"] == 5
+
+
+def test_encrypt_never_reuses_a_data_key_even_when_one_is_cached(cipher, kms):
+    cipher.decrypt(cipher.encrypt(API_KEY))
+    cipher.encrypt(API_KEY)
+    assert kms.calls["GenerateDataKey"] == 2
+
+
+def test_fernet_ciphertexts_still_decrypt_through_the_combined_cipher(cipher):
+    fernet = FernetCipher(Fernet.generate_key())
+    legacy = fernet.encrypt(API_KEY)
+    both = MultiFormatCipher(kms=cipher, fernet=fernet)
+    assert both.decrypt(legacy) == API_KEY
+    fresh = both.encrypt(API_KEY)
+    assert fresh.startswith(KMS_PREFIX)
+    assert both.decrypt(fresh) == API_KEY
+    with pytest.raises(SecretUnreadable, match="KIVIDB_KMS_KEY_ID"):
+        MultiFormatCipher(fernet=fernet).decrypt(fresh)
+    with pytest.raises(SecretUnreadable, match="PUT"):
+        MultiFormatCipher(kms=cipher).decrypt(legacy)
+    with pytest.raises(SecretUnreadable):
+        MultiFormatCipher(kms=cipher, fernet=FernetCipher(Fernet.generate_key())).decrypt(legacy)
+
+
+def test_kms_failures_say_whether_a_retry_can_help(key_arn):
+    throttled = KmsEnvelopeCipher(key_arn, lambda: FailingKms("ThrottlingException"))
+    with pytest.raises(KeyServiceError) as error:
+        throttled.encrypt(API_KEY)
+    assert error.value.retryable and error.value.code == "ThrottlingException"
+    denied = KmsEnvelopeCipher(key_arn, lambda: FailingKms("AccessDeniedException"))
+    with pytest.raises(KeyServiceError) as error:
+        denied.decrypt(KMS_PREFIX + base64.urlsafe_b64encode(b"\x00\x01x" + b"n" * 40).decode())
+    assert not error.value.retryable
+    assert isinstance(error.value, SecretUnreadable)
+
+
+def test_no_key_material_in_reprs(cipher):
+    ciphertext = cipher.encrypt(API_KEY)
+    cipher.decrypt(ciphertext)
+    fernet_key = Fernet.generate_key()
+    both = MultiFormatCipher(kms=cipher, fernet=FernetCipher(fernet_key))
+    text = repr(both)
+    assert API_KEY not in text and fernet_key.decode() not in text
+    (data_key,) = [entry[1] for entry in cipher._data_keys.values()]
+    assert data_key.hex() not in text and repr(data_key) not in text
+
+
+def test_a_store_put_keeps_only_a_kms1_ciphertext(client, cipher):
+    stores = Stores(client, "db", MultiFormatCipher(kms=cipher), SystemClock())
+    name = unique("s")
+    stores.put(
+        name,
+        StorePut(
+            llm_provider="openai",
+            llm_model="gpt-4o-mini",
+            llm_api_key=API_KEY,
+            embed_provider="openai",
+            embed_model="text-embedding-3-small",
+            dimensions=1536,
+            embed_api_key=API_KEY + "-embed",
+        ),
+    )
+    raw = client.hget(StoreKeys.registry, name)
+    assert API_KEY not in raw
+    stored = StoreConfig.model_validate_json(raw, context={"stored": True})
+    assert stored.llm_api_key_ciphertext.startswith(KMS_PREFIX)
+    assert stored.embed_api_key_ciphertext.startswith(KMS_PREFIX)
+    assert cipher.decrypt(stored.llm_api_key_ciphertext) == API_KEY
+    assert cipher.decrypt(stores.get(name).embed_api_key_ciphertext) == API_KEY + "-embed"
+    stores.delete(name)
+
+
+def test_runtime_uses_kms_when_a_key_id_is_set_and_makes_no_client_until_needed(
+    kms, key_arn, redis_url, tmp_path
+):
+    key_file = tmp_path / "secret.key"
+    key_file.write_bytes(Fernet.generate_key())
+    legacy = FernetCipher(key_file.read_bytes()).encrypt(API_KEY)
+    settings = FunctionSettings.from_environ(
+        {
+            "KIVIDB_CONTROL_URL": redis_url,
+            "KIVIDB_KMS_KEY_ID": key_arn,
+            "KIVIDB_SECRET_KEY_FILE": str(key_file),
+        }
+    )
+    runtime = Runtime(settings)
+    cipher = runtime.cipher
+    assert kms_client.cache_info().currsize == 0, "building the cipher made a KMS client"
+    ciphertext = cipher.encrypt(API_KEY)
+    assert ciphertext.startswith(KMS_PREFIX)
+    assert cipher.decrypt(ciphertext) == API_KEY
+    assert cipher.decrypt(legacy) == API_KEY
+    local = Runtime(
+        FunctionSettings.from_environ(
+            {"KIVIDB_CONTROL_URL": redis_url, "KIVIDB_SECRET_KEY_FILE": str(key_file)}
+        )
+    )
+    assert not local.cipher.encrypt(API_KEY).startswith(KMS_PREFIX)
