@@ -14,7 +14,9 @@ from agent_memory.api import (
     StorePath,
     metrics,
 )
+from agent_memory.background import schedule_background
 from agent_memory.models import EventsRequest, EventsResult
+from agent_memory.scheduler import ExtractionTarget
 
 app = Api()
 
@@ -32,9 +34,16 @@ def add_events(
     body: Annotated[EventsRequest, Body()],
 ) -> EventsResult:
     _, sessions = app.runtime.sessions(app.principal, instance_id, store)
-    result = sessions.append(session_id, body)
-    metrics.add_metric(name="MessagesAdded", unit=MetricUnit.Count, value=result.added)
-    return result
+    appended = sessions.append_events(session_id, body)
+    metrics.add_metric(name="MessagesAdded", unit=MetricUnit.Count, value=appended.result.added)
+    if appended.arm_due is not None or appended.fold:
+        schedule_background(
+            app.runtime.scheduler,
+            sessions,
+            ExtractionTarget(instance_id, store, session_id),
+            appended,
+        )
+    return appended.result
 
 
 lambda_handler = app.lambda_handler

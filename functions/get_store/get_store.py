@@ -11,9 +11,14 @@ def get_store(instance_id: InstancePath, store: StorePath) -> StoreView:
     stores = app.runtime.stores(app.principal, instance_id)
     config, sessions, memories = app.runtime.store(app.principal, instance_id, store)
     counts = StoreCounts(
-        sessions=sessions.count(), memories=memories.count(), waiting_for_extraction=0
+        sessions=sessions.count(),
+        memories=memories.count(),
+        waiting_for_extraction=sessions.waiting_for_extraction(),
     )
-    return stores.view(config, counts)
+    last_at, last_error = sessions.extraction_record()
+    return stores.view(config, counts).model_copy(
+        update={"last_extraction_at": last_at, "last_extraction_error": last_error}
+    )
 
 
 lambda_handler = app.lambda_handler

@@ -244,6 +244,15 @@ def test_run_now_is_due_immediately(local, clock):
     assert local.take_due(clock.now()) == [TARGET.event()]
 
 
+def test_run_now_leaves_the_sessions_armed_schedule_armed(local, clock):
+    later = clock.now() + timedelta(seconds=30)
+    local.arm(TARGET, later)
+    local.run_now(TARGET)  # like Lambda's asynchronous invoke: apart from the schedule
+    assert local.take_due(clock.now()) == [TARGET.event()]
+    assert local.pending() == {schedule_name(TARGET): later}
+    assert local.take_due(later) == [TARGET.event()]
+
+
 def test_take_due_returns_the_earliest_first_and_at_most_limit(local, clock):
     targets = [ExtractionTarget("db", "st", f"s{i}") for i in range(5)]
     for i, target in enumerate(reversed(targets)):

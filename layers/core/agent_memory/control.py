@@ -214,6 +214,17 @@ class ControlPlane:
             self._instances[(org_id, instance_id)] = (now, instance)
         return instance
 
+    def instance_by_id(self, instance_id: str) -> Instance:
+        """The instance whatever its organization, for internal callers only (the background
+        function, which the scheduler invokes with an instance id); ``InstanceNotFound``."""
+        if not INSTANCE_ID.fullmatch(instance_id):
+            raise InstanceNotFound(instance_id)
+        with database_errors():
+            raw = self._redis.hgetall(ControlKeys.instance(instance_id))
+        if not raw:
+            raise InstanceNotFound(instance_id)
+        return self.instance(str(raw["org_id"]), instance_id)
+
     def instances(self, org_id: str) -> list[Instance]:
         with database_errors():
             ids = sorted(str(i) for i in self._redis.smembers(ControlKeys.org_instances(org_id)))

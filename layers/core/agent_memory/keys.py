@@ -6,8 +6,11 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:{<store>}:sessions               zset  session id -> last event (ms)
     kividb:mem:<store>:<inc>:{<store>}:sessions:expiry        zset  session id -> expiry (ms)
     kividb:mem:<store>:<inc>:{<store>}:sessions:deleted       zset  session id -> deleted expiry
+    kividb:mem:<store>:<inc>:{<store>}:sessions:unread        zset  session id -> expiry (ms)
+    kividb:mem:<store>:<inc>:{<store>}:extraction             hash  last extraction time, error
     kividb:mem:<store>:<inc>:session:{<session>}:meta         hash  actor, sequence, times, summary
     kividb:mem:<store>:<inc>:session:{<session>}:messages     zset  "<seq>:<json>" scored by seq
+    kividb:mem:<store>:<inc>:session:{<session>}:lock         string  background run's token
     kividb:mem:<store>:<inc>:{<store>}:memories               zset  memory id -> created (ms)
     kividb:mem:<store>:<inc>:{<store>}:memories:expiry        zset  memory id -> expiry (ms)
     kividb:mem:<store>:<inc>:{<store>}:memories:owner         hash  memory id -> actor bucket
@@ -91,9 +94,20 @@ class StoreKeys:
     def deleted_sessions(self) -> str:
         return f"{self._base}{{{self.store}}}:sessions:deleted"
 
+    @property
+    def unread_sessions(self) -> str:
+        """zset: session id -> its expiry (ms), for sessions with messages extraction has not
+        read yet (stores with a language model only); ``counts.waiting_for_extraction``."""
+        return f"{self._base}{{{self.store}}}:sessions:unread"
+
+    @property
+    def extraction(self) -> str:
+        """hash: ``last_extraction_at`` (ms) and ``last_extraction_error`` of the store."""
+        return f"{self._base}{{{self.store}}}:extraction"
+
     def session_indexes(self) -> list[str]:
         """The store-slot keys every index script takes, in the order the scripts expect."""
-        return [self.sessions, self.session_expiry, self.deleted_sessions]
+        return [self.sessions, self.session_expiry, self.deleted_sessions, self.unread_sessions]
 
     @property
     def memories(self) -> str:
@@ -165,6 +179,8 @@ class SessionKeys:
         tagged = f"{store_base}session:{{{session_id}}}"
         self.meta = tagged + ":meta"
         self.messages = tagged + ":messages"
+        self.lock = tagged + ":lock"
+        """string: the token of the background run working on the session (expires)."""
 
     def all(self) -> list[str]:
         return [self.meta, self.messages]

@@ -67,12 +67,14 @@ CANDIDATES = 5
 """Each mode of a hybrid search contributes ``CANDIDATES * limit`` candidates to the fusion."""
 
 # KEYS: ActorKeys.all(). ARGV: id, json, vector bytes, expected gen ('' = any), log_keep,
-# 'update' (the memory must still exist) or 'new'. Returns {1, gen} when written, {0, gen}
-# when the generation had moved, {-1, gen} when an update found no memory (deleted).
+# 'update' (the memory must still exist), 'new', or 'once' (a chosen id that must not exist
+# yet). Returns {1, gen} when written, {0, gen} when the generation had moved, {-1, gen} when
+# an update found no memory (deleted), {-2, gen} when a 'once' id is already kept.
 _PUT = """
 local gen = tonumber(redis.call('HGET', KEYS[4], 'gen') or '0')
 if ARGV[4] ~= '' and tonumber(ARGV[4]) ~= gen then return {0, gen} end
 if ARGV[6] == 'update' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {-1, gen} end
+if ARGV[6] == 'once' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return {-2, gen} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
 gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
@@ -166,28 +168,42 @@ class Memories:
                 details=[{"field": field, "problem": f"must be one of: {allowed}"}],
             )
 
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """The store's embeddings of ``texts`` (one batched provider call where it can), rows
+        in input order; ``EmbeddingRequired`` when the store has no embedding model."""
+        return self._embedder.embed(texts)
+
     def _vector(self, text: str, given: Sequence[float] | None, field: str) -> NDArray[np.float32]:
         if given is not None:
             return unit(validate_vector(given, self._store.dimensions, field), field)
         return unit(self._embedder.embed([text])[0], field)
 
-    def add(self, body: MemoryIn, source_session: str | None = None) -> Kept:
+    def add(
+        self, body: MemoryIn, source_session: str | None = None, *, memory_id: str | None = None
+    ) -> Kept:
         """Keep a memory, unless the actor already has one at least ``dedupe_threshold``
         similar (cosine), in which case that one is returned with ``duplicate`` true.
 
         The text is redacted first when the store's ``redact_pii`` is on; the vector is the
         body's (checked against ``dimensions``) or the store's embedding of the redacted text.
+        ``memory_id`` chooses the id (background extraction derives it from what it read): a
+        memory already kept under it is returned with ``duplicate`` true and nothing changes.
         """
         self._check_type(body.type)
+        bucket = actor_bucket(body.actor_id)
+        if memory_id is not None:
+            existing = self._fetch(bucket, [memory_id]).get(memory_id)
+            if existing is not None:
+                return Kept(existing, True, {})
         redaction = redact(body.text) if self._store.redact_pii else None
         text = redaction.text if redaction else body.text
         vector = self._vector(text, body.vector, "vector")
-        bucket = actor_bucket(body.actor_id)
         actor = self._keys.actor(bucket)
         now = self._clock.now()
         now_ms = to_ms(now)
         expires_ms = to_ms(now + timedelta(seconds=self._store.memory_ttl_seconds))
-        memory_id = new_memory_id()
+        mode = "once" if memory_id is not None else "new"
+        memory_id = memory_id or new_memory_id()
         record: dict[str, Any] = {
             "id": memory_id,
             "text": text,
@@ -230,9 +246,14 @@ class Memories:
                         self._binary,
                         self._put,
                         actor.all(),
-                        [memory_id, encode_record(record), vector.tobytes(), gen, LOG_KEEP, "new"],
+                        [memory_id, encode_record(record), vector.tobytes(), gen, LOG_KEEP, mode],
                         lambda pipe: pipe.hget(StoreKeys.registry, self._store.name),
                     )
+                if int(written) == -2:  # kept meanwhile under this chosen id: leave it be
+                    kept = self._fetch(bucket, [memory_id]).get(memory_id)
+                    if kept is not None:
+                        return Kept(kept, True, counts)
+                    continue
                 if int(written) == 1:
                     self._check_store_still_here(bucket, memory_id, registered)
                     with index.lock:

@@ -364,6 +364,13 @@ class EventsResult(View):
     message_count: int
 
 
+class ExtractionQueued(View):
+    """Answer of ``POST .../sessions/{session_id}/extract`` (202)."""
+
+    session_id: str
+    status: Literal["queued"] = "queued"
+
+
 class Message(View):
     """A message kept verbatim. ``seq`` is its position in the session, from 1."""
 

@@ -14,13 +14,17 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr
 
+from agent_memory.background import SessionWork
 from agent_memory.clock import Clock, SystemClock
 from agent_memory.control import ControlPlane, Principal
 from agent_memory.db import redis_client
 from agent_memory.embeddings import Embedder, Vectors, make_embedder
+from agent_memory.errors import InstanceNotFound, StoreNotFound
+from agent_memory.llm import LanguageModel, make_language_model
 from agent_memory.memories import Memories
 from agent_memory.models import StoreConfig
 from agent_memory.providers import ProviderClient
+from agent_memory.scheduler import ExtractionTarget, Scheduler, make_scheduler
 from agent_memory.search import IndexCache
 from agent_memory.secrets import (
     Cipher,
@@ -188,6 +192,58 @@ class Runtime:
         stores = self.stores(principal, instance_id)
         config = stores.get(store)
         return config, stores.sessions(config)
+
+    # --- background work ---------------------------------------------------------------------
+
+    @cached_property
+    def scheduler(self) -> Scheduler:
+        """EventBridge Scheduler in AWS; the Redis-backed local one when the local stack sets
+        ``KIVIDB_SCHEDULER=local`` (``agent_memory.scheduler.make_scheduler``)."""
+        return make_scheduler(os.environ, redis_client, self.clock)
+
+    @cached_property
+    def background_provider_client(self) -> ProviderClient:
+        # No client waits on a background run: longer reads (a model writing a summary), more
+        # retries, and Retry-After honoured up to 30 s, all well inside the 300 s timeout.
+        return ProviderClient(
+            connect_timeout=3.0, read_timeout=60.0, max_retries=3, max_retry_after=30.0
+        )
+
+    def language_model(self, config: StoreConfig) -> LanguageModel | None:
+        """The store's language model (its key decrypted now), or None without one."""
+        api_key = None
+        if config.llm_api_key_ciphertext is not None:
+            api_key = self.cipher.decrypt(config.llm_api_key_ciphertext)
+        return make_language_model(
+            config.llm_provider,
+            config.llm_model,
+            config.llm_base_url,
+            api_key,
+            allow_private=self.settings.allow_private_endpoints,
+            client=self.background_provider_client,
+        )
+
+    def session_work(self, target: ExtractionTarget) -> SessionWork | None:
+        """The background run for ``target``, or None when its instance or store is gone.
+        The background function is invoked only by the scheduler and our own functions, so
+        the instance is looked up by id alone."""
+        try:
+            instance = self.control.instance_by_id(target.instance_id)
+            stores = self._stores(instance.url, instance.instance_id)
+            config = stores.get(target.store)
+        except (InstanceNotFound, StoreNotFound):
+            return None
+        memories = self.memories_of(instance.url, instance.instance_id, config)
+        # The background run embeds in batches and may take its time: its own provider client.
+        return SessionWork(
+            redis_client(instance.url),
+            config,
+            memories,
+            self.language_model(config) if config.llm_provider != "none" else None,
+            self.scheduler,
+            self.clock,
+            target,
+        )
 
 
 class LazyEmbedder:

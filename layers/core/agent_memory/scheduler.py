@@ -38,6 +38,7 @@ import hashlib
 import importlib
 import json
 import re
+import secrets
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
@@ -394,15 +395,17 @@ class LocalScheduler:
         self._put(target, to_ms(_utc(due)))
 
     def run_now(self, target: ExtractionTarget) -> None:
-        """Due now: the next poll takes it."""
-        self._put(target, to_ms(_utc(self.clock.now())))
+        """Due now: the next poll takes it. An entry of its own, as Lambda's asynchronous
+        invoke is apart from the session's schedule: an armed schedule stays armed."""
+        name = f"{schedule_name(target)}:now:{secrets.token_hex(6)}"
+        self._put(target, to_ms(_utc(self.clock.now())), name)
 
-    def _put(self, target: ExtractionTarget, due_ms: int) -> None:
+    def _put(self, target: ExtractionTarget, due_ms: int, name: str | None = None) -> None:
         with database_errors():
             script = load_script(self.client, _ARM)
             script(
                 keys=[self.keys.due, self.keys.events],
-                args=[schedule_name(target), due_ms, target.input_json()],
+                args=[name or schedule_name(target), due_ms, target.input_json()],
                 client=self.client,
             )
 

@@ -10,7 +10,8 @@ right after, in the store's slot.
 from __future__ import annotations
 
 import json
-from datetime import timedelta
+from dataclasses import dataclass
+from datetime import datetime, timedelta
 from typing import Any
 
 import redis
@@ -31,8 +32,13 @@ from agent_memory.models import (
     StoreConfig,
 )
 
-# KEYS: meta, messages. ARGV: actor ('' for none), now_ms, expires_ms, payload...
-# Returns {last_seq, owner, expires_ms}; last_seq 0 means the session belongs to another actor.
+# KEYS: meta, messages. ARGV: actor ('' for none), now_ms, expires_ms, arm delay in ms ('' when
+# the store has no language model), summarize_after ('' likewise), payload...
+# Returns {last_seq, owner, expires_ms, arm_due_ms, fold}; last_seq 0 means the session belongs
+# to another actor. arm_due_ms is non-zero when this append is the first of a quiet period (no
+# schedule armed): the caller arms one for that time. fold is 1 when the session now holds more
+# than summarize_after verbatim messages and no summarization was asked for yet (one asked for
+# more than FOLD_REQUEST_STALE_MS ago counts as lost and is asked for again).
 # A session's expiry only ever grows, across deletes too (a deleted session leaves its last
 # expiry in `deleted_expires`), so every append of one session id has a distinct expiry: the
 # index scripts below tell appends apart by it.
@@ -48,25 +54,39 @@ local floor = old_expiry or redis.call('HGET', meta, 'deleted_expires')
 if floor and expires <= tonumber(floor) then expires = tonumber(floor) + 1 end
 local owner = redis.call('HGET', meta, 'actor_id')
 if actor ~= '' then
-  if owner and owner ~= actor then return {0, owner, 0} end
+  if owner and owner ~= actor then return {0, owner, 0, 0, 0} end
   if not owner then
     redis.call('HSET', meta, 'actor_id', actor)
     owner = actor
   end
 end
-local n = #ARGV - 3
+local n = #ARGV - 5
 local last = redis.call('HINCRBY', meta, 'seq', n)
 for i = 1, n do
   local seq = last - n + i
-  redis.call('ZADD', messages, seq, string.format('%d', seq) .. ':' .. ARGV[3 + i])
+  redis.call('ZADD', messages, seq, string.format('%d', seq) .. ':' .. ARGV[5 + i])
 end
 local stamp = string.format('%d', expires)
 redis.call('HDEL', meta, 'deleted_expires')
 redis.call('HSETNX', meta, 'created_at', ARGV[2])
 redis.call('HSET', meta, 'last_event_at', ARGV[2], 'expires_at', stamp)
+local arm = 0
+if ARGV[4] ~= '' and not redis.call('HGET', meta, 'armed_due') then
+  arm = now + tonumber(ARGV[4])
+  redis.call('HSET', meta, 'armed_due', string.format('%d', arm))
+end
+local fold = 0
+if ARGV[5] ~= '' then
+  local verbatim = last - tonumber(redis.call('HGET', meta, 'folded_seq') or '0')
+  local asked = redis.call('HGET', meta, 'fold_requested')
+  if verbatim > tonumber(ARGV[5]) and (not asked or tonumber(asked) < now - FOLD_STALE) then
+    redis.call('HSET', meta, 'fold_requested', ARGV[2])
+    fold = 1
+  end
+end
 redis.call('PEXPIREAT', meta, stamp)
 redis.call('PEXPIREAT', messages, stamp)
-return {last, owner or '', stamp}
+return {last, owner or '', stamp, arm, fold}
 """
 
 # The store's three indexes (one slot): sessions (by recency), sessions:expiry and
@@ -79,12 +99,14 @@ for _, id in ipairs(expired) do
   redis.call('ZREM', KEYS[2], id)
 end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[1])
+redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[1])
 """
 _PRUNE = _PRUNE_LUA + "return #expired\n"
 
 # After an append: record the session's activity (ARGV[3] id, ARGV[4] its new expiry), unless
 # a delete already covered that append (tombstone at or after this expiry). GT keeps a late
-# touch of an older append from moving the session back in time.
+# touch of an older append from moving the session back in time. ARGV[5] '1': the session now
+# has messages extraction has not read (the store has a language model).
 _TOUCH = (
     _PRUNE_LUA
     + """
@@ -92,6 +114,7 @@ local tomb = redis.call('ZSCORE', KEYS[3], ARGV[3])
 if tomb and tonumber(tomb) >= tonumber(ARGV[4]) then return #expired end
 redis.call('ZADD', KEYS[1], 'GT', ARGV[1], ARGV[3])
 redis.call('ZADD', KEYS[2], 'GT', ARGV[4], ARGV[3])
+if ARGV[5] == '1' then redis.call('ZADD', KEYS[4], 'GT', ARGV[4], ARGV[3]) end
 if tomb then redis.call('ZREM', KEYS[3], ARGV[3]) end
 return #expired
 """
@@ -108,6 +131,8 @@ if score and tonumber(score) <= tonumber(ARGV[4]) then
   redis.call('ZREM', KEYS[1], ARGV[3])
   redis.call('ZREM', KEYS[2], ARGV[3])
 end
+local unread = redis.call('ZSCORE', KEYS[4], ARGV[3])
+if unread and tonumber(unread) <= tonumber(ARGV[4]) then redis.call('ZREM', KEYS[4], ARGV[3]) end
 redis.call('ZADD', KEYS[3], 'GT', ARGV[4], ARGV[3])
 return #expired
 """
@@ -123,10 +148,33 @@ redis.call('HSET', KEYS[1], 'deleted_expires', expires)
 redis.call('PEXPIREAT', KEYS[1], expires)
 return expires
 """
+# KEYS: meta. ARGV: field, value ('' = any). Deletes the field if it holds the value.
+_RELEASE = """
+local held = redis.call('HGET', KEYS[1], ARGV[1])
+if held and (ARGV[2] == '' or held == ARGV[2]) then redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+"""
+FOLD_REQUEST_STALE_MS = 600_000
+"""A summarization asked for this long ago (ms) without finishing is asked for again."""
+_APPEND = _APPEND.replace("FOLD_STALE", str(FOLD_REQUEST_STALE_MS))
+EXTRACTION_MAX_FAILURES = 5
+"""After this many failed runs in a row a session's extraction shows ``failed`` and is not
+retried until new messages arrive (or ``POST .../extract``)."""
 PRUNE_BATCH = 1000
 TOUCH_PRUNE_BATCH = 100
 
 _META_FIELDS = ("actor_id", "seq", "created_at", "last_event_at", "expires_at", "summary")
+
+
+@dataclass(frozen=True)
+class Appended:
+    """What an append did, for the caller that schedules background work: ``arm_due`` is the
+    time to arm the session's extraction schedule for (this append began a quiet period), and
+    ``fold`` asks for summarization now (the session outgrew ``summarize_after``)."""
+
+    result: EventsResult
+    arm_due: datetime | None
+    fold: bool
 
 
 def _encode_message(event: dict[str, Any]) -> str:
@@ -134,7 +182,8 @@ def _encode_message(event: dict[str, Any]) -> str:
     return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
 
 
-def _decode_member(member: str) -> Message:
+def decode_member(member: str) -> Message:
+    """A message from its stored form ``<seq>:<json>``."""
     seq, _, payload = member.partition(":")
     doc = json.loads(payload)
     return Message(
@@ -151,12 +200,45 @@ class SessionMeta:
 
     def __init__(self, session_id: str, raw: dict[str, str]) -> None:
         self.session_id = session_id
+        self.running = False
         self.actor_id = raw.get("actor_id") or None
         self.message_count = int(raw.get("seq", 0))
         self.created_at = from_ms(raw.get("created_at", 0))
         self.last_event_at = from_ms(raw.get("last_event_at", 0))
         self.expires_at = from_ms(raw.get("expires_at", 0))
         self.summary = raw.get("summary") or None
+        self.read_seq = int(raw.get("read_seq", 0))
+        self.folded_seq = int(raw.get("folded_seq", 0))
+        armed = raw.get("armed_due")
+        self.armed_due = from_ms(armed) if armed else None
+        self.failures = int(raw.get("failures", 0))
+        last_run = raw.get("last_run_at")
+        self.last_run_at = from_ms(last_run) if last_run else None
+        self.last_error = raw.get("last_error") or None
+        self.requested = bool(raw.get("requested_at"))
+
+    @property
+    def unread(self) -> int:
+        """Messages extraction has not read yet."""
+        return self.message_count - self.read_seq
+
+    def extraction(self, *, running: bool, has_model: bool) -> ExtractionStatus:
+        """The session's extraction status (``SessionView.extraction``)."""
+        if running:
+            status = "running"
+        elif self.failures >= EXTRACTION_MAX_FAILURES:
+            status = "failed"
+        elif has_model and (self.unread > 0 or self.armed_due is not None):
+            status = "waiting"
+        else:
+            status = "idle"
+        return ExtractionStatus(
+            status=status,
+            due_at=self.armed_due,
+            last_run_at=self.last_run_at,
+            last_error=self.last_error,
+            unread=self.unread,
+        )
 
     def summary_view(self) -> SessionSummary:
         return SessionSummary(
@@ -183,6 +265,12 @@ class Sessions:
         self._touch = load_script(client, _TOUCH)
         self._forget = load_script(client, _FORGET)
         self._delete = load_script(client, _DELETE)
+        self._release = load_script(client, _RELEASE)
+
+    @property
+    def has_model(self) -> bool:
+        """Whether the store has a language model (and so extracts and summarizes)."""
+        return self._store.llm_provider != "none"
 
     def append(self, session_id: str, request: EventsRequest) -> EventsResult:
         """Add ``request.events`` to the session, creating it on first use.
@@ -192,6 +280,13 @@ class Sessions:
         above ``MAX_EVENTS_PER_CALL`` events and ``ActorMismatch`` when the session belongs to
         another actor; in both cases nothing is written.
         """
+        return self.append_events(session_id, request).result
+
+    def append_events(self, session_id: str, request: EventsRequest) -> Appended:
+        """``append``, also saying what background work the append calls for (``Appended``):
+        with a language model, the first append of a quiet period reserves the session's
+        extraction schedule (``armed_due``) in the same atomic step, so concurrent appends arm
+        it once; a session outgrowing ``summarize_after`` asks for summarization once."""
         if len(request.events) > MAX_EVENTS_PER_CALL:
             raise PayloadTooLarge(
                 f"{len(request.events)} events in one call; send at most {MAX_EVENTS_PER_CALL}."
@@ -207,10 +302,13 @@ class Sessions:
             doc["created_at"] = to_ms(event.created_at) if event.created_at else now_ms
             payloads.append(_encode_message(doc))
         keys = self._keys.session(session_id)
+        model = self.has_model
+        delay_ms = self._store.extraction_delay_seconds * 1000 if model else ""
+        fold_after = self._store.summarize_after if model else ""
         with database_errors():
-            last, owner, expires_ms = self._append(
+            last, owner, expires_ms, arm_ms, fold = self._append(
                 keys=[keys.meta, keys.messages],
-                args=[request.actor_id or "", now_ms, expires_ms, *payloads],
+                args=[request.actor_id or "", now_ms, expires_ms, delay_ms, fold_after, *payloads],
             )
             if int(last) == 0:
                 raise ActorMismatch(session_id, str(owner), request.actor_id or "")
@@ -218,9 +316,11 @@ class Sessions:
             # a store whose sessions are never listed does not keep every id it ever had.
             self._touch(
                 keys=self._keys.session_indexes(),
-                args=[now_ms, TOUCH_PRUNE_BATCH, session_id, expires_ms],
+                args=[now_ms, TOUCH_PRUNE_BATCH, session_id, expires_ms, "1" if model else "0"],
             )
-        return EventsResult(session_id=session_id, added=len(payloads), message_count=int(last))
+        result = EventsResult(session_id=session_id, added=len(payloads), message_count=int(last))
+        arm_due = from_ms(int(arm_ms)) if int(arm_ms) else None
+        return Appended(result, arm_due, int(fold) == 1)
 
     def _read(self, session_id: str, recent: int) -> tuple[SessionMeta, list[Message]] | None:
         keys = self._keys.session(session_id)
@@ -228,10 +328,13 @@ class Sessions:
             pipe = self._redis.pipeline(transaction=True)
             pipe.hgetall(keys.meta)
             pipe.zrange(keys.messages, -recent, -1)
-            raw, members = pipe.execute()
+            pipe.exists(keys.lock)
+            raw, members, locked = pipe.execute()
         if "seq" not in raw or int(raw.get("expires_at", 0)) <= to_ms(self._clock.now()):
             return None  # absent, deleted (only a tombstone left) or expired
-        return SessionMeta(session_id, raw), [_decode_member(m) for m in members]
+        meta = SessionMeta(session_id, raw)
+        meta.running = bool(locked)
+        return meta, [decode_member(m) for m in members]
 
     def get(self, session_id: str, recent: int) -> SessionView:
         """The session with its newest ``recent`` messages, oldest first; ``SessionNotFound``."""
@@ -248,7 +351,7 @@ class Sessions:
             created_at=meta.created_at,
             last_event_at=meta.last_event_at,
             expires_at=meta.expires_at,
-            extraction=ExtractionStatus(status="idle", unread=meta.message_count),
+            extraction=meta.extraction(running=meta.running, has_model=self.has_model),
         )
 
     def working_memory(
@@ -304,6 +407,29 @@ class Sessions:
         return SessionList(
             sessions=sessions, next_offset=offset + limit if len(ids) > limit else None
         )
+
+    def release(self, session_id: str, field: str, value: str | None = None) -> None:
+        """Forget a reservation an append made (``armed_due``, ``fold_requested``) because
+        the background work it was for could not be scheduled; with ``value``, only if the
+        field still holds it. The next append makes it again."""
+        keys = self._keys.session(session_id)
+        with database_errors():
+            self._release(keys=[keys.meta], args=[field, value or ""])
+
+    def waiting_for_extraction(self) -> int:
+        """Live sessions with messages extraction has not read (``counts``)."""
+        now_ms = to_ms(self._clock.now())
+        with database_errors():
+            return int(self._redis.zcount(self._keys.unread_sessions, f"({now_ms}", "+inf"))
+
+    def extraction_record(self) -> tuple[datetime | None, str | None]:
+        """The store's ``last_extraction_at`` and ``last_extraction_error`` (the error of the
+        latest failed run, cleared by the next run that succeeds)."""
+        with database_errors():
+            at, error = self._redis.hmget(
+                self._keys.extraction, ["last_extraction_at", "last_extraction_error"]
+            )
+        return (from_ms(int(at)) if at else None), (str(error) if error else None)
 
     def count(self) -> int:
         """Exact number of live sessions (expired ones are not counted, pruned or not)."""

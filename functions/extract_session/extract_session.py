@@ -1,0 +1,53 @@
+"""POST .../sessions/{session_id}/extract: run the session's extraction now (202)."""
+
+from http import HTTPStatus
+
+from aws_lambda_powertools.event_handler import Response
+
+from agent_memory.api import (
+    JSON,
+    SESSION_ROUTE,
+    Api,
+    InstancePath,
+    SessionPath,
+    StorePath,
+    responses,
+)
+from agent_memory.background import request_extraction
+from agent_memory.db import redis_client
+from agent_memory.errors import Conflict, SessionNotFound
+from agent_memory.models import ExtractionQueued
+from agent_memory.scheduler import ExtractionTarget
+
+app = Api()
+
+
+@app.post(
+    SESSION_ROUTE + "/extract",
+    summary="Extract a session's memories now",
+    tags=["sessions"],
+    responses=responses({202: "Queued"}, errors=(HTTPStatus.CONFLICT,)),
+)
+def extract_session(
+    instance_id: InstancePath, store: StorePath, session_id: SessionPath
+) -> Response[ExtractionQueued]:
+    runtime = app.runtime
+    instance = runtime.control.instance(app.principal.org_id, instance_id)
+    config, _ = runtime.sessions(app.principal, instance_id, store)
+    if config.llm_provider == "none":
+        raise Conflict(
+            "This store has no language model (llm_provider is 'none'), so it extracts "
+            "nothing; set llm_provider, llm_model and llm_api_key on the store first."
+        )
+    if not request_extraction(redis_client(instance.url), config, session_id, runtime.clock):
+        raise SessionNotFound(session_id)
+    # An asynchronous invoke of the background function in AWS; due now locally.
+    runtime.scheduler.run_now(ExtractionTarget(instance_id, store, session_id))
+    return Response(
+        status_code=HTTPStatus.ACCEPTED,
+        content_type=JSON,
+        body=ExtractionQueued(session_id=session_id),
+    )
+
+
+lambda_handler = app.lambda_handler

@@ -1,0 +1,582 @@
+"""Background work on one session: extraction of long-term memories, then summarization.
+
+The background function calls ``SessionWork.run`` when the session's one-shot schedule fires
+(DESIGN section 4), when a client asked for extraction now (``POST .../extract``), and when an
+append made the session outgrow ``summarize_after``. One run at a time per session (a lock
+with a lifetime of the function's timeout); a run that finds the lock taken arms the schedule
+again a little later instead of waiting.
+
+Session state (fields of the session's meta hash, ``keys.SessionKeys.meta``):
+
+- ``read_seq``: the extraction cursor, the last message extraction has read. It only moves,
+  in one compare-and-set script, after the memories of the messages up to it are kept.
+- ``pending``: the memories the model returned for messages ``from..to`` that are not all kept
+  yet. A run that fails after the model answered and is run again keeps these (under the same
+  ids, derived from the store, session and range) instead of asking again, so extracting the
+  same messages twice can never keep a memory twice.
+- ``folded_seq``: the last message folded into ``summary``; messages up to it are gone from
+  the session's message list in the same script that writes the summary, and it never passes
+  ``read_seq`` (no message is summarized before extraction read it).
+- ``armed_due``: the due time of the armed extraction schedule, set by the append that begins
+  a quiet period (at most one schedule per quiet period), cleared by the run it triggers, or
+  moved by a run that fired before the session was quiet (it re-arms for the quiet time).
+- ``fold_requested``, ``requested_at``: summarization and a client's extraction were asked for.
+- ``failures``, ``last_error``, ``last_run_at``: the outcome of runs; a failed run keeps the
+  cursor, records its error and arms a retry with exponential backoff, until
+  ``EXTRACTION_MAX_FAILURES`` failures in a row show the session as ``failed``.
+
+Store-level (the store's slot): ``last_extraction_at`` / ``last_extraction_error`` and the set
+of sessions with unread messages (``counts.waiting_for_extraction``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import secrets
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import redis
+
+from agent_memory.clock import Clock, to_ms
+from agent_memory.db import database_errors, load_script
+from agent_memory.errors import AgentMemoryError, ModelAnswerInvalid, ValidationFailed
+from agent_memory.keys import SessionKeys, StoreKeys
+from agent_memory.llm import Completion, LanguageModel
+from agent_memory.memories import Memories
+from agent_memory.models import MAX_TOPIC_CHARS, MAX_TOPICS, MemoryIn, Message, StoreConfig
+from agent_memory.prompts import (
+    MAX_MEMORIES_PER_RUN,
+    MAX_MEMORY_CHARS,
+    extraction_prompt,
+    summary_prompt,
+)
+from agent_memory.redaction import redact
+from agent_memory.scheduler import ExtractionTarget, Scheduler
+from agent_memory.sessions import (
+    EXTRACTION_MAX_FAILURES,
+    Appended,
+    SessionMeta,
+    Sessions,
+    decode_member,
+)
+
+logger = logging.getLogger(__name__)
+
+LOCK_SECONDS = 300
+"""A run's hold on its session; the background function's timeout (template.yaml)."""
+BUSY_RETRY_SECONDS = 30
+"""A run that finds another one working on the session tries again this much later."""
+RETRY_BASE_SECONDS = 60
+RETRY_CAP_SECONDS = 3600
+"""Failed runs are retried after 60 s, 120 s, 240 s... at most an hour."""
+CHUNK_MESSAGES = 100
+CHUNK_CHARS = 40_000
+"""One model call reads at most this many messages / characters of content (at least one
+message), so a 1,000-message session is extracted and summarized in bounded steps."""
+MAX_SUMMARY_CHARS = 8_000
+FIRE_TOLERANCE = timedelta(seconds=5)
+EXTRACTION_MAX_TOKENS = 4_096
+SUMMARY_MAX_TOKENS = 2_048
+
+# KEYS: meta. ARGV: expected read_seq, new read_seq, now_ms. Moves the extraction cursor and
+# clears the pending answer; returns {moved (1/0), caught_up (1/0), expires_at}.
+_ADVANCE = """
+local read = tonumber(redis.call('HGET', KEYS[1], 'read_seq') or '0')
+if read ~= tonumber(ARGV[1]) or redis.call('EXISTS', KEYS[1]) == 0 then return {0, 0, 0} end
+redis.call('HSET', KEYS[1], 'read_seq', ARGV[2])
+redis.call('HDEL', KEYS[1], 'pending')
+local seq = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
+local caught_up = 0
+if seq <= tonumber(ARGV[2]) then caught_up = 1 end
+return {1, caught_up, redis.call('HGET', KEYS[1], 'expires_at') or '0'}
+"""
+
+# KEYS: meta, messages. ARGV: expected folded_seq, fold_to, summary. Replaces the summary and
+# removes the folded messages in one step, if nothing else folded meanwhile and extraction has
+# read them; returns 1 when done.
+_FOLD = """
+local folded = tonumber(redis.call('HGET', KEYS[1], 'folded_seq') or '0')
+local read = tonumber(redis.call('HGET', KEYS[1], 'read_seq') or '0')
+local to = tonumber(ARGV[2])
+if folded ~= tonumber(ARGV[1]) or read < to or redis.call('EXISTS', KEYS[1]) == 0 then
+  return 0
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', to)
+redis.call('HSET', KEYS[1], 'summary', ARGV[3], 'folded_seq', ARGV[2])
+return 1
+"""
+
+# KEYS: the store's unread set. ARGV: session id, the expiry the session had when extraction
+# caught up. An append after that raised the score (expiries only grow), so it stays.
+_CAUGHT_UP = """
+local score = redis.call('ZSCORE', KEYS[1], ARGV[1])
+if score and tonumber(score) <= tonumber(ARGV[2]) then redis.call('ZREM', KEYS[1], ARGV[1]) end
+return 0
+"""
+
+# KEYS: lock. ARGV: token. Releases the lock only if it is still ours.
+_UNLOCK = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+# KEYS: meta. ARGV: field, value. Sets a field of a session that still exists (a run must not
+# bring back, as a stray hash, a session deleted or expired meanwhile).
+_SET_IF_LIVE = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+redis.call('HSET', KEYS[1], unpack(ARGV))
+return 1
+"""
+
+
+@dataclass
+class RunReport:
+    """What one run did; the background handler turns it into metrics and a log line."""
+
+    session_id: str
+    outcome: str = "done"
+    """``done``, ``rearmed`` (fired before the session was quiet), ``busy`` (another run has
+    the session), ``gone`` (no such session or store), ``no_model`` or ``failed``."""
+    read_messages: int = 0
+    kept: int = 0
+    deduplicated: int = 0
+    redacted: int = 0
+    folded_messages: int = 0
+    model_calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    schedule_calls: int = 0
+    error: str | None = None
+    rearmed_for: datetime | None = None
+    dropped: int = 0
+    """Items of a model answer that were not memories (no text) and were skipped."""
+
+    def count(self, completion: Completion) -> None:
+        self.model_calls += 1
+        self.input_tokens += completion.input_tokens
+        self.output_tokens += completion.output_tokens
+
+
+@dataclass
+class _Chunk:
+    first: int
+    last: int
+    messages: list[Message] = field(default_factory=list)
+
+
+class SessionWork:
+    """Extraction and summarization of one session of one store.
+
+    ``model`` is the store's language model (None for ``llm_provider`` none: the run then does
+    nothing). ``memories`` keeps what is extracted (redaction, embedding and deduplication are
+    its job). ``scheduler`` arms the session's next run. Errors inside a run are caught and
+    recorded (the run reports ``failed``); ``DatabaseUnavailable`` while recording propagates.
+    """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        store: StoreConfig,
+        memories: Memories,
+        model: LanguageModel | None,
+        scheduler: Scheduler,
+        clock: Clock,
+        target: ExtractionTarget,
+    ) -> None:
+        self._redis = client
+        self._store = store
+        self._memories = memories
+        self._model = model
+        self._scheduler = scheduler
+        self._clock = clock
+        self._target = target
+        self._store_keys = StoreKeys(store.name, store.incarnation)
+        self._keys: SessionKeys = self._store_keys.session(target.session_id)
+        self._advance = load_script(client, _ADVANCE)
+        self._fold = load_script(client, _FOLD)
+        self._caught_up = load_script(client, _CAUGHT_UP)
+        self._unlock = load_script(client, _UNLOCK)
+        self._set_if_live = load_script(client, _SET_IF_LIVE)
+
+    # --- the run -----------------------------------------------------------------------------
+
+    def run(self) -> RunReport:
+        """One background run: re-arm if the session is not quiet yet (and nothing else is
+        asked), else extract every unread message and fold what outgrew ``summarize_after``."""
+        report = RunReport(self._target.session_id)
+        meta = self._meta()
+        if meta is None:
+            report.outcome = "gone"
+            return report
+        if self._model is None:
+            self._hdel("armed_due", "fold_requested", "requested_at")
+            report.outcome = "no_model"
+            return report
+        with self._locked() as held:
+            if not held:
+                self._arm(self._now() + timedelta(seconds=BUSY_RETRY_SECONDS), report)
+                report.outcome = "busy"
+                return report
+            try:
+                self._run(meta, report)
+            except AgentMemoryError as exc:
+                self._failed(report, exc.message)
+            except (ValueError, KeyError, TypeError) as exc:  # a model answer of the wrong shape
+                self._failed(report, f"The model's answer could not be used: {exc}")
+        return report
+
+    def _run(self, meta: SessionMeta, report: RunReport) -> None:
+        now = self._now()
+        quiet_at = meta.last_event_at + timedelta(seconds=self._store.extraction_delay_seconds)
+        quiet = now >= quiet_at
+        fold_needed = meta.message_count - meta.folded_seq > self._store.summarize_after
+        # A schedule may fire a moment before its due time by this clock: a small tolerance.
+        fired = meta.armed_due is not None and meta.armed_due <= now + FIRE_TOLERANCE
+        if not (quiet or meta.requested or fold_needed):
+            if meta.armed_due is not None and not fired:
+                report.outcome = "early"  # the armed schedule will come
+                return
+            # Fired before the session was quiet (messages came since it was armed).
+            self._arm(quiet_at, report)
+            report.rearmed_for = quiet_at
+            report.outcome = "rearmed"
+            return
+        if fired and quiet:
+            self._hdel("armed_due")
+        elif fired:
+            self._arm(quiet_at, report)  # still talking: this run serves the summary only
+            report.rearmed_for = quiet_at
+        if meta.requested:
+            self._hdel("requested_at")
+        self._extract(meta.message_count, report)
+        if fold_needed:
+            self._summarize(report)
+        self._hdel("fold_requested")
+        self._succeeded(report)
+        self._cover_late_messages(report)
+
+    def _cover_late_messages(self, report: RunReport) -> None:
+        """Messages appended while this run worked, after it read the session but before it
+        cleared ``armed_due``, armed nothing (a schedule was still armed then): arm one now."""
+        meta = self._meta()
+        if meta is None or meta.unread == 0 or meta.armed_due is not None:
+            return
+        quiet_at = meta.last_event_at + timedelta(seconds=self._store.extraction_delay_seconds)
+        self._arm(max(quiet_at, self._now()), report)
+
+    # --- extraction --------------------------------------------------------------------------
+
+    def _extract(self, upto: int, report: RunReport) -> None:
+        """Extract messages up to ``upto`` (inclusive), one chunk (one model call) at a time."""
+        while True:
+            with database_errors():
+                read_raw, seq_raw, summary, pending_raw, actor = self._redis.hmget(
+                    self._keys.meta, ["read_seq", "seq", "summary", "pending", "actor_id"]
+                )
+            read = int(read_raw or 0)
+            pending = json.loads(pending_raw) if pending_raw else None
+            if pending is not None and pending.get("from") != read + 1:
+                pending = None  # left by a range the cursor has since passed
+            if pending is None and read >= min(upto, int(seq_raw or 0)):
+                return
+            if pending is not None:
+                first, last, items = pending["from"], pending["to"], pending["memories"]
+                report.read_messages += last - read
+            else:
+                chunk = self._chunk(read, min(upto, int(seq_raw or 0)))
+                if chunk is None:
+                    return
+                first, last = chunk.first, chunk.last
+                items = self._ask_for_memories(chunk.messages, _text(summary), report)
+                if not self._set_field("pending", _dump({"from": first, "to": last,
+                                                          "memories": items})):  # fmt: skip
+                    return  # the session is gone
+                report.read_messages += len(chunk.messages)
+            self._keep(items, _text(actor), first, last, report)
+            with database_errors():
+                moved, caught_up, expires = self._advance(
+                    keys=[self._keys.meta], args=[read, last, to_ms(self._now())]
+                )
+                if int(moved) and int(caught_up):
+                    self._caught_up(
+                        keys=[self._store_keys.unread_sessions],
+                        args=[self._target.session_id, expires],
+                    )
+            if not int(moved):
+                return  # deleted, or another run moved the cursor: stop here
+
+    def _chunk(self, read: int, upto: int) -> _Chunk | None:
+        with database_errors():
+            members = self._redis.zrangebyscore(
+                self._keys.messages, f"({read}", upto, start=0, num=CHUNK_MESSAGES
+            )
+        messages = [decode_member(str(m)) for m in members]
+        if not messages:
+            return None
+        picked: list[Message] = []
+        chars = 0
+        for message in messages:
+            chars += len(message.content)
+            if picked and chars > CHUNK_CHARS:
+                break
+            picked.append(message)
+        return _Chunk(read + 1, picked[-1].seq, picked)
+
+    def _ask_for_memories(
+        self, messages: Sequence[Message], summary: str | None, report: RunReport
+    ) -> list[dict[str, Any]]:
+        assert self._model is not None
+        system, user = extraction_prompt(messages, summary, self._store.custom_types)
+        completion = self._model.complete_json(system, user, max_tokens=EXTRACTION_MAX_TOKENS)
+        report.count(completion)
+        listed = completion.data.get("memories")
+        if not isinstance(listed, list):
+            raise ModelAnswerInvalid(
+                "The model's answer has no 'memories' list (expected "
+                '{"memories": [{"text", "type", "topics"}]}).'
+            )
+        items = []
+        allowed = self._memories.types
+        for item in listed[:MAX_MEMORIES_PER_RUN]:
+            text = item.get("text") if isinstance(item, dict) else item
+            if not isinstance(text, str) or not text.strip():
+                report.dropped += 1
+                continue
+            kind = item.get("type") if isinstance(item, dict) else None
+            topics = item.get("topics") if isinstance(item, dict) else None
+            items.append(
+                {
+                    "text": text.strip()[:MAX_MEMORY_CHARS],
+                    # A type the store does not have (models invent "preference") is kept as
+                    # the general kind rather than lost.
+                    "type": kind if kind in allowed else "semantic",
+                    "topics": _topics(topics),
+                }
+            )
+        return items
+
+    def _keep(
+        self,
+        items: Sequence[dict[str, Any]],
+        actor: str | None,
+        first: int,
+        last: int,
+        report: RunReport,
+    ) -> None:
+        """Keep the memories of messages ``first..last``: redacted (counted here), embedded in
+        one batch, each deduplicated against the actor's memories, including the ones kept
+        just before it, under ids derived from the range."""
+        if not items:
+            return
+        if self._store.embed_provider == "none":
+            raise ValidationFailed(
+                "Extracted memories must be embedded and this store has no embedding model; "
+                "set embed_provider ('openai' or 'custom') on the store."
+            )
+        texts = []
+        for item in items:
+            text = item["text"]
+            if self._store.redact_pii:
+                redaction = redact(text)
+                report.redacted += sum(redaction.counts.values())
+                text = redaction.text
+            texts.append(text)
+        vectors = self._memories.embed(texts)
+        for index, (item, text) in enumerate(zip(items, texts, strict=True)):
+            body = MemoryIn(
+                text=text,
+                type=item["type"],
+                topics=item["topics"],
+                actor_id=actor,
+                vector=[float(x) for x in vectors[index]],
+            )
+            kept = self._memories.add(
+                body, self._target.session_id, memory_id=self._memory_id(first, last, index)
+            )
+            if kept.duplicate:
+                report.deduplicated += 1
+            else:
+                report.kept += 1
+
+    def _memory_id(self, first: int, last: int, index: int) -> str:
+        seed = "\x00".join(
+            [self._store.incarnation, self._target.session_id, str(first), str(last), str(index)]
+        )
+        return "mem_" + hashlib.sha256(seed.encode()).hexdigest()[:20]
+
+    # --- summarization -----------------------------------------------------------------------
+
+    def _summarize(self, report: RunReport) -> None:
+        """Fold the oldest ``verbatim - keep_recent`` messages (as counted now) into the
+        summary, in chunks of at most ``CHUNK_MESSAGES`` / ``CHUNK_CHARS``, each one model call
+        given the summary so far. Messages appended meanwhile stay verbatim."""
+        with database_errors():
+            seq_raw, folded_raw = self._redis.hmget(self._keys.meta, ["seq", "folded_seq"])
+        seq, folded = int(seq_raw or 0), int(folded_raw or 0)
+        if seq - folded <= self._store.summarize_after:
+            return
+        target = seq - self._store.keep_recent
+        self._extract(target, report)  # never fold what extraction has not read
+        while folded < target:
+            with database_errors():
+                summary = self._redis.hget(self._keys.meta, "summary")
+            chunk = self._chunk(folded, target)
+            if chunk is None:
+                return
+            assert self._model is not None
+            system, user = summary_prompt(chunk.messages, _text(summary))
+            completion = self._model.complete_json(system, user, max_tokens=SUMMARY_MAX_TOKENS)
+            report.count(completion)
+            new_summary = completion.data.get("summary")
+            if not isinstance(new_summary, str) or not new_summary.strip():
+                raise ModelAnswerInvalid(
+                    'The model\'s answer has no "summary" text (expected {"summary": "..."}).'
+                )
+            with database_errors():
+                done = self._fold(
+                    keys=[self._keys.meta, self._keys.messages],
+                    args=[folded, chunk.last, new_summary.strip()[:MAX_SUMMARY_CHARS]],
+                )
+            if not int(done):
+                return  # deleted, or another run folded meanwhile
+            report.folded_messages += chunk.last - folded
+            folded = chunk.last
+
+    # --- outcomes and state ------------------------------------------------------------------
+
+    def _succeeded(self, report: RunReport) -> None:
+        now_ms = to_ms(self._now())
+        self._set_field("last_run_at", str(now_ms), "failures", "0", "last_error", "")
+        with database_errors():
+            pipe = self._redis.pipeline(transaction=True)
+            pipe.hset(self._store_keys.extraction, "last_extraction_at", now_ms)
+            pipe.hdel(self._store_keys.extraction, "last_extraction_error")
+            pipe.execute()
+
+    def _failed(self, report: RunReport, message: str) -> None:
+        """Keep the cursor, record the error, and arm a retry with backoff (until the session
+        has failed ``EXTRACTION_MAX_FAILURES`` times in a row)."""
+        report.outcome = "failed"
+        report.error = message
+        now = self._now()
+        with database_errors():
+            failures = int(self._redis.hget(self._keys.meta, "failures") or 0) + 1
+        self._set_field("last_run_at", str(to_ms(now)), "failures", str(failures),
+                        "last_error", message)  # fmt: skip
+        self._hdel("fold_requested")
+        with database_errors():
+            self._redis.hset(
+                self._store_keys.extraction,
+                mapping={"last_extraction_error": message, "last_extraction_error_at": to_ms(now)},
+            )
+        if failures < EXTRACTION_MAX_FAILURES:
+            wait = min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2 ** (failures - 1))
+            try:
+                self._arm(now + timedelta(seconds=wait), report)
+            except AgentMemoryError as exc:  # cannot even schedule: the next append will
+                report.error = f"{message} (and the retry could not be scheduled: {exc.message})"
+        else:
+            self._hdel("armed_due")
+
+    def _arm(self, due: datetime, report: RunReport) -> None:
+        """Arm the session's schedule for ``due`` (replacing any armed one)."""
+        if not self._set_field("armed_due", str(to_ms(due))):
+            return
+        report.schedule_calls += 1
+        try:
+            self._scheduler.arm(self._target, due)
+        except Exception:
+            self._hdel("armed_due")  # not armed after all: the next append arms again
+            raise
+
+    def _meta(self) -> SessionMeta | None:
+        with database_errors():
+            raw = self._redis.hgetall(self._keys.meta)
+        if "seq" not in raw or int(raw.get("expires_at", 0)) <= to_ms(self._now()):
+            return None
+        return SessionMeta(self._target.session_id, {str(k): str(v) for k, v in raw.items()})
+
+    def _set_field(self, *pairs: str) -> bool:
+        with database_errors():
+            return bool(self._set_if_live(keys=[self._keys.meta], args=list(pairs)))
+
+    def _hdel(self, *fields: str) -> None:
+        with database_errors():
+            self._redis.hdel(self._keys.meta, *fields)
+
+    @contextmanager
+    def _locked(self) -> Iterator[bool]:
+        token = secrets.token_hex(8)
+        with database_errors():
+            held = bool(self._redis.set(self._keys.lock, token, nx=True, ex=LOCK_SECONDS))
+        try:
+            yield held
+        finally:
+            if held:
+                with database_errors():
+                    self._unlock(keys=[self._keys.lock], args=[token])
+
+    def _now(self) -> datetime:
+        return self._clock.now()
+
+
+def _text(value: object) -> str | None:
+    """A text field of a hash read with a ``str`` client (None when absent or empty)."""
+    return str(value) if value else None
+
+
+def _topics(value: object) -> list[str]:
+    if not isinstance(value, list):
+        return []
+    topics = []
+    for topic in value:
+        if isinstance(topic, str) and topic.strip():
+            topics.append(topic.strip().lower()[:MAX_TOPIC_CHARS])
+    return topics[:MAX_TOPICS]
+
+
+def _dump(value: object) -> str:
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+
+
+def request_extraction(
+    client: redis.Redis, store: StoreConfig, session_id: str, clock: Clock
+) -> bool:
+    """Mark the session's extraction as asked for now (``POST .../extract``), so the run does
+    not wait for the quiet period; False when the session does not exist."""
+    keys = StoreKeys(store.name, store.incarnation).session(session_id)
+    with database_errors():
+        raw = client.hmget(keys.meta, ["seq", "expires_at"])
+        if raw[0] is None or int(raw[1] or 0) <= to_ms(clock.now()):
+            return False
+        script = load_script(client, _SET_IF_LIVE)
+        return bool(script(keys=[keys.meta], args=["requested_at", str(to_ms(clock.now()))]))
+
+
+def schedule_background(
+    scheduler: Scheduler, sessions: Sessions, target: ExtractionTarget, appended: Appended
+) -> None:
+    """After an append: arm the session's extraction schedule (the append reserved it) and ask
+    for summarization now when the append called for it.
+
+    A scheduler failure does not fail the append (its messages are kept, and a retried
+    request would add them twice): the reservation is released so that the next append tries
+    again, and the failure is logged on ``agent_memory.background``."""
+    if appended.arm_due is not None:
+        try:
+            scheduler.arm(target, appended.arm_due)
+        except AgentMemoryError as exc:
+            sessions.release(target.session_id, "armed_due", str(to_ms(appended.arm_due)))
+            logger.error("could not arm the extraction schedule: %s", exc.message)
+    if appended.fold:
+        try:
+            scheduler.run_now(target)
+        except AgentMemoryError as exc:
+            sessions.release(target.session_id, "fold_requested")
+            logger.error("could not ask for summarization: %s", exc.message)

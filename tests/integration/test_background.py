@@ -1,0 +1,482 @@
+"""Background extraction and summarization on a real Redis, with loopback model servers.
+
+The language model is ``tests.model_servers.ScriptedChatServer`` (OpenAI's chat shape, scripted
+answers), the embedding model the fake OpenAI-shaped embeddings server of test_embeddings
+(a vector per text from its hash: equal texts are duplicates, others are not), the scheduler
+the local one on this Redis. The clock is moved by hand.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+from datetime import timedelta
+
+import pytest
+import redis
+from cryptography.fernet import Fernet
+
+from agent_memory.background import SessionWork, request_extraction
+from agent_memory.embeddings import make_embedder
+from agent_memory.keys import LocalScheduleKeys
+from agent_memory.llm import make_language_model
+from agent_memory.memories import Memories
+from agent_memory.models import EventIn, EventsRequest, MemoryIn, SearchRequest, StorePut
+from agent_memory.providers import ProviderClient
+from agent_memory.scheduler import ExtractionTarget, LocalScheduler
+from agent_memory.search import IndexCache
+from agent_memory.secrets import FernetCipher
+from agent_memory.sessions import EXTRACTION_MAX_FAILURES
+from agent_memory.stores import Stores
+from tests.conftest import unique
+from tests.integration.test_embeddings import FakeProvider, FakeServer
+from tests.integration.test_sessions import MovableClock
+from tests.model_servers import ScriptedChatServer
+
+DIMS = 16
+
+
+class CountingScheduler:
+    """The local scheduler, counting the calls made to it (the port's calls, not a fake)."""
+
+    def __init__(self, inner: LocalScheduler) -> None:
+        self.inner = inner
+        self.arms: list = []
+        self.runs: list = []
+
+    def arm(self, target, due):
+        self.arms.append((target, due))
+        self.inner.arm(target, due)
+
+    def run_now(self, target):
+        self.runs.append(target)
+        self.inner.run_now(target)
+
+
+class World:
+    def __init__(self, client, binary, model_server, embed_server, **settings):
+        self.client = client
+        self.clock = MovableClock()
+        moment = self.clock.moment  # whole milliseconds, as the store keeps times
+        self.clock.moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
+        self.model_server = model_server
+        stores = Stores(
+            client, "db", FernetCipher(Fernet.generate_key()), self.clock,
+            allow_private_endpoints=True,
+        )  # fmt: skip
+        self.stores = stores
+        self.name = unique("bg")
+        settings.setdefault("extraction_delay_seconds", 60)
+        self.config, _ = stores.put(
+            self.name,
+            StorePut(
+                llm_provider="custom", llm_model="scripted", llm_base_url=model_server.url,
+                embed_provider="custom", embed_model="fake", embed_base_url=embed_server.url,
+                dimensions=DIMS, **settings,
+            ),
+        )  # fmt: skip
+        self.sessions = stores.sessions(self.config)
+        provider = ProviderClient(max_retries=0, read_timeout=10)
+        embedder = make_embedder("custom", "fake", DIMS, embed_server.url, None,
+                                 allow_private=True, client=provider)  # fmt: skip
+        self.memories = Memories(client, binary, self.config, self.clock, embedder,
+                                 IndexCache(), "test")  # fmt: skip
+        self.model = make_language_model("custom", "scripted", model_server.url, None,
+                                         allow_private=True, client=provider)  # fmt: skip
+        self.scheduler = CountingScheduler(
+            LocalScheduler(client, self.clock, keys=LocalScheduleKeys(unique("ns")))
+        )
+
+    def target(self, session_id):
+        return ExtractionTarget("db", self.name, session_id)
+
+    def say(self, session_id, *contents, actor="alice"):
+        appended = self.sessions.append_events(
+            session_id,
+            EventsRequest(
+                actor_id=actor, events=[EventIn(role="user", content=c) for c in contents]
+            ),
+        )
+        return appended
+
+    def run(self, session_id, *, model=...):
+        work = SessionWork(
+            self.client, self.config, self.memories,
+            self.model if model is ... else model, self.scheduler, self.clock,
+            self.target(session_id),
+        )  # fmt: skip
+        return work.run()
+
+    def quiet(self):
+        self.clock.moment += timedelta(seconds=self.config.extraction_delay_seconds + 1)
+
+    def texts(self, actor="alice"):
+        return sorted(m.text for m in self.memories.page(0, 100, actor, None).memories)
+
+    def meta(self, session_id):
+        return self.sessions.get(session_id, 1000)
+
+    def close(self):
+        self.stores.delete(self.name)
+
+
+def memories_answer(*texts, kind="semantic"):
+    return json.dumps({"memories": [{"text": t, "type": kind, "topics": ["x"]} for t in texts]})
+
+
+def sent_seqs(request) -> list[int]:
+    """The message numbers a model request showed (``[seq] role, date: content`` lines)."""
+    user = request.body["messages"][-1]["content"]
+    return [int(n) for n in re.findall(r"^\[(\d+)\] ", user, flags=re.MULTILINE)]
+
+
+@pytest.fixture
+def embed_server():
+    provider = FakeProvider(dimensions=DIMS)
+    server = FakeServer(provider)
+    provider.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+    thread.start()
+    try:
+        yield provider
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(5)
+
+
+@pytest.fixture
+def model_server():
+    with ScriptedChatServer("openai") as server:
+        yield server
+
+
+@pytest.fixture
+def make_world(client, redis_url, model_server, embed_server):
+    made = []
+    binary = redis.Redis.from_url(redis_url)
+
+    def make(**settings):
+        world = World(client, binary, model_server, embed_server, **settings)
+        made.append(world)
+        return world
+
+    yield make
+    for world in made:
+        world.close()
+
+
+# --- extraction --------------------------------------------------------------------------------
+
+
+def test_extraction_keeps_what_the_model_returned_redacted_and_deduplicated(make_world):
+    world = make_world(redact_pii=True)
+    world.memories.add(MemoryIn(text="Alice lives in Lisbon", actor_id="alice", vector=None))
+    world.say("s1", "I live in Lisbon, write to me at alice@example.com", "I love green tea")
+    world.model_server.reply(
+        memories_answer(
+            "Alice lives in Lisbon",  # the actor already has it
+            "Alice's email is alice@example.com",
+            "Alice loves green tea",
+            "Alice loves green tea",  # twice in one answer
+        )
+    )
+    world.quiet()
+    report = world.run("s1")
+    assert report.outcome == "done", report.error
+    assert world.texts() == [
+        "Alice lives in Lisbon", "Alice loves green tea", "Alice's email is [email]",
+    ]  # fmt: skip
+    assert (report.kept, report.deduplicated, report.redacted) == (2, 2, 1)
+    kept = [m for m in world.memories.page(0, 10, "alice", None).memories if "tea" in m.text]
+    assert kept[0].source is not None and kept[0].source.session_id == "s1"
+    status = world.meta("s1").extraction
+    assert (status.status, status.unread, status.last_error) == ("idle", 0, None)
+    view = world.stores.view(world.config)
+    assert view is not None
+    assert world.sessions.waiting_for_extraction() == 0
+
+
+def test_a_second_run_sends_only_the_new_messages(make_world):
+    world = make_world()
+    world.say("s", "one", "two", "three")
+    world.quiet()
+    assert world.run("s").read_messages == 3
+    world.say("s", "four", "five")
+    assert world.meta("s").extraction.unread == 2
+    world.quiet()
+    report = world.run("s")
+    assert report.read_messages == 2
+    assert [sent_seqs(r) for r in world.model_server.requests] == [[1, 2, 3], [4, 5]]
+    assert world.meta("s").extraction.unread == 0
+
+
+def test_episodic_memories_get_the_message_dates_and_the_stores_types(make_world):
+    world = make_world(
+        custom_types=[{"name": "order_issue", "description": "A problem with an order"}]
+    )
+    world.say("s", "my order ORD-1 never came")
+    world.quiet()
+    world.model_server.reply(memories_answer("Order ORD-1 did not arrive", kind="order_issue"))
+    world.run("s")
+    request = world.model_server.requests[0].body
+    system, user = request["messages"][0]["content"], request["messages"][1]["content"]
+    assert "order_issue: A problem with an order" in system and "episodic" in system
+    day = world.clock.moment.strftime("%Y-%m-%d")
+    assert re.search(rf"\[1\] user, {day} \d\d:\d\d UTC: my order ORD-1 never came", user)
+    (memory,) = world.memories.page(0, 10, "alice", None).memories
+    assert memory.type == "order_issue"
+
+
+def test_the_same_messages_extracted_twice_never_keep_a_memory_twice(make_world, monkeypatch):
+    world = make_world()
+    world.say("s", "I have a cat named Tom", "and a dog named Rex")
+    world.model_server.reply(
+        memories_answer("Alice has a cat named Tom", "Alice has a dog named Rex")
+    )
+    world.quiet()
+    calls = {"n": 0}
+    real_add = world.memories.add
+
+    def add_then_crash(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 2:
+            raise ConnectionError("the function died here")
+        return real_add(*args, **kwargs)
+
+    monkeypatch.setattr(world.memories, "add", add_then_crash)
+    with pytest.raises(ConnectionError):
+        world.run("s")
+    assert world.meta("s").extraction.unread == 2  # the cursor did not move
+    monkeypatch.setattr(world.memories, "add", real_add)
+    world.model_server.reply(memories_answer("Alice owns a cat called Tom", "Something else"))
+    report = world.run("s")
+    assert report.outcome == "done"
+    assert len(world.model_server.requests) == 1  # the pending answer was used, not a new one
+    assert world.texts() == ["Alice has a cat named Tom", "Alice has a dog named Rex"]
+    assert world.meta("s").extraction.unread == 0
+
+
+def test_fenced_and_prose_wrapped_answers_are_understood(make_world):
+    world = make_world()
+    world.say("s", "I am vegan")
+    world.quiet()
+    world.model_server.reply(
+        "Sure! Here is the JSON:\n```json\n" + memories_answer("Alice is vegan") + "\n```\nDone."
+    )
+    assert world.run("s").outcome == "done"
+    assert world.texts() == ["Alice is vegan"]
+
+
+def test_an_answer_without_a_memories_list_fails_the_run_and_keeps_the_cursor(make_world):
+    world = make_world()
+    world.say("s", "hello")
+    world.quiet()
+    world.model_server.reply('{"facts": ["nope"]}')
+    report = world.run("s")
+    assert report.outcome == "failed" and "memories" in report.error
+    status = world.meta("s").extraction
+    assert status.unread == 1 and status.status == "waiting" and "memories" in status.last_error
+    assert status.due_at is not None  # a retry is armed
+
+
+def test_a_permanent_failure_keeps_the_cursor_and_shows_failed(make_world):
+    world = make_world()
+    world.say("s", "hello there")
+    world.quiet()
+    for attempt in range(EXTRACTION_MAX_FAILURES):
+        world.model_server.fail(401, body={"error": {"message": "bad key", "type": "auth"}})
+        report = world.run("s")
+        assert report.outcome == "failed"
+        status = world.meta("s").extraction
+        if attempt < EXTRACTION_MAX_FAILURES - 1:  # retried with backoff: 60, 120, 240... s
+            assert status.status == "waiting"
+            wait = status.due_at - world.clock.moment  # kept in whole milliseconds
+            assert abs(wait - timedelta(seconds=60 * 2**attempt)) < timedelta(milliseconds=1)
+        world.clock.moment += timedelta(seconds=60 * 2**attempt + 1)
+    session = world.meta("s")  # still readable
+    assert session.extraction.status == "failed"
+    assert "401" in session.extraction.last_error
+    assert session.extraction.unread == 1 and session.extraction.due_at is None
+    assert [m.content for m in session.messages] == ["hello there"]
+    _, store_error = world.sessions.extraction_record()
+    assert store_error is not None and "401" in store_error
+    assert len(world.model_server.requests) == EXTRACTION_MAX_FAILURES  # 401 is not retried
+    # New messages arm a new run, and a success clears the failure.
+    assert world.say("s", "again").arm_due is not None
+    world.model_server.reply(memories_answer("Alice said hello"))
+    world.quiet()
+    assert world.run("s").outcome == "done"
+    assert world.meta("s").extraction.status == "idle"
+    assert world.sessions.extraction_record()[1] is None
+
+
+# --- scheduling --------------------------------------------------------------------------------
+
+
+def test_a_quiet_period_arms_one_schedule_and_an_early_fire_arms_again(make_world):
+    world = make_world(extraction_delay_seconds=60)
+    start = world.clock.moment
+    arms = [world.say("s", f"message {i}").arm_due for i in range(20)]
+    assert arms[0] is not None and arms[1:] == [None] * 19
+    world.clock.moment = start + timedelta(seconds=30)
+    world.say("s", "still talking")
+    world.clock.moment = start + timedelta(seconds=61)  # the schedule fires
+    report = world.run("s")
+    assert report.outcome == "rearmed"
+    assert report.rearmed_for == start + timedelta(seconds=90)
+    assert world.model_server.requests == []
+    world.clock.moment = start + timedelta(seconds=91)
+    assert world.run("s").outcome == "done"
+    assert [sent_seqs(r) for r in world.model_server.requests] == [list(range(1, 22))]
+    assert world.meta("s").extraction.due_at is None
+    # After the run, the next message arms again: once per quiet period.
+    assert world.say("s", "later").arm_due is not None
+
+
+def test_a_store_without_a_model_arms_nothing_and_extracts_nothing(make_world, client):
+    world = make_world()
+    stores = world.stores
+    plain, _ = stores.put(unique("plain"), StorePut(dimensions=DIMS))
+    sessions = stores.sessions(plain)
+    appended = sessions.append_events(
+        "s", EventsRequest(events=[EventIn(role="user", content="hi")] * 50)
+    )
+    assert appended.arm_due is None and not appended.fold
+    assert sessions.get("s", 100).extraction.status == "idle"
+    stores.delete(plain.name)
+
+
+def test_asking_for_extraction_runs_before_the_quiet_period(make_world):
+    world = make_world()
+    world.say("s", "I moved to Porto")
+    world.model_server.reply(memories_answer("Alice moved to Porto"))
+    assert request_extraction(world.client, world.config, "s", world.clock)
+    assert world.run("s").outcome == "done"
+    assert world.texts() == ["Alice moved to Porto"]
+    assert not request_extraction(world.client, world.config, "nope", world.clock)
+
+
+# --- summarization -----------------------------------------------------------------------------
+
+
+def test_summarization_folds_exactly_the_oldest_and_keeps_appends_made_meanwhile(make_world):
+    world = make_world(summarize_after=10, keep_recent=4)
+    appended = world.say("s", *[f"m{i}" for i in range(1, 11)])
+    assert not appended.fold  # 10 is not more than 10
+    appended = world.say("s", "m11")
+    assert appended.fold  # asks for summarization at once
+    world.model_server.reply(memories_answer())  # extraction of 1..11
+    world.model_server.reply('{"summary": "S1"}', delay=0.6)
+    done = threading.Event()
+
+    def twelfth():
+        time.sleep(0.3)  # while the model is writing the summary
+        world.say("s", "m12")
+        done.set()
+
+    writer = threading.Thread(target=twelfth)
+    writer.start()
+    report = world.run("s")
+    writer.join()
+    assert done.is_set() and report.outcome == "done", report.error
+    assert [sent_seqs(r) for r in world.model_server.requests] == [
+        list(range(1, 12)), list(range(1, 8)),
+    ]  # fmt: skip
+    session = world.meta("s")
+    assert session.summary == "S1"
+    assert [m.content for m in session.messages] == ["m8", "m9", "m10", "m11", "m12"]
+    assert report.folded_messages == 7
+
+
+@pytest.mark.parametrize(
+    ("summarize_after", "keep_recent", "count", "folded"),
+    [
+        (10, 4, 10, 0),  # not more than summarize_after: nothing
+        (10, 4, 11, 7),  # one more: fold count - keep_recent
+        (10, 0, 11, 11),  # keep nothing verbatim
+        (10, 9, 11, 2),  # keep_recent just below summarize_after
+        (1, 0, 2, 2),  # the smallest settings
+        (3, 2, 30, 28),
+    ],
+)
+def test_the_fold_rule_at_its_boundaries(make_world, summarize_after, keep_recent, count, folded):
+    world = make_world(summarize_after=summarize_after, keep_recent=keep_recent)
+    world.say("s", *[f"m{i}" for i in range(1, count + 1)])
+    world.model_server.responder = lambda body: (
+        '{"summary": "folded"}'
+        if "running summary" in body["messages"][0]["content"]
+        else '{"memories": []}'
+    )
+    world.quiet()
+    report = world.run("s")
+    assert report.outcome == "done", report.error
+    session = world.meta("s")
+    assert report.folded_messages == folded
+    assert [m.content for m in session.messages] == [f"m{i}" for i in range(folded + 1, count + 1)]
+    assert session.summary == ("folded" if folded else None)
+
+
+def test_two_writers_and_summaries_mid_stream_lose_and_duplicate_nothing(make_world):
+    world = make_world(summarize_after=10, keep_recent=3)
+    folded_seqs: list[int] = []
+
+    def respond(body):
+        system = body["messages"][0]["content"]
+        if "running summary" in system:
+            folded_seqs.extend(sent_seqs_of(body))
+            return '{"summary": "so far"}'
+        return '{"memories": []}'
+
+    world.model_server.responder = respond
+    stop = threading.Event()
+
+    def writer(name):
+        for i in range(50):
+            world.say("s", f"{name}-{i:02d}")
+
+    def background():
+        while not stop.is_set():
+            world.run("s")
+            time.sleep(0.01)
+
+    runner = threading.Thread(target=background)
+    runner.start()
+    writers = [threading.Thread(target=writer, args=(n,)) for n in ("a", "b")]
+    for w in writers:
+        w.start()
+    for w in writers:
+        w.join()
+    stop.set()
+    runner.join()
+    world.quiet()
+    world.run("s")
+    session = world.meta("s")
+    verbatim = [m.seq for m in session.messages]
+    assert sorted(folded_seqs + verbatim) == list(range(1, 101))  # each once, none lost
+    contents = [m.content for m in session.messages]
+    for name in ("a", "b"):  # each writer's order kept
+        mine = [c for c in contents if c.startswith(name)]
+        assert mine == sorted(mine)
+
+
+def sent_seqs_of(body) -> list[int]:
+    user = body["messages"][-1]["content"]
+    return [int(n) for n in re.findall(r"^\[(\d+)\] ", user, flags=re.MULTILINE)]
+
+
+def test_status_counts_and_search_after_extraction(make_world):
+    world = make_world()
+    world.say("s1", "I play chess on Sundays")
+    world.say("s2", "hello")
+    assert world.sessions.waiting_for_extraction() == 2
+    world.model_server.reply(memories_answer("Alice plays chess on Sundays"))
+    world.quiet()
+    world.run("s1")
+    assert world.sessions.waiting_for_extraction() == 1
+    found = world.memories.search(SearchRequest(query="chess", mode="keyword", actor_id="alice"))
+    assert [m.text for m in found] == ["Alice plays chess on Sundays"]
+    last_at, last_error = world.sessions.extraction_record()
+    assert last_at is not None and last_error is None

@@ -1,0 +1,210 @@
+"""A scripted stand-in for a model provider, for trying background work locally and in tests.
+
+``python -m tools.scripted_model [--port 8765]`` serves OpenAI's shapes on loopback:
+
+- ``POST /v1/chat/completions``: answers the prompts of ``agent_memory.prompts`` by rule, not
+  by a model. Extraction: every message line of the prompt (``[seq] role (name), date UTC:
+  text``) whose text says something about the speaker ("I ...", "my ...", "we ...") becomes a
+  memory "<name> said on <date>: <first such sentence>" (episodic when the sentence mentions a
+  time word, else semantic). Summarization: the previous summary followed by the first
+  sentence of each folded message, cut to 1,500 characters.
+- ``POST /v1/embeddings``: a hashed bag of words (each lower-cased word adds a fixed random
+  vector), so texts sharing words are close and the same text is identical.
+
+It is deterministic and free, and speaks the same HTTP as a real provider, so the local stack,
+the scheduler and the background function run unchanged. Point a store at it with
+``llm_provider: custom, llm_base_url: http://127.0.0.1:8765/v1`` and the same for
+``embed_*`` (the local stack must run with ``KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1``). Every
+request is counted in ``GET /stats``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import re
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import numpy as np
+
+LINE = re.compile(r"^\[(\d+)\] (\w+)(?: \(([^)]*)\))?, (\d{4}-\d{2}-\d{2}) [\d:]+ UTC: (.*)$")
+ABOUT_SELF = re.compile(r"\b(i|i'm|i've|my|we|our|me)\b", re.IGNORECASE)
+TIME_WORDS = re.compile(
+    r"\b(yesterday|today|tomorrow|last|next|week|weekend|month|year|ago|recently)\b", re.I
+)
+SENTENCE = re.compile(r"(?<=[.!?])\s+")
+WORD = re.compile(r"\w+")
+
+
+def first_sentence(text: str) -> str:
+    return SENTENCE.split(text.strip(), maxsplit=1)[0][:300]
+
+
+def extract(user_prompt: str) -> dict[str, Any]:
+    """The memories rule: one per message line that says something about its speaker."""
+    memories = []
+    for line in user_prompt.splitlines():
+        found = LINE.match(line)
+        if not found:
+            continue
+        _, role, name, day, text = found.groups()
+        if role != "user" and not name:
+            continue
+        sentences = [s for s in SENTENCE.split(text) if ABOUT_SELF.search(s)]
+        if not sentences:
+            continue
+        sentence = sentences[0].strip()[:300]
+        who = name or "The user"
+        kind = "episodic" if TIME_WORDS.search(sentence) else "semantic"
+        topics = [w.lower() for w in WORD.findall(sentence) if len(w) > 5][:3]
+        memories.append({"text": f"{who} said on {day}: {sentence}", "type": kind,
+                         "topics": topics})  # fmt: skip
+    return {"memories": memories}
+
+
+def summarize(user_prompt: str) -> dict[str, Any]:
+    """The summary rule: the previous summary, then the first sentence of each message."""
+    previous = ""
+    if user_prompt.startswith("Current summary:\n"):
+        previous = user_prompt.split("\n", 1)[1].split("\n\nMessages to fold", 1)[0]
+        previous = "" if previous == "(empty)" else previous
+    parts = [previous] if previous else []
+    for line in user_prompt.splitlines():
+        found = LINE.match(line)
+        if found:
+            _, role, name, _, text = found.groups()
+            parts.append(f"{name or role}: {first_sentence(text)}")
+    return {"summary": " ".join(parts)[-1500:] or "Nothing yet."}
+
+
+def embed(text: str, dimensions: int) -> list[float]:
+    """A unit vector: the sum of one fixed random vector per word (hashed)."""
+    total = np.zeros(dimensions, dtype=np.float64)
+    for word, count in Counter(w.lower() for w in WORD.findall(text)).items():
+        seed = int.from_bytes(hashlib.sha256(word.encode()).digest()[:8], "big")
+        total += count * np.random.default_rng(seed).standard_normal(dimensions)
+    if not total.any():
+        total[0] = 1.0
+    return [float(x) for x in total / np.linalg.norm(total)]
+
+
+class ScriptedModel:
+    """The server's state: request counts by kind (what ``/stats`` shows)."""
+
+    def __init__(self) -> None:
+        self.counts: Counter[str] = Counter()
+        self.lock = threading.Lock()
+
+    def count(self, kind: str) -> None:
+        with self.lock:
+            self.counts[kind] += 1
+
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        messages = body.get("messages") or []
+        system = str(messages[0].get("content", "")) if messages else ""
+        user = str(messages[-1].get("content", "")) if messages else ""
+        if "running summary" in system:
+            self.count("summarize")
+            answer = summarize(user)
+        else:
+            self.count("extract")
+            answer = extract(user)
+        text = json.dumps(answer)
+        return {
+            "id": "chatcmpl-scripted",
+            "object": "chat.completion",
+            "model": body.get("model", "scripted"),
+            "choices": [{"index": 0, "finish_reason": "stop",
+                         "message": {"role": "assistant", "content": text}}],
+            "usage": {"prompt_tokens": len(WORD.findall(system + user)),
+                      "completion_tokens": len(WORD.findall(text))},
+        }  # fmt: skip
+
+    def embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
+        self.count("embed")
+        inputs = body.get("input") or []
+        inputs = [inputs] if isinstance(inputs, str) else inputs
+        dimensions = int(body.get("dimensions") or 384)
+        return {
+            "object": "list",
+            "model": body.get("model", "scripted"),
+            "data": [{"object": "embedding", "index": i, "embedding": embed(t, dimensions)}
+                     for i, t in enumerate(inputs)],
+            "usage": {"prompt_tokens": 0, "total_tokens": 0},
+        }  # fmt: skip
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: ScriptedServer
+
+    def do_GET(self) -> None:
+        if self.path == "/stats":
+            self._send(200, dict(self.server.model.counts))
+        else:
+            self._send(404, {"error": {"message": "no such route"}})
+
+    def do_POST(self) -> None:
+        length = int(self.headers.get("Content-Length", "0"))
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            self._send(400, {"error": {"message": "the body is not JSON"}})
+            return
+        if self.path == "/v1/chat/completions":
+            self._send(200, self.server.model.chat(body))
+        elif self.path == "/v1/embeddings":
+            self._send(200, self.server.model.embeddings(body))
+        else:
+            self._send(404, {"error": {"message": "no such route"}})
+
+    def _send(self, status: int, payload: dict[str, Any]) -> None:
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, format: str, *args: Any) -> None:
+        pass
+
+
+class ScriptedServer(ThreadingHTTPServer):
+    """The HTTP server; ``url`` is its ``/v1`` base URL once bound."""
+
+    daemon_threads = True
+
+    def __init__(self, port: int = 0) -> None:
+        super().__init__(("127.0.0.1", port), _Handler)
+        self.model = ScriptedModel()
+        self.url = f"http://127.0.0.1:{self.server_address[1]}/v1"
+
+    def start(self) -> threading.Thread:
+        """Serve from a daemon thread (for tests); ``shutdown()`` stops it."""
+        thread = threading.Thread(target=self.serve_forever, args=(0.05,), daemon=True)
+        thread.start()
+        return thread
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m tools.scripted_model")
+    parser.add_argument("--port", type=int, default=8765)
+    args = parser.parse_args(argv)
+    server = ScriptedServer(args.port)
+    print(f"scripted model provider at {server.url} (chat/completions, embeddings; GET /stats)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
