@@ -18,7 +18,7 @@ import pytest
 import redis
 from cryptography.fernet import Fernet
 
-from agent_memory.background import SessionWork, request_extraction
+from agent_memory.background import SessionWork, request_extraction, schedule_background
 from agent_memory.embeddings import make_embedder
 from agent_memory.keys import LocalScheduleKeys
 from agent_memory.llm import make_language_model
@@ -99,6 +99,8 @@ class World:
                 actor_id=actor, events=[EventIn(role="user", content=c) for c in contents]
             ),
         )
+        # What the events function does after an append (functions/add_events).
+        schedule_background(self.scheduler, self.sessions, self.target(session_id), appended)
         return appended
 
     def run(self, session_id, *, model=...):
@@ -334,6 +336,9 @@ def test_a_quiet_period_arms_one_schedule_and_an_early_fire_arms_again(make_worl
     assert world.meta("s").extraction.due_at is None
     # After the run, the next message arms again: once per quiet period.
     assert world.say("s", "later").arm_due is not None
+    # Schedule calls: 1 for the first of 22 messages, 1 re-arm for the early fire, 1 for the
+    # next quiet period's first message; no asynchronous invokes.
+    assert len(world.scheduler.arms) == 3 and world.scheduler.runs == []
 
 
 def test_a_store_without_a_model_arms_nothing_and_extracts_nothing(make_world, client):

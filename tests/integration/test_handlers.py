@@ -111,3 +111,34 @@ def test_database_outage_is_a_503_with_retry_after(tenant, store, monkeypatch):
     assert status == 503 and body["error"] == "database_unavailable"
     assert headers["Retry-After"] == "1"
     tenant.control.register_instance(tenant.org_id, tenant.instance_id, tenant.url)
+
+
+def test_the_background_sample_event_runs_and_reports(tenant, store, monkeypatch):
+    monkeypatch.setenv("KIVIDB_SCHEDULER", "local")
+    background = API.background.load()
+    event = {**sample("background"), "instance_id": tenant.instance_id, "store": store}
+    assert background(event, LambdaContext("background"))["outcome"] == "gone"  # no session
+    invoke("add_events", build("add_events", tenant, store))
+    answer = background(event, LambdaContext("background"))
+    assert answer["outcome"] == "no_model" and answer["model_calls"] == 0
+    gone = {**event, "store": unique("nostore")}
+    assert background(gone, LambdaContext("background"))["outcome"] == "gone"
+    assert background({"kind": "other"}, LambdaContext("background")) == {"outcome": "invalid"}
+
+
+def test_extract_now_needs_a_language_model_and_a_session(tenant, store, monkeypatch):
+    monkeypatch.setenv("KIVIDB_SCHEDULER", "local")
+    status, body, _ = invoke("extract_session", build("extract_session", tenant, store))
+    assert status == 409 and body["error"] == "conflict"
+    assert "no language model" in body["message"]
+    model = {"llm_provider": "openai", "llm_model": "gpt-4o-mini", "llm_api_key": "sk-test"}
+    status, _, _ = invoke("put_store", build("put_store", tenant, store, body=model))
+    assert status == 200
+    status, body, _ = invoke("extract_session", build("extract_session", tenant, store))
+    assert status == 404 and body["error"] == "session_not_found"
+    invoke("add_events", build("add_events", tenant, store))
+    status, body, _ = invoke("extract_session", build("extract_session", tenant, store))
+    assert status == 202 and body == {"session_id": "demo-session", "status": "queued"}
+    status, body, _ = invoke("get_session", build("get_session", tenant, store))
+    assert body["extraction"]["status"] == "waiting" and body["extraction"]["unread"] == 2
+    assert body["extraction"]["due_at"] is not None  # the append armed the quiet-period run

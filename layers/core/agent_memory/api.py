@@ -48,6 +48,7 @@ from agent_memory.errors import (
     AgentMemoryError,
     Conflict,
     DatabaseUnavailable,
+    KeyServiceUnavailable,
     NotFound,
     PayloadTooLarge,
     ProviderRejected,
@@ -82,6 +83,7 @@ _STATUS: list[tuple[type[AgentMemoryError], HTTPStatus]] = [
     (ValidationFailed, HTTPStatus.UNPROCESSABLE_ENTITY),
     (DatabaseUnavailable, HTTPStatus.SERVICE_UNAVAILABLE),
     (SchedulerUnavailable, HTTPStatus.SERVICE_UNAVAILABLE),
+    (KeyServiceUnavailable, HTTPStatus.SERVICE_UNAVAILABLE),
     (ProviderUnavailable, HTTPStatus.SERVICE_UNAVAILABLE),
     (ProviderRejected, HTTPStatus.BAD_GATEWAY),
 ]
@@ -154,7 +156,7 @@ def error_body(code: str, message: str, details: list[dict[str, Any]] | None = N
 
 
 def _headers(exc: AgentMemoryError) -> dict[str, str]:
-    if isinstance(exc, (DatabaseUnavailable, SchedulerUnavailable)):
+    if isinstance(exc, (DatabaseUnavailable, SchedulerUnavailable, KeyServiceUnavailable)):
         return {"Retry-After": str(exc.retry_after_seconds)}
     if isinstance(exc, ProviderUnavailable) and exc.retry_after_seconds is not None:
         return {"Retry-After": str(exc.retry_after_seconds)}

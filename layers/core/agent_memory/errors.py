@@ -112,6 +112,22 @@ class SchedulerUnavailable(AgentMemoryError):
     retry_after_seconds = 1
 
 
+class KeyServiceUnavailable(AgentMemoryError):
+    """The key service (KMS) throttled, timed out or failed while a provider API key was being
+    encrypted or decrypted; the client should retry later. Nothing was changed."""
+
+    code = "key_service_unavailable"
+
+    retry_after_seconds = 1
+
+
+class StoredKeyUnreadable(Conflict):
+    """A store's stored provider API key cannot be decrypted any more (the encryption key was
+    rotated away, disabled or lost); sending the API key again with PUT fixes it."""
+
+    code = "stored_key_unreadable"
+
+
 class EndpointRefused(ValidationFailed):
     """A custom provider endpoint is not allowed: not ``https://``, or its host resolves to an
     address that is not public (loopback, private, link-local such as cloud metadata, ...).

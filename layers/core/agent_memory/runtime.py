@@ -20,7 +20,7 @@ from agent_memory.control import ControlPlane, Principal
 from agent_memory.db import redis_client
 from agent_memory.embeddings import Embedder, Vectors, make_embedder
 from agent_memory.errors import InstanceNotFound, StoreNotFound
-from agent_memory.llm import LanguageModel, make_language_model
+from agent_memory.llm import Completion, LanguageModel, make_language_model
 from agent_memory.memories import Memories
 from agent_memory.models import StoreConfig
 from agent_memory.providers import ProviderClient
@@ -33,6 +33,7 @@ from agent_memory.secrets import (
     MultiFormatCipher,
     kms_client,
     load_key_file,
+    unseal,
 )
 from agent_memory.sessions import Sessions
 from agent_memory.stores import Stores
@@ -164,7 +165,7 @@ class Runtime:
         def embedder() -> Embedder:
             api_key = None
             if config.embed_api_key_ciphertext is not None:
-                api_key = self.cipher.decrypt(config.embed_api_key_ciphertext)
+                api_key = unseal(self.cipher, config.embed_api_key_ciphertext, "embed_api_key")
             return make_embedder(
                 config.embed_provider,
                 config.embed_model,
@@ -210,11 +211,18 @@ class Runtime:
         )
 
     def language_model(self, config: StoreConfig) -> LanguageModel | None:
-        """The store's language model (its key decrypted now), or None without one."""
+        """The store's language model, or None without one. Its key is decrypted when it is
+        first called, so a key that cannot be read fails the run that needs it (and is
+        recorded there) rather than the function."""
+        if config.llm_provider == "none":
+            return None
+        return LazyLanguageModel(lambda: self._language_model(config))
+
+    def _language_model(self, config: StoreConfig) -> LanguageModel:
         api_key = None
         if config.llm_api_key_ciphertext is not None:
-            api_key = self.cipher.decrypt(config.llm_api_key_ciphertext)
-        return make_language_model(
+            api_key = unseal(self.cipher, config.llm_api_key_ciphertext, "llm_api_key")
+        model = make_language_model(
             config.llm_provider,
             config.llm_model,
             config.llm_base_url,
@@ -222,6 +230,8 @@ class Runtime:
             allow_private=self.settings.allow_private_endpoints,
             client=self.background_provider_client,
         )
+        assert model is not None  # llm_provider is not "none" here
+        return model
 
     def session_work(self, target: ExtractionTarget) -> SessionWork | None:
         """The background run for ``target``, or None when its instance or store is gone.
@@ -239,11 +249,24 @@ class Runtime:
             redis_client(instance.url),
             config,
             memories,
-            self.language_model(config) if config.llm_provider != "none" else None,
+            self.language_model(config),
             self.scheduler,
             self.clock,
             target,
         )
+
+
+class LazyLanguageModel:
+    """Builds the store's language model (and decrypts its key) at its first call."""
+
+    def __init__(self, build: Callable[[], LanguageModel]) -> None:
+        self._build = build
+        self._model: LanguageModel | None = None
+
+    def complete_json(self, system: str, user: str, *, max_tokens: int = 4096) -> Completion:
+        if self._model is None:
+            self._model = self._build()
+        return self._model.complete_json(system, user, max_tokens=max_tokens)
 
 
 class LazyEmbedder:

@@ -69,6 +69,8 @@ from cryptography.exceptions import InvalidTag
 from cryptography.fernet import Fernet, InvalidToken
 from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 
+from agent_memory.errors import KeyServiceUnavailable, StoredKeyUnreadable
+
 KMS_PREFIX: Final = "kms1:"
 ENCRYPTION_CONTEXT: Final[Mapping[str, str]] = {"purpose": "kividb-provider-api-key"}
 NONCE_BYTES: Final = 12
@@ -394,3 +396,39 @@ def load_key_file(path: Path, *, create: bool = False) -> bytes:
     key = path.read_bytes().strip()
     Fernet(key)  # raises ValueError on a malformed key
     return key
+
+
+def seal(cipher: Cipher, plaintext: str) -> str:
+    """``cipher.encrypt`` with key-service failures as domain errors: a retryable KMS failure
+    is ``KeyServiceUnavailable`` (503), anything else propagates (a misconfiguration)."""
+    try:
+        return cipher.encrypt(plaintext)
+    except KeyServiceError as exc:
+        if exc.retryable:
+            raise KeyServiceUnavailable(
+                "The key service could not encrypt the API key right now; retry in a moment."
+            ) from None
+        raise
+
+
+def unseal(cipher: Cipher, ciphertext: str, field: str) -> str:
+    """``cipher.decrypt`` of a store's ``field`` (``llm_api_key`` / ``embed_api_key``) with
+    failures as domain errors: ``KeyServiceUnavailable`` (503) when KMS may answer later,
+    ``StoredKeyUnreadable`` (409, send the key again) when the stored key cannot be read."""
+    try:
+        return cipher.decrypt(ciphertext)
+    except KeyServiceError as exc:
+        if exc.retryable:
+            raise KeyServiceUnavailable(
+                "The key service could not decrypt the store's API key right now; retry in a "
+                "moment."
+            ) from None
+        raise StoredKeyUnreadable(
+            f"The store's {field} can no longer be decrypted (the key service refused: "
+            f"{exc.code}); send it again with PUT."
+        ) from None
+    except SecretUnreadable:
+        raise StoredKeyUnreadable(
+            f"The store's {field} can no longer be decrypted with the configured key; send it "
+            "again with PUT."
+        ) from None

@@ -24,7 +24,7 @@ from agent_memory.models import (
     StoreSettings,
     StoreView,
 )
-from agent_memory.secrets import Cipher
+from agent_memory.secrets import Cipher, seal
 from agent_memory.sessions import Sessions
 
 _SECRET_FIELDS = {
@@ -131,7 +131,7 @@ class Stores:
         for field, value in given.items():
             if field in _SECRET_FIELDS:
                 target = _SECRET_FIELDS[field]
-                current[target] = None if value is None else self._cipher.encrypt(value)
+                current[target] = None if value is None else seal(self._cipher, value)
             elif value is None and field in _DEFAULTABLE:
                 current.pop(field, None)
             else:
