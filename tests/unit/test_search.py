@@ -1,6 +1,7 @@
 """The in-memory index: exact cosine against a NumPy reference, BM25, tokens, fusion, LRU."""
 
 import math
+import re
 
 import numpy as np
 import pytest
@@ -97,6 +98,33 @@ def test_tokens():
     assert {"ord", "2291"} <= set(tokenize("ORD-2291"))
     assert "寿司" in tokenize("寿司を食べた")
     assert tokenize("(") == ["("]
+
+
+_OLD_CHUNKS = re.compile(r"(?<!\S)\S*[^\w\s]\S*")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a\u00a0b-c\u2003d!",
+        "snake_case x_y! _",
+        "x\x1cy-z",
+        "é-à ü",
+        "(",
+        "--",
+        "a - b",
+        "寿司-bar",
+    ],
+)
+def test_punctuated_chunks_are_the_whitespace_separated_chunks_with_a_symbol(text):
+    """``tokenize`` finds chunks with ``str.split``: the same ones as ``_OLD_CHUNKS``, the regular
+    expression it used before."""
+    folded = text.casefold()
+    expected = [c.strip(".,;:!?\"'") or c for c in _OLD_CHUNKS.findall(folded)]
+    expected = [c for c in expected if not re.fullmatch(r"\w+", c)]
+    words = set(re.findall(r"\w+", folded))
+    chunks = [t for t in tokenize(text) if t not in words]
+    assert chunks == expected
 
 
 def test_fusion_rewards_agreement_and_keeps_single_mode_hits():
