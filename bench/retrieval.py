@@ -24,7 +24,12 @@ A baseline row, "blend 0.7/0.3", is computed here from the semantic and keyword 
 The fusion check (``--no-fusion-check`` skips it) also asks for each mode's
 ``CANDIDATES * limit`` candidates, applies the store's ``fuse`` to them in-process (it must give
 the hybrid answers: a consistency check) and a few other fusion rules, and reports their hit@10
-on the first and second half of the conversations.
+on the first and second half of the conversations. It also reports an oracle, not a rule: the
+hit@10 when the store's ``fuse`` weight is chosen afterwards, per question, as the best of 0,
+0.1, ..., 1 (the ceiling of any weight setting, even one that adapts to the query).
+
+Keyword search (and the keyword half of hybrid) is the store's own: BM25 over light-stemmed
+tokens, the query's English stop words dropped (``agent_memory.search``).
 
 Writes ``bench/results/retrieval.md`` and ``retrieval.png``.
 
@@ -201,6 +206,9 @@ def _ranked(scores: dict[str, float], limit: int) -> list[Hit]:
 
 Fusion = Callable[[Sequence[Hit], Sequence[Hit], int], list[Hit]]
 OWN = "the store's fuse (hybrid)"
+ORACLE_WEIGHTS = tuple(i / 10 for i in range(11))
+"""The semantic weights the oracle picks from, per question."""
+_ORACLE = "oracle weight {}"
 FUSIONS: dict[str, Fusion] = {
     OWN: fuse,
     "the store's fuse, weight 0.5": lambda s, k, n: fuse(s, k, n, 0.5),
@@ -369,6 +377,9 @@ def run_conversation(
         if fusion_check:
             for name, rule in FUSIONS.items():
                 rows[name] = rule(lists["semantic wide"], lists["keyword wide"], LIMIT)
+            for weight in ORACLE_WEIGHTS:
+                wide_lists = (lists["semantic wide"], lists["keyword wide"])
+                rows[_ORACLE.format(weight)] = fuse(*wide_lists, LIMIT, weight)
             same = [h.memory_id for h in rows[OWN]] == [h.memory_id for h in lists["hybrid"]]
             timing.fuse_agrees += same
         outcomes.append(
@@ -548,7 +559,25 @@ def _fusion_section(
             *(mean_metric(outcomes, row, k, hit_at) for k in (10, 1, 5, 20)),
         ]
         lines.append(f"| {row} | " + " | ".join(f"{v:.3f}" for v in values) + " |")
+    oracle = [_oracle_hit10(part) for part in (part_a, part_b, outcomes)]
+    lines += [
+        "",
+        f"Oracle (not a rule: it reads the answers): choosing the store's `fuse` weight per "
+        f"question afterwards, the best of {', '.join(f'{w:g}' for w in ORACLE_WEIGHTS)}, "
+        f"would give hit@10 {oracle[2]:.3f} (A {oracle[0]:.3f}, B {oracle[1]:.3f}): the ceiling "
+        "of any weight setting for these two lists, even one adapting to each query.",
+    ]
     return lines
+
+
+def _oracle_hit10(outcomes: Sequence[Outcome]) -> float:
+    """Mean over ``outcomes`` of the best hit@10 among the ``ORACLE_WEIGHTS`` rows."""
+    if not outcomes:
+        return float("nan")
+    return statistics.fmean(
+        max(hit_at(o.cited[_ORACLE.format(w)], o.question.evidence, 10) for w in ORACLE_WEIGHTS)
+        for o in outcomes
+    )
 
 
 def plot(outcomes: Sequence[Outcome], path: Path) -> None:
