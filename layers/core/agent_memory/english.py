@@ -6,7 +6,7 @@
   paper says so) and turns a final ``y`` after a vowel-bearing stem into ``i``. So ``groups``,
   ``grouped`` and ``grouping`` all give ``group``, ``hoping`` and ``hope`` give ``hope``.
   Porter's steps 2 to 5 (derivational suffixes: ``-ational``, ``-ness``, ``-ment``...) are left
-  out: on LoCoMo (``bench/retrieval.py``, with the stop words below) the full Porter2
+  out: on LoCoMo (``bench/retrieval.py`` in-process, with the stop words below) the full Porter2
   algorithm of the ``snowballstemmer`` package gave hybrid hit@10 0.725 against 0.724 for step
   1 alone, keyword hit@10 0.654 against 0.652, but costs about 25 us a word against about 1 us
   (and a dependency).
