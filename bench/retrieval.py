@@ -422,6 +422,7 @@ def write_report(
     command: str,
     fusion_check: bool,
     load: float,
+    commit: str = "unknown",
 ) -> str:
     rows = [*MODES, BLEND]
     hybrid10 = mean_metric(outcomes, "hybrid", 10, hit_at)
@@ -499,7 +500,7 @@ def write_report(
         "",
         "## Run",
         "",
-        f"- command: `{command}`",
+        f"- command: `{command}`, code at commit {commit}",
         f"- run time: {elapsed:.0f} s in all (model load, stack start, adds, searches, report)",
         f"- adding {len(add)} memories (one request each, embedding included): "
         f"{timing.add_seconds:.1f} s, p50 {statistics.median(add):.1f} ms, "
@@ -615,6 +616,29 @@ def plot(outcomes: Sequence[Outcome], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def _commit() -> str:
+    """The checked-out commit, and whether tracked files differ from it (the results then
+    describe uncommitted code)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (no git)"
+    return f"`{head}`" + (" plus uncommitted changes" if dirty else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.retrieval")
     parser.add_argument("--conversations", type=int, default=10, help="the first N (1-10)")
@@ -658,6 +682,7 @@ def main(argv: list[str] | None = None) -> int:
         command,
         args.fusion_check,
         load,
+        _commit(),
     )
     (RESULTS / "retrieval.md").write_text(text, encoding="utf-8")
     print(text)
