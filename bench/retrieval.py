@@ -651,6 +651,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     started = time.monotonic()
+    commit = _commit()  # before the run writes its results (tracked files)
     load = os.getloadavg()[0]
     conversations = load_conversations(args.data)[: max(1, args.conversations)]
     per_question = len(MODES) + (2 if args.fusion_check else 0)
@@ -682,7 +683,7 @@ def main(argv: list[str] | None = None) -> int:
         command,
         args.fusion_check,
         load,
-        _commit(),
+        commit,
     )
     (RESULTS / "retrieval.md").write_text(text, encoding="utf-8")
     print(text)
