@@ -24,7 +24,12 @@ A baseline row, "blend 0.7/0.3", is computed here from the semantic and keyword 
 The fusion check (``--no-fusion-check`` skips it) also asks for each mode's
 ``CANDIDATES * limit`` candidates, applies the store's ``fuse`` to them in-process (it must give
 the hybrid answers: a consistency check) and a few other fusion rules, and reports their hit@10
-on the first and second half of the conversations.
+on the first and second half of the conversations. It also reports an oracle, not a rule: the
+hit@10 when the store's ``fuse`` weight is chosen afterwards, per question, as the best of 0,
+0.1, ..., 1 (the ceiling of any weight setting, even one that adapts to the query).
+
+Keyword search (and the keyword half of hybrid) is the store's own: BM25 over light-stemmed
+tokens, the query's English stop words dropped (``agent_memory.search``).
 
 Writes ``bench/results/retrieval.md`` and ``retrieval.png``.
 
@@ -201,6 +206,9 @@ def _ranked(scores: dict[str, float], limit: int) -> list[Hit]:
 
 Fusion = Callable[[Sequence[Hit], Sequence[Hit], int], list[Hit]]
 OWN = "the store's fuse (hybrid)"
+ORACLE_WEIGHTS = tuple(i / 10 for i in range(11))
+"""The semantic weights the oracle picks from, per question."""
+_ORACLE = "oracle weight {}"
 FUSIONS: dict[str, Fusion] = {
     OWN: fuse,
     "the store's fuse, weight 0.5": lambda s, k, n: fuse(s, k, n, 0.5),
@@ -369,6 +377,9 @@ def run_conversation(
         if fusion_check:
             for name, rule in FUSIONS.items():
                 rows[name] = rule(lists["semantic wide"], lists["keyword wide"], LIMIT)
+            for weight in ORACLE_WEIGHTS:
+                wide_lists = (lists["semantic wide"], lists["keyword wide"])
+                rows[_ORACLE.format(weight)] = fuse(*wide_lists, LIMIT, weight)
             same = [h.memory_id for h in rows[OWN]] == [h.memory_id for h in lists["hybrid"]]
             timing.fuse_agrees += same
         outcomes.append(
@@ -411,6 +422,7 @@ def write_report(
     command: str,
     fusion_check: bool,
     load: float,
+    commit: str = "unknown",
 ) -> str:
     rows = [*MODES, BLEND]
     hybrid10 = mean_metric(outcomes, "hybrid", 10, hit_at)
@@ -488,7 +500,7 @@ def write_report(
         "",
         "## Run",
         "",
-        f"- command: `{command}`",
+        f"- command: `{command}`, code at commit {commit}",
         f"- run time: {elapsed:.0f} s in all (model load, stack start, adds, searches, report)",
         f"- adding {len(add)} memories (one request each, embedding included): "
         f"{timing.add_seconds:.1f} s, p50 {statistics.median(add):.1f} ms, "
@@ -548,7 +560,25 @@ def _fusion_section(
             *(mean_metric(outcomes, row, k, hit_at) for k in (10, 1, 5, 20)),
         ]
         lines.append(f"| {row} | " + " | ".join(f"{v:.3f}" for v in values) + " |")
+    oracle = [_oracle_hit10(part) for part in (part_a, part_b, outcomes)]
+    lines += [
+        "",
+        f"Oracle (not a rule: it reads the answers): choosing the store's `fuse` weight per "
+        f"question afterwards, the best of {', '.join(f'{w:g}' for w in ORACLE_WEIGHTS)}, "
+        f"would give hit@10 {oracle[2]:.3f} (A {oracle[0]:.3f}, B {oracle[1]:.3f}): the ceiling "
+        "of any weight setting for these two lists, even one adapting to each query.",
+    ]
     return lines
+
+
+def _oracle_hit10(outcomes: Sequence[Outcome]) -> float:
+    """Mean over ``outcomes`` of the best hit@10 among the ``ORACLE_WEIGHTS`` rows."""
+    if not outcomes:
+        return float("nan")
+    return statistics.fmean(
+        max(hit_at(o.cited[_ORACLE.format(w)], o.question.evidence, 10) for w in ORACLE_WEIGHTS)
+        for o in outcomes
+    )
 
 
 def plot(outcomes: Sequence[Outcome], path: Path) -> None:
@@ -586,6 +616,29 @@ def plot(outcomes: Sequence[Outcome], path: Path) -> None:
     fig.savefig(path, dpi=110)
 
 
+def _commit() -> str:
+    """The checked-out commit, and whether tracked files differ from it (the results then
+    describe uncommitted code)."""
+    try:
+        head = subprocess.run(
+            ["git", "rev-parse", "--short=12", "HEAD"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "status", "--porcelain", "--untracked-files=no"],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown (no git)"
+    return f"`{head}`" + (" plus uncommitted changes" if dirty else "")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.retrieval")
     parser.add_argument("--conversations", type=int, default=10, help="the first N (1-10)")
@@ -598,6 +651,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     args = parser.parse_args(argv)
     started = time.monotonic()
+    commit = _commit()  # before the run writes its results (tracked files)
     load = os.getloadavg()[0]
     conversations = load_conversations(args.data)[: max(1, args.conversations)]
     per_question = len(MODES) + (2 if args.fusion_check else 0)
@@ -629,6 +683,7 @@ def main(argv: list[str] | None = None) -> int:
         command,
         args.fusion_check,
         load,
+        commit,
     )
     (RESULTS / "retrieval.md").write_text(text, encoding="utf-8")
     print(text)

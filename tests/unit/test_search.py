@@ -1,11 +1,14 @@
 """The in-memory index: exact cosine against a NumPy reference, BM25, tokens, fusion, LRU."""
 
 import math
+import re
 
 import numpy as np
 import pytest
 
-from agent_memory.search import ActorIndex, Hit, IndexCache, fuse, tokenize
+from agent_memory import search
+from agent_memory.english import STOP_WORDS, stem
+from agent_memory.search import ActorIndex, Hit, IndexCache, fuse, query_tokens, tokenize
 
 NOW = 1_700_000_000_000
 LATER = NOW + 10**9
@@ -84,6 +87,8 @@ def test_bm25_matches_the_formula():
         ("price is 5*3", "*", False),
         ("東京で寿司を食べた", "寿司", True),
         ("Café Müller", "CAFÉ", True),
+        ("call my_func() now", "my_func()", True),
+        ("Order ORD-2291 never arrived", "Where is my order ORD-2291?", True),
     ],
 )
 def test_query_characters_are_literal_words(text, query, found):
@@ -97,6 +102,78 @@ def test_tokens():
     assert {"ord", "2291"} <= set(tokenize("ORD-2291"))
     assert "寿司" in tokenize("寿司を食べた")
     assert tokenize("(") == ["("]
+    assert tokenize("Support groups, grouped.") == ["support", "group", "group"]
+    assert tokenize("ORD-2291s") == ["ord", "2291s", "ord-2291s"]  # chunks are not stemmed
+
+
+@pytest.mark.parametrize(
+    ("word", "expected"),
+    # The examples of Porter's paper (Program 14(3), 1980) for step 1.
+    [("caresses", "caress"), ("ponies", "poni"), ("ties", "ti"), ("caress", "caress"),
+     ("cats", "cat"), ("feed", "feed"), ("agreed", "agree"), ("plastered", "plaster"),
+     ("bled", "bled"), ("motoring", "motor"), ("sing", "sing"), ("conflated", "conflate"),
+     ("troubled", "trouble"), ("sized", "size"), ("hopping", "hop"), ("tanned", "tan"),
+     ("falling", "fall"), ("hissing", "hiss"), ("fizzed", "fizz"), ("failing", "fail"),
+     ("filing", "file"), ("happy", "happi"), ("sky", "sky"),
+     # Not English letters, or too short: as they are.
+     ("niños", "niños"), ("2291s", "2291s"), ("is", "is")],
+)  # fmt: skip
+def test_stem_follows_porter_step_1(word, expected):
+    assert stem(word) == expected
+
+
+def test_word_forms_find_each_other():
+    texts = ["Caroline joined a support group", "Melanie paints sunsets", "the weather"]
+    index = _index(np.eye(3, dtype=np.float32), texts)
+    assert [h.memory_id for h in index.keyword("groups", 5, NOW, None)] == ["m0"]
+    assert [h.memory_id for h in index.keyword("painting a sunset", 5, NOW, None)] == ["m1"]
+
+
+def test_stop_words_are_dropped_from_queries_unless_nothing_else_is_left():
+    texts = ["the cat sat on the mat", "a dog barked", "what is it"]
+    index = _index(np.eye(3, dtype=np.float32), texts)
+    assert query_tokens("What did the dog do?") == ["dog"]
+    assert [h.memory_id for h in index.keyword("What did the dog do?", 5, NOW, None)] == ["m1"]
+    # Only stop words: they are kept, and find the memories that hold them.
+    assert query_tokens("the") == ["the"]
+    assert [h.memory_id for h in index.keyword("the", 5, NOW, None)] == ["m0"]
+    assert {h.memory_id for h in index.keyword("What is it?", 5, NOW, None)} == {"m2"}
+    assert {"the", "what", "s", "don't"} <= STOP_WORDS
+
+
+def test_the_stem_cache_is_bounded(monkeypatch):
+    monkeypatch.setattr(search, "_STEM_CACHE", 3)
+    search._STEMS.clear()
+    assert tokenize("walks talked jumping running") == ["walk", "talk", "jump", "run"]
+    assert len(search._STEMS) <= 3
+    assert tokenize("walks") == ["walk"]
+
+
+_OLD_CHUNKS = re.compile(r"(?<!\S)\S*[^\w\s]\S*")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "a\u00a0b-c\u2003d!",
+        "snake_case x_y! _",
+        "x\x1cy-z",
+        "é-à ü",
+        "(",
+        "--",
+        "a - b",
+        "寿司-bar",
+    ],
+)
+def test_punctuated_chunks_are_the_whitespace_separated_chunks_with_a_symbol(text):
+    """Tokens find chunks with ``str.split``: the same ones as ``_OLD_CHUNKS``, the regular
+    expression they used before."""
+    folded = text.casefold()
+    expected = [c.strip(".,;:!?\"'") or c for c in _OLD_CHUNKS.findall(folded)]
+    expected = [c for c in expected if not re.fullmatch(r"\w+", c)]
+    words = set(re.findall(r"\w+", folded))
+    chunks = [t for t in search._surface(text) if t not in words]
+    assert chunks == expected
 
 
 def test_fusion_rewards_agreement_and_keeps_single_mode_hits():
