@@ -8,7 +8,7 @@ SAM := $(SAM_VENV)/bin/sam
 STAMP := $(VENV)/.installed
 
 .PHONY: run test unit integration e2e lint format validate openapi build deploy replay \
-	bench bench-working-memory bench-retrieval bench-latency clean
+	bench bench-working-memory bench-retrieval bench-latency bench-background clean
 
 $(STAMP): requirements-dev.txt layers/core/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -77,7 +77,7 @@ $(BENCH_STAMP): $(STAMP) bench/requirements.txt
 	touch $(BENCH_STAMP)
 
 ## bench: every benchmark; each writes a table and a plot under bench/results/
-bench: bench-working-memory bench-latency bench-retrieval
+bench: bench-working-memory bench-latency bench-retrieval bench-background
 
 ## bench-working-memory: add events and recall through the local stack, vs in-process baselines
 bench-working-memory: $(BENCH_STAMP)
@@ -86,6 +86,10 @@ bench-working-memory: $(BENCH_STAMP)
 ## bench-latency: search, recall and add at 1,000 / 10,000 / 100,000 memories, vs a NumPy scan
 bench-latency: $(BENCH_STAMP)
 	$(PY) -m bench.latency $(ARGS)
+
+## bench-background: one background run over a 1,000-message session: peak memory, model calls
+bench-background: $(BENCH_STAMP)
+	$(PY) -m bench.background $(ARGS)
 
 RETRIEVAL_STAMP := $(VENV)/.retrieval-installed
 $(RETRIEVAL_STAMP): $(BENCH_STAMP) bench/requirements-retrieval.txt
