@@ -254,3 +254,23 @@ def test_bulk_adding_gives_the_same_index_as_adding_one_by_one(compact):
     q = vectors[3]
     assert bulk.semantic(q, 10, NOW, None) == one.semantic(q, 10, NOW, None)
     assert bulk.keyword("word3 text", 10, NOW, None) == one.keyword("word3 text", 10, NOW, None)
+
+
+def test_large_compact_scoring_split_over_threads_gives_the_same_scores(monkeypatch):
+    from agent_memory import search
+
+    rng = np.random.default_rng(21)
+    vectors = _unit(rng, 900, 64)
+    codes = np.empty((900, 64), dtype=np.int8)
+    scales = np.empty(900, dtype=np.float32)
+    for i, v in enumerate(vectors):
+        codes[i], scales[i] = search._quantize(v)
+    rows = rng.permutation(900)[:700]
+    query = _unit(rng, 1, 64)[0]
+    single = search._int8_scores(codes, scales, rows, query)
+    monkeypatch.setattr(search, "PARALLEL_ABOVE", 100)
+    monkeypatch.setenv("KIVIDB_SEARCH_THREADS", "3")
+    split = search._parallel_int8_scores(codes, scales, rows, query)
+    assert search._pool is not None and search._pool_size == 2
+    np.testing.assert_allclose(split, single, rtol=1e-5, atol=1e-6)  # BLAS blocks may round apart
+    assert search.search_threads() == 3

@@ -38,10 +38,12 @@ too did no better (within 0.002).
 from __future__ import annotations
 
 import math
+import os
 import re
 import threading
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -421,7 +423,7 @@ class ActorIndex:
             distance[~eligible] = np.iinfo(np.uint16).max
             keep = min(rows.size, max(limit * 50, 2000, rows.size // PREFILTER_KEEP_DIVISOR))
             rows = np.argpartition(distance, keep - 1)[:keep]
-        approx = _int8_scores(self.codes, self.scales, rows, query)
+        approx = _parallel_int8_scores(self.codes, self.scales, rows, query)
         mask = np.zeros(size, dtype=np.bool_)
         mask[rows] = True
         scores = np.zeros(size, dtype=np.float32)
@@ -484,6 +486,49 @@ def _quantize(vector: NDArray[np.float32]) -> tuple[NDArray[np.int8], float]:
     peak = float(np.abs(vector).max())
     scale = peak / 127.0 if peak > 0 else 1.0
     return np.rint(vector / scale).astype(np.int8), scale
+
+
+PARALLEL_ABOVE = 16_384
+"""Int8 scoring of more rows than this is split across ``search_threads()`` threads (numpy
+releases the GIL in its gathers, casts and BLAS products): 33,000 rows of 1,536 dimensions took
+26 ms on one core and 15 ms on two on this project's machine."""
+_pool: ThreadPoolExecutor | None = None
+_pool_size = 0
+_pool_lock = threading.Lock()
+
+
+def search_threads() -> int:
+    """Threads a large compact search uses: ``KIVIDB_SEARCH_THREADS`` when set, else the CPUs
+    this process may run on, at most 4. Lambda gives a function more than one vCPU above
+    1,769 MB of memory (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html);
+    with one, the split is skipped."""
+    configured = os.environ.get("KIVIDB_SEARCH_THREADS", "")
+    if configured.isdigit() and int(configured) > 0:
+        return int(configured)
+    return max(1, min(4, len(os.sched_getaffinity(0))))
+
+
+def _parallel_int8_scores(
+    codes: NDArray[np.int8],
+    scales: NDArray[np.float32],
+    rows: NDArray[np.intp],
+    query: NDArray[np.float32],
+) -> NDArray[np.float32]:
+    """``_int8_scores`` split over threads when ``rows`` is large and there are CPUs for it;
+    the calling thread scores the first part itself."""
+    global _pool, _pool_size
+    threads = search_threads()
+    if threads == 1 or rows.size <= PARALLEL_ABOVE:
+        return _int8_scores(codes, scales, rows, query)
+    with _pool_lock:
+        if _pool is None or _pool_size != threads - 1:
+            _pool = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="search")
+            _pool_size = threads - 1
+        pool = _pool
+    parts = np.array_split(rows, threads)
+    others = [pool.submit(_int8_scores, codes, scales, part, query) for part in parts[1:]]
+    first = _int8_scores(codes, scales, parts[0], query)
+    return np.concatenate([first, *(future.result() for future in others)])
 
 
 def _int8_scores(
