@@ -160,10 +160,27 @@ def _resolve(value: Any, parameters: dict[str, str]) -> str | None:
     return str(value)
 
 
+def _number(value: Any, parameters: dict[str, str]) -> float | None:
+    resolved = None if value is None else _resolve(value, parameters)
+    return float(resolved) if resolved is not None else None
+
+
+def _integer(value: Any, parameters: dict[str, str]) -> int | None:
+    number = _number(value, parameters)
+    return int(number) if number is not None else None
+
+
 def read_http_api(template_path: Path, parameters: dict[str, str]) -> HttpApi:
-    """Build the routing table of ``template_path``. ``parameters`` gives every ``!Ref``-ed
-    template parameter its local value (a missing one is a ``KeyError``)."""
+    """Build the routing table of ``template_path``. ``parameters`` gives ``!Ref``-ed template
+    parameters their local values; one it does not give takes the template's ``Default`` (a
+    parameter with neither is a ``KeyError`` when referenced)."""
     template = load_template(template_path)
+    defaults = {
+        name: str(spec["Default"])
+        for name, spec in (template.get("Parameters") or {}).items()
+        if isinstance(spec, dict) and "Default" in spec
+    }
+    parameters = {**defaults, **parameters}
     root = template_path.parent
     resources: dict[str, Any] = template.get("Resources", {})
     functions: dict[str, Function] = {}
@@ -176,8 +193,8 @@ def read_http_api(template_path: Path, parameters: dict[str, str]) -> HttpApi:
             logical_id,
             root / props["CodeUri"],
             props["Handler"],
-            timeout_seconds=float(props["Timeout"]) if "Timeout" in props else None,
-            memory_mb=int(props["MemorySize"]) if "MemorySize" in props else None,
+            timeout_seconds=_number(props.get("Timeout"), parameters),
+            memory_mb=_integer(props.get("MemorySize"), parameters),
         )
         functions[logical_id] = function
         for event in (props.get("Events") or {}).values():
