@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import importlib.util
 import re
+from collections import ChainMap
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import Any, cast
 
 import yaml
 
@@ -162,7 +163,7 @@ def _resolve(value: Any, parameters: dict[str, str]) -> str | None:
 
 def _number(value: Any, parameters: dict[str, str]) -> float | None:
     resolved = None if value is None else _resolve(value, parameters)
-    return float(resolved) if resolved is not None else None
+    return float(resolved) if resolved else None
 
 
 def _integer(value: Any, parameters: dict[str, str]) -> int | None:
@@ -180,7 +181,7 @@ def read_http_api(template_path: Path, parameters: dict[str, str]) -> HttpApi:
         for name, spec in (template.get("Parameters") or {}).items()
         if isinstance(spec, dict) and "Default" in spec
     }
-    parameters = {**defaults, **parameters}
+    parameters = cast(dict[str, str], ChainMap(parameters, defaults))
     root = template_path.parent
     resources: dict[str, Any] = template.get("Resources", {})
     functions: dict[str, Function] = {}
