@@ -41,6 +41,7 @@ import math
 import os
 import re
 import threading
+from array import array
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -173,13 +174,14 @@ class ActorIndex:
     created: NDArray[np.int64] = field(init=False)
     alive: NDArray[np.bool_] = field(init=False)
     doclen: NDArray[np.float32] = field(init=False)
-    postings: dict[str, dict[int, int]] = field(default_factory=dict)
-    # Array forms of postings, built when a query first needs them and dropped when the
-    # token's posting changes (common tokens have thousands of rows to convert).
-    _arrays: dict[str, tuple[NDArray[np.int64], NDArray[np.float32]]] = field(
-        default_factory=dict, repr=False
-    )
-    terms: list[dict[str, int]] = field(default_factory=list)
+    # The keyword side, kept compact (a 100,000-memory actor must fit the cache with its
+    # vectors): token -> id; per token id, its rows (int32) and term frequencies (uint16) in
+    # two growable C arrays that a query reads in place (``np.frombuffer``, no copy); per row,
+    # the ids of its tokens, to take the row out of those postings when it is removed.
+    vocabulary: dict[str, int] = field(default_factory=dict)
+    posting_rows: list[array[int]] = field(default_factory=list, repr=False)
+    posting_tfs: list[array[int]] = field(default_factory=list, repr=False)
+    row_tokens: list[array[int] | None] = field(default_factory=list, repr=False)
     total_len: float = 0.0
     free: list[int] = field(default_factory=list)
     compact_above_bytes: int | None = None  # None: the module's COMPACT_ABOVE_BYTES
@@ -187,6 +189,7 @@ class ActorIndex:
     codes: NDArray[np.int8] = field(init=False)
     scales: NDArray[np.float32] = field(init=False)
     bits: NDArray[np.uint8] = field(init=False)
+    _posting_entries: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
         if self.compact_above_bytes is None:
@@ -207,10 +210,17 @@ class ActorIndex:
 
     @property
     def nbytes(self) -> int:
-        """Approximate memory held, in bytes (what the cache's budget counts)."""
-        postings = sum(len(p) for p in self.postings.values()) * 80
+        """Approximate memory held, in bytes (what the cache's budget counts): the arrays,
+        the posting and row-token arrays (6 bytes an entry, 4 a row token, ~70 each array
+        object), the vocabulary (~120 a token) and the ids (~150 a row: the string and its
+        two references)."""
         vectors = self.matrix.nbytes + self.codes.nbytes + self.scales.nbytes + self.bits.nbytes
-        return int(vectors + self.expires.nbytes * 3 + postings + len(self.ids) * 120)
+        columns = self.expires.nbytes + self.created.nbytes + self.alive.nbytes
+        columns += self.doclen.nbytes
+        entries = self._posting_entries
+        keyword = entries * 6 + entries * 4 + len(self.posting_rows) * (2 * 70 + 120)
+        keyword += len(self.row_tokens) * 70
+        return int(vectors + columns + keyword + len(self.ids) * 150)
 
     def reserve(self, rows: int) -> None:
         """Capacity for exactly ``rows`` rows when it has less (a cold load knows its size)."""
@@ -236,7 +246,7 @@ class ActorIndex:
             self._reserve(row + 1)
         self.ids.append(None)
         self.types.append("")
-        self.terms.append({})
+        self.row_tokens.append(None)
         return row
 
     def _resize_to(self, capacity: int) -> None:
@@ -281,10 +291,7 @@ class ActorIndex:
         self.created[row] = created_ms
         self.alive[row] = True
         counts = terms if terms is not None else term_counts(text)
-        self.terms[row] = counts
-        for token, tf in counts.items():
-            self.postings.setdefault(token, {})[row] = tf
-            self._arrays.pop(token, None)
+        self.row_tokens[row] = self._post(row, counts)
         length = float(sum(counts.values()))
         self.doclen[row] = length
         self.total_len += length
@@ -325,7 +332,6 @@ class ActorIndex:
         self.expires[start:end] = [expires_ms[i] for i in fresh]
         self.created[start:end] = [created_ms[i] for i in fresh]
         self.alive[start:end] = True
-        postings = self.postings
         lengths = np.empty(count, dtype=np.float32)
         for offset, i in enumerate(fresh):
             row = start + offset
@@ -335,32 +341,40 @@ class ActorIndex:
             self.types.append(memory_types[i])
             given = terms[i] if terms is not None else None
             counts = given if given is not None else term_counts(texts[i])
-            self.terms.append(counts)
-            for token, tf in counts.items():
-                posting = postings.get(token)
-                if posting is None:
-                    postings[token] = {row: tf}
-                else:
-                    posting[row] = tf
+            self.row_tokens.append(self._post(row, counts))
             lengths[offset] = sum(counts.values())
         self.doclen[start:end] = lengths
         self.total_len += float(lengths.sum())
-        self._arrays.clear()  # cached posting arrays may lack the new rows
+
+    def _post(self, row: int, counts: dict[str, int]) -> array[int]:
+        """Enter ``row`` in the postings of its tokens; the ids of those tokens."""
+        vocabulary, rows, tfs = self.vocabulary, self.posting_rows, self.posting_tfs
+        token_ids = array("i")
+        for token, tf in counts.items():
+            token_id = vocabulary.get(token)
+            if token_id is None:
+                token_id = vocabulary[token] = len(rows)
+                rows.append(array("i"))
+                tfs.append(array("H"))
+            rows[token_id].append(row)
+            tfs[token_id].append(min(tf, 65_535))
+            token_ids.append(token_id)
+        self._posting_entries += len(token_ids)
+        return token_ids
 
     def remove(self, memory_id: str) -> None:
         """Forget a memory; unknown ids are ignored."""
         row = self.rows.pop(memory_id, None)
         if row is None:
             return
-        for token in self.terms[row]:
-            posting = self.postings.get(token)
-            self._arrays.pop(token, None)
-            if posting is not None:
-                posting.pop(row, None)
-                if not posting:
-                    del self.postings[token]
+        for token_id in self.row_tokens[row] or ():
+            rows = self.posting_rows[token_id]
+            at = rows.index(row)  # C scan of one token's rows; removals are rare
+            del rows[at]
+            del self.posting_tfs[token_id][at]
+            self._posting_entries -= 1
         self.total_len -= float(self.doclen[row])
-        self.terms[row] = {}
+        self.row_tokens[row] = None
         self.ids[row] = None
         self.alive[row] = False
         if self.compact:
@@ -451,18 +465,15 @@ class ActorIndex:
         scores = np.zeros(size, dtype=np.float32)
         matched = np.zeros(size, dtype=np.bool_)
         for token in set(query_tokens(text)):
-            posting = self.postings.get(token)
-            if not posting:
+            token_id = self.vocabulary.get(token)
+            if token_id is None or not self.posting_rows[token_id]:
                 continue
-            idf = math.log(1.0 + (count - len(posting) + 0.5) / (len(posting) + 0.5))
-            arrays = self._arrays.get(token)
-            if arrays is None:
-                arrays = (
-                    np.fromiter(posting.keys(), dtype=np.int64, count=len(posting)),
-                    np.fromiter(posting.values(), dtype=np.float32, count=len(posting)),
-                )
-                self._arrays[token] = arrays
-            rows, tf = arrays
+            # Views of the C arrays, released when this loop moves on (an array that exports
+            # its buffer cannot grow; updates hold the same lock as this search).
+            rows = np.frombuffer(self.posting_rows[token_id], dtype=np.int32)
+            tf = np.frombuffer(self.posting_tfs[token_id], dtype=np.uint16).astype(np.float32)
+            df = rows.size
+            idf = math.log(1.0 + (count - df + 0.5) / (df + 0.5))
             norm = K1 * (1.0 - B + B * self.doclen[rows] / avgdl)
             scores[rows] += idf * tf * (K1 + 1.0) / (tf + norm)
             matched[rows] = True
