@@ -274,3 +274,9 @@ def test_large_compact_scoring_split_over_threads_gives_the_same_scores(monkeypa
     assert search._pool is not None and search._pool_size == 2
     np.testing.assert_allclose(split, single, rtol=1e-5, atol=1e-6)  # BLAS blocks may round apart
     assert search.search_threads() == 3
+    bits = np.packbits(vectors > 0, axis=1)
+    query_bits = np.packbits(query > 0)
+    np.testing.assert_array_equal(
+        search._parallel(search._hamming, bits, query_bits),
+        np.array([bin(int.from_bytes(row ^ query_bits, "big")).count("1") for row in bits]),
+    )

@@ -43,10 +43,10 @@ import re
 import threading
 from array import array
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -428,12 +428,7 @@ class ActorIndex:
         if rows.size > PREFILTER_ABOVE:
             # Every row's distance (a slice, no gather: cheaper than picking the eligible rows
             # first), the ineligible ones pushed to the end.
-            qbits = np.packbits(query > 0)
-            if self.bits.shape[1] % 8 == 0:
-                codes = self.bits[:size].view(np.uint64) ^ qbits.view(np.uint64)
-            else:
-                codes = self.bits[:size] ^ qbits
-            distance = np.bitwise_count(codes).sum(axis=1, dtype=np.uint16)
+            distance = _parallel(_hamming, self.bits[:size], np.packbits(query > 0))
             distance[~eligible] = np.iinfo(np.uint16).max
             keep = min(rows.size, max(limit * 50, 2000, rows.size // PREFILTER_KEEP_DIVISOR))
             rows = np.argpartition(distance, keep - 1)[:keep]
@@ -486,6 +481,7 @@ class ActorIndex:
 
 
 _T = TypeVar("_T", bound=np.generic)
+_R = TypeVar("_R", bound=np.generic)
 
 
 def _bit_bytes(dimensions: int) -> int:
@@ -519,27 +515,51 @@ def search_threads() -> int:
     return max(1, min(4, len(os.sched_getaffinity(0))))
 
 
+def _threads_for(rows: int) -> tuple[int, ThreadPoolExecutor | None]:
+    """How many threads a step over ``rows`` rows uses, and the pool for the extra ones."""
+    global _pool, _pool_size
+    threads = search_threads()
+    if threads == 1 or rows <= PARALLEL_ABOVE:
+        return 1, None
+    with _pool_lock:
+        if _pool is None or _pool_size != threads - 1:
+            _pool = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="search")
+            _pool_size = threads - 1
+        return threads, _pool
+
+
+def _parallel(step: Callable[..., NDArray[_R]], split: NDArray[Any], *rest: Any) -> NDArray[_R]:
+    """``step(split, *rest)`` computed over parts of ``split`` (its first axis) on
+    ``search_threads()`` threads when it is large, the calling thread doing the first part;
+    the parts' results concatenated in order."""
+    threads, pool = _threads_for(split.shape[0])
+    if pool is None:
+        return step(split, *rest)
+    parts = np.array_split(split, threads)
+    others = [pool.submit(step, part, *rest) for part in parts[1:]]
+    first = step(parts[0], *rest)
+    return np.concatenate([first, *(future.result() for future in others)])
+
+
 def _parallel_int8_scores(
     codes: NDArray[np.int8],
     scales: NDArray[np.float32],
     rows: NDArray[np.intp],
     query: NDArray[np.float32],
 ) -> NDArray[np.float32]:
-    """``_int8_scores`` split over threads when ``rows`` is large and there are CPUs for it;
-    the calling thread scores the first part itself."""
-    global _pool, _pool_size
-    threads = search_threads()
-    if threads == 1 or rows.size <= PARALLEL_ABOVE:
-        return _int8_scores(codes, scales, rows, query)
-    with _pool_lock:
-        if _pool is None or _pool_size != threads - 1:
-            _pool = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="search")
-            _pool_size = threads - 1
-        pool = _pool
-    parts = np.array_split(rows, threads)
-    others = [pool.submit(_int8_scores, codes, scales, part, query) for part in parts[1:]]
-    first = _int8_scores(codes, scales, parts[0], query)
-    return np.concatenate([first, *(future.result() for future in others)])
+    """``_int8_scores`` of ``rows``, split over threads when there are many."""
+    return _parallel(lambda part: _int8_scores(codes, scales, part, query), rows)
+
+
+def _hamming(bits: NDArray[np.uint8], query_bits: NDArray[np.uint8]) -> NDArray[np.uint16]:
+    """Hamming distance of each row of packed sign ``bits`` to ``query_bits`` (64 bits at a
+    time when the rows allow it)."""
+    if bits.shape[1] % 8 == 0:
+        words = np.ascontiguousarray(bits).view(np.uint64) ^ query_bits.view(np.uint64)
+        distance: NDArray[np.uint16] = np.bitwise_count(words).sum(axis=1, dtype=np.uint16)
+        return distance
+    distance = np.bitwise_count(bits ^ query_bits).sum(axis=1, dtype=np.uint16)
+    return distance
 
 
 def _int8_scores(
