@@ -144,6 +144,16 @@ def test_personal_identifiers_are_removed_before_anything_is_kept(make_memories)
     assert "jane" in _add(kept_raw, "jane@example.com", _v(1)).memory.text
 
 
+def test_topics_are_redacted_too_and_metadata_is_kept_as_sent(make_memories):
+    memories = make_memories()
+    kept = _add(memories, "Prefers email contact", _v(1), topics=["contact", "jane@example.com"],
+                metadata={"crm": "jane@example.com"})  # fmt: skip
+    assert kept.memory.topics == ["contact", "[email]"] and kept.redactions == {"email": 1}
+    assert kept.memory.metadata == {"crm": "jane@example.com"}
+    changed = memories.patch(kept.memory.id, MemoryPatch(topics=["call 415-555-0132"]))
+    assert changed.topics == ["call [phone]"]
+
+
 def test_search_modes_actor_isolation_and_store_wide(make_memories):
     memories = make_memories()
     _add(memories, "Order ORD-2291 arrived damaged", _v(1, 0, 0))

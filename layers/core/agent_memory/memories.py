@@ -41,6 +41,7 @@ from agent_memory.errors import (
 )
 from agent_memory.keys import NO_ACTOR, ActorKeys, StoreKeys, actor_bucket
 from agent_memory.models import (
+    MAX_TOPIC_CHARS,
     MAX_VERSIONS,
     RESERVED_TYPES,
     MemoryIn,
@@ -197,6 +198,7 @@ class Memories:
                 return Kept(existing, True, {})
         redaction = redact(body.text) if self._store.redact_pii else None
         text = redaction.text if redaction else body.text
+        topics = self._redact_topics(body.topics, redaction.counts if redaction else None)
         vector = self._vector(text, body.vector, "vector")
         actor = self._keys.actor(bucket)
         now = self._clock.now()
@@ -209,7 +211,7 @@ class Memories:
             "text": text,
             "type": body.type,
             "actor_id": body.actor_id,
-            "topics": body.topics,
+            "topics": topics,
             "metadata": body.metadata,
             "importance": body.importance,
             "confidence": body.confidence,
@@ -267,6 +269,21 @@ class Memories:
         self._unindex(memory_id)
         raise Conflict("The actor's memories kept changing during this add; retry.")
 
+    def _redact_topics(self, topics: list[str], counts: dict[str, int] | None) -> list[str]:
+        """The topics with personal identifiers replaced (when ``redact_pii``), adding what
+        was found to ``counts``. Topics are short keywords, but a model or a client may put an
+        address in one. ``metadata`` is the client's own structured data and is kept as sent."""
+        if not self._store.redact_pii:
+            return topics
+        redacted = []
+        for topic in topics:
+            found = redact(topic)
+            redacted.append(found.text[:MAX_TOPIC_CHARS])
+            if counts is not None:
+                for kind, n in found.counts.items():
+                    counts[kind] = counts.get(kind, 0) + n
+        return redacted
+
     def _check_store_still_here(self, bucket: str, memory_id: str, raw: str | bytes | None) -> None:
         """After a write: if the store was deleted meanwhile (or deleted and created again),
         take the write back, so no text outlives its store's DELETE. ``raw`` is the store's
@@ -315,6 +332,8 @@ class Memories:
         text = record["text"]
         if change.text is not None:
             text = redact(change.text).text if self._store.redact_pii else change.text
+        if given.get("topics") is not None and self._store.redact_pii:
+            given["topics"] = self._redact_topics(given["topics"], None)
         for field in ("type", "topics", "metadata", "importance"):
             if field in given:
                 record[field] = given[field]
