@@ -349,7 +349,7 @@ class ActorIndex:
     def _post(self, row: int, counts: dict[str, int]) -> array[int]:
         """Enter ``row`` in the postings of its tokens; the ids of those tokens."""
         vocabulary, rows, tfs = self.vocabulary, self.posting_rows, self.posting_tfs
-        token_ids = array("i")
+        token_ids = []
         for token, tf in counts.items():
             token_id = vocabulary.get(token)
             if token_id is None:
@@ -357,10 +357,10 @@ class ActorIndex:
                 rows.append(array("i"))
                 tfs.append(array("H"))
             rows[token_id].append(row)
-            tfs[token_id].append(min(tf, 65_535))
+            tfs[token_id].append(tf if tf < 65_535 else 65_535)
             token_ids.append(token_id)
         self._posting_entries += len(token_ids)
-        return token_ids
+        return array("i", token_ids)
 
     def remove(self, memory_id: str) -> None:
         """Forget a memory; unknown ids are ignored."""
