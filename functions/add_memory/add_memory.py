@@ -1,5 +1,6 @@
 """POST .../{store}/memories: keep a memory (201), or return the one it duplicates (200)."""
 
+from http import HTTPStatus
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
@@ -16,7 +17,10 @@ app = Api()
     STORE_ROUTE + "/memories",
     summary="Add a memory",
     tags=["memories"],
-    responses=responses({201: "Kept", 200: "A duplicate of a memory the actor already has"}),
+    responses=responses(
+        {201: "Kept", 200: "A duplicate of a memory the actor already has"},
+        errors=(HTTPStatus.CONFLICT, HTTPStatus.BAD_GATEWAY),
+    ),
 )
 def add_memory(
     instance_id: InstancePath, store: StorePath, body: Annotated[MemoryIn, Body()]

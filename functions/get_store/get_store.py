@@ -13,7 +13,8 @@ def get_store(instance_id: InstancePath, store: StorePath) -> StoreView:
     counts = StoreCounts(
         sessions=sessions.count(),
         memories=memories.count(),
-        waiting_for_extraction=sessions.waiting_for_extraction(),
+        # A store whose language model was removed extracts nothing: nothing is waiting.
+        waiting_for_extraction=sessions.waiting_for_extraction() if sessions.has_model else 0,
     )
     last_at, last_error = sessions.extraction_record()
     return stores.view(config, counts).model_copy(

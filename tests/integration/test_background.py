@@ -485,3 +485,60 @@ def test_status_counts_and_search_after_extraction(make_world):
     assert [m.text for m in found] == ["Alice plays chess on Sundays"]
     last_at, last_error = world.sessions.extraction_record()
     assert last_at is not None and last_error is None
+
+
+def test_a_session_started_again_under_its_id_keeps_its_own_memories(make_world):
+    world = make_world()
+    world.say("s", "I live in Lisbon")
+    world.model_server.reply(memories_answer("Alice lives in Lisbon"))
+    world.quiet()
+    world.run("s")
+    world.sessions.delete("s")
+    world.clock.moment += timedelta(milliseconds=5)
+    world.say("s", "I moved to Porto")  # the same range (message 1) of a new session
+    world.model_server.reply(memories_answer("Alice moved to Porto"))
+    world.quiet()
+    report = world.run("s")
+    assert (report.outcome, report.kept, report.deduplicated) == ("done", 1, 0)
+    assert world.texts() == ["Alice lives in Lisbon", "Alice moved to Porto"]
+
+
+def test_an_item_that_is_not_a_memory_is_dropped_and_the_cursor_moves(make_world):
+    world = make_world()
+    world.say("s", "hello", "I like jazz")
+    world.model_server.reply(
+        json.dumps({"memories": [{"text": "\u200b\u200b"}, {"text": 42}, "Alice likes jazz",
+                                 {"text": "Alice is nice", "topics": "not a list"}]})
+    )  # fmt: skip
+    world.quiet()
+    report = world.run("s")
+    assert report.outcome == "done" and report.dropped == 2
+    assert world.texts() == ["Alice is nice", "Alice likes jazz"]
+    assert world.meta("s").extraction.unread == 0
+
+
+def test_new_messages_give_a_failed_session_a_fresh_start(make_world):
+    world = make_world()
+    world.say("s", "hello")
+    world.quiet()
+    for attempt in range(EXTRACTION_MAX_FAILURES):
+        world.model_server.fail(500)  # the test's provider client does not retry
+        assert world.run("s").outcome == "failed"
+        world.clock.moment += timedelta(seconds=60 * 2**attempt + 1)
+    assert world.meta("s").extraction.status == "failed"
+    appended = world.say("s", "still there?")
+    assert appended.arm_due is not None
+    status = world.meta("s").extraction
+    assert status.status == "waiting" and status.last_error is not None
+
+
+def test_a_reservation_whose_function_died_is_armed_again(make_world, client):
+    world = make_world()
+    first = world.sessions.append_events("s", EventsRequest(
+        actor_id="alice", events=[EventIn(role="user", content="hi")]))  # fmt: skip
+    assert first.arm_due is not None  # reserved, and (the function died) never armed
+    world.clock.moment += timedelta(minutes=5)
+    assert world.say("s", "anyone?").arm_due is None  # still counts as armed
+    world.clock.moment += timedelta(minutes=20)
+    again = world.say("s", "hello?")
+    assert again.arm_due is not None and len(world.scheduler.arms) == 1

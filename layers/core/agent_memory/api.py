@@ -117,7 +117,9 @@ def responses(
 
 ERROR_RESPONSES = responses()
 WRITE_RESPONSES = responses(errors=(HTTPStatus.CONFLICT,))
-PROVIDER_RESPONSES = responses(errors=_PROVIDER_ERRORS)
+PROVIDER_RESPONSES = responses(errors=(*_PROVIDER_ERRORS, HTTPStatus.CONFLICT))
+"""Routes that may call a provider: 502 from it, and 409 ``stored_key_unreadable`` when the
+store's provider key cannot be decrypted any more (and their own conflicts)."""
 
 # Path parameters, validated the same way on every route.
 InstancePath = Annotated[str, Path(pattern=INSTANCE_ID_PATTERN, description="Database instance id")]

@@ -42,6 +42,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import redis
+from pydantic import ValidationError as PydanticValidationError
 
 from agent_memory.clock import Clock, to_ms
 from agent_memory.db import database_errors, load_script
@@ -49,7 +50,14 @@ from agent_memory.errors import AgentMemoryError, ModelAnswerInvalid, Validation
 from agent_memory.keys import SessionKeys, StoreKeys
 from agent_memory.llm import Completion, LanguageModel
 from agent_memory.memories import Memories
-from agent_memory.models import MAX_TOPIC_CHARS, MAX_TOPICS, MemoryIn, Message, StoreConfig
+from agent_memory.models import (
+    MAX_TOPIC_CHARS,
+    MAX_TOPICS,
+    MemoryIn,
+    Message,
+    StoreConfig,
+    is_blank,
+)
 from agent_memory.prompts import (
     MAX_MEMORIES_PER_RUN,
     MAX_MEMORY_CHARS,
@@ -141,8 +149,9 @@ class RunReport:
 
     session_id: str
     outcome: str = "done"
-    """``done``, ``rearmed`` (fired before the session was quiet), ``busy`` (another run has
-    the session), ``gone`` (no such session or store), ``no_model`` or ``failed``."""
+    """``done``, ``rearmed`` (fired before the session was quiet), ``early`` (a run asked for
+    nothing while the session's schedule is still to come), ``busy`` (another run has the
+    session), ``gone`` (no such session or store), ``no_model`` or ``failed``."""
     read_messages: int = 0
     kept: int = 0
     deduplicated: int = 0
@@ -250,7 +259,9 @@ class SessionWork:
         if fired and quiet:
             self._hdel("armed_due")
         elif fired:
-            self._arm(quiet_at, report)  # still talking: this run serves the summary only
+            # Still talking: this run, asked for by a summary or a client, reads what is unread
+            # now, and the schedule comes back once the session is quiet.
+            self._arm(quiet_at, report)
             report.rearmed_for = quiet_at
         if meta.requested:
             self._hdel("requested_at")
@@ -276,8 +287,9 @@ class SessionWork:
         """Extract messages up to ``upto`` (inclusive), one chunk (one model call) at a time."""
         while True:
             with database_errors():
-                read_raw, seq_raw, summary, pending_raw, actor = self._redis.hmget(
-                    self._keys.meta, ["read_seq", "seq", "summary", "pending", "actor_id"]
+                read_raw, seq_raw, summary, pending_raw, actor, created = self._redis.hmget(
+                    self._keys.meta,
+                    ["read_seq", "seq", "summary", "pending", "actor_id", "created_at"],
                 )
             read = int(read_raw or 0)
             pending = json.loads(pending_raw) if pending_raw else None
@@ -298,7 +310,7 @@ class SessionWork:
                                                           "memories": items})):  # fmt: skip
                     return  # the session is gone
                 report.read_messages += len(chunk.messages)
-            self._keep(items, _text(actor), first, last, report)
+            self._keep(items, _text(actor), (str(created), first, last), report)
             with database_errors():
                 moved, caught_up, expires = self._advance(
                     keys=[self._keys.meta], args=[read, last, to_ms(self._now())]
@@ -345,7 +357,7 @@ class SessionWork:
         allowed = self._memories.types
         for item in listed[:MAX_MEMORIES_PER_RUN]:
             text = item.get("text") if isinstance(item, dict) else item
-            if not isinstance(text, str) or not text.strip():
+            if not isinstance(text, str) or is_blank(text):
                 report.dropped += 1
                 continue
             kind = item.get("type") if isinstance(item, dict) else None
@@ -365,13 +377,15 @@ class SessionWork:
         self,
         items: Sequence[dict[str, Any]],
         actor: str | None,
-        first: int,
-        last: int,
+        source: tuple[str, int, int],
         report: RunReport,
     ) -> None:
-        """Keep the memories of messages ``first..last``: redacted (counted here), embedded in
-        one batch, each deduplicated against the actor's memories, including the ones kept
-        just before it, under ids derived from the range."""
+        """Keep the memories of the messages ``source`` names (the session's ``created_at``,
+        first and last message): redacted (counted here), embedded in one batch, each
+        deduplicated against the actor's memories, including the ones kept just before it,
+        under ids derived from the session, its start and the range (a session deleted and
+        started again under the same id starts anew, and so gets other ids). An item that is
+        not a valid memory (``MemoryIn``) is dropped and counted, never retried."""
         if not items:
             return
         if self._store.embed_provider == "none":
@@ -389,25 +403,32 @@ class SessionWork:
             texts.append(text)
         vectors = self._memories.embed(texts)
         for index, (item, text) in enumerate(zip(items, texts, strict=True)):
-            body = MemoryIn(
-                text=text,
-                type=item["type"],
-                topics=item["topics"],
-                actor_id=actor,
-                vector=[float(x) for x in vectors[index]],
-            )
+            try:
+                body = MemoryIn(
+                    text=text,
+                    type=item["type"],
+                    topics=item["topics"],
+                    actor_id=actor,
+                    vector=[float(x) for x in vectors[index]],
+                )
+            except PydanticValidationError:
+                report.dropped += 1
+                continue
             kept = self._memories.add(
-                body, self._target.session_id, memory_id=self._memory_id(first, last, index)
+                body, self._target.session_id, memory_id=self._memory_id(source, index)
             )
             if kept.duplicate:
                 report.deduplicated += 1
             else:
                 report.kept += 1
+                report.redacted += sum(kept.redactions.values())  # its topics (text: above)
 
-    def _memory_id(self, first: int, last: int, index: int) -> str:
+    def _memory_id(self, source: tuple[str, int, int], index: int) -> str:
+        started, first, last = source
         seed = "\x00".join(
-            [self._store.incarnation, self._target.session_id, str(first), str(last), str(index)]
-        )
+            [self._store.incarnation, self._target.session_id, started, str(first), str(last),
+             str(index)]
+        )  # fmt: skip
         return "mem_" + hashlib.sha256(seed.encode()).hexdigest()[:20]
 
     # --- summarization -----------------------------------------------------------------------

@@ -53,8 +53,9 @@ class FunctionSettings(BaseModel):
     ``instance_cache_seconds``: how long a warm container trusts an instance record it found
     (re-pointing an instance reaches every container within this time).
     ``index_cache_mb``: the bound of the warm container's in-memory search index (LRU by actor).
-    ``allow_private_endpoints``: let custom model endpoints be plain http or private addresses;
-    only the local stack sets it (``KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1``).
+    ``allow_private_endpoints``: let custom model endpoints be plain http or private addresses
+    (``KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1``); the template never sets it, and the local stack
+    passes it on only when it is started with it (tests and the README's try-out do).
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -135,10 +136,10 @@ class Runtime:
 
     @cached_property
     def provider_client(self) -> ProviderClient:
-        # Calls made while an API request waits must end well inside the function's 10 s:
-        # at most 2 attempts of (2 s connect + 3 s read) and a Retry-After of up to 2 s.
+        # Calls made while an API request waits must end inside the function's 10 s: at most
+        # 2 attempts of (1.5 s connect + 2.5 s read) and a Retry-After of up to 1.5 s, 9.5 s.
         return ProviderClient(
-            connect_timeout=2.0, read_timeout=3.0, max_retries=1, max_retry_after=2.0
+            connect_timeout=1.5, read_timeout=2.5, max_retries=1, max_retry_after=1.5
         )
 
     def memories(
@@ -159,8 +160,15 @@ class Runtime:
         memories = self.memories_of(instance.url, instance.instance_id, config)
         return config, stores.sessions(config), memories
 
-    def memories_of(self, url: str, instance_id: str, config: StoreConfig) -> Memories:
-        """The ``Memories`` of ``config`` on the database at ``url``."""
+    def memories_of(
+        self,
+        url: str,
+        instance_id: str,
+        config: StoreConfig,
+        client: ProviderClient | None = None,
+    ) -> Memories:
+        """The ``Memories`` of ``config`` on the database at ``url``; its embeddings go through
+        ``client`` (default: the in-request ``provider_client``)."""
 
         def embedder() -> Embedder:
             api_key = None
@@ -173,7 +181,7 @@ class Runtime:
                 config.embed_base_url,
                 api_key,
                 allow_private=self.settings.allow_private_endpoints,
-                client=self.provider_client,
+                client=client or self.provider_client,
             )
 
         return Memories(
@@ -206,8 +214,11 @@ class Runtime:
     def background_provider_client(self) -> ProviderClient:
         # No client waits on a background run: longer reads (a model writing a summary), more
         # retries, and Retry-After honoured up to 30 s, all well inside the 300 s timeout.
+        # At most 4 attempts of (3 s + 45 s) and 3 waits of up to 20 s: 252 s for one call,
+        # inside the 300 s timeout. A run of many chunks can still outlast it; the pending
+        # answer and the lock's expiry make the next run carry on where this one stopped.
         return ProviderClient(
-            connect_timeout=3.0, read_timeout=60.0, max_retries=3, max_retry_after=30.0
+            connect_timeout=3.0, read_timeout=45.0, max_retries=3, max_retry_after=20.0
         )
 
     def language_model(self, config: StoreConfig) -> LanguageModel | None:
@@ -243,8 +254,10 @@ class Runtime:
             config = stores.get(target.store)
         except (InstanceNotFound, StoreNotFound):
             return None
-        memories = self.memories_of(instance.url, instance.instance_id, config)
         # The background run embeds in batches and may take its time: its own provider client.
+        memories = self.memories_of(
+            instance.url, instance.instance_id, config, self.background_provider_client
+        )
         return SessionWork(
             redis_client(instance.url),
             config,

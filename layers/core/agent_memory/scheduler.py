@@ -192,15 +192,17 @@ class Scheduler(Protocol):
 @lru_cache(maxsize=4)
 def _aws_client(service: str) -> Any:
     """One boto3 client per service per container, built on first use (never at import).
-    Timeouts stay well inside a 10 s route function; botocore's standard retry mode retries
-    throttling and 5xx answers (3 attempts).
+    Timeouts stay inside a 10 s route function even when an arm takes its three calls
+    (create, conflict, update): 1 s to connect, 2 s to read, and botocore's standard retry mode
+    with 2 attempts (throttling and 5xx answers), so at worst about 3 x 2 x 3 s = 18 s only if
+    every call times out twice, and about 3 s in the ordinary worst case of one slow call.
 
     boto3 and botocore are imported here, at first use: importing boto3 costs about 0.2 s, which
     routes that never schedule should not pay. (``importlib`` keeps mypy from asking for stubs
     that the layer does not ship.)"""
     boto3 = importlib.import_module("boto3")
     config = importlib.import_module("botocore.config").Config(
-        connect_timeout=2, read_timeout=5, retries={"max_attempts": 3, "mode": "standard"}
+        connect_timeout=1, read_timeout=2, retries={"max_attempts": 2, "mode": "standard"}
     )
     return boto3.client(service, config=config)
 

@@ -36,9 +36,12 @@ from agent_memory.models import (
 # the store has no language model), summarize_after ('' likewise), payload...
 # Returns {last_seq, owner, expires_ms, arm_due_ms, fold}; last_seq 0 means the session belongs
 # to another actor. arm_due_ms is non-zero when this append is the first of a quiet period (no
-# schedule armed): the caller arms one for that time. fold is 1 when the session now holds more
-# than summarize_after verbatim messages and no summarization was asked for yet (one asked for
-# more than FOLD_REQUEST_STALE_MS ago counts as lost and is asked for again).
+# schedule armed, or one reserved more than ARM_STALE ms before its due time passed: the
+# function that reserved it died before arming it, since a schedule fires within a minute and a
+# run re-arms or clears it): the caller arms one for that time. New messages also give a
+# session whose extraction failed EXTRACTION_MAX_FAILURES times in a row a fresh start. fold is
+# 1 when the session now holds more than summarize_after verbatim messages and no summarization
+# was asked for yet (one asked for more than FOLD_REQUEST_STALE_MS ago counts as lost).
 # A session's expiry only ever grows, across deletes too (a deleted session leaves its last
 # expiry in `deleted_expires`), so every append of one session id has a distinct expiry: the
 # index scripts below tell appends apart by it.
@@ -71,9 +74,15 @@ redis.call('HDEL', meta, 'deleted_expires')
 redis.call('HSETNX', meta, 'created_at', ARGV[2])
 redis.call('HSET', meta, 'last_event_at', ARGV[2], 'expires_at', stamp)
 local arm = 0
-if ARGV[4] ~= '' and not redis.call('HGET', meta, 'armed_due') then
-  arm = now + tonumber(ARGV[4])
-  redis.call('HSET', meta, 'armed_due', string.format('%d', arm))
+if ARGV[4] ~= '' then
+  local armed = redis.call('HGET', meta, 'armed_due')
+  if not armed or tonumber(armed) < now - ARM_STALE then
+    arm = now + tonumber(ARGV[4])
+    redis.call('HSET', meta, 'armed_due', string.format('%d', arm))
+  end
+  if tonumber(redis.call('HGET', meta, 'failures') or '0') >= MAX_FAILURES then
+    redis.call('HSET', meta, 'failures', '0')
+  end
 end
 local fold = 0
 if ARGV[5] ~= '' then
@@ -156,10 +165,16 @@ return 0
 """
 FOLD_REQUEST_STALE_MS = 600_000
 """A summarization asked for this long ago (ms) without finishing is asked for again."""
-_APPEND = _APPEND.replace("FOLD_STALE", str(FOLD_REQUEST_STALE_MS))
+ARM_STALE_MS = 900_000
+"""A reserved schedule whose due time passed this long ago (ms) counts as never armed."""
 EXTRACTION_MAX_FAILURES = 5
 """After this many failed runs in a row a session's extraction shows ``failed`` and is not
-retried until new messages arrive (or ``POST .../extract``)."""
+retried until new messages arrive (which give it a fresh start)."""
+_APPEND = (
+    _APPEND.replace("FOLD_STALE", str(FOLD_REQUEST_STALE_MS))
+    .replace("ARM_STALE", str(ARM_STALE_MS))
+    .replace("MAX_FAILURES", str(EXTRACTION_MAX_FAILURES))
+)
 PRUNE_BATCH = 1000
 TOUCH_PRUNE_BATCH = 100
 
