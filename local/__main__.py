@@ -35,6 +35,15 @@ def main() -> None:
     port = int(os.environ.get("PORT", "3000"))
     workers = int(os.environ.get("KIVIDB_WORKERS", "2"))
     local_dir = Path(os.environ.get("KIVIDB_LOCAL_DIR", ROOT / ".local")).resolve()
+    try:  # before anything starts: a second stack on a taken port must not touch the data
+        sock = listen(port)
+    except OSError as exc:
+        print(
+            f"local stack: cannot listen on 127.0.0.1:{port} ({exc.strerror}); is another "
+            "stack running? Stop it, or choose another port with PORT=...",
+            file=sys.stderr,
+        )
+        raise SystemExit(2) from None
     database = start_database(local_dir)
     loop = None
     try:
@@ -63,6 +72,13 @@ def main() -> None:
             loop = start_scheduler_loop(database.url, api.background)
             scheduler = f"local loop in this process, invokes {api.background.logical_id}"
         base = f"http://127.0.0.1:{port}"
+        endpoints = (
+            "custom model endpoints may be http:// and private (KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1)"
+            if os.environ.get("KIVIDB_ALLOW_PRIVATE_ENDPOINTS", "").lower()
+            in ("1", "true", "yes", "on")
+            else "custom model endpoints must be public https:// (KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 "
+            "allows loopback servers)"
+        )
         print(
             f"KiviDB agent memory, local stack\n"
             f"  API:       {base}  (routes from template.yaml, {workers} worker processes)\n"
@@ -70,6 +86,7 @@ def main() -> None:
             f"  instance:  {INSTANCE_ID}  (organization local)\n"
             f"  API key:   {api_key}  ({origin})\n"
             f"  scheduler: {scheduler}\n"
+            f"  endpoints: {endpoints}\n"
             f"  try:       curl -H 'Authorization: Bearer {api_key}' {base}/agent-memory",
             flush=True,
         )
@@ -83,7 +100,6 @@ def main() -> None:
             access_log=os.environ.get("KIVIDB_ACCESS_LOG") == "1",
             log_level="warning",
         )
-        sock = listen(port)
         if workers > 1:
             Multiprocess(config, sockets=[sock]).run()
         else:

@@ -84,3 +84,10 @@ def function_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, secret_key: st
 
 
 ROOT = Path(__file__).resolve().parent.parent
+from tools.replay import DEFAULT_FILES  # noqa: E402  (after ROOT, which it does not need)
+
+needs_data = pytest.mark.skipif(
+    not all(path.is_file() for path in DEFAULT_FILES.values()),
+    reason="the LoCoMo / MemoryBank files are not in $KIVIDB_DATA_DIR (default ../shared/data)",
+)
+"""For tests that replay the real datasets, which are never copied into the project."""

@@ -63,9 +63,11 @@ def default_url() -> str:
     return f"http://127.0.0.1:{port}" if port else DEFAULT_URL
 
 
+DATA_DIR = Path(os.environ.get("KIVIDB_DATA_DIR") or ROOT.parent / "shared" / "data")
+"""The datasets' folder: ``KIVIDB_DATA_DIR``, else ``shared/data`` beside the project folder."""
 DEFAULT_FILES = {
-    "locomo": Path("../shared/data/locomo/locomo10.json"),
-    "memorybank": Path("../shared/data/memorybank/en/memory_bank_en.json"),
+    "locomo": DATA_DIR / "locomo" / "locomo10.json",
+    "memorybank": DATA_DIR / "memorybank" / "en" / "memory_bank_en.json",
 }
 DEFAULT_CONVERSATIONS = {"locomo": "conv-26", "memorybank": "Emily"}
 LOCOMO_DATE_FORMAT = "%I:%M %p on %d %B, %Y"
@@ -514,7 +516,12 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--instance", default="local")
     parser.add_argument("--store", default="replay")
     parser.add_argument("--dataset", choices=sorted(DEFAULT_FILES), default="locomo")
-    parser.add_argument("--file", type=Path, help="default: the dataset's file in ../shared/data")
+    parser.add_argument(
+        "--file",
+        type=Path,
+        help="default: the dataset's file under $KIVIDB_DATA_DIR (else ../shared/data beside "
+        "the project)",
+    )
     parser.add_argument(
         "--conversation", help="LoCoMo sample_id (default conv-26) or MemoryBank user (Emily)"
     )

@@ -37,7 +37,8 @@ def extract_session(
     if config.llm_provider == "none":
         raise Conflict(
             "This store has no language model (llm_provider is 'none'), so it extracts "
-            "nothing; set llm_provider, llm_model and llm_api_key on the store first."
+            "nothing; set llm_provider and llm_model (and llm_api_key or llm_base_url, as the "
+            "provider needs) on the store first."
         )
     if not request_extraction(redis_client(instance.url), config, session_id, runtime.clock):
         raise SessionNotFound(session_id)

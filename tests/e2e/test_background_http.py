@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from local.launch import running_stack
-from tests.conftest import ROOT, unique
+from tests.conftest import ROOT, needs_data, unique
 from tests.e2e.conftest import API_KEY, Stack
 from tools.scripted_model import ScriptedServer
 
@@ -57,8 +57,19 @@ def api(open_stack) -> Iterator[httpx.Client]:
         yield client
 
 
-def model_store(api, provider, **settings) -> str:
+@pytest.fixture
+def made(api) -> Iterator[list[str]]:
+    """Stores a test makes, deleted after it whatever happened."""
+    paths: list[str] = []
+    yield paths
+    for path in paths:
+        api.delete(path)
+
+
+def model_store(api, provider, made=None, **settings) -> str:
     path = f"{BASE}/{unique('bg')}"
+    if made is not None:
+        made.append(path)
     body = {
         "llm_provider": "custom", "llm_model": "scripted", "llm_base_url": provider.url,
         "embed_provider": "custom", "embed_model": "scripted", "embed_base_url": provider.url,
@@ -80,8 +91,11 @@ def wait_for(check, timeout: float, what: str, show=None):
         time.sleep(0.25)
 
 
-def test_a_replayed_conversation_is_summarized_and_extracted_on_its_own(api, open_stack, provider):
-    store = model_store(api, provider, summarize_after=10, keep_recent=4)
+@needs_data
+def test_a_replayed_conversation_is_summarized_and_extracted_on_its_own(
+    api, open_stack, provider, made
+):
+    store = model_store(api, provider, made, summarize_after=10, keep_recent=4)
     name = store.rsplit("/", 1)[1]
     started = time.monotonic()
     done = subprocess.run(
@@ -137,8 +151,8 @@ def test_a_replayed_conversation_is_summarized_and_extracted_on_its_own(api, ope
     api.delete(store)
 
 
-def test_extract_now_answers_202_and_runs_without_waiting(api, provider):
-    store = model_store(api, provider)
+def test_extract_now_answers_202_and_runs_without_waiting(api, provider, made):
+    store = model_store(api, provider, made)
     events = {
         "actor_id": "u1",
         "events": [{"role": "user", "content": "I adopted a cat named Miso."}],

@@ -4,7 +4,9 @@ import re
 import subprocess
 import sys
 
-from tests.conftest import ROOT, unique
+from tests.conftest import ROOT, needs_data, unique
+
+pytestmark = needs_data
 
 SUMMARY = re.compile(
     r"replayed (?P<name>\S+): (?P<sessions>\d+) sessions, (?P<messages>\d+) messages, .* in "

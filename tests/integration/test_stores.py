@@ -54,6 +54,29 @@ def test_api_keys_are_encrypted_at_rest_and_never_in_the_view(stores, client):
     stores.delete(name)
 
 
+def test_a_key_is_never_kept_for_another_provider_or_endpoint(stores):
+    name = unique("s")
+    openai = {"llm_provider": "openai", "llm_model": "gpt-4o-mini", "llm_api_key": "sk-1",
+              "embed_provider": "openai", "embed_model": "text-embedding-3-small",
+              "embed_api_key": "sk-2"}  # fmt: skip
+    config, _ = stores.put(name, StorePut.model_validate(openai))
+    config, _ = stores.put(name, StorePut(dedupe_threshold=0.9, llm_model="gpt-4o"))
+    assert config.llm_api_key_ciphertext and config.embed_api_key_ciphertext  # same provider
+    custom = {"llm_provider": "custom", "llm_base_url": "https://llm.example.com/v1"}
+    config, _ = stores.put(name, StorePut.model_validate(custom))
+    view = stores.view(config)
+    assert not view.has_llm_api_key and view.has_embed_api_key  # the OpenAI key is gone
+    config, _ = stores.put(name, StorePut(llm_api_key="custom-key"))
+    assert stores.view(config).has_llm_api_key
+    moved = {"llm_base_url": "https://other.example.com/v1"}
+    config, _ = stores.put(name, StorePut.model_validate(moved))
+    assert not stores.view(config).has_llm_api_key  # not sent to the new host either
+    both = {"llm_base_url": "https://third.example.com/v1", "llm_api_key": "third-key"}
+    config, _ = stores.put(name, StorePut.model_validate(both))
+    assert stores.view(config).has_llm_api_key  # a new key with the move is kept
+    stores.delete(name)
+
+
 def test_delete_removes_every_key_the_store_owns_and_nothing_else(stores, client):
     name, neighbour = unique("s"), unique("s")
     patterns = {}

@@ -187,7 +187,10 @@ def _check_base_url(field: str, url: str) -> None:
         raise ValueError(f"{field} must not contain spaces or control characters")
     parts = urlsplit(url)
     if parts.scheme != "https" or not parts.hostname:
-        raise ValueError(f"{field} must be an https:// URL with a host name")
+        raise ValueError(
+            f"{field} must be an https:// URL with a host name (a local stack started with "
+            "KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 also takes http:// and private addresses)"
+        )
     if parts.username is not None or parts.password is not None:
         raise ValueError(f"{field} must not hold credentials; send the key as the api_key field")
     try:
@@ -208,10 +211,16 @@ def _check_base_url(field: str, url: str) -> None:
         if labels[-1].isdigit() or re.fullmatch(r"0x[0-9a-fA-F]+", labels[-1]):
             raise ValueError(f"{field} must name a host or give a full IP address") from None
         if labels[-1].lower() == "localhost":
-            raise ValueError(f"{field} must be a public address, not localhost") from None
+            raise ValueError(
+                f"{field} must be a public address, not localhost (a local stack started with "
+                "KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 allows it)"
+            ) from None
         return
     if not address.is_global:
-        raise ValueError(f"{field} must be a public address, not {address}")
+        raise ValueError(
+            f"{field} must be a public address, not {address} (a local stack started with "
+            "KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 allows it)"
+        )
 
 
 class ProviderSettings(Model):

@@ -128,6 +128,17 @@ class Stores:
             }
         else:
             current = StoreConfig.model_validate_json(raw, context=STORED).model_dump()
+        for kind in ("llm", "embed"):
+            # A key belongs to the provider and endpoint it was given for: a change of either
+            # without a new key drops the stored one, so that it is never sent to another
+            # server (the client sends the key again, or none for a keyless endpoint).
+            moved = any(
+                f"{kind}_{part}" in given
+                and given[f"{kind}_{part}"] != current.get(f"{kind}_{part}")
+                for part in ("provider", "base_url")
+            )
+            if moved and f"{kind}_api_key" not in given:
+                current[f"{kind}_api_key_ciphertext"] = None
         for field, value in given.items():
             if field in _SECRET_FIELDS:
                 target = _SECRET_FIELDS[field]
