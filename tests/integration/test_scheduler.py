@@ -253,6 +253,18 @@ def test_run_now_leaves_the_sessions_armed_schedule_armed(local, clock):
     assert local.take_due(later) == [TARGET.event()]
 
 
+def test_a_malformed_entry_does_not_take_the_batch_down(local, clock, redis_url, keys):
+    targets = [ExtractionTarget("db", "st", f"ok{i}") for i in range(3)]
+    for target in targets:
+        local.arm(target, clock.now())
+    raw = redis.Redis.from_url(redis_url)
+    raw.zadd(keys.due, {"zz-bad": 0})
+    raw.hset(keys.events, "zz-bad", "{not json")
+    taken = local.take_due(clock.now())
+    assert sorted(e["session_id"] for e in taken) == ["ok0", "ok1", "ok2"]
+    assert local.pending() == {}
+
+
 def test_take_due_returns_the_earliest_first_and_at_most_limit(local, clock):
     targets = [ExtractionTarget("db", "st", f"s{i}") for i in range(5)]
     for i, target in enumerate(reversed(targets)):

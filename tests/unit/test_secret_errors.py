@@ -38,3 +38,18 @@ def test_a_throttled_key_service_is_a_503_and_a_disabled_key_a_409():
         seal(FailingKms(retryable=True), "sk-secret")
     with pytest.raises(KeyServiceError):  # a misconfiguration stays loud
         seal(FailingKms(retryable=False), "sk-secret")
+
+
+@pytest.mark.parametrize(
+    "key", ["sk-proj-abcdefgh  ijkl", "sk-x\tTABBED-secret-1234", "abc", "sk-normal-key-1234"]
+)
+def test_a_provider_echoing_the_key_never_shows_it(key):
+    import httpx
+
+    from agent_memory.providers import _provider_message, _secret_values
+
+    said = {"error": {"message": f"Incorrect API key provided: {key}. Check it."}}
+    response = httpx.Response(401, json=said)
+    message = _provider_message(response, _secret_values({"Authorization": f"Bearer {key}"}))
+    assert message is not None and "[redacted]" in message
+    assert key not in message and " ".join(key.split()) not in message

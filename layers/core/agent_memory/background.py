@@ -35,6 +35,7 @@ import hashlib
 import json
 import logging
 import secrets
+import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -89,14 +90,23 @@ CHUNK_CHARS = 40_000
 message), so a 1,000-message session is extracted and summarized in bounded steps."""
 MAX_SUMMARY_CHARS = 8_000
 FIRE_TOLERANCE = timedelta(seconds=5)
+RUN_BUDGET_SECONDS = 150.0
+"""No new model call starts after a run has worked this long (the function's timeout is 300 s
+and one call may take up to about 150 s with its retries): the run arms its own continuation."""
 EXTRACTION_MAX_TOKENS = 4_096
 SUMMARY_MAX_TOKENS = 2_048
 
-# KEYS: meta. ARGV: expected read_seq, new read_seq, now_ms. Moves the extraction cursor and
-# clears the pending answer; returns {moved (1/0), caught_up (1/0), expires_at}.
+# Every script below takes the session's life (its ``created_at`` when the run began) and does
+# nothing when the session now is another one: deleted (only a tombstone left), expired, or
+# deleted and started again under the same id while the run worked.
+
+# KEYS: meta. ARGV: expected read_seq, new read_seq, now_ms, life. Moves the extraction cursor
+# and clears the pending answer; returns {moved (1/0), caught_up (1/0), expires_at}.
 _ADVANCE = """
 local read = tonumber(redis.call('HGET', KEYS[1], 'read_seq') or '0')
-if read ~= tonumber(ARGV[1]) or redis.call('EXISTS', KEYS[1]) == 0 then return {0, 0, 0} end
+if read ~= tonumber(ARGV[1]) or redis.call('HGET', KEYS[1], 'created_at') ~= ARGV[4] then
+  return {0, 0, 0}
+end
 redis.call('HSET', KEYS[1], 'read_seq', ARGV[2])
 redis.call('HDEL', KEYS[1], 'pending')
 local seq = tonumber(redis.call('HGET', KEYS[1], 'seq') or '0')
@@ -105,16 +115,15 @@ if seq <= tonumber(ARGV[2]) then caught_up = 1 end
 return {1, caught_up, redis.call('HGET', KEYS[1], 'expires_at') or '0'}
 """
 
-# KEYS: meta, messages. ARGV: expected folded_seq, fold_to, summary. Replaces the summary and
-# removes the folded messages in one step, if nothing else folded meanwhile and extraction has
-# read them; returns 1 when done.
+# KEYS: meta, messages. ARGV: expected folded_seq, fold_to, summary, life. Replaces the summary
+# and removes the folded messages in one step, if nothing else folded meanwhile and extraction
+# has read them; returns 1 when done.
 _FOLD = """
 local folded = tonumber(redis.call('HGET', KEYS[1], 'folded_seq') or '0')
 local read = tonumber(redis.call('HGET', KEYS[1], 'read_seq') or '0')
 local to = tonumber(ARGV[2])
-if folded ~= tonumber(ARGV[1]) or read < to or redis.call('EXISTS', KEYS[1]) == 0 then
-  return 0
-end
+if folded ~= tonumber(ARGV[1]) or read < to then return 0 end
+if redis.call('HGET', KEYS[1], 'created_at') ~= ARGV[4] then return 0 end
 redis.call('ZREMRANGEBYSCORE', KEYS[2], '-inf', to)
 redis.call('HSET', KEYS[1], 'summary', ARGV[3], 'folded_seq', ARGV[2])
 return 1
@@ -134,13 +143,20 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) 
 return 0
 """
 
-# KEYS: meta. ARGV: field, value. Sets a field of a session that still exists (a run must not
-# bring back, as a stray hash, a session deleted or expired meanwhile).
-_SET_IF_LIVE = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-redis.call('HSET', KEYS[1], unpack(ARGV))
+# KEYS: meta. ARGV: life, 'set' or 'del', then field, value, ... ('set') or fields ('del').
+# Changes the session's fields only while it is the same session (see above).
+_IF_LIVE = """
+if redis.call('HGET', KEYS[1], 'created_at') ~= ARGV[1] then return 0 end
+local rest = {}
+for i = 3, #ARGV do rest[#rest + 1] = ARGV[i] end
+if ARGV[2] == 'set' then redis.call('HSET', KEYS[1], unpack(rest))
+else redis.call('HDEL', KEYS[1], unpack(rest)) end
 return 1
 """
+
+
+class _OutOfTime(Exception):
+    """The run's time is up (``RUN_BUDGET_SECONDS``); raised between steps only."""
 
 
 @dataclass
@@ -211,7 +227,8 @@ class SessionWork:
         self._fold = load_script(client, _FOLD)
         self._caught_up = load_script(client, _CAUGHT_UP)
         self._unlock = load_script(client, _UNLOCK)
-        self._set_if_live = load_script(client, _SET_IF_LIVE)
+        self._if_live = load_script(client, _IF_LIVE)
+        self._life = ""  # the session's created_at when the run began
 
     # --- the run -----------------------------------------------------------------------------
 
@@ -223,6 +240,8 @@ class SessionWork:
         if meta is None:
             report.outcome = "gone"
             return report
+        self._life = meta.life
+        self._started = time.monotonic()
         if self._model is None:
             self._hdel("armed_due", "fold_requested", "requested_at")
             report.outcome = "no_model"
@@ -234,11 +253,24 @@ class SessionWork:
                 return report
             try:
                 self._run(meta, report)
+            except _OutOfTime:
+                # Stop between steps, all kept so far: the next run carries on from the cursor.
+                self._arm(self._now() + timedelta(seconds=1), report)
+                report.outcome = "continued"
             except AgentMemoryError as exc:
                 self._failed(report, exc.message)
-            except (ValueError, KeyError, TypeError) as exc:  # a model answer of the wrong shape
-                self._failed(report, f"The model's answer could not be used: {exc}")
+            except Exception as exc:  # recorded, so a session never waits without a trace
+                logger.exception("background run stopped on an unexpected error")
+                self._failed(
+                    report, f"The run stopped on an internal error ({type(exc).__name__})."
+                )
         return report
+
+    def _check_time(self) -> None:
+        """Raise ``_OutOfTime`` once the run has worked ``RUN_BUDGET_SECONDS``: each model call
+        has its own budget, and a run of many calls must end inside the function's timeout."""
+        if time.monotonic() - self._started > RUN_BUDGET_SECONDS:
+            raise _OutOfTime
 
     def _run(self, meta: SessionMeta, report: RunReport) -> None:
         now = self._now()
@@ -276,7 +308,7 @@ class SessionWork:
         """Messages appended while this run worked, after it read the session but before it
         cleared ``armed_due``, armed nothing (a schedule was still armed then): arm one now."""
         meta = self._meta()
-        if meta is None or meta.unread == 0 or meta.armed_due is not None:
+        if meta is None or meta.unread <= 0 or meta.armed_due is not None:
             return
         quiet_at = meta.last_event_at + timedelta(seconds=self._store.extraction_delay_seconds)
         self._arm(max(quiet_at, self._now()), report)
@@ -313,7 +345,7 @@ class SessionWork:
             self._keep(items, _text(actor), (str(created), first, last), report)
             with database_errors():
                 moved, caught_up, expires = self._advance(
-                    keys=[self._keys.meta], args=[read, last, to_ms(self._now())]
+                    keys=[self._keys.meta], args=[read, last, to_ms(self._now()), self._life]
                 )
                 if int(moved) and int(caught_up):
                     self._caught_up(
@@ -344,6 +376,7 @@ class SessionWork:
         self, messages: Sequence[Message], summary: str | None, report: RunReport
     ) -> list[dict[str, Any]]:
         assert self._model is not None
+        self._check_time()
         system, user = extraction_prompt(messages, summary, self._store.custom_types)
         completion = self._model.complete_json(system, user, max_tokens=EXTRACTION_MAX_TOKENS)
         report.count(completion)
@@ -355,6 +388,7 @@ class SessionWork:
             )
         items = []
         allowed = self._memories.types
+        report.dropped += max(0, len(listed) - MAX_MEMORIES_PER_RUN)
         for item in listed[:MAX_MEMORIES_PER_RUN]:
             text = item.get("text") if isinstance(item, dict) else item
             if not isinstance(text, str) or is_blank(text):
@@ -451,6 +485,7 @@ class SessionWork:
             if chunk is None:
                 return
             assert self._model is not None
+            self._check_time()
             system, user = summary_prompt(chunk.messages, _text(summary))
             completion = self._model.complete_json(system, user, max_tokens=SUMMARY_MAX_TOKENS)
             report.count(completion)
@@ -462,7 +497,12 @@ class SessionWork:
             with database_errors():
                 done = self._fold(
                     keys=[self._keys.meta, self._keys.messages],
-                    args=[folded, chunk.last, new_summary.strip()[:MAX_SUMMARY_CHARS]],
+                    args=[
+                        folded,
+                        chunk.last,
+                        new_summary.strip()[:MAX_SUMMARY_CHARS],
+                        self._life,
+                    ],
                 )
             if not int(done):
                 return  # deleted, or another run folded meanwhile
@@ -471,9 +511,18 @@ class SessionWork:
 
     # --- outcomes and state ------------------------------------------------------------------
 
+    def _store_still_here(self) -> bool:
+        """Whether the store this run works for still exists (not deleted, not re-created):
+        store-level records of a deleted store would stay forever."""
+        with database_errors():
+            raw = self._redis.hget(StoreKeys.registry, self._store.name)
+        return raw is not None and json.loads(raw).get("incarnation") == self._store.incarnation
+
     def _succeeded(self, report: RunReport) -> None:
         now_ms = to_ms(self._now())
         self._set_field("last_run_at", str(now_ms), "failures", "0", "last_error", "")
+        if not self._store_still_here():
+            return
         with database_errors():
             pipe = self._redis.pipeline(transaction=True)
             pipe.hset(self._store_keys.extraction, "last_extraction_at", now_ms)
@@ -491,11 +540,15 @@ class SessionWork:
         self._set_field("last_run_at", str(to_ms(now)), "failures", str(failures),
                         "last_error", message)  # fmt: skip
         self._hdel("fold_requested")
-        with database_errors():
-            self._redis.hset(
-                self._store_keys.extraction,
-                mapping={"last_extraction_error": message, "last_extraction_error_at": to_ms(now)},
-            )
+        if self._store_still_here():
+            with database_errors():
+                self._redis.hset(
+                    self._store_keys.extraction,
+                    mapping={
+                        "last_extraction_error": message,
+                        "last_extraction_error_at": to_ms(now),
+                    },
+                )
         if failures < EXTRACTION_MAX_FAILURES:
             wait = min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2 ** (failures - 1))
             try:
@@ -525,11 +578,12 @@ class SessionWork:
 
     def _set_field(self, *pairs: str) -> bool:
         with database_errors():
-            return bool(self._set_if_live(keys=[self._keys.meta], args=list(pairs)))
+            args = [self._life, "set", *pairs]
+            return bool(self._if_live(keys=[self._keys.meta], args=args))
 
     def _hdel(self, *fields: str) -> None:
         with database_errors():
-            self._redis.hdel(self._keys.meta, *fields)
+            self._if_live(keys=[self._keys.meta], args=[self._life, "del", *fields])
 
     @contextmanager
     def _locked(self) -> Iterator[bool]:
@@ -573,11 +627,12 @@ def request_extraction(
     not wait for the quiet period; False when the session does not exist."""
     keys = StoreKeys(store.name, store.incarnation).session(session_id)
     with database_errors():
-        raw = client.hmget(keys.meta, ["seq", "expires_at"])
-        if raw[0] is None or int(raw[1] or 0) <= to_ms(clock.now()):
+        seq, expires, life = client.hmget(keys.meta, ["seq", "expires_at", "created_at"])
+        if seq is None or int(expires or 0) <= to_ms(clock.now()):
             return False
-        script = load_script(client, _SET_IF_LIVE)
-        return bool(script(keys=[keys.meta], args=["requested_at", str(to_ms(clock.now()))]))
+        script = load_script(client, _IF_LIVE)
+        now = str(to_ms(clock.now()))
+        return bool(script(keys=[keys.meta], args=[str(life), "set", "requested_at", now]))
 
 
 def schedule_background(

@@ -127,6 +127,13 @@ def parse_json_object(text: str) -> dict[str, Any]:
 
 def _find_json_object(text: str) -> dict[str, Any] | str:
     """The object ``parse_json_object`` returns, or the phrase naming what was wrong."""
+    try:
+        return _scan_for_json_object(text)
+    except RecursionError:  # nesting deeper than Python's decoder can follow
+        return "JSON nested too deeply to read"
+
+
+def _scan_for_json_object(text: str) -> dict[str, Any] | str:
     if not text.strip():
         return "an empty answer"
     try:

@@ -288,9 +288,21 @@ class Memories:
         """After a write: if the store was deleted meanwhile (or deleted and created again),
         take the write back, so no text outlives its store's DELETE. ``raw`` is the store's
         registry entry read right after the write (None when it is gone)."""
-        if raw is None or json.loads(raw).get("incarnation", "0") != self._store.incarnation:
+        now = json.loads(raw) if raw is not None else {}
+        if raw is None or now.get("incarnation", "0") != self._store.incarnation:
             self._forget(bucket, [memory_id])
             raise StoreNotFound(self._store.name)
+        if (now.get("dimensions"), now.get("embed_model")) != (
+            self._store.dimensions,
+            self._store.embed_model,
+        ):
+            # The store was given another embedding space while this memory was embedded: its
+            # vector would be found by nothing, and would block the next change as "not empty".
+            self._forget(bucket, [memory_id])
+            raise Conflict(
+                "The store's dimensions or embedding model changed while this memory was being "
+                "kept; it was not kept. Add it again."
+            )
 
     def _unindex(self, memory_id: str) -> None:
         with database_errors():

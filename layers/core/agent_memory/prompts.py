@@ -83,12 +83,17 @@ def describe_types(custom_types: Sequence[CustomType]) -> str:
 
 
 def render_messages(messages: Sequence[Message]) -> str:
-    """``[seq] role (name), YYYY-MM-DD HH:MM UTC: content``, one per message, oldest first."""
+    """``[seq] role (name), YYYY-MM-DD HH:MM UTC: content``, one per message, oldest first;
+    a message's further lines are indented by four spaces."""
     lines = []
     for message in messages:
         who = f"{message.role} ({message.name})" if message.name else message.role
         when = message.created_at.astimezone(UTC).strftime("%Y-%m-%d %H:%M")
-        lines.append(f"[{message.seq}] {who}, {when} UTC: {message.content}")
+        # Continuation lines are indented, so that a message cannot write a line that reads as
+        # another message ("\n[99] user, ...").
+        content = message.content.replace("\r\n", "\n").replace("\r", "\n")
+        content = content.replace("\n", "\n    ")
+        lines.append(f"[{message.seq}] {who}, {when} UTC: {content}")
     return "\n".join(lines)
 
 

@@ -278,7 +278,7 @@ class ProviderClient:
             if 200 <= status < 300:
                 try:
                     return response.json()
-                except ValueError:
+                except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
                     raise ProviderRejected(
                         f"The provider at {host} answered HTTP {status} with a body that is "
                         "not JSON.",
@@ -389,10 +389,17 @@ def _provider_message(response: httpx.Response, secrets: list[str]) -> str | Non
         error = error.get("message")
     if not isinstance(error, str) or not error.strip():
         return None
-    text = " ".join(error.split())
+    # Mask before collapsing whitespace (a key may hold spaces or tabs), then mask the
+    # collapsed forms too, and every key whatever its length: masking a short one too often is
+    # harmless, showing it is not.
+    text = error
     for secret in secrets:
-        if len(secret) >= 4:
-            text = text.replace(secret, "[redacted]")
+        text = text.replace(secret, "[redacted]")
+    text = " ".join(text.split())
+    for secret in secrets:
+        collapsed = " ".join(secret.split())
+        if collapsed:
+            text = text.replace(collapsed, "[redacted]")
     if len(text) > _MESSAGE_LIMIT:
         text = text[: _MESSAGE_LIMIT - 1] + "…"
     return text

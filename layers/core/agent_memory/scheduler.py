@@ -37,6 +37,7 @@ import base64
 import hashlib
 import importlib
 import json
+import logging
 import re
 import secrets
 from collections.abc import Callable, Mapping
@@ -52,6 +53,8 @@ from agent_memory.db import database_errors, load_script
 from agent_memory.errors import SchedulerUnavailable
 from agent_memory.keys import LocalScheduleKeys
 from agent_memory.models import INSTANCE_ID_PATTERN, SESSION_ID_PATTERN, STORE_NAME_PATTERN
+
+logger = logging.getLogger(__name__)
 
 EVENT_KIND = "extraction"
 
@@ -425,8 +428,16 @@ class LocalScheduler:
             )
         events = []
         for item in raw:
-            text = item.decode("utf-8") if isinstance(item, bytes) else str(item)
-            event = json.loads(text)
+            # One malformed entry (written by hand, or by another version) is skipped with a
+            # warning; it must not take the valid ones of the same batch down with it.
+            try:
+                text = item.decode("utf-8") if isinstance(item, bytes) else str(item)
+                event = json.loads(text)
+                if not isinstance(event, dict):
+                    raise ValueError("not an object")
+            except ValueError as exc:
+                logger.warning("local scheduler: skipped a malformed entry (%s)", exc)
+                continue
             events.append({str(k): str(v) for k, v in event.items()})
         return events
 

@@ -53,6 +53,12 @@ if old_expiry and tonumber(old_expiry) <= now then
   redis.call('DEL', meta, messages)
   old_expiry = false
 end
+if not old_expiry then
+  -- A new session, maybe on the tombstone of a deleted one: nothing of an earlier life stays.
+  redis.call('HDEL', meta, 'seq', 'created_at', 'actor_id', 'summary', 'read_seq',
+    'folded_seq', 'pending', 'armed_due', 'fold_requested', 'requested_at', 'failures',
+    'last_run_at', 'last_error')
+end
 local floor = old_expiry or redis.call('HGET', meta, 'deleted_expires')
 if floor and expires <= tonumber(floor) then expires = tonumber(floor) + 1 end
 local owner = redis.call('HGET', meta, 'actor_id')
@@ -231,6 +237,9 @@ class SessionMeta:
         self.last_run_at = from_ms(last_run) if last_run else None
         self.last_error = raw.get("last_error") or None
         self.requested = bool(raw.get("requested_at"))
+        self.life = raw.get("created_at", "")
+        """The raw ``created_at``: which life of the session id this is (background runs
+        change the session only while it is the same one)."""
 
     @property
     def unread(self) -> int:
