@@ -280,3 +280,17 @@ def test_large_compact_scoring_split_over_threads_gives_the_same_scores(monkeypa
         search._parallel(search._hamming, bits, query_bits),
         np.array([bin(int.from_bytes(row ^ query_bits, "big")).count("1") for row in bits]),
     )
+
+
+def test_an_exact_scan_split_over_threads_ranks_as_numpy_does(monkeypatch):
+    from agent_memory import search
+
+    monkeypatch.setattr(search, "EXACT_PARALLEL_BYTES", 64)  # a handful of rows per thread
+    monkeypatch.setenv("KIVIDB_SEARCH_THREADS", "3")
+    rng = np.random.default_rng(5)
+    vectors = _unit(rng, 500, 32)
+    index = _index(vectors)
+    assert index.exact
+    for q in _unit(rng, 5, 32):
+        expected = [f"m{i}" for i in np.argsort(-(vectors @ q), kind="stable")[:10]]
+        assert [h.memory_id for h in index.semantic(q, 10, NOW, None)] == expected

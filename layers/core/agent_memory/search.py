@@ -465,7 +465,8 @@ class ActorIndex:
             return []
         eligible = self._eligible(now_ms, types)
         if not self.compact:
-            return _top(self.matrix[:size] @ query, eligible, limit, self.ids)
+            scores = _parallel(_dot, self.matrix[:size], query, min_rows=_exact_rows(query))
+            return _top(scores, eligible, limit, self.ids)
         rows = np.flatnonzero(eligible)
         if rows.size > PREFILTER_ABOVE:
             # Every row's distance (a slice, no gather: cheaper than picking the eligible rows
@@ -557,11 +558,12 @@ def search_threads() -> int:
     return max(1, min(4, len(os.sched_getaffinity(0))))
 
 
-def _threads_for(rows: int) -> tuple[int, ThreadPoolExecutor | None]:
-    """How many threads a step over ``rows`` rows uses, and the pool for the extra ones."""
+def _threads_for(rows: int, min_rows: int) -> tuple[int, ThreadPoolExecutor | None]:
+    """How many threads a step over ``rows`` rows uses (one up to ``min_rows``), and the pool
+    for the extra ones."""
     global _pool, _pool_size
     threads = search_threads()
-    if threads == 1 or rows <= PARALLEL_ABOVE:
+    if threads == 1 or rows <= min_rows:
         return 1, None
     with _pool_lock:
         if _pool is None or _pool_size != threads - 1:
@@ -570,11 +572,17 @@ def _threads_for(rows: int) -> tuple[int, ThreadPoolExecutor | None]:
         return threads, _pool
 
 
-def _parallel(step: Callable[..., NDArray[_R]], split: NDArray[Any], *rest: Any) -> NDArray[_R]:
+def _parallel(
+    step: Callable[..., NDArray[_R]],
+    split: NDArray[Any],
+    *rest: Any,
+    min_rows: int | None = None,
+) -> NDArray[_R]:
     """``step(split, *rest)`` computed over parts of ``split`` (its first axis) on
-    ``search_threads()`` threads when it is large, the calling thread doing the first part;
-    the parts' results concatenated in order."""
-    threads, pool = _threads_for(split.shape[0])
+    ``search_threads()`` threads when it has more than ``min_rows`` rows (default
+    ``PARALLEL_ABOVE``), the calling thread doing the first part; the parts' results
+    concatenated in order."""
+    threads, pool = _threads_for(split.shape[0], PARALLEL_ABOVE if min_rows is None else min_rows)
     if pool is None:
         return step(split, *rest)
     parts = np.array_split(split, threads)
@@ -591,6 +599,21 @@ def _parallel_int8_scores(
 ) -> NDArray[np.float32]:
     """``_int8_scores`` of ``rows``, split over threads when there are many."""
     return _parallel(lambda part: _int8_scores(codes, scales, part, query), rows)
+
+
+EXACT_PARALLEL_BYTES = 16 * 1024 * 1024
+"""An exact float32 scan over more than this many bytes of vectors is split over the search
+threads: 10,000 x 1,536 took 2.4 ms on one core and 1.3 ms on two here (10,000 x 384, 15 MB,
+gains little: 0.57 -> 0.49 ms)."""
+
+
+def _exact_rows(query: NDArray[np.float32]) -> int:
+    return max(1, EXACT_PARALLEL_BYTES // max(1, query.nbytes))
+
+
+def _dot(matrix: NDArray[np.float32], query: NDArray[np.float32]) -> NDArray[np.float32]:
+    scores: NDArray[np.float32] = matrix @ query
+    return scores
 
 
 def _hamming(bits: NDArray[np.uint8], query_bits: NDArray[np.uint8]) -> NDArray[np.uint16]:
