@@ -232,6 +232,20 @@ def test_a_cold_build_uses_stored_term_counts_only_from_the_current_tokenizer(
     assert cold.search(SearchRequest(query="stale", mode="keyword", actor_id="alice")) == []
 
 
+def test_a_warm_container_behind_another_still_dedupes_and_counts(make_memories):
+    first = make_memories(cache=IndexCache())
+    second = make_memories.reopen(first)  # another container: its own cache
+    _add(first, "warm-up", _v(0, 0, 1))  # first's index is warm now
+    kept = _add(second, "Likes green tea", _v(1))  # first has not seen this one
+    again = _add(first, "Likes green tea!", _v(1))  # written against a stale generation
+    assert again.duplicate and again.memory.id == kept.memory.id
+    fresh = _add(first, "Lives in Porto", _v(0, 1))
+    assert not fresh.duplicate and first.count() == 3
+    assert [m.text for m in first.page(0, 10, None, None).memories] == [
+        "Lives in Porto", "Likes green tea", "warm-up",
+    ]  # fmt: skip
+
+
 def test_changes_keep_versions_newest_first(make_memories):
     memories = make_memories()
     kept = _add(memories, "Lives in Paris", _v(1), topics=["home"])

@@ -100,9 +100,13 @@ def script_then(
     keys: Sequence[str],
     args: Sequence[EncodableT],
     reads: Callable[[Pipeline], object],
+    *,
+    before: Callable[[Pipeline], object] | None = None,
 ) -> list[Any]:
     """Run ``script`` and then the read commands that ``reads`` queues, in one round trip (a
-    non-transactional pipeline); returns the replies, the script's first.
+    non-transactional pipeline); returns the replies, the script's first. ``before`` queues
+    writes that must run just before the script in the same round trip (their replies are
+    dropped; on a NOSCRIPT retry they are not sent again, having run).
 
     redis-py's own pipelined scripts ask SCRIPT EXISTS first, a round trip more. Here a NOSCRIPT
     reply (the server restarted and forgot the script) loads it and sends everything again;
@@ -111,11 +115,16 @@ def script_then(
     """
     for attempt in range(2):
         pipe = client.pipeline(transaction=False)
+        if before is not None and attempt == 0:
+            before(pipe)
+        skip = len(pipe.command_stack)
         pipe.evalsha(script.sha, len(keys), *keys, *args)
         reads(pipe)
-        replies: list[Any] = pipe.execute(raise_on_error=False)
+        replies: list[Any] = pipe.execute(raise_on_error=False)[skip:]
         if isinstance(replies[0], NoScriptError) and attempt == 0:
             client.script_load(script.script)
+            if before is not None:
+                before = None  # they ran (NOSCRIPT is the script's own reply)
             continue
         for reply in replies:
             if isinstance(reply, Exception):

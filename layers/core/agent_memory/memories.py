@@ -18,7 +18,7 @@ from __future__ import annotations
 import gc
 import json
 import secrets
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import timedelta
@@ -28,6 +28,7 @@ import numpy as np
 import redis
 from numpy.typing import NDArray
 from pydantic_core import from_json
+from redis.client import Pipeline
 
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.db import database_errors, load_script, script_then
@@ -223,12 +224,19 @@ class Memories:
         }
         counts = redaction.counts if redaction else {}
         # The store-level entries go first: a forget-actor racing this add then either sees the
-        # memory (and removes both) or not (and removes neither), so counts stay exact.
-        known_gen: int | None = self._index_store_level(memory_id, bucket, now_ms, expires_ms)
+        # memory (and removes both) or not (and removes neither), so counts stay exact. With
+        # the actor's index warm here, they go in the same round trip as the write, just before
+        # it, and the write's generation check stands in for reading the generation first.
+        index = self._warm_index(bucket)
+        indexed = index is None
+        known_gen = (
+            self._index_store_level(memory_id, bucket, now_ms, expires_ms) if indexed else None
+        )
         try:
             for _ in range(ADD_ATTEMPTS):
-                index = self._index(bucket, known_gen)
-                known_gen = None
+                if index is None:
+                    index = self._index(bucket, known_gen)
+                    known_gen = None
                 with index.lock:
                     candidates = index.best_match(vector, now_ms)
                     gen, exact = index.gen, index.exact
@@ -241,8 +249,13 @@ class Memories:
                 if best is not None and best.score >= threshold:
                     kept = self._fetch(bucket, [best.memory_id]).get(best.memory_id)
                     if kept is not None:
-                        self._unindex(memory_id)
+                        if indexed:
+                            self._unindex(memory_id)
                         return Kept(kept, True, counts)
+                before = None
+                if not indexed:
+                    before = self._store_level_commands(memory_id, bucket, now_ms, expires_ms)
+                    indexed = True
                 with database_errors():
                     (written, new_gen), registered = script_then(
                         self._binary,
@@ -250,6 +263,7 @@ class Memories:
                         actor.all(),
                         [memory_id, encode_record(record), vector.tobytes(), gen, LOG_KEEP, mode],
                         lambda pipe: pipe.hget(StoreKeys.registry, self._store.name),
+                        before=before,
                     )
                 if int(written) == -2:  # kept meanwhile under this chosen id: leave it be
                     kept = self._fetch(bucket, [memory_id]).get(memory_id)
@@ -263,8 +277,10 @@ class Memories:
                             index.upsert(memory_id, vector, text, body.type, now_ms, expires_ms)
                             index.gen = int(new_gen)
                     return Kept(_view(record), False, counts)
+                index = None  # the generation moved: catch up and check again
         except BaseException:
-            self._unindex(memory_id)
+            if indexed:
+                self._unindex(memory_id)
             raise
         self._unindex(memory_id)
         raise Conflict("The actor's memories kept changing during this add; retry.")
@@ -312,6 +328,20 @@ class Memories:
             pipe.hdel(self._keys.memory_owners, memory_id)
             pipe.execute()
 
+    def _store_level_commands(
+        self, memory_id: str, bucket: str, created_ms: int, expires_ms: int
+    ) -> Callable[[Pipeline], object]:
+        """Queue the store-level entries of a new memory (listing, expiry, owner, actor set)
+        on a pipeline."""
+
+        def queue(pipe: Pipeline) -> None:
+            pipe.zadd(self._keys.memories, {memory_id: created_ms})
+            pipe.zadd(self._keys.memory_expiry, {memory_id: expires_ms})
+            pipe.hset(self._keys.memory_owners, memory_id, bucket)
+            pipe.sadd(self._keys.memory_actors, bucket)
+
+        return queue
+
     def _index_store_level(
         self, memory_id: str, bucket: str, created_ms: int, expires_ms: int
     ) -> int:
@@ -320,13 +350,18 @@ class Memories:
         keys live in another cluster slot than the store's)."""
         with database_errors():
             pipe = self._redis.pipeline(transaction=False)
-            pipe.zadd(self._keys.memories, {memory_id: created_ms})
-            pipe.zadd(self._keys.memory_expiry, {memory_id: expires_ms})
-            pipe.hset(self._keys.memory_owners, memory_id, bucket)
-            pipe.sadd(self._keys.memory_actors, bucket)
+            self._store_level_commands(memory_id, bucket, created_ms, expires_ms)(pipe)
             pipe.hget(self._keys.actor(bucket).meta, "gen")
             gen = pipe.execute()[-1]
         return int(gen or 0)
+
+    def _warm_index(self, bucket: str) -> ActorIndex | None:
+        """The actor's cached index as it is (no generation read), or None when not cached."""
+        key = (self._scope, self._store.name, self._store.incarnation, bucket)
+        index = self._cache.get(key)
+        if index is None or index.dimensions != self._store.dimensions:
+            return None
+        return index
 
     def patch(self, memory_id: str, change: MemoryPatch) -> MemoryView:
         """Change a memory's text, type, topics, metadata or importance; the previous state is
