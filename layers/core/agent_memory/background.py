@@ -38,7 +38,7 @@ import secrets
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -73,7 +73,9 @@ from agent_memory.sessions import (
     SessionMeta,
     Sessions,
     decode_member,
+    live_meta,
 )
+from agent_memory.stores import current_entry
 
 logger = logging.getLogger(__name__)
 
@@ -186,13 +188,6 @@ class RunReport:
         self.model_calls += 1
         self.input_tokens += completion.input_tokens
         self.output_tokens += completion.output_tokens
-
-
-@dataclass
-class _Chunk:
-    first: int
-    last: int
-    messages: list[Message] = field(default_factory=list)
 
 
 class SessionWork:
@@ -334,14 +329,14 @@ class SessionWork:
                 report.read_messages += last - read
             else:
                 chunk = self._chunk(read, min(upto, int(seq_raw or 0)))
-                if chunk is None:
+                if not chunk:
                     return
-                first, last = chunk.first, chunk.last
-                items = self._ask_for_memories(chunk.messages, _text(summary), report)
+                first, last = read + 1, chunk[-1].seq
+                items = self._ask_for_memories(chunk, _text(summary), report)
                 if not self._set_field("pending", _dump({"from": first, "to": last,
                                                           "memories": items})):  # fmt: skip
                     return  # the session is gone
-                report.read_messages += len(chunk.messages)
+                report.read_messages += len(chunk)
             self._keep(items, _text(actor), (str(created), first, last), report)
             with database_errors():
                 moved, caught_up, expires = self._advance(
@@ -355,14 +350,14 @@ class SessionWork:
             if not int(moved):
                 return  # deleted, or another run moved the cursor: stop here
 
-    def _chunk(self, read: int, upto: int) -> _Chunk | None:
+    def _chunk(self, read: int, upto: int) -> list[Message]:
+        """The messages after ``read`` up to ``upto`` that one model call reads (at most
+        ``CHUNK_MESSAGES`` and ``CHUNK_CHARS`` of content, at least one); empty when none."""
         with database_errors():
             members = self._redis.zrangebyscore(
                 self._keys.messages, f"({read}", upto, start=0, num=CHUNK_MESSAGES
             )
         messages = [decode_member(str(m)) for m in members]
-        if not messages:
-            return None
         picked: list[Message] = []
         chars = 0
         for message in messages:
@@ -370,7 +365,7 @@ class SessionWork:
             if picked and chars > CHUNK_CHARS:
                 break
             picked.append(message)
-        return _Chunk(read + 1, picked[-1].seq, picked)
+        return picked
 
     def _ask_for_memories(
         self, messages: Sequence[Message], summary: str | None, report: RunReport
@@ -482,11 +477,12 @@ class SessionWork:
             with database_errors():
                 summary = self._redis.hget(self._keys.meta, "summary")
             chunk = self._chunk(folded, target)
-            if chunk is None:
+            if not chunk:
                 return
+            last = chunk[-1].seq
             assert self._model is not None
             self._check_time()
-            system, user = summary_prompt(chunk.messages, _text(summary))
+            system, user = summary_prompt(chunk, _text(summary))
             completion = self._model.complete_json(system, user, max_tokens=SUMMARY_MAX_TOKENS)
             report.count(completion)
             new_summary = completion.data.get("summary")
@@ -497,17 +493,12 @@ class SessionWork:
             with database_errors():
                 done = self._fold(
                     keys=[self._keys.meta, self._keys.messages],
-                    args=[
-                        folded,
-                        chunk.last,
-                        new_summary.strip()[:MAX_SUMMARY_CHARS],
-                        self._life,
-                    ],
+                    args=[folded, last, new_summary.strip()[:MAX_SUMMARY_CHARS], self._life],
                 )
             if not int(done):
                 return  # deleted, or another run folded meanwhile
-            report.folded_messages += chunk.last - folded
-            folded = chunk.last
+            report.folded_messages += last - folded
+            folded = last
 
     # --- outcomes and state ------------------------------------------------------------------
 
@@ -516,7 +507,7 @@ class SessionWork:
         store-level records of a deleted store would stay forever."""
         with database_errors():
             raw = self._redis.hget(StoreKeys.registry, self._store.name)
-        return raw is not None and json.loads(raw).get("incarnation") == self._store.incarnation
+        return current_entry(raw, self._store) is not None
 
     def _succeeded(self, report: RunReport) -> None:
         now_ms = to_ms(self._now())
@@ -572,9 +563,8 @@ class SessionWork:
     def _meta(self) -> SessionMeta | None:
         with database_errors():
             raw = self._redis.hgetall(self._keys.meta)
-        if "seq" not in raw or int(raw.get("expires_at", 0)) <= to_ms(self._now()):
-            return None
-        return SessionMeta(self._target.session_id, {str(k): str(v) for k, v in raw.items()})
+        fields = {str(k): str(v) for k, v in raw.items()}
+        return live_meta(self._target.session_id, fields, to_ms(self._now()))
 
     def _set_field(self, *pairs: str) -> bool:
         with database_errors():
@@ -626,13 +616,14 @@ def request_extraction(
     """Mark the session's extraction as asked for now (``POST .../extract``), so the run does
     not wait for the quiet period; False when the session does not exist."""
     keys = StoreKeys(store.name, store.incarnation).session(session_id)
+    now = to_ms(clock.now())
     with database_errors():
-        seq, expires, life = client.hmget(keys.meta, ["seq", "expires_at", "created_at"])
-        if seq is None or int(expires or 0) <= to_ms(clock.now()):
+        raw = client.hgetall(keys.meta)
+        meta = live_meta(session_id, {str(k): str(v) for k, v in raw.items()}, now)
+        if meta is None:
             return False
         script = load_script(client, _IF_LIVE)
-        now = str(to_ms(clock.now()))
-        return bool(script(keys=[keys.meta], args=[str(life), "set", "requested_at", now]))
+        return bool(script(keys=[keys.meta], args=[meta.life, "set", "requested_at", str(now)]))
 
 
 def schedule_background(

@@ -56,6 +56,7 @@ from agent_memory.models import (
 )
 from agent_memory.redaction import redact
 from agent_memory.search import TOKENIZER_VERSION, ActorIndex, Hit, IndexCache, fuse, term_counts
+from agent_memory.stores import current_entry
 
 LOG_KEEP = 10_000
 """Change-log entries kept per actor; a cache further behind than this reloads the actor."""
@@ -304,8 +305,8 @@ class Memories:
         """After a write: if the store was deleted meanwhile (or deleted and created again),
         take the write back, so no text outlives its store's DELETE. ``raw`` is the store's
         registry entry read right after the write (None when it is gone)."""
-        now = json.loads(raw) if raw is not None else {}
-        if raw is None or now.get("incarnation", "0") != self._store.incarnation:
+        now = current_entry(raw, self._store)
+        if now is None:
             self._forget(bucket, [memory_id])
             raise StoreNotFound(self._store.name)
         if (now.get("dimensions"), now.get("embed_model")) != (

@@ -10,6 +10,7 @@ right after, in the store's slot.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -216,6 +217,15 @@ def decode_member(member: str) -> Message:
     )
 
 
+def live_meta(session_id: str, raw: Mapping[str, str], now_ms: int) -> SessionMeta | None:
+    """The metadata of a live session from its meta hash ``raw`` (``HGETALL`` or the fields
+    of ``_META_FIELDS``), or None when there is none: absent, deleted (only a tombstone with
+    ``deleted_expires`` is left) or expired (``expires_at`` at or before ``now_ms``)."""
+    if "seq" not in raw or int(raw.get("expires_at", 0)) <= now_ms:
+        return None
+    return SessionMeta(session_id, dict(raw))
+
+
 class SessionMeta:
     """A session's metadata hash, decoded. ``None`` fields were never written."""
 
@@ -354,9 +364,9 @@ class Sessions:
             pipe.zrange(keys.messages, -recent, -1)
             pipe.exists(keys.lock)
             raw, members, locked = pipe.execute()
-        if "seq" not in raw or int(raw.get("expires_at", 0)) <= to_ms(self._clock.now()):
-            return None  # absent, deleted (only a tombstone left) or expired
-        meta = SessionMeta(session_id, raw)
+        meta = live_meta(session_id, raw, to_ms(self._clock.now()))
+        if meta is None:
+            return None
         meta.running = bool(locked)
         return meta, [decode_member(m) for m in members]
 
@@ -426,8 +436,9 @@ class Sessions:
         sessions = []
         for session_id, values in zip(ids[:limit], rows, strict=True):
             raw = {k: v for k, v in zip(_META_FIELDS, values, strict=True) if v is not None}
-            if "seq" in raw and int(raw.get("expires_at", 0)) > now_ms:
-                sessions.append(SessionMeta(session_id, raw).summary_view())
+            meta = live_meta(session_id, raw, now_ms)
+            if meta is not None:
+                sessions.append(meta.summary_view())
         return SessionList(
             sessions=sessions, next_offset=offset + limit if len(ids) > limit else None
         )

@@ -7,6 +7,7 @@ Deleting a store removes that entry first (so new writes answer 404), then every
 
 from __future__ import annotations
 
+import json
 from typing import Any, cast
 
 import redis
@@ -44,6 +45,16 @@ def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
         problem = str(error["msg"]).removeprefix("Value error, ")
         details.append({"field": field, "problem": problem})
     return details
+
+
+def current_entry(raw: str | bytes | None, store: StoreConfig) -> dict[str, Any] | None:
+    """The registry entry ``raw`` (as read from ``StoreKeys.registry`` under ``store``'s name)
+    as a dict, when it still is ``store``'s incarnation; None when the store was deleted, or
+    deleted and created again, since ``store`` was read (a write made meanwhile must not stay)."""
+    if raw is None:
+        return None
+    entry: dict[str, Any] = json.loads(raw)
+    return entry if entry.get("incarnation", "0") == store.incarnation else None
 
 
 class Stores:
