@@ -261,10 +261,7 @@ def test_large_compact_scoring_split_over_threads_gives_the_same_scores(monkeypa
 
     rng = np.random.default_rng(21)
     vectors = _unit(rng, 900, 64)
-    codes = np.empty((900, 64), dtype=np.int8)
-    scales = np.empty(900, dtype=np.float32)
-    for i, v in enumerate(vectors):
-        codes[i], scales[i] = search._quantize(v)
+    codes, scales = search._quantize_rows(vectors)
     rows = rng.permutation(900)[:700]
     query = _unit(rng, 1, 64)[0]
     single = search._int8_scores(codes, scales, rows, query)

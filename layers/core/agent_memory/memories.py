@@ -358,11 +358,15 @@ class Memories:
 
     def _warm_index(self, bucket: str) -> ActorIndex | None:
         """The actor's cached index as it is (no generation read), or None when not cached."""
-        key = (self._scope, self._store.name, self._store.incarnation, bucket)
-        index = self._cache.get(key)
+        index = self._cache.get(self._cache_key(bucket))
         if index is None or index.dimensions != self._store.dimensions:
             return None
         return index
+
+    def _cache_key(self, bucket: str) -> tuple[str, ...]:
+        """An actor's entry in the container's index cache: instance, store incarnation and
+        bucket (a store deleted and created again never meets its old indexes)."""
+        return (self._scope, self._store.name, self._store.incarnation, bucket)
 
     def patch(self, memory_id: str, change: MemoryPatch) -> MemoryView:
         """Change a memory's text, type, topics, metadata or importance; the previous state is
@@ -559,7 +563,7 @@ class Memories:
     def _index(self, bucket: str, gen: int | None = None) -> ActorIndex:
         """The actor's index, brought up to the actor's current generation (``gen`` when the
         caller has just read it)."""
-        key = (self._scope, self._store.name, self._store.incarnation, bucket)
+        key = self._cache_key(bucket)
         actor = self._keys.actor(bucket)
         if gen is None:
             with database_errors():

@@ -283,8 +283,7 @@ class ActorIndex:
         self.rows[memory_id] = row
         self.types[row] = memory_type
         if self.compact:
-            self.codes[row], self.scales[row] = _quantize(vector)
-            self.bits[row] = np.packbits(vector > 0)
+            self._store_compact(row, vector[None, :])
         else:
             self.matrix[row] = vector
         self.expires[row] = expires_ms
@@ -322,11 +321,7 @@ class ActorIndex:
         picked = vectors if len(fresh) == len(memory_ids) else vectors[fresh]  # no copy if all
         end = start + count
         if self.compact:
-            peak = np.abs(picked).max(axis=1)
-            scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
-            self.codes[start:end] = np.rint(picked / scale[:, None]).astype(np.int8)
-            self.scales[start:end] = scale
-            self.bits[start:end] = np.packbits(picked > 0, axis=1)
+            self._store_compact(start, picked)
         else:
             self.matrix[start:end] = picked
         self.expires[start:end] = [expires_ms[i] for i in fresh]
@@ -442,15 +437,17 @@ class ActorIndex:
         self.codes = np.zeros((rows, self.dimensions), dtype=np.int8)
         self.scales = np.zeros(rows, dtype=np.float32)
         self.bits = np.zeros((rows, _bit_bytes(self.dimensions)), dtype=np.uint8)
-        for start in range(0, rows, 4096):
-            block = self.matrix[start : start + 4096]
-            peak = np.abs(block).max(axis=1)
-            scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
-            self.codes[start : start + 4096] = np.rint(block / scale[:, None]).astype(np.int8)
-            self.scales[start : start + 4096] = scale
-            self.bits[start : start + 4096] = np.packbits(block > 0, axis=1)
+        for start in range(0, rows, _BLOCK):
+            self._store_compact(start, self.matrix[start : start + _BLOCK])
         self.matrix = np.zeros((0, self.dimensions), dtype=np.float32)
         self.compact = True
+
+    def _store_compact(self, start: int, block: NDArray[np.float32]) -> None:
+        """Rows ``start..`` in the compact form: int8 codes, scales and packed sign bits of
+        the unit vectors in ``block`` (one per row)."""
+        end = start + block.shape[0]
+        self.codes[start:end], self.scales[start:end] = _quantize_rows(block)
+        self.bits[start:end] = np.packbits(block > 0, axis=1)
 
     def semantic(
         self, query: NDArray[np.float32], limit: int, now_ms: int, types: Sequence[str] | None
@@ -531,11 +528,16 @@ def _bit_bytes(dimensions: int) -> int:
     return (dimensions + 7) // 8
 
 
-def _quantize(vector: NDArray[np.float32]) -> tuple[NDArray[np.int8], float]:
-    """Symmetric int8 codes of ``vector`` and their scale (vector ~= codes * scale)."""
-    peak = float(np.abs(vector).max())
-    scale = peak / 127.0 if peak > 0 else 1.0
-    return np.rint(vector / scale).astype(np.int8), scale
+def _quantize_rows(
+    block: NDArray[np.float32],
+) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
+    """Symmetric int8 codes of each row of ``block`` and the row's scale (row ~= codes *
+    scale; the largest magnitude maps to 127, an all-zero row gets scale 1)."""
+    peak = np.abs(block).max(axis=1)
+    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
+    codes: NDArray[np.int8] = np.rint(block / scale[:, None]).astype(np.int8)
+    return codes, scale
+
 
 
 PARALLEL_ABOVE = 16_384
