@@ -27,7 +27,7 @@ from agent_memory.errors import (
     ValidationFailed,
     VectorInvalid,
 )
-from agent_memory.providers import ProviderClient, check_endpoint
+from agent_memory.providers import ProviderClient, bearer_headers, check_endpoint, endpoint
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 MAX_BATCH_INPUTS = 2048
@@ -116,10 +116,7 @@ class _OpenAIShaped:
         }
         if self._send_dimensions:
             payload["dimensions"] = self.dimensions
-        headers = {"Accept": "application/json"}
-        if self._api_key is not None:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        answer = self._client.post_json(self._url, payload, headers=headers)
+        answer = self._client.post_json(self._url, payload, headers=bearer_headers(self._api_key))
         return _read_answer(answer, len(batch), self.dimensions, self.model, self._host)
 
 
@@ -152,7 +149,7 @@ class OpenAIEmbedder(_OpenAIShaped):
         max_batch_bytes: int | None = MAX_BATCH_BYTES,
     ) -> None:
         super().__init__(
-            url=_endpoint(base_url),
+            url=endpoint(base_url, "embeddings"),
             model=model,
             dimensions=dimensions,
             api_key=api_key,
@@ -188,7 +185,7 @@ class CustomEmbedder(_OpenAIShaped):
         max_batch_bytes: int | None = None,
     ) -> None:
         super().__init__(
-            url=_endpoint(base_url),
+            url=endpoint(base_url, "embeddings"),
             model=model,
             dimensions=dimensions,
             api_key=api_key,
@@ -314,10 +311,6 @@ def _missing(field: str, provider: str) -> ValidationFailed:
         f"{field} is required when embed_provider is '{provider}'.",
         details=[{"field": field, "problem": "required"}],
     )
-
-
-def _endpoint(base_url: str) -> str:
-    return base_url.rstrip("/") + "/embeddings"
 
 
 def _batches(items: list[str], batch_size: int, max_bytes: int | None) -> Iterator[tuple[int, int]]:

@@ -36,7 +36,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from agent_memory.errors import ModelAnswerInvalid, ProviderRejected, ValidationFailed
-from agent_memory.providers import ProviderClient, check_endpoint
+from agent_memory.providers import ProviderClient, bearer_headers, check_endpoint, endpoint
 
 logger = logging.getLogger("agent_memory.llm")
 
@@ -308,15 +308,11 @@ class _OpenAIShaped(_ChatModel):
             payload["response_format"] = {"type": "json_object"}
         return payload
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/json"}
-        if self._api_key is not None:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return headers
-
     def _call(self, system: str, user: str, max_tokens: int) -> _Answer:
         answer = self._client.post_json(
-            self._url, self._payload(system, user, max_tokens), headers=self._headers()
+            self._url,
+            self._payload(system, user, max_tokens),
+            headers=bearer_headers(self._api_key),
         )
         return _read_chat_completion(answer, self.model, self.host)
 
@@ -343,7 +339,7 @@ class OpenAIChatModel(_OpenAIShaped):
         self, api_key: str, model: str, base_url: str = OPENAI_BASE_URL, *, client: ProviderClient
     ) -> None:
         super().__init__(
-            url=base_url.rstrip("/") + "/chat/completions",
+            url=endpoint(base_url, "chat/completions"),
             model=model,
             api_key=api_key,
             client=client,
@@ -379,7 +375,7 @@ class CustomChatModel(_OpenAIShaped):
         client: ProviderClient,
     ) -> None:
         super().__init__(
-            url=base_url.rstrip("/") + "/chat/completions",
+            url=endpoint(base_url, "chat/completions"),
             model=model,
             api_key=api_key,
             client=client,
@@ -436,7 +432,7 @@ class AnthropicModel(_ChatModel):
         client: ProviderClient,
     ) -> None:
         super().__init__(
-            url=base_url.rstrip("/") + "/messages", model=model, api_key=api_key, client=client
+            url=endpoint(base_url, "messages"), model=model, api_key=api_key, client=client
         )
 
     def _call(self, system: str, user: str, max_tokens: int) -> _Answer:

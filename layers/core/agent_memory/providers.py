@@ -341,6 +341,21 @@ class ProviderClient:
         return retry + 1
 
 
+def bearer_headers(api_key: str | None) -> dict[str, str]:
+    """Headers of an OpenAI-shaped request: ``Accept: application/json``, and ``Authorization:
+    Bearer <key>`` when there is a key (custom endpoints may take none)."""
+    headers = {"Accept": "application/json"}
+    if api_key is not None:
+        headers["Authorization"] = f"Bearer {api_key}"
+    return headers
+
+
+def endpoint(base_url: str, path: str) -> str:
+    """``base_url`` (with or without a trailing ``/``) joined with ``path`` (``"embeddings"``,
+    ``"chat/completions"``, ``"messages"``)."""
+    return base_url.rstrip("/") + "/" + path
+
+
 def retry_after_seconds(value: str | None, clock: Clock) -> float | None:
     """Seconds to wait from a ``Retry-After`` header value, or ``None`` when absent or invalid.
 

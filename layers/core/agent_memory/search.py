@@ -539,7 +539,6 @@ def _quantize_rows(
     return codes, scale
 
 
-
 PARALLEL_ABOVE = 16_384
 """Int8 scoring of more rows than this is split across ``search_threads()`` threads (numpy
 releases the GIL in its gathers, casts and BLAS products): 33,000 rows of 1,536 dimensions took
