@@ -75,6 +75,8 @@ print(json.dumps({{"answer": answer, "seconds": time.perf_counter() - started,
 
 
 def messages(count: int) -> list[EventIn]:
+    """The first ``count`` LoCoMo messages: conversations in file order, their sessions one
+    after another, each message with its speaker and date."""
     path = DEFAULT_FILES["locomo"]
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     found: list[EventIn] = []
@@ -90,6 +92,10 @@ def messages(count: int) -> list[EventIn]:
 
 
 def one_run(url: str, provider: str, events: list[EventIn], keep_recent: int) -> dict[str, Any]:
+    """Append ``events`` to one session of a new store on ``url`` whose models are at
+    ``provider``, run the background handler once in a child process, and return what it
+    answered with its time (s), resident memory before and at peak (MB), the provider calls by
+    kind, the schedule calls of the appends and what the session holds afterwards."""
     client = redis.Redis.from_url(url, decode_responses=True)
     control = ControlPlane(client, SystemClock())  # the function finds the instance here
     control.create_organization("bench")
@@ -147,6 +153,7 @@ def one_run(url: str, provider: str, events: list[EventIn], keep_recent: int) ->
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the benchmark and write ``background.md`` to ``--out``; exit status 0."""
     parser = argparse.ArgumentParser(prog="python -m bench.background")
     parser.add_argument("--messages", type=int, default=1000)
     parser.add_argument("--runs", type=int, default=3)
@@ -184,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def report(results: list[dict[str, Any]], args: argparse.Namespace, count: int) -> str:
+    """The results file: medians over the runs against the 512 MB target, as a table."""
+
     def med(key: str) -> float:
         return float(statistics.median(r[key] for r in results))
 

@@ -52,6 +52,7 @@ class LambdaContext:
         self._deadline = time.monotonic() + timeout_seconds
 
     def get_remaining_time_in_millis(self) -> int:
+        """Milliseconds left before the function's timeout (0 once it has passed)."""
         return max(0, int((self._deadline - time.monotonic()) * 1000))
 
 
@@ -74,6 +75,8 @@ class Gateway:
         headers: list[tuple[str, str]],
         body: bytes,
     ) -> tuple[int, list[tuple[str, str]], bytes]:
+        """One request as API Gateway would serve it: ``(status, headers, body)`` of the
+        function's answer, or of API Gateway's own 404, 403 or 500."""
         # Match on the raw path, segment by segment, so that an encoded "/" (%2F) stays inside
         # its parameter instead of reaching another route; parameters are decoded afterwards.
         found = self.api.find(method, raw_path)

@@ -47,6 +47,7 @@ _CfnLoader.add_multi_constructor("!", _tag)
 
 
 def load_template(path: Path) -> dict[str, Any]:
+    """``template.yaml`` as a dict, CloudFormation tags kept as ``{"!Ref": ...}`` and the like."""
     with path.open(encoding="utf-8") as handle:
         doc = yaml.load(handle, Loader=_CfnLoader)  # noqa: S506 - SafeLoader subclass
     if not isinstance(doc, dict):
@@ -91,6 +92,8 @@ class Function:
 
 @dataclass
 class Route:
+    """One ``HttpApi`` event of a function: method, path template and its compiled pattern."""
+
     method: str
     path: str
     function: Function
@@ -99,9 +102,11 @@ class Route:
 
     @property
     def route_key(self) -> str:
+        """``"<METHOD> <path template>"``, as payload 2.0 events name the route."""
         return f"{self.method} {self.path}"
 
     def match(self, method: str, path: str) -> dict[str, str] | None:
+        """The path parameters when ``method`` and the raw ``path`` match, else None."""
         if self.method not in (method, "ANY"):
             return None
         found = self.pattern.fullmatch(path)
@@ -141,6 +146,8 @@ class HttpApi:
         return list(found.values())
 
     def find(self, method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+        """The route for ``method`` and raw ``path`` and its path parameters, or None (routes
+        are kept most specific first, as API Gateway chooses)."""
         for route in self.routes:
             params = route.match(method, path)
             if params is not None:

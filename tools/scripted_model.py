@@ -41,6 +41,8 @@ WORD = re.compile(r"\w+")
 
 
 def first_sentence(text: str) -> str:
+    """The first sentence of ``text`` (up to ``.``, ``!`` or ``?`` and a space), at most 300
+    characters."""
     return SENTENCE.split(text.strip(), maxsplit=1)[0][:300]
 
 
@@ -100,10 +102,13 @@ class ScriptedModel:
         self.lock = threading.Lock()
 
     def count(self, kind: str) -> None:
+        """Count one request of ``kind`` (``extract``, ``summarize``, ``embed``)."""
         with self.lock:
             self.counts[kind] += 1
 
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        """A chat-completions answer to ``body``: the summary rule for a summarization prompt
+        (its system message mentions the "running summary"), else the memories rule."""
         messages = body.get("messages") or []
         system = str(messages[0].get("content", "")) if messages else ""
         user = str(messages[-1].get("content", "")) if messages else ""
@@ -125,6 +130,8 @@ class ScriptedModel:
         }  # fmt: skip
 
     def embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
+        """An embeddings answer to ``body``: ``embed`` of each input, ``dimensions`` long
+        (default 384)."""
         self.count("embed")
         inputs = body.get("input") or []
         inputs = [inputs] if isinstance(inputs, str) else inputs
@@ -192,6 +199,7 @@ class ScriptedServer(ThreadingHTTPServer):
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Serve on ``--port`` (default 8765) until interrupted; exit status 0."""
     parser = argparse.ArgumentParser(prog="python -m tools.scripted_model")
     parser.add_argument("--port", type=int, default=8765)
     args = parser.parse_args(argv)

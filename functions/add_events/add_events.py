@@ -33,6 +33,8 @@ def add_events(
     session_id: SessionPath,
     body: Annotated[EventsRequest, Body()],
 ) -> EventsResult:
+    """Append the events' messages (200 ``EventsResult``); then arm the session's extraction
+    schedule or ask for summarization when the append calls for it. 409 ``actor_mismatch``."""
     _, sessions = app.runtime.sessions(app.principal, instance_id, store)
     appended = sessions.append_events(session_id, body)
     metrics.add_metric(name="MessagesAdded", unit=MetricUnit.Count, value=appended.result.added)

@@ -25,6 +25,7 @@ app = Api()
 def add_memory(
     instance_id: InstancePath, store: StorePath, body: Annotated[MemoryIn, Body()]
 ) -> Response[MemoryView]:
+    """Keep a memory (201), or answer the one it duplicates (200, ``duplicate`` true)."""
     _, memories = app.runtime.memories(app.principal, instance_id, store)
     kept = memories.add(body)
     metrics.add_metric(name="MemoriesDeduplicated" if kept.duplicate else "MemoriesKept",

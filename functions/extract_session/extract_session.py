@@ -31,6 +31,8 @@ app = Api()
 def extract_session(
     instance_id: InstancePath, store: StorePath, session_id: SessionPath
 ) -> Response[ExtractionQueued]:
+    """Queue the session's extraction now (202); 409 without a language model, 404 without
+    the session."""
     runtime = app.runtime
     instance = runtime.control.instance(app.principal.org_id, instance_id)
     config, _ = runtime.sessions(app.principal, instance_id, store)

@@ -8,6 +8,7 @@ app = Api()
 
 @app.get(STORE_ROUTE, summary="Get a store", tags=["stores"], responses=ERROR_RESPONSES)
 def get_store(instance_id: InstancePath, store: StorePath) -> StoreView:
+    """The store's settings, counts and last extraction."""
     stores = app.runtime.stores(app.principal, instance_id)
     config, sessions, memories = app.runtime.store(app.principal, instance_id, store)
     counts = StoreCounts(

@@ -27,6 +27,7 @@ def list_memories(
     actor_id: Annotated[str | None, Query(pattern=SESSION_ID_PATTERN)] = None,
     type: Annotated[str | None, Query(min_length=1, max_length=40)] = None,
 ) -> MemoryList:
+    """A page of memories, newest first, optionally one actor's and one type's."""
     _, memories = app.runtime.memories(app.principal, instance_id, store)
     return memories.page(offset, limit, actor_id, type)
 

@@ -19,6 +19,7 @@ def list_sessions(
     offset: Annotated[int, Query(ge=0, le=MAX_OFFSET)] = 0,
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
 ) -> SessionList:
+    """A page of live sessions, most recent first."""
     _, sessions = app.runtime.sessions(app.principal, instance_id, store)
     return sessions.list(offset, limit)
 

@@ -9,6 +9,7 @@ app = Api()
 
 @app.get("/agent-memory", summary="List every store", tags=["stores"], responses=ERROR_RESPONSES)
 def list_stores() -> StoreList:
+    """Every store of the caller's organization, on every instance."""
     views: list[StoreView] = []
     for instance in app.runtime.control.instances(app.principal.org_id):
         stores = app.runtime.stores(app.principal, instance.instance_id)

@@ -20,6 +20,7 @@ app = Api()
 def recall(
     instance_id: InstancePath, store: StorePath, body: Annotated[RecallRequest, Body()]
 ) -> RecallView:
+    """Summary, recent messages, relevant memories and a context string for the session."""
     config, sessions, memories = app.runtime.store(app.principal, instance_id, store)
     return recall_memory(sessions, memories, config, body)
 

@@ -24,6 +24,7 @@ def update_memory(
     memory_id: MemoryPath,
     body: Annotated[MemoryPatch, Body()],
 ) -> MemoryView:
+    """Change a memory, keeping its previous state as a version."""
     _, memories = app.runtime.memories(app.principal, instance_id, store)
     return memories.patch(memory_id, body)
 

@@ -281,12 +281,14 @@ class Api(APIGatewayHttpResolver):
 
     @property
     def principal(self) -> Principal:
+        """The caller of the current request (set before routing); ``Unauthorized`` outside."""
         if self._principal is None:  # pragma: no cover - _entry always sets it before routing
             raise Unauthorized("Send your API key as 'Authorization: Bearer <key>'.")
         return self._principal
 
     @property
     def runtime(self) -> Runtime:
+        """The container's services for the current request's settings."""
         if self._runtime is None:  # pragma: no cover
             self._runtime = current_runtime()
         return self._runtime

@@ -185,6 +185,7 @@ class RunReport:
     """Items of a model answer that were not memories (no text) and were skipped."""
 
     def count(self, completion: Completion) -> None:
+        """Add one model call and its token counts."""
         self.model_calls += 1
         self.input_tokens += completion.input_tokens
         self.output_tokens += completion.output_tokens

@@ -308,6 +308,8 @@ class StoreConfig(StoreSettings, ProviderSettings):
 
 
 class StoreCounts(View):
+    """Live sessions, live memories, and live sessions with messages extraction has not read."""
+
     sessions: int
     memories: int
     waiting_for_extraction: int
@@ -343,6 +345,8 @@ class StoreView(View):
 
 
 class StoreList(View):
+    """Answer of the store listings."""
+
     stores: list[StoreView]
 
 
@@ -368,6 +372,8 @@ class EventsRequest(Model):
 
 
 class EventsResult(View):
+    """Answer of ``POST .../events``: messages added and the session's ``message_count``."""
+
     session_id: str
     added: int
     message_count: int
@@ -391,6 +397,9 @@ class Message(View):
 
 
 class ExtractionStatus(View):
+    """A session's background extraction: ``status``, the armed schedule's ``due_at``, the last
+    run's time and error, and how many messages are ``unread``."""
+
     status: Literal["idle", "waiting", "running", "failed"]
     due_at: datetime | None = None
     last_run_at: datetime | None = None
@@ -399,6 +408,8 @@ class ExtractionStatus(View):
 
 
 class SessionView(View):
+    """A session: its summary, newest messages (oldest first), counts, times and extraction."""
+
     session_id: str
     actor_id: str | None
     summary: str | None
@@ -411,6 +422,8 @@ class SessionView(View):
 
 
 class SessionSummary(View):
+    """A session as the listing shows it."""
+
     session_id: str
     actor_id: str | None
     message_count: int
@@ -420,6 +433,8 @@ class SessionSummary(View):
 
 
 class SessionList(View):
+    """A page of sessions, most recent first; ``next_offset`` is null on the last page."""
+
     sessions: list[SessionSummary]
     next_offset: int | None
 
@@ -511,6 +526,8 @@ class MemoryPatch(Model):
 
 
 class MemorySource(View):
+    """Where a memory came from: the session extraction read it in."""
+
     session_id: str
 
 
@@ -526,6 +543,8 @@ class MemoryVersion(View):
 
 
 class MemoryView(View):
+    """A memory as the API shows it (``score`` in search results, ``versions`` on ``GET``)."""
+
     id: str
     text: str
     type: str
@@ -544,6 +563,8 @@ class MemoryView(View):
 
 
 class MemoryList(View):
+    """A page of memories, newest first; ``next_offset`` is null on the last page."""
+
     memories: list[MemoryView]
     next_offset: int | None
 
@@ -567,10 +588,14 @@ class SearchRequest(Model):
 
 
 class SearchResult(View):
+    """Answer of a search: memories best first, each with its ``score``."""
+
     memories: list[MemoryView]
 
 
 class ActorForgotten(View):
+    """Answer of forgetting an actor: how many memories were deleted."""
+
     actor_id: str
     deleted: int
 
@@ -596,6 +621,8 @@ class RecallRequest(Model):
 
 
 class RecallView(View):
+    """Answer of recall: summary, verbatim messages, relevant memories and a ready context."""
+
     session_id: str
     actor_id: str | None
     summary: str | None
@@ -608,6 +635,8 @@ class RecallView(View):
 
 
 class ErrorDetail(View):
+    """One problem of a rejected request: the field path and what is wrong with it."""
+
     field: str
     problem: str
 

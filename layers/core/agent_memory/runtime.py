@@ -91,6 +91,7 @@ class Runtime:
 
     @cached_property
     def control(self) -> ControlPlane:
+        """The control plane (organizations, API keys, instances) on ``control_url``."""
         return ControlPlane(
             redis_client(self.settings.control_url),
             self.clock,
@@ -132,12 +133,14 @@ class Runtime:
 
     @cached_property
     def index_cache(self) -> IndexCache:
+        """The container's search index cache, bounded by ``index_cache_mb`` (MB)."""
         return IndexCache(self.settings.index_cache_mb * 1024 * 1024)
 
     @cached_property
     def provider_client(self) -> ProviderClient:
-        # Calls made while an API request waits must end inside the function's 10 s: at most
-        # 2 attempts of (1.5 s connect + 2.5 s read) and a Retry-After of up to 1.5 s, 9.5 s.
+        """The provider client of calls an API request waits for (embedding a text or a
+        query): they must end inside the function's 10 s, so at most 2 attempts of (1.5 s
+        connect + 2.5 s between bytes) and a ``Retry-After`` of up to 1.5 s, 9.5 s in all."""
         return ProviderClient(
             connect_timeout=1.5, read_timeout=2.5, max_retries=1, max_retry_after=1.5
         )
@@ -212,11 +215,10 @@ class Runtime:
 
     @cached_property
     def background_provider_client(self) -> ProviderClient:
-        # No client waits on a background run: longer reads (a model writing a summary), more
-        # retries, and Retry-After honoured up to 30 s, all well inside the 300 s timeout.
-        # At most 4 attempts of (3 s + 45 s) and 3 waits of up to 20 s: 252 s for one call,
-        # inside the 300 s timeout. A run of many chunks can still outlast it; the pending
-        # answer and the lock's expiry make the next run carry on where this one stopped.
+        """The provider client of background runs, which no client waits for: longer reads (a
+        model writing a summary) and more retries. At most 4 attempts of (3 s connect + 45 s
+        between bytes) and 3 waits of up to 20 s: 252 s for one call, inside the function's
+        300 s; a run starts no new call after ``background.RUN_BUDGET_SECONDS``."""
         return ProviderClient(
             connect_timeout=3.0, read_timeout=45.0, max_retries=3, max_retry_after=20.0
         )
@@ -277,6 +279,8 @@ class LazyLanguageModel:
         self._model: LanguageModel | None = None
 
     def complete_json(self, system: str, user: str, *, max_tokens: int = 4096) -> Completion:
+        """``LanguageModel.complete_json`` of the model built (and its key decrypted) now if
+        not yet; errors as that method and as ``secrets.unseal``."""
         if self._model is None:
             self._model = self._build()
         return self._model.complete_json(system, user, max_tokens=max_tokens)
@@ -292,6 +296,7 @@ class LazyEmbedder:
         self._embedder: Embedder | None = None
 
     def embed(self, texts: Sequence[str]) -> Vectors:
+        """``Embedder.embed`` of the embedder built (and its key decrypted) now if not yet."""
         if self._embedder is None:
             self._embedder = self._build()
         return self._embedder.embed(texts)

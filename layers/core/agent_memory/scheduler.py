@@ -263,12 +263,14 @@ class EventBridgeScheduler:
 
     @property
     def scheduler_client(self) -> Any:
+        """The boto3 ``scheduler`` client, made at first use (``_aws_client``)."""
         if self._scheduler_client is None:
             self._scheduler_client = _aws_client("scheduler")
         return self._scheduler_client
 
     @property
     def lambda_client(self) -> Any:
+        """The boto3 ``lambda`` client, made at first use (``_aws_client``)."""
         if self._lambda_client is None:
             self._lambda_client = _aws_client("lambda")
         return self._lambda_client

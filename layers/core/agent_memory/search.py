@@ -723,6 +723,7 @@ class IndexCache:
         self._lock = threading.Lock()
 
     def get(self, key: tuple[str, ...]) -> ActorIndex | None:
+        """The index cached under ``key`` (now the most recently used), or None."""
         with self._lock:
             index = self._entries.get(key)
             if index is not None:
@@ -730,14 +731,12 @@ class IndexCache:
             return index
 
     def put(self, key: tuple[str, ...], index: ActorIndex) -> None:
+        """Cache ``index`` under ``key``, then evict the least recently used indexes while
+        the estimated total (``ActorIndex.nbytes``) is over ``max_bytes`` (never the last)."""
         with self._lock:
             self._entries[key] = index
             self._entries.move_to_end(key)
             self._evict()
-
-    def drop(self, key: tuple[str, ...]) -> None:
-        with self._lock:
-            self._entries.pop(key, None)
 
     def _evict(self) -> None:
         total = sum(i.nbytes for i in self._entries.values())
@@ -747,5 +746,6 @@ class IndexCache:
 
     @property
     def nbytes(self) -> int:
+        """The estimated bytes of every cached index."""
         with self._lock:
             return sum(i.nbytes for i in self._entries.values())

@@ -97,6 +97,8 @@ _UNREADABLE_CODES: Final = frozenset({"InvalidCiphertextException", "IncorrectKe
 
 
 class Cipher(Protocol):
+    """Port: encrypt a provider API key for storage and read it back."""
+
     def encrypt(self, plaintext: str) -> str:
         """Ciphertext as URL-safe ASCII."""
         ...
@@ -136,9 +138,11 @@ class FernetCipher:
         return "FernetCipher(<key hidden>)"
 
     def encrypt(self, plaintext: str) -> str:
+        """A Fernet token (URL-safe ASCII) of ``plaintext``."""
         return self._fernet.encrypt(plaintext.encode("utf-8")).decode("ascii")
 
     def decrypt(self, ciphertext: str) -> str:
+        """The text of a Fernet token; ``SecretUnreadable`` when this key did not make it."""
         try:
             return self._fernet.decrypt(ciphertext.encode("ascii")).decode("utf-8")
         except (InvalidToken, UnicodeError) as exc:
@@ -148,9 +152,13 @@ class FernetCipher:
 class KmsApi(Protocol):
     """The two calls of boto3's ``kms`` client that this module makes (keyword arguments)."""
 
-    def generate_data_key(self, **kwargs: Any) -> Mapping[str, Any]: ...
+    def generate_data_key(self, **kwargs: Any) -> Mapping[str, Any]:
+        """KMS ``GenerateDataKey``: ``Plaintext`` and ``CiphertextBlob`` of a new data key."""
+        ...
 
-    def decrypt(self, **kwargs: Any) -> Mapping[str, Any]: ...
+    def decrypt(self, **kwargs: Any) -> Mapping[str, Any]:
+        """KMS ``Decrypt``: the ``Plaintext`` of a ``CiphertextBlob``."""
+        ...
 
 
 @lru_cache(maxsize=1)
@@ -339,12 +347,15 @@ class MultiFormatCipher:
         return f"MultiFormatCipher(kms={self.kms!r}, fernet={self.fernet!r})"
 
     def encrypt(self, plaintext: str) -> str:
+        """With KMS when it is configured, else with the Fernet key."""
         if self.kms is not None:
             return self.kms.encrypt(plaintext)
         assert self.fernet is not None
         return self.fernet.encrypt(plaintext)
 
     def decrypt(self, ciphertext: str) -> str:
+        """``kms1:`` ciphertexts with KMS, others with the Fernet key; ``SecretUnreadable``
+        when the key for the format is not configured or does not open it."""
         if ciphertext.startswith(KMS_PREFIX):
             if self.kms is None:
                 raise SecretUnreadable(

@@ -275,6 +275,7 @@ class SessionMeta:
         )
 
     def summary_view(self) -> SessionSummary:
+        """The session as a listing shows it."""
         return SessionSummary(
             session_id=self.session_id,
             actor_id=self.actor_id,

@@ -77,6 +77,7 @@ class Stores:
         self._clock = clock
 
     def get(self, name: str) -> StoreConfig:
+        """The store's settings; ``StoreNotFound`` when there is no store of that name."""
         with database_errors():
             raw = self._redis.hget(StoreKeys.registry, name)
         if raw is None:
@@ -84,6 +85,7 @@ class Stores:
         return StoreConfig.model_validate_json(raw, context=STORED)
 
     def all(self) -> list[StoreConfig]:
+        """Every store of this instance, by name."""
         with database_errors():
             raw = self._redis.hgetall(StoreKeys.registry)
         return [StoreConfig.model_validate_json(raw[name], context=STORED) for name in sorted(raw)]
