@@ -5,6 +5,8 @@ import json
 
 import pytest
 
+from agent_memory.clock import SystemClock
+from agent_memory.scheduler import ExtractionTarget, LocalScheduler, schedule_name
 from local.server import LambdaContext
 from local.template import read_http_api
 from tests.conftest import ROOT, unique
@@ -126,19 +128,40 @@ def test_the_background_sample_event_runs_and_reports(tenant, store, monkeypatch
     assert background({"kind": "other"}, LambdaContext("background")) == {"outcome": "invalid"}
 
 
-def test_extract_now_needs_a_language_model_and_a_session(tenant, store, monkeypatch):
+def test_extract_now_needs_a_language_model_and_a_session(tenant, store, monkeypatch, client):
     monkeypatch.setenv("KIVIDB_SCHEDULER", "local")
+    queued = LocalScheduler(client, SystemClock())
+    name = schedule_name(ExtractionTarget(tenant.instance_id, store, "demo-session"))
+
+    def queued_for_the_session():
+        return [n for n in queued.pending() if n.startswith(name)]
+
+    invoke("add_events", build("add_events", tenant, store))  # a session, on a store w/o model
     status, body, _ = invoke("extract_session", build("extract_session", tenant, store))
-    assert status == 409 and body["error"] == "conflict"
-    assert "no language model" in body["message"]
+    assert status == 409 and body == {
+        "error": "conflict",
+        "message": "This store has no language model (llm_provider is 'none'), so it extracts "
+        "nothing; set llm_provider and llm_model (and llm_api_key or llm_base_url, as the "
+        "provider needs) on the store first.",
+    }
+    assert queued_for_the_session() == []  # nothing queued, nothing marked
+    status, body, _ = invoke("get_session", build("get_session", tenant, store))
+    assert body["extraction"] == {"status": "idle", "due_at": None, "last_run_at": None,
+                                  "last_error": None, "unread": 2}  # fmt: skip
+    invoke("delete_session", build("delete_session", tenant, store))
     model = {"llm_provider": "openai", "llm_model": "gpt-4o-mini", "llm_api_key": "sk-test"}
     status, _, _ = invoke("put_store", build("put_store", tenant, store, body=model))
     assert status == 200
     status, body, _ = invoke("extract_session", build("extract_session", tenant, store))
-    assert status == 404 and body["error"] == "session_not_found"
+    assert status == 404 and body == {
+        "error": "session_not_found",
+        "message": "Session 'demo-session' does not exist or has expired.",
+    }
+    assert queued_for_the_session() == []
     invoke("add_events", build("add_events", tenant, store))
     status, body, _ = invoke("extract_session", build("extract_session", tenant, store))
     assert status == 202 and body == {"session_id": "demo-session", "status": "queued"}
+    assert len(queued_for_the_session()) == 2  # the append's schedule and the run now
     status, body, _ = invoke("get_session", build("get_session", tenant, store))
     assert body["extraction"]["status"] == "waiting" and body["extraction"]["unread"] == 2
     assert body["extraction"]["due_at"] is not None  # the append armed the quiet-period run
