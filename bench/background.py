@@ -48,6 +48,7 @@ from agent_memory.scheduler import ExtractionTarget  # noqa: E402
 from agent_memory.secrets import FernetCipher  # noqa: E402
 from agent_memory.stores import Stores  # noqa: E402
 from local.bootstrap import free_port, start_redis_server  # noqa: E402
+from local.launch import stop  # noqa: E402
 from tools.replay import DEFAULT_FILES, load_conversation, locomo_sample_ids  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
@@ -180,8 +181,7 @@ def main(argv: list[str] | None = None) -> int:
             for _ in tqdm(range(args.runs), desc="background runs", unit="run"):
                 results.append(one_run(database.url, url, events, args.keep_recent))
         finally:
-            provider.terminate()
-            provider.wait(10)
+            stop(provider, grace=10.0)
             database.stop()
     text = report(results, args, len(events))
     args.out.mkdir(parents=True, exist_ok=True)

@@ -64,7 +64,7 @@ from tqdm import tqdm  # noqa: E402
 from agent_memory.memories import CANDIDATES  # noqa: E402
 from agent_memory.search import Hit, fuse  # noqa: E402
 from local.bootstrap import free_port  # noqa: E402
-from local.launch import running_stack  # noqa: E402
+from local.launch import running_stack, stop  # noqa: E402
 
 DATA = (ROOT / "../shared/data/locomo/locomo10.json").resolve()
 RESULTS = ROOT / "bench" / "results"
@@ -259,16 +259,6 @@ def _wait(url: str, process: subprocess.Popen[bytes], log: Path, seconds: float)
             time.sleep(0.2)
 
 
-def _stop(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is None:
-        process.terminate()
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-
-
 @contextmanager
 def services(folder: Path) -> Iterator[tuple[str, str]]:
     """The embedding server and the local stack, as subprocesses; yields (API URL, the
@@ -297,7 +287,7 @@ def services(folder: Path) -> Iterator[tuple[str, str]]:
         with running_stack(env, log=stack_log) as (api_url, _):
             yield api_url, embed_url
     finally:
-        _stop(embedder)
+        stop(embedder)
 
 
 class ApiError(RuntimeError):

@@ -60,9 +60,17 @@ def running_stack(
                 time.sleep(0.05)
         yield url, process
     finally:
-        process.terminate()
-        try:
-            process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
+        stop(process, grace=20.0)
+
+
+def stop(process: subprocess.Popen[bytes], *, grace: float = 30.0) -> None:
+    """SIGTERM ``process`` (the local stack then stops its redis-server), and SIGKILL it if it
+    has not exited after ``grace`` seconds; nothing when it already exited."""
+    if process.poll() is not None:
+        return
+    process.terminate()
+    try:
+        process.wait(timeout=grace)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()

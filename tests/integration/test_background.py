@@ -31,7 +31,7 @@ from agent_memory.secrets import FernetCipher
 from agent_memory.sessions import EXTRACTION_MAX_FAILURES
 from agent_memory.stores import Stores
 from tests.conftest import unique
-from tests.integration.test_embeddings import FakeProvider, FakeServer
+from tests.integration.test_embeddings import FakeProvider, serving
 from tests.integration.test_sessions import MovableClock
 from tests.model_servers import ScriptedChatServer
 
@@ -140,17 +140,8 @@ def sent_seqs(request) -> list[int]:
 
 @pytest.fixture
 def embed_server():
-    provider = FakeProvider(dimensions=DIMS)
-    server = FakeServer(provider)
-    provider.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-    thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-    thread.start()
-    try:
+    with serving(FakeProvider(dimensions=DIMS)) as provider:
         yield provider
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(5)
 
 
 @pytest.fixture

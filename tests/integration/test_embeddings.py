@@ -14,7 +14,8 @@ import logging
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -165,9 +166,9 @@ class FakeServer(ThreadingHTTPServer):
         self.fake = fake
 
 
-@pytest.fixture
-def fake():
-    provider = FakeProvider()
+@contextmanager
+def serving(provider: FakeProvider) -> Iterator[FakeProvider]:
+    """``provider`` served on a loopback port (its ``url`` set) while the block runs."""
     server = FakeServer(provider)
     provider.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
     thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
@@ -178,6 +179,12 @@ def fake():
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+@pytest.fixture
+def fake():
+    with serving(FakeProvider()) as provider:
+        yield provider
 
 
 @pytest.fixture
