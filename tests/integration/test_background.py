@@ -235,19 +235,19 @@ def test_the_same_messages_extracted_twice_never_keep_a_memory_twice(make_world,
     )
     world.quiet()
     calls = {"n": 0}
-    real_add = world.memories.add
+    real_keep = world.memories._keep  # the write of one memory
 
-    def add_then_crash(*args, **kwargs):
+    def keep_then_crash(*args, **kwargs):
         calls["n"] += 1
         if calls["n"] == 2:
             raise Killed("the function died here (a timeout: nothing else runs)")
-        return real_add(*args, **kwargs)
+        return real_keep(*args, **kwargs)
 
-    monkeypatch.setattr(world.memories, "add", add_then_crash)
+    monkeypatch.setattr(world.memories, "_keep", keep_then_crash)
     with pytest.raises(Killed):
         world.run("s")
     assert world.meta("s").extraction.unread == 2  # the cursor did not move
-    monkeypatch.setattr(world.memories, "add", real_add)
+    monkeypatch.setattr(world.memories, "_keep", real_keep)
     world.model_server.reply(memories_answer("Alice owns a cat called Tom", "Something else"))
     report = world.run("s")
     assert report.outcome == "done"

@@ -65,7 +65,6 @@ from agent_memory.prompts import (
     extraction_prompt,
     summary_prompt,
 )
-from agent_memory.redaction import redact
 from agent_memory.scheduler import ExtractionTarget, Scheduler
 from agent_memory.sessions import (
     EXTRACTION_MAX_FAILURES,
@@ -411,8 +410,8 @@ class SessionWork:
         report: RunReport,
     ) -> None:
         """Keep the memories of the messages ``source`` names (the session's ``created_at``,
-        first and last message): redacted (counted here), embedded in one batch, each
-        deduplicated against the actor's memories, including the ones kept just before it,
+        first and last message) with ``Memories.add_many``: redacted, embedded in one batch,
+        each deduplicated against the actor's memories, including the ones kept just before it,
         under ids derived from the session, its start and the range (a session deleted and
         started again under the same id starts anew, and so gets other ids). An item that is
         not a valid memory (``MemoryIn``) is dropped and counted, never retried."""
@@ -423,35 +422,22 @@ class SessionWork:
                 "Extracted memories must be embedded and this store has no embedding model; "
                 "set embed_provider ('openai' or 'custom') on the store."
             )
-        texts = []
-        for item in items:
-            text = item["text"]
-            if self._store.redact_pii:
-                redaction = redact(text)
-                report.redacted += sum(redaction.counts.values())
-                text = redaction.text
-            texts.append(text)
-        vectors = self._memories.embed(texts)
-        for index, (item, text) in enumerate(zip(items, texts, strict=True)):
+        bodies, ids = [], []
+        for index, item in enumerate(items):
             try:
-                body = MemoryIn(
-                    text=text,
-                    type=item["type"],
-                    topics=item["topics"],
-                    actor_id=actor,
-                    vector=[float(x) for x in vectors[index]],
-                )
+                body = MemoryIn(text=item["text"], type=item["type"], topics=item["topics"],
+                                actor_id=actor)  # fmt: skip
             except PydanticValidationError:
                 report.dropped += 1
                 continue
-            kept = self._memories.add(
-                body, self._target.session_id, memory_id=self._memory_id(source, index)
-            )
+            bodies.append(body)
+            ids.append(self._memory_id(source, index))
+        for kept in self._memories.add_many(bodies, self._target.session_id, ids):
             if kept.duplicate:
                 report.deduplicated += 1
             else:
                 report.kept += 1
-                report.redacted += sum(kept.redactions.values())  # its topics (text: above)
+                report.redacted += sum(kept.redactions.values())
 
     def _memory_id(self, source: tuple[str, int, int], index: int) -> str:
         started, first, last = source

@@ -193,15 +193,66 @@ class Memories:
         memory already kept under it is returned with ``duplicate`` true and nothing changes.
         """
         self._check_type(body.type)
-        bucket = actor_bucket(body.actor_id)
         if memory_id is not None:
-            existing = self._fetch(bucket, [memory_id]).get(memory_id)
+            existing = self._fetch(actor_bucket(body.actor_id), [memory_id]).get(memory_id)
             if existing is not None:
                 return Kept(existing, True, {})
-        redaction = redact(body.text) if self._store.redact_pii else None
-        text = redaction.text if redaction else body.text
-        topics = self._redact_topics(body.topics, redaction.counts if redaction else None)
+        text, topics, counts = self._redacted(body)
         vector = self._vector(text, body.vector, "vector")
+        return self._keep(body, text, topics, counts, vector, source_session, memory_id)
+
+    def add_many(
+        self, bodies: Sequence[MemoryIn], source_session: str, memory_ids: Sequence[str]
+    ) -> list[Kept]:
+        """``add`` of each body under the id at the same position (background extraction),
+        in order, so each is deduplicated against the ones before it too; the texts (redacted)
+        of bodies without a vector are embedded in one batched call. Errors as ``add``."""
+        for body in bodies:
+            self._check_type(body.type)
+        kept: dict[int, Kept] = {}
+        for at, (body, memory_id) in enumerate(zip(bodies, memory_ids, strict=True)):
+            existing = self._fetch(actor_bucket(body.actor_id), [memory_id]).get(memory_id)
+            if existing is not None:
+                kept[at] = Kept(existing, True, {})
+        todo = [at for at in range(len(bodies)) if at not in kept]
+        redacted = {at: self._redacted(bodies[at]) for at in todo}
+        to_embed = [at for at in todo if bodies[at].vector is None]
+        embedded = self.embed([redacted[at][0] for at in to_embed]) if to_embed else None
+        row = {at: n for n, at in enumerate(to_embed)}
+        for at in todo:
+            body = bodies[at]
+            text, topics, counts = redacted[at]
+            if body.vector is None and embedded is not None:
+                vector = unit(embedded[row[at]], "vector")
+            else:
+                vector = self._vector(text, body.vector, "vector")
+            kept[at] = self._keep(
+                body, text, topics, counts, vector, source_session, memory_ids[at]
+            )
+        return [kept[at] for at in range(len(bodies))]
+
+    def _redacted(self, body: MemoryIn) -> tuple[str, list[str], dict[str, int]]:
+        """The body's text and topics as they are kept (personal identifiers replaced when the
+        store's ``redact_pii`` is on) and the replacements made, by kind."""
+        if not self._store.redact_pii:
+            return body.text, body.topics, {}
+        redaction = redact(body.text)
+        counts = dict(redaction.counts)
+        return redaction.text, self._redact_topics(body.topics, counts), counts
+
+    def _keep(
+        self,
+        body: MemoryIn,
+        text: str,
+        topics: list[str],
+        counts: dict[str, int],
+        vector: NDArray[np.float32],
+        source_session: str | None,
+        memory_id: str | None,
+    ) -> Kept:
+        """The write of ``add`` once the text is redacted and the vector known (unit length):
+        dedupe, store-level entries, the script, the store check and the warm index."""
+        bucket = actor_bucket(body.actor_id)
         actor = self._keys.actor(bucket)
         now = self._clock.now()
         now_ms = to_ms(now)
@@ -223,7 +274,6 @@ class Memories:
             "source": {"session_id": source_session} if source_session else None,
             "versions": [],
         }
-        counts = redaction.counts if redaction else {}
         # The store-level entries go first: a forget-actor racing this add then either sees the
         # memory (and removes both) or not (and removes neither), so counts stay exact. With
         # the actor's index warm here, they go in the same round trip as the write, just before
