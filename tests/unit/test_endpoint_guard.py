@@ -1,6 +1,8 @@
-"""check_endpoint: custom provider endpoints must be https:// and resolve to public addresses only.
+"""check_endpoint: custom provider endpoints must be https:// and resolve to public addresses only,
+and saving a store applies the same rule to an IP literal in its base URL.
 
-Name resolution is replaced by a fake ``socket.getaddrinfo`` so each case controls the answers.
+Name resolution is replaced by a fake ``socket.getaddrinfo`` so each case controls the answers,
+except for IP literals, which the real resolver answers without any network.
 """
 
 import ipaddress
@@ -8,8 +10,13 @@ import socket
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pydantic import ValidationError
 
+from agent_memory.addresses import not_public
 from agent_memory.errors import EndpointRefused, ProviderUnavailable, ValidationFailed
+from agent_memory.models import ProviderSettings
 from agent_memory.providers import check_endpoint
 
 URL = "https://models.example.test/v1"
@@ -175,3 +182,89 @@ def test_no_answer_is_provider_unavailable(resolve):
     resolve()
     with pytest.raises(ProviderUnavailable, match="no address"):
         check_endpoint(URL, allow_private=False)
+
+
+# --------------------------------------------------------------------------------------------
+# One rule when a store is saved and when its endpoint is called
+# --------------------------------------------------------------------------------------------
+
+
+def _url(address: ipaddress.IPv4Address | ipaddress.IPv6Address) -> str:
+    host = f"[{address}]" if address.version == 6 else str(address)
+    return f"https://{host}/v1"
+
+
+def _saved(url: str) -> bool:
+    """Whether a store with this custom base URL can be saved (outside the local stack)."""
+    try:
+        ProviderSettings(llm_provider="custom", llm_model="m", llm_base_url=url)
+    except ValidationError:
+        return False
+    return True
+
+
+def _called(url: str) -> bool:
+    """Whether a call to this endpoint gets past the guard, resolving with the real
+    ``getaddrinfo`` (an IP literal resolves to itself, without any network)."""
+    try:
+        check_endpoint(url, allow_private=False)
+    except EndpointRefused:
+        return False
+    return True
+
+
+@pytest.mark.parametrize(
+    ("url", "shown", "reason"),
+    [
+        ("https://[::127.0.0.1]/v1", "::7f00:1", "reserved"),
+        ("https://[64:ff9b::7f00:1]/v1", "64:ff9b::7f00:1", "an IPv6 form of 127.0.0.1 (loopback)"),
+        ("https://[2002:7f00:1::]/v1", "2002:7f00:1::", "an IPv6 form of 127.0.0.1 (loopback)"),
+        ("https://224.0.0.1/v1", "224.0.0.1", "multicast"),
+    ],
+)
+def test_addresses_the_call_refuses_are_refused_when_the_store_is_saved(url, shown, reason):
+    with pytest.raises(ValidationError) as error:
+        ProviderSettings(llm_provider="custom", llm_model="m", llm_base_url=url)
+    [problem] = error.value.errors()
+    assert problem["msg"] == (
+        f"Value error, llm_base_url must be a public address, not {shown}, which is {reason} "
+        "(a local stack started with KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 allows it)"
+    )
+    assert not _called(url)
+
+
+# Every special-purpose block of the IANA registries (RFC 6890 and its successors) and the IPv6
+# forms that carry an IPv4 address, so that the examples do not all fall in public space.
+_SPECIAL = [
+    "0.0.0.0/8", "10.0.0.0/8", "100.64.0.0/10", "127.0.0.0/8", "169.254.0.0/16",
+    "172.16.0.0/12", "192.0.0.0/24", "192.0.2.0/24", "192.88.99.0/24", "192.168.0.0/16",
+    "198.18.0.0/15", "198.51.100.0/24", "203.0.113.0/24", "224.0.0.0/4", "240.0.0.0/4",
+    "::/8", "64:ff9b::/96", "64:ff9b:1::/48", "100::/64", "2001::/23", "2001:db8::/32",
+    "2002::/16", "fc00::/7", "fe80::/10", "fec0::/10", "ff00::/8",
+]  # fmt: skip
+
+
+def _embedding(v4: ipaddress.IPv4Address) -> st.SearchStrategy[ipaddress.IPv6Address]:
+    value = int(v4)
+    return st.sampled_from(
+        [
+            ipaddress.IPv6Address((0xFFFF << 32) | value),  # ::ffff:a.b.c.d
+            ipaddress.IPv6Address((0x2002 << 112) | (value << 80)),  # 2002:aabb:ccdd::
+            ipaddress.IPv6Address((0x64FF9B << 96) | value),  # 64:ff9b::a.b.c.d
+            ipaddress.IPv6Address(value),  # ::a.b.c.d
+        ]
+    )
+
+
+_IP_LITERALS = st.one_of(
+    st.ip_addresses(),
+    st.sampled_from(_SPECIAL).flatmap(lambda net: st.ip_addresses(network=net)),
+    st.ip_addresses(v=4).flatmap(_embedding),
+)
+
+
+@settings(max_examples=600, deadline=None)
+@given(address=_IP_LITERALS)
+def test_for_any_ip_literal_saving_and_calling_give_the_same_verdict(address):
+    url = _url(address)
+    assert _saved(url) == _called(url) == (not_public(address) is None)

@@ -28,6 +28,8 @@ from pydantic import (
     model_validator,
 )
 
+from agent_memory.addresses import not_public
+
 # --- identifiers (DESIGN section 2) ----------------------------------------------------------
 
 INSTANCE_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,64}$"
@@ -180,8 +182,10 @@ _HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 def _check_base_url(field: str, url: str) -> None:
     """An ``https://`` URL with a valid public host, no credentials, no whitespace.
 
-    IP literals must be global addresses (RFC 6890 special-purpose ranges are refused). Names
-    that later resolve to private addresses are caught when the endpoint is called.
+    IP literals must pass ``addresses.not_public``, the same rule the call applies to every
+    address a name resolves to (``providers.check_endpoint``), so a literal saved here is never
+    refused at the first call. Names that later resolve to private addresses are caught when
+    the endpoint is called.
     """
     if any(ch.isspace() or not ch.isprintable() for ch in url):
         raise ValueError(f"{field} must not contain spaces or control characters")
@@ -216,10 +220,11 @@ def _check_base_url(field: str, url: str) -> None:
                 "KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 allows it)"
             ) from None
         return
-    if not address.is_global:
+    reason = not_public(address)
+    if reason:
         raise ValueError(
-            f"{field} must be a public address, not {address} (a local stack started with "
-            "KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 allows it)"
+            f"{field} must be a public address, not {address}, which is {reason} (a local "
+            "stack started with KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 allows it)"
         )
 
 

@@ -28,17 +28,12 @@ from urllib.parse import urlsplit
 
 import httpx
 
+from agent_memory.addresses import not_public
 from agent_memory.clock import Clock, SystemClock
 from agent_memory.errors import EndpointRefused, ProviderRejected, ProviderUnavailable
 
 logger = logging.getLogger("agent_memory.providers")
 
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
-
-# RFC 6052 well-known NAT64 prefix: the last 32 bits are an IPv4 address a NAT64 gateway reaches.
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
-_SHARED = ipaddress.ip_network("100.64.0.0/10")  # RFC 6598 carrier-grade NAT
-_METADATA = ipaddress.ip_address("169.254.169.254")
 
 
 # --------------------------------------------------------------------------------------------
@@ -110,42 +105,12 @@ def check_endpoint(url: str, *, allow_private: bool) -> None:
             raise EndpointRefused(
                 f"The custom endpoint host '{host}' resolves to '{text}', not an IP address."
             ) from None
-        reason = _not_public(address)
+        reason = not_public(address)
         if reason:
             raise EndpointRefused(
                 f"The custom endpoint host '{host}' resolves to {address}, which is {reason}; "
                 "custom endpoints must resolve only to public addresses."
             )
-
-
-def _not_public(address: IPAddress) -> str | None:
-    """Why ``address`` is not a public unicast address ("loopback", ...), or ``None``."""
-    if isinstance(address, ipaddress.IPv6Address):
-        embedded = address.ipv4_mapped if address.ipv4_mapped is not None else address.sixtofour
-        if embedded is None and address in _NAT64:
-            embedded = ipaddress.IPv4Address(int(address) & 0xFFFFFFFF)
-        if embedded is not None:
-            inner = _not_public(embedded)
-            if inner:
-                return f"an IPv6 form of {embedded} ({inner})"
-            if address.ipv4_mapped is not None or address in _NAT64:
-                return None  # ::ffff:a.b.c.d is that IPv4 address; 64:ff9b::/96 is DNS64
-    if address == _METADATA:
-        return "the cloud metadata service (link-local)"
-    for test, name in (
-        (address.is_loopback, "loopback"),
-        (address.is_unspecified, "unspecified"),
-        (address.is_link_local, "link-local"),
-        (address.is_multicast, "multicast"),
-        (isinstance(address, ipaddress.IPv6Address) and address.is_site_local, "site-local"),
-        (address in _SHARED, "carrier-grade NAT (shared address space)"),
-        (address.is_private, "private"),
-        (address.is_reserved, "reserved"),
-        (not address.is_global, "not a global address"),
-    ):
-        if test:
-            return name
-    return None
 
 
 # --------------------------------------------------------------------------------------------
