@@ -7,28 +7,114 @@ Environment: ``PORT`` (default 3000), ``REDIS_URL``, ``KIVIDB_API_KEY``, ``KIVID
 Background work: the launcher process runs the local scheduler loop (``local/scheduler.py``), a
 daemon thread that invokes the template's ``BackgroundFunction`` when a session's extraction is
 due, as EventBridge Scheduler does in AWS. The functions run with ``KIVIDB_SCHEDULER=local``.
+
+Stopping: SIGINT (Ctrl-C, which a terminal sends to the whole foreground process group) and
+SIGTERM (``kill``, ``local.launch.stop``) do the same, in this order: the workers stop accepting
+requests and finish the ones in progress while the scheduler loop polls no more; the launcher
+waits for the workers and for a background run in progress (up to 5 s); then it stops the
+redis-server child, which runs in a session of its own so that Ctrl-C does not stop it first
+(it saves its data on SIGTERM). The last line printed says so, and the exit status is 0. Further
+signals during those steps are ignored (each step is bounded). A server that stops without a
+signal (a worker that cannot start) exits 1.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import sys
 from pathlib import Path
+from types import FrameType
+from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "layers" / "core"))
 # As template.yaml sets for every function; it must be set before numpy is first imported.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import redis  # noqa: E402
 import uvicorn  # noqa: E402
 from uvicorn.supervisors import Multiprocess  # noqa: E402
 
-from local.bootstrap import INSTANCE_ID, bootstrap, secret_key, start_database  # noqa: E402
-from local.scheduler import start_scheduler_loop  # noqa: E402
+from local.bootstrap import (  # noqa: E402
+    INSTANCE_ID,
+    Database,
+    bootstrap,
+    secret_key,
+    start_database,
+)
+from local.scheduler import SchedulerLoop, describe, start_scheduler_loop  # noqa: E402
 from local.server import PARAMETERS_ENV, SCHEDULER_ENV  # noqa: E402
 from local.template import read_http_api  # noqa: E402
+
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Shutdown:
+    """SIGINT and SIGTERM, handled alike. :meth:`note` keeps the first signal's name and tells
+    the scheduler loop to poll no more (both safe in a signal handler); :meth:`quiet` makes later
+    signals only noted, while the launcher stops what it started."""
+
+    def __init__(self) -> None:
+        self.signal_name: str | None = None
+        self.loop: SchedulerLoop | None = None
+
+    def note(self, signum: int) -> None:
+        self._name(signum)
+        if self.loop is not None:
+            self.loop.request_stop()
+
+    def interrupt(self, signum: int, frame: FrameType | None) -> None:
+        """Before the server runs: stop where we are (``KeyboardInterrupt``, caught by main)."""
+        self.note(signum)
+        raise KeyboardInterrupt
+
+    def forward(self) -> None:
+        """Note each stop signal, then pass it to the handler installed now (uvicorn's)."""
+        for signum in STOP_SIGNALS:
+            previous = signal.getsignal(signum)
+
+            def handler(sig: int, frame: FrameType | None, previous: object = previous) -> None:
+                self.note(sig)
+                if callable(previous):
+                    previous(sig, frame)
+
+            signal.signal(signum, handler)
+
+    def quiet(self) -> None:
+        # Only the name: the launcher may be inside the loop's stop() (holding its Event's lock).
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda sig, frame: self._name(sig))
+
+    def _name(self, signum: int) -> None:
+        if self.signal_name is None:
+            self.signal_name = signal.Signals(signum).name
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server (one worker, in this process) that also tells ``shutdown`` of a stop
+    signal. uvicorn raises the signal again once it has stopped; ``shutdown``'s handlers, in
+    place by then, only note it."""
+
+    def __init__(self, config: uvicorn.Config, shutdown: Shutdown) -> None:
+        super().__init__(config)
+        self.stopping = shutdown
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        self.stopping.note(sig)
+        super().handle_exit(sig, frame)
+
+
+def without_password(url: str) -> str:
+    """``url`` with the password of its user part replaced by ``***`` (for printing)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    user = f"{parts.username}:***" if parts.username else ":***"
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
 
 
 def main() -> None:
@@ -44,9 +130,23 @@ def main() -> None:
             file=sys.stderr,
         )
         raise SystemExit(2) from None
-    database = start_database(local_dir)
+    shutdown = Shutdown()
+    for signum in STOP_SIGNALS:
+        signal.signal(signum, shutdown.interrupt)
+    database: Database | None = None
     loop = None
+    served = False
     try:
+        try:
+            database = start_database(local_dir)
+        except redis.RedisError as exc:
+            url = without_password(os.environ.get("REDIS_URL", ""))
+            print(
+                f"local stack: cannot reach the database at REDIS_URL={url}: "
+                f"{describe(exc, [urlsplit(os.environ.get('REDIS_URL', '')).password or ''])}",
+                file=sys.stderr,
+            )
+            raise SystemExit(2) from None
         api_key, origin = bootstrap(database.url, local_dir, os.environ.get("KIVIDB_API_KEY"))
         # Provider API keys are encrypted with the key file .local/secret.key here (made on the
         # first start); AWS uses KMS (KIVIDB_KMS_KEY_ID, which stays unset locally).
@@ -69,7 +169,7 @@ def main() -> None:
         os.environ[SCHEDULER_ENV] = "local"
         scheduler = "none (the template has no BackgroundFunction)"
         if api.background is not None:
-            loop = start_scheduler_loop(database.url, api.background)
+            loop = shutdown.loop = start_scheduler_loop(database.url, api.background)
             scheduler = f"local loop in this process, invokes {api.background.logical_id}"
         base = f"http://127.0.0.1:{port}"
         endpoints = (
@@ -82,7 +182,7 @@ def main() -> None:
         print(
             f"KiviDB agent memory, local stack\n"
             f"  API:       {base}  (routes from template.yaml, {workers} worker processes)\n"
-            f"  database:  {database.url}  ({database.description})\n"
+            f"  database:  {without_password(database.url)}  ({database.description})\n"
             f"  instance:  {INSTANCE_ID}  (organization local)\n"
             f"  API key:   {api_key}  ({origin})\n"
             f"  scheduler: {scheduler}\n"
@@ -101,13 +201,32 @@ def main() -> None:
             log_level="warning",
         )
         if workers > 1:
-            Multiprocess(config, sockets=[sock]).run()
+            supervisor = Multiprocess(config, sockets=[sock])  # installs its signal handlers
+            shutdown.forward()
+            supervisor.run()
         else:
-            uvicorn.Server(config).run(sockets=[sock])
+            for signum in STOP_SIGNALS:
+                signal.signal(signum, lambda sig, frame: shutdown.note(sig))
+            _Server(config, shutdown).run(sockets=[sock])
+        served = True
+    except KeyboardInterrupt:  # a stop signal before the server ran (Shutdown.interrupt)
+        pass
     finally:
+        shutdown.quiet()
+        sock.close()  # the workers have stopped: nothing may queue on the port any more
         if loop is not None:
             loop.stop()
-        database.stop()
+        if database is not None:
+            database.stop()
+        stopped = ["API stopped"]
+        if loop is not None:
+            stopped.append("scheduler stopped")
+        if database is not None:
+            stopped.append(database.stopped)
+        cause = f" on {shutdown.signal_name}" if shutdown.signal_name else ""
+        print(f"local stack: stopped{cause}: {', '.join(stopped)}", flush=True)
+    if served and shutdown.signal_name is None:
+        raise SystemExit(1)  # the server stopped by itself (a worker could not start)
 
 
 def listen(port: int) -> socket.socket:

@@ -7,10 +7,13 @@ in memory only).
 
 from __future__ import annotations
 
+import ctypes
 import os
 import shutil
+import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
@@ -29,9 +32,14 @@ INSTANCE_ID = "local"
 
 @dataclass
 class Database:
+    """The stack's database: its ``url``, a ``description`` for the banner, ``stop`` (which
+    leaves a ``REDIS_URL`` server alone) and ``stopped``, what ``stop`` did, for the last line
+    of a shutdown."""
+
     url: str
     description: str
     stop: Callable[[], None]
+    stopped: str = "database left running"
 
 
 def free_port() -> int:
@@ -53,14 +61,44 @@ def _wait_for(url: str, timeout: float = 10.0) -> None:
             time.sleep(0.05)
 
 
-def start_redis_server(data_dir: Path, *, persist: bool = True) -> Database:
-    """A ``redis-server`` child on a free loopback port; with ``persist``, it saves to
-    ``data_dir/dump.rdb`` (and loads it on the next start)."""
+_PR_SET_PDEATHSIG = 1  # prctl(2), linux/prctl.h
+
+
+def _parent_death_signal() -> Callable[[], None] | None:
+    """On Linux, a ``preexec_fn`` that makes the child receive SIGTERM when its parent dies
+    (``prctl(PR_SET_PDEATHSIG)``, see prctl(2)), so that a launcher killed with SIGKILL does not
+    leave its redis-server running; elsewhere ``None``. prctl binds the signal to the thread
+    that forks: call from a thread that lives as long as the child should (the main thread)."""
+    if not sys.platform.startswith("linux"):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl
+    parent = os.getpid()
+
+    def set_signal() -> None:
+        prctl(_PR_SET_PDEATHSIG, signal.SIGTERM)
+        if os.getppid() != parent:  # the parent died before prctl: do not outlive it
+            os._exit(1)
+
+    return set_signal
+
+
+def start_redis_server(
+    data_dir: Path, *, persist: bool = True, port: int | None = None
+) -> Database:
+    """A ``redis-server`` child on loopback ``port`` (a free one by default); with
+    ``persist``, it saves to ``data_dir/dump.rdb`` (and loads it on the next start).
+
+    The child runs in a session (and process group) of its own, so a terminal's Ctrl-C, which
+    reaches the whole foreground process group, does not stop the database before the API and
+    the scheduler that use it: ``stop`` does, last (SIGTERM: redis-server saves, then exits;
+    SIGKILL if it has not exited after 30 s). On Linux it also gets SIGTERM if its parent dies
+    without stopping it. ``FileNotFoundError`` when there is no ``redis-server`` on the PATH.
+    """
     binary = shutil.which("redis-server")
     if binary is None:
         raise FileNotFoundError("redis-server")
     data_dir.mkdir(parents=True, exist_ok=True)
-    port = free_port()
+    port = port or free_port()
     process = subprocess.Popen(
         [
             binary,
@@ -79,20 +117,33 @@ def start_redis_server(data_dir: Path, *, persist: bool = True) -> Database:
         ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=_parent_death_signal(),
     )
     url = f"redis://127.0.0.1:{port}/0"
 
     def stop() -> None:
         if process.poll() is None:
             process.terminate()  # SIGTERM: redis-server saves, then exits
-            process.wait(timeout=30)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
 
     try:
         _wait_for(url)
     except Exception:
         stop()
         raise
-    return Database(url, f"redis-server child process (data in {data_dir})", stop)
+    return Database(
+        url,
+        f"redis-server child process (data in {data_dir})",
+        stop,
+        f"redis-server child stopped (data saved in {data_dir})"
+        if persist
+        else "redis-server child stopped",
+    )
 
 
 def start_embedded() -> Database:
@@ -110,14 +161,19 @@ def start_embedded() -> Database:
         server.shutdown()
         server.server_close()
 
-    return Database(url, "embedded in-process server (fakeredis; in memory, lost on exit)", stop)
+    return Database(
+        url,
+        "embedded in-process server (fakeredis; in memory, lost on exit)",
+        stop,
+        "embedded server stopped (its data is gone)",
+    )
 
 
 def start_database(local_dir: Path) -> Database:
     url = os.environ.get("REDIS_URL")
     if url:
         _wait_for(url)
-        return Database(url, "REDIS_URL", lambda: None)
+        return Database(url, "REDIS_URL", lambda: None, "the REDIS_URL database left running")
     try:
         return start_redis_server(local_dir / "redis")
     except FileNotFoundError:

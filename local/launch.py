@@ -20,7 +20,11 @@ ROOT = Path(__file__).resolve().parent.parent
 
 @contextmanager
 def running_stack(
-    env: Mapping[str, str | None], *, log: Path | None = None, timeout: float = 60.0
+    env: Mapping[str, str | None],
+    *,
+    log: Path | None = None,
+    timeout: float = 60.0,
+    new_session: bool = False,
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``python -m local`` on a free loopback port; yields ``(base_url, process)``.
 
@@ -29,6 +33,9 @@ def running_stack(
     once the gateway answers any HTTP request (an unknown path is its own 404, so no function
     has run yet). On exit: SIGTERM, then SIGKILL after 20 s. Raises ``RuntimeError`` (with the
     log's tail when ``log`` is given) if the stack exits or is not ready within ``timeout`` s.
+    With ``new_session`` the stack runs in a session and process group of its own (its workers
+    too; its redis-server child has its own anyway), so a test can send what a terminal's
+    Ctrl-C sends, ``os.killpg(process.pid, signal.SIGINT)``, without reaching itself.
     """
     port = free_port()
     child_env = {**os.environ, "PORT": str(port)}
@@ -41,7 +48,7 @@ def running_stack(
     try:
         process = subprocess.Popen(
             [sys.executable, "-m", "local"], cwd=ROOT, env=child_env, stdout=output,
-            stderr=subprocess.STDOUT,
+            stderr=subprocess.STDOUT, start_new_session=new_session,
         )  # fmt: skip
     finally:
         if not isinstance(output, int):
@@ -64,8 +71,9 @@ def running_stack(
 
 
 def stop(process: subprocess.Popen[bytes], *, grace: float = 30.0) -> None:
-    """SIGTERM ``process`` (the local stack then stops its redis-server), and SIGKILL it if it
-    has not exited after ``grace`` seconds; nothing when it already exited."""
+    """SIGTERM ``process`` (the local stack then stops as on Ctrl-C: workers, scheduler, then its
+    redis-server), and SIGKILL it if it has not exited after ``grace`` seconds; nothing when it
+    already exited."""
     if process.poll() is not None:
         return
     process.terminate()

@@ -10,21 +10,36 @@ would deliver (the schedule target's ``Input``: ``ExtractionTarget.event()``), a
 ``LambdaContext`` with the function's timeout and memory.
 
 One invocation at a time, in the launcher process (one warm "container" of the background
-function, imported on its first event). A handler that raises, or a database that cannot be
-reached, is printed with its traceback and the loop goes on; an event taken is not retried
-(EventBridge Scheduler would retry; the background function records its own failures).
+function, imported on its first event). A handler that raises is printed with its traceback
+(as Lambda logs it) and the loop goes on; an event taken is not retried (EventBridge Scheduler
+would retry; the background function records its own failures).
+
+A poll that fails because the database cannot be reached (or answers an error) prints one line
+on stderr: what failed, the error class and its first line, with URL credentials and the
+database password masked. The next poll waits 0.5 s, then 1, 2, 4... doubling up to
+``BACKOFF_MAX_SECONDS`` (30 s) while the failure lasts, so a stopped database costs a few lines a
+minute instead of a traceback ten times a second; due entries stay in the database meanwhile. The
+first poll that succeeds again prints one line (how long and how many polls failed), and polling
+goes back to every 100 ms. A database that comes back is therefore noticed within 30 s.
 """
 
 from __future__ import annotations
 
+import re
+import sys
 import threading
+import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
+from urllib.parse import unquote, urlsplit
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 from agent_memory.clock import Clock, SystemClock
+from agent_memory.errors import DatabaseUnavailable
 from agent_memory.keys import LocalScheduleKeys
 from agent_memory.scheduler import LocalScheduler
 from local.server import LambdaContext
@@ -32,8 +47,41 @@ from local.template import Function
 
 POLL_SECONDS = 0.1
 BATCH = 10
+BACKOFF_START_SECONDS = 0.5
+BACKOFF_MAX_SECONDS = 30.0
+REASON_MAX_CHARS = 160
 
 Invoke = Callable[[dict[str, Any]], Any]
+Log = Callable[[str], None]
+
+_URL_CREDENTIALS = re.compile(r"(?<=://)[^/\s@]+@")
+
+
+def _stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def describe(exc: BaseException, secrets: Iterable[str] = ()) -> str:
+    """``"ErrorClass: first line of its message"`` for a log line, at most ``REASON_MAX_CHARS``
+    characters of message. A ``DatabaseUnavailable`` is described by the library error it was
+    raised from (``ConnectionError: Error 111 connecting to 127.0.0.1:6380. Connection
+    refused.``), which says more than its fixed message. The ``user:password@`` part of any URL
+    in the text becomes ``***@``, and each of ``secrets`` (e.g. the database password) ``***``."""
+    if isinstance(exc, DatabaseUnavailable) and exc.__cause__ is not None:
+        exc = exc.__cause__
+    lines = str(exc).strip().splitlines()
+    reason = _URL_CREDENTIALS.sub("***@", lines[0] if lines else "")
+    for secret in secrets:
+        if secret:
+            reason = reason.replace(secret, "***")
+    reason = reason.removesuffix(".")  # the line goes on after it
+    if len(reason) > REASON_MAX_CHARS:
+        reason = reason[: REASON_MAX_CHARS - 3] + "..."
+    return f"{type(exc).__name__}: {reason}" if reason else type(exc).__name__
+
+
+def _seconds(value: float) -> str:
+    return f"{value:.1f} s" if value < 10 else f"{value:.0f} s"
 
 
 def invoker(function: Function) -> Invoke:
@@ -55,7 +103,10 @@ class SchedulerLoop:
     """Poll ``scheduler`` every ``interval`` seconds and ``invoke`` each due event in turn.
 
     ``run_once`` is one poll (returns how many events it invoked); ``start`` runs polls in a
-    daemon thread until ``stop``.
+    daemon thread until ``stop``. While polls fail on the database, the thread waits
+    ``backoff_start`` s after the first failure and twice as long after each next one, at most
+    ``backoff_max`` s; each failure and the recovery are one line given to ``log`` (stderr by
+    default). ``secrets`` are masked in those lines (see :func:`describe`).
     """
 
     def __init__(
@@ -66,22 +117,41 @@ class SchedulerLoop:
         clock: Clock | None = None,
         interval: float = POLL_SECONDS,
         batch: int = BATCH,
+        backoff_start: float = BACKOFF_START_SECONDS,
+        backoff_max: float = BACKOFF_MAX_SECONDS,
+        log: Log = _stderr,
+        secrets: Iterable[str] = (),
     ) -> None:
         self.scheduler = scheduler
         self.invoke = invoke
         self.clock = clock or scheduler.clock
         self.interval = interval
         self.batch = batch
+        self.backoff_start = backoff_start
+        self.backoff_max = backoff_max
+        self.log = log
+        self.secrets = tuple(s for s in secrets if s)
+        self.failures = 0
+        self._failing_since = 0.0
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
 
     def run_once(self) -> int:
-        """Take what is due now and invoke it, oldest first; errors are printed, not raised."""
+        """Take what is due now and invoke it, oldest first. A poll that fails on the database
+        is one log line (see the class); a handler that raises is printed with its traceback.
+        Neither is raised."""
         try:
             events = self.scheduler.take_due(self.clock.now(), self.batch)
-        except Exception:  # noqa: BLE001 - the loop outlives a database hiccup
-            traceback.print_exc()
+        except (DatabaseUnavailable, redis.RedisError) as exc:
+            self._failed(exc)
             return 0
+        if self.failures:
+            self.log(
+                f"local scheduler: the database answers again after "
+                f"{_seconds(time.monotonic() - self._failing_since)} ({self.failures} failed "
+                f"poll{'s' if self.failures > 1 else ''}); polling every {_seconds(self.interval)}"
+            )
+            self.failures = 0
         for event in events:
             try:
                 self.invoke(event)
@@ -90,11 +160,34 @@ class SchedulerLoop:
                 traceback.print_exc()
         return len(events)
 
+    def next_delay(self) -> float:
+        """Seconds until the next poll: ``interval`` while polls succeed, else the backoff
+        (``backoff_start`` doubled for each failure after the first, at most ``backoff_max``)."""
+        if not self.failures:
+            return self.interval
+        return min(self.backoff_max, self.backoff_start * 2.0 ** min(self.failures - 1, 62))
+
+    def _failed(self, exc: BaseException) -> None:
+        self.failures += 1
+        if self.failures == 1:
+            self._failing_since = time.monotonic()
+            self.log(
+                f"local scheduler: cannot take due extractions from the database: "
+                f"{describe(exc, self.secrets)}; next try in {_seconds(self.next_delay())} "
+                f"(the wait doubles up to {_seconds(self.backoff_max)} while this lasts)"
+            )
+        else:
+            self.log(
+                f"local scheduler: still cannot reach the database (failure {self.failures}, "
+                f"{_seconds(time.monotonic() - self._failing_since)}): "
+                f"{describe(exc, self.secrets)}; next try in {_seconds(self.next_delay())}"
+            )
+
     def _run(self) -> None:
         while not self._stopping.is_set():
             # A full batch may mean more is due: poll again at once.
             if self.run_once() < self.batch:
-                self._stopping.wait(self.interval)
+                self._stopping.wait(self.next_delay())
 
     def start(self) -> threading.Thread:
         """Run in a daemon thread (it never keeps the process alive)."""
@@ -102,6 +195,11 @@ class SchedulerLoop:
             self._thread = threading.Thread(target=self._run, daemon=True, name="local-scheduler")
             self._thread.start()
         return self._thread
+
+    def request_stop(self) -> None:
+        """Poll no more (an invocation in progress finishes); returns at once, so a signal
+        handler may call it. :meth:`stop` also waits for the thread."""
+        self._stopping.set()
 
     def stop(self, timeout: float | None = 5.0) -> None:
         """Stop polling; waits up to ``timeout`` s for an invocation in progress."""
@@ -119,11 +217,22 @@ def start_scheduler_loop(
 ) -> SchedulerLoop:
     """The launcher's loop: the stack's database at ``database_url`` (the same control
     database the functions' ``LocalScheduler`` writes to) and the template's background
-    function. Started before it is returned."""
+    function. Started before it is returned. The client does not retry a command (the loop's
+    backoff does), and the URL's password is masked in the loop's lines."""
     client = redis.Redis.from_url(
-        database_url, decode_responses=True, socket_timeout=5, socket_connect_timeout=5
+        database_url,
+        decode_responses=True,
+        socket_timeout=5,
+        socket_connect_timeout=5,
+        retry=Retry(NoBackoff(), retries=0),
     )
     scheduler = LocalScheduler(client, SystemClock(), keys=keys)
-    loop = SchedulerLoop(scheduler, invoker(background), interval=interval)
+    password = urlsplit(database_url).password
+    loop = SchedulerLoop(
+        scheduler,
+        invoker(background),
+        interval=interval,
+        secrets=[password, unquote(password)] if password else [],
+    )
     loop.start()
     return loop
