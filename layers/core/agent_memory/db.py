@@ -20,7 +20,7 @@ from redis.exceptions import NoScriptError
 from redis.retry import Retry
 from redis.typing import EncodableT
 
-from agent_memory.errors import DatabaseUnavailable
+from agent_memory.errors import DatabaseUnavailable, WritesRefused
 
 SOCKET_TIMEOUT_SECONDS = 2.0
 _TRANSIENT_CODES = frozenset({"BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "LOADING"})
@@ -60,7 +60,7 @@ def database_errors() -> Iterator[None]:
     except (redis.exceptions.ReadOnlyError, redis.exceptions.OutOfMemoryError) as exc:
         # A replica promoted mid-failover answers READONLY; a full database under noeviction
         # answers OOM. Both pass; the client should retry rather than see a 500.
-        raise DatabaseUnavailable(
+        raise WritesRefused(
             "The database is not accepting writes right now; retry in a moment."
         ) from exc
     except redis.ResponseError as exc:
@@ -73,7 +73,62 @@ def database_errors() -> Iterator[None]:
         raise
 
 
+@contextmanager
+def unless_writes_refused() -> Iterator[None]:
+    """For a write that a read makes on the side (pruning expired index entries): when the
+    database refuses writes (``WritesRefused``: full, or a read-only replica) the write is
+    skipped and the read goes on; any other failure is ``database_errors()``'s. The write must
+    be one that changes nothing when it is refused: a script declared ``WRITES`` (Redis
+    refuses it whole, before it runs) or a single command."""
+    try:
+        with database_errors():
+            yield
+    except WritesRefused:
+        return
+
+
+READ_ONLY = "#!lua flags=no-writes\n"
+"""First line of a script that only reads: Redis 7 runs it when the database is full
+(``maxmemory`` under ``noeviction``) and on read-only replicas, where it refuses any script not
+so declared (script flags:
+https://redis.io/docs/latest/develop/interact/programmability/eval-intro/#eval-flags)."""
+WRITES = "#!lua\n"
+"""First line of a script that may write: Redis 7 refuses it whole, before it runs, when the
+database is full (OOM) or read-only, so it never stops half-way for lack of memory. (A script
+without this line is only refused at its first command that may grow memory; one that deleted
+something first would then run to its end.)"""
+FINISHES_WRITE = "#!lua flags=allow-oom\n"
+"""First line of a script that completes a write already made (the index step after an
+append), or takes one back: it runs even when that write filled the database, so the two steps
+never disagree. It must write little: the index entries of that write, or removals."""
+_PROBE = READ_ONLY + "return 1"
+
 _SCRIPTS: weakref.WeakKeyDictionary[redis.Redis, dict[str, Script]] = weakref.WeakKeyDictionary()
+_FLAGS: weakref.WeakKeyDictionary[redis.Redis, bool] = weakref.WeakKeyDictionary()
+
+
+def _understands_flags(client: redis.Redis) -> bool:
+    """Whether the server reads a script's ``#!lua`` first line (Redis 7 and later); the
+    embedded fakeredis server and Redis 6 take it for Lua and fail. Asked once per client, on a
+    connection of its own that is dropped after an error reply (the embedded server closes a
+    connection after one)."""
+    known = _FLAGS.get(client)
+    if known is not None:
+        return known
+    pool = client.connection_pool
+    with database_errors():
+        connection = pool.get_connection()
+        try:
+            connection.send_command("EVAL", _PROBE, 0)  # type: ignore[no-untyped-call]
+            connection.read_response()
+            known = True
+        except redis.ResponseError:
+            connection.disconnect()  # type: ignore[no-untyped-call]
+            known = False
+        finally:
+            pool.release(connection)
+    _FLAGS[client] = known
+    return known
 
 
 def load_script(client: redis.Redis, source: str) -> Script:
@@ -83,13 +138,20 @@ def load_script(client: redis.Redis, source: str) -> Script:
     a NOSCRIPT round trip; it also matters for the embedded server, which closes the connection
     after any error reply, NOSCRIPT included. If the server later forgets the script (a restart),
     redis-py reloads it on NOSCRIPT as usual.
+
+    A script may begin with ``READ_ONLY``, ``WRITES`` or ``FINISHES_WRITE``; on a server that
+    does not know these flags (``_understands_flags``) the line is left out, and the script runs
+    the same, without the OOM and read-only guarantees they give.
     """
     scripts = _SCRIPTS.setdefault(client, {})
     script = scripts.get(source)
     if script is None:
-        script = client.register_script(source)
+        body = source
+        if source.startswith("#!") and not _understands_flags(client):
+            body = source.split("\n", 1)[1]
+        script = client.register_script(body)
         with database_errors():
-            client.script_load(source)
+            client.script_load(body)
         scripts[source] = script
     return script
 

@@ -111,6 +111,13 @@ class SchedulerUnavailable(AgentMemoryError):
 
     retry_after_seconds = 1
 
+class WritesRefused(DatabaseUnavailable):
+    """The database answers reads but refuses writes: it is full (``maxmemory`` reached under
+    ``noeviction``, reply ``OOM``) or a read-only replica (``READONLY``). The same 503 with
+    Retry-After as ``DatabaseUnavailable``; a read skips the writes it makes on the side (see
+    ``db.unless_writes_refused``)."""
+
+
 
 class KeyServiceUnavailable(AgentMemoryError):
     """The key service (KMS) throttled, timed out or failed while a provider API key was being

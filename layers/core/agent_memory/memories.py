@@ -31,7 +31,15 @@ from pydantic_core import from_json
 from redis.client import Pipeline
 
 from agent_memory.clock import Clock, from_ms, to_ms
-from agent_memory.db import database_errors, load_script, script_then
+from agent_memory.db import (
+    FINISHES_WRITE,
+    READ_ONLY,
+    WRITES,
+    database_errors,
+    load_script,
+    script_then,
+    unless_writes_refused,
+)
 from agent_memory.embeddings import Embedder, validate_vector
 from agent_memory.errors import (
     Conflict,
@@ -67,13 +75,17 @@ ADD_ATTEMPTS = 8
 LOAD_BATCH = 2000
 """Memories read per HSCAN step when an actor's index is built."""
 CANDIDATES = 5
+SCRIPT_IDS = 1000
+"""Ids per call of a script taking a list of them (Lua's ``unpack`` stops near 8,000)."""
 """Each mode of a hybrid search contributes ``CANDIDATES * limit`` candidates to the fusion."""
 
 # KEYS: ActorKeys.all(). ARGV: id, json, vector bytes, expected gen ('' = any), log_keep,
 # 'update' (the memory must still exist), 'new', or 'once' (a chosen id that must not exist
 # yet). Returns {1, gen} when written, {0, gen} when the generation had moved, {-1, gen} when
 # an update found no memory (deleted), {-2, gen} when a 'once' id is already kept.
-_PUT = """
+_PUT = (
+    WRITES
+    + """
 local gen = tonumber(redis.call('HGET', KEYS[4], 'gen') or '0')
 if ARGV[4] ~= '' and tonumber(ARGV[4]) ~= gen then return {0, gen} end
 if ARGV[6] == 'update' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {-1, gen} end
@@ -85,9 +97,12 @@ redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':+:' .. ARGV[1])
 redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[5]) + 1))
 return {1, gen}
 """
+)
 
 # KEYS: ActorKeys.all(). ARGV: log_keep, id... Returns how many of the ids existed.
-_REMOVE = """
+_REMOVE = (
+    WRITES
+    + """
 local removed = 0
 for i = 2, #ARGV do
   if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
@@ -100,6 +115,31 @@ end
 redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[1]) + 1))
 return removed
 """
+)
+
+# KEYS: the store's listing, expiry and owner indexes. ARGV: id... Takes the ids out of them:
+# the second step of a removal (after _REMOVE), or the undo of an add's first step, so it runs
+# even when the database is full (FINISHES_WRITE), and the indexes agree at every moment (one
+# atomic step).
+_UNINDEX = (
+    FINISHES_WRITE
+    + """
+redis.call('ZREM', KEYS[1], unpack(ARGV))
+redis.call('ZREM', KEYS[2], unpack(ARGV))
+redis.call('HDEL', KEYS[3], unpack(ARGV))
+return 0
+"""
+)
+
+# KEYS: an actor's memories and vectors hashes. ARGV: id... {records, vectors} of the ids, in
+# order (false where there is none), as one consistent read: a record and its vector always
+# belong to the same write.
+_LOAD_ROWS = (
+    READ_ONLY
+    + """
+return {redis.call('HMGET', KEYS[1], unpack(ARGV)), redis.call('HMGET', KEYS[2], unpack(ARGV))}
+"""
+)
 
 
 def new_memory_id() -> str:
@@ -155,6 +195,8 @@ class Memories:
         self._scope = cache_scope
         self._put = load_script(binary, _PUT)
         self._remove = load_script(client, _REMOVE)
+        self._unindex_script = load_script(client, _UNINDEX)
+        self._load_rows_script = load_script(binary, _LOAD_ROWS)
 
     # --- writing -----------------------------------------------------------------------------
 
@@ -371,13 +413,12 @@ class Memories:
                 "kept; it was not kept. Add it again."
             )
 
-    def _unindex(self, memory_id: str) -> None:
+    def _unindex(self, *memory_ids: str) -> None:
+        """Take ids out of the store's listing, expiry and owner indexes (``_UNINDEX``)."""
+        keys = [self._keys.memories, self._keys.memory_expiry, self._keys.memory_owners]
         with database_errors():
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.zrem(self._keys.memories, memory_id)
-            pipe.zrem(self._keys.memory_expiry, memory_id)
-            pipe.hdel(self._keys.memory_owners, memory_id)
-            pipe.execute()
+            for start in range(0, len(memory_ids), SCRIPT_IDS):
+                self._unindex_script(keys=keys, args=memory_ids[start : start + SCRIPT_IDS])
 
     def _store_level_commands(
         self, memory_id: str, bucket: str, created_ms: int, expires_ms: int
@@ -481,11 +522,7 @@ class Memories:
             return 0
         with database_errors():
             removed = int(self._remove(keys=self._keys.actor(bucket).all(), args=[LOG_KEEP, *ids]))
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.zrem(self._keys.memories, *ids)
-            pipe.zrem(self._keys.memory_expiry, *ids)
-            pipe.hdel(self._keys.memory_owners, *ids)
-            pipe.execute()
+        self._unindex(*ids)
         return removed
 
     # --- reading -----------------------------------------------------------------------------
@@ -552,7 +589,7 @@ class Memories:
         """A page of live memories, newest first, optionally one actor's and one type's."""
         if memory_type is not None:
             self._check_type(memory_type)
-        self._prune()
+        self._prune()  # (skipped while the database refuses writes: expired ones are skipped)
         if actor_id is None and memory_type is None:
             with database_errors():
                 ids = [
@@ -592,7 +629,8 @@ class Memories:
             return sorted(str(b) for b in self._redis.smembers(self._keys.memory_actors))
 
     def _prune(self) -> None:
-        """Remove memories whose time is up (their expiry passed) from every index."""
+        """Remove memories whose time is up (their expiry passed) from every index, unless the
+        database refuses writes (full, or a read-only replica): reads skip them anyway."""
         now_ms = to_ms(self._clock.now())
         with database_errors():
             expired = [
@@ -605,8 +643,9 @@ class Memories:
         by_bucket: dict[str, list[str]] = {}
         for memory_id, owner in zip(expired, owners, strict=True):
             by_bucket.setdefault(str(owner or NO_ACTOR), []).append(memory_id)
-        for bucket, ids in by_bucket.items():
-            self._forget(bucket, ids)
+        with unless_writes_refused():
+            for bucket, ids in by_bucket.items():
+                self._forget(bucket, ids)
 
     # --- the in-memory index -----------------------------------------------------------------
 
@@ -626,8 +665,6 @@ class Memories:
                 return index
         index = self._load(actor)
         self._cache.put(key, index)
-        with database_errors():
-            self._redis.sadd(self._keys.memory_actors, bucket)
         return index
 
     def _catch_up(self, index: ActorIndex, actor: ActorKeys, gen: int) -> bool:
@@ -657,11 +694,16 @@ class Memories:
     ) -> tuple[dict[str, dict[str, Any]], dict[str, bytes]]:
         if not ids:
             return {}, {}
+        raws: list[bytes | None] = []
+        blobs: list[bytes | None] = []
         with database_errors():
-            pipe = self._binary.pipeline(transaction=True)
-            pipe.hmget(actor.memories, ids)
-            pipe.hmget(actor.vectors, ids)
-            raws, blobs = pipe.execute()
+            for start in range(0, len(ids), SCRIPT_IDS):
+                part = ids[start : start + SCRIPT_IDS]
+                records, vectors = self._load_rows_script(
+                    keys=[actor.memories, actor.vectors], args=part
+                )
+                raws += records
+                blobs += vectors
         records = {i: from_json(r) for i, r in zip(ids, raws, strict=True) if r is not None}
         vectors = {i: b for i, b in zip(ids, blobs, strict=True) if b is not None}
         return records, vectors
@@ -671,7 +713,9 @@ class Memories:
         needs all its float32 vectors in memory at once. The generation is read first and the
         change log applied after, which accounts for writes made while the batches were read."""
         with database_errors():
-            pipe = self._redis.pipeline(transaction=True)
+            # Not one transaction (MULTI is refused while the database is full): the count only
+            # sizes the index, and the log read after the batches accounts for any change.
+            pipe = self._redis.pipeline(transaction=False)
             pipe.hget(actor.meta, "gen")
             pipe.hlen(actor.vectors)
             raw_gen, count = pipe.execute()

@@ -18,7 +18,14 @@ from typing import Any
 import redis
 
 from agent_memory.clock import Clock, from_ms, to_ms
-from agent_memory.db import database_errors, load_script
+from agent_memory.db import (
+    FINISHES_WRITE,
+    READ_ONLY,
+    WRITES,
+    database_errors,
+    load_script,
+    unless_writes_refused,
+)
 from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
 from agent_memory.keys import StoreKeys
 from agent_memory.models import (
@@ -46,7 +53,9 @@ from agent_memory.models import (
 # A session's expiry only ever grows, across deletes too (a deleted session leaves its last
 # expiry in `deleted_expires`), so every append of one session id has a distinct expiry: the
 # index scripts below tell appends apart by it.
-_APPEND = """
+_APPEND = (
+    WRITES
+    + """
 local meta, messages = KEYS[1], KEYS[2]
 local actor, now, expires = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local old_expiry = redis.call('HGET', meta, 'expires_at')
@@ -104,10 +113,13 @@ redis.call('PEXPIREAT', meta, stamp)
 redis.call('PEXPIREAT', messages, stamp)
 return {last, owner or '', stamp, arm, fold}
 """
+)
 
 # The store's three indexes (one slot): sessions (by recency), sessions:expiry and
 # sessions:deleted (tombstones: a deleted session's last expiry). Every script on them first
 # drops up to ARGV[2] expired ids and the tombstones that have run out. ARGV[1] is now (ms).
+# A listing prunes on its way unless the database refuses writes (full, or a replica): then it
+# lists without pruning (it skips expired ids anyway).
 _PRUNE_LUA = """
 local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
 for _, id in ipairs(expired) do
@@ -117,14 +129,16 @@ end
 redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[1])
 redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[1])
 """
-_PRUNE = _PRUNE_LUA + "return #expired\n"
+_PRUNE = WRITES + _PRUNE_LUA + "return #expired\n"
 
 # After an append: record the session's activity (ARGV[3] id, ARGV[4] its new expiry), unless
 # a delete already covered that append (tombstone at or after this expiry). GT keeps a late
 # touch of an older append from moving the session back in time. ARGV[5] '1': the session now
-# has messages extraction has not read (the store has a language model).
+# has messages extraction has not read (the store has a language model). It completes the append,
+# so it runs even when that append filled the database (FINISHES_WRITE).
 _TOUCH = (
-    _PRUNE_LUA
+    FINISHES_WRITE
+    + _PRUNE_LUA
     + """
 local tomb = redis.call('ZSCORE', KEYS[3], ARGV[3])
 if tomb and tonumber(tomb) >= tonumber(ARGV[4]) then return #expired end
@@ -138,9 +152,10 @@ return #expired
 
 # After a delete of a session whose expiry was ARGV[4]: drop it from the indexes unless a
 # newer incarnation of the session was indexed meanwhile, and leave a tombstone so that a
-# touch of an append the delete removed cannot bring the entry back.
+# touch of an append the delete removed cannot bring the entry back. It completes the delete.
 _FORGET = (
-    _PRUNE_LUA
+    FINISHES_WRITE
+    + _PRUNE_LUA
     + """
 local score = redis.call('ZSCORE', KEYS[2], ARGV[3])
 if score and tonumber(score) <= tonumber(ARGV[4]) then
@@ -156,7 +171,9 @@ return #expired
 
 # KEYS: meta, messages. Deletes both, keeping the expiry the session had as `deleted_expires`
 # in a meta hash that lives until then (the floor for the next append's expiry); returns it.
-_DELETE = """
+_DELETE = (
+    WRITES
+    + """
 local expires = redis.call('HGET', KEYS[1], 'expires_at')
 if not expires then return '' end
 redis.call('DEL', KEYS[1], KEYS[2])
@@ -164,12 +181,27 @@ redis.call('HSET', KEYS[1], 'deleted_expires', expires)
 redis.call('PEXPIREAT', KEYS[1], expires)
 return expires
 """
-# KEYS: meta. ARGV: field, value ('' = any). Deletes the field if it holds the value.
-_RELEASE = """
+)
+# KEYS: meta. ARGV: field, value ('' = any). Deletes the field if it holds the value. It takes
+# back a reservation of an append already made (FINISHES_WRITE).
+_RELEASE = (
+    FINISHES_WRITE
+    + """
 local held = redis.call('HGET', KEYS[1], ARGV[1])
 if held and (ARGV[2] == '' or held == ARGV[2]) then redis.call('HDEL', KEYS[1], ARGV[1]) end
 return 0
 """
+)
+# KEYS: meta, messages, lock. ARGV: recent. A session as one consistent read (an append between
+# the metadata and the messages would show a count the messages disagree with): {the meta hash
+# as a field, value list, its newest `recent` messages oldest first, 1 when a run holds the lock}.
+_READ = (
+    READ_ONLY
+    + """
+return {redis.call('HGETALL', KEYS[1]), redis.call('ZRANGE', KEYS[2], -tonumber(ARGV[1]), -1),
+  redis.call('EXISTS', KEYS[3])}
+"""
+)
 FOLD_REQUEST_STALE_MS = 600_000
 """A summarization asked for this long ago (ms) without finishing is asked for again."""
 ARM_STALE_MS = 900_000
@@ -301,6 +333,7 @@ class Sessions:
         self._forget = load_script(client, _FORGET)
         self._delete = load_script(client, _DELETE)
         self._release = load_script(client, _RELEASE)
+        self._read_script = load_script(client, _READ)
 
     @property
     def has_model(self) -> bool:
@@ -360,11 +393,10 @@ class Sessions:
     def _read(self, session_id: str, recent: int) -> tuple[SessionMeta, list[Message]] | None:
         keys = self._keys.session(session_id)
         with database_errors():
-            pipe = self._redis.pipeline(transaction=True)
-            pipe.hgetall(keys.meta)
-            pipe.zrange(keys.messages, -recent, -1)
-            pipe.exists(keys.lock)
-            raw, members, locked = pipe.execute()
+            flat, members, locked = self._read_script(
+                keys=[keys.meta, keys.messages, keys.lock], args=[recent]
+            )
+        raw = dict(zip(flat[::2], flat[1::2], strict=True))
         meta = live_meta(session_id, raw, to_ms(self._clock.now()))
         if meta is None:
             return None
@@ -417,15 +449,18 @@ class Sessions:
             raise SessionNotFound(session_id)
 
     def _prune_expired(self) -> None:
+        """Drop expired ids from the store's indexes, unless the database refuses writes."""
         now_ms = to_ms(self._clock.now())
         keys = self._keys.session_indexes()
-        while int(self._prune(keys=keys, args=[now_ms, PRUNE_BATCH])) == PRUNE_BATCH:
-            pass
+        with unless_writes_refused():
+            while int(self._prune(keys=keys, args=[now_ms, PRUNE_BATCH])) == PRUNE_BATCH:
+                pass
 
     def list(self, offset: int, limit: int) -> SessionList:
-        """A page of live sessions, most recent first; ``next_offset`` is null on the last page."""
+        """A page of live sessions, most recent first; ``next_offset`` is null on the last page.
+        Expired ids are pruned on the way, or only skipped while the database refuses writes."""
+        self._prune_expired()
         with database_errors():
-            self._prune_expired()
             ids = [
                 str(i) for i in self._redis.zrevrange(self._keys.sessions, offset, offset + limit)
             ]

@@ -1,0 +1,409 @@
+"""Reads while the database refuses writes.
+
+A redis-server of this module's own is filled up to its ``maxmemory`` under ``maxmemory-policy
+noeviction``, so that every write answers OOM. Every read route still answers 200 with what it
+answered before the database filled up; every write answers 503 with Retry-After and changes
+nothing stored.
+
+The database holds the control plane too, so the authorizer's and every route's look-ups (API
+key, instance, store) run against the full database as well. Each request runs in a cold
+container (no runtime, no index cache, no database client and so no script loaded yet), the
+worst case. The store holds index entries whose time is up (sessions and a memory written "two
+hours ago"), which a listing prunes when it can.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from agent_memory.clock import SystemClock
+from agent_memory.control import ControlPlane
+from agent_memory.db import redis_client
+from agent_memory.embeddings import NoEmbedder
+from agent_memory.memories import Memories
+from agent_memory.models import (
+    EventIn,
+    EventsRequest,
+    MemoryIn,
+    MemoryPatch,
+    SearchRequest,
+    StorePut,
+)
+from agent_memory.runtime import runtime_for
+from agent_memory.search import IndexCache
+from agent_memory.secrets import FernetCipher
+from agent_memory.stores import Stores
+from local.bootstrap import start_embedded, start_redis_server
+from local.server import LambdaContext
+from tests.conftest import Tenant
+from tests.integration.test_handlers import API, build, invoke, sample
+from tests.integration.test_sessions import MovableClock
+
+STORE = "notes"
+ACTOR = "user-7"
+FILLER = "filler:"
+
+DEPLOYS = "Deploys to eu-west-1 on Fridays."
+SHORT = "Prefers short answers."
+NO_ACTOR = "A note without an actor."
+
+# Each read route, with the request options of tests.integration.test_handlers.build;
+# "memory" puts the id of the memory DEPLOYS in the path.
+READS: dict[str, tuple[str, dict[str, Any]]] = {
+    "get_store": ("get_store", {}),
+    "list_instance_stores": ("list_instance_stores", {}),
+    "list_stores": ("list_stores", {}),
+    "list_sessions": ("list_sessions", {"query": "offset=0&limit=20"}),
+    "get_session": ("get_session", {"session": "chat-1", "query": "recent=50"}),
+    "get_session_deleted": ("get_session", {"session": "chat-2", "query": "recent=50"}),
+    "recall_keyword": ("recall", {"body": {"session_id": "chat-1", "query": "eu-west-1"}}),
+    "recall_hybrid": (
+        "recall",
+        {"body": {"session_id": "chat-1", "query": "eu-west-1", "query_vector": [1, 0, 0]}},
+    ),
+    "recall_new_session": ("recall", {"body": {"session_id": "chat-9", "actor_id": ACTOR}}),
+    "list_memories": ("list_memories", {"query": "offset=0&limit=20"}),
+    "list_memories_of_actor": ("list_memories", {"query": f"offset=0&limit=20&actor_id={ACTOR}"}),
+    "list_memories_of_type": ("list_memories", {"query": "offset=0&limit=20&type=semantic"}),
+    "get_memory": ("get_memory", {"memory": True}),
+    "search_keyword": (
+        "search_memories",
+        {"body": {"query": "eu-west-1", "mode": "keyword", "actor_id": ACTOR}},
+    ),
+    "search_keyword_every_actor": (
+        "search_memories",
+        {"body": {"query": "deploys", "mode": "keyword"}},
+    ),
+    "search_semantic": (
+        "search_memories",
+        {"body": {"query": "x", "mode": "semantic", "actor_id": ACTOR, "query_vector": [1, 0, 0]}},
+    ),
+    "search_hybrid_every_actor": (
+        "search_memories",
+        {"body": {"query": "deploys", "mode": "hybrid", "query_vector": [1, 0, 0]}},
+    ),
+}
+
+
+@dataclass
+class Full:
+    """The full database, its tenant, the ids seeded and the answers given before it filled."""
+
+    tenant: Tenant
+    client: redis.Redis
+    ids: dict[str, str]  # text -> memory id
+    before: dict[str, tuple[int, Any]]
+    warm: Memories  # a container whose index is behind the database
+
+
+def cold_container() -> None:
+    """Forget the runtime (its index cache) and the database clients (and so the scripts they
+    loaded), as a new Lambda container starts with none."""
+    runtime_for.cache_clear()
+    redis_client.cache_clear()
+
+
+def call(full: Full, name: str, **options: Any) -> tuple[int, Any, dict[str, str]]:
+    """``name``'s handler on a request built by ``build`` (``memory``: the DEPLOYS memory's id
+    in the path), in a cold container."""
+    memory = options.pop("memory", False)
+    event = build(name, full.tenant, STORE, **options)
+    if memory:
+        path = event["rawPath"].replace("mem_0123456789abcdef0123", full.ids[DEPLOYS])
+        event["rawPath"] = event["requestContext"]["http"]["path"] = path
+    cold_container()
+    return invoke(name, event)
+
+
+def read(full: Full, route: str) -> tuple[int, Any]:
+    name, options = READS[route]
+    status, body, _ = call(full, name, **options)
+    return status, body
+
+
+def refuses_writes(client: redis.Redis) -> bool:
+    """Whether the server answers a write with OOM right now."""
+    try:
+        client.set(FILLER + "probe", "x")
+    except redis.exceptions.OutOfMemoryError:
+        return True
+    client.delete(FILLER + "probe")
+    return False
+
+
+def fill(client: redis.Redis) -> None:
+    """Write 8 KB strings until the server answers OOM. Then lower ``maxmemory`` a little below
+    what is used: the server frees a few kilobytes on its own now and then (it shrinks idle
+    clients' buffers), which would let writes through again half-way through the tests."""
+    client.config_set("maxmemory-policy", "noeviction")
+    client.config_set("maxmemory", int(client.info("memory")["used_memory"]) + 256 * 1024)
+    value = b"x" * 8192
+    for n in itertools.count():
+        try:
+            client.set(f"{FILLER}{n}", value)
+        except redis.exceptions.OutOfMemoryError:
+            assert n > 0
+            break
+    client.config_set("maxmemory", int(client.info("memory")["used_memory"]) - 128 * 1024)
+    assert refuses_writes(client)
+
+
+def snapshot(client: redis.Redis) -> dict[str, tuple[bytes, int]]:
+    """Every key but the filler, with its serialized value and expiry time: what is stored."""
+    binary = redis.Redis(connection_pool=redis.ConnectionPool.from_url(_url(client)))
+    keys = sorted(k for k in binary.scan_iter(count=1000) if not k.startswith(FILLER.encode()))
+    return {k.decode(): (binary.dump(k), binary.execute_command("PEXPIRETIME", k)) for k in keys}
+
+
+def _url(client: redis.Redis) -> str:
+    kwargs = client.connection_pool.connection_kwargs
+    return f"redis://{kwargs['host']}:{kwargs['port']}/0"
+
+
+def _events(*contents: str, actor: str | None = None) -> EventsRequest:
+    return EventsRequest(actor_id=actor, events=[EventIn(role="user", content=c) for c in contents])
+
+
+def _core(url: str, instance_id: str, secret_key: str, clock: Any) -> tuple[Stores, Memories]:
+    client = redis.Redis.from_url(url, decode_responses=True)
+    stores = Stores(client, instance_id, FernetCipher(secret_key.encode("ascii")), clock)
+    config = stores.get(STORE)
+    memories = Memories(client, redis.Redis.from_url(url), config, clock, NoEmbedder(3),
+                        IndexCache(), "seed")  # fmt: skip
+    return stores, memories
+
+
+def seed_live(url: str, instance_id: str, secret_key: str, warm: list[Memories]) -> dict[str, str]:
+    """The store, a live session, a deleted one, and live memories; returns the memories' ids.
+    ``warm`` receives a container's ``Memories`` whose index was read before the last memories
+    of ACTOR were kept."""
+    client = redis.Redis.from_url(url, decode_responses=True)
+    cipher = FernetCipher(secret_key.encode("ascii"))
+    Stores(client, instance_id, cipher, SystemClock()).put(
+        STORE, StorePut(dimensions=3, memory_ttl_seconds=3600)
+    )
+    stores, memories = _core(url, instance_id, secret_key, SystemClock())
+    warm.append(_core(url, instance_id, secret_key, SystemClock())[1])
+    sessions = stores.sessions(stores.get(STORE))
+    sessions.append("chat-1", _events("We deploy to eu-west-1 on Fridays.", actor=ACTOR))
+    sessions.append("chat-2", _events("Delete me.", actor=ACTOR))
+    sessions.delete("chat-2")
+    vectors = {DEPLOYS: [1.0, 0.1, 0.0], SHORT: [0.0, 1.0, 0.0], NO_ACTOR: [0.5, 0.5, 0.0]}
+    ids = {}
+    for text, vector in vectors.items():
+        actor = None if text == NO_ACTOR else ACTOR
+        ids[text] = memories.add(MemoryIn(text=text, actor_id=actor, vector=vector)).memory.id
+        if text == DEPLOYS:  # a warm container's index, one memory behind from now on
+            assert [m.text for m in warm[0].search(_search("answers", "keyword"))] == []
+    return ids
+
+
+def seed_expired(url: str, instance_id: str, secret_key: str) -> str:
+    """Sessions and a memory whose time is up, written "two hours ago" (a past clock): their
+    index entries stay until a listing prunes them. The memory belongs to another actor, so it
+    changes no score of the reads (BM25 counts the memories of one actor, expired or not)."""
+    past = MovableClock()
+    past.moment -= timedelta(hours=2)
+    stores, memories = _core(url, instance_id, secret_key, past)
+    sessions = stores.sessions(stores.get(STORE))
+    for n in range(3):
+        sessions.append(f"old-{n}", _events("long gone", actor=ACTOR))
+    old = MemoryIn(text="Deploys to us-east-1.", actor_id="user-9", vector=[1.0, 0.0, 0.0])
+    return memories.add(old).memory.id
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory: pytest.TempPathFactory, secret_key: str) -> Iterator[Full]:
+    database = start_redis_server(Path(tmp_path_factory.mktemp("full")), persist=False)
+    url = database.url
+    env = {
+        "KIVIDB_CONTROL_URL": url,
+        "KIVIDB_SECRET_KEY": secret_key,
+        "POWERTOOLS_SERVICE_NAME": "agent-memory",
+        "POWERTOOLS_METRICS_NAMESPACE": "KiviDB/AgentMemory",
+        "POWERTOOLS_METRICS_DISABLED": "true",
+        "KIVIDB_INSTANCE_CACHE_SECONDS": "0",
+    }
+    try:
+        with pytest.MonkeyPatch.context() as patch:
+            for name, value in env.items():
+                patch.setenv(name, value)
+            client = redis.Redis.from_url(url, decode_responses=True)
+            control = ControlPlane(client, SystemClock())
+            control.create_organization("full-org")
+            control.register_instance("full-org", "full-db", url)
+            key_id, api_key = control.issue_api_key("full-org")
+            tenant = Tenant("full-org", "full-db", api_key, key_id, control, url)
+            warm: list[Memories] = []
+            ids = seed_live(url, tenant.instance_id, secret_key, warm)
+            state = Full(tenant, client, ids, {}, warm[0])
+            state.before = {route: read(state, route) for route in READS}
+            seed_expired(url, tenant.instance_id, secret_key)
+            fill(client)
+            yield state
+    finally:
+        cold_container()
+        database.stop()
+
+
+def test_the_answers_before_the_database_filled_up_are_the_expected_ones(full):
+    """What the reads are compared with: every answer is the content seeded."""
+    before = {route: body for route, (status, body) in full.before.items()}
+    assert {route: status for route, (status, _) in full.before.items()} == {
+        route: 404 if route == "get_session_deleted" else 200 for route in READS
+    }
+    assert before["get_store"]["counts"] == {
+        "sessions": 1,
+        "memories": 3,
+        "waiting_for_extraction": 0,
+    }
+    assert [s["name"] for s in before["list_instance_stores"]["stores"]] == [STORE]
+    assert [s["name"] for s in before["list_stores"]["stores"]] == [STORE]
+    assert [s["session_id"] for s in before["list_sessions"]["sessions"]] == ["chat-1"]
+    assert [m["content"] for m in before["get_session"]["messages"]] == [
+        "We deploy to eu-west-1 on Fridays."
+    ]
+    assert before["get_session_deleted"]["error"] == "session_not_found"
+    assert [m["text"] for m in before["recall_keyword"]["memories"]] == [DEPLOYS]
+    assert [m["text"] for m in before["recall_hybrid"]["memories"]] == [DEPLOYS, SHORT]
+    assert len(before["recall_hybrid"]["messages"]) == 1
+    assert before["recall_new_session"]["messages"] == []
+    assert [m["text"] for m in before["list_memories"]["memories"]] == [NO_ACTOR, SHORT, DEPLOYS]
+    assert [m["text"] for m in before["list_memories_of_actor"]["memories"]] == [SHORT, DEPLOYS]
+    assert len(before["list_memories_of_type"]["memories"]) == 3
+    assert before["get_memory"]["text"] == DEPLOYS
+    assert [m["text"] for m in before["search_keyword"]["memories"]] == [DEPLOYS]
+    assert [m["text"] for m in before["search_keyword_every_actor"]["memories"]] == [DEPLOYS]
+    assert before["search_semantic"]["memories"][0]["text"] == DEPLOYS
+    assert before["search_hybrid_every_actor"]["memories"][0]["text"] == DEPLOYS
+
+
+@pytest.mark.parametrize("route", sorted(READS))
+def test_a_read_answers_as_before_while_the_database_refuses_writes(full, route):
+    assert read(full, route) == full.before[route]
+    assert refuses_writes(full.client)  # the answer was given by a full database
+
+
+def test_the_authorizer_knows_the_key_while_the_database_refuses_writes(full):
+    event = sample("authorizer")
+    event["headers"]["authorization"] = f"Bearer {full.tenant.api_key}"
+    cold_container()
+    answer = API.authorizer.load()(event, LambdaContext("authorizer"))
+    assert answer == {
+        "isAuthorized": True,
+        "context": {"org_id": full.tenant.org_id, "key_id": full.tenant.key_id},
+    }
+    assert refuses_writes(full.client)
+
+
+def test_a_warm_index_catches_up_while_the_database_refuses_writes(full):
+    found = full.warm.search(_search("answers", "keyword"))
+    assert [m.text for m in found] == [SHORT]
+    assert refuses_writes(full.client)
+
+
+def test_listings_only_skip_the_expired_entries_they_cannot_prune(full):
+    """Pruning is a write: while the database is full, the expired ids stay in the indexes
+    (and are skipped by every answer, as the reads above show)."""
+    indexes = full.client.keys(f"kividb:mem:{STORE}:*:sessions:expiry")
+    assert len(indexes) == 1
+    read(full, "list_sessions")
+    read(full, "list_memories")
+    assert full.client.zcard(indexes[0]) == 4  # chat-1 and the three expired ones
+
+
+WRITES: dict[str, tuple[str, dict[str, Any]]] = {
+    "append_to_a_session": ("add_events", {"session": "chat-1"}),
+    "append_to_a_new_session": ("add_events", {"session": "chat-3"}),
+    "add_a_memory": (
+        "add_memory",
+        {"body": {"text": "Likes tea.", "actor_id": ACTOR, "vector": [0, 0, 1]}},
+    ),
+    "change_a_memory": (
+        "update_memory",
+        {"memory": True, "body": {"text": "Deploys on Mondays.", "vector": [1, 0, 0]}},
+    ),
+    "delete_a_memory": ("delete_memory", {"memory": True}),
+    "forget_an_actor": ("forget_actor", {}),
+    "delete_a_session": ("delete_session", {"session": "chat-1"}),
+    "change_the_store": ("put_store", {"body": {"summarize_after": 30}}),
+    "create_a_store": ("put_store", {"body": {}}),
+    "delete_the_store": ("delete_store", {}),
+}
+
+
+@pytest.mark.parametrize("write", sorted(WRITES))
+def test_a_write_answers_503_and_changes_nothing_while_the_database_is_full(full, write):
+    name, options = WRITES[write]
+    options = dict(options)
+    if write == "create_a_store":
+        event = build(name, full.tenant, "another-store", body={})
+        cold_container()
+        status, body, headers = invoke(name, event)
+    else:
+        stored = snapshot(full.client)
+        status, body, headers = call(full, name, **options)
+        assert snapshot(full.client) == stored
+    assert (status, body, headers.get("Retry-After")) == (
+        503,
+        {
+            "error": "database_unavailable",
+            "message": "The database is not accepting writes right now; retry in a moment.",
+        },
+        "1",
+    )
+    assert read(full, "get_store") == full.before["get_store"]
+
+
+def test_the_store_reads_the_same_after_every_refused_write(full):
+    for route in ("get_session", "list_memories", "get_memory"):
+        assert read(full, route) == full.before[route]
+    assert read(full, "list_instance_stores") == full.before["list_instance_stores"]
+
+
+# --- the same scripts on the embedded server, which knows no script flags -------------------
+
+
+def test_the_embedded_server_runs_the_flagged_scripts_without_their_flags(secret_key):
+    """fakeredis (the local stack's embedded server) takes a ``#!lua`` line for Lua; the
+    scripts run there without it, with the same results."""
+    database = start_embedded()
+    try:
+        url = database.url
+        client = redis.Redis.from_url(url, decode_responses=True)
+        cipher = FernetCipher(secret_key.encode("ascii"))
+        Stores(client, "db", cipher, SystemClock()).put(STORE, StorePut(dimensions=3))
+        stores, memories = _core(url, "db", secret_key, SystemClock())
+        sessions = stores.sessions(stores.get(STORE))
+        assert sessions.append("s1", _events("one", "two", actor=ACTOR)).message_count == 2
+        assert [m.content for m in sessions.get("s1", recent=1).messages] == ["two"]
+        assert [s.session_id for s in sessions.list(0, 10).sessions] == ["s1"]
+        kept = memories.add(MemoryIn(text=DEPLOYS, actor_id=ACTOR, vector=[1, 0, 0])).memory
+        again = memories.add(MemoryIn(text=DEPLOYS, actor_id=ACTOR, vector=[1, 0, 0]))
+        assert again.duplicate and again.memory.id == kept.id
+        memories.patch(kept.id, MemoryPatch(text="Deploys on Mondays.", vector=[1, 0, 0]))
+        fresh = Memories(client, redis.Redis.from_url(url), stores.get(STORE), SystemClock(),
+                         NoEmbedder(3), IndexCache(), "fresh")  # fmt: skip
+        found = fresh.search(
+            _search("mondays", "keyword"),
+        )
+        assert [m.text for m in found] == ["Deploys on Mondays."]
+        assert [m.id for m in fresh.page(0, 10, None, None).memories] == [kept.id]
+        memories.delete(kept.id)
+        assert fresh.count() == 0 and fresh.search(_search("mondays", "keyword")) == []
+        sessions.delete("s1")
+        assert sessions.list(0, 10).sessions == [] and sessions.count() == 0
+    finally:
+        database.stop()
+
+
+def _search(query: str, mode: str) -> SearchRequest:
+    return SearchRequest(query=query, mode=mode, actor_id=ACTOR)
