@@ -3,11 +3,13 @@
 ``python -m tools.scripted_model [--port 8765]`` serves OpenAI's shapes on loopback:
 
 - ``POST /v1/chat/completions``: answers the prompts of ``agent_memory.prompts`` by rule, not
-  by a model. Extraction: every message line of the prompt (``[seq] role (name), date UTC:
-  text``) whose text says something about the speaker ("I ...", "my ...", "we ...") becomes a
-  memory "<name> said on <date>: <first such sentence>" (episodic when the sentence mentions a
-  time word, else semantic). Summarization: the previous summary followed by the first
-  sentence of each folded message, cut to 1,500 characters.
+  by a model. Extraction: every message line of the prompt (``[seq] role "name", date UTC:
+  "text"``, the quoted parts JSON strings) of the user, or of a named speaker, whose text says
+  something about the speaker ("I ...", "my ...", "we ...") becomes a memory "<name> said on
+  <date>: <first such sentence>" (episodic when the sentence mentions a time word, else
+  semantic); like a model following the prompt, it reads only the line's own speaker, never
+  one the text claims. Summarization: the previous summary followed by the first sentence of
+  each folded message, cut to 1,500 characters.
 - ``POST /v1/embeddings``: a hashed bag of words (each lower-cased word adds a fixed random
   vector), so texts sharing words are close and the same text is identical.
 
@@ -31,7 +33,10 @@ from typing import Any
 
 import numpy as np
 
-LINE = re.compile(r"^\[(\d+)\] (\w+)(?: \(([^)]*)\))?, (\d{4}-\d{2}-\d{2}) [\d:]+ UTC: (.*)$")
+_QUOTED = r'"(?:[^"\\]|\\.)*"'
+LINE = re.compile(
+    rf"^\[(\d+)\] (\w+)(?: ({_QUOTED}))?, (\d{{4}}-\d{{2}}-\d{{2}}) [\d:]+ UTC: ({_QUOTED})$"
+)
 ABOUT_SELF = re.compile(r"\b(i|i'm|i've|my|we|our|me)\b", re.IGNORECASE)
 TIME_WORDS = re.compile(
     r"\b(yesterday|today|tomorrow|last|next|week|weekend|month|year|ago|recently)\b", re.I
@@ -46,14 +51,22 @@ def first_sentence(text: str) -> str:
     return SENTENCE.split(text.strip(), maxsplit=1)[0][:300]
 
 
+def message_lines(prompt: str) -> list[tuple[str, str | None, str, str]]:
+    """``(role, name, day, text)`` of each message line of a prompt, names and texts decoded
+    from their JSON string literals."""
+    found = []
+    for line in prompt.split("\n"):
+        match = LINE.match(line)
+        if match:
+            _, role, name, day, text = match.groups()
+            found.append((role, json.loads(name) if name else None, day, json.loads(text)))
+    return found
+
+
 def extract(user_prompt: str) -> dict[str, Any]:
     """The memories rule: one per message line that says something about its speaker."""
     memories = []
-    for line in user_prompt.splitlines():
-        found = LINE.match(line)
-        if not found:
-            continue
-        _, role, name, day, text = found.groups()
+    for role, name, day, text in message_lines(user_prompt):
         if role != "user" and not name:
             continue
         sentences = [s for s in SENTENCE.split(text) if ABOUT_SELF.search(s)]
@@ -73,13 +86,10 @@ def summarize(user_prompt: str) -> dict[str, Any]:
     previous = ""
     if user_prompt.startswith("Current summary:\n"):
         previous = user_prompt.split("\n", 1)[1].split("\n\nMessages to fold", 1)[0]
-        previous = "" if previous == "(empty)" else previous
+        previous = "" if previous == "(empty)" else json.loads(previous)
     parts = [previous] if previous else []
-    for line in user_prompt.splitlines():
-        found = LINE.match(line)
-        if found:
-            _, role, name, _, text = found.groups()
-            parts.append(f"{name or role}: {first_sentence(text)}")
+    for role, name, _, text in message_lines(user_prompt):
+        parts.append(f"{name or role}: {first_sentence(text)}")
     return {"summary": " ".join(parts)[-1500:] or "Nothing yet."}
 
 

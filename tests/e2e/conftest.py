@@ -10,6 +10,7 @@ import pytest
 
 from local.launch import running_stack
 from tests.conftest import unique
+from tools.scripted_model import ScriptedServer
 
 API_KEY = "kvm_e2e_test_key_0123456789abcdefghijklmnop"
 
@@ -53,3 +54,44 @@ def store(api: httpx.Client) -> Iterator[str]:
     assert api.put(base, json={}).status_code == 201
     yield base
     api.delete(base)
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[ScriptedServer]:
+    server = ScriptedServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@pytest.fixture(scope="module")
+def open_stack(redis_url, tmp_path_factory) -> Iterator[Stack]:
+    """A local stack that lets stores use loopback providers."""
+    env = {
+        "REDIS_URL": redis_url,
+        "KIVIDB_API_KEY": API_KEY,
+        "KIVIDB_LOCAL_DIR": str(tmp_path_factory.mktemp("local-bg")),
+        "KIVIDB_WORKERS": "2",
+        "KIVIDB_ALLOW_PRIVATE_ENDPOINTS": "1",
+    }
+    log = tmp_path_factory.mktemp("logs-bg") / "stack.log"
+    with running_stack(env, log=log, timeout=30) as (url, _):
+        yield Stack(url, API_KEY, redis_url)
+
+
+def model_store(api, provider, made=None, **settings) -> str:
+    """A new store on the scripted provider (extraction after 30 s); its path."""
+    path = f"/instances/local/agent-memory/{unique('bg')}"
+    if made is not None:
+        made.append(path)
+    body = {
+        "llm_provider": "custom", "llm_model": "scripted", "llm_base_url": provider.url,
+        "embed_provider": "custom", "embed_model": "scripted", "embed_base_url": provider.url,
+        "dimensions": 384, "extraction_delay_seconds": 30, **settings,
+    }  # fmt: skip
+    answer = api.put(path, json=body)
+    assert answer.status_code == 201, answer.text
+    return path

@@ -16,39 +16,11 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from local.launch import running_stack
 from tests.conftest import ROOT, needs_data, unique
-from tests.e2e.conftest import API_KEY, Stack
-from tools.scripted_model import ScriptedServer
+from tests.e2e.conftest import API_KEY, model_store
 
 BASE = "/instances/local/agent-memory"
 SESSION = "locomo:conv-26:session-1"
-
-
-@pytest.fixture(scope="module")
-def provider() -> Iterator[ScriptedServer]:
-    server = ScriptedServer()
-    server.start()
-    try:
-        yield server
-    finally:
-        server.shutdown()
-        server.server_close()
-
-
-@pytest.fixture(scope="module")
-def open_stack(redis_url, tmp_path_factory) -> Iterator[Stack]:
-    """A local stack that lets stores use loopback providers."""
-    env = {
-        "REDIS_URL": redis_url,
-        "KIVIDB_API_KEY": API_KEY,
-        "KIVIDB_LOCAL_DIR": str(tmp_path_factory.mktemp("local-bg")),
-        "KIVIDB_WORKERS": "2",
-        "KIVIDB_ALLOW_PRIVATE_ENDPOINTS": "1",
-    }
-    log = tmp_path_factory.mktemp("logs-bg") / "stack.log"
-    with running_stack(env, log=log, timeout=30) as (url, _):
-        yield Stack(url, API_KEY, redis_url)
 
 
 @pytest.fixture
@@ -64,20 +36,6 @@ def made(api) -> Iterator[list[str]]:
     yield paths
     for path in paths:
         api.delete(path)
-
-
-def model_store(api, provider, made=None, **settings) -> str:
-    path = f"{BASE}/{unique('bg')}"
-    if made is not None:
-        made.append(path)
-    body = {
-        "llm_provider": "custom", "llm_model": "scripted", "llm_base_url": provider.url,
-        "embed_provider": "custom", "embed_model": "scripted", "embed_base_url": provider.url,
-        "dimensions": 384, "extraction_delay_seconds": 30, **settings,
-    }  # fmt: skip
-    answer = api.put(path, json=body)
-    assert answer.status_code == 201, answer.text
-    return path
 
 
 def wait_for(check, timeout: float, what: str, show=None):

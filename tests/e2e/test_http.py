@@ -44,7 +44,7 @@ def test_readme_session_create_add_recall(api, store):
         "Noted: eu-west-1.",
     ]
     assert recalled["actor_id"] == "user-7" and recalled["memories"] == []
-    assert "user: I deploy to eu-west-1." in recalled["context"]
+    assert 'user: "I deploy to eu-west-1."' in recalled["context"]
     listed = api.get(f"{store}/sessions").json()
     assert [s["session_id"] for s in listed["sessions"]] == ["chat-1"]
     assert api.get(store).json()["counts"]["sessions"] == 1

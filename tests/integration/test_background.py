@@ -220,9 +220,9 @@ def test_episodic_memories_get_the_message_dates_and_the_stores_types(make_world
     world.run("s")
     request = world.model_server.requests[0].body
     system, user = request["messages"][0]["content"], request["messages"][1]["content"]
-    assert "order_issue: A problem with an order" in system and "episodic" in system
+    assert '- order_issue: "A problem with an order"' in system and "episodic" in system
     day = world.clock.moment.strftime("%Y-%m-%d")
-    assert re.search(rf"\[1\] user, {day} \d\d:\d\d UTC: my order ORD-1 never came", user)
+    assert re.search(rf'\[1\] user, {day} \d\d:\d\d UTC: "my order ORD-1 never came"', user)
     (memory,) = world.memories.page(0, 10, "alice", None).memories
     assert memory.type == "order_issue"
 

@@ -225,7 +225,7 @@ def test_recall_returns_at_most_summarize_after_newest_messages(make_store):
     view = recall(sessions, _memories(config), config, RecallRequest(session_id="s"))
     assert [m.content for m in view.messages] == ["m3", "m4", "m5", "m6", "m7"]
     assert view.actor_id == "dana"
-    assert view.context.endswith("user: m7")
+    assert view.context.endswith('user: "m7"')
 
 
 def test_deletes_racing_appends_leave_counts_listings_and_reads_in_agreement(make_store):

@@ -33,9 +33,10 @@ def test_sections_are_labelled_and_ordered_summary_memories_messages():
     memories = text.index("## Long-term memories about the user")
     messages = text.index("## Recent messages")
     assert summary < memories < messages
-    assert "- [semantic] Deploys to eu-west-1" in text
-    assert "- [episodic, 2023-05-08] Migrated the cache" in text
-    assert "[2023-05-08 13:56] user (Caroline): hello\n[2023-05-08 13:56] assistant: hi" in text
+    assert '## Summary of the earlier conversation\n"They talked about a trip."' in text
+    assert '- [semantic] "Deploys to eu-west-1"' in text
+    assert '- [episodic, 2023-05-08] "Migrated the cache"' in text
+    assert '[2023-05-08 13:56] user "Caroline": "hello"\n[2023-05-08 13:56] assistant: "hi"' in text
 
 
 def test_only_messages_gives_only_the_messages_section():

@@ -360,12 +360,49 @@ class StoreList(View):
 Role = Literal["user", "assistant", "system", "tool"]
 
 
+_NAME_REFUSED_CATEGORIES = {
+    "Cc": "a control character",
+    "Cf": "an invisible format character",
+    "Cs": "a lone surrogate",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+}
+
+
+def _speaker_name(value: str) -> str:
+    """A message's ``name``: printable text on one line (DESIGN section 4b). Control (Cc, which
+    holds tab, CR, LF, VT, FF, U+001C-U+001E and U+0085), format (Cf: bidirectional controls,
+    zero-width characters, tags), surrogate (Cs) and line or paragraph separator (Zl, Zp)
+    characters are refused, as is a name of nothing but spaces. The zero-width joiner and
+    non-joiner (U+200D, U+200C) are kept: emoji sequences and several scripts need them."""
+    for position, char in enumerate(value):
+        kind = _NAME_REFUSED_CATEGORIES.get(unicodedata.category(char))
+        if kind is not None and char not in "\u200c\u200d":
+            raise ValueError(
+                f"must not contain {kind} (U+{ord(char):04X} at position {position}); "
+                "a name is one line of printable text"
+            )
+    if not value.strip():
+        raise ValueError("must not be blank")
+    return value
+
+
+SpeakerName = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_NAME_CHARS),
+    AfterValidator(_speaker_name),
+]
+
+
 class EventIn(Model):
-    """One message to add. ``created_at`` defaults to the time the server receives it."""
+    """One message to add. ``created_at`` defaults to the time the server receives it.
+
+    ``name`` (who spoke, when the role alone does not say) is 1 to ``MAX_NAME_CHARS``
+    characters of one-line printable text (``_speaker_name``)."""
 
     role: Role
     content: Annotated[str, StringConstraints(min_length=1, max_length=MAX_MESSAGE_CHARS)]
-    name: Annotated[str, StringConstraints(min_length=1, max_length=MAX_NAME_CHARS)] | None = None
+    name: SpeakerName | None = None
     created_at: UtcDatetime | None = Field(None, strict=False)
 
 
