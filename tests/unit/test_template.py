@@ -1,6 +1,8 @@
 """template.yaml wiring as the local stack reads it: routes, handlers, authorizer, samples."""
 
 import json
+import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -308,3 +310,123 @@ def test_only_the_extract_and_events_routes_may_invoke_the_background_function(r
             ], name
         else:
             assert invokes == [], name
+
+
+# --- docs/deploy.md says what the template declares ---------------------------------------
+
+DEPLOY_DOC = ROOT / "docs" / "deploy.md"
+
+
+def _doc_section(title: str, level: str = "##") -> str:
+    """The text under the heading ``title`` of docs/deploy.md, up to the next heading of the
+    same or a higher level."""
+    text = DEPLOY_DOC.read_text(encoding="utf-8")
+    start = text.index(f"\n{level} {title}\n")
+    ends = [
+        found.start()
+        for prefix in ("\n## ", f"\n{level} ")
+        if (found := re.compile(re.escape(prefix)).search(text, start + 1)) is not None
+    ]
+    return text[start : min(ends, default=len(text))]
+
+
+def _table_rows(section: str) -> list[list[str]]:
+    """Cells of the markdown table rows of ``section``, header and separator rows left out."""
+    rows = [
+        [cell.strip() for cell in line.strip().strip("|").split("|")]
+        for line in section.splitlines()
+        if line.startswith("|")
+    ]
+    return [row for row in rows[2:] if not set("".join(row)) <= {"-", ":"}]
+
+
+@pytest.fixture(scope="module")
+def template():
+    return load_template(Path(ROOT / "template.yaml"))
+
+
+def _functions(template):
+    return {
+        name: resource
+        for name, resource in template["Resources"].items()
+        if resource["Type"] == "AWS::Serverless::Function"
+    }
+
+
+def test_the_deploy_doc_counts_each_resource_type_the_template_declares(template):
+    declared = Counter(resource["Type"] for resource in template["Resources"].values())
+    creates = _doc_section("What the stack creates").split("\n### ")[0]
+    counted = {}
+    for row in _table_rows(creates):
+        found = re.search(r"`(AWS::[A-Za-z0-9:]+)`", row[0])
+        if found:
+            counted[found.group(1)] = int(row[1])
+    assert counted == dict(declared)  # every type has its row, with the template's count
+    (sam_roles,) = [row for row in _table_rows(creates) if "made by SAM" in row[0]]
+    assert int(sam_roles[1]) == declared["AWS::Serverless::Function"]  # one role per function
+    routes = sum(1 for f in _functions(template).values() if f["Properties"].get("Events"))
+    stated = {int(n) for n in re.findall(r"\b(\d+) route functions", DEPLOY_DOC.read_text())}
+    assert stated == {routes} == {18}
+
+
+def test_the_deploy_doc_lists_every_function_with_its_trigger_memory_and_timeout(template):
+    functions = _functions(template)
+    rows = {row[0].strip("`"): row for row in _table_rows(_doc_section("The functions", "###"))}
+    assert set(rows) == set(functions)
+    defaults = template["Globals"]["Function"]
+    search_default = template["Parameters"]["SearchMemorySize"]["Default"]
+    for name, function in functions.items():
+        props = function["Properties"]
+        trigger, sizes = rows[name][1], rows[name][2]
+        for event in props.get("Events", {}).values():
+            route = f"{event['Properties']['Method']} {event['Properties']['Path']}"
+            assert trigger == f"`{route}`", name
+        memory = props.get("MemorySize", defaults["MemorySize"])
+        if memory == {"!Ref": "SearchMemorySize"}:
+            assert sizes.startswith(f"`SearchMemorySize` ({search_default:,} MB), "), name
+        else:
+            assert sizes.startswith(f"{memory:,} MB, "), name
+        assert f", {props.get('Timeout', defaults['Timeout'])} s" in sizes, name
+
+
+def test_the_deploy_doc_gives_every_parameter_with_its_default(template):
+    rows = {row[0].strip("`"): row for row in _table_rows(_doc_section("Parameters"))}
+    assert set(rows) == set(template["Parameters"])
+    for name, parameter in template["Parameters"].items():
+        default = parameter.get("Default")
+        assert rows[name][2] == ("none (required)" if default is None else str(default)), name
+        assert rows[name][3] == ("yes" if parameter.get("NoEcho") else "no"), name
+
+
+def test_the_guided_deploy_asks_for_the_parameters_in_template_order(template):
+    prompts = [row[0] for row in _table_rows(_doc_section("Guided (interactive)", "###"))]
+    asked = [p.removeprefix("Parameter ") for p in prompts if p.startswith("Parameter ")]
+    assert asked == list(template["Parameters"])
+
+
+def test_the_deploy_doc_says_what_each_layer_dependency_is_for():
+    required = [
+        line.split("==")[0].strip()
+        for line in (ROOT / "layers" / "core" / "requirements.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    ]
+    described = " ".join(row[0] for row in _table_rows(_doc_section("Build")))
+    assert [name for name in required if f"`{name}`" not in described] == []
+
+
+def test_the_deploy_doc_describes_every_admin_subcommand():
+    from tools.admin import _parser
+
+    (choices,) = re.findall(r"\{([a-z,-]+)\}", _parser().format_usage())
+    described = {row[0].split()[0].strip("`") for row in _table_rows(_doc_section(
+        "Bootstrap the control plane"))}  # fmt: skip
+    assert set(choices.split(",")) <= described
+
+
+def test_every_link_inside_the_deploy_doc_names_one_of_its_headings():
+    text = DEPLOY_DOC.read_text(encoding="utf-8")
+    anchors = {
+        re.sub(r"[^\w\- ]", "", heading.lower()).replace(" ", "-")
+        for heading in re.findall(r"(?m)^#+ (.+)$", text)
+    }
+    assert set(re.findall(r"\]\(#([^)]+)\)", text)) - anchors == set()
