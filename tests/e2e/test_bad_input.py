@@ -146,3 +146,137 @@ def test_unauthenticated_big_body_is_401_not_413(stack):
         stack.url + f"{BASE}/s/recall", content=b"{" + b" " * 2_000_000 + b"}", timeout=30
     )
     assert_error(response, 401, "unauthorized")
+
+
+# --- integer query parameters: plain digits only --------------------------------------------
+
+DIGITS_ONLY = {
+    "error": "validation_error",
+    "message": "The request is not valid; see details.",
+}
+DIGITS_PROBLEM = (
+    "must be a whole number written with the digits 0-9 only (no sign, decimal point, "
+    "exponent, spaces or other characters), given once"
+)
+
+
+@pytest.mark.parametrize(
+    ("path", "name"),
+    [
+        ("/sessions/s", "recent"),
+        ("/sessions", "offset"),
+        ("/sessions", "limit"),
+        ("/memories", "offset"),
+        ("/memories", "limit"),
+    ],
+)
+@pytest.mark.parametrize(
+    "raw", ["5.0", "+5", "%2B5", "%205", "5%20", "-5", "5e0", "1e1", "5_0", "0x5", "%D9%A5", ""]
+)
+def test_an_integer_query_parameter_must_be_plain_digits(api, store, path, name, raw):
+    """``raw`` is sent as it is in the URL (``%2B5`` is ``+5``; a bare ``+`` means a space)."""
+    api.post(f"{store}/sessions/s/events", json={"events": [EVENT]})
+    response = api.get(f"{store}{path}?{name}={raw}")
+    assert response.status_code == 422
+    assert response.json() == {
+        **DIGITS_ONLY,
+        "details": [{"field": f"query.{name}", "problem": DIGITS_PROBLEM}],
+    }
+
+
+def test_an_integer_query_parameter_given_twice_is_422(api, store):
+    api.post(f"{store}/sessions/s/events", json={"events": [EVENT]})
+    response = api.get(f"{store}/sessions/s?recent=1&recent=2")
+    assert response.status_code == 422
+    assert response.json()["details"] == [{"field": "query.recent", "problem": DIGITS_PROBLEM}]
+
+
+def test_plain_digits_still_work_leading_zeros_included_and_the_range_still_binds(api, store):
+    api.post(f"{store}/sessions/s/events", json={"events": [EVENT, EVENT, EVENT]})
+    messages = api.get(f"{store}/sessions/s", params={"recent": "02"}).json()["messages"]
+    assert [m["seq"] for m in messages] == [2, 3]
+    response = api.get(f"{store}/sessions/s", params={"recent": "1001"})
+    assert response.status_code == 422
+    assert response.json()["details"] == [
+        {"field": "query.recent", "problem": "Input should be less than or equal to 1000"}
+    ]
+
+
+# --- JSON bodies: a name given twice is refused, at any depth ---------------------------------
+
+
+def _duplicate(where: str) -> dict:
+    return {
+        "error": "validation_error",
+        "message": "The request is not valid; see details.",
+        "details": [
+            {"field": "body", "problem": f"The body is not valid JSON: Detected duplicate {where}"}
+        ],
+    }
+
+
+def _post_raw(api, url, text):
+    return api.post(url, content=text.encode(), headers={"content-type": "application/json"})
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (
+            '{"events": [{"role": "user", "content": "x"}], "events": []}',
+            'key "events" at line 1 column 57',
+        ),
+        (
+            '{"events": [{"role": "user", "content": "x", "content": "y"}]}',
+            'key "content" at line 1 column 56',
+        ),
+        (
+            '{"events": [{"role": "user", "content": "x"}, {"role": "tool", "role": "user", '
+            '"content": "x"}]}',
+            'key "role" at line 1 column 71',
+        ),
+        (
+            '{"actor_id": "u1", "actor_id": "u2", "events": [{"role": "user", "content": "x"}]}',
+            'key "actor_id" at line 1 column 31',
+        ),
+    ],
+)
+def test_events_with_a_name_given_twice_are_422_and_nothing_is_stored(api, store, text, where):
+    """The answer names the repeated name and the column just after its colon."""
+    response = _post_raw(api, f"{store}/sessions/s/events", text)
+    assert (response.status_code, response.json()) == (422, _duplicate(where))
+    assert _sessions(api, store) == []
+    assert api.get(f"{store}/sessions/s").status_code == 404
+
+
+@pytest.mark.parametrize(
+    ("text", "where"),
+    [
+        (
+            '{"text": "t", "vector": [1, 0, 0], "metadata": {"k": 1, "k": 2}}',
+            'key "k" at line 1 column 61',
+        ),
+        (
+            '{"text": "t", "vector": [1, 0, 0], "metadata": {"a": {"b": [{"c": 1, "c": 1}]}}}',
+            'key "c" at line 1 column 74',
+        ),
+        ('{"text": "t", "text": "u", "vector": [1, 0, 0]}', 'key "text" at line 1 column 22'),
+    ],
+)
+def test_a_memory_with_a_name_given_twice_is_422_and_nothing_is_stored(api, store, text, where):
+    assert api.put(store, json={"dimensions": 3}).status_code == 200
+    response = _post_raw(api, f"{store}/memories", text)
+    assert (response.status_code, response.json()) == (422, _duplicate(where))
+    assert api.get(f"{store}/memories").json()["memories"] == []
+    assert api.get(store).json()["counts"]["memories"] == 0
+
+
+def test_store_settings_with_a_name_given_twice_are_422_and_unchanged(api, store):
+    response = api.put(
+        store,
+        content=b'{"summarize_after": 7, "summarize_after": 30}',
+        headers={"content-type": "application/json"},
+    )
+    where = 'key "summarize_after" at line 1 column 42'
+    assert (response.status_code, response.json()) == (422, _duplicate(where))
+    assert api.get(store).json()["summarize_after"] == 40
