@@ -43,6 +43,11 @@ def build() -> dict[str, Any]:
         "apiKey": {"type": "http", "scheme": "bearer", "description": "Your KiviDB API key."}
     }
     merged["security"] = [{"apiKey": []}]
+    for operations in merged.get("paths", {}).values():
+        for operation in operations.values():
+            # Powertools gives a 204 the JSON content of the handler's return type (null); a
+            # 204 has no content (RFC 9110 section 15.3.5), and clients must not expect one.
+            operation.get("responses", {}).get("204", {}).pop("content", None)
     merged["paths"] = dict(sorted(merged.get("paths", {}).items()))
     merged["components"]["schemas"] = dict(sorted(merged["components"]["schemas"].items()))
     return merged

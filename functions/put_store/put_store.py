@@ -1,5 +1,6 @@
 """PUT /instances/{instance_id}/agent-memory/{store}: create or change a store."""
 
+from http import HTTPStatus
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
@@ -15,7 +16,7 @@ app = Api()
     STORE_ROUTE,
     summary="Create or change a store",
     tags=["stores"],
-    responses=responses({200: "Changed", 201: "Created"}),
+    responses=responses({200: "Changed", 201: "Created"}, errors=(HTTPStatus.CONFLICT,)),
 )
 def put_store(
     instance_id: InstancePath, store: StorePath, body: Annotated[StorePut, Body()]
