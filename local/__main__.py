@@ -135,7 +135,7 @@ def main() -> None:
         signal.signal(signum, shutdown.interrupt)
     database: Database | None = None
     loop = None
-    served = False
+    serving = served = False
     try:
         try:
             database = start_database(local_dir)
@@ -200,6 +200,7 @@ def main() -> None:
             access_log=os.environ.get("KIVIDB_ACCESS_LOG") == "1",
             log_level="warning",
         )
+        serving = True
         if workers > 1:
             supervisor = Multiprocess(config, sockets=[sock])  # installs its signal handlers
             shutdown.forward()
@@ -218,13 +219,14 @@ def main() -> None:
             loop.stop()
         if database is not None:
             database.stop()
-        stopped = ["API stopped"]
+        stopped = ["API stopped"] if serving else []
         if loop is not None:
             stopped.append("scheduler stopped")
         if database is not None:
             stopped.append(database.stopped)
         cause = f" on {shutdown.signal_name}" if shutdown.signal_name else ""
-        print(f"local stack: stopped{cause}: {', '.join(stopped)}", flush=True)
+        if stopped:  # nothing had started: the error said it all
+            print(f"local stack: stopped{cause}: {', '.join(stopped)}", flush=True)
     if served and shutdown.signal_name is None:
         raise SystemExit(1)  # the server stopped by itself (a worker could not start)
 

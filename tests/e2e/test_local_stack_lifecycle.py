@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import re
 import signal
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -15,7 +17,7 @@ import pytest
 import redis
 
 from local.bootstrap import free_port, start_redis_server
-from local.launch import running_stack
+from local.launch import ROOT, running_stack
 
 API_KEY = "kvm_e2e_lifecycle_key_0123456789abcdefghijkl"
 
@@ -108,7 +110,7 @@ def test_a_stopped_database_costs_one_line_per_failed_poll_and_recovery_one_line
             # One line per failed poll, 0.5, 1, 2 s apart: at most 4 in 4 s, never a traceback.
             assert 2 <= len(down) <= 4, down
             assert all(line.startswith("local scheduler: ") for line in down), down
-            assert f"ConnectionError: Error 111 connecting to 127.0.0.1:{port}" in down[0]
+            assert f"ConnectionError: Error 111 connecting to 127.0.0.1:{port}" in down[-1]
             again = start_redis_server(data, persist=False, port=port)
             recovered = _wait_for_line(log, "answers again", timeout=35)  # the 30 s cap at most
             assert recovered.startswith("local scheduler: the database answers again after ")
@@ -126,3 +128,24 @@ def test_a_stopped_database_costs_one_line_per_failed_poll_and_recovery_one_line
         database.stop()
         if again is not None:
             again.stop()
+
+
+def test_an_unreachable_redis_url_is_one_line_without_its_password(tmp_path: Path) -> None:
+    port = free_port()  # nothing listens there
+    env = {
+        **os.environ,
+        "REDIS_URL": f"redis://app:s3cr%40t-pass@127.0.0.1:{port}/0",
+        "PORT": str(free_port()),
+        "KIVIDB_LOCAL_DIR": str(tmp_path / "local"),
+    }
+    done = subprocess.run(
+        [sys.executable, "-m", "local"], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == [
+        f"local stack: cannot reach the database at REDIS_URL=redis://app:***@127.0.0.1:{port}/0: "
+        f"ConnectionError: Error 111 connecting to 127.0.0.1:{port}. Connection refused"
+    ]
+    assert not (tmp_path / "local" / "api_key").exists()  # nothing was bootstrapped

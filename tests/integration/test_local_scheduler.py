@@ -81,7 +81,7 @@ def test_a_stopped_database_is_one_line_per_failure_with_a_doubling_wait_then_on
         # loop used to print a 65-line traceback every 100 ms.
         assert 2 <= len(down) <= 4, down
         assert "cannot take due extractions from the database: ConnectionError: " in down[0]
-        assert f"127.0.0.1:{port}" in down[0]
+        assert f"Error 111 connecting to 127.0.0.1:{port}" in down[-1]
         assert "next try in 0.5 s (the wait doubles up to 30 s while this lasts)" in down[0]
         assert "still cannot reach the database (failure 2, " in down[1]
         assert down[1].endswith("; next try in 1.0 s")
