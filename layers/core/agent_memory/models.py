@@ -139,16 +139,28 @@ class CustomType(Model):
         return value
 
 
+# The settings' ranges, shared by the stored settings and the PUT body (so the OpenAPI document
+# shows them on the body a client sends).
+ExtractionDelaySeconds = Annotated[int, Field(ge=30, le=3600)]
+SummarizeAfter = Annotated[int, Field(ge=1, le=1000)]
+KeepRecent = Annotated[int, Field(ge=0, le=999)]
+SessionTtlSeconds = Annotated[int, Field(ge=60, le=31_536_000)]
+MemoryTtlSeconds = Annotated[int, Field(ge=60, le=315_360_000)]
+DedupeThreshold = Annotated[float, Field(gt=0, le=1)]
+CustomTypes = Annotated[list[CustomType], Field(max_length=3)]
+Dimensions = Annotated[int, Field(ge=1, le=8192)]
+
+
 class StoreSettings(Model):
     """The seed's settings table, with its defaults and the ranges this project enforces."""
 
-    extraction_delay_seconds: int = Field(300, ge=30, le=3600)
-    summarize_after: int = Field(40, ge=1, le=1000)
-    keep_recent: int = Field(12, ge=0, le=999)
-    session_ttl_seconds: int = Field(3600, ge=60, le=31_536_000)
-    memory_ttl_seconds: int = Field(31_536_000, ge=60, le=315_360_000)
-    dedupe_threshold: float = Field(0.92, gt=0, le=1)
-    custom_types: list[CustomType] = Field(default_factory=list, max_length=3)
+    extraction_delay_seconds: ExtractionDelaySeconds = 300
+    summarize_after: SummarizeAfter = 40
+    keep_recent: KeepRecent = 12
+    session_ttl_seconds: SessionTtlSeconds = 3600
+    memory_ttl_seconds: MemoryTtlSeconds = 31_536_000
+    dedupe_threshold: DedupeThreshold = 0.92
+    custom_types: CustomTypes = Field(default_factory=list)
     redact_pii: bool = True
 
     @model_validator(mode="after")
@@ -241,7 +253,7 @@ class ProviderSettings(Model):
     embed_provider: EmbedProvider = "none"
     embed_model: ModelName | None = None
     embed_base_url: BaseUrl | None = None
-    dimensions: int = Field(1536, ge=1, le=8192)
+    dimensions: Dimensions = 1536
 
     @model_validator(mode="after")
     def _coherent_providers(self, info: ValidationInfo) -> ProviderSettings:
@@ -286,14 +298,14 @@ class StorePut(Model):
     embed_api_key: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = Field(
         None, repr=False
     )
-    dimensions: int | None = None
-    extraction_delay_seconds: int | None = None
-    summarize_after: int | None = None
-    keep_recent: int | None = None
-    session_ttl_seconds: int | None = None
-    memory_ttl_seconds: int | None = None
-    dedupe_threshold: float | None = None
-    custom_types: list[CustomType] | None = None
+    dimensions: Dimensions | None = None
+    extraction_delay_seconds: ExtractionDelaySeconds | None = None
+    summarize_after: SummarizeAfter | None = None
+    keep_recent: KeepRecent | None = None
+    session_ttl_seconds: SessionTtlSeconds | None = None
+    memory_ttl_seconds: MemoryTtlSeconds | None = None
+    dedupe_threshold: DedupeThreshold | None = None
+    custom_types: CustomTypes | None = None
     redact_pii: bool | None = None
 
 
