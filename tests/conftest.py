@@ -7,11 +7,13 @@ it: every test works under names of its own (random organization, instance and s
 
 from __future__ import annotations
 
+import contextlib
 import os
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
@@ -19,6 +21,7 @@ from cryptography.fernet import Fernet
 
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
+from agent_memory.errors import NotFound
 from local.bootstrap import start_redis_server
 
 
@@ -61,14 +64,35 @@ class Tenant:
     url: str
 
 
+def on_database(url: str, db: int) -> str:
+    """``url`` with its database number set to ``db`` (the path; a query is dropped)."""
+    return urlunsplit(urlsplit(url)._replace(path=f"/{db}", query=""))
+
+
+TENANT_DB = 1
+"""A database belongs to one organization (``ControlPlane.register_instance`` refuses another
+one's), and database 0 of the test server is the local stack's (organization ``local``, for the
+e2e tests and the bootstrap tests). Each test's tenant has database 1, one tenant at a time:
+its organization is deleted after the test. Other databases in use: 2 (e2e test_http), 3 to 9
+(integration test_control), 10 to 12 (e2e test_instances_http), 13 (e2e test_fuzz)."""
+
+
 @pytest.fixture
-def tenant(redis_url: str) -> Tenant:
-    control = ControlPlane(redis.Redis.from_url(redis_url, decode_responses=True), SystemClock())
+def tenant(redis_url: str) -> Iterator[Tenant]:
+    # No hold on release: the next test's tenant registers the same database at once.
+    control = ControlPlane(
+        redis.Redis.from_url(redis_url, decode_responses=True),
+        SystemClock(),
+        release_hold_seconds=0,
+    )
     org_id, instance_id = unique("org"), unique("db")
+    url = on_database(redis_url, TENANT_DB)
     control.create_organization(org_id)
-    control.register_instance(org_id, instance_id, redis_url)
+    control.register_instance(org_id, instance_id, url)
     key_id, api_key = control.issue_api_key(org_id)
-    return Tenant(org_id, instance_id, api_key, key_id, control, redis_url)
+    yield Tenant(org_id, instance_id, api_key, key_id, control, url)
+    with contextlib.suppress(NotFound):
+        control.delete_organization(org_id)
 
 
 @pytest.fixture

@@ -8,9 +8,19 @@ Usage (``KIVIDB_CONTROL_URL`` or ``--control-url`` names the control database)::
     python -m tools.admin revoke-key ORG KEY_ID
     python -m tools.admin register-instance ORG INSTANCE_ID URL
     python -m tools.admin list-instances ORG
+    python -m tools.admin remove-instance ORG INSTANCE_ID   # the data in the database stays
+    python -m tools.admin delete-org ORG           # its keys (revoked at once) and instances
 
-Exit status 0 on success, 1 on a refused request (message on stderr), 2 on bad usage.
-Instance URLs can hold passwords, so ``list-instances`` prints them with the password masked.
+Exit status 0 on success, 1 on a refused request (``<code>: <message>`` on stderr: a missing
+organization or instance, a database another organization has, ...), 2 on bad usage.
+Instance URLs can hold passwords, so the tool prints them with the password masked.
+
+A database belongs to one organization: ``register-instance`` refuses one that another
+organization has registered (compared by normalized address, and by an ownership marker the
+tool writes in the database when it can reach it). A database an instance leaves (removed,
+re-pointed, or its organization deleted) stays reserved for that organization for
+``--release-hold`` seconds (default ``$KIVIDB_INSTANCE_CACHE_SECONDS``, else 30: the time warm
+functions may still use a cached instance record).
 """
 
 from __future__ import annotations
@@ -24,7 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "layers" / "core"))
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import ControlPlane
+from agent_memory.control import DEFAULT_RELEASE_HOLD_SECONDS, ControlPlane
 from agent_memory.db import redis_client
 from agent_memory.errors import AgentMemoryError
 
@@ -45,6 +55,15 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m tools.admin", description=__doc__.split("\n")[0]
     )
     parser.add_argument("--control-url", default=os.environ.get("KIVIDB_CONTROL_URL"))
+    parser.add_argument(
+        "--release-hold",
+        type=float,
+        metavar="SECONDS",
+        default=float(
+            os.environ.get("KIVIDB_INSTANCE_CACHE_SECONDS", DEFAULT_RELEASE_HOLD_SECONDS)
+        ),
+        help="how long a released database stays reserved for its organization",
+    )
     commands = parser.add_subparsers(dest="command", required=True)
     create = commands.add_parser("create-org", help="create an organization")
     create.add_argument("org")
@@ -61,6 +80,14 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("list-instances", help="list an organization's instances").add_argument(
         "org"
     )
+    remove = commands.add_parser(
+        "remove-instance", help="unregister an instance (its data stays in the database)"
+    )
+    remove.add_argument("org")
+    remove.add_argument("instance_id")
+    commands.add_parser(
+        "delete-org", help="delete an organization, its API keys and its instances"
+    ).add_argument("org")
     return parser
 
 
@@ -69,7 +96,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.control_url:
         print("Set KIVIDB_CONTROL_URL or pass --control-url.", file=sys.stderr)
         return 2
-    control = ControlPlane(redis_client(args.control_url), SystemClock())
+    if args.release_hold < 0:
+        print("--release-hold must be 0 or more seconds.", file=sys.stderr)
+        return 2
+    control = ControlPlane(
+        redis_client(args.control_url), SystemClock(), release_hold_seconds=args.release_hold
+    )
     try:
         if args.command == "create-org":
             created = control.create_organization(args.org, args.name)
@@ -84,15 +116,73 @@ def main(argv: list[str] | None = None) -> int:
             control.revoke_api_key(args.org, args.key_id)
             print(f"revoked {args.key_id}")
         elif args.command == "register-instance":
-            control.register_instance(args.org, args.instance_id, args.url)
-            print(f"instance {args.instance_id} registered for {args.org}")
+            _registered(control, args)
         elif args.command == "list-instances":
             for instance in control.instances(args.org):
                 print(f"{instance.instance_id}\t{mask_password(instance.url)}")
+        elif args.command == "remove-instance":
+            removal = control.remove_instance(args.org, args.instance_id)
+            print(
+                f"instance {removal.instance_id} removed from {args.org}; its data stays in "
+                f"{mask_password(removal.url)} (nothing was deleted there: empty it before "
+                "another organization registers it)"
+            )
+            _after_release(args, marker=removal.marker_released)
+        elif args.command == "delete-org":
+            deleted = control.delete_organization(args.org)
+            print(
+                f"organization {args.org} deleted: {deleted.keys_revoked} API key(s) revoked "
+                f"(refused from the next request), {len(deleted.removed)} instance(s) removed"
+            )
+            for removal in deleted.removed:
+                print(f"  {removal.instance_id}: its data stays in {mask_password(removal.url)}")
+            if deleted.removed:
+                print(
+                    "(nothing was deleted in the databases: empty them before another "
+                    "organization registers them)"
+                )
+                _after_release(args, marker=all(r.marker_released for r in deleted.removed))
     except AgentMemoryError as exc:
         print(f"{exc.code}: {exc.message}", file=sys.stderr)
         return 1
     return 0
+
+
+def _registered(control: ControlPlane, args: argparse.Namespace) -> None:
+    registration = control.register_instance(args.org, args.instance_id, args.url)
+    for warning in registration.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+    if registration.created:
+        print(f"instance {args.instance_id} registered for {args.org} ({registration.address})")
+    elif registration.released:
+        print(
+            f"instance {args.instance_id} of {args.org} re-pointed to {registration.address}; "
+            f"{registration.released} released (its data stays there)"
+        )
+        _after_release(args, marker=True)
+    else:
+        print(f"instance {args.instance_id} of {args.org} is at {registration.address}")
+    if not registration.marked:
+        print(
+            "note: the database could not be reached (or refused the write), so no ownership "
+            "marker was written in it; other organizations are refused this URL's address, "
+            "but not other names of the same server. Register it again once it is reachable."
+        )
+
+
+def _after_release(args: argparse.Namespace, *, marker: bool) -> None:
+    """What a release means for warm functions and for other organizations."""
+    print(
+        f"Warm functions may still serve the released database to {args.org} for their "
+        "instance cache time (KIVIDB_INSTANCE_CACHE_SECONDS, 30 s unless set); it stays "
+        f"reserved for {args.org} for {args.release_hold:g} s, so no other organization can "
+        "register it before."
+    )
+    if not marker:
+        print(
+            "note: the database could not be reached, so its ownership marker "
+            "(kividb:mem:@owner) was left; the next registration of that database replaces it."
+        )
 
 
 if __name__ == "__main__":

@@ -1,26 +1,23 @@
-"""GET /agent-memory: every store of the caller's organization, with its instance."""
+"""GET /agent-memory: every store of the caller's organization, with its instance; the
+instances that could not be read are listed apart (``agent_memory.listing``)."""
 
 from agent_memory.api import ERROR_RESPONSES, Api
-from agent_memory.errors import DatabaseUnavailable
-from agent_memory.models import StoreList, StoreView
+from agent_memory.listing import list_organization_stores
+from agent_memory.models import OrganizationStoreList
 
 app = Api()
 
 
 @app.get("/agent-memory", summary="List every store", tags=["stores"], responses=ERROR_RESPONSES)
-def list_stores() -> StoreList:
-    """Every store of the caller's organization, on every instance."""
-    views: list[StoreView] = []
-    for instance in app.runtime.control.instances(app.principal.org_id):
-        stores = app.runtime.stores(app.principal, instance.instance_id)
-        try:
-            views.extend(stores.view(config) for config in stores.all())
-        except DatabaseUnavailable as exc:
-            raise DatabaseUnavailable(
-                f"Instance '{instance.instance_id}' cannot be reached, so the list would be "
-                "incomplete; retry, or list other instances one by one."
-            ) from exc
-    return StoreList(stores=views)
+def list_stores() -> OrganizationStoreList:
+    """Every store of the caller's organization, on every instance that answered within 5 s;
+    the others in ``unreachable`` with the reason. 503 only when the control database cannot
+    be reached."""
+    runtime, principal = app.runtime, app.principal
+    return list_organization_stores(
+        runtime.control.instances(principal.org_id),
+        lambda instance: runtime.stores(principal, instance.instance_id),
+    )
 
 
 lambda_handler = app.lambda_handler

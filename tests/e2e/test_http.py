@@ -12,7 +12,7 @@ import redis
 
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
-from tests.conftest import unique
+from tests.conftest import on_database, unique
 
 BASE = "/instances/local/agent-memory"
 
@@ -80,14 +80,22 @@ def test_every_route_answers_401_without_a_valid_key(stack, method, path, key):
 
 def test_another_organizations_instance_is_a_404_like_a_missing_one(stack, api):
     control = ControlPlane(
-        redis.Redis.from_url(stack.redis_url, decode_responses=True), SystemClock()
+        redis.Redis.from_url(stack.redis_url, decode_responses=True),
+        SystemClock(),
+        release_hold_seconds=0,
     )
     other, instance = unique("org"), unique("db")
     control.create_organization(other)
-    control.register_instance(other, instance, stack.redis_url)
-    theirs = assert_error(api.get(f"/instances/{instance}/agent-memory"), 404, "instance_not_found")
-    missing = assert_error(api.get("/instances/nope/agent-memory"), 404, "instance_not_found")
-    assert theirs["message"].replace(instance, "X") == missing["message"].replace("nope", "X")
+    # database 0 is the stack's own (organization local): another organization cannot have it
+    control.register_instance(other, instance, on_database(stack.redis_url, 2))
+    try:
+        theirs = assert_error(
+            api.get(f"/instances/{instance}/agent-memory"), 404, "instance_not_found"
+        )
+        missing = assert_error(api.get("/instances/nope/agent-memory"), 404, "instance_not_found")
+        assert theirs["message"].replace(instance, "X") == missing["message"].replace("nope", "X")
+    finally:
+        control.delete_organization(other)
 
 
 def test_unknown_store_and_session_are_404(api, store):

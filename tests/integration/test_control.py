@@ -1,15 +1,38 @@
-"""Organizations, API keys and instances on a real Redis server."""
+"""Organizations, API keys and instances on a real Redis server.
 
+Database numbers of the suite's server used here (a database belongs to one organization; 0
+is the local stack's, 1 the ``tenant`` fixture's): 3 to 9, each test releasing what it took.
+"""
+
+import random
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
+import redis
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import ControlPlane, hash_api_key
-from agent_memory.errors import InstanceNotFound, NotFound, Unauthorized, ValidationFailed
-from tests.conftest import ROOT, unique
+from agent_memory.control import ControlPlane, database_address, hash_api_key
+from agent_memory.errors import (
+    InstanceConflict,
+    InstanceNotFound,
+    NotFound,
+    Unauthorized,
+    ValidationFailed,
+)
+from agent_memory.keys import ControlKeys, InstanceKeys
+from tests.conftest import ROOT, on_database, unique
+from tools import admin
+
+DEAD = "redis://127.0.0.1:1/0"  # nothing listens on port 1: refused at once
 
 
 def test_a_key_authenticates_as_its_organization(tenant):
@@ -57,14 +80,6 @@ def test_another_organizations_instance_is_indistinguishable_from_none(tenant):
     assert [i.instance_id for i in tenant.control.instances(other)] == []
 
 
-def test_instance_ids_cannot_be_taken_over(tenant):
-    other = unique("org")
-    tenant.control.create_organization(other)
-    with pytest.raises(ValidationFailed, match="taken"):
-        tenant.control.register_instance(other, tenant.instance_id, "redis://attacker:6379/0")
-    assert tenant.control.instance(tenant.org_id, tenant.instance_id).url == tenant.url
-
-
 def test_a_chosen_key_registers_once_and_cannot_move_organizations(tenant):
     chosen = "local-dev-key-" + unique("k")
     first = tenant.control.register_api_key(tenant.org_id, chosen)
@@ -95,8 +110,9 @@ def test_admin_command_creates_issues_registers_and_revokes(redis_url, tenant):
     key = issued.stdout.split("API key: ")[1].split()[0]
     key_id = issued.stdout.split("key id:  ")[1].split()[0]
     assert tenant.control.authenticate(key).org_id == org
-    url = redis_url.replace("redis://", "redis://user:hunter2@")
-    assert _admin(redis_url, "register-instance", org, unique("db"), url).returncode == 0
+    url = on_database(redis_url, 3).replace("redis://", "redis://user:hunter2@")
+    registered = _admin(redis_url, "register-instance", org, unique("db"), url)
+    assert registered.returncode == 0 and "hunter2" not in registered.stdout
     listed = _admin(redis_url, "list-instances", org)
     assert "hunter2" not in listed.stdout and "***" in listed.stdout
     assert key_id in _admin(redis_url, "list-keys", org).stdout
@@ -105,15 +121,17 @@ def test_admin_command_creates_issues_registers_and_revokes(redis_url, tenant):
         tenant.control.authenticate(key)
     refused = _admin(redis_url, "revoke-key", org, key_id)
     assert refused.returncode == 1 and "not_found" in refused.stderr
+    deleted = _admin(redis_url, "--release-hold", "0", "delete-org", org)
+    assert deleted.returncode == 0 and "hunter2" not in deleted.stdout
 
 
 def test_found_instances_are_cached_for_the_configured_time_and_missing_ones_never(tenant):
     cached = ControlPlane(tenant.control._redis, SystemClock(), instance_cache_seconds=0.5)
     assert cached.instance(tenant.org_id, tenant.instance_id).url == tenant.url
-    tenant.control.register_instance(tenant.org_id, tenant.instance_id, "redis://elsewhere:1/0")
+    tenant.control.register_instance(tenant.org_id, tenant.instance_id, DEAD)
     assert cached.instance(tenant.org_id, tenant.instance_id).url == tenant.url
     time.sleep(0.6)
-    assert cached.instance(tenant.org_id, tenant.instance_id).url == "redis://elsewhere:1/0"
+    assert cached.instance(tenant.org_id, tenant.instance_id).url == DEAD
     later = unique("db")
     with pytest.raises(InstanceNotFound):
         cached.instance(tenant.org_id, later)
@@ -121,3 +139,553 @@ def test_found_instances_are_cached_for_the_configured_time_and_missing_ones_nev
     assert cached.instance(tenant.org_id, later).url == tenant.url
     with pytest.raises(InstanceNotFound):
         cached.instance(unique("org"), tenant.instance_id)
+
+
+# --- one database, one organization -------------------------------------------------------
+
+
+def snapshot(client: redis.Redis, *databases: redis.Redis) -> dict:
+    """Every control key (type, value, whether it expires) and the ownership marker of each of
+    ``databases``: what a refused registration must leave as it was."""
+    seen: dict = {}
+    for key in sorted(client.scan_iter(match="kividb:control:*")):
+        kind = client.type(key)
+        value = {
+            "hash": client.hgetall,
+            "set": client.smembers,
+            "string": client.get,
+        }[kind](key)
+        seen[key] = (kind, value, client.pttl(key) > 0)
+    for number, database in enumerate(databases):
+        marker = InstanceKeys.owner
+        seen[f"db{number}:{marker}"] = (database.get(marker), database.pttl(marker) > 0)
+    return seen
+
+
+def other_org(control: ControlPlane) -> str:
+    org = unique("org")
+    control.create_organization(org)
+    return org
+
+
+@pytest.fixture
+def control(redis_url) -> Iterator[ControlPlane]:
+    """A control plane without a release hold, that deletes the organizations a test made."""
+    plane = ControlPlane(
+        redis.Redis.from_url(redis_url, decode_responses=True),
+        SystemClock(),
+        release_hold_seconds=0,
+    )
+    before = set(plane.list_organizations())
+    yield plane
+    for org in set(plane.list_organizations()) - before:
+        plane.delete_organization(org)
+
+
+def port_of(url: str) -> int:
+    port = urlsplit(url).port
+    assert port is not None
+    return port
+
+
+def aliases(url: str, db: int) -> list[str]:
+    """Other spellings of database ``db`` of the server at ``url`` (a loopback one)."""
+    port = port_of(url)
+    return [
+        f"redis://localhost:{port}/{db}",
+        f"redis://LOCALHOST:{port}/{db}",
+        f"redis://localhost.:{port}/{db}",
+        f"redis://127.0.0.1:{port}?db={db}",
+        f"redis://127.0.0.1:{port}/{db}/",
+        f"redis://127.0.0.1:{port}/0?db={db}",
+        f"redis://[::1]:{port}/{db}",
+        f"redis://[::ffff:127.0.0.1]:{port}/{db}",
+        f"redis://127.1:{port}/{db}",
+        f"redis://2130706433:{port}/{db}",
+        f"redis://127.0.0.2:{port}/{db}",
+        f"redis://0.0.0.0:{port}/{db}",
+        f"redis://user:other-password@127.0.0.1:{port}/{db}",
+        f"rediss://:secret@127.0.0.1:{port}/{db}",
+        f"redis://%6Cocalhost:{port}/{db}",
+        f"redis:///{db}?host=127.0.0.1&port={port}",
+    ]
+
+
+TAKEN = (
+    "Database {} is registered to another organization (or was released by one less than a "
+    "minute ago); a database can belong to one organization only."
+)
+
+
+@pytest.mark.parametrize("index", range(len(aliases("redis://h:1", 0))))
+def test_every_spelling_of_another_organizations_database_is_a_409_and_changes_nothing(
+    control, client, redis_url, index
+):
+    owner, stranger = other_org(control), other_org(control)
+    url = on_database(redis_url, 3)
+    control.register_instance(owner, "owned", url)
+    database = redis.Redis.from_url(url, decode_responses=True)
+    before = snapshot(client, database)
+    alias = aliases(redis_url, 3)[index]
+    with pytest.raises(InstanceConflict) as refused:
+        control.register_instance(stranger, unique("db"), alias)
+    address = f"redis://localhost:{port_of(redis_url)}/3"
+    assert refused.value.code == "instance_conflict"
+    assert refused.value.message == TAKEN.format(address)
+    assert owner not in refused.value.message and "owned" not in refused.value.message
+    assert snapshot(client, database) == before
+    assert control.instances(stranger) == []
+
+
+@pytest.mark.parametrize(
+    ("url", "same"),
+    [
+        ("redis://db.invalid", True),
+        ("redis://DB.INVALID:6379", True),
+        ("redis://db.invalid:6379/0", True),
+        ("redis://db.invalid/0?db=0", True),
+        ("redis://db.invalid:6379/", True),
+        ("rediss://user:pass@db.invalid./0", True),
+        ("redis://db.invalid/abc", True),  # redis-py ignores a path that is not a number
+        ("redis://db.invalid:6380", False),
+        ("redis://db.invalid/1", False),
+        ("redis://db.invalid/0?db=1", False),
+        ("redis://other.invalid", False),
+    ],
+)
+def test_default_port_and_database_are_the_same_database(control, url, same):
+    """A host that does not resolve: no marker is written, the address alone decides."""
+    first, second = other_org(control), other_org(control)
+    control.register_instance(first, unique("db"), "redis://db.invalid:6379/0")
+    if same:
+        with pytest.raises(InstanceConflict, match="registered to another organization"):
+            control.register_instance(second, unique("db"), url)
+    else:
+        assert control.register_instance(second, unique("db"), url).created
+
+
+def test_an_instance_id_of_another_organization_is_a_409_and_changes_nothing(
+    tenant, control, client
+):
+    stranger = other_org(control)
+    before = snapshot(client)
+    with pytest.raises(InstanceConflict) as refused:
+        control.register_instance(stranger, tenant.instance_id, on_database(tenant.url, 4))
+    assert refused.value.message == (
+        f"Instance id '{tenant.instance_id}' is another organization's; choose another id."
+    )
+    assert snapshot(client) == before
+    assert tenant.control.instance(tenant.org_id, tenant.instance_id).url == tenant.url
+
+
+def test_the_same_registration_again_changes_nothing(control, client, redis_url):
+    org = other_org(control)
+    url = on_database(redis_url, 4)
+    database = redis.Redis.from_url(url, decode_responses=True)
+    first = control.register_instance(org, "again", url)
+    assert (first.created, first.marked, first.released) == (True, True, None)
+    before = snapshot(client, database)
+    second = control.register_instance(org, "again", url)
+    assert (second.created, second.marked, second.released) == (False, True, None)
+    assert snapshot(client, database) == before
+    # another spelling of the same database (a new password, say) only updates the URL
+    moved = url.replace("redis://", "redis://:new-password@").replace("127.0.0.1", "localhost")
+    third = control.register_instance(org, "again", moved)
+    assert third.released is None and control.instance(org, "again").url == moved
+    assert database.get(InstanceKeys.owner) == before[f"db0:{InstanceKeys.owner}"][0]
+
+
+def test_one_organization_cannot_register_one_database_twice(control, redis_url):
+    org = other_org(control)
+    url = on_database(redis_url, 4)
+    control.register_instance(org, "first", url)
+    with pytest.raises(InstanceConflict) as refused:
+        control.register_instance(org, "second", aliases(redis_url, 4)[0])
+    assert refused.value.message == (
+        f"Database redis://localhost:{port_of(redis_url)}/4 is already instance 'first' of "
+        f"organization '{org}'; a database can be registered once: re-point or remove that "
+        "instance instead."
+    )
+    assert [i.instance_id for i in control.instances(org)] == ["first"]
+
+
+def test_re_pointing_releases_the_old_database_after_the_hold(control, client, redis_url):
+    held = ControlPlane(client, SystemClock(), release_hold_seconds=0.5)
+    owner, stranger = other_org(held), other_org(held)
+    old, new = on_database(redis_url, 5), on_database(redis_url, 6)
+    old_db = redis.Redis.from_url(old, decode_responses=True)
+    held.register_instance(owner, "moving", old)
+    moved = held.register_instance(owner, "moving", new)
+    assert moved.released == database_address(old) and not moved.created
+    assert client.get(ControlKeys.address(database_address(old))) == f"{owner}/"
+    assert old_db.get(InstanceKeys.owner).endswith("/released")
+    with pytest.raises(InstanceConflict, match="registered to another organization"):
+        held.register_instance(stranger, unique("db"), old)  # warm functions may still use it
+    time.sleep(0.6)
+    taken = held.register_instance(stranger, "taker", old)
+    assert taken.created and taken.marked
+    assert old_db.get(InstanceKeys.owner).startswith(f"{stranger}/taker/")
+
+
+def test_an_unreachable_database_is_registered_without_a_marker(control):
+    registration = control.register_instance(other_org(control), unique("db"), DEAD)
+    assert registration.created and not registration.marked
+    assert registration.address == "redis://localhost:1/0"
+
+
+def test_a_refused_registration_leaves_no_marker_in_a_database_it_could_reach(
+    control, client, redis_url
+):
+    """The index refuses first: nothing, not even a pending marker, reaches the database."""
+    owner, stranger = other_org(control), other_org(control)
+    url = on_database(redis_url, 7)
+    database = redis.Redis.from_url(url, decode_responses=True)
+    control.register_instance(owner, unique("db"), url)
+    database.delete(InstanceKeys.owner)  # as if it had been unreachable when registered
+    before = snapshot(client, database)
+    with pytest.raises(InstanceConflict):
+        control.register_instance(stranger, unique("db"), aliases(redis_url, 7)[1])
+    assert snapshot(client, database) == before
+
+
+def test_bad_urls_are_422(control):
+    org = other_org(control)
+    for url, message in [
+        ("http://h", "An instance URL must start with redis://, rediss:// or unix://."),
+        ("redis://h/-1", "The database number of an instance URL must be 0 or more."),
+        (
+            "redis://h/0?db=x",
+            "The instance URL cannot be read: Invalid value for 'db' in connection URL.",
+        ),
+        ("unix://", "A unix:// instance URL must name the socket's path."),
+    ]:
+        with pytest.raises(ValidationFailed) as refused:
+            control.register_instance(org, unique("db"), url)
+        assert refused.value.message == message
+    with pytest.raises(ValidationFailed, match=r"an option the client does not accept: .*'foo'"):
+        control.register_instance(org, unique("db"), "redis://127.0.0.1:1/0?foo=bar")
+    assert control.instances(org) == []
+
+
+# --- two names for one server: the ownership marker -------------------------------------------
+
+
+def low_free_port() -> int:
+    """A free loopback port below 55000."""
+    for _ in range(100):
+        port = random.randrange(20000, 55000)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no free port")
+
+
+@pytest.fixture(scope="module")
+def two_names() -> Iterator[tuple[str, str]]:
+    """A redis-server of this module's own, on a TCP port and a unix socket: two URLs of one
+    database that no normalization can tell are the same."""
+    folder = Path(tempfile.mkdtemp(prefix="kv", dir="/tmp"))
+    port, sock = low_free_port(), folder / "redis.sock"
+    server = subprocess.Popen(
+        [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind",
+         "127.0.0.1", "--unixsocket", str(sock), "--save", "", "--appendonly", "no",
+         "--dir", str(folder)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        tcp = f"redis://127.0.0.1:{port}/0"
+        for _ in range(100):
+            try:
+                redis.Redis.from_url(tcp).ping()
+                break
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        yield tcp, f"unix://{sock}?db=0"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_two_names_of_one_server_are_caught_by_the_ownership_marker(control, client, two_names):
+    tcp, unix = two_names
+    assert database_address(tcp) != database_address(unix)
+    owner, stranger = other_org(control), other_org(control)
+    database = redis.Redis.from_url(tcp, decode_responses=True)
+    registered = control.register_instance(owner, "by-tcp", tcp)
+    assert registered.marked
+    marker = database.get(InstanceKeys.owner)
+    assert marker.startswith(f"{owner}/by-tcp/") and database.pttl(InstanceKeys.owner) == -1
+    before = snapshot(client, database)
+    with pytest.raises(InstanceConflict) as refused:
+        control.register_instance(stranger, unique("db"), unix)
+    assert refused.value.message == TAKEN.format(database_address(unix))
+    assert snapshot(client, database) == before
+    # the same organization cannot register it twice either, but may re-point to the alias
+    with pytest.raises(InstanceConflict, match="already instance 'by-tcp'"):
+        control.register_instance(owner, "by-socket", unix)
+    moved = control.register_instance(owner, "by-tcp", unix)
+    assert moved.released == database_address(tcp) and moved.marked
+    assert database.get(InstanceKeys.owner).startswith(f"{owner}/by-tcp/")
+    assert database.get(InstanceKeys.owner) != marker
+
+
+def test_a_marker_whose_registration_is_gone_is_replaced(control, two_names):
+    tcp, unix = two_names
+    first, second = other_org(control), other_org(control)
+    database = redis.Redis.from_url(tcp, decode_responses=True)
+    database.set(InstanceKeys.owner, f"{first}/long-gone/0123456789abcdef")
+    assert control.register_instance(second, "new-owner", unix).marked
+    assert database.get(InstanceKeys.owner).startswith(f"{second}/new-owner/")
+    control.remove_instance(second, "new-owner")
+    assert database.get(InstanceKeys.owner) is None  # no hold here: released at once
+
+
+def test_unix_socket_paths_are_normalized(control, two_names):
+    _, unix = two_names
+    path = unix.removeprefix("unix://").removesuffix("?db=0")
+    owner, stranger = other_org(control), other_org(control)
+    control.register_instance(owner, unique("db"), f"unix://{path}")
+    folder, name = path.rsplit("/", 1)
+    for alias in (f"unix://{folder}//./{name}?db=0", f"unix://user:pw@{folder}/x/../{name}"):
+        with pytest.raises(InstanceConflict, match="registered to another organization"):
+            control.register_instance(stranger, unique("db"), alias)
+    assert control.register_instance(stranger, unique("db"), f"unix://{path}?db=1").created
+
+
+# --- concurrency -------------------------------------------------------------------------------
+
+
+def race(register, urls: list[str]) -> list[object]:
+    """Call ``register(i, url)`` for each url at once (threads behind a barrier); the results
+    or exceptions, in order."""
+    barrier = threading.Barrier(len(urls))
+    results: list[object] = [None] * len(urls)
+
+    def run(i: int, url: str) -> None:
+        barrier.wait()
+        try:
+            results[i] = register(i, url)
+        except InstanceConflict as exc:
+            results[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i, u)) for i, u in enumerate(urls)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=30)
+    return results
+
+
+@pytest.mark.parametrize("reachable", [True, False])
+def test_two_organizations_registering_one_database_at_once_exactly_one_wins(
+    control, client, redis_url, reachable
+):
+    for round_ in range(15):
+        orgs = [other_org(control), other_org(control)]
+        if reachable:
+            urls = [on_database(redis_url, 8), aliases(redis_url, 8)[round_ % 16]]
+        else:
+            urls = ["redis://127.0.0.1:2/0", "redis://localhost:2"]
+        results = race(
+            lambda i, url, orgs=orgs: control.register_instance(orgs[i], f"racer{i}", url), urls
+        )
+        won = [i for i, r in enumerate(results) if not isinstance(r, InstanceConflict)]
+        assert len(won) == 1
+        assert [bool(control.instances(org)) for org in orgs] == [i in won for i in range(2)]
+        holder = client.get(ControlKeys.address(database_address(urls[0])))
+        assert holder == f"{orgs[won[0]]}/racer{won[0]}"
+        for org in orgs:
+            control.delete_organization(org)
+
+
+def test_two_organizations_registering_two_names_of_one_server_at_once_exactly_one_wins(
+    control, two_names
+):
+    database = redis.Redis.from_url(two_names[0], decode_responses=True)
+    for _ in range(15):
+        orgs = [other_org(control), other_org(control)]
+        results = race(
+            lambda i, url, orgs=orgs: control.register_instance(orgs[i], unique("db"), url),
+            list(two_names),
+        )
+        winners = [orgs[i] for i, r in enumerate(results) if not isinstance(r, InstanceConflict)]
+        assert len(winners) == 1
+        assert database.get(InstanceKeys.owner).startswith(f"{winners[0]}/")
+        assert [bool(control.instances(org)) for org in orgs] == [o in winners for o in orgs]
+        for org in orgs:
+            control.delete_organization(org)
+
+
+# --- remove-instance and delete-org ------------------------------------------------------------
+
+
+def test_removing_an_instance_unregisters_it_and_keeps_its_data(control, client, redis_url):
+    org = other_org(control)
+    url = on_database(redis_url, 9)
+    database = redis.Redis.from_url(url, decode_responses=True)
+    database.set("kividb:mem:@test-data", "kept")
+    control.register_instance(org, "leaving", url)
+    removal = control.remove_instance(org, "leaving")
+    assert (removal.url, removal.address, removal.marker_released) == (
+        url,
+        database_address(url),
+        True,
+    )
+    with pytest.raises(InstanceNotFound):
+        control.instance(org, "leaving")
+    assert control.instances(org) == []
+    assert not client.exists(ControlKeys.instance("leaving"))
+    assert not client.exists(ControlKeys.address(database_address(url)))
+    assert database.get(InstanceKeys.owner) is None
+    assert database.get("kividb:mem:@test-data") == "kept"
+    # another organization can register that database now
+    assert control.register_instance(other_org(control), "arriving", url).created
+    database.delete("kividb:mem:@test-data")
+
+
+def test_removing_a_missing_instance_or_organization_is_not_found(control, tenant):
+    org = other_org(control)
+    with pytest.raises(NotFound) as missing:
+        control.remove_instance(org, "nothing-here")
+    assert missing.value.message == f"Organization '{org}' has no instance 'nothing-here'."
+    with pytest.raises(NotFound) as theirs:
+        control.remove_instance(org, tenant.instance_id)  # another organization's
+    assert theirs.value.message == f"Organization '{org}' has no instance '{tenant.instance_id}'."
+    assert tenant.control.instance(tenant.org_id, tenant.instance_id).url == tenant.url
+    with pytest.raises(NotFound) as no_org:
+        control.remove_instance("no-such-org", tenant.instance_id)
+    assert no_org.value.message == "Organization 'no-such-org' does not exist; create it first."
+    with pytest.raises(NotFound) as no_org_to_delete:
+        control.delete_organization("no-such-org")
+    assert no_org_to_delete.value.message == "Organization 'no-such-org' does not exist."
+
+
+def test_deleting_an_organization_revokes_its_keys_and_removes_its_instances(
+    control, client, redis_url
+):
+    org = other_org(control)
+    keys = [control.issue_api_key(org)[1] for _ in range(3)]
+    url = on_database(redis_url, 9)
+    control.register_instance(org, "one", url)
+    control.register_instance(org, "two", DEAD)
+    deleted = control.delete_organization(org)
+    assert deleted.keys_revoked == 3
+    assert sorted(r.instance_id for r in deleted.removed) == ["one", "two"]
+    for key in keys:
+        with pytest.raises(Unauthorized):
+            control.authenticate(key)
+    assert not control.organization_exists(org)
+    assert [k for k in client.scan_iter(match="kividb:control:*") if org in k] == []
+    held = [client.get(k) for k in client.scan_iter(match="kividb:control:address:*")]
+    assert [h for h in held if h and h.startswith(f"{org}/")] == []
+    for name in ("one", "two"):
+        assert not client.exists(ControlKeys.instance(name))
+    assert control.register_instance(other_org(control), "next-owner", url).created
+    with pytest.raises(NotFound):
+        control.delete_organization(org)
+
+
+def test_a_removal_half_done_is_finished_by_deleting_again(control, client):
+    """An organization whose record is gone but whose instances are left (a failure half-way
+    through delete-org) is still found and finished."""
+    org = other_org(control)
+    control.register_instance(org, "left-over", DEAD)
+    client.hdel(ControlKeys.organizations, org)
+    deleted = control.delete_organization(org)
+    assert [r.instance_id for r in deleted.removed] == ["left-over"]
+    assert not client.exists(ControlKeys.address("redis://localhost:1/0"))
+
+
+def test_instances_from_before_the_index_are_indexed_and_shared_ones_reported(control, client):
+    owner, intruder = other_org(control), other_org(control)
+    url = "redis://legacy.invalid:6379/0"
+    for org, instance_id in ((owner, "legacy-a"), (intruder, "legacy-b")):
+        client.hset(ControlKeys.instance(instance_id), mapping={"org_id": org, "url": url})
+        client.sadd(ControlKeys.org_instances(org), instance_id)
+    client.delete(ControlKeys.address_index_complete)
+    try:
+        registration = control.register_instance(other_org(control), unique("db"), DEAD)
+        assert len(registration.warnings) == 1
+        assert "share database redis://legacy.invalid:6379/0" in registration.warnings[0]
+        assert not client.get(ControlKeys.address_index_complete)
+        holder = client.get(ControlKeys.address(database_address(url)))
+        assert holder in (f"{owner}/legacy-a", f"{intruder}/legacy-b")
+        with pytest.raises(InstanceConflict):
+            control.register_instance(other_org(control), unique("db"), "redis://LEGACY.invalid")
+        loser = "legacy-b" if holder.endswith("legacy-a") else "legacy-a"
+        control.remove_instance(intruder if loser == "legacy-b" else owner, loser)
+        assert (
+            control.register_instance(owner, unique("db"), DEAD.replace("/0", "/1")).warnings == []
+        )
+        assert client.get(ControlKeys.address_index_complete) == "1"
+    finally:
+        client.set(ControlKeys.address_index_complete, "1")
+
+
+# --- the admin tool ----------------------------------------------------------------------------
+
+
+def run_admin(redis_url, capsys, *args):
+    status = admin.main(["--control-url", redis_url, "--release-hold", "0", *args])
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def test_admin_refuses_another_organizations_database_with_exit_1(control, redis_url, capsys):
+    owner, stranger = other_org(control), other_org(control)
+    url = on_database(redis_url, 3)
+    assert run_admin(redis_url, capsys, "register-instance", owner, "mine", url)[0] == 0
+    status, out, err = run_admin(
+        redis_url, capsys, "register-instance", stranger, "theirs", aliases(redis_url, 3)[6]
+    )
+    address = f"redis://localhost:{port_of(redis_url)}/3"
+    assert (status, out) == (1, "")
+    assert err == f"instance_conflict: {TAKEN.format(address)}\n"
+
+
+def test_admin_removes_an_instance_and_says_its_data_stays(control, redis_url, capsys):
+    org = other_org(control)
+    url = on_database(redis_url, 3).replace("redis://", "redis://:pw-123@")
+    assert run_admin(redis_url, capsys, "register-instance", org, "gone-soon", url)[0] == 0
+    status, out, err = run_admin(redis_url, capsys, "remove-instance", org, "gone-soon")
+    assert status == 0 and err == ""
+    masked = on_database(redis_url, 3).replace("redis://", "redis://:***@")
+    assert out.startswith(
+        f"instance gone-soon removed from {org}; its data stays in {masked} (nothing was "
+        "deleted there: empty it before another organization registers it)\n"
+    )
+    assert "pw-123" not in out and "for 0 s" in out
+    status, out, err = run_admin(redis_url, capsys, "remove-instance", org, "gone-soon")
+    assert (status, out) == (1, "")
+    assert err == f"not_found: Organization '{org}' has no instance 'gone-soon'.\n"
+    status, _, err = run_admin(redis_url, capsys, "remove-instance", "no-such-org", "x")
+    assert status == 1
+    assert err == "not_found: Organization 'no-such-org' does not exist; create it first.\n"
+
+
+def test_admin_deletes_an_organization(control, redis_url, capsys):
+    org = other_org(control)
+    _, key = control.issue_api_key(org)
+    control.register_instance(org, "with-org", DEAD)
+    status, out, err = run_admin(redis_url, capsys, "delete-org", org)
+    assert status == 0 and err == ""
+    assert out.startswith(
+        f"organization {org} deleted: 1 API key(s) revoked (refused from the next request), "
+        f"1 instance(s) removed\n  with-org: its data stays in {DEAD}\n"
+    )
+    with pytest.raises(Unauthorized):
+        control.authenticate(key)
+    status, out, err = run_admin(redis_url, capsys, "delete-org", org)
+    assert (status, out, err) == (1, "", f"not_found: Organization '{org}' does not exist.\n")
+
+
+def test_admin_notes_a_database_it_could_not_reach(control, redis_url, capsys):
+    org = other_org(control)
+    status, out, _ = run_admin(redis_url, capsys, "register-instance", org, "far", DEAD)
+    assert status == 0
+    assert out.startswith(f"instance far registered for {org} (redis://localhost:1/0)\nnote: ")
+    assert "no ownership marker was written" in out

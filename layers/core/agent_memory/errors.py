@@ -84,6 +84,15 @@ class ActorMismatch(Conflict):
         )
 
 
+class InstanceConflict(Conflict):
+    """An instance registration that would share something with another registration: the
+    database is already registered (to another organization, or as another instance of the same
+    one), or the instance id is another organization's. The message never names another
+    organization."""
+
+    code = "instance_conflict"
+
+
 class PayloadTooLarge(AgentMemoryError):
     code = "payload_too_large"
 

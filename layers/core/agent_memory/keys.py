@@ -39,8 +39,27 @@ store name), so each Lua script or MULTI touches one slot and the design runs on
 Every key of a store incarnation starts with ``kividb:mem:<store>:<inc>:``, which is how DELETE
 finds them all.
 
+One key of an instance database belongs to no store::
+
+    kividb:mem:@owner                                         string  "<org>/<instance>/<token>"
+
+It marks the database as registered (``control.ControlPlane.register_instance``); store names
+cannot hold ``@``, so no store's keys can meet it or ``@stores``.
+
 The control plane (organizations, API keys, instances) lives in the control database under
-``kividb:control:``; it is not memory, so it is kept apart from the ``kividb:mem:`` namespace.
+``kividb:control:``; it is not memory, so it is kept apart from the ``kividb:mem:`` namespace::
+
+    kividb:control:orgs                           hash    org id -> {"name", "created_at"} JSON
+    kividb:control:apikey:<sha256 hex>            hash    org_id, key_id, created_at
+    kividb:control:org:{<org>}:keys               hash    key id -> [sha256 hex, created (ms)]
+    kividb:control:org:{<org>}:instances          set     instance ids of the organization
+    kividb:control:instance:<instance>            hash    org_id, url, address, token, created_at
+    kividb:control:address:<address>              string  "<org>/<instance>", or "<org>/" while
+                                                          a released address is held
+    kividb:control:address-index                  string  "1" once every instance is indexed
+
+``<address>`` is the normalized database address (``control.database_address``), such as
+``redis://localhost:6379/0`` or ``unix:///run/redis.sock?db=0``.
 
 The local stack's scheduler (standing in for EventBridge Scheduler; ``agent_memory.scheduler``)
 keeps its one-shot schedules in the control database too, under ``kividb:scheduler:``::
@@ -186,10 +205,23 @@ class SessionKeys:
         return [self.meta, self.messages]
 
 
+class InstanceKeys:
+    """Keys of an instance database that belong to no store."""
+
+    owner = PREFIX + "@owner"
+    """string: ``<org>/<instance>/<token>`` of the registration that holds the database (a
+    pending or released one expires on its own)."""
+
+
 class ControlKeys:
     """Keys of the control plane: organizations, API keys (by hash) and instances."""
 
     organizations = CONTROL_PREFIX + "orgs"
+    address_index_complete = CONTROL_PREFIX + "address-index"
+    """string: set once every instance record has an address in the index (records written
+    before the index existed are indexed by the first registration that finds them)."""
+    instance_pattern = CONTROL_PREFIX + "instance:*"
+    """SCAN MATCH pattern of every instance record (instance ids hold no glob characters)."""
 
     @staticmethod
     def api_key(key_hash: str) -> str:
@@ -206,6 +238,12 @@ class ControlKeys:
     @staticmethod
     def instance(instance_id: str) -> str:
         return f"{CONTROL_PREFIX}instance:{instance_id}"
+
+    @staticmethod
+    def address(address: str) -> str:
+        """string: who holds the normalized database ``address``: ``<org>/<instance>``, or
+        ``<org>/`` (with an expiry) for an address that organization released moments ago."""
+        return f"{CONTROL_PREFIX}address:{address}"
 
 
 SCHEDULER_PREFIX = "kividb:scheduler:"

@@ -367,6 +367,21 @@ class StoreList(View):
     stores: list[StoreView]
 
 
+class UnreachableInstance(View):
+    """An instance whose stores ``GET /agent-memory`` could not list, and why (the database
+    could not be reached, refused, or did not answer in time)."""
+
+    instance_id: str
+    message: str
+
+
+class OrganizationStoreList(StoreList):
+    """Answer of ``GET /agent-memory``: the stores of every instance that answered, by instance
+    then name, and the instances that did not (empty when all answered)."""
+
+    unreachable: list[UnreachableInstance]
+
+
 # --- working memory --------------------------------------------------------------------------
 
 Role = Literal["user", "assistant", "system", "tool"]
