@@ -57,7 +57,9 @@ def extracted(api, store: str, session: str) -> list[str]:
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         extraction = api.get(f"{store}/sessions/{session}").json()["extraction"]
-        if extraction["unread"] == 0 and extraction["status"] == "idle":
+        # Read to the end by a run (a schedule armed by the append may still be waiting).
+        if extraction["unread"] == 0 and extraction["last_run_at"] is not None:
+            assert extraction["last_error"] is None, extraction
             break
         time.sleep(0.2)
     else:

@@ -26,7 +26,6 @@ labels, headings) is written by this service.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from datetime import UTC, datetime
 
 # Category Cf as of Unicode 15.1 (a superset of Python 3.11's Unicode 14), without U+200C and
@@ -63,11 +62,6 @@ def quote(text: str) -> str:
     a reader sees the text itself.
     """
     return '"' + _ESCAPED.sub(_escape, text) + '"'
-
-
-def quote_all(texts: Sequence[str]) -> str:
-    """Several caller texts (topics, say) as ``"a", "b"``; ``""`` for none."""
-    return ", ".join(quote(text) for text in texts)
 
 
 def speaker(role: str, name: str | None) -> str:
