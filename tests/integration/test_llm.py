@@ -11,7 +11,7 @@ from http import HTTPStatus
 
 import pytest
 
-from agent_memory import llm
+from agent_memory import providers
 from agent_memory.api import error_body, status_of
 from agent_memory.errors import (
     EndpointRefused,
@@ -344,26 +344,37 @@ def test_retries_run_out_as_provider_unavailable(any_model, sleeps):
     model, server = any_model
     for _ in range(4):
         server.fail(503)
-    with pytest.raises(ProviderUnavailable, match="HTTP 503 after 4 attempts"):
+    with pytest.raises(ProviderUnavailable, match=r"HTTP 503 (\(api_error\) )?after 4 attempts"):
         model.complete_json(SYSTEM, USER)
     assert len(server.requests) == 4 and len(sleeps) == 3
 
 
-def test_a_bad_key_is_rejected_without_retry_and_never_shown(any_model, sleeps, caplog):
+def test_a_bad_key_is_rejected_with_its_code_and_no_provider_text(any_model, sleeps, caplog):
     model, server = any_model
     message = f"Incorrect API key provided: {KEY}."
     if server.shape == "anthropic":
         body = {"type": "error", "error": {"type": "authentication_error", "message": message}}
+        code = "authentication_error"
     else:
-        body = {"error": {"message": message, "type": "invalid_request_error"}}
+        body = {
+            "error": {
+                "message": message,
+                "type": "invalid_request_error",
+                "code": "invalid_api_key",
+            }
+        }
+        code = "invalid_api_key"
     server.fail(401, body=body)
     caplog.set_level(logging.DEBUG)
     with pytest.raises(ProviderRejected) as error:
         model.complete_json(SYSTEM, USER)
     assert not isinstance(error.value, ModelAnswerInvalid)
-    assert error.value.status == 401 and "HTTP 401" in str(error.value)
-    assert "Incorrect API key provided" in str(error.value)
-    assert KEY not in str(error.value) and KEY not in repr(error.value)
+    assert (
+        str(error.value)
+        == f"The provider at 127.0.0.1 rejected the request with HTTP 401 ({code})."
+    )
+    assert error.value.status == 401 and error.value.provider_code == code
+    assert "Incorrect" not in caplog.text and KEY not in caplog.text
     assert len(server.requests) == 1 and sleeps == []
 
 
@@ -431,11 +442,30 @@ def test_custom_endpoint_refusing_response_format_is_asked_again_without_it(
     assert len(openai_server.requests) == 3 and len(caplog.records) == 1
 
 
+def test_a_refusal_of_response_format_in_another_error_shape_is_recognised(openai_server, client):
+    model = custom(openai_server, client)
+    openai_server.fail(
+        400,
+        body={
+            "object": "error",
+            "message": "1 validation error: response_format: Extra inputs are not permitted",
+            "type": "BadRequestError",
+            "code": 400,
+        },
+    )  # older vLLM's shape: no "error" object
+    openai_server.reply(ANSWER)
+    assert model.complete_json(SYSTEM, USER).data == DATA
+    assert model.json_mode is False
+    assert "response_format" not in openai_server.requests[1].body
+
+
 def test_custom_endpoint_other_400s_are_rejected_without_dropping_json_mode(openai_server, client):
     model = custom(openai_server, client)
     openai_server.fail(400, body={"error": {"message": "model 'llama3.1:8b' not found"}})
-    with pytest.raises(ProviderRejected, match="not found"):
+    with pytest.raises(ProviderRejected) as error:
         model.complete_json(SYSTEM, USER)
+    assert str(error.value) == "The provider at 127.0.0.1 rejected the request with HTTP 400."
+    assert error.value.mentions == {"model"}  # the body names our "model" field, not ours to read
     assert len(openai_server.requests) == 1 and model.json_mode is True
     model.complete_json(SYSTEM, USER)
     assert openai_server.requests[1].body["response_format"] == {"type": "json_object"}
@@ -443,8 +473,10 @@ def test_custom_endpoint_other_400s_are_rejected_without_dropping_json_mode(open
 
 def test_openai_never_drops_json_mode(openai_server, client):
     openai_server.fail(400, body=REFUSED_FORMAT)
-    with pytest.raises(ProviderRejected, match="response_format"):
+    with pytest.raises(ProviderRejected) as error:
         openai(openai_server, client).complete_json(SYSTEM, USER)
+    assert error.value.status == 400 and "response_format" in error.value.mentions
+    assert "Unrecognized" not in str(error.value)
     assert len(openai_server.requests) == 1
 
 
@@ -463,16 +495,17 @@ def test_custom_on_http_or_loopback_is_refused_unless_private_is_allowed(openai_
 def test_custom_checks_the_endpoint_before_every_request(openai_server, client, monkeypatch):
     checked: list[tuple[str, bool]] = []
 
-    def check(url: str, *, allow_private: bool) -> None:
+    def check(url: str, *, allow_private: bool, timeout: float) -> None:
+        assert 0 < timeout <= client.connect_timeout
         checked.append((url, allow_private))
 
-    monkeypatch.setattr(llm, "check_endpoint", check)
+    monkeypatch.setattr(providers, "check_endpoint", check)
     openai_server.fail(400, body=REFUSED_FORMAT)  # then sent again without response_format
     openai_server.reply("no json here")  # then asked once more
     openai_server.reply(ANSWER)
     custom(openai_server, client).complete_json(SYSTEM, USER)
     assert len(openai_server.requests) == 3
-    assert checked == [(openai_server.url, True)] * 3
+    assert checked == [(f"{openai_server.url}/chat/completions", True)] * 3
 
 
 # --------------------------------------------------------------------------------------------

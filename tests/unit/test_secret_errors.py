@@ -41,15 +41,26 @@ def test_a_throttled_key_service_is_a_503_and_a_disabled_key_a_409():
 
 
 @pytest.mark.parametrize(
-    "key", ["sk-proj-abcdefgh  ijkl", "sk-x\tTABBED-secret-1234", "abc", "sk-normal-key-1234"]
-)
-def test_a_provider_echoing_the_key_never_shows_it(key):
-    import httpx
+    "key",
+    ["sk-proj-abcdefgh  ijkl", "sk-x\tTABBED-secret-1234", "abc", "sk-normal-key-1234",
+     "only_letters_and_underscores"],
+)  # fmt: skip
+def test_an_error_code_that_echoes_the_key_is_never_kept(key):
+    import base64
+    import json
 
-    from agent_memory.providers import _provider_message, _secret_values
+    from agent_memory.providers import _provider_code, _secret_values
 
-    said = {"error": {"message": f"Incorrect API key provided: {key}. Check it."}}
-    response = httpx.Response(401, json=said)
-    message = _provider_message(response, _secret_values({"Authorization": f"Bearer {key}"}))
-    assert message is not None and "[redacted]" in message
-    assert key not in message and " ".join(key.split()) not in message
+    secrets = _secret_values({"Authorization": f"Bearer {key}"})
+    for echoed in (
+        key,
+        key.lower(),
+        key[::-1],
+        "_".join(key.split()),
+        base64.b32encode(key.encode()).decode().lower().rstrip("="),
+        key.encode().hex(),
+    ):
+        body = json.dumps({"error": {"code": echoed, "type": echoed}}).encode()
+        assert _provider_code(body, secrets) is None, echoed
+    kept = json.dumps({"error": {"code": "invalid_api_key", "message": key}}).encode()
+    assert _provider_code(kept, secrets) == "invalid_api_key"

@@ -92,8 +92,10 @@ message), so a 1,000-message session is extracted and summarized in bounded step
 MAX_SUMMARY_CHARS = 8_000
 FIRE_TOLERANCE = timedelta(seconds=5)
 RUN_BUDGET_SECONDS = 150.0
-"""No new model call starts after a run has worked this long (the function's timeout is 300 s
-and one call may take up to about 150 s with its retries): the run arms its own continuation."""
+"""No new step starts after a run has worked this long: the function's timeout is 300 s, and a
+step (a model answer, asked for at most twice, then one embedding batch) makes at most three
+provider calls of at most 45 s each (``Runtime.background_provider_client``'s deadline). The
+run arms its own continuation instead."""
 EXTRACTION_MAX_TOKENS = 4_096
 SUMMARY_MAX_TOKENS = 2_048
 

@@ -10,6 +10,9 @@ embeddings/create): request ``{"model": str, "input": [str, ...], "encoding_form
 [{"object": "embedding", "index": int, "embedding": [float, ...]}, ...], "model": str,
 "usage": {...}}``. An input array holds at most 2048 items, none of them empty, and all
 embedding models take at most 300,000 tokens summed over one request's inputs.
+
+Each request goes through ``providers.ProviderClient`` (one deadline per call, retries) and
+reads at most ``max_answer_bytes(batch, dimensions)`` bytes of answer.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ from agent_memory.errors import (
     ValidationFailed,
     VectorInvalid,
 )
-from agent_memory.providers import ProviderClient, bearer_headers, check_endpoint, endpoint
+from agent_memory.providers import ProviderClient, bearer_headers, endpoint
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 MAX_BATCH_INPUTS = 2048
@@ -36,8 +39,25 @@ MAX_BATCH_BYTES = 300_000
 """Bytes of UTF-8 text per request. OpenAI caps a request at 300,000 tokens summed over its
 inputs; a token of its byte-level BPE encodings covers at least one byte, so this many bytes is
 never more than this many tokens."""
+ANSWER_ENVELOPE_BYTES = 64 * 1024
+"""Room in an answer for everything but the vectors: ``object``, ``model``, ``usage``."""
+BYTES_PER_ITEM = 256
+"""Room for one item's ``{"object": "embedding", "index": n, "embedding": [...]}`` around its
+values, indented as OpenAI indents its answers."""
+BYTES_PER_VALUE = 48
+"""The most one value takes: a float32 printed as the shortest float64 that reads back
+(``-1.2345678901234567e-05``, 23 characters), its separator and up to 20 characters of
+indentation on its own line."""
 
 Vectors = npt.NDArray[np.float32]
+
+
+def max_answer_bytes(count: int, dimensions: int) -> int:
+    """The most bytes an embeddings answer for ``count`` texts of ``dimensions`` values may
+    hold: ``ANSWER_ENVELOPE_BYTES + count * (BYTES_PER_ITEM + dimensions * BYTES_PER_VALUE)``
+    (136 KiB for one text of 1,536 dimensions); a larger answer is refused
+    (``ProviderRejected``) without being read."""
+    return ANSWER_ENVELOPE_BYTES + count * (BYTES_PER_ITEM + dimensions * BYTES_PER_VALUE)
 
 
 class Embedder(Protocol):
@@ -82,6 +102,8 @@ class _OpenAIShaped:
         self._send_dimensions = send_dimensions
         self._client = client
         self._host = urlsplit(url).hostname or "?"
+        self._custom = False
+        self.allow_private = False
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, dimensions={self.dimensions})"
@@ -104,11 +126,7 @@ class _OpenAIShaped:
             result[start:stop] = self._embed_batch(items[start:stop])
         return result
 
-    def _before_call(self) -> None:
-        """Hook run before every request (the custom embedder checks its endpoint)."""
-
     def _embed_batch(self, batch: list[str]) -> Vectors:
-        self._before_call()
         payload: dict[str, Any] = {
             "model": self.model,
             "input": batch,
@@ -116,7 +134,14 @@ class _OpenAIShaped:
         }
         if self._send_dimensions:
             payload["dimensions"] = self.dimensions
-        answer = self._client.post_json(self._url, payload, headers=bearer_headers(self._api_key))
+        answer = self._client.post_json(
+            self._url,
+            payload,
+            headers=bearer_headers(self._api_key),
+            max_bytes=max_answer_bytes(len(batch), self.dimensions),
+            custom=self._custom,
+            allow_private=self.allow_private,
+        )
         return _read_answer(answer, len(batch), self.dimensions, self.model, self._host)
 
 
@@ -163,8 +188,9 @@ class OpenAIEmbedder(_OpenAIShaped):
 class CustomEmbedder(_OpenAIShaped):
     """An OpenAI-compatible server: ``POST {base_url}/embeddings``, same request and answer.
 
-    ``check_endpoint(base_url, allow_private=allow_private)`` runs before every request (so a
-    name that now resolves to a private address is refused; see its DNS-rebinding note).
+    ``check_endpoint(base_url, allow_private=allow_private)`` runs at every request, inside the
+    client's deadline (so a name that now resolves to a private address is refused), and the
+    addresses the connection uses are checked too (see its DNS-rebinding note).
     ``dimensions`` is sent only with ``send_dimensions`` (many servers refuse the field); the
     ``Authorization: Bearer`` header only when ``api_key`` is given. Batching and errors as
     ``OpenAIEmbedder``, plus ``EndpointRefused`` (and ``ProviderUnavailable`` when the host does
@@ -196,9 +222,7 @@ class CustomEmbedder(_OpenAIShaped):
         )
         self.base_url = base_url
         self.allow_private = allow_private
-
-    def _before_call(self) -> None:
-        check_endpoint(self.base_url, allow_private=self.allow_private)
+        self._custom = True
 
 
 class NoEmbedder:

@@ -179,7 +179,11 @@ class ProviderRejected(AgentMemoryError):
     """A model provider refused the request (a 4xx other than 429: bad key, unknown model, input
     too long...) or answered something unusable. Retrying the same request will not help.
 
-    ``status`` is the provider's HTTP status when there was one.
+    ``status`` is the provider's HTTP status when there was one; ``provider_code`` the
+    provider's own error code when it had one of a strict shape (``invalid_api_key``,
+    ``rate_limit_error``; see ``providers.ProviderClient``); ``mentions`` the names of our own
+    request fields that the provider's error body names (``{"response_format"}``), so a caller
+    can react to a refused field without reading provider text.
     """
 
     code = "provider_rejected"
@@ -190,9 +194,13 @@ class ProviderRejected(AgentMemoryError):
         *,
         status: int | None = None,
         details: list[dict[str, Any]] | None = None,
+        provider_code: str | None = None,
+        mentions: frozenset[str] = frozenset(),
     ) -> None:
         super().__init__(message, details=details)
         self.status = status
+        self.provider_code = provider_code
+        self.mentions = mentions
 
 
 class ModelAnswerInvalid(ProviderRejected):

@@ -14,16 +14,17 @@ as ``{"memories": [...]}`` or ``{"summary": "..."}``; any capable model can serv
   the request for JSON and the answer is parsed leniently.
 - ``custom``: any server with OpenAI's chat-completions wire shape at
   ``{base_url}/chat/completions`` (vLLM, Ollama, llama.cpp, LiteLLM, ...), checked with
-  ``providers.check_endpoint`` before every call. It sends JSON mode until the server refuses
-  the field, then does without it.
+  ``providers.check_endpoint`` at every call (and its addresses again when the call connects).
+  It sends JSON mode until the server refuses the field, then does without it.
 - ``none``: the store has no language model (``make_language_model`` returns ``None``).
 
-Every call goes through ``providers.ProviderClient`` (timeouts, retries of 429 / 5xx with
-full-jitter backoff honouring ``Retry-After``). ``complete_json`` asks once more when an answer
-is cut off at its token limit or holds no parseable JSON object, then raises
-``ModelAnswerInvalid``. Keys travel only in request headers: never in a body, a log line, an
-exception message or a ``repr``. Answers are never logged or quoted in errors (they may hold
-user data).
+Every call goes through ``providers.ProviderClient`` (one deadline per call, retries of 429 /
+5xx with full-jitter backoff honouring ``Retry-After``), reading at most
+``max_answer_bytes(max_tokens)`` bytes. ``complete_json`` asks once more when an answer is cut
+off at its token limit or holds no parseable JSON object, then raises ``ModelAnswerInvalid``.
+Keys travel only in request headers: never in a body, a log line, an exception message or a
+``repr``. Answers and provider error texts are never logged or quoted in errors (answers may
+hold user data, error texts may echo the key).
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from agent_memory.errors import ModelAnswerInvalid, ProviderRejected, ValidationFailed
-from agent_memory.providers import ProviderClient, bearer_headers, check_endpoint, endpoint
+from agent_memory.providers import ProviderClient, bearer_headers, endpoint
 
 logger = logging.getLogger("agent_memory.llm")
 
@@ -46,6 +47,22 @@ ANTHROPIC_VERSION = "2023-06-01"
 """The ``anthropic-version`` header every Messages request must carry (Anthropic API reference,
 "Versions", https://docs.anthropic.com/en/api/versioning)."""
 DEFAULT_MAX_TOKENS = 4096
+ANSWER_ENVELOPE_BYTES = 64 * 1024
+"""Room in an answer for everything but the text: ids, model name, usage, finish reason."""
+BYTES_PER_TOKEN = 128
+"""The most one output token can take in the answer's JSON: the longest tokens of the OpenAI
+and Anthropic vocabularies are runs of about 100 characters (spaces, dashes), and JSON escaping
+turns a character into at most 6 bytes (``\\u4e2d``) or 12 for a pair of surrogates, so a
+token of 1 to 3 such characters stays far below it."""
+
+
+def max_answer_bytes(max_tokens: int) -> int:
+    """The most bytes a chat answer of at most ``max_tokens`` output tokens may hold
+    (``ANSWER_ENVELOPE_BYTES + BYTES_PER_TOKEN * max_tokens``: 576 KiB for 4,096 tokens); a
+    larger answer is refused (``ProviderRejected``) without being read."""
+    return ANSWER_ENVELOPE_BYTES + BYTES_PER_TOKEN * max_tokens
+
+
 JSON_REMINDER = "Answer with a single JSON object."
 """Appended (on its own line) to the user message when neither message mentions JSON: OpenAI's
 JSON mode refuses requests whose messages never say "JSON", and without JSON mode (Anthropic, a
@@ -98,6 +115,9 @@ class LanguageModel(Protocol):
 # --------------------------------------------------------------------------------------------
 
 _DECODER = json.JSONDecoder()
+# The decoder's reasons are fixed phrases of Python's json module ("Expecting ',' delimiter");
+# anything else is not repeated, since it could hold text of the answer.
+_DECODER_REASON = re.compile(r"[A-Z][A-Za-z ',:\\]{0,79}")
 _OPENER = re.compile(r"[{\[]")
 _JSON_KINDS = {str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
@@ -167,7 +187,8 @@ def _scan_for_json_object(text: str) -> dict[str, Any] | str:
         saw_array = True
         position = end
     if invalid is not None:
-        return f"invalid JSON ({invalid.msg} at line {invalid.lineno} column {invalid.colno})"
+        reason = invalid.msg if _DECODER_REASON.fullmatch(invalid.msg) else "a decoding error"
+        return f"invalid JSON ({reason} at line {invalid.lineno} column {invalid.colno})"
     if saw_array:
         return "a JSON array, not an object"
     return "no JSON object"
@@ -241,6 +262,20 @@ class _ChatModel:
         self._api_key = api_key
         self._client = client
         self.host = urlsplit(url).hostname or "?"
+        self._custom = False
+        self.allow_private = False
+
+    def _post(self, payload: dict[str, Any], headers: dict[str, str], max_tokens: int) -> object:
+        """One provider call (within the client's deadline), reading at most
+        ``max_answer_bytes(max_tokens)``; a custom endpoint is checked inside it."""
+        return self._client.post_json(
+            self._url,
+            payload,
+            headers=headers,
+            max_bytes=max_answer_bytes(max_tokens),
+            custom=self._custom,
+            allow_private=self.allow_private,
+        )
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, host={self.host!r})"
@@ -259,7 +294,7 @@ class _ChatModel:
             answer = self._call(system, user, max_tokens)
             input_tokens += answer.input_tokens
             output_tokens += answer.output_tokens
-            if answer.truncated:
+            if answer.truncated:  # stop_reason is then one of our own fixed words
                 problem = (
                     f"an answer cut off at its token limit (max_tokens={max_tokens}, "
                     f"stop reason '{answer.stop_reason}')"
@@ -309,11 +344,8 @@ class _OpenAIShaped(_ChatModel):
         return payload
 
     def _call(self, system: str, user: str, max_tokens: int) -> _Answer:
-        answer = self._client.post_json(
-            self._url,
-            self._payload(system, user, max_tokens),
-            headers=bearer_headers(self._api_key),
-        )
+        payload = self._payload(system, user, max_tokens)
+        answer = self._post(payload, bearer_headers(self._api_key), max_tokens)
         return _read_chat_completion(answer, self.model, self.host)
 
 
@@ -352,15 +384,17 @@ class CustomChatModel(_OpenAIShaped):
     compatible servers such as vLLM, Ollama and llama.cpp read; several ignore or refuse the
     newer ``max_completion_tokens``). ``Authorization: Bearer`` only when ``api_key`` is given.
 
-    ``check_endpoint(base_url, allow_private=allow_private)`` runs before every request (https
-    and public addresses only unless ``allow_private``; see its DNS-rebinding note).
+    ``check_endpoint(base_url, allow_private=allow_private)`` runs at every request, inside
+    the client's deadline (https and public addresses only unless ``allow_private``; the
+    addresses the connection uses are checked too, see its DNS-rebinding note).
 
     JSON mode: ``response_format: {"type": "json_object"}`` is sent until the server answers
-    HTTP 400 with an error message that mentions ``response_format`` (in OpenAI's ``{"error":
-    {"message": ...}}`` shape, the only one ``ProviderClient`` reads). Then this model drops the
-    field for the rest of its life, logs a warning saying so (host only) on the logger
-    ``agent_memory.llm``, and sends the same request again without it; the messages still ask
-    for JSON and the answer is parsed with ``parse_json_object``.
+    HTTP 400 with an error body that names ``response_format`` anywhere
+    (``ProviderRejected.mentions``: in OpenAI's ``error.message``, older vLLM's top-level
+    ``message`` or any other field). Then this model drops the field for the rest of its life, logs
+    a warning saying so (host only) on the logger ``agent_memory.llm``, and sends the same
+    request again without it; the messages still ask for JSON and the answer is parsed with
+    ``parse_json_object``.
     """
 
     _max_tokens_field = "max_tokens"
@@ -382,6 +416,7 @@ class CustomChatModel(_OpenAIShaped):
         )
         self.base_url = base_url
         self.allow_private = allow_private
+        self._custom = True
         self._json_mode = True
 
     @property
@@ -390,11 +425,11 @@ class CustomChatModel(_OpenAIShaped):
         return self._json_mode
 
     def _call(self, system: str, user: str, max_tokens: int) -> _Answer:
-        check_endpoint(self.base_url, allow_private=self.allow_private)
         try:
             return super()._call(system, user, max_tokens)
         except ProviderRejected as exc:
-            if not (self._json_mode and exc.status == 400 and "response_format" in exc.message):
+            refused = exc.status == 400 and "response_format" in exc.mentions
+            if not (self._json_mode and refused):
                 raise
         self._json_mode = False
         logger.warning(
@@ -402,7 +437,6 @@ class CustomChatModel(_OpenAIShaped):
             "requests without it from now on, so JSON is asked for only in the prompt",
             self.host,
         )
-        check_endpoint(self.base_url, allow_private=self.allow_private)
         return super()._call(system, user, max_tokens)
 
 
@@ -446,7 +480,7 @@ class AnthropicModel(_ChatModel):
             "content-type": "application/json",
             "accept": "application/json",
         }
-        answer = self._client.post_json(self._url, payload, headers=headers)
+        answer = self._post(payload, headers, max_tokens)
         return _read_message(answer, self.model, self.host)
 
 

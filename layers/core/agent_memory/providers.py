@@ -1,68 +1,152 @@
 """What every call to a model provider shares (DESIGN section 5): the endpoint guard for custom
-base URLs, and one HTTP client with timeouts and retries.
+base URLs, and one HTTP client with a deadline per call, a cap on the size of an answer, and
+retries.
 
-``check_endpoint`` keeps custom endpoints off private networks (server-side request forgery).
-``ProviderClient`` POSTs JSON with timeouts, retries 429 / 5xx / connection errors with
-exponential backoff and full jitter, honours ``Retry-After`` (RFC 9110 section 10.2.3), and turns
-failures into domain errors. The embeddings port uses it now; the language-model client reuses it.
+``check_endpoint`` keeps custom endpoints off private networks (server-side request forgery);
+the connection itself applies the same rule to the addresses it connects to.
+``ProviderClient`` POSTs JSON within one deadline per call (connect, send, every read, the
+retries and their waits), reads at most the bytes a legitimate answer can take, retries 429 /
+5xx / connection errors with exponential backoff and full jitter, honours ``Retry-After``
+(RFC 9110 section 10.2.3), and turns failures into domain errors. The embeddings and the
+language-model ports use it.
 
-Nothing here logs a request body, a header or a key. The core never reads the environment: the
-caller says whether private endpoints are allowed (the local stack's
-``KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1``).
+Provider text never leaves this module: an error keeps the HTTP status, a message of ours and at
+most a provider error code of a strict shape (``invalid_api_key``); no provider message, reason
+phrase, header or body reaches an exception message or a log line. Nothing here logs a request
+body, a header or a key. The core never reads the environment: the caller says whether private
+endpoints are allowed (the local stack's ``KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1``).
 """
 
 from __future__ import annotations
 
+import contextvars
 import ipaddress
 import json
 import logging
 import math
 import random
+import re
 import socket
+import ssl
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from typing import Any
 from urllib.parse import urlsplit
 
+import httpcore
 import httpx
 
-from agent_memory.addresses import not_public
+from agent_memory.addresses import IPAddress, not_public
 from agent_memory.clock import Clock, SystemClock
 from agent_memory.errors import EndpointRefused, ProviderRejected, ProviderUnavailable
 
 logger = logging.getLogger("agent_memory.providers")
 
+RESOLVE_TIMEOUT = 3.0
+"""Seconds ``check_endpoint`` waits for a name's addresses when no deadline is shorter."""
+ERROR_BODY_BYTES = 64 * 1024
+"""At most this much of an error answer (4xx, 5xx) is read, for its error code only."""
+MAX_LOOKUPS = 8
+"""Name lookups running at once in the process; a lookup that hangs holds one until the system
+resolver gives up, and a call that finds all of them taken waits (within its deadline)."""
+PROVIDER_CODE = re.compile(r"[a-z]{1,32}(?:_[a-z]{1,32}){1,7}")
+"""The shape of a provider error code we repeat: lower-case words joined by ``_``, at least two,
+at most 64 characters (OpenAI's ``error.code`` such as ``invalid_api_key`` or
+``insufficient_quota``, Anthropic's ``error.type`` such as ``rate_limit_error``). Stricter than
+``^[a-z][a-z0-9_]{0,63}$``: no digits and at least one ``_``, which a lower-cased base32 or hex
+rendering of a key does not pass."""
 
 
 # --------------------------------------------------------------------------------------------
-# Endpoint guard
+# Name resolution with a bound, and the endpoint guard
 # --------------------------------------------------------------------------------------------
 
+_lookups = threading.BoundedSemaphore(MAX_LOOKUPS)
 
-def check_endpoint(url: str, *, allow_private: bool) -> None:
+
+def resolve(host: str, port: int, timeout: float) -> list[IPAddress]:
+    """The addresses ``host`` resolves to for a TCP connection to ``port``, in the resolver's
+    order without repeats, waiting at most ``timeout`` seconds. An IP literal is its own answer.
+
+    ``socket.getaddrinfo`` has no timeout of its own: the system resolver's retries decide (glibc:
+    5 s per try, 2 tries, for each of up to 3 name servers, so 30 s and more). The lookup runs
+    on a daemon thread and only the wait for it is bounded; a lookup that never ends keeps its
+    thread (at most ``MAX_LOOKUPS`` at once) until the resolver gives up. A zone id
+    (``fe80::1%eth0``) is dropped from an answer.
+
+    Raises ``TimeoutError`` when ``timeout`` passes first, ``OSError`` (``socket.gaierror``)
+    when the name does not resolve, ``UnicodeError`` for a name IDNA cannot encode, and
+    ``ValueError`` for an answer that is not an IP address.
+    """
+    try:
+        return [ipaddress.ip_address(host)]
+    except ValueError:
+        pass
+    if not _lookups.acquire(timeout=max(timeout, 0.0)):
+        raise TimeoutError(f"no free name lookup within {timeout:.2f} s")
+    outcome: list[Any] = []
+    done = threading.Event()
+
+    def lookup() -> None:
+        try:
+            outcome.append(
+                socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP)
+            )
+        except (OSError, UnicodeError) as exc:
+            outcome.append(exc)
+        finally:
+            _lookups.release()
+            done.set()
+
+    threading.Thread(target=lookup, name="provider-dns", daemon=True).start()
+    if not done.wait(max(timeout, 0.0)):
+        raise TimeoutError(f"the name did not resolve within {timeout:.2f} s")
+    if not outcome:
+        raise OSError("the name lookup failed")
+    if isinstance(outcome[0], BaseException):
+        raise outcome[0]
+    found: list[IPAddress] = []
+    for _family, _type, _proto, _canonname, sockaddr in outcome[0]:
+        address = ipaddress.ip_address(str(sockaddr[0]).split("%", 1)[0])
+        if address not in found:
+            found.append(address)
+    return found
+
+
+def _refuse_non_public(host: str, addresses: Iterable[IPAddress]) -> None:
+    """``EndpointRefused`` naming the first address of ``host`` that ``not_public`` refuses."""
+    for address in addresses:
+        reason = not_public(address)
+        if reason:
+            raise EndpointRefused(
+                f"The custom endpoint host '{host}' resolves to {address}, which is {reason}; "
+                "custom endpoints must resolve only to public addresses."
+            )
+
+
+def check_endpoint(url: str, *, allow_private: bool, timeout: float = RESOLVE_TIMEOUT) -> None:
     """Refuse a custom provider endpoint that is not ``https://`` or not public.
 
-    The host is resolved with ``socket.getaddrinfo`` and every answer must be a global address
-    (``ipaddress`` ``is_global``, i.e. outside the IANA special-purpose registries of RFC 6890):
-    refused are loopback (127.0.0.0/8, ::1), private (10/8, 172.16/12, 192.168/16, fc00::/7),
-    link-local (169.254/16 with the cloud metadata service 169.254.169.254, fe80::/10), carrier
-    NAT (100.64/10), unspecified, multicast, reserved and site-local addresses, Teredo, and IPv6
-    forms that embed a non-global IPv4 address (IPv4-mapped ::ffff:a.b.c.d, 6to4 2002::/16,
-    NAT64 64:ff9b::/96). One non-public answer among public ones is enough to refuse.
+    The host is resolved (``resolve``, waiting at most ``timeout`` seconds) and every answer
+    must pass ``addresses.not_public``, the rule a store's base URL is saved with: refused are
+    loopback, private, link-local (with the cloud metadata service 169.254.169.254), carrier
+    NAT, unspecified, multicast, reserved and site-local addresses, Teredo, and IPv6 forms that
+    embed a non-public IPv4 address (IPv4-mapped, IPv4-compatible, 6to4, NAT64). One non-public
+    answer among public ones is enough to refuse.
 
     With ``allow_private`` (local stack only) both rules are lifted: ``http://`` is accepted and
     the host is not resolved here at all (an unknown host then fails when it is called).
 
-    Limit (DNS rebinding): the check runs just before each call, but the HTTP client resolves
-    the name again when it connects, so a name whose answers change between the two (a short TTL
-    under an attacker's control) can still slip through. Pinning the checked address for the
-    connection would close this; it is not done.
+    DNS rebinding: the HTTP client resolves the name again when it connects; a call made with
+    ``ProviderClient.post_json(..., custom=True, allow_private=False)`` checks those addresses
+    too and connects only to them, so a name whose answers change between the two is refused.
 
     Raises ``EndpointRefused`` (a ``ValidationFailed``) naming the host and why; never the full
     URL (it may carry a query string) nor a key. Raises ``ProviderUnavailable`` when the name
-    does not resolve.
+    does not resolve, or not within ``timeout``.
     """
     try:
         parts = urlsplit(url)
@@ -85,37 +169,178 @@ def check_endpoint(url: str, *, allow_private: bool) -> None:
     if allow_private:
         return
     try:
-        answers = socket.getaddrinfo(
-            host, port or 443, type=socket.SOCK_STREAM, proto=socket.IPPROTO_TCP
-        )
+        addresses = resolve(host, port or 443, timeout)
     except UnicodeError:
         raise EndpointRefused(f"The custom endpoint host '{host}' is not a valid name.") from None
+    except TimeoutError:
+        raise ProviderUnavailable(
+            f"The custom endpoint host '{host}' did not resolve within {timeout:.1f} s; "
+            "try again later."
+        ) from None
+    except ValueError:
+        raise EndpointRefused(
+            f"The custom endpoint host '{host}' resolves to something that is not an IP address."
+        ) from None
     except OSError as exc:
         raise ProviderUnavailable(
             f"The custom endpoint host '{host}' cannot be resolved "
             f"({exc.strerror or type(exc).__name__}); check the name or try again later."
         ) from None
-    if not answers:
+    if not addresses:
         raise ProviderUnavailable(f"The custom endpoint host '{host}' resolves to no address.")
-    for _family, _type, _proto, _canonname, sockaddr in answers:
-        text = str(sockaddr[0]).split("%", 1)[0]  # drop an IPv6 zone id ("fe80::1%eth0")
+    _refuse_non_public(host, addresses)
+
+
+# --------------------------------------------------------------------------------------------
+# The deadline of a call, kept by every socket operation
+# --------------------------------------------------------------------------------------------
+
+_LAST_MOMENT = 0.001
+"""Seconds left under which a call's deadline counts as passed (a socket timeout of 0 would
+mean non-blocking)."""
+
+
+@dataclass(frozen=True)
+class _Call:
+    """The call a thread is making: its deadline (``monotonic()`` seconds) and whether every
+    address it connects to must be public."""
+
+    end: float
+    monotonic: Callable[[], float]
+    public_only: bool
+
+    def left(self) -> float:
+        return self.end - self.monotonic()
+
+    def limit(self, timeout: float | None, late: type[Exception]) -> float:
+        """``timeout`` cut to the time left; raises ``late`` when none is left."""
+        left = self.left()
+        if left < _LAST_MOMENT:
+            raise late("the provider call's deadline has passed")
+        return left if timeout is None else min(timeout, left)
+
+
+_current: contextvars.ContextVar[_Call | None] = contextvars.ContextVar(
+    "agent_memory_provider_call", default=None
+)
+
+
+def _limit(timeout: float | None, late: type[Exception]) -> float | None:
+    call = _current.get()
+    return timeout if call is None else call.limit(timeout, late)
+
+
+class _DeadlineStream(httpcore.NetworkStream):
+    """An httpcore stream whose every blocking operation (each ``recv``, each ``send``, the TLS
+    handshake) waits at most the time left to the thread's current call."""
+
+    def __init__(self, inner: httpcore.NetworkStream) -> None:
+        self._inner = inner
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._inner.read(max_bytes, _limit(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        sock = self._inner.get_extra_info("socket")
+        if _current.get() is None or not isinstance(sock, socket.socket):
+            self._inner.write(buffer, _limit(timeout, httpcore.WriteTimeout))
+            return
+        # httpcore's own loop gives every partial send the whole timeout; here each send gets
+        # only what is left, so a server that reads slowly cannot stretch the call.
+        view = memoryview(buffer)
         try:
-            address = ipaddress.ip_address(text)
-        except ValueError:
-            raise EndpointRefused(
-                f"The custom endpoint host '{host}' resolves to '{text}', not an IP address."
+            while view:
+                sock.settimeout(_limit(timeout, httpcore.WriteTimeout))
+                view = view[sock.send(view) :]
+        except TimeoutError:
+            raise httpcore.WriteTimeout("timed out sending the request") from None
+        except OSError as exc:
+            raise httpcore.WriteError(f"sending failed ({type(exc).__name__})") from None
+
+    def close(self) -> None:
+        self._inner.close()
+
+    def start_tls(
+        self,
+        ssl_context: ssl.SSLContext,
+        server_hostname: str | None = None,
+        timeout: float | None = None,
+    ) -> httpcore.NetworkStream:
+        # Python's TLS handshake treats the socket timeout as a deadline for the whole handshake.
+        inner = self._inner.start_tls(
+            ssl_context, server_hostname, _limit(timeout, httpcore.ConnectTimeout)
+        )
+        return _DeadlineStream(inner)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._inner.get_extra_info(info)
+
+
+class _DeadlineBackend(httpcore.NetworkBackend):
+    """httpcore's socket backend, resolving names within the call's deadline (``resolve``),
+    refusing non-public addresses for custom endpoints, and connecting to the addresses it
+    checked, one after the other, each attempt within the time left."""
+
+    def __init__(self) -> None:
+        self._inner = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
+        call = _current.get()
+        if call is None:
+            stream = self._inner.connect_tcp(host, port, timeout, local_address, socket_options)
+            return _DeadlineStream(stream)
+        try:
+            addresses = resolve(host, port, call.limit(timeout, httpcore.ConnectTimeout))
+        except TimeoutError:
+            raise httpcore.ConnectTimeout("the name did not resolve in time") from None
+        except (OSError, UnicodeError, ValueError) as exc:
+            raise httpcore.ConnectError(
+                f"the name did not resolve ({type(exc).__name__})"
             ) from None
-        reason = not_public(address)
-        if reason:
-            raise EndpointRefused(
-                f"The custom endpoint host '{host}' resolves to {address}, which is {reason}; "
-                "custom endpoints must resolve only to public addresses."
-            )
+        if call.public_only:
+            _refuse_non_public(host, addresses)
+        failure: Exception = httpcore.ConnectError("the name resolves to no address")
+        for address in addresses:
+            try:
+                stream = self._inner.connect_tcp(
+                    str(address),
+                    port,
+                    call.limit(timeout, httpcore.ConnectTimeout),
+                    local_address,
+                    socket_options,
+                )
+            except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
+                failure = exc
+                continue
+            return _DeadlineStream(stream)
+        raise failure
+
+    def sleep(self, seconds: float) -> None:
+        time.sleep(seconds)
 
 
-# --------------------------------------------------------------------------------------------
-# HTTP client
-# --------------------------------------------------------------------------------------------
+class _DeadlineTransport(httpx.HTTPTransport):
+    """httpx's transport over a connection pool built on ``_DeadlineBackend`` (httpcore's
+    ``network_backend`` extension point). No proxy from the environment, HTTP/1.1 only."""
+
+    def __init__(self) -> None:
+        context = httpx.create_ssl_context()
+        super().__init__(verify=context)
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=context,
+            max_connections=100,
+            max_keepalive_connections=20,
+            keepalive_expiry=5.0,
+            network_backend=_DeadlineBackend(),
+        )
+
 
 _http: httpx.Client | None = None
 _http_lock = threading.Lock()
@@ -124,15 +349,26 @@ _http_lock = threading.Lock()
 def _shared_http() -> httpx.Client:
     """The process's one ``httpx.Client`` (connection pool), made on first use, not at import.
 
-    Redirects are not followed: a redirect could lead to an address the guard never saw.
+    Redirects are not followed: a redirect could lead to an address the guard never saw. No
+    ``.netrc`` or proxy is taken from the environment. The ``httpx`` and ``httpcore`` loggers are
+    set to WARNING: below that they log the provider's status line (its reason phrase is
+    provider text) and, at DEBUG, its response headers.
     """
     global _http
     if _http is None:
         with _http_lock:
             if _http is None:
-                _http = httpx.Client(follow_redirects=False)
+                for name in ("httpx", "httpcore"):
+                    logging.getLogger(name).setLevel(logging.WARNING)
+                _http = httpx.Client(
+                    transport=_DeadlineTransport(), follow_redirects=False, trust_env=False
+                )
     return _http
 
+
+# --------------------------------------------------------------------------------------------
+# The client
+# --------------------------------------------------------------------------------------------
 
 # Worth another try: the connection failed or broke (a pooled keep-alive connection closed
 # while the Lambda environment was frozen shows up as ReadError or RemoteProtocolError).
@@ -142,14 +378,35 @@ _RETRYABLE_TRANSPORT: tuple[type[httpx.HTTPError], ...] = (
     httpx.RemoteProtocolError,
 )
 _SENSITIVE_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
-_MESSAGE_LIMIT = 300
+
+
+@dataclass(frozen=True)
+class _Answer:
+    status: int
+    headers: httpx.Headers
+    body: bytes
 
 
 class ProviderClient:
-    """POST JSON to a model provider with timeouts and retries; raise domain errors.
+    """POST JSON to a model provider within a deadline, with retries; raise domain errors.
 
-    Timeouts (seconds): ``connect_timeout`` (default 3) to open the connection,
-    ``read_timeout`` (default 30) between bytes of the answer (also used for writing).
+    Deadline: ``deadline`` seconds (default 30) for the whole call of ``post_json``: the
+    endpoint check of a custom endpoint, name resolution, connecting, TLS, sending, every read
+    of the answer, every retry and every wait before one. Each blocking socket operation waits
+    at most the time left, so a provider that trickles its answer a byte at a time is cut off
+    at the deadline; the call ends at most a few milliseconds after it, plus the time to decode
+    an answer already read (at most ``max_bytes``). A retry, or the wait before it, that would
+    not leave ``min_attempt`` seconds (default 0.5) before the deadline is not started.
+
+    Timeouts inside it (seconds): ``connect_timeout`` (default 3) for resolving and connecting,
+    ``read_timeout`` (default 30) between bytes of the answer (also for sending), each cut to
+    the time left.
+
+    Size: ``post_json``'s ``max_bytes`` is the most a 2xx answer may hold: a ``Content-Length``
+    above it is refused before reading, and reading stops as soon as more arrives. Answers are
+    asked for uncompressed (``Accept-Encoding: identity``) and a compressed 2xx answer is
+    refused, so the bytes counted are the bytes decoded. Of an error answer at most
+    ``ERROR_BODY_BYTES`` are read.
 
     Retries (at most ``max_retries``, default 3, so at most 4 attempts): HTTP 429, HTTP 5xx,
     and connection errors (refused, reset, connect timeout). The wait before retry ``n``
@@ -157,77 +414,129 @@ class ProviderClient:
     ``[0, min(backoff_cap, backoff_base * 2**n)]`` (defaults 0.5 s and 8 s; AWS Architecture
     Blog, "Exponential Backoff and Jitter", 2015), but never shorter than the answer's
     ``Retry-After`` (delay-seconds or HTTP-date, RFC 9110 section 10.2.3). When ``Retry-After``
-    asks for more than ``max_retry_after`` seconds (default 20) the call gives up at once.
-    A read timeout is not retried: the provider may still be working, and another full wait
-    would outlast the caller's own deadline. Other 4xx answers are not retried.
+    asks for more than ``max_retry_after`` seconds (default 20), or for more than the deadline
+    leaves, the call gives up at once. A read timeout is not retried: the provider may still be
+    working. Other 4xx answers are not retried.
 
-    ``sleep``, ``clock`` (for HTTP-date ``Retry-After``) and ``rand`` (uniform in [0, 1)) are
-    injectable so tests need not wait. ``http`` defaults to the process's shared client.
+    Errors carry no provider text: the HTTP status, a message of ours, and at most the
+    provider's error code when it matches ``PROVIDER_CODE`` and shares no run of six letters
+    with a key the request sent (``ProviderRejected.provider_code``).
+
+    ``sleep``, ``clock`` (for HTTP-date ``Retry-After``), ``rand`` (uniform in [0, 1)) and
+    ``monotonic`` (the deadline's clock) are injectable so tests need not wait.
 
     Logs one warning per retry (host, HTTP status or error class, attempt, wait) on the logger
-    ``agent_memory.providers``; never a body, a header or a key.
+    ``agent_memory.providers``; never a body, a header, provider text or a key.
     """
 
     def __init__(
         self,
         *,
+        deadline: float = 30.0,
         connect_timeout: float = 3.0,
         read_timeout: float = 30.0,
         max_retries: int = 3,
         backoff_base: float = 0.5,
         backoff_cap: float = 8.0,
         max_retry_after: float = 20.0,
+        min_attempt: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
         clock: Clock | None = None,
         rand: Callable[[], float] = random.random,
-        http: httpx.Client | None = None,
+        monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
         if max_retries < 0:
             raise ValueError("max_retries must be >= 0")
-        self.timeout = httpx.Timeout(
-            connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout
-        )
+        if deadline <= 0:
+            raise ValueError("deadline must be > 0")
+        self.deadline = deadline
+        self.connect_timeout = connect_timeout
+        self.read_timeout = read_timeout
         self.max_retries = max_retries
         self.backoff_base = backoff_base
         self.backoff_cap = backoff_cap
         self.max_retry_after = max_retry_after
+        self.min_attempt = min_attempt
         self._sleep = sleep
         self._clock: Clock = clock or SystemClock()
         self._rand = rand
-        self._http = http
+        self._monotonic = monotonic
 
     def post_json(
-        self, url: str, payload: Mapping[str, Any], *, headers: Mapping[str, str] | None = None
+        self,
+        url: str,
+        payload: Mapping[str, Any],
+        *,
+        max_bytes: int,
+        headers: Mapping[str, str] | None = None,
+        custom: bool = False,
+        allow_private: bool = False,
     ) -> object:
         """POST ``payload`` as JSON to ``url`` and return the decoded JSON answer (any JSON value;
-        the caller checks its shape).
+        the caller checks its shape), all within ``deadline`` seconds.
 
-        Raises ``ProviderUnavailable`` when retries run out, on a read timeout, when
-        ``Retry-After`` asks for too long, or on another transport failure; ``ProviderRejected``
-        on a 4xx other than 429 (with the provider's own message when the body has OpenAI's
-        ``{"error": {"message": ...}}`` shape, at most 300 characters, any key in it masked), on
-        a 429 whose OpenAI error code is ``insufficient_quota`` (waiting will not help), on a
-        redirect, or on a 2xx body that is not JSON.
+        ``max_bytes`` is the largest 2xx answer accepted (the caller derives it from what it
+        asked for). ``custom`` marks a custom endpoint: ``check_endpoint(url,
+        allow_private=allow_private)`` runs first, inside the deadline, and without
+        ``allow_private`` every address the connection resolves is checked again and is the one
+        connected to.
+
+        Raises ``ProviderUnavailable`` when the deadline passes, when retries run out, on a read
+        timeout, when ``Retry-After`` asks for too long, or on another transport failure;
+        ``ProviderRejected`` on a 4xx other than 429 (with ``status``, ``provider_code`` and
+        ``mentions``: which top-level fields of ``payload`` the error body names), on a 429
+        whose error code is ``insufficient_quota`` (waiting will not help), on a redirect, on a
+        2xx answer over ``max_bytes``, compressed, or not JSON; ``EndpointRefused`` for a custom
+        endpoint that is not allowed.
         """
         host = urlsplit(url).hostname or "?"
-        secrets = _secret_values(headers or {})
-        http = self._http or _shared_http()
+        call = _Call(
+            self._monotonic() + self.deadline, self._monotonic, custom and not allow_private
+        )
+        token = _current.set(call)
+        try:
+            if custom:
+                left = call.left()
+                if left < _LAST_MOMENT:
+                    raise self._late(host)
+                check_endpoint(
+                    url, allow_private=allow_private, timeout=min(self.connect_timeout, left)
+                )
+            return self._post(call, host, url, payload, max_bytes, headers or {})
+        finally:
+            _current.reset(token)
+
+    def _post(
+        self,
+        call: _Call,
+        host: str,
+        url: str,
+        payload: Mapping[str, Any],
+        max_bytes: int,
+        headers: Mapping[str, str],
+    ) -> object:
+        secrets = _secret_values(headers)
+        sent = {**headers, "Accept-Encoding": "identity"}
         retry = 0
         while True:
             try:
-                response = http.post(
-                    url, json=dict(payload), headers=dict(headers or {}), timeout=self.timeout
-                )
+                answer = self._attempt(call, host, url, payload, max_bytes, sent)
             except _RETRYABLE_TRANSPORT as exc:
+                if call.left() < _LAST_MOMENT:
+                    raise self._late(host) from None
                 problem = type(exc).__name__
                 if retry >= self.max_retries:
                     raise ProviderUnavailable(
                         f"The provider at {host} could not be reached after {retry + 1} "
                         f"attempts ({problem}); try again later."
                     ) from None
-                retry = self._pause(host, problem, retry, None)
+                if not self._pause(call, host, problem, retry, None):
+                    raise self._no_time_to_retry(host, problem, None) from None
+                retry += 1
                 continue
             except httpx.TimeoutException as exc:
+                if call.left() < _LAST_MOMENT:
+                    raise self._late(host) from None
                 raise ProviderUnavailable(
                     f"The provider at {host} did not answer in time ({type(exc).__name__}); "
                     "try again later."
@@ -239,42 +548,44 @@ class ProviderClient:
                     f"The call to the provider at {host} failed ({type(exc).__name__})."
                 ) from None
 
-            status = response.status_code
+            status = answer.status
             if 200 <= status < 300:
                 try:
-                    return response.json()
+                    return json.loads(answer.body)
                 except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
                     raise ProviderRejected(
                         f"The provider at {host} answered HTTP {status} with a body that is "
                         "not JSON.",
                         status=status,
                     ) from None
-            message = _provider_message(response, secrets)
-            said = f": {message}" if message else "."
-            if status == 429 and _provider_error_code(response) == "insufficient_quota":
+            code = _provider_code(answer.body, secrets)
+            said = f" ({code})" if code else ""
+            if status == 429 and code == "insufficient_quota":
                 raise ProviderRejected(
-                    f"The provider at {host} answered HTTP 429 (quota exhausted){said}",
+                    f"The provider at {host} answered HTTP 429 (insufficient_quota): the quota "
+                    "is exhausted.",
                     status=status,
+                    provider_code=code,
                 )
             if status == 429 or status >= 500:
-                wait_at_least = retry_after_seconds(
-                    response.headers.get("retry-after"), self._clock
-                )
+                problem = f"HTTP {status}{said}"
+                wait_at_least = retry_after_seconds(answer.headers.get("retry-after"), self._clock)
+                asked = math.ceil(wait_at_least) if wait_at_least is not None else None
                 if wait_at_least is not None and wait_at_least > self.max_retry_after:
                     raise ProviderUnavailable(
-                        f"The provider at {host} answered HTTP {status} and asked to wait "
-                        f"{wait_at_least:.0f} s; try again later{said}",
-                        retry_after_seconds=math.ceil(wait_at_least),
+                        f"The provider at {host} answered {problem} and asked to wait "
+                        f"{wait_at_least:.0f} s; try again later.",
+                        retry_after_seconds=asked,
                     )
                 if retry >= self.max_retries:
                     raise ProviderUnavailable(
-                        f"The provider at {host} answered HTTP {status} after {retry + 1} "
-                        f"attempts; try again later{said}",
-                        retry_after_seconds=(
-                            math.ceil(wait_at_least) if wait_at_least is not None else None
-                        ),
+                        f"The provider at {host} answered {problem} after {retry + 1} "
+                        "attempts; try again later.",
+                        retry_after_seconds=asked,
                     )
-                retry = self._pause(host, f"HTTP {status}", retry, wait_at_least)
+                if not self._pause(call, host, problem, retry, wait_at_least):
+                    raise self._no_time_to_retry(host, problem, asked)
+                retry += 1
                 continue
             if 300 <= status < 400:
                 raise ProviderRejected(
@@ -283,17 +594,78 @@ class ProviderClient:
                     status=status,
                 )
             raise ProviderRejected(
-                f"The provider at {host} rejected the request with HTTP {status}{said}",
+                f"The provider at {host} rejected the request with HTTP {status}{said}.",
                 status=status,
+                provider_code=code,
+                mentions=frozenset(
+                    name
+                    for name in payload
+                    if name.isascii() and name.encode("ascii") in answer.body
+                ),
             )
+
+    def _attempt(
+        self,
+        call: _Call,
+        host: str,
+        url: str,
+        payload: Mapping[str, Any],
+        max_bytes: int,
+        headers: Mapping[str, str],
+    ) -> _Answer:
+        """One request, its answer read within the deadline: a 2xx body of at most
+        ``max_bytes`` (else ``ProviderRejected``), at most ``ERROR_BODY_BYTES`` of another."""
+        left = call.left()
+        if left < _LAST_MOMENT:
+            raise httpx.ConnectTimeout("the provider call's deadline has passed")
+        timeout = httpx.Timeout(
+            connect=self.connect_timeout,
+            read=self.read_timeout,
+            write=self.read_timeout,
+            pool=min(self.connect_timeout, left),
+        )
+        with _shared_http().stream(
+            "POST", url, json=dict(payload), headers=dict(headers), timeout=timeout
+        ) as response:
+            status = response.status_code
+            success = 200 <= status < 300
+            limit = max_bytes if success else ERROR_BODY_BYTES
+            if success:
+                encoding = response.headers.get("content-encoding", "identity").strip().lower()
+                if encoding not in ("", "identity"):
+                    raise ProviderRejected(
+                        f"The provider at {host} answered HTTP {status} with a compressed body, "
+                        "which was not asked for (Accept-Encoding: identity).",
+                        status=status,
+                    )
+            declared = response.headers.get("content-length", "").strip()
+            if declared.isascii() and declared.isdigit() and int(declared) > limit:
+                if success:
+                    raise self._too_large(host, status, max_bytes)
+                return _Answer(status, response.headers, b"")
+            body = bytearray()
+            for chunk in response.iter_raw():
+                body += chunk
+                if len(body) > limit:
+                    if success:
+                        raise self._too_large(host, status, max_bytes)
+                    del body[limit:]
+                    break
+            return _Answer(status, response.headers, bytes(body))
 
     def backoff(self, retry: int) -> float:
         """Full-jitter wait in seconds before retry ``retry`` (0-based), ignoring Retry-After."""
         ceiling = min(self.backoff_cap, self.backoff_base * (2.0**retry))
         return self._rand() * ceiling
 
-    def _pause(self, host: str, problem: str, retry: int, at_least: float | None) -> int:
+    def _pause(
+        self, call: _Call, host: str, problem: str, retry: int, at_least: float | None
+    ) -> bool:
+        """Wait before retry ``retry + 1`` and return True, or return False at once when the
+        wait and ``min_attempt`` seconds of another attempt do not fit before the deadline."""
         wait = max(self.backoff(retry), at_least or 0.0)
+        if wait + self.min_attempt > call.left():
+            return False
         logger.warning(
             "provider call to %s failed (%s); retry %d of %d in %.2f s",
             host,
@@ -303,7 +675,28 @@ class ProviderClient:
             wait,
         )
         self._sleep(wait)
-        return retry + 1
+        return True
+
+    def _late(self, host: str) -> ProviderUnavailable:
+        return ProviderUnavailable(
+            f"The provider at {host} did not answer within the call's deadline of "
+            f"{self.deadline:g} s; try again later."
+        )
+
+    def _no_time_to_retry(self, host: str, problem: str, asked: int | None) -> ProviderUnavailable:
+        return ProviderUnavailable(
+            f"The provider at {host} failed ({problem}) and the call's deadline of "
+            f"{self.deadline:g} s leaves no time to try again; try again later.",
+            retry_after_seconds=asked,
+        )
+
+    @staticmethod
+    def _too_large(host: str, status: int, max_bytes: int) -> ProviderRejected:
+        return ProviderRejected(
+            f"The provider at {host} answered HTTP {status} with more than {max_bytes:,} bytes, "
+            "more than a legitimate answer to this request can hold; it was not read further.",
+            status=status,
+        )
 
 
 def bearer_headers(api_key: str | None) -> dict[str, str]:
@@ -342,7 +735,7 @@ def retry_after_seconds(value: str | None, clock: Clock) -> float | None:
 
 
 def _secret_values(headers: Mapping[str, str]) -> list[str]:
-    """Values of credential headers (and the token after "Bearer "), to mask in messages."""
+    """Values of credential headers (and the token after "Bearer ")."""
     found: list[str] = []
     for name, value in headers.items():
         if name.lower() in _SENSITIVE_HEADERS and value:
@@ -350,42 +743,38 @@ def _secret_values(headers: Mapping[str, str]) -> list[str]:
             scheme, _, token = value.partition(" ")
             if token and scheme.lower() == "bearer":
                 found.append(token)
-    return sorted(found, key=len, reverse=True)
+    return found
 
 
-def _error_object(response: httpx.Response) -> object:
+def _provider_code(body: bytes, secrets: list[str]) -> str | None:
+    """The provider's error code, if it has one we may repeat: ``error.code`` (OpenAI), else
+    ``error.type`` (Anthropic, and OpenAI's ``invalid_request_error``...), when it matches
+    ``PROVIDER_CODE`` and shares no run of six letters, in either direction, with a key sent."""
     try:
-        body = json.loads(response.content)
-    except ValueError:
+        decoded = json.loads(body)
+    except (ValueError, RecursionError):
         return None
-    return body.get("error") if isinstance(body, dict) else None
-
-
-def _provider_message(response: httpx.Response, secrets: list[str]) -> str | None:
-    """The provider's own error text: ``error.message`` of OpenAI's error shape, or ``error``
-    when it is a plain string. Keys are masked; at most 300 characters."""
-    error = _error_object(response)
-    if isinstance(error, dict):
-        error = error.get("message")
-    if not isinstance(error, str) or not error.strip():
+    error = decoded.get("error") if isinstance(decoded, dict) else None
+    if not isinstance(error, dict):
         return None
-    # Mask before collapsing whitespace (a key may hold spaces or tabs), then mask the
-    # collapsed forms too, and every key whatever its length: masking a short one too often is
-    # harmless, showing it is not.
-    text = error
-    for secret in secrets:
-        text = text.replace(secret, "[redacted]")
-    text = " ".join(text.split())
-    for secret in secrets:
-        collapsed = " ".join(secret.split())
-        if collapsed:
-            text = text.replace(collapsed, "[redacted]")
-    if len(text) > _MESSAGE_LIMIT:
-        text = text[: _MESSAGE_LIMIT - 1] + "…"
-    return text
+    for field in ("code", "type"):
+        value = error.get(field)
+        if (
+            isinstance(value, str)
+            and len(value) <= 64
+            and PROVIDER_CODE.fullmatch(value)
+            and not _shares_letters(value, secrets)
+        ):
+            return value
+    return None
 
 
-def _provider_error_code(response: httpx.Response) -> str | None:
-    error = _error_object(response)
-    code = error.get("code") if isinstance(error, dict) else None
-    return code if isinstance(code, str) else None
+def _shares_letters(code: str, secrets: list[str]) -> bool:
+    letters = code.replace("_", "")
+    for secret in secrets:
+        plain = "".join(char for char in secret.lower() if char.isascii() and char.isalpha())
+        both = (plain, plain[::-1])
+        for start in range(len(letters) - 5):
+            if any(letters[start : start + 6] in text for text in both):
+                return True
+    return False

@@ -139,10 +139,16 @@ class Runtime:
     @cached_property
     def provider_client(self) -> ProviderClient:
         """The provider client of calls an API request waits for (embedding a text or a
-        query): they must end inside the function's 10 s, so at most 2 attempts of (1.5 s
-        connect + 2.5 s between bytes) and a ``Retry-After`` of up to 1.5 s, 9.5 s in all."""
+        query). A call ends within its 6 s deadline (name lookup, connect, send, every read,
+        one retry and its wait, a ``Retry-After`` of up to 1.5 s honoured), which leaves 4 s of
+        the function's 10 s timeout (template.yaml ``Globals``; API Gateway's own limit for an
+        HTTP API integration is 30 s) to the database and the key service."""
         return ProviderClient(
-            connect_timeout=1.5, read_timeout=2.5, max_retries=1, max_retry_after=1.5
+            deadline=6.0,
+            connect_timeout=1.5,
+            read_timeout=2.5,
+            max_retries=1,
+            max_retry_after=1.5,
         )
 
     def memories(
@@ -215,12 +221,18 @@ class Runtime:
 
     @cached_property
     def background_provider_client(self) -> ProviderClient:
-        """The provider client of background runs, which no client waits for: longer reads (a
-        model writing a summary) and more retries. At most 4 attempts of (3 s connect + 45 s
-        between bytes) and 3 waits of up to 20 s: 252 s for one call, inside the function's
-        300 s; a run starts no new call after ``background.RUN_BUDGET_SECONDS``."""
+        """The provider client of background runs, which no client waits for: a longer deadline
+        (a model writing a summary answers only when it is done) and more retries. Each call
+        ends within 45 s, all attempts and waits included; a run starts no new step after
+        ``background.RUN_BUDGET_SECONDS`` (150 s), and a step makes at most three calls (a
+        model answer asked for twice, then one embedding batch), so a run ends by
+        150 + 3 x 45 = 285 s plus its database writes, inside the function's 300 s."""
         return ProviderClient(
-            connect_timeout=3.0, read_timeout=45.0, max_retries=3, max_retry_after=20.0
+            deadline=45.0,
+            connect_timeout=3.0,
+            read_timeout=45.0,
+            max_retries=3,
+            max_retry_after=20.0,
         )
 
     def language_model(self, config: StoreConfig) -> LanguageModel | None:
