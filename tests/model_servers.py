@@ -29,6 +29,7 @@ import itertools
 import json
 import socket
 import socketserver
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -392,6 +393,9 @@ def flood(head: bytes, total: int, *, chunk: int = 64 * 1024) -> RawAnswer:
 
 def _pause(connection: RawConnection, seconds: float) -> bool:
     """Sleep ``seconds``, or less when the client closes first; False when it has."""
+    if isinstance(connection.sock, ssl.SSLSocket):  # no peeking through TLS: just wait
+        time.sleep(seconds)
+        return True
     end = time.monotonic() + seconds
     while (left := end - time.monotonic()) > 0:
         connection.sock.settimeout(min(left, 0.05))
@@ -412,7 +416,8 @@ def _pause(connection: RawConnection, seconds: float) -> bool:
 class RawHTTPServer:
     """A loopback HTTP/1.1 server that writes scripted raw answers (see the module docstring).
 
-    ``url`` is ``http://127.0.0.1:PORT/v1``. Answers are taken from a queue in order
+    ``url`` is ``http://127.0.0.1:PORT/v1`` (``https://`` with ``tls``, a server-side SSL
+    context every connection is wrapped in first). Answers are taken from a queue in order
     (``push``); when it is empty, ``default`` answers (a 200 with ``{}`` unless given). Every
     request is read whole (at ``body_pace`` = ``(bytes, seconds)`` per read when given) and
     recorded in ``requests``; ``connections`` counts the connections accepted, ``sent`` the
@@ -425,9 +430,11 @@ class RawHTTPServer:
         default: RawAnswer | None = None,
         *,
         body_pace: tuple[int, float] | None = None,
+        tls: ssl.SSLContext | None = None,
     ) -> None:
         self.default = default or send(response_bytes(200, b"{}"))
         self.body_pace = body_pace
+        self.tls = tls
         self.url = ""
         self.port = 0
         self.requests: list[RawRequest] = []
@@ -450,6 +457,12 @@ class RawHTTPServer:
     def _serve(self, sock: socket.socket) -> None:
         with self._lock:
             self.connections += 1
+        if self.tls is not None:
+            sock.settimeout(30)
+            try:
+                sock = self.tls.wrap_socket(sock, server_side=True)
+            except OSError:
+                return
         request = self._read(sock)
         if request is None:
             return
@@ -496,7 +509,8 @@ class RawHTTPServer:
         server = _RawServer(self)
         self._server = server
         self.port = server.server_address[1]
-        self.url = f"http://127.0.0.1:{self.port}/v1"
+        scheme = "https" if self.tls is not None else "http"
+        self.url = f"{scheme}://127.0.0.1:{self.port}/v1"
         self._thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
         self._thread.start()
         return self

@@ -13,13 +13,17 @@ from __future__ import annotations
 import gzip
 import json
 import socket
+import ssl
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
+import httpx
 import pytest
 
+from agent_memory import providers
 from agent_memory.embeddings import CustomEmbedder, OpenAIEmbedder
 from agent_memory.embeddings import max_answer_bytes as embeddings_cap
 from agent_memory.errors import (
@@ -32,6 +36,7 @@ from agent_memory.llm import OpenAIChatModel
 from agent_memory.llm import max_answer_bytes as chat_cap
 from agent_memory.providers import ProviderClient
 from tests.model_servers import (
+    RawAnswer,
     RawHTTPServer,
     flood,
     in_turn,
@@ -333,3 +338,93 @@ def test_a_chat_answer_of_max_tokens_long_tokens_fits(server):
     assert model.complete_json("Summarize as JSON.", "hi", max_tokens=4096).data == {
         "summary": " " * 409_600
     }
+
+
+# --------------------------------------------------------------------------------------------
+# Over TLS: the handshake, each encrypted send and read keep the deadline too
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def tls(tmp_path, monkeypatch):
+    """A self-signed certificate for 127.0.0.1, a server-side SSL context for it, and the
+    process's provider HTTP client replaced by one that trusts it."""
+    import datetime
+    import ipaddress
+
+    from cryptography import x509
+    from cryptography.hazmat.primitives import hashes, serialization
+    from cryptography.hazmat.primitives.asymmetric import ec
+    from cryptography.x509.oid import NameOID
+
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.UTC)
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+        .add_extension(
+            x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+            critical=False,
+        )
+        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
+        .sign(key, hashes.SHA256())
+    )
+    cert_file, key_file = tmp_path / "cert.pem", tmp_path / "key.pem"
+    cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    key_file.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    server_context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_context.load_cert_chain(cert_file, key_file)
+    client_context = ssl.create_default_context(cafile=str(cert_file))
+    client = httpx.Client(
+        transport=providers._DeadlineTransport(client_context),
+        follow_redirects=False,
+        trust_env=False,
+    )
+    monkeypatch.setattr(providers, "_http", client)
+    yield server_context
+    client.close()
+
+
+@contextmanager
+def serving_tls(context: ssl.SSLContext, answer: RawAnswer) -> Iterator[RawHTTPServer]:
+    with RawHTTPServer(answer, tls=context) as server:
+        yield server
+
+
+def test_an_https_call_works_and_sends_a_large_body_whole(tls):
+    body = json.dumps({"data": [{"index": 0, "embedding": [0.25] * DIMS}]}).encode()
+    with serving_tls(tls, send(response_bytes(200, body))) as server:
+        url = server.url
+        answer = patient(10.0).post_json(url, {"input": "x" * 2_000_000}, max_bytes=10_000)
+        assert answer == {"data": [{"index": 0, "embedding": [0.25] * DIMS}]}
+        [request] = server.requests
+        assert len(request.body) > 2_000_000
+
+
+def test_an_https_body_trickled_a_byte_at_a_time_is_cut_at_the_deadline(tls):
+    with serving_tls(tls, in_turn(send(HEAD), trickle(BODY + b" " * 100, every=0.2))) as server:
+        url = server.url
+        error, elapsed = timed(lambda: patient(1.5).post_json(url, {}, max_bytes=10_000))
+    assert isinstance(error, ProviderUnavailable) and str(error) == late(1.5)
+    assert elapsed < 1.5 + MARGIN
+
+
+def test_a_tls_handshake_that_never_ends_is_cut_at_the_deadline():
+    # A plain server that reads the ClientHello and never answers it.
+    with RawHTTPServer() as server:
+        url = server.url.replace("http://", "https://")
+        error, elapsed = timed(lambda: patient(1.5).post_json(url, {}, max_bytes=10_000))
+    assert isinstance(error, ProviderUnavailable) and str(error) == late(1.5)
+    assert elapsed < 1.5 + MARGIN

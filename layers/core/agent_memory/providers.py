@@ -328,10 +328,11 @@ class _DeadlineBackend(httpcore.NetworkBackend):
 
 class _DeadlineTransport(httpx.HTTPTransport):
     """httpx's transport over a connection pool built on ``_DeadlineBackend`` (httpcore's
-    ``network_backend`` extension point). No proxy from the environment, HTTP/1.1 only."""
+    ``network_backend`` extension point). No proxy from the environment, HTTP/1.1 only.
+    ``context`` defaults to httpx's (certifi's certificate authorities); tests pass their own."""
 
-    def __init__(self) -> None:
-        context = httpx.create_ssl_context()
+    def __init__(self, context: ssl.SSLContext | None = None) -> None:
+        context = context or httpx.create_ssl_context()
         super().__init__(verify=context)
         self._pool = httpcore.ConnectionPool(
             ssl_context=context,
