@@ -35,6 +35,8 @@ from agent_memory.errors import (
 from agent_memory.llm import OpenAIChatModel
 from agent_memory.llm import max_answer_bytes as chat_cap
 from agent_memory.providers import ProviderClient
+from tests.conftest import unique
+from tests.integration.test_handlers import build, invoke
 from tests.model_servers import (
     RawAnswer,
     RawHTTPServer,
@@ -428,3 +430,51 @@ def test_a_tls_handshake_that_never_ends_is_cut_at_the_deadline():
         error, elapsed = timed(lambda: patient(1.5).post_json(url, {}, max_bytes=10_000))
     assert isinstance(error, ProviderUnavailable) and str(error) == late(1.5)
     assert elapsed < 1.5 + MARGIN
+
+
+# --------------------------------------------------------------------------------------------
+# Saving a store applies the rule its calls apply
+# --------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("url", "shown", "reason"),
+    [
+        ("https://[::127.0.0.1]/v1", "::7f00:1", "reserved"),
+        ("https://[64:ff9b::7f00:1]/v1", "64:ff9b::7f00:1", "an IPv6 form of 127.0.0.1 (loopback)"),
+        ("https://[2002:7f00:1::]/v1", "2002:7f00:1::", "an IPv6 form of 127.0.0.1 (loopback)"),
+        ("https://224.0.0.1/v1", "224.0.0.1", "multicast"),
+    ],
+)
+def test_a_store_with_an_endpoint_its_calls_would_refuse_is_not_saved(
+    tenant, function_env, url, shown, reason
+):
+    name = unique("endpoint")
+    status, _, _ = invoke("put_store", build("put_store", tenant, name, body={"dimensions": 4}))
+    assert status == 201
+    try:
+        body = {"llm_provider": "custom", "llm_model": "m", "llm_base_url": url}
+        for store in (name, unique("new")):  # an existing store, and one that does not exist
+            status, answer, _ = invoke("put_store", build("put_store", tenant, store, body=body))
+            assert (status, answer) == (
+                422,
+                {
+                    "error": "validation_error",
+                    "message": "The store's settings are not valid; see details.",
+                    "details": [
+                        {
+                            "field": "body",
+                            "problem": f"llm_base_url must be a public address, not {shown}, "
+                            f"which is {reason} (a local stack started with "
+                            "KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 allows it)",
+                        }
+                    ],
+                },
+            )
+        status, kept, _ = invoke("get_store", build("get_store", tenant, name))
+        assert status == 200
+        assert (kept["llm_provider"], kept["llm_base_url"], kept["dimensions"]) == ("none", None, 4)
+        status, _, _ = invoke("get_store", build("get_store", tenant, store))
+        assert status == 404
+    finally:
+        invoke("delete_store", build("delete_store", tenant, name))
