@@ -478,3 +478,33 @@ def test_a_store_with_an_endpoint_its_calls_would_refuse_is_not_saved(
         assert status == 404
     finally:
         invoke("delete_store", build("delete_store", tenant, name))
+
+
+def test_a_route_answers_within_its_deadline_while_the_provider_trickles(
+    tenant, function_env, monkeypatch
+):
+    """The issue's case: one byte every 2 s kept POST .../memories busy for 40 s. Now the
+    route's client (6 s deadline) gives up in time and the route answers 503."""
+    monkeypatch.setenv("KIVIDB_ALLOW_PRIVATE_ENDPOINTS", "1")
+    with RawHTTPServer(in_turn(send(HEAD), trickle(BODY + b" " * 40, every=0.5))) as server:
+        name = unique("trickle")
+        settings = {
+            "embed_provider": "custom",
+            "embed_model": "m",
+            "embed_base_url": server.url,
+            "dimensions": DIMS,
+        }
+        status, _, _ = invoke("put_store", build("put_store", tenant, name, body=settings))
+        assert status == 201
+        try:
+            memory = {"text": "Alice plays chess", "actor_id": "alice"}
+            started = time.monotonic()
+            status, answer, _ = invoke("add_memory", build("add_memory", tenant, name, body=memory))
+            elapsed = time.monotonic() - started
+            assert (status, answer["error"]) == (503, "provider_unavailable")
+            assert "deadline of 6 s" in answer["message"]
+            assert elapsed < 6.0 + MARGIN
+            status, listed, _ = invoke("list_memories", build("list_memories", tenant, name))
+            assert status == 200 and listed["memories"] == []
+        finally:
+            invoke("delete_store", build("delete_store", tenant, name))
