@@ -8,7 +8,8 @@ SAM := $(SAM_VENV)/bin/sam
 STAMP := $(VENV)/.installed
 
 .PHONY: run test unit integration e2e lint format validate openapi build deploy replay \
-	bench bench-working-memory bench-retrieval bench-latency bench-background clean
+	bench bench-working-memory bench-retrieval bench-latency bench-background bench-faults \
+	bench-load clean
 
 $(STAMP): requirements-dev.txt layers/core/requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -77,7 +78,7 @@ $(BENCH_STAMP): $(STAMP) bench/requirements.txt
 	touch $(BENCH_STAMP)
 
 ## bench: every benchmark; each writes a table and a plot under bench/results/
-bench: bench-working-memory bench-latency bench-retrieval bench-background
+bench: bench-working-memory bench-latency bench-retrieval bench-background bench-faults bench-load
 
 ## bench-working-memory: add events and recall through the local stack, vs in-process baselines
 bench-working-memory: $(BENCH_STAMP)
@@ -90,6 +91,16 @@ bench-latency: $(BENCH_STAMP)
 ## bench-background: one background run over a 1,000-message session: peak memory, model calls
 bench-background: $(BENCH_STAMP)
 	$(PY) -m bench.background $(ARGS)
+
+## bench-faults: database killed / stalled / connections cut and provider faults under traffic:
+## answers by status, latency, recovery, and every acknowledged write read back exactly once
+bench-faults: $(BENCH_STAMP)
+	$(PY) -m bench.faults $(ARGS)
+
+## bench-load: locust, headless, loopback only: calls/s, p50 / p99 per route, errors, peak
+## memory, and the exactly-once check afterwards
+bench-load: $(BENCH_STAMP)
+	$(PY) -m bench.load $(ARGS)
 
 RETRIEVAL_STAMP := $(VENV)/.retrieval-installed
 $(RETRIEVAL_STAMP): $(BENCH_STAMP) bench/requirements-retrieval.txt

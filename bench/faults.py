@@ -219,6 +219,7 @@ class FaultyProvider(ThreadingHTTPServer):
 
 class _FaultyHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    disable_nagle_algorithm = True  # headers and body are two writes (tools/scripted_model.py)
     server: FaultyProvider
 
     def do_POST(self) -> None:

@@ -248,11 +248,13 @@ class Agent:
         ]
         events = [{"role": "user", "content": contents[0]},
                   {"role": "assistant", "content": contents[1]}]  # fmt: skip
+        sent = Append(self.session_id, self.actor_id, contents, None)
+        self.ledger.appends.append(sent)  # before sending: a call cut off midway is in the ledger
         reply = self.call(
             "POST", f"/sessions/{self.session_id}/events",
             {"actor_id": self.actor_id, "events": events}, "POST events",
         )  # fmt: skip
-        self.ledger.appends.append(Append(self.session_id, self.actor_id, contents, reply.status))
+        sent.status = reply.status
         self.stored = self.stored or acknowledged(reply.status)
         self.turns += 1
         if self.turns >= self.turns_per_session:
@@ -260,6 +262,12 @@ class Agent:
             self.session_id, self.turns, self.stored = self._new_session(), 0, False
             if self.extract and stored:
                 self.call("POST", f"/sessions/{finished}/extract", None, "POST extract")
+
+    def finish(self) -> None:
+        """``POST .../extract`` of the current session, when the store has a language model
+        and the session holds an acknowledged message (so nothing waits the extraction delay)."""
+        if self.extract and self.stored:
+            self.call("POST", f"/sessions/{self.session_id}/extract", None, "POST extract")
 
     def recall(self) -> None:
         """Recall for the current session, with a query naming the last token."""
@@ -294,12 +302,13 @@ class Agent:
         body: dict[str, Any] = {"text": text, "actor_id": self.actor_id, "topics": [a]}
         if self.dimensions is not None:
             body["vector"] = self._vector()
+        add = MemoryAdd(self.actor_id, text, tok, None)
+        self.ledger.adds.append(add)
         reply = self.call("POST", "/memories", body, "POST memories")
-        add = MemoryAdd(self.actor_id, text, tok, reply.status)
+        add.status = reply.status
         if acknowledged(reply.status) and isinstance(reply.body, dict):
             add.memory_id = reply.body.get("id")
             add.duplicate = reply.body.get("duplicate")
-        self.ledger.adds.append(add)
 
     def read_session(self) -> None:
         """Read the current session's newest 20 messages (append instead while the session

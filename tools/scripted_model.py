@@ -157,6 +157,9 @@ class ScriptedModel:
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
+    # The headers and the body go out in two writes; with Nagle's algorithm the body waits for
+    # the client's delayed ACK of the headers, about 40 ms on Linux, on every answer.
+    disable_nagle_algorithm = True
     server: ScriptedServer
 
     def do_GET(self) -> None:
