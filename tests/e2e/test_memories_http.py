@@ -117,7 +117,7 @@ def test_recall_brings_the_relevant_memories_of_the_sessions_actor(api, store):
     assert texts[0] == "Deploys to eu-west-1 on Fridays"
     assert "Someone else deploys to us-east-1" not in texts
     assert "## Long-term memories about the user" in recalled["context"]
-    assert "- [semantic] Deploys to eu-west-1 on Fridays" in recalled["context"]
+    assert '- [semantic] "Deploys to eu-west-1 on Fridays"' in recalled["context"]
     anonymous = api.post(f"{store}/recall", json={"session_id": "new", "query": "deploy"}).json()
     assert anonymous["memories"] == []
     limited = api.post(
