@@ -28,14 +28,15 @@ import redis
 
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
-from tests.conftest import ROOT, unique
+from tests.conftest import ROOT, on_database, unique
 from tests.e2e.conftest import Stack
 
 EXAMPLES = int(os.environ.get("KIVIDB_FUZZ_EXAMPLES", "20"))
 MIN_CASES = int(os.environ.get("KIVIDB_FUZZ_MIN_CASES", "600"))
 RESULTS = os.environ.get("KIVIDB_FUZZ_RESULTS")  # a JSON file for the figures, when set
 OPENAPI = ROOT / "docs" / "openapi.json"
-CONTROL_DB = 13  # the other organization's instance: a database number no other test uses
+CONTROL_DB = 13  # the other organization's instance (tests/conftest.py lists the numbers)
+ACTORS = ["user-7", "user-8"]
 
 EXCLUDED_CHECKS = {
     # A body the schema admits can still break a rule no JSON Schema says: a type the store
@@ -96,30 +97,39 @@ def _snapshot(api: httpx.Client, base: str) -> dict[str, Any]:
 def test_fuzzing_every_route_finds_no_server_error_and_no_undocumented_answer(
     stack: Stack, redis_url: str, tmp_path: Path
 ) -> None:
+    # Another organization with its own instance and store, out of the fuzzer's reach; deleted
+    # at the end with no hold, so its database is free for the next test at once.
+    plane = ControlPlane(
+        redis.Redis.from_url(redis_url, decode_responses=True),
+        SystemClock(),
+        release_hold_seconds=0,
+    )
+    other_org = unique("org")
+    plane.create_organization(other_org)
+    try:
+        _fuzz(stack, plane, other_org, tmp_path)
+    finally:
+        plane.delete_organization(other_org)
+
+
+def _fuzz(stack: Stack, plane: ControlPlane, other_org: str, tmp_path: Path) -> None:
     settings = {"dimensions": 3}
     target, control = unique("fuzz"), unique("control")
     with _client(stack.url, stack.api_key) as api:
         for name in (target, control):
-            assert (
-                api.put(f"/instances/local/agent-memory/{name}", json=settings).status_code == 201
-            )
-        actors = ["user-7", "user-8"]
-        sessions, memories = _seed(api, f"/instances/local/agent-memory/{target}", actors)
-        _seed(api, f"/instances/local/agent-memory/{control}", actors)
+            answer = api.put(f"/instances/local/agent-memory/{name}", json=settings)
+            assert answer.status_code == 201
+        sessions, memories = _seed(api, f"/instances/local/agent-memory/{target}", ACTORS)
+        _seed(api, f"/instances/local/agent-memory/{control}", ACTORS)
         same_org_before = _snapshot(api, f"/instances/local/agent-memory/{control}")
 
-    # Another organization with its own instance and store, out of the fuzzer's reach.
-    plane = ControlPlane(redis.Redis.from_url(redis_url, decode_responses=True), SystemClock())
-    other_org, other_instance = unique("org"), unique("db")
-    plane.create_organization(other_org)
-    plane.register_instance(
-        other_org, other_instance, f"{redis_url.rsplit('/', 1)[0]}/{CONTROL_DB}"
-    )
+    other_instance = unique("db")
+    plane.register_instance(other_org, other_instance, on_database(stack.redis_url, CONTROL_DB))
     _, other_key = plane.issue_api_key(other_org)
     other_base = f"/instances/{other_instance}/agent-memory/{unique('store')}"
     with _client(stack.url, other_key) as other:
         assert other.put(other_base, json=settings).status_code == 201
-        _seed(other, other_base, actors)
+        _seed(other, other_base, ACTORS)
         other_before = _snapshot(other, other_base)
 
     report_dir = tmp_path / "report"
@@ -136,7 +146,7 @@ def test_fuzzing_every_route_finds_no_server_error_and_no_undocumented_answer(
                 "settings": settings,
                 "session_ids": sessions,
                 "memory_ids": memories,
-                "actor_ids": actors,
+                "actor_ids": ACTORS,
             }
         ),
     }
