@@ -111,6 +111,13 @@ class DatabaseUnavailable(AgentMemoryError):
     retry_after_seconds = 1
 
 
+class WritesRefused(DatabaseUnavailable):
+    """The database answers reads but refuses writes: it is full (``maxmemory`` reached under
+    ``noeviction``, reply ``OOM``) or a read-only replica (``READONLY``). The same 503 with
+    Retry-After as ``DatabaseUnavailable``; a read skips the writes it makes on the side (see
+    ``db.unless_writes_refused``)."""
+
+
 class SchedulerUnavailable(AgentMemoryError):
     """Background work could not be scheduled or started: EventBridge Scheduler or Lambda
     answered an error or could not be reached (``agent_memory.scheduler``). The client should
@@ -119,13 +126,6 @@ class SchedulerUnavailable(AgentMemoryError):
     code = "scheduler_unavailable"
 
     retry_after_seconds = 1
-
-class WritesRefused(DatabaseUnavailable):
-    """The database answers reads but refuses writes: it is full (``maxmemory`` reached under
-    ``noeviction``, reply ``OOM``) or a read-only replica (``READONLY``). The same 503 with
-    Retry-After as ``DatabaseUnavailable``; a read skips the writes it makes on the side (see
-    ``db.unless_writes_refused``)."""
-
 
 
 class KeyServiceUnavailable(AgentMemoryError):
