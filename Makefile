@@ -7,7 +7,7 @@ SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 STAMP := $(VENV)/.installed
 
-.PHONY: run test unit integration e2e lint format validate openapi build deploy replay \
+.PHONY: run test unit integration e2e lint format validate openapi build deploy replay fuzz \
 	bench bench-working-memory bench-retrieval bench-latency bench-background bench-faults \
 	bench-load clean
 
@@ -67,6 +67,12 @@ build: $(SAM)
 deploy: $(SAM)
 	$(SAM) build
 	$(SAM) deploy $(ARGS)
+
+## fuzz: schemathesis over docs/openapi.json against a local stack, 100 examples per operation
+## and phase (at least 2,000 cases; `make test` runs 20); figures in bench/results/fuzz.json
+fuzz: $(STAMP)
+	KIVIDB_FUZZ_EXAMPLES=100 KIVIDB_FUZZ_MIN_CASES=2000 KIVIDB_FUZZ_RESULTS=bench/results/fuzz.json \
+		$(PY) -m pytest -q tests/e2e/test_fuzz.py
 
 ## replay: push a LoCoMo conversation through the running local stack (see README)
 replay: $(STAMP)
