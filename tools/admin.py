@@ -34,9 +34,10 @@ from urllib.parse import urlsplit, urlunsplit
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "layers" / "core"))
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import DEFAULT_RELEASE_HOLD_SECONDS, ControlPlane
+from agent_memory.control import ControlPlane
 from agent_memory.db import redis_client
 from agent_memory.errors import AgentMemoryError
+from agent_memory.instances import DEFAULT_RELEASE_HOLD_SECONDS
 
 
 def mask_password(url: str) -> str:

@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import ControlPlane, database_address, hash_api_key
+from agent_memory.control import ControlPlane, hash_api_key
 from agent_memory.errors import (
     InstanceConflict,
     InstanceNotFound,
@@ -28,6 +28,7 @@ from agent_memory.errors import (
     Unauthorized,
     ValidationFailed,
 )
+from agent_memory.instances import database_address
 from agent_memory.keys import ControlKeys, InstanceKeys
 from tests.conftest import ROOT, on_database, unique
 from tools import admin

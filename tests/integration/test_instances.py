@@ -11,8 +11,8 @@ from datetime import UTC, datetime
 import pytest
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import Instance
 from agent_memory.db import redis_client
+from agent_memory.instances import Instance
 from agent_memory.listing import list_organization_stores
 from agent_memory.secrets import FernetCipher
 from agent_memory.stores import Stores

@@ -58,7 +58,7 @@ The control plane (organizations, API keys, instances) lives in the control data
                                                           a released address is held
     kividb:control:address-index                  string  "1" once every instance is indexed
 
-``<address>`` is the normalized database address (``control.database_address``), such as
+``<address>`` is the normalized database address (``instances.database_address``), such as
 ``redis://localhost:6379/0`` or ``unix:///run/redis.sock?db=0``.
 
 The local stack's scheduler (standing in for EventBridge Scheduler; ``agent_memory.scheduler``)

@@ -17,8 +17,8 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from agent_memory.control import Instance
 from agent_memory.errors import DatabaseUnavailable, InstanceNotFound
+from agent_memory.instances import Instance
 from agent_memory.models import OrganizationStoreList, StoreView, UnreachableInstance
 from agent_memory.stores import Stores
 

@@ -127,9 +127,7 @@ def extraction_prompt(
     running summary, when it has one) is shown quoted before them."""
     summary_block = f"Summary of earlier messages:\n{quote(summary)}\n\n" if summary else ""
     return (
-        EXTRACTION_SYSTEM.format(
-            reading_rules=READING_RULES, types=describe_types(custom_types)
-        ),
+        EXTRACTION_SYSTEM.format(reading_rules=READING_RULES, types=describe_types(custom_types)),
         EXTRACTION_USER.format(summary_block=summary_block, messages=render_messages(messages)),
     )
 

@@ -36,9 +36,7 @@ _FORMAT = (
     "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
     "\U000e0001\U000e0020-\U000e007f"
 )
-_ESCAPED = re.compile(
-    '["\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff' + _FORMAT + "]"
-)
+_ESCAPED = re.compile('["\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff' + _FORMAT + "]")
 _SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
