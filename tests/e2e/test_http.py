@@ -47,6 +47,9 @@ def test_readme_session_create_add_recall(api, store):
     assert 'user: "I deploy to eu-west-1."' in recalled["context"]
     listed = api.get(f"{store}/sessions").json()
     assert [s["session_id"] for s in listed["sessions"]] == ["chat-1"]
+    shown = api.get(f"{store}/sessions/chat-1").json()
+    assert listed["sessions"][0]["extraction"] == shown["extraction"]
+    assert shown["extraction"]["status"] == "idle" and shown["extraction"]["unread"] == 2
     assert api.get(store).json()["counts"]["sessions"] == 1
 
 

@@ -100,6 +100,8 @@ def test_listing_filters_by_actor_and_type(api, store):
     assert [m["text"] for m in episodic] == ["went hiking on 3 May"]
     mine = api.get(f"{store}/memories", params={"actor_id": "user-7", "limit": 1}).json()
     assert [m["text"] for m in mine["memories"]] == ["likes hiking"] and mine["next_offset"] == 1
+    assert mine["total"] == 2  # both of user-7's, over every page
+    assert api.get(f"{store}/memories").json()["total"] == 3
 
 
 def test_recall_brings_the_relevant_memories_of_the_sessions_actor(api, store):

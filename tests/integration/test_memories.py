@@ -84,6 +84,22 @@ def test_keep_read_list_and_count(make_memories):
     ]
 
 
+def test_a_listing_counts_every_memory_its_filters_match_over_all_pages(make_memories):
+    memories = make_memories()
+    for i in range(3):
+        _add(memories, f"alice fact {i}", _v(*[0] * i, 1))  # orthogonal: none is a duplicate
+    _add(memories, "alice went hiking", _v(0, 0, 0, 1), type="episodic")
+    _add(memories, "bob fact", _v(1), actor="bob")
+    everything = memories.page(0, 2, None, None)
+    assert (len(everything.memories), everything.next_offset, everything.total) == (2, 2, 5)
+    alices = memories.page(2, 2, "alice", None)
+    assert (len(alices.memories), alices.next_offset, alices.total) == (2, None, 4)
+    assert memories.page(0, 1, "alice", "episodic").total == 1
+    assert memories.page(0, 10, "nobody", None).total == 0
+    memories.delete_actor("alice")
+    assert memories.page(0, 10, None, None).total == 1
+
+
 def test_vectors_are_checked_and_required_without_an_embedding_model(make_memories):
     memories = make_memories()
     with pytest.raises(VectorInvalid, match="expected 8 dimensions, got 3"):

@@ -10,6 +10,7 @@ from cryptography.fernet import Fernet
 from agent_memory.clock import SystemClock
 from agent_memory.embeddings import NoEmbedder
 from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
+from agent_memory.keys import StoreKeys
 from agent_memory.memories import Memories
 from agent_memory.models import EventIn, EventsRequest, RecallRequest, StorePut
 from agent_memory.recall import EMPTY_CONTEXT, recall
@@ -197,6 +198,29 @@ def test_listing_is_most_recent_first_with_offset_paging(make_store):
     last = sessions.list(4, 2)
     assert [s.session_id for s in last.sessions] == ["s0"] and last.next_offset is None
     assert sessions.list(0, 5).next_offset is None
+
+
+def test_the_listing_shows_each_sessions_extraction_as_reading_it_does(make_store, client):
+    config, sessions = make_store(llm_provider="openai", llm_model="gpt-4o-mini")
+    sessions.append("quiet", _events("one", "two"))
+    sessions.append("busy", _events("three"))
+    # A background run holds the session's lock while it works.
+    lock = StoreKeys(config.name, config.incarnation).session("busy").lock
+    client.set(lock, "token", px=60_000)
+    listed = {s.session_id: s.extraction for s in sessions.list(0, 10).sessions}
+    assert listed["busy"].status == "running"
+    assert listed["quiet"].status == "waiting" and listed["quiet"].unread == 2
+    assert listed["quiet"].due_at is not None and listed["quiet"].last_error is None
+    for session_id, extraction in listed.items():
+        assert extraction == sessions.get(session_id, recent=1).extraction
+
+
+def test_without_a_language_model_every_listed_session_is_idle_with_its_unread_count(make_store):
+    _, sessions = make_store()
+    sessions.append("s", _events("one", "two", "three"))
+    (listed,) = sessions.list(0, 10).sessions
+    assert (listed.extraction.status, listed.extraction.unread) == ("idle", 3)
+    assert listed.extraction.due_at is None and listed.extraction.last_run_at is None
 
 
 def test_delete_forgets_the_session(make_store):

@@ -586,7 +586,9 @@ class Memories:
     def page(
         self, offset: int, limit: int, actor_id: str | None, memory_type: str | None
     ) -> MemoryList:
-        """A page of live memories, newest first, optionally one actor's and one type's."""
+        """A page of live memories, newest first, optionally one actor's and one type's, with
+        ``total``, how many live memories those filters match (the exact live count of the
+        store without filters, as ``count``)."""
         if memory_type is not None:
             self._check_type(memory_type)
         self._prune()  # (skipped while the database refuses writes: expired ones are skipped)
@@ -597,6 +599,7 @@ class Memories:
                     for i in self._redis.zrevrange(self._keys.memories, offset, offset + limit)
                 ]
                 owners = self._redis.hmget(self._keys.memory_owners, ids[:limit]) if ids else []
+            total = self.count()
             by_bucket: dict[str, list[str]] = {}
             for memory_id, owner in zip(ids[:limit], owners, strict=True):
                 if owner is not None:
@@ -606,7 +609,7 @@ class Memories:
                 found.update(self._fetch(bucket, members))
             page = [found[i] for i in ids[:limit] if i in found]
             return MemoryList(
-                memories=page, next_offset=offset + limit if len(ids) > limit else None
+                memories=page, next_offset=offset + limit if len(ids) > limit else None, total=total
             )
         buckets = [actor_bucket(actor_id)] if actor_id is not None else self._buckets()
         views: list[MemoryView] = []
@@ -621,7 +624,9 @@ class Memories:
         views.sort(key=lambda v: (v.created_at, v.id), reverse=True)
         page = views[offset : offset + limit]
         return MemoryList(
-            memories=page, next_offset=offset + limit if len(views) > offset + limit else None
+            memories=page,
+            next_offset=offset + limit if len(views) > offset + limit else None,
+            total=len(views),
         )
 
     def _buckets(self) -> list[str]:

@@ -491,7 +491,7 @@ class SessionView(View):
 
 
 class SessionSummary(View):
-    """A session as the listing shows it."""
+    """A session as the listing shows it, with its extraction status (as ``SessionView``)."""
 
     session_id: str
     actor_id: str | None
@@ -499,6 +499,7 @@ class SessionSummary(View):
     created_at: datetime
     last_event_at: datetime
     expires_at: datetime
+    extraction: ExtractionStatus
 
 
 class SessionList(View):
@@ -632,10 +633,14 @@ class MemoryView(View):
 
 
 class MemoryList(View):
-    """A page of memories, newest first; ``next_offset`` is null on the last page."""
+    """A page of memories, newest first; ``next_offset`` is null on the last page; ``total``
+    is how many live memories match the listing's filters, over all its pages."""
 
     memories: list[MemoryView]
     next_offset: int | None
+    total: int = Field(
+        description="Live memories matching the filters (actor_id, type), over all pages."
+    )
 
 
 SearchMode = Literal["semantic", "keyword", "hybrid"]

@@ -217,7 +217,11 @@ _APPEND = (
 PRUNE_BATCH = 1000
 TOUCH_PRUNE_BATCH = 100
 
-_META_FIELDS = ("actor_id", "seq", "created_at", "last_event_at", "expires_at", "summary")
+_META_FIELDS = (
+    "actor_id", "seq", "created_at", "last_event_at", "expires_at", "summary",
+    # extraction status (SessionMeta.extraction)
+    "read_seq", "armed_due", "failures", "last_run_at", "last_error",
+)  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -306,8 +310,8 @@ class SessionMeta:
             unread=self.unread,
         )
 
-    def summary_view(self) -> SessionSummary:
-        """The session as a listing shows it."""
+    def summary_view(self, *, has_model: bool) -> SessionSummary:
+        """The session as a listing shows it (``running`` as set by the reader)."""
         return SessionSummary(
             session_id=self.session_id,
             actor_id=self.actor_id,
@@ -315,6 +319,7 @@ class SessionMeta:
             created_at=self.created_at,
             last_event_at=self.last_event_at,
             expires_at=self.expires_at,
+            extraction=self.extraction(running=self.running, has_model=has_model),
         )
 
 
@@ -457,8 +462,9 @@ class Sessions:
                 pass
 
     def list(self, offset: int, limit: int) -> SessionList:
-        """A page of live sessions, most recent first; ``next_offset`` is null on the last page.
-        Expired ids are pruned on the way, or only skipped while the database refuses writes."""
+        """A page of live sessions, most recent first, each with its extraction status;
+        ``next_offset`` is null on the last page. Expired ids are pruned on the way, or only
+        skipped while the database refuses writes."""
         self._prune_expired()
         with database_errors():
             ids = [
@@ -466,15 +472,18 @@ class Sessions:
             ]
             pipe = self._redis.pipeline(transaction=False)
             for session_id in ids[:limit]:
-                pipe.hmget(self._keys.session(session_id).meta, _META_FIELDS)
+                keys = self._keys.session(session_id)
+                pipe.hmget(keys.meta, _META_FIELDS)
+                pipe.exists(keys.lock)
             rows = pipe.execute()
         now_ms = to_ms(self._clock.now())
         sessions = []
-        for session_id, values in zip(ids[:limit], rows, strict=True):
+        for session_id, values, locked in zip(ids[:limit], rows[::2], rows[1::2], strict=True):
             raw = {k: v for k, v in zip(_META_FIELDS, values, strict=True) if v is not None}
             meta = live_meta(session_id, raw, now_ms)
             if meta is not None:
-                sessions.append(meta.summary_view())
+                meta.running = bool(locked)
+                sessions.append(meta.summary_view(has_model=self.has_model))
         return SessionList(
             sessions=sessions, next_offset=offset + limit if len(ids) > limit else None
         )
