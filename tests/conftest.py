@@ -74,7 +74,8 @@ TENANT_DB = 1
 one's), and database 0 of the test server is the local stack's (organization ``local``, for the
 e2e tests and the bootstrap tests). Each test's tenant has database 1, one tenant at a time:
 its organization is deleted after the test. Other databases in use: 2 (e2e test_http), 3 to 9
-(integration test_control), 10 to 12 (e2e test_instances_http), 13 (e2e test_fuzz)."""
+(integration test_control), 10 to 12 (e2e test_instances_http), 13 (e2e test_fuzz), 14 and 15
+(e2e test_isolation)."""
 
 
 @pytest.fixture
