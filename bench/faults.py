@@ -631,8 +631,9 @@ def write_results(by_fault: dict[str, list[FaultRun]], args: argparse.Namespace)
         "memories):",
         "",
         "| fault | messages acknowledged | lost | duplicated | reordered sessions | "
-        "kept without a 2xx | memories acknowledged | lost | duplicated | kept without a 2xx "
-        "| found by search, not listed | extracted (duplicated) | tracebacks in the log |",
+        "kept without a 2xx | memories acknowledged | lost / kept but not listed | duplicated | "
+        "kept without a 2xx | unacknowledged, found by search, not listed | extracted "
+        "(duplicated) | tracebacks in the log |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, runs in by_fault.items():
@@ -643,7 +644,8 @@ def write_results(by_fault: dict[str, list[FaultRun]], args: argparse.Namespace)
             f"| {name} | {c.messages_acknowledged:,} | {c.messages_lost} | "
             f"{c.messages_duplicated + c.messages_unknown} | {c.sessions_out_of_order} | "
             f"{c.messages_kept_unacknowledged} | {c.memories_acknowledged:,} | {c.memories_lost} "
-            f"| {c.memories_duplicated} | {c.memories_kept_unacknowledged} | "
+            f"/ {c.memories_unlisted} | {c.memories_duplicated} | "
+            f"{c.memories_kept_unacknowledged} | "
             f"{c.memories_found_not_listed} | {c.extracted} ({c.extracted_duplicated}) | "
             f"{sum(r.tracebacks for r in runs)} |"
         )
