@@ -8,7 +8,7 @@ SAM := $(SAM_VENV)/bin/sam
 STAMP := $(VENV)/.installed
 
 .PHONY: run test unit integration e2e lint format validate openapi build deploy replay fuzz \
-	bench bench-working-memory bench-retrieval bench-latency bench-background bench-faults \
+	console console-screenshots bench bench-working-memory bench-retrieval bench-latency bench-background bench-faults \
 	bench-load clean
 
 $(STAMP): requirements-dev.txt layers/core/requirements.txt
@@ -17,12 +17,32 @@ $(STAMP): requirements-dev.txt layers/core/requirements.txt
 	$(PY) -m pip install --quiet -r requirements-dev.txt
 	touch $(STAMP)
 
-## run: serve the API on http://127.0.0.1:$${PORT:-3000} (routes from template.yaml)
-run: $(STAMP)
+# The web console (docs/console.md): console/src/ built by esbuild into functions/console/static/
+# (not committed), again whenever a source, the build script or the lock file is newer.
+CONSOLE_DEPS := console/node_modules/.installed
+CONSOLE_SRC := $(shell find console/src -type f 2>/dev/null) console/build.mjs console/package.json
+CONSOLE_OUT := functions/console/static/index.html
+
+$(CONSOLE_DEPS): console/package.json console/package-lock.json
+	cd console && npm ci --no-audit --no-fund --loglevel=error
+	touch $(CONSOLE_DEPS)
+
+$(CONSOLE_OUT): $(CONSOLE_DEPS) $(CONSOLE_SRC)
+	cd console && npm run --silent build
+
+## console: build the web console (npm ci when needed, then esbuild)
+console: $(CONSOLE_OUT)
+
+## console-screenshots: the console's browser tests, saving a screenshot of each page in docs/console/
+console-screenshots: $(STAMP) $(CONSOLE_OUT)
+	KIVIDB_CONSOLE_SCREENSHOTS=docs/console $(PY) -m pytest -q tests/e2e/test_console.py
+
+## run: serve the API and the console on http://127.0.0.1:$${PORT:-3000} (routes from template.yaml)
+run: $(STAMP) $(CONSOLE_OUT)
 	$(PY) -m local
 
 ## test: lint, type-check, validate the template, then every test (starts its own Redis)
-test: lint validate
+test: lint validate $(CONSOLE_OUT)
 	$(PY) -m pytest -q
 
 unit: $(STAMP)
@@ -31,7 +51,7 @@ unit: $(STAMP)
 integration: $(STAMP)
 	$(PY) -m pytest -q tests/integration
 
-e2e: $(STAMP)
+e2e: $(STAMP) $(CONSOLE_OUT)
 	$(PY) -m pytest -q tests/e2e
 
 ## lint: ruff (style, imports) and mypy (strict, pydantic plugin)
@@ -59,12 +79,12 @@ $(SAM):
 	$(PYTHON) -m venv $(SAM_VENV)
 	$(SAM_VENV)/bin/pip install --quiet aws-sam-cli==1.170.0
 
-## build: sam build (in its own venv: aws-sam-cli pins an older boto3)
-build: $(SAM)
+## build: the console, then sam build (in its own venv: aws-sam-cli pins an older boto3)
+build: $(SAM) $(CONSOLE_OUT)
 	$(SAM) build $(ARGS)
 
-## deploy: sam build, then sam deploy (first time: make deploy ARGS=--guided; see docs/deploy.md)
-deploy: $(SAM)
+## deploy: the console, sam build, then sam deploy (first time: make deploy ARGS=--guided)
+deploy: $(SAM) $(CONSOLE_OUT)
 	$(SAM) build
 	$(SAM) deploy $(ARGS)
 
@@ -120,3 +140,4 @@ bench-retrieval: $(RETRIEVAL_STAMP)
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) .aws-sam .mypy_cache .ruff_cache .pytest_cache
+	rm -rf console/node_modules functions/console/static

@@ -1,7 +1,8 @@
 """An ASGI app that plays API Gateway (HTTP API, payload 2.0) in front of the template's functions.
 
 For each request: find the route in ``template.yaml``, build the 2.0 event, call the declared
-authorizer (a denial is API Gateway's 403), put its context in
+authorizer unless the route says ``Authorizer: NONE`` (a denial is API Gateway's 403), put its
+context in
 ``requestContext.authorizer.lambda``, call the function's ``lambda_handler`` and turn its answer
 into the HTTP response. Each worker process is one warm "container" per function and, like
 Lambda, runs one invocation at a time; ``--workers`` gives concurrency across processes.
@@ -93,7 +94,7 @@ class Gateway:
             path_parameters=params,
         )
         try:
-            if self.api.authorizer is not None:
+            if self.api.authorizer is not None and route.authorized:
                 authorizer = self.api.authorizer
                 answer = authorizer.load()(
                     authorizer_event(event), LambdaContext(authorizer.logical_id)

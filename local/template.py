@@ -1,7 +1,8 @@
 """Read ``template.yaml`` the way API Gateway and Lambda would use it.
 
 Only what routing needs is read: each ``AWS::Serverless::Function`` with an ``HttpApi`` event
-(method, path, code folder, handler), the HTTP API's default Lambda authorizer, the background
+(method, path, code folder, handler, and ``Auth: {Authorizer: NONE}`` for a route served
+without the authorizer), the HTTP API's default Lambda authorizer, the background
 function (``BackgroundFunction``, which EventBridge Scheduler invokes; the local scheduler loop
 invokes it here), and the ``Globals`` environment with ``!Ref`` parameters resolved from values
 the local stack supplies.
@@ -92,13 +93,17 @@ class Function:
 
 @dataclass
 class Route:
-    """One ``HttpApi`` event of a function: method, path template and its compiled pattern."""
+    """One ``HttpApi`` event of a function: method, path template and its compiled pattern.
+
+    ``authorized`` is False for an event with ``Auth: {Authorizer: NONE}``, which API Gateway
+    serves without calling the default authorizer."""
 
     method: str
     path: str
     function: Function
     pattern: re.Pattern[str]
     literal_segments: int
+    authorized: bool = True
 
     @property
     def route_key(self) -> str:
@@ -211,7 +216,9 @@ def read_http_api(template_path: Path, parameters: dict[str, str]) -> HttpApi:
             method = str(event["Properties"]["Method"]).upper()
             path = event["Properties"]["Path"]
             pattern, literals = _compile(path)
-            routes.append(Route(method, path, function, pattern, literals))
+            auth = event["Properties"].get("Auth") or {}
+            authorized = auth.get("Authorizer") != "NONE"
+            routes.append(Route(method, path, function, pattern, literals, authorized))
     routes.sort(key=lambda r: (-r.literal_segments, r.path.count("+"), -len(r.path)))
 
     authorizer = None

@@ -37,7 +37,11 @@ EXPECTED_ROUTES = {
     "PATCH /instances/{instance_id}/agent-memory/{store}/memories/{memory_id}",
     "DELETE /instances/{instance_id}/agent-memory/{store}/memories/{memory_id}",
     "DELETE /instances/{instance_id}/agent-memory/{store}/actors/{actor_id}/memories",
+    "GET /console",
+    "GET /console/{proxy+}",
 }
+# The console's page and its files: one function, both routes without the authorizer.
+CONSOLE_ROUTES = {"GET /console", "GET /console/{proxy+}"}
 
 
 @pytest.fixture(scope="module")
@@ -50,12 +54,31 @@ def test_every_route_of_the_contract_has_one_function(api):
     assert set(keys) == EXPECTED_ROUTES
     assert len(keys) == len(set(keys))
     functions = [route.function.logical_id for route in api.routes]
-    assert len(functions) == len(set(functions)), "one function per route"
+    console = [
+        f for f, r in zip(functions, api.routes, strict=True) if r.route_key in CONSOLE_ROUTES
+    ]
+    assert console == ["ConsoleFunction", "ConsoleFunction"]
+    others = [f for f in functions if f != "ConsoleFunction"]
+    assert len(others) == len(set(others)), "one function per API route"
+
+
+def test_only_the_console_routes_are_served_without_the_authorizer(api):
+    open_routes = {route.route_key for route in api.routes if not route.authorized}
+    assert open_routes == CONSOLE_ROUTES
+    route, params = api.find("GET", "/console/app-ABCDEFGH.js")
+    assert (route.route_key, params) == ("GET /console/{proxy+}", {"proxy": "app-ABCDEFGH.js"})
+    route, params = api.find("GET", "/console/a/b/../c")
+    assert (route.route_key, params) == ("GET /console/{proxy+}", {"proxy": "a/b/../c"})
+    assert api.find("GET", "/console")[0].route_key == "GET /console"
+    assert api.find("GET", "/console/") is None  # a greedy parameter is never empty
+    assert api.find("POST", "/console") is None
 
 
 def test_handler_modules_exist_and_are_uniquely_named(api):
-    modules = [route.function.handler.split(".")[0] for route in api.routes]
-    assert len(modules) == len(set(modules))
+    modules = {
+        route.function.logical_id: route.function.handler.split(".")[0] for route in api.routes
+    }
+    assert len(modules) == len(set(modules.values()))
     for route in api.routes:
         module = route.function.handler.split(".")[0]
         assert (route.function.code_dir / f"{module}.py").is_file()
@@ -68,10 +91,17 @@ def test_the_default_authorizer_is_the_authorizer_function(api):
 
 def test_every_function_has_a_sample_event_that_matches_its_route(api):
     for route in api.routes:
+        # events/<module>.json, or events/<module>_<what>.json for a function of two routes
         module = route.function.handler.split(".")[0]
-        event = json.loads((ROOT / "events" / f"{module}.json").read_text())
-        assert event["routeKey"] == route.route_key
+        samples = [
+            json.loads(path.read_text())
+            for path in (ROOT / "events").glob(f"{module}*.json")
+            if path.stem == module or path.stem.startswith(f"{module}_")
+        ]
+        (event,) = [e for e in samples if e["routeKey"] == route.route_key]
         assert route.match(event["requestContext"]["http"]["method"], event["rawPath"]) is not None
+        if not route.authorized:
+            assert "authorizer" not in event["requestContext"]
     assert (ROOT / "events" / "authorizer.json").is_file()
 
 
@@ -366,7 +396,7 @@ def test_the_deploy_doc_counts_each_resource_type_the_template_declares(template
     assert int(sam_roles[1]) == declared["AWS::Serverless::Function"]  # one role per function
     routes = sum(1 for f in _functions(template).values() if f["Properties"].get("Events"))
     stated = {int(n) for n in re.findall(r"\b(\d+) route functions", DEPLOY_DOC.read_text())}
-    assert stated == {routes} == {18}
+    assert stated == {routes} == {19}  # 18 API routes and the console's function
 
 
 def test_the_deploy_doc_lists_every_function_with_its_trigger_memory_and_timeout(template):
@@ -378,9 +408,12 @@ def test_the_deploy_doc_lists_every_function_with_its_trigger_memory_and_timeout
     for name, function in functions.items():
         props = function["Properties"]
         trigger, sizes = rows[name][1], rows[name][2]
-        for event in props.get("Events", {}).values():
-            route = f"{event['Properties']['Method']} {event['Properties']['Path']}"
-            assert trigger == f"`{route}`", name
+        routes = [
+            f"`{event['Properties']['Method']} {event['Properties']['Path']}`"
+            for event in props.get("Events", {}).values()
+        ]
+        if routes:
+            assert trigger == " and ".join(routes), name
         memory = props.get("MemorySize", defaults["MemorySize"])
         if memory == {"!Ref": "SearchMemorySize"}:
             assert sizes.startswith(f"`SearchMemorySize` ({search_default:,} MB), "), name

@@ -1,0 +1,402 @@
+// Memories: browse newest first with filters (GET .../memories), forget an actor's
+// (DELETE .../actors/{actor}/memories), search in each mode (POST .../memories/search), and one
+// memory with its versions (GET, PATCH, DELETE .../memories/{id}).
+
+import { useState } from "preact/hooks";
+import { api, storePath } from "../api.js";
+import { navigate, storeHref } from "../router.js";
+import { StoreHeader } from "./stores.js";
+import {
+  ConfirmDialog, Empty, ErrorState, FieldProblems, FormErrors, html, Json, Loading, Notice,
+  Pager, problemsByField, Text, Time, useLoad,
+} from "../ui.js";
+
+const PAGE = 20;
+
+function typesOf(config) {
+  return ["semantic", "episodic", ...((config && config.custom_types) || []).map((t) => t.name)];
+}
+
+/** A JSON array of numbers from a textarea, or null when it is empty; throws on bad input. */
+function parseVector(text, dimensions) {
+  if (!text.trim()) return null;
+  let value;
+  try {
+    value = JSON.parse(text);
+  } catch (error) {
+    throw new Error("The vector is not JSON: write it as [0.1, 0.2, …].");
+  }
+  if (!Array.isArray(value) || !value.every((x) => typeof x === "number" && Number.isFinite(x))) {
+    throw new Error("The vector must be a JSON array of numbers.");
+  }
+  if (dimensions && value.length !== dimensions) {
+    throw new Error(`The vector has ${value.length} numbers; this store's vectors have ${dimensions}.`);
+  }
+  return value;
+}
+
+function MemoryRows({ memories, instance, store, scores }) {
+  return html`<table class="list">
+    <caption class="visually-hidden">${scores ? "Search results, best first" : "Memories, newest first"}</caption>
+    <thead>
+      <tr>
+        ${scores && html`<th scope="col" class="num">Score</th>`}
+        <th scope="col">Memory</th>
+        <th scope="col">Type</th>
+        <th scope="col">Actor</th>
+        <th scope="col">Topics</th>
+        <th scope="col">Kept</th>
+      </tr>
+    </thead>
+    <tbody>
+      ${memories.map(
+        (m) => html`<tr key=${m.id}>
+          ${scores && html`<td class="num score">${m.score === null || m.score === undefined ? "—" : m.score.toFixed(4)}</td>`}
+          <th scope="row"><a href=${storeHref(instance, store, "memories", m.id)}><${Text} value=${m.text} max=${160} /></a></th>
+          <td>${m.type}</td>
+          <td><${Text} value=${m.actor_id} max=${40} /></td>
+          <td>${m.topics.length ? m.topics.map((t, i) => html`${i ? ", " : ""}<${Text} value=${t} />`) : html`<span class="muted">—</span>`}</td>
+          <td><${Time} value=${m.created_at} /></td>
+        </tr>`,
+      )}
+    </tbody>
+  </table>`;
+}
+
+export function MemoriesPage({ instance, store, query }) {
+  const offset = Math.max(0, Number(query.get("offset") || 0) | 0);
+  const actor = query.get("actor_id") || "";
+  const type = query.get("type") || "";
+  const [actorInput, setActorInput] = useState(actor);
+  const [typeInput, setTypeInput] = useState(type);
+  const [confirming, setConfirming] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const [notice, setNotice] = useState(null);
+  const config = useLoad(() => api("GET", storePath(instance, store)), [instance, store]);
+  const listed = useLoad(
+    () => api("GET", storePath(instance, store, "memories"), { query: { offset, limit: PAGE, actor_id: actor, type } }),
+    [instance, store, offset, actor, type],
+  );
+  // How many the actor has in all (whatever the type filter): what forgetting removes.
+  const actorTotal = useLoad(
+    () => (actor ? api("GET", storePath(instance, store, "memories"), { query: { actor_id: actor, limit: 1 } }) : Promise.resolve(null)),
+    [instance, store, actor, listed.data],
+  );
+  const link = (o, a = actor, t = type) => storeHref(instance, store, "memories", { actor_id: a, type: t, offset: o || "" });
+  const filter = (event) => {
+    event.preventDefault();
+    navigate(link(0, actorInput.trim(), typeInput));
+  };
+  const forgetActor = async () => {
+    setBusy(true);
+    try {
+      const answer = await api("DELETE", storePath(instance, store, "actors", actor, "memories"));
+      setConfirming(false);
+      setNotice({ text: `Forgot ${answer.deleted} memories of actor ${answer.actor_id}.` });
+      listed.reload();
+    } catch (failure) {
+      setConfirming(false);
+      setNotice({ kind: "error", text: `Not forgotten: ${failure.message}` });
+    } finally {
+      setBusy(false);
+    }
+  };
+  const data = listed.data;
+  const count = actorTotal.data ? actorTotal.data.total : null;
+  return html`<section>
+    <${StoreHeader} instance=${instance} store=${store} current="memories" title="Memories" />
+    <p class="lede">Long-term memory, newest first. Each memory belongs to an actor (a user).</p>
+    <form class="filters" onSubmit=${filter} role="search" aria-label="Filter memories">
+      <div class="field">
+        <label for="filter-actor">Actor</label>
+        <input id="filter-actor" value=${actorInput} onInput=${(e) => setActorInput(e.currentTarget.value)} autocomplete="off" spellcheck="false" placeholder="every actor" />
+      </div>
+      <div class="field">
+        <label for="filter-type">Type</label>
+        <select id="filter-type" value=${typeInput} onChange=${(e) => setTypeInput(e.currentTarget.value)}>
+          <option value="">every type</option>
+          ${typesOf(config.data).map((t) => html`<option value=${t}>${t}</option>`)}
+        </select>
+      </div>
+      <button type="submit">Filter</button>
+      ${(actor || type) && html`<a class="button" href=${link(0, "", "")}>Clear filters</a>`}
+    </form>
+    <${Notice} notice=${notice} />
+    ${listed.loading && !data && html`<${Loading} what="memories" />`}
+    <${ErrorState} error=${listed.error} retry=${listed.reload} what="the memories" />
+    ${data && html`<p class="muted" aria-live="polite">${data.total} ${data.total === 1 ? "memory" : "memories"}${actor ? html` of actor <${Text} value=${actor} />` : ""}${type ? ` of type ${type}` : ""}.</p>`}
+    ${data && data.memories.length === 0 &&
+    html`<${Empty} title=${actor || type ? "No memory matches these filters." : "No memories yet."}>
+      <p>Memories are extracted from quiet sessions by the store's language model, or added with <code>POST …/memories</code>.</p>
+    <//>`}
+    ${data && data.memories.length > 0 && html`<${MemoryRows} memories=${data.memories} instance=${instance} store=${store} />`}
+    ${data && html`<${Pager} offset=${offset} next=${data.next_offset} limit=${PAGE} label="Memories pages" link=${(o) => link(o)} />`}
+    ${actor && count !== null && count > 0 && html`
+      <section class="danger-zone" aria-labelledby="forget-actor-title">
+        <h2 id="forget-actor-title">Forget everything actor <${Text} value=${actor} /> has</h2>
+        <p>Removes all ${count} of this actor's memories, of every type (data protection requests).</p>
+        <button type="button" class="danger" onClick=${() => setConfirming(true)}>Forget ${count} memories…</button>
+      </section>
+      <${ConfirmDialog} open=${confirming} title=${html`Forget every memory of <${Text} value=${actor} />?`}
+        action=${`Forget ${count} memories`} busy=${busy} onConfirm=${forgetActor} onClose=${() => setConfirming(false)}>
+        <p>All <strong>${count}</strong> memories of actor <strong><${Text} value=${actor} /></strong> are removed for good. Their sessions stay.</p>
+      <//>`}
+  </section>`;
+}
+
+export function SearchPage({ instance, store }) {
+  const config = useLoad(() => api("GET", storePath(instance, store)), [instance, store]);
+  const [form, setForm] = useState({ query: "", mode: "keyword", actor_id: "", limit: "10", vector: "", types: [] });
+  const [result, setResult] = useState(null);
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const store_ = config.data;
+  const embeds = store_ && store_.embed_provider !== "none";
+  const hasVector = form.vector.trim() !== "";
+  const vectorModes = embeds || hasVector;
+  const mode = !vectorModes && form.mode !== "keyword" ? "keyword" : form.mode;
+  const problems = problemsByField(error);
+  const set = (name) => (e) => setForm({ ...form, [name]: e.currentTarget.value });
+  const submit = async (event) => {
+    event.preventDefault();
+    setError(null);
+    let vector = null;
+    try {
+      vector = mode === "keyword" ? null : parseVector(form.vector, store_ && store_.dimensions);
+    } catch (bad) {
+      setError({ status: 0, code: "vector_invalid", message: bad.message, details: [{ field: "query_vector", problem: bad.message }] });
+      return;
+    }
+    const body = { query: form.query, mode, limit: Number(form.limit) || 10 };
+    if (form.actor_id.trim()) body.actor_id = form.actor_id.trim();
+    if (form.types.length) body.types = form.types;
+    if (vector) body.query_vector = vector;
+    setBusy(true);
+    try {
+      setResult(await api("POST", storePath(instance, store, "memories", "search"), { body }));
+    } catch (failure) {
+      if (failure.status !== 401) setError(failure);
+      setResult(null);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const toggleType = (t) => (e) =>
+    setForm({ ...form, types: e.currentTarget.checked ? [...form.types, t] : form.types.filter((x) => x !== t) });
+  return html`<section>
+    <${StoreHeader} instance=${instance} store=${store} current="search" title="Search memories" />
+    ${config.loading && !store_ && html`<${Loading} what="the store" />`}
+    <${ErrorState} error=${config.error} retry=${config.reload} what="the store" />
+    ${store_ && html`<form class="search-form" onSubmit=${submit} role="search" aria-label="Search memories" novalidate>
+      <${FormErrors} error=${error} />
+      <div class=${`field${problems.query ? " invalid" : ""}`}>
+        <label for="search-query">Query</label>
+        <input id="search-query" name="query" value=${form.query} onInput=${set("query")} required
+          aria-invalid=${problems.query ? "true" : undefined} aria-describedby=${problems.query ? "p-query" : undefined} />
+        <${FieldProblems} id="p-query" problems=${problems.query} />
+      </div>
+      <fieldset class="modes">
+        <legend>Mode</legend>
+        ${[
+          ["keyword", "Keyword (BM25)"],
+          ["semantic", "Semantic (cosine)"],
+          ["hybrid", "Hybrid (both, fused)"],
+        ].map(([value, label]) => {
+          const disabled = value !== "keyword" && !vectorModes;
+          return html`<label class=${`radio${disabled ? " disabled" : ""}`}>
+            <input type="radio" name="mode" value=${value} checked=${mode === value} disabled=${disabled}
+              onChange=${() => setForm({ ...form, mode: value })} aria-describedby=${disabled ? "modes-help" : undefined} /> ${label}
+          </label>`;
+        })}
+        ${!embeds && html`<p class="help" id="modes-help">This store has no embedding model, so semantic and hybrid search need the query's vector (${store_.dimensions} numbers). Paste one below to use them, or search by keyword.</p>`}
+      </fieldset>
+      ${!embeds && html`<div class=${`field${problems.query_vector ? " invalid" : ""}`}>
+        <label for="search-vector">Query vector (JSON array of ${store_.dimensions} numbers, optional)</label>
+        <textarea id="search-vector" rows="2" value=${form.vector} onInput=${set("vector")} spellcheck="false"
+          aria-invalid=${problems.query_vector ? "true" : undefined} aria-describedby=${problems.query_vector ? "p-query_vector" : undefined}></textarea>
+        <${FieldProblems} id="p-query_vector" problems=${problems.query_vector} />
+      </div>`}
+      <div class="row">
+        <div class=${`field${problems.actor_id ? " invalid" : ""}`}>
+          <label for="search-actor">Actor (optional)</label>
+          <input id="search-actor" value=${form.actor_id} onInput=${set("actor_id")} autocomplete="off" spellcheck="false" placeholder="every actor"
+            aria-invalid=${problems.actor_id ? "true" : undefined} aria-describedby=${problems.actor_id ? "p-actor_id" : undefined} />
+          <${FieldProblems} id="p-actor_id" problems=${problems.actor_id} />
+        </div>
+        <div class=${`field${problems.limit ? " invalid" : ""}`}>
+          <label for="search-limit">Results</label>
+          <input id="search-limit" type="number" min="1" max="100" value=${form.limit} onInput=${set("limit")} />
+          <${FieldProblems} id="p-limit" problems=${problems.limit} />
+        </div>
+      </div>
+      <fieldset class="types">
+        <legend>Types (none checked: every type)</legend>
+        ${typesOf(store_).map((t) => html`<label class="checkbox-inline"><input type="checkbox" checked=${form.types.includes(t)} onChange=${toggleType(t)} /> ${t}</label>`)}
+      </fieldset>
+      <div class="actions"><button type="submit" class="primary" disabled=${busy}>${busy ? "Searching…" : "Search"}</button></div>
+    </form>`}
+    ${result && html`<h2>Results</h2>
+      <p class="muted" role="status">${result.memories.length} ${result.memories.length === 1 ? "memory" : "memories"}, best first, scored by ${mode === "keyword" ? "BM25" : mode === "semantic" ? "cosine similarity" : "the fused rank (relative to the other candidates)"}.</p>
+      ${result.memories.length === 0
+        ? html`<${Empty} title="Nothing matched."><p>Try other words, another mode, or no actor.</p><//>`
+        : html`<${MemoryRows} memories=${result.memories} instance=${instance} store=${store} scores=${true} />`}`}
+  </section>`;
+}
+
+function EditMemory({ instance, store, memory, config, onSaved, onCancel }) {
+  const [values, setValues] = useState({
+    text: memory.text,
+    type: memory.type,
+    topics: memory.topics.join(", "),
+    importance: memory.importance === null ? "" : String(memory.importance),
+    metadata: JSON.stringify(memory.metadata, null, 2),
+    vector: "",
+  });
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const problems = problemsByField(error);
+  const embeds = config.embed_provider !== "none";
+  const set = (name) => (e) => setValues({ ...values, [name]: e.currentTarget.value });
+  const submit = async (event) => {
+    event.preventDefault();
+    setError(null);
+    const body = {};
+    const local = [];
+    if (values.text !== memory.text) body.text = values.text;
+    if (values.type !== memory.type) body.type = values.type;
+    const topics = values.topics.split(",").map((t) => t.trim()).filter(Boolean);
+    if (JSON.stringify(topics) !== JSON.stringify(memory.topics)) body.topics = topics;
+    const importance = values.importance.trim() === "" ? null : Number(values.importance);
+    if (importance !== memory.importance) body.importance = importance;
+    try {
+      const metadata = JSON.parse(values.metadata || "{}");
+      if (JSON.stringify(metadata) !== JSON.stringify(memory.metadata)) body.metadata = metadata;
+    } catch (bad) {
+      local.push({ field: "metadata", problem: "not JSON: write an object such as {\"source\": \"crm\"}" });
+    }
+    try {
+      const vector = parseVector(values.vector, config.dimensions);
+      if (vector) body.vector = vector;
+    } catch (bad) {
+      local.push({ field: "vector", problem: bad.message });
+    }
+    if (local.length) {
+      setError({ status: 0, code: "validation_error", message: "Fix the fields below.", details: local });
+      return;
+    }
+    if (Object.keys(body).length === 0) {
+      setError({ status: 0, code: "nothing_changed", message: "Nothing changed: there is nothing to save.", details: [] });
+      return;
+    }
+    setBusy(true);
+    try {
+      onSaved(await api("PATCH", storePath(instance, store, "memories", memory.id), { body }));
+    } catch (failure) {
+      if (failure.status !== 401) setError(failure);
+    } finally {
+      setBusy(false);
+    }
+  };
+  const field = (name, label, control, help) => html`<div class=${`field${problems[name] ? " invalid" : ""}`}>
+    <label for=${`m-${name}`}>${label}</label>
+    ${control}
+    ${help && html`<span class="help" id=${`mh-${name}`}>${help}</span>`}
+    <${FieldProblems} id=${`mp-${name}`} problems=${problems[name]} />
+  </div>`;
+  const aria = (name, help) => ({
+    "aria-invalid": problems[name] ? "true" : undefined,
+    "aria-describedby": [help ? `mh-${name}` : "", problems[name] ? `mp-${name}` : ""].filter(Boolean).join(" ") || undefined,
+  });
+  return html`<form class="memory-form" onSubmit=${submit} novalidate aria-label="Edit memory">
+    <h2>Edit this memory</h2>
+    <p class="muted">The current state is kept as a version.</p>
+    <${FormErrors} error=${error} />
+    ${field("text", "Text", html`<textarea id="m-text" rows="4" value=${values.text} onInput=${set("text")} ...${aria("text")}></textarea>`)}
+    ${field("type", "Type", html`<select id="m-type" value=${values.type} onChange=${set("type")} ...${aria("type")}>
+      ${typesOf(config).map((t) => html`<option value=${t}>${t}</option>`)}</select>`)}
+    ${field("topics", "Topics", html`<input id="m-topics" value=${values.topics} onInput=${set("topics")} ...${aria("topics", true)} />`, "Comma-separated, up to 10.")}
+    ${field("importance", "Importance", html`<input id="m-importance" type="number" min="0" max="1" step="0.05" value=${values.importance} onInput=${set("importance")} ...${aria("importance", true)} />`, "0 to 1; empty clears it.")}
+    ${field("metadata", "Metadata (JSON object)", html`<textarea id="m-metadata" rows="4" spellcheck="false" value=${values.metadata} onInput=${set("metadata")} ...${aria("metadata")}></textarea>`)}
+    ${!embeds && field("vector", `Vector (JSON array of ${config.dimensions} numbers)`, html`<textarea id="m-vector" rows="2" spellcheck="false" value=${values.vector} onInput=${set("vector")} ...${aria("vector", true)}></textarea>`, "This store has no embedding model: a new text needs its vector.")}
+    <div class="actions">
+      <button type="button" onClick=${onCancel}>Cancel</button>
+      <button type="submit" class="primary" disabled=${busy}>${busy ? "Saving…" : "Save memory"}</button>
+    </div>
+  </form>`;
+}
+
+export function MemoryPage({ instance, store, memory }) {
+  const loaded = useLoad(
+    () => Promise.all([api("GET", storePath(instance, store, "memories", memory)), api("GET", storePath(instance, store))]),
+    [instance, store, memory],
+  );
+  const [editing, setEditing] = useState(false);
+  const [confirming, setConfirming] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const [notice, setNotice] = useState(null);
+  const [view, config] = loaded.data || [];
+  const forget = async () => {
+    setBusy(true);
+    try {
+      await api("DELETE", storePath(instance, store, "memories", memory));
+      setConfirming(false);
+      navigate(storeHref(instance, store, "memories"));
+    } catch (failure) {
+      setConfirming(false);
+      setNotice({ kind: "error", text: `Not forgotten: ${failure.message}` });
+    } finally {
+      setBusy(false);
+    }
+  };
+  const saved = () => {
+    setEditing(false);
+    setNotice({ text: "The memory was saved; its previous state is the newest version below." });
+    loaded.reload();
+  };
+  return html`<section>
+    <${StoreHeader} instance=${instance} store=${store} current="memories" title="Memory" />
+    <${Notice} notice=${notice} />
+    ${loaded.loading && !view && html`<${Loading} what="the memory" />`}
+    <${ErrorState} error=${loaded.error} retry=${loaded.reload} what="the memory" />
+    ${view && html`
+      <blockquote class="memory-text"><${Text} value=${view.text} /></blockquote>
+      <dl class="facts">
+        <dt>id</dt><dd><code>${view.id}</code></dd>
+        <dt>type</dt><dd>${view.type}</dd>
+        <dt>actor_id</dt><dd>${view.actor_id ? html`<a href=${storeHref(instance, store, "memories", { actor_id: view.actor_id })}><${Text} value=${view.actor_id} /></a>` : html`<span class="muted">none</span>`}</dd>
+        <dt>topics</dt><dd>${view.topics.length ? view.topics.map((t, i) => html`${i ? ", " : ""}<${Text} value=${t} />`) : html`<span class="muted">none</span>`}</dd>
+        <dt>importance</dt><dd>${view.importance === null ? html`<span class="muted">—</span>` : view.importance}</dd>
+        <dt>confidence</dt><dd>${view.confidence === null ? html`<span class="muted">—</span>` : view.confidence}</dd>
+        <dt>source</dt><dd>${view.source
+          ? html`session <a href=${storeHref(instance, store, "sessions", view.source.session_id)}><${Text} value=${view.source.session_id} /></a>`
+          : html`<span class="muted">added through the API (no session)</span>`}</dd>
+        <dt>created_at</dt><dd><${Time} value=${view.created_at} /></dd>
+        <dt>updated_at</dt><dd><${Time} value=${view.updated_at} /></dd>
+        <dt>expires_at</dt><dd><${Time} value=${view.expires_at} /></dd>
+        <dt>metadata</dt><dd><${Json} value=${view.metadata} label="Metadata" /></dd>
+      </dl>
+      <h2>Versions</h2>
+      ${!view.versions || view.versions.length === 0
+        ? html`<p class="muted">No earlier versions: this memory was never changed.</p>`
+        : html`<p class="muted">Newest first: each is the memory as it was before a change.</p>
+        <ol class="versions">
+          ${view.versions.map(
+            (v) => html`<li>
+              <p>Until <${Time} value=${v.changed_at} />: <${Text} value=${v.text} /></p>
+              <p class="muted">type ${v.type}; topics ${v.topics.length ? v.topics.join(", ") : "none"}; importance ${v.importance === null ? "—" : v.importance}</p>
+            </li>`,
+          )}
+        </ol>`}
+      ${editing
+        ? html`<${EditMemory} instance=${instance} store=${store} memory=${view} config=${config} onSaved=${saved} onCancel=${() => setEditing(false)} />`
+        : html`<div class="actions">
+          <button type="button" onClick=${() => setEditing(true)}>Edit memory</button>
+          <button type="button" class="danger" onClick=${() => setConfirming(true)}>Forget memory…</button>
+        </div>`}
+      <${ConfirmDialog} open=${confirming} title="Forget this memory?" action="Forget memory" busy=${busy}
+        onConfirm=${forget} onClose=${() => setConfirming(false)}>
+        <p>“<${Text} value=${view.text} max=${200} />” and its ${(view.versions || []).length} versions are removed for good.</p>
+      <//>
+    `}
+  </section>`;
+}

@@ -1,0 +1,172 @@
+// Sessions: a page of them, most recent first (GET .../sessions), and one session with its
+// summary, messages and extraction (GET, POST .../extract, DELETE).
+
+import { useState } from "preact/hooks";
+import { api, storePath } from "../api.js";
+import { navigate, storeHref } from "../router.js";
+import { StoreHeader } from "./stores.js";
+import { ConfirmDialog, Empty, ErrorState, html, Loading, Notice, Pager, StatusBadge, Text, Time, useLoad } from "../ui.js";
+
+const PAGE = 20;
+
+function offsetOf(query) {
+  const value = Number(query.get("offset") || 0);
+  return Number.isInteger(value) && value >= 0 ? value : 0;
+}
+
+export function SessionsPage({ instance, store, query }) {
+  const offset = offsetOf(query);
+  const { data, error, loading, reload } = useLoad(
+    () => api("GET", storePath(instance, store, "sessions"), { query: { offset, limit: PAGE } }),
+    [instance, store, offset],
+  );
+  return html`<section>
+    <${StoreHeader} instance=${instance} store=${store} current="sessions" title="Sessions" />
+    <p class="lede">Working memory, one conversation each, most recent first.</p>
+    ${loading && !data && html`<${Loading} what="sessions" />`}
+    <${ErrorState} error=${error} retry=${reload} what="the sessions" />
+    ${data && data.sessions.length === 0 &&
+    html`<${Empty} title=${offset ? "No more sessions." : "No sessions yet."}>
+      <p>A session starts with its first messages: <code>POST …/sessions/{session}/events</code>, or
+        <a href=${storeHref(instance, store, "try")}>Try it</a> here.</p>
+    <//>`}
+    ${data && data.sessions.length > 0 &&
+    html`<table class="list">
+      <caption class="visually-hidden">Sessions, most recent first</caption>
+      <thead>
+        <tr>
+          <th scope="col">Session</th>
+          <th scope="col">Actor</th>
+          <th scope="col" class="num">Messages</th>
+          <th scope="col">Last event</th>
+          <th scope="col">Extraction</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${data.sessions.map(
+          (s) => html`<tr key=${s.session_id}>
+            <th scope="row"><a href=${storeHref(instance, store, "sessions", s.session_id)}><${Text} value=${s.session_id} max=${60} /></a></th>
+            <td><${Text} value=${s.actor_id} max=${40} /></td>
+            <td class="num">${s.message_count}</td>
+            <td><${Time} value=${s.last_event_at} /></td>
+            <td><${StatusBadge} status=${s.extraction.status} />${s.extraction.unread > 0 && html` <span class="muted">${s.extraction.unread} unread</span>`}</td>
+          </tr>`,
+        )}
+      </tbody>
+    </table>`}
+    ${data && html`<${Pager} offset=${offset} next=${data.next_offset} limit=${PAGE} label="Sessions pages"
+      link=${(o) => storeHref(instance, store, "sessions", { offset: o || "" })} />`}
+  </section>`;
+}
+
+export function Messages({ messages }) {
+  if (messages.length === 0) return html`<p class="muted">No messages.</p>`;
+  return html`<ol class="messages">
+    ${messages.map(
+      (m) => html`<li key=${m.seq} class=${`message role-${m.role}`}>
+        <p class="message-meta">
+          <span class="seq">#${m.seq}</span>
+          <span class="role">${m.role}</span>
+          ${m.name && html`<span class="name"><${Text} value=${m.name} /></span>`}
+          <${Time} value=${m.created_at} />
+        </p>
+        <p class="content"><${Text} value=${m.content} /></p>
+      </li>`,
+    )}
+  </ol>`;
+}
+
+export function Extraction({ extraction }) {
+  return html`<dl class="facts extraction">
+    <dt>Status</dt><dd><${StatusBadge} status=${extraction.status} /></dd>
+    <dt>Due</dt><dd><${Time} value=${extraction.due_at} /></dd>
+    <dt>Last run</dt><dd><${Time} value=${extraction.last_run_at} /></dd>
+    <dt>Last error</dt><dd>${extraction.last_error ? html`<strong class="error-text"><${Text} value=${extraction.last_error} /></strong>` : html`<span class="muted">none</span>`}</dd>
+    <dt>Unread messages</dt><dd>${extraction.unread}</dd>
+  </dl>`;
+}
+
+export function SessionPage({ instance, store, session }) {
+  const [recent, setRecent] = useState(50);
+  const [notice, setNotice] = useState(null);
+  const [confirming, setConfirming] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const loaded = useLoad(
+    () =>
+      Promise.all([
+        api("GET", storePath(instance, store, "sessions", session), { query: { recent } }),
+        api("GET", storePath(instance, store)),
+      ]),
+    [instance, store, session, recent],
+  );
+  const [view, config] = loaded.data || [];
+  const extract = async () => {
+    setBusy(true);
+    setNotice(null);
+    try {
+      await api("POST", storePath(instance, store, "sessions", session, "extract"));
+      setNotice({ text: "Extraction was started; it runs in the background. Reload to see its result." });
+      loaded.reload();
+    } catch (failure) {
+      setNotice({ kind: "error", text: `Not started: ${failure.message}` });
+    } finally {
+      setBusy(false);
+    }
+  };
+  const forget = async () => {
+    setBusy(true);
+    try {
+      await api("DELETE", storePath(instance, store, "sessions", session));
+      setConfirming(false);
+      navigate(storeHref(instance, store, "sessions"));
+    } catch (failure) {
+      setConfirming(false);
+      setNotice({ kind: "error", text: `Not forgotten: ${failure.message}` });
+    } finally {
+      setBusy(false);
+    }
+  };
+  const noModel = config && config.llm_provider === "none";
+  return html`<section>
+    <${StoreHeader} instance=${instance} store=${store} current="sessions" title=${html`Session <${Text} value=${session} />`} />
+    <${Notice} notice=${notice} />
+    ${loaded.loading && !view && html`<${Loading} what="the session" />`}
+    <${ErrorState} error=${loaded.error} retry=${loaded.reload} what="the session" />
+    ${view && html`
+      <dl class="facts">
+        <dt>Actor</dt><dd><${Text} value=${view.actor_id} /></dd>
+        <dt>Messages</dt><dd>${view.message_count}</dd>
+        <dt>Started</dt><dd><${Time} value=${view.created_at} /></dd>
+        <dt>Last event</dt><dd><${Time} value=${view.last_event_at} /></dd>
+        <dt>Forgotten at</dt><dd><${Time} value=${view.expires_at} /></dd>
+      </dl>
+      <h2>Summary</h2>
+      ${view.summary
+        ? html`<p class="summary"><${Text} value=${view.summary} /></p>`
+        : html`<p class="muted">No summary yet: a session is summarized once it holds more than summarize_after messages${noModel ? ", and only in a store with a language model" : ""}.</p>`}
+      <h2>Extraction</h2>
+      <${Extraction} extraction=${view.extraction} />
+      <div class="actions">
+        <button type="button" onClick=${extract} disabled=${busy || noModel} aria-describedby=${noModel ? "no-model" : undefined}>Extract now</button>
+        ${noModel && html`<span class="help" id="no-model">This store has no language model, so nothing is extracted.</span>`}
+        <button type="button" onClick=${loaded.reload}>Reload</button>
+      </div>
+      <h2>Messages</h2>
+      <p class="muted">${view.messages.length < view.message_count
+        ? `The newest ${view.messages.length} of ${view.message_count}, oldest first${view.summary ? "; older ones are folded into the summary" : ""}.`
+        : `All ${view.message_count}, oldest first.`}</p>
+      <${Messages} messages=${view.messages} />
+      ${view.messages.length < view.message_count && recent < 1000 &&
+      html`<p><button type="button" onClick=${() => setRecent(1000)}>Show up to 1,000 messages</button></p>`}
+      <section class="danger-zone" aria-labelledby="forget-title">
+        <h2 id="forget-title">Forget this session</h2>
+        <p>Its summary and ${view.message_count} messages are removed. Memories already extracted from it stay.</p>
+        <button type="button" class="danger" onClick=${() => setConfirming(true)}>Forget session…</button>
+      </section>
+      <${ConfirmDialog} open=${confirming} title="Forget this session?" action="Forget session" busy=${busy}
+        onConfirm=${forget} onClose=${() => setConfirming(false)}>
+        <p>Session <strong><${Text} value=${session} /></strong>: its summary and ${view.message_count} messages are removed for good.</p>
+      <//>
+    `}
+  </section>`;
+}

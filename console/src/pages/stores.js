@@ -1,0 +1,243 @@
+// Stores: every store of the organization (GET /agent-memory), one database's tab
+// (GET /instances/{id}/agent-memory), creating one, and one store's page (GET, DELETE).
+
+import { useState } from "preact/hooks";
+import { api, path, storePath } from "../api.js";
+import { href, navigate, storeHref } from "../router.js";
+import { SETTINGS, StoreForm } from "../storeform.js";
+import { ConfirmDialog, Empty, ErrorState, html, Loading, Notice, plural, Text, Time, useLoad } from "../ui.js";
+
+// Instances seen in the last organization listing, for the database tabs.
+let knownInstances = [];
+
+function InstanceTabs({ current }) {
+  const ids = [...new Set([...knownInstances, ...(current ? [current] : [])])].sort();
+  return html`<nav class="tabs" aria-label="Databases">
+    <a href="#/agent-memory" aria-current=${current ? undefined : "page"}>All stores</a>
+    ${ids.map(
+      (id) => html`<a href=${href(["instances", id, "agent-memory"])} aria-current=${id === current ? "page" : undefined}>
+        Database <${Text} value=${id} /></a>`,
+    )}
+  </nav>`;
+}
+
+function provider(store, kind) {
+  const name = store[`${kind}_provider`];
+  if (name === "none") return html`<span class="muted">none</span>`;
+  return html`${name} · <${Text} value=${store[`${kind}_model`]} max=${40} />`;
+}
+
+function StoreTable({ stores, showInstance }) {
+  return html`<table class="list">
+    <caption class="visually-hidden">Stores</caption>
+    <thead>
+      <tr>
+        <th scope="col">Store</th>
+        ${showInstance && html`<th scope="col">Database</th>`}
+        <th scope="col">Language model</th>
+        <th scope="col">Embeddings</th>
+        <th scope="col">Updated</th>
+      </tr>
+    </thead>
+    <tbody>
+      ${stores.map(
+        (s) => html`<tr key=${s.instance_id + "/" + s.name}>
+          <th scope="row"><a href=${storeHref(s.instance_id, s.name)}><${Text} value=${s.name} /></a></th>
+          ${showInstance && html`<td><a href=${href(["instances", s.instance_id, "agent-memory"])}><${Text} value=${s.instance_id} /></a></td>`}
+          <td>${provider(s, "llm")}</td>
+          <td>${provider(s, "embed")}</td>
+          <td><${Time} value=${s.updated_at} /></td>
+        </tr>`,
+      )}
+    </tbody>
+  </table>`;
+}
+
+function OpenInstance() {
+  const [id, setId] = useState("");
+  const submit = (event) => {
+    event.preventDefault();
+    if (id.trim()) navigate(href(["instances", id.trim(), "agent-memory"]));
+  };
+  return html`<form class="inline-form" onSubmit=${submit}>
+    <label for="open-instance">Open a database by id</label>
+    <input id="open-instance" value=${id} onInput=${(e) => setId(e.currentTarget.value)} autocomplete="off" spellcheck="false" />
+    <button type="submit">Open</button>
+  </form>`;
+}
+
+export function AllStores() {
+  const { data, error, loading, reload } = useLoad(() => api("GET", "/agent-memory"), []);
+  if (data) knownInstances = [...new Set([...data.stores.map((s) => s.instance_id), ...data.unreachable.map((u) => u.instance_id)])];
+  return html`<section>
+    <h1 tabindex="-1">Agent memory</h1>
+    <p class="lede">Every store of your organization, with the database it lives in.</p>
+    <${InstanceTabs} />
+    ${loading && !data && html`<${Loading} what="stores" />`}
+    <${ErrorState} error=${error} retry=${reload} what="the stores" />
+    ${data && data.unreachable.length > 0 &&
+    html`<div class="notice warning" role="alert">
+      <p><strong>${data.unreachable.length === 1 ? "One database could not be reached" : `${data.unreachable.length} databases could not be reached`}; their stores are not listed.</strong></p>
+      <ul>${data.unreachable.map((u) => html`<li><a href=${href(["instances", u.instance_id, "agent-memory"])}><${Text} value=${u.instance_id} /></a>: <${Text} value=${u.message} /></li>`)}</ul>
+    </div>`}
+    ${data && data.stores.length === 0 &&
+    html`<${Empty} title="No stores yet.">
+      <p>A store keeps the sessions and memories of one agent. Create one on a database below, then send it messages from your agent (or try it here).</p>
+      <p><a class="button primary" href=${href(["instances", knownInstances[0] || "local", "create"])}>Create a store</a></p>
+    <//>`}
+    ${data && data.stores.length > 0 && html`<${StoreTable} stores=${data.stores} showInstance=${true} />`}
+    <${OpenInstance} />
+  </section>`;
+}
+
+export function InstanceStores({ instance }) {
+  const { data, error, loading, reload } = useLoad(() => api("GET", path("instances", instance, "agent-memory")), [instance]);
+  return html`<section>
+    <h1 tabindex="-1">Database <${Text} value=${instance} /></h1>
+    <p class="lede">The agent memory stores of this database.</p>
+    <${InstanceTabs} current=${instance} />
+    <p><a class="button primary" href=${href(["instances", instance, "create"])}>Create a store here</a></p>
+    ${loading && !data && html`<${Loading} what="stores" />`}
+    <${ErrorState} error=${error} retry=${reload} what="this database's stores" />
+    ${data && data.stores.length === 0 &&
+    html`<${Empty} title="This database has no stores yet.">
+      <p>Create one with the button above, or with <code>PUT /instances/${instance}/agent-memory/{store}</code>.</p>
+    <//>`}
+    ${data && data.stores.length > 0 && html`<${StoreTable} stores=${data.stores} showInstance=${false} />`}
+  </section>`;
+}
+
+export function CreateStore({ instance }) {
+  return html`<section>
+    <h1 tabindex="-1">Create a store on <${Text} value=${instance} /></h1>
+    <p class="lede">Every field but the name is optional: what you leave as it is takes the default.</p>
+    <${StoreForm} instance=${instance} onSaved=${(saved) => navigate(storeHref(instance, saved.name, { created: 1 }))} />
+  </section>`;
+}
+
+export function StoreTabs({ instance, store, current }) {
+  const tabs = [
+    ["", "Overview"],
+    ["sessions", "Sessions"],
+    ["memories", "Memories"],
+    ["search", "Search"],
+    ["try", "Try it"],
+    ["settings", "Settings"],
+  ];
+  return html`<nav class="tabs" aria-label="Store">
+    ${tabs.map(
+      ([part, label]) => html`<a href=${part ? storeHref(instance, store, part) : storeHref(instance, store)}
+        aria-current=${current === part ? "page" : undefined}>${label}</a>`,
+    )}
+  </nav>`;
+}
+
+export function StoreHeader({ instance, store, current, title }) {
+  return html`<header class="page-header">
+    <nav class="breadcrumbs" aria-label="Breadcrumbs">
+      <a href="#/agent-memory">Stores</a>${" › "}<a href=${href(["instances", instance, "agent-memory"])}><${Text} value=${instance} /></a>${" › "}<a href=${storeHref(instance, store)}><${Text} value=${store} /></a>
+    </nav>
+    <h1 tabindex="-1">${title}</h1>
+    <${StoreTabs} instance=${instance} store=${store} current=${current} />
+  </header>`;
+}
+
+function Counts({ counts }) {
+  return html`<ul class="counts" aria-label="Counts">
+    <li><span class="count">${counts.sessions}</span> sessions</li>
+    <li><span class="count">${counts.memories}</span> memories</li>
+    <li><span class="count">${counts.waiting_for_extraction}</span> waiting for extraction</li>
+  </ul>`;
+}
+
+export function StorePage({ instance, store, query }) {
+  const { data, error, loading, reload } = useLoad(() => api("GET", storePath(instance, store)), [instance, store]);
+  const [confirming, setConfirming] = useState(false);
+  const [busy, setBusy] = useState(false);
+  const [notice, setNotice] = useState(null);
+  const remove = async () => {
+    setBusy(true);
+    try {
+      await api("DELETE", storePath(instance, store));
+      setConfirming(false);
+      navigate(href(["instances", instance, "agent-memory"]));
+    } catch (failure) {
+      setConfirming(false);
+      setNotice({ kind: "error", text: `Not deleted: ${failure.message}` });
+    } finally {
+      setBusy(false);
+    }
+  };
+  return html`<section>
+    <${StoreHeader} instance=${instance} store=${store} current="" title=${html`Store <${Text} value=${store} />`} />
+    ${query.get("created") && html`<${Notice} notice=${{ text: "The store was created." }} />`}
+    ${query.get("saved") && html`<${Notice} notice=${{ text: "The settings were saved." }} />`}
+    <${Notice} notice=${notice} />
+    ${loading && !data && html`<${Loading} what="the store" />`}
+    <${ErrorState} error=${error} retry=${reload} what="the store" />
+    ${data && html`
+      ${data.last_extraction_error &&
+      html`<div class="notice error extraction-error" role="alert">
+        <h2>The last extraction failed</h2>
+        <p><${Text} value=${data.last_extraction_error} /></p>
+        <p class="muted">Fix the provider settings below (or the provider), then extract a session again from its page.</p>
+      </div>`}
+      <${Counts} counts=${data.counts} />
+      ${data.counts.sessions === 0 && data.counts.memories === 0 &&
+      html`<${Empty} title="This store is empty.">
+        <p>Send a conversation's messages with <code>POST …/sessions/{session}/events</code> from your agent, or open <a href=${storeHref(instance, store, "try")}>Try it</a> to recall and add a turn here.</p>
+      <//>`}
+      <h2>Extraction</h2>
+      <dl class="facts">
+        <dt>Last run</dt><dd><${Time} value=${data.last_extraction_at} /></dd>
+        <dt>Last error</dt><dd>${data.last_extraction_error ? html`<${Text} value=${data.last_extraction_error} />` : html`<span class="muted">none</span>`}</dd>
+        <dt>Language model</dt><dd>${data.llm_provider === "none" ? html`none: sessions are not extracted or summarized` : html`${data.llm_provider} · <${Text} value=${data.llm_model} />`}</dd>
+      </dl>
+      <h2>Providers</h2>
+      <dl class="facts">
+        <dt>llm_provider</dt><dd>${data.llm_provider}</dd>
+        <dt>llm_model</dt><dd><${Text} value=${data.llm_model} /></dd>
+        <dt>llm_base_url</dt><dd><${Text} value=${data.llm_base_url} /></dd>
+        <dt>Language model API key</dt><dd data-key=${data.has_llm_api_key ? "present" : "absent"}>${data.has_llm_api_key ? "present" : "absent"}</dd>
+        <dt>embed_provider</dt><dd>${data.embed_provider}</dd>
+        <dt>embed_model</dt><dd><${Text} value=${data.embed_model} /></dd>
+        <dt>embed_base_url</dt><dd><${Text} value=${data.embed_base_url} /></dd>
+        <dt>Embedding API key</dt><dd data-key=${data.has_embed_api_key ? "present" : "absent"}>${data.has_embed_api_key ? "present" : "absent"}</dd>
+        <dt>dimensions</dt><dd>${data.dimensions}</dd>
+      </dl>
+      <h2>Settings</h2>
+      <dl class="facts">
+        ${SETTINGS.map(([name]) => html`<dt>${name}</dt><dd>${String(data[name])}</dd>`)}
+        <dt>redact_pii</dt><dd>${data.redact_pii ? "on" : "off"}</dd>
+        <dt>custom_types</dt>
+        <dd>${data.custom_types.length === 0
+          ? html`<span class="muted">none</span>`
+          : html`<ul>${data.custom_types.map((t) => html`<li><code><${Text} value=${t.name} /></code>: <${Text} value=${t.description} /></li>`)}</ul>`}</dd>
+        <dt>Created</dt><dd><${Time} value=${data.created_at} /></dd>
+        <dt>Updated</dt><dd><${Time} value=${data.updated_at} /></dd>
+      </dl>
+      <p><a class="button" href=${storeHref(instance, store, "settings")}>Change settings</a></p>
+      <section class="danger-zone" aria-labelledby="danger-title">
+        <h2 id="danger-title">Delete this store</h2>
+        <p>Deleting removes the store, its ${plural(data.counts.sessions, "session")} and ${plural(data.counts.memories, "memory", "memories")}, at once and for good.</p>
+        <button type="button" class="danger" onClick=${() => setConfirming(true)}>Delete store…</button>
+      </section>
+      <${ConfirmDialog} open=${confirming} title=${html`Delete store <${Text} value=${store} />?`}
+        action="Delete store" typeToConfirm=${store} busy=${busy}
+        onConfirm=${remove} onClose=${() => setConfirming(false)}>
+        <p>This removes ${plural(data.counts.sessions, "session")} and ${plural(data.counts.memories, "memory", "memories")}. It cannot be undone.</p>
+      <//>
+    `}
+  </section>`;
+}
+
+export function EditStore({ instance, store }) {
+  const { data, error, loading, reload } = useLoad(() => api("GET", storePath(instance, store)), [instance, store]);
+  return html`<section>
+    <${StoreHeader} instance=${instance} store=${store} current="settings" title=${html`Settings of <${Text} value=${store} />`} />
+    ${loading && !data && html`<${Loading} what="the settings" />`}
+    <${ErrorState} error=${error} retry=${reload} what="the settings" />
+    ${data && html`<${StoreForm} key=${data.updated_at} instance=${instance} store=${data}
+      onSaved=${() => navigate(storeHref(instance, store, { saved: 1 }))} />`}
+  </section>`;
+}

@@ -1,0 +1,140 @@
+// Try it: one turn of an agent, by hand. Recall for a session and an actor with the user's
+// message (POST .../recall), shown exactly as an agent receives it (the `context` string and
+// the JSON), then add the turn's messages (POST .../sessions/{session}/events) and see the
+// session as it is now.
+
+import { useState } from "preact/hooks";
+import { api, storePath } from "../api.js";
+import { storeHref } from "../router.js";
+import { Messages } from "./sessions.js";
+import { StoreHeader } from "./stores.js";
+import { ErrorState, FieldProblems, FormErrors, html, Json, Loading, Notice, problemsByField, Text, useLoad } from "../ui.js";
+
+export function TryPage({ instance, store, query }) {
+  const config = useLoad(() => api("GET", storePath(instance, store)), [instance, store]);
+  const recent = useLoad(() => api("GET", storePath(instance, store, "sessions"), { query: { limit: 20 } }), [instance, store]);
+  const [form, setForm] = useState({
+    session_id: query.get("session") || "",
+    actor_id: query.get("actor") || "",
+    message: "",
+    reply: "",
+    vector: "",
+  });
+  const [recall, setRecall] = useState(null);
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const [notice, setNotice] = useState(null);
+  const [session, setSession] = useState(null);
+  const problems = problemsByField(error);
+  const set = (name) => (e) => setForm({ ...form, [name]: e.currentTarget.value });
+  const embeds = config.data && config.data.embed_provider !== "none";
+
+  const doRecall = async (event) => {
+    event.preventDefault();
+    setError(null);
+    setNotice(null);
+    const body = { session_id: form.session_id.trim() };
+    if (form.actor_id.trim()) body.actor_id = form.actor_id.trim();
+    if (form.message.trim()) body.query = form.message;
+    if (form.vector.trim()) {
+      try {
+        body.query_vector = JSON.parse(form.vector);
+      } catch (bad) {
+        setError({ status: 0, code: "vector_invalid", message: "The vector is not JSON.", details: [{ field: "query_vector", problem: "write it as [0.1, 0.2, …]" }] });
+        return;
+      }
+    }
+    setBusy(true);
+    try {
+      setRecall(await api("POST", storePath(instance, store, "recall"), { body }));
+    } catch (failure) {
+      if (failure.status !== 401) setError(failure);
+      setRecall(null);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const addTurn = async () => {
+    setError(null);
+    const events = [{ role: "user", content: form.message }];
+    if (form.reply.trim()) events.push({ role: "assistant", content: form.reply });
+    const body = { events };
+    if (form.actor_id.trim()) body.actor_id = form.actor_id.trim();
+    const id = form.session_id.trim();
+    setBusy(true);
+    try {
+      const added = await api("POST", storePath(instance, store, "sessions", id, "events"), { body });
+      setNotice({ text: `Added ${added.added} messages; the session now holds ${added.message_count}.` });
+      setSession(await api("GET", storePath(instance, store, "sessions", id), { query: { recent: 10 } }));
+      setForm({ ...form, message: "", reply: "" });
+      setRecall(null);
+      recent.reload();
+    } catch (failure) {
+      if (failure.status !== 401) setError(failure);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const field = (name, label, control, help) => html`<div class=${`field${problems[name] ? " invalid" : ""}`}>
+    <label for=${`t-${name}`}>${label}</label>
+    ${control}
+    ${help && html`<span class="help" id=${`th-${name}`}>${help}</span>`}
+    <${FieldProblems} id=${`tp-${name}`} problems=${problems[name]} />
+  </div>`;
+  const aria = (name, help) => ({
+    "aria-invalid": problems[name] ? "true" : undefined,
+    "aria-describedby": [help ? `th-${name}` : "", problems[name] ? `tp-${name}` : ""].filter(Boolean).join(" ") || undefined,
+  });
+  // The message is the recall's query; body-level problems about `query` name it.
+  if (problems.query) problems.message = problems.query;
+  if (problems["events.0.content"]) problems.message = problems["events.0.content"];
+  if (problems["events.1.content"]) problems.reply = problems["events.1.content"];
+
+  return html`<section>
+    <${StoreHeader} instance=${instance} store=${store} current="try" title="Try it" />
+    <p class="lede">One turn of an agent: recall before the model call, then add the turn's messages.</p>
+    ${config.loading && !config.data && html`<${Loading} what="the store" />`}
+    <${ErrorState} error=${config.error} retry=${config.reload} what="the store" />
+    <form class="try-form" onSubmit=${doRecall} novalidate aria-label="Recall">
+      <${FormErrors} error=${error} />
+      <div class="row">
+        ${field("session_id", "Session", html`<input id="t-session_id" list="recent-sessions" value=${form.session_id} onInput=${set("session_id")}
+          autocomplete="off" spellcheck="false" required ...${aria("session_id", true)} />`, "Pick a recent one or type a new id (letters, digits, . _ : @ -).")}
+        ${field("actor_id", "Actor", html`<input id="t-actor_id" value=${form.actor_id} onInput=${set("actor_id")} autocomplete="off" spellcheck="false" ...${aria("actor_id", true)} />`,
+          "Optional: the session's actor is used when empty.")}
+      </div>
+      <datalist id="recent-sessions">
+        ${(recent.data ? recent.data.sessions : []).map((s) => html`<option value=${s.session_id}>${s.actor_id || ""}</option>`)}
+      </datalist>
+      ${field("message", "User message", html`<textarea id="t-message" rows="3" value=${form.message} onInput=${set("message")} ...${aria("message", true)}></textarea>`,
+        "Recall searches the actor's memories with it (empty: the session's latest user message).")}
+      ${config.data && !embeds && field("query_vector", `Query vector (optional JSON array of ${config.data.dimensions} numbers)`,
+        html`<textarea id="t-query_vector" rows="2" spellcheck="false" value=${form.vector} onInput=${set("vector")} ...${aria("query_vector", true)}></textarea>`,
+        "This store has no embedding model: without a vector, memories are ranked by keyword.")}
+      <div class="actions"><button type="submit" class="primary" disabled=${busy}>Recall</button></div>
+    </form>
+    <${Notice} notice=${notice} />
+    ${recall && html`<section aria-labelledby="recall-title" class="recall">
+      <h2 id="recall-title">What recall returns</h2>
+      <h3>The context string, as the agent receives it</h3>
+      <pre class="context" tabindex="0" aria-label="Context string">${recall.context}</pre>
+      <details>
+        <summary>The JSON answer (${recall.messages.length} messages, ${recall.memories.length} memories${recall.summary ? ", a summary" : ""})</summary>
+        <${Json} value=${recall} label="Recall answer" />
+      </details>
+      <h3>Then add the turn</h3>
+      ${field("reply", "Assistant reply (optional)", html`<textarea id="t-reply" rows="3" value=${form.reply} onInput=${set("reply")} ...${aria("reply", true)}></textarea>`,
+        "What your model answered; left empty, only the user message is added.")}
+      <div class="actions">
+        <button type="button" class="primary" onClick=${addTurn} disabled=${busy || !form.message.trim()}>Add the turn's messages</button>
+      </div>
+    </section>`}
+    ${session && html`<section aria-labelledby="session-now" class="session-now">
+      <h2 id="session-now">Session <a href=${storeHref(instance, store, "sessions", session.session_id)}><${Text} value=${session.session_id} /></a> now</h2>
+      <p class="muted">${session.message_count} messages; the newest ${session.messages.length} shown. Extraction: ${session.extraction.status}, ${session.extraction.unread} unread.</p>
+      <${Messages} messages=${session.messages} />
+    </section>`}
+  </section>`;
+}

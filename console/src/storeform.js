@@ -1,0 +1,262 @@
+// Create a store or change its settings: every setting of the product's table and the provider
+// fields (PUT .../agent-memory/{store}). API keys are write-only: the form shows whether one is
+// stored, and sends one only when the person sets or replaces it (or removes it).
+
+import { useState } from "preact/hooks";
+import { api, storePath } from "./api.js";
+import { storeHref } from "./router.js";
+import { FieldProblems, FormErrors, html, problemsByField } from "./ui.js";
+
+// The product's settings table (name, default, what it does, input limits).
+export const SETTINGS = [
+  ["extraction_delay_seconds", 300, "How long after a session's newest unread message extraction runs (30 to 3600 s).", 30, 3600, 1],
+  ["summarize_after", 40, "Summarize once a session holds more messages than this (1 to 1000).", 1, 1000, 1],
+  ["keep_recent", 12, "Messages kept as they are when summarizing (0 to 999, below summarize_after).", 0, 999, 1],
+  ["session_ttl_seconds", 3600, "A session is forgotten this long after its last message (60 s to one year).", 60, 31536000, 1],
+  ["memory_ttl_seconds", 31536000, "A long-term memory is kept this long (60 s to ten years; default one year).", 60, 315360000, 1],
+  ["dedupe_threshold", 0.92, "A new memory at least this similar to one the actor has is a duplicate (above 0, at most 1).", 0.01, 1, 0.01],
+];
+
+const LLM_PROVIDERS = ["none", "openai", "anthropic", "custom"];
+const EMBED_PROVIDERS = ["none", "openai", "custom"];
+
+function initialValues(store) {
+  const values = {
+    name: "",
+    llm_provider: "none", llm_model: "", llm_base_url: "",
+    embed_provider: "none", embed_model: "", embed_base_url: "",
+    dimensions: "1536",
+    redact_pii: true,
+    custom_types: [],
+  };
+  for (const [name, fallback] of SETTINGS) values[name] = String(fallback);
+  if (!store) return values;
+  for (const field of ["llm_provider", "embed_provider"]) values[field] = store[field];
+  for (const field of ["llm_model", "llm_base_url", "embed_model", "embed_base_url"]) values[field] = store[field] || "";
+  values.dimensions = String(store.dimensions);
+  for (const [name] of SETTINGS) values[name] = String(store[name]);
+  values.redact_pii = store.redact_pii;
+  values.custom_types = store.custom_types.map((t) => ({ name: t.name, description: t.description }));
+  values.name = store.name;
+  return values;
+}
+
+// Keys: "keep" (send nothing), "set" (send the typed key), "remove" (send null).
+function keyField(kind) {
+  return `${kind}_api_key`;
+}
+
+/** The PUT body: on create every setting given; on change only what differs from `store`. */
+function bodyOf(values, keys, store) {
+  const body = {};
+  const text = (v) => (v.trim() === "" ? null : v.trim());
+  const number = (v) => (v.trim() === "" ? null : Number(v));
+  const wanted = {
+    llm_provider: values.llm_provider,
+    llm_model: text(values.llm_model),
+    llm_base_url: values.llm_provider === "custom" ? text(values.llm_base_url) : null,
+    embed_provider: values.embed_provider,
+    embed_model: text(values.embed_model),
+    embed_base_url: values.embed_provider === "custom" ? text(values.embed_base_url) : null,
+    dimensions: number(values.dimensions),
+    redact_pii: values.redact_pii,
+    custom_types: values.custom_types.map((t) => ({ name: t.name.trim(), description: t.description.trim() })),
+  };
+  if (values.llm_provider === "none") wanted.llm_model = null;
+  if (values.embed_provider === "none") wanted.embed_model = null;
+  for (const [name] of SETTINGS) wanted[name] = number(values[name]);
+  for (const [field, value] of Object.entries(wanted)) {
+    const before = store ? store[field] : undefined;
+    const same = store && JSON.stringify(before ?? null) === JSON.stringify(value);
+    if (store ? !same : value !== null) body[field] = value;
+  }
+  if (!store) {
+    // On create, leave the defaults to the API unless they were changed.
+    for (const [name, fallback] of SETTINGS) if (body[name] === fallback) delete body[name];
+    if (body.llm_provider === "none") delete body.llm_provider;
+    if (body.embed_provider === "none") delete body.embed_provider;
+    if (body.redact_pii === true) delete body.redact_pii;
+    if (body.custom_types && body.custom_types.length === 0) delete body.custom_types;
+    if (body.dimensions === 1536) delete body.dimensions;
+  }
+  for (const kind of ["llm", "embed"]) {
+    const key = keys[kind];
+    if (key.mode === "set") body[keyField(kind)] = key.value;
+    if (key.mode === "remove") body[keyField(kind)] = null;
+  }
+  return body;
+}
+
+function Field({ name, label, help, problems, children }) {
+  return html`<div class=${`field${problems[name] ? " invalid" : ""}`}>
+    <label for=${`f-${name}`}>${label}</label>
+    ${children}
+    ${help && html`<span class="help" id=${`h-${name}`}>${help}</span>`}
+    <${FieldProblems} id=${`p-${name}`} problems=${problems[name]} />
+  </div>`;
+}
+
+function describedBy(name, problems, help = true) {
+  return [help ? `h-${name}` : "", problems[name] ? `p-${name}` : ""].filter(Boolean).join(" ") || undefined;
+}
+
+function KeyControl({ kind, stored, state, setState, problems }) {
+  const name = keyField(kind);
+  const status = stored ? "A key is stored (it is never shown)." : "No key is stored.";
+  return html`<div class=${`field key-field${problems[name] ? " invalid" : ""}`}>
+    <span class="label" id=${`l-${name}`}>${kind === "llm" ? "Language model API key" : "Embedding API key"}</span>
+    <span class="help" data-key-status=${stored ? "present" : "absent"}>${status}</span>
+    ${state.mode === "set"
+      ? html`<div class="inline">
+          <label class="visually-hidden" for=${`f-${name}`}>New ${kind === "llm" ? "language model" : "embedding"} API key</label>
+          <input id=${`f-${name}`} name=${name} type="password" autocomplete="off" spellcheck="false"
+            value=${state.value} onInput=${(e) => setState({ mode: "set", value: e.currentTarget.value })}
+            aria-describedby=${problems[name] ? `p-${name}` : undefined} aria-invalid=${problems[name] ? "true" : undefined} />
+          <button type="button" onClick=${() => setState({ mode: "keep", value: "" })}>Keep ${stored ? "the stored key" : "no key"}</button>
+        </div>`
+      : html`<div class="inline">
+          <button type="button" onClick=${() => setState({ mode: "set", value: "" })}>${stored ? "Replace key" : "Set key"}</button>
+          ${stored && state.mode !== "remove" &&
+          html`<button type="button" onClick=${() => setState({ mode: "remove", value: "" })}>Remove key</button>`}
+          ${state.mode === "remove" &&
+          html`<span class="muted">The stored key will be removed.</span>
+            <button type="button" onClick=${() => setState({ mode: "keep", value: "" })}>Keep it</button>`}
+        </div>`}
+    <${FieldProblems} id=${`p-${name}`} problems=${problems[name]} />
+  </div>`;
+}
+
+export function StoreForm({ instance, store, onSaved }) {
+  const [values, setValues] = useState(() => initialValues(store));
+  const [keys, setKeys] = useState({ llm: { mode: "keep", value: "" }, embed: { mode: "keep", value: "" } });
+  const [error, setError] = useState(null);
+  const [busy, setBusy] = useState(false);
+  const [nothing, setNothing] = useState(false);
+  const problems = problemsByField(error);
+  const creating = !store;
+  const set = (name) => (event) => {
+    const target = event.currentTarget;
+    setValues({ ...values, [name]: target.type === "checkbox" ? target.checked : target.value });
+  };
+  const input = (name, attrs = {}) => html`<input id=${`f-${name}`} name=${name} value=${values[name]}
+    onInput=${set(name)} aria-invalid=${problems[name] ? "true" : undefined}
+    aria-describedby=${describedBy(name, problems, attrs.help !== false)} ...${attrs} />`;
+  const select = (name, options) => html`<select id=${`f-${name}`} name=${name} value=${values[name]}
+    onChange=${set(name)} aria-invalid=${problems[name] ? "true" : undefined} aria-describedby=${describedBy(name, problems)}>
+    ${options.map((o) => html`<option value=${o}>${o}</option>`)}
+  </select>`;
+
+  const submit = async (event) => {
+    event.preventDefault();
+    const name = creating ? values.name.trim() : store.name;
+    const body = bodyOf(values, keys, store);
+    setError(null);
+    setNothing(false);
+    if (!creating && Object.keys(body).length === 0) {
+      setNothing(true);
+      return;
+    }
+    if (creating && !name) {
+      setError({ status: 0, code: "name_required", message: "Give the store a name.", details: [{ field: "name", problem: "required: letters, digits, '_', '-' and '.', 1 to 64" }] });
+      return;
+    }
+    setBusy(true);
+    try {
+      const saved = await api("PUT", storePath(instance, name), { body });
+      onSaved(saved, creating);
+    } catch (failure) {
+      if (failure.status !== 401) {
+        // A name the path pattern refuses is a 422 about path.store: show it by the name field.
+        failure.details = failure.details.map((d) => (String(d.field).startsWith("path.store") ? { ...d, field: "name" } : d));
+        setError(failure);
+      }
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const types = values.custom_types;
+  const setType = (index, field) => (event) => {
+    const next = types.map((t, i) => (i === index ? { ...t, [field]: event.currentTarget.value } : t));
+    setValues({ ...values, custom_types: next });
+  };
+
+  const providerBlock = (kind, providers) => {
+    const provider = values[`${kind}_provider`];
+    return html`<fieldset>
+      <legend>${kind === "llm" ? "Language model (extraction and summaries)" : "Embeddings (semantic and hybrid search)"}</legend>
+      <${Field} name=${`${kind}_provider`} label="Provider" help=${kind === "llm" ? "none: nothing is extracted or summarized." : "none: clients send vectors with memories and searches."} problems=${problems}>
+        ${select(`${kind}_provider`, providers)}
+      <//>
+      ${provider !== "none" && html`
+        <${Field} name=${`${kind}_model`} label="Model" help="The provider's model name." problems=${problems}>
+          ${input(`${kind}_model`, { autocomplete: "off", spellcheck: "false" })}
+        <//>`}
+      ${provider === "custom" && html`
+        <${Field} name=${`${kind}_base_url`} label="Base URL" help="An https:// URL of an OpenAI-compatible server, on a public address." problems=${problems}>
+          ${input(`${kind}_base_url`, { type: "url", autocomplete: "off", spellcheck: "false" })}
+        <//>`}
+      ${(provider !== "none" || (store && store[`has_${kind}_api_key`])) && html`
+        <${KeyControl} kind=${kind} stored=${store ? store[`has_${kind}_api_key`] : false}
+          state=${keys[kind]} setState=${(s) => setKeys({ ...keys, [kind]: s })} problems=${problems} />`}
+      ${kind === "embed" && html`
+        <${Field} name="dimensions" label="Dimensions" help="Length of every vector (1 to 8192). Changes only while the store holds no memories." problems=${problems}>
+          ${input("dimensions", { type: "number", min: 1, max: 8192, step: 1, inputmode: "numeric" })}
+        <//>`}
+    </fieldset>`;
+  };
+
+  return html`<form class="store-form" onSubmit=${submit} novalidate>
+    <${FormErrors} error=${error} />
+    ${creating && html`
+      <${Field} name="name" label="Store name" help="Letters, digits, '_', '-' and '.', 1 to 64 characters. It cannot be changed later." problems=${problems}>
+        ${input("name", { autocomplete: "off", spellcheck: "false", required: true })}
+      <//>`}
+    ${providerBlock("llm", LLM_PROVIDERS)}
+    ${providerBlock("embed", EMBED_PROVIDERS)}
+    <fieldset>
+      <legend>Settings</legend>
+      ${SETTINGS.map(([name, fallback, help, min, max, step]) => html`
+        <${Field} name=${name} label=${name} help=${`${help} Default ${fallback}.`} problems=${problems}>
+          ${input(name, { type: "number", min, max, step, inputmode: step === 1 ? "numeric" : "decimal" })}
+        <//>`)}
+      <div class=${`field checkbox${problems.redact_pii ? " invalid" : ""}`}>
+        <input type="checkbox" id="f-redact_pii" name="redact_pii" checked=${values.redact_pii} onChange=${set("redact_pii")}
+          aria-describedby=${describedBy("redact_pii", problems)} />
+        <label for="f-redact_pii">redact_pii</label>
+        <span class="help" id="h-redact_pii">Replace emails, phone and card numbers, US social security numbers and IP addresses before keeping a memory. Default on.</span>
+        <${FieldProblems} id="p-redact_pii" problems=${problems.redact_pii} />
+      </div>
+    </fieldset>
+    <fieldset>
+      <legend>custom_types (up to three)</legend>
+      <${FieldProblems} id="p-custom_types" problems=${problems.custom_types} />
+      ${types.length === 0 && html`<p class="muted">Only the built-in types, semantic and episodic.</p>`}
+      ${types.map((type, index) => {
+        const base = `custom_types.${index}`;
+        return html`<div class="type-row" key=${index}>
+          <div class=${`field${problems[`${base}.name`] ? " invalid" : ""}`}>
+            <label for=${`f-${base}.name`}>Type ${index + 1} name</label>
+            <input id=${`f-${base}.name`} value=${type.name} onInput=${setType(index, "name")} autocomplete="off" spellcheck="false"
+              aria-invalid=${problems[`${base}.name`] ? "true" : undefined} aria-describedby=${problems[`${base}.name`] ? `p-${base}.name` : undefined} />
+            <${FieldProblems} id=${`p-${base}.name`} problems=${problems[`${base}.name`]} />
+          </div>
+          <div class=${`field${problems[`${base}.description`] ? " invalid" : ""}`}>
+            <label for=${`f-${base}.description`}>Type ${index + 1} description</label>
+            <input id=${`f-${base}.description`} value=${type.description} onInput=${setType(index, "description")}
+              aria-invalid=${problems[`${base}.description`] ? "true" : undefined} aria-describedby=${problems[`${base}.description`] ? `p-${base}.description` : undefined} />
+            <${FieldProblems} id=${`p-${base}.description`} problems=${problems[`${base}.description`]} />
+          </div>
+          <${FieldProblems} id=${`p-${base}`} problems=${problems[base]} />
+          <button type="button" onClick=${() => setValues({ ...values, custom_types: types.filter((_, i) => i !== index) })}>Remove type ${index + 1}</button>
+        </div>`;
+      })}
+      ${types.length < 3 && html`<button type="button" onClick=${() => setValues({ ...values, custom_types: [...types, { name: "", description: "" }] })}>Add a custom type</button>`}
+    </fieldset>
+    ${nothing && html`<p class="notice" role="status">Nothing changed: there is nothing to save.</p>`}
+    <div class="actions">
+      <a class="button" href=${creating ? "#/agent-memory" : storeHref(instance, store.name)}>Cancel</a>
+      <button type="submit" class="primary" disabled=${busy}>${busy ? "Saving…" : creating ? "Create store" : "Save settings"}</button>
+    </div>
+  </form>`;
+}

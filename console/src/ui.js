@@ -1,0 +1,204 @@
+// Shared pieces: the template tag, data loading, and the designed loading / empty / error
+// states, times, text from the API, paging and confirmation dialogs.
+//
+// Text from the API is always rendered as text nodes (Preact never sets innerHTML for a
+// string child), inside <bdi> so that bidirectional controls in a name or a message cannot
+// reorder the text around it.
+
+import { h } from "preact";
+import { useCallback, useEffect, useRef, useState } from "preact/hooks";
+import htm from "htm";
+
+export const html = htm.bind(h);
+
+/** "1 session", "2 sessions" (`many` for irregular plurals). */
+export function plural(count, one, many = `${one}s`) {
+  return `${count.toLocaleString("en")} ${count === 1 ? one : many}`;
+}
+
+/**
+ * Run `load` (an async function) now and whenever `deps` change. Returns
+ * `{ data, error, loading, reload }`; a 503 is retried by the banner (see Banner).
+ */
+export function useLoad(load, deps) {
+  const [state, setState] = useState({ data: null, error: null, loading: true });
+  const generation = useRef(0);
+  const run = useCallback(() => {
+    const mine = ++generation.current;
+    setState((old) => ({ data: old.data, error: null, loading: true }));
+    load().then(
+      (data) => mine === generation.current && setState({ data, error: null, loading: false }),
+      (error) => mine === generation.current && setState({ data: null, error, loading: false }),
+    );
+  }, deps);
+  useEffect(run, [run]);
+  useEffect(() => {
+    if (state.error && state.error.status === 503) retryWhenBack(run);
+  }, [state.error]);
+  return { ...state, reload: run };
+}
+
+// Loads that failed with 503, run again when the banner's countdown ends (or "Retry now").
+const waiting = new Set();
+export function retryWhenBack(run) {
+  waiting.add(run);
+}
+export function retryWaiting() {
+  const runs = [...waiting];
+  waiting.clear();
+  for (const run of runs) run();
+}
+
+export function Loading({ what }) {
+  return html`<p class="state loading" role="status" aria-live="polite">
+    <span class="spinner" aria-hidden="true"></span> Loading ${what}…
+  </p>`;
+}
+
+export function ErrorState({ error, retry, what }) {
+  if (!error) return null;
+  return html`<div class="state error" role="alert">
+    <p><strong>Could not load ${what}.</strong> ${" "}<${Text} value=${error.message} /></p>
+    <p class="muted">Status ${error.status || "none"}, <code>${error.code}</code>${error.status === 503
+      ? " — retrying when the service is back (see the banner above)."
+      : ""}</p>
+    ${retry && html`<button type="button" onClick=${retry}>Try again</button>`}
+  </div>`;
+}
+
+export function Empty({ title, children }) {
+  return html`<div class="state empty">
+    <p><strong>${title}</strong></p>
+    ${children}
+  </div>`;
+}
+
+/** A result or failure of an action, announced to screen readers. */
+export function Notice({ notice }) {
+  if (!notice) return null;
+  const kind = notice.kind || "ok";
+  return html`<div class=${`notice ${kind}`} role=${kind === "error" ? "alert" : "status"}>
+    <${Text} value=${notice.text} />
+  </div>`;
+}
+
+const pad = (n) => String(n).padStart(2, "0");
+
+/** A time as `YYYY-MM-DD HH:MM:SS UTC` (the API's clock), or a dash. */
+export function Time({ value }) {
+  if (!value) return html`<span class="muted">—</span>`;
+  const date = new Date(value);
+  if (Number.isNaN(date.getTime())) return html`<${Text} value=${value} />`;
+  const shown =
+    `${date.getUTCFullYear()}-${pad(date.getUTCMonth() + 1)}-${pad(date.getUTCDate())} ` +
+    `${pad(date.getUTCHours())}:${pad(date.getUTCMinutes())}:${pad(date.getUTCSeconds())} UTC`;
+  return html`<time datetime=${value}>${shown}</time>`;
+}
+
+/** Text from the API, isolated for bidi, optionally cut to `max` characters. */
+export function Text({ value, max }) {
+  if (value === null || value === undefined) return html`<span class="muted">—</span>`;
+  let text = String(value);
+  const cut = max && text.length > max;
+  if (cut) text = Array.from(text).slice(0, max).join("");
+  return html`<bdi class="api-text">${text}${cut ? "…" : ""}</bdi>`;
+}
+
+export function Json({ value, label }) {
+  return html`<pre class="json" tabindex="0" aria-label=${label}>${JSON.stringify(value, null, 2)}</pre>`;
+}
+
+export function StatusBadge({ status }) {
+  return html`<span class=${`badge badge-${status}`}>${status}</span>`;
+}
+
+/** Previous / next links for offset paging; `next` is the API's next_offset. */
+export function Pager({ offset, next, limit, link, label }) {
+  if (!offset && next === null) return null;
+  const previous = Math.max(0, offset - limit);
+  return html`<nav class="pager" aria-label=${label}>
+    ${offset > 0
+      ? html`<a class="button" href=${link(previous)}>← Previous</a>`
+      : html`<span class="button disabled" aria-disabled="true">← Previous</span>`}
+    <span class="muted">Showing from ${offset + 1}</span>
+    ${next !== null
+      ? html`<a class="button" href=${link(next)}>Next →</a>`
+      : html`<span class="button disabled" aria-disabled="true">Next →</span>`}
+  </nav>`;
+}
+
+/**
+ * A modal confirmation (<dialog>): `title`, what it removes (`children`), and, when
+ * `typeToConfirm` is given, a field that must hold exactly that text before the action runs.
+ */
+export function ConfirmDialog({ open, title, children, action, typeToConfirm, onConfirm, onClose, busy }) {
+  const ref = useRef(null);
+  const [typed, setTyped] = useState("");
+  useEffect(() => {
+    const dialog = ref.current;
+    if (!dialog) return;
+    if (open && !dialog.open) {
+      setTyped("");
+      dialog.showModal();
+    }
+    if (!open && dialog.open) dialog.close();
+  }, [open]);
+  const ready = !typeToConfirm || typed === typeToConfirm;
+  const submit = (event) => {
+    event.preventDefault();
+    if (ready && !busy) onConfirm();
+  };
+  return html`<dialog ref=${ref} class="confirm" aria-labelledby="confirm-title" onClose=${onClose}>
+    <form onSubmit=${submit}>
+      <h2 id="confirm-title">${title}</h2>
+      ${children}
+      ${typeToConfirm !== undefined &&
+      html`<label class="field">
+        <span>Type <strong><${Text} value=${typeToConfirm} /></strong> to confirm</span>
+        <input
+          name="confirm-text"
+          autocomplete="off"
+          spellcheck="false"
+          value=${typed}
+          onInput=${(e) => setTyped(e.currentTarget.value)}
+        />
+      </label>`}
+      <div class="actions">
+        <button type="button" onClick=${onClose}>Cancel</button>
+        <button type="submit" class="danger" disabled=${!ready || busy}>${action}</button>
+      </div>
+    </form>
+  </dialog>`;
+}
+
+/** `{field: [problems]}` from an ApiError's `details`. */
+export function problemsByField(error) {
+  const found = {};
+  for (const detail of (error && error.details) || []) {
+    const field = String(detail.field || "body");
+    (found[field] = found[field] || []).push(String(detail.problem || "invalid"));
+  }
+  return found;
+}
+
+/** The problems the API named for `field`, under the control (aria-describedby `id`). */
+export function FieldProblems({ id, problems }) {
+  if (!problems || !problems.length) return null;
+  return html`<span class="problem" id=${id}>${problems.map(
+    (p) => html`<span class="problem-line"><${Text} value=${p} /></span>`,
+  )}</span>`;
+}
+
+/** The API's own validation answer above a form: its message and every detail. */
+export function FormErrors({ error }) {
+  if (!error) return null;
+  return html`<div class="notice error" role="alert">
+    <p><strong><${Text} value=${error.message} /></strong> <span class="muted">(${error.status}, <code>${error.code}</code>)</span></p>
+    ${error.details.length > 0 &&
+    html`<ul>
+      ${error.details.map(
+        (d) => html`<li><code><${Text} value=${d.field} /></code>: <${Text} value=${d.problem} /></li>`,
+      )}
+    </ul>`}
+  </div>`;
+}
