@@ -34,6 +34,8 @@ def stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         "KIVIDB_API_KEY": API_KEY,
         "KIVIDB_LOCAL_DIR": str(tmp_path_factory.mktemp("local")),
         "KIVIDB_WORKERS": "2",
+        # Stores of the background tests use loopback model servers (tools.scripted_model).
+        "KIVIDB_ALLOW_PRIVATE_ENDPOINTS": "1",
     }
     log = tmp_path_factory.mktemp("logs") / "stack.log"
     with running_stack(env, log=log, timeout=30) as (url, _):
@@ -68,18 +70,11 @@ def provider() -> Iterator[ScriptedServer]:
 
 
 @pytest.fixture(scope="module")
-def open_stack(redis_url, tmp_path_factory) -> Iterator[Stack]:
-    """A local stack that lets stores use loopback providers."""
-    env = {
-        "REDIS_URL": redis_url,
-        "KIVIDB_API_KEY": API_KEY,
-        "KIVIDB_LOCAL_DIR": str(tmp_path_factory.mktemp("local-bg")),
-        "KIVIDB_WORKERS": "2",
-        "KIVIDB_ALLOW_PRIVATE_ENDPOINTS": "1",
-    }
-    log = tmp_path_factory.mktemp("logs-bg") / "stack.log"
-    with running_stack(env, log=log, timeout=30) as (url, _):
-        yield Stack(url, API_KEY, redis_url)
+def open_stack(stack: Stack) -> Stack:
+    """The local stack that lets stores use loopback providers: the session's one. Every stack
+    on a database runs a scheduler loop over that database's schedule entries, so a second stack
+    with other settings would take (and fail) runs armed through the first one."""
+    return stack
 
 
 def model_store(api, provider, made=None, **settings) -> str:
