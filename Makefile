@@ -11,7 +11,7 @@ STAMP := $(VENV)/.installed
 	console console-screenshots bench bench-working-memory bench-retrieval bench-latency bench-background bench-faults \
 	bench-load clean
 
-$(STAMP): requirements-dev.txt layers/core/requirements.txt
+$(STAMP): requirements-dev.txt layers/core/requirements.txt client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
@@ -58,7 +58,7 @@ e2e: $(STAMP) $(CONSOLE_OUT)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy layers/core local tools functions bench
+	$(PY) -m mypy layers/core client/src local tools functions bench
 
 format: $(STAMP)
 	$(PY) -m ruff format .

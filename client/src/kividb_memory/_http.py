@@ -1,0 +1,373 @@
+"""What the sync and async clients share: one request per route, the retry rule, reading answers.
+
+Each public method of the clients builds a :class:`Call` (method, path, query, body, the model
+of its answer, whether it is safe to send twice) with the functions at the end of this module,
+then sends it with its own httpx client. The retry rule and the reading of answers are pure
+functions of the call and of what came back, so both clients behave the same.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import os
+import random
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
+from urllib.parse import quote
+
+import httpx
+import pydantic
+
+from kividb_memory import models as m
+from kividb_memory.errors import (
+    ApiConnectionError,
+    ApiError,
+    KiviDBError,
+    UnexpectedResponseError,
+    error_class,
+)
+
+__version__ = "0.1.0"
+USER_AGENT = f"kividb-memory-python/{__version__}"
+
+URL_ENV = "KIVIDB_API_URL"
+KEY_ENV = "KIVIDB_API_KEY"
+
+DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
+"""30 s to read an answer (API Gateway's own limit for a route), 5 s to connect."""
+DEFAULT_MAX_RETRIES = 2
+DEFAULT_MAX_RETRY_WAIT = 20.0
+RETRY_STATUSES = frozenset({429, 503})
+
+T = TypeVar("T", bound=pydantic.BaseModel)
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request: ``path`` is already percent-encoded; ``answer`` is the model of a success
+    body (``None`` for 204); ``idempotent`` says whether sending it twice is the same as sending
+    it once (see :func:`retry_wait`)."""
+
+    method: str
+    path: str
+    answer: type[T] | None
+    idempotent: bool
+    params: Mapping[str, str | int] = field(default_factory=dict)
+    body: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True)
+class Config:
+    """A client's settings, resolved once from its arguments and the environment."""
+
+    base_url: str
+    api_key: str
+    max_retries: int
+    max_retry_wait: float
+
+    def __repr__(self) -> str:  # the key stays out of every repr
+        return f"Config(base_url={self.base_url!r}, api_key='***')"
+
+
+def resolve_config(
+    base_url: str | None, api_key: str | None, max_retries: int, max_retry_wait: float
+) -> Config:
+    """Arguments first, then ``KIVIDB_API_URL`` / ``KIVIDB_API_KEY``. Raises ``ValueError`` when
+    either is missing, or ``base_url`` is not an http(s) URL; retries must be >= 0."""
+    url = base_url if base_url is not None else os.environ.get(URL_ENV, "")
+    key = api_key if api_key is not None else os.environ.get(KEY_ENV, "")
+    if not url:
+        raise ValueError(f"no API URL: pass base_url= or set {URL_ENV}")
+    parsed = httpx.URL(url)
+    if parsed.scheme not in ("http", "https") or not parsed.host:
+        raise ValueError(f"base_url must be an http:// or https:// URL, not {url!r}")
+    if not key:
+        raise ValueError(f"no API key: pass api_key= or set {KEY_ENV}")
+    if max_retries < 0 or not max_retry_wait >= 0:
+        raise ValueError("max_retries and max_retry_wait must not be negative")
+    return Config(url.rstrip("/"), key, max_retries, max_retry_wait)
+
+
+def headers(config: Config) -> dict[str, str]:
+    """The headers of every request (the key is set per request, never on a shared client)."""
+    return {
+        "Authorization": f"Bearer {config.api_key}",
+        "User-Agent": USER_AGENT,
+        "Accept": "application/json",
+    }
+
+
+# --- retries ---------------------------------------------------------------------------------
+
+
+def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
+    """``Retry-After`` as seconds from now: delay-seconds or an HTTP-date (RFC 9110 section
+    10.2.3); ``None`` when absent or unreadable (negative or past values read as 0)."""
+    if value is None:
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        moment = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError):
+        return None
+    if moment.tzinfo is None:
+        return None
+    return max(0.0, moment.timestamp() - (time.time() if now is None else now))
+
+
+def backoff(attempt: int) -> float:
+    """Wait before retry ``attempt`` (1, 2, ...) when the answer gave no ``Retry-After``: 0.5 s
+    doubling, at most 8 s, with full jitter (a uniform draw from zero to that)."""
+    return random.uniform(0, min(8.0, 0.5 * 2 ** (attempt - 1)))
+
+
+def retry_wait(
+    call: Call[Any],
+    attempt: int,
+    config: Config,
+    *,
+    status: int | None = None,
+    retry_after: float | None = None,
+    failure: httpx.TransportError | None = None,
+) -> float | None:
+    """Seconds to wait before sending ``call`` again after ``attempt`` attempts, or ``None``
+    for no retry. Exactly:
+
+    - at most ``config.max_retries`` retries;
+    - a connection that could not be made (``httpx.ConnectError``, ``httpx.ConnectTimeout``:
+      nothing was sent) is retried for every call;
+    - 429 (throttled by API Gateway before the function ran) is retried for every call;
+    - 503 is retried only for idempotent calls (reads, recall, search, PUT, DELETE, extract),
+      because the API answers 503 also when a write may have been done (a database connection
+      lost after the write) and adding messages or a memory twice is not the same as once;
+    - any other failure after the request was sent (a read timeout, a broken connection) is
+      never retried: the server may have done the work;
+    - the wait is ``Retry-After`` when the answer has one, else :func:`backoff`; a
+      ``Retry-After`` above ``config.max_retry_wait`` means no retry (the error carries it).
+    """
+    if attempt > config.max_retries:
+        return None
+    if failure is not None:
+        if not isinstance(failure, httpx.ConnectError | httpx.ConnectTimeout):
+            return None
+        return backoff(attempt)
+    if status not in RETRY_STATUSES or (status == 503 and not call.idempotent):
+        return None
+    if retry_after is not None:
+        return retry_after if retry_after <= config.max_retry_wait else None
+    return backoff(attempt)
+
+
+def connection_error(call: Call[Any], url: str, exc: httpx.TransportError) -> ApiConnectionError:
+    """The client's exception for an httpx transport failure (raised ``from`` it)."""
+    connected = not isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout)
+    if isinstance(exc, httpx.TimeoutException):
+        what = "timed out" + (" waiting for the answer" if connected else " connecting")
+    else:
+        what = "failed" if connected else "could not connect"
+    return ApiConnectionError(
+        f"{call.method} {url}: {what} ({type(exc).__name__}: {exc})",
+        method=call.method,
+        url=url,
+        connected=connected,
+    )
+
+
+# --- answers ---------------------------------------------------------------------------------
+
+
+def read_answer(call: Call[T], response: httpx.Response) -> T | None:
+    """The success body as ``call.answer`` (``None`` for a call without one), or the error
+    ``response`` raised as the ``ApiError`` subclass of its status."""
+    url = str(response.request.url)
+    if response.status_code >= 400:
+        raise api_error(call, response)
+    if call.answer is None:
+        return None
+    try:
+        return call.answer.model_validate_json(response.content)
+    except pydantic.ValidationError as exc:
+        raise UnexpectedResponseError(
+            f"{call.method} {url} answered {response.status_code} with a body that is not "
+            f"{call.answer.__name__}: {exc.error_count()} problem(s), first: "
+            f"{'.'.join(str(p) for p in exc.errors()[0]['loc'])}: {exc.errors()[0]['msg']}",
+            status=response.status_code,
+            method=call.method,
+            url=url,
+        ) from exc
+
+
+def api_error(call: Call[Any], response: httpx.Response) -> KiviDBError:
+    """The exception for an error answer: the API's ``{"error", "message", "details"}``, or
+    API Gateway's ``{"message"}`` (code ``http_<status>``)."""
+    url = str(response.request.url)
+    status = response.status_code
+    retry_after = retry_after_seconds(response.headers.get("retry-after"))
+    code, message, details = f"http_{status}", response.reason_phrase or "error", []
+    try:
+        body = response.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict):
+        try:
+            parsed = m.ErrorBody.model_validate(body)
+        except pydantic.ValidationError:
+            if isinstance(body.get("message"), str):
+                message = body["message"]
+        else:
+            code, message, details = parsed.error, parsed.message, parsed.details or []
+    elif response.content:
+        text = response.text[:200]
+        message = f"{message}: {text}"
+    error: ApiError = error_class(status)(
+        status,
+        code,
+        message,
+        details=details,
+        retry_after=retry_after,
+        method=call.method,
+        url=url,
+    )
+    return error
+
+
+def segment(name: str, value: str) -> str:
+    """One path parameter, percent-encoded whole (``/`` included); ``ValueError`` if empty."""
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{name} must be a non-empty string, not {value!r}")
+    return quote(value, safe="")
+
+
+def dump(model: pydantic.BaseModel, *, nulls: bool) -> dict[str, Any]:
+    """A request model as JSON values: ``nulls=True`` sends the fields given (an explicit
+    ``None`` as ``null``); ``nulls=False`` leaves every ``None`` out."""
+    if nulls:
+        return model.model_dump(mode="json", exclude_unset=True)
+    return model.model_dump(mode="json", exclude_none=True)
+
+
+def query(**values: str | int | None) -> dict[str, str | int]:
+    """Query parameters without the ones not given."""
+    return {name: value for name, value in values.items() if value is not None}
+
+
+# --- the routes --------------------------------------------------------------------------------
+
+
+def store_prefix(instance_id: str, name: str) -> str:
+    """The encoded path of a store: ``/instances/{instance_id}/agent-memory/{store}``."""
+    return f"/instances/{segment('instance_id', instance_id)}/agent-memory/{segment('store', name)}"
+
+
+def list_organization_stores() -> Call[m.OrganizationStoreList]:
+    return Call("GET", "/agent-memory", m.OrganizationStoreList, True)
+
+
+def list_instance_stores(instance_id: str) -> Call[m.StoreList]:
+    path = f"/instances/{segment('instance_id', instance_id)}/agent-memory"
+    return Call("GET", path, m.StoreList, True)
+
+
+def put_store(instance_id: str, name: str, settings: Mapping[str, Any]) -> Call[m.StoreView]:
+    body = dump(m.StorePut.model_validate(dict(settings)), nulls=True)
+    return Call("PUT", store_prefix(instance_id, name), m.StoreView, True, body=body)
+
+
+def get_store(instance_id: str, name: str) -> Call[m.StoreView]:
+    return Call("GET", store_prefix(instance_id, name), m.StoreView, True)
+
+
+def delete_store(instance_id: str, name: str) -> Call[Any]:
+    return Call("DELETE", store_prefix(instance_id, name), None, True)
+
+
+def add_events(
+    store: str,
+    session_id: str,
+    events: Sequence[m.EventIn | Mapping[str, Any]],
+    actor_id: str | None,
+) -> Call[m.EventsResult]:
+    if isinstance(events, Mapping | str | bytes):
+        raise TypeError("events must be a list of messages (dicts or EventIn)")
+    request = m.EventsRequest(
+        actor_id=actor_id,
+        events=[e if isinstance(e, m.EventIn) else m.EventIn.model_validate(e) for e in events],
+    )
+    path = f"{store}/sessions/{segment('session_id', session_id)}/events"
+    return Call("POST", path, m.EventsResult, False, body=dump(request, nulls=False))
+
+
+def recall(
+    store: str,
+    session_id: str,
+    query: str | None,
+    actor_id: str | None,
+    limit: int | None,
+    query_vector: Sequence[float] | None,
+) -> Call[m.RecallView]:
+    request = m.RecallRequest(
+        session_id=session_id,
+        query=query,
+        actor_id=actor_id,
+        limit=limit,
+        query_vector=list(query_vector) if query_vector is not None else None,
+    )
+    return Call("POST", f"{store}/recall", m.RecallView, True, body=dump(request, nulls=False))
+
+
+def list_sessions(store: str, offset: int | None, limit: int | None) -> Call[m.SessionList]:
+    params = query(offset=offset, limit=limit)
+    return Call("GET", f"{store}/sessions", m.SessionList, True, params=params)
+
+
+def get_session(store: str, session_id: str, recent: int | None) -> Call[m.SessionView]:
+    path = f"{store}/sessions/{segment('session_id', session_id)}"
+    return Call("GET", path, m.SessionView, True, params=query(recent=recent))
+
+
+def delete_session(store: str, session_id: str) -> Call[Any]:
+    return Call("DELETE", f"{store}/sessions/{segment('session_id', session_id)}", None, True)
+
+
+def extract(store: str, session_id: str) -> Call[m.ExtractionQueued]:
+    path = f"{store}/sessions/{segment('session_id', session_id)}/extract"
+    return Call("POST", path, m.ExtractionQueued, True)
+
+
+def add_memory(store: str, memory: m.MemoryIn) -> Call[m.MemoryView]:
+    return Call("POST", f"{store}/memories", m.MemoryView, False, body=dump(memory, nulls=False))
+
+
+def list_memories(
+    store: str, offset: int | None, limit: int | None, actor_id: str | None, type: str | None
+) -> Call[m.MemoryList]:
+    params = query(offset=offset, limit=limit, actor_id=actor_id, type=type)
+    return Call("GET", f"{store}/memories", m.MemoryList, True, params=params)
+
+
+def search(store: str, request: m.SearchRequest) -> Call[m.SearchResult]:
+    path = f"{store}/memories/search"
+    return Call("POST", path, m.SearchResult, True, body=dump(request, nulls=False))
+
+
+def get_memory(store: str, memory_id: str) -> Call[m.MemoryView]:
+    return Call("GET", f"{store}/memories/{segment('memory_id', memory_id)}", m.MemoryView, True)
+
+
+def update_memory(store: str, memory_id: str, patch: m.MemoryPatch) -> Call[m.MemoryView]:
+    path = f"{store}/memories/{segment('memory_id', memory_id)}"
+    # Not idempotent: each PATCH keeps the previous state as a version.
+    return Call("PATCH", path, m.MemoryView, False, body=dump(patch, nulls=True))
+
+
+def delete_memory(store: str, memory_id: str) -> Call[Any]:
+    return Call("DELETE", f"{store}/memories/{segment('memory_id', memory_id)}", None, True)
+
+
+def forget_actor(store: str, actor_id: str) -> Call[m.ActorForgotten]:
+    path = f"{store}/actors/{segment('actor_id', actor_id)}/memories"
+    return Call("DELETE", path, m.ActorForgotten, True)

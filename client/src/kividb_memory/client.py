@@ -1,0 +1,577 @@
+"""``MemoryClient`` (sync) and ``AsyncMemoryClient`` (async), and their store handles.
+
+::
+
+    from kividb_memory import MemoryClient
+
+    with MemoryClient() as client:  # KIVIDB_API_URL and KIVIDB_API_KEY
+        store = client.store("local", "support-agent")
+        memory = store.recall("chat-1", query="When do we deploy?", actor_id="user-7")
+        store.add_events("chat-1", [{"role": "user", "content": "..."}], actor_id="user-7")
+
+One client holds one connection pool (an ``httpx.Client``, or the ``httpx.AsyncClient`` of the
+async one) for every store handle made from it; close it with ``close()`` or a ``with`` block.
+Every method sends one request (more when it is retried, see ``kividb_memory._http.retry_wait``)
+and returns the answer's model, or raises a :mod:`kividb_memory.errors` exception.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
+from types import TracebackType
+from typing import Any, TypeVar, overload
+
+import httpx
+import pydantic
+
+from kividb_memory import _http
+from kividb_memory import models as m
+
+T = TypeVar("T", bound=pydantic.BaseModel)
+
+
+class _Unset:
+    """The default of ``update_memory``'s fields: not sent (``None`` is sent as ``null``)."""
+
+    def __repr__(self) -> str:
+        return "UNSET"
+
+
+UNSET: Any = _Unset()
+
+
+def _patch(**fields: Any) -> m.MemoryPatch:
+    return m.MemoryPatch.model_validate(
+        {name: value for name, value in fields.items() if value is not UNSET}
+    )
+
+
+def _memory(
+    text: str,
+    actor_id: str | None,
+    type: str | None,
+    topics: Sequence[str] | None,
+    vector: Sequence[float] | None,
+    metadata: Mapping[str, Any] | None,
+    importance: float | None,
+    confidence: float | None,
+) -> m.MemoryIn:
+    return m.MemoryIn(
+        text=text,
+        actor_id=actor_id,
+        type=type,
+        topics=list(topics) if topics is not None else None,
+        vector=list(vector) if vector is not None else None,
+        metadata=dict(metadata) if metadata is not None else None,
+        importance=importance,
+        confidence=confidence,
+    )
+
+
+def _search(
+    query: str,
+    mode: m.SearchMode,
+    actor_id: str | None,
+    types: Sequence[str] | None,
+    limit: int | None,
+    query_vector: Sequence[float] | None,
+) -> m.SearchRequest:
+    return m.SearchRequest(
+        query=query,
+        mode=mode,
+        actor_id=actor_id,
+        types=list(types) if types is not None else None,
+        limit=limit,
+        query_vector=list(query_vector) if query_vector is not None else None,
+    )
+
+
+class _Base:
+    def __init__(
+        self,
+        base_url: str | None,
+        api_key: str | None,
+        timeout: float | httpx.Timeout | None,
+        max_retries: int,
+        max_retry_wait: float,
+    ) -> None:
+        self._config = _http.resolve_config(base_url, api_key, max_retries, max_retry_wait)
+        if timeout is None:
+            self._timeout = _http.DEFAULT_TIMEOUT
+        elif isinstance(timeout, httpx.Timeout):
+            self._timeout = timeout
+        else:
+            self._timeout = httpx.Timeout(timeout)
+
+    @property
+    def base_url(self) -> str:
+        """The API's base URL, without a trailing ``/``."""
+        return self._config.base_url
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self._config.base_url!r}, api_key='***')"
+
+
+class MemoryClient(_Base):
+    """The synchronous client.
+
+    ``base_url`` and ``api_key`` default to ``KIVIDB_API_URL`` and ``KIVIDB_API_KEY``
+    (``ValueError`` when neither gives one). ``timeout``: seconds (or an ``httpx.Timeout``) per
+    attempt, default 30 s to read and 5 s to connect. ``max_retries`` (default 2) and
+    ``max_retry_wait`` (default 20 s, the longest ``Retry-After`` honoured) bound the retries.
+    ``http_client``: an ``httpx.Client`` of your own (proxies, certificates, transports); the
+    client then uses it without closing it."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float | httpx.Timeout | None = None,
+        max_retries: int = _http.DEFAULT_MAX_RETRIES,
+        max_retry_wait: float = _http.DEFAULT_MAX_RETRY_WAIT,
+        http_client: httpx.Client | None = None,
+    ) -> None:
+        super().__init__(base_url, api_key, timeout, max_retries, max_retry_wait)
+        self._owns_http = http_client is None
+        self._http = http_client if http_client is not None else httpx.Client()
+
+    def close(self) -> None:
+        """Close the connection pool (not an ``http_client`` that was passed in)."""
+        if self._owns_http:
+            self._http.close()
+
+    def __enter__(self) -> MemoryClient:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def send(self, call: _http.Call[T]) -> T | None:
+        """Send one request with the retry rule of ``_http.retry_wait``; its answer's model."""
+        url = self._config.base_url + call.path
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = self._http.request(
+                    call.method,
+                    url,
+                    params=dict(call.params) or None,
+                    json=call.body,
+                    headers=_http.headers(self._config),
+                    timeout=self._timeout,
+                )
+            except httpx.TransportError as exc:
+                wait = _http.retry_wait(call, attempt, self._config, failure=exc)
+                if wait is None:
+                    raise _http.connection_error(call, url, exc) from exc
+                time.sleep(wait)
+                continue
+            if response.status_code in _http.RETRY_STATUSES:
+                retry_after = _http.retry_after_seconds(response.headers.get("retry-after"))
+                status = response.status_code
+                wait = _http.retry_wait(
+                    call, attempt, self._config, status=status, retry_after=retry_after
+                )
+                if wait is not None:
+                    time.sleep(wait)
+                    continue
+            return _http.read_answer(call, response)
+
+    def _answer(self, call: _http.Call[T]) -> T:
+        answer = self.send(call)
+        assert answer is not None  # every call built with an answer model has one
+        return answer
+
+    # --- stores ---
+
+    @overload
+    def list_stores(self, instance_id: None = None) -> m.OrganizationStoreList: ...
+    @overload
+    def list_stores(self, instance_id: str) -> m.StoreList: ...
+    def list_stores(self, instance_id: str | None = None) -> m.StoreList:
+        """Every store of the organization (with the instances that could not be read in
+        ``unreachable``), or the stores of one instance."""
+        if instance_id is None:
+            return self._answer(_http.list_organization_stores())
+        return self._answer(_http.list_instance_stores(instance_id))
+
+    def put_store(self, instance_id: str, name: str, **settings: Any) -> m.StoreView:
+        """Create the store or change its settings (the fields of :class:`StorePut`; the ones
+        not given keep their value). ``pydantic.ValidationError`` for an unknown setting."""
+        return self._answer(_http.put_store(instance_id, name, settings))
+
+    def get_store(self, instance_id: str, name: str) -> m.StoreView:
+        """The store's settings, counts and last extraction."""
+        return self._answer(_http.get_store(instance_id, name))
+
+    def delete_store(self, instance_id: str, name: str) -> None:
+        """Delete the store and everything it keeps."""
+        self.send(_http.delete_store(instance_id, name))
+
+    def store(self, instance_id: str, name: str) -> StoreClient:
+        """A handle on one store, sharing this client's connection pool."""
+        return StoreClient(self, instance_id, name)
+
+
+class StoreClient:
+    """The routes of one store (``client.store(instance_id, name)``)."""
+
+    def __init__(self, client: MemoryClient, instance_id: str, name: str) -> None:
+        self._client = client
+        self._prefix = _http.store_prefix(instance_id, name)
+        self.instance_id = instance_id
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"StoreClient(instance_id={self.instance_id!r}, name={self.name!r})"
+
+    def add_events(
+        self,
+        session_id: str,
+        events: Sequence[m.EventIn | Mapping[str, Any]],
+        actor_id: str | None = None,
+    ) -> m.EventsResult:
+        """Add a turn's messages (dicts ``{"role", "content", "name"?, "created_at"?}`` or
+        :class:`EventIn`) to the session. Not retried after it may have reached the server."""
+        return self._client._answer(_http.add_events(self._prefix, session_id, events, actor_id))
+
+    def recall(
+        self,
+        session_id: str,
+        query: str | None = None,
+        actor_id: str | None = None,
+        limit: int | None = None,
+        query_vector: Sequence[float] | None = None,
+    ) -> m.RecallView:
+        """What the agent needs before its next model call: summary, recent messages, the
+        actor's relevant memories, and ``context`` (all of it as one text)."""
+        call = _http.recall(self._prefix, session_id, query, actor_id, limit, query_vector)
+        return self._client._answer(call)
+
+    def list_sessions(self, offset: int | None = None, limit: int | None = None) -> m.SessionList:
+        """A page of sessions, most recent first."""
+        return self._client._answer(_http.list_sessions(self._prefix, offset, limit))
+
+    def get_session(self, session_id: str, recent: int | None = None) -> m.SessionView:
+        """The session's summary, its newest ``recent`` messages (default 50) and extraction."""
+        return self._client._answer(_http.get_session(self._prefix, session_id, recent))
+
+    def delete_session(self, session_id: str) -> None:
+        """Forget the session's working memory."""
+        self._client.send(_http.delete_session(self._prefix, session_id))
+
+    def extract(self, session_id: str) -> m.ExtractionQueued:
+        """Start the session's extraction now instead of after the delay."""
+        return self._client._answer(_http.extract(self._prefix, session_id))
+
+    def add_memory(
+        self,
+        text: str,
+        actor_id: str | None = None,
+        type: str | None = None,
+        topics: Sequence[str] | None = None,
+        vector: Sequence[float] | None = None,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        importance: float | None = None,
+        confidence: float | None = None,
+    ) -> m.MemoryView:
+        """Keep a memory (redacted, deduplicated: ``duplicate`` is true when the actor already
+        had it). Not retried after it may have reached the server."""
+        memory = _memory(text, actor_id, type, topics, vector, metadata, importance, confidence)
+        return self._client._answer(_http.add_memory(self._prefix, memory))
+
+    def list_memories(
+        self,
+        offset: int | None = None,
+        limit: int | None = None,
+        actor_id: str | None = None,
+        type: str | None = None,
+    ) -> m.MemoryList:
+        """A page of memories, newest first, optionally of one actor and one type."""
+        call = _http.list_memories(self._prefix, offset, limit, actor_id, type)
+        return self._client._answer(call)
+
+    def get_memory(self, memory_id: str) -> m.MemoryView:
+        """One memory, with its previous versions."""
+        return self._client._answer(_http.get_memory(self._prefix, memory_id))
+
+    def update_memory(
+        self,
+        memory_id: str,
+        *,
+        text: str = UNSET,
+        type: str = UNSET,
+        topics: Sequence[str] = UNSET,
+        metadata: Mapping[str, Any] = UNSET,
+        importance: float | None = UNSET,
+        vector: Sequence[float] = UNSET,
+    ) -> m.MemoryView:
+        """Change the fields given (``importance=None`` clears it); the previous state is kept
+        as a version. Not retried after it may have reached the server."""
+        patch = _patch(
+            text=text,
+            type=type,
+            topics=list(topics) if topics is not UNSET else UNSET,
+            metadata=dict(metadata) if metadata is not UNSET else UNSET,
+            importance=importance,
+            vector=list(vector) if vector is not UNSET else UNSET,
+        )
+        return self._client._answer(_http.update_memory(self._prefix, memory_id, patch))
+
+    def delete_memory(self, memory_id: str) -> None:
+        """Forget one memory. A retry after a lost answer can raise ``NotFoundError``."""
+        self._client.send(_http.delete_memory(self._prefix, memory_id))
+
+    def search(
+        self,
+        query: str,
+        mode: m.SearchMode = "hybrid",
+        actor_id: str | None = None,
+        types: Sequence[str] | None = None,
+        limit: int | None = None,
+        query_vector: Sequence[float] | None = None,
+    ) -> m.SearchResult:
+        """Memories best first for ``query``: by meaning, keyword or both."""
+        request = _search(query, mode, actor_id, types, limit, query_vector)
+        return self._client._answer(_http.search(self._prefix, request))
+
+    def forget_actor(self, actor_id: str) -> m.ActorForgotten:
+        """Forget every memory of one actor."""
+        return self._client._answer(_http.forget_actor(self._prefix, actor_id))
+
+
+class AsyncMemoryClient(_Base):
+    """The asynchronous client: the same methods as :class:`MemoryClient`, awaited. Use it as
+    ``async with AsyncMemoryClient() as client:`` or close it with ``await client.aclose()``;
+    ``http_client`` is an ``httpx.AsyncClient`` of your own."""
+
+    def __init__(
+        self,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        *,
+        timeout: float | httpx.Timeout | None = None,
+        max_retries: int = _http.DEFAULT_MAX_RETRIES,
+        max_retry_wait: float = _http.DEFAULT_MAX_RETRY_WAIT,
+        http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        super().__init__(base_url, api_key, timeout, max_retries, max_retry_wait)
+        self._owns_http = http_client is None
+        self._http = http_client if http_client is not None else httpx.AsyncClient()
+
+    async def aclose(self) -> None:
+        """Close the connection pool (not an ``http_client`` that was passed in)."""
+        if self._owns_http:
+            await self._http.aclose()
+
+    async def __aenter__(self) -> AsyncMemoryClient:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def send(self, call: _http.Call[T]) -> T | None:
+        """Send one request with the retry rule of ``_http.retry_wait``; its answer's model."""
+        url = self._config.base_url + call.path
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                response = await self._http.request(
+                    call.method,
+                    url,
+                    params=dict(call.params) or None,
+                    json=call.body,
+                    headers=_http.headers(self._config),
+                    timeout=self._timeout,
+                )
+            except httpx.TransportError as exc:
+                wait = _http.retry_wait(call, attempt, self._config, failure=exc)
+                if wait is None:
+                    raise _http.connection_error(call, url, exc) from exc
+                await asyncio.sleep(wait)
+                continue
+            if response.status_code in _http.RETRY_STATUSES:
+                retry_after = _http.retry_after_seconds(response.headers.get("retry-after"))
+                status = response.status_code
+                wait = _http.retry_wait(
+                    call, attempt, self._config, status=status, retry_after=retry_after
+                )
+                if wait is not None:
+                    await asyncio.sleep(wait)
+                    continue
+            return _http.read_answer(call, response)
+
+    async def _answer(self, call: _http.Call[T]) -> T:
+        answer = await self.send(call)
+        assert answer is not None
+        return answer
+
+    @overload
+    async def list_stores(self, instance_id: None = None) -> m.OrganizationStoreList: ...
+    @overload
+    async def list_stores(self, instance_id: str) -> m.StoreList: ...
+    async def list_stores(self, instance_id: str | None = None) -> m.StoreList:
+        """As :meth:`MemoryClient.list_stores`."""
+        if instance_id is None:
+            return await self._answer(_http.list_organization_stores())
+        return await self._answer(_http.list_instance_stores(instance_id))
+
+    async def put_store(self, instance_id: str, name: str, **settings: Any) -> m.StoreView:
+        """As :meth:`MemoryClient.put_store`."""
+        return await self._answer(_http.put_store(instance_id, name, settings))
+
+    async def get_store(self, instance_id: str, name: str) -> m.StoreView:
+        """As :meth:`MemoryClient.get_store`."""
+        return await self._answer(_http.get_store(instance_id, name))
+
+    async def delete_store(self, instance_id: str, name: str) -> None:
+        """As :meth:`MemoryClient.delete_store`."""
+        await self.send(_http.delete_store(instance_id, name))
+
+    def store(self, instance_id: str, name: str) -> AsyncStoreClient:
+        """A handle on one store, sharing this client's connection pool."""
+        return AsyncStoreClient(self, instance_id, name)
+
+
+class AsyncStoreClient:
+    """The routes of one store, awaited (``async_client.store(instance_id, name)``); each
+    method as its :class:`StoreClient` twin."""
+
+    def __init__(self, client: AsyncMemoryClient, instance_id: str, name: str) -> None:
+        self._client = client
+        self._prefix = _http.store_prefix(instance_id, name)
+        self.instance_id = instance_id
+        self.name = name
+
+    def __repr__(self) -> str:
+        return f"AsyncStoreClient(instance_id={self.instance_id!r}, name={self.name!r})"
+
+    async def add_events(
+        self,
+        session_id: str,
+        events: Sequence[m.EventIn | Mapping[str, Any]],
+        actor_id: str | None = None,
+    ) -> m.EventsResult:
+        """As :meth:`StoreClient.add_events`."""
+        call = _http.add_events(self._prefix, session_id, events, actor_id)
+        return await self._client._answer(call)
+
+    async def recall(
+        self,
+        session_id: str,
+        query: str | None = None,
+        actor_id: str | None = None,
+        limit: int | None = None,
+        query_vector: Sequence[float] | None = None,
+    ) -> m.RecallView:
+        """As :meth:`StoreClient.recall`."""
+        call = _http.recall(self._prefix, session_id, query, actor_id, limit, query_vector)
+        return await self._client._answer(call)
+
+    async def list_sessions(
+        self, offset: int | None = None, limit: int | None = None
+    ) -> m.SessionList:
+        """As :meth:`StoreClient.list_sessions`."""
+        return await self._client._answer(_http.list_sessions(self._prefix, offset, limit))
+
+    async def get_session(self, session_id: str, recent: int | None = None) -> m.SessionView:
+        """As :meth:`StoreClient.get_session`."""
+        return await self._client._answer(_http.get_session(self._prefix, session_id, recent))
+
+    async def delete_session(self, session_id: str) -> None:
+        """As :meth:`StoreClient.delete_session`."""
+        await self._client.send(_http.delete_session(self._prefix, session_id))
+
+    async def extract(self, session_id: str) -> m.ExtractionQueued:
+        """As :meth:`StoreClient.extract`."""
+        return await self._client._answer(_http.extract(self._prefix, session_id))
+
+    async def add_memory(
+        self,
+        text: str,
+        actor_id: str | None = None,
+        type: str | None = None,
+        topics: Sequence[str] | None = None,
+        vector: Sequence[float] | None = None,
+        *,
+        metadata: Mapping[str, Any] | None = None,
+        importance: float | None = None,
+        confidence: float | None = None,
+    ) -> m.MemoryView:
+        """As :meth:`StoreClient.add_memory`."""
+        memory = _memory(text, actor_id, type, topics, vector, metadata, importance, confidence)
+        return await self._client._answer(_http.add_memory(self._prefix, memory))
+
+    async def list_memories(
+        self,
+        offset: int | None = None,
+        limit: int | None = None,
+        actor_id: str | None = None,
+        type: str | None = None,
+    ) -> m.MemoryList:
+        """As :meth:`StoreClient.list_memories`."""
+        call = _http.list_memories(self._prefix, offset, limit, actor_id, type)
+        return await self._client._answer(call)
+
+    async def get_memory(self, memory_id: str) -> m.MemoryView:
+        """As :meth:`StoreClient.get_memory`."""
+        return await self._client._answer(_http.get_memory(self._prefix, memory_id))
+
+    async def update_memory(
+        self,
+        memory_id: str,
+        *,
+        text: str = UNSET,
+        type: str = UNSET,
+        topics: Sequence[str] = UNSET,
+        metadata: Mapping[str, Any] = UNSET,
+        importance: float | None = UNSET,
+        vector: Sequence[float] = UNSET,
+    ) -> m.MemoryView:
+        """As :meth:`StoreClient.update_memory`."""
+        patch = _patch(
+            text=text,
+            type=type,
+            topics=list(topics) if topics is not UNSET else UNSET,
+            metadata=dict(metadata) if metadata is not UNSET else UNSET,
+            importance=importance,
+            vector=list(vector) if vector is not UNSET else UNSET,
+        )
+        return await self._client._answer(_http.update_memory(self._prefix, memory_id, patch))
+
+    async def delete_memory(self, memory_id: str) -> None:
+        """As :meth:`StoreClient.delete_memory`."""
+        await self._client.send(_http.delete_memory(self._prefix, memory_id))
+
+    async def search(
+        self,
+        query: str,
+        mode: m.SearchMode = "hybrid",
+        actor_id: str | None = None,
+        types: Sequence[str] | None = None,
+        limit: int | None = None,
+        query_vector: Sequence[float] | None = None,
+    ) -> m.SearchResult:
+        """As :meth:`StoreClient.search`."""
+        request = _search(query, mode, actor_id, types, limit, query_vector)
+        return await self._client._answer(_http.search(self._prefix, request))
+
+    async def forget_actor(self, actor_id: str) -> m.ActorForgotten:
+        """As :meth:`StoreClient.forget_actor`."""
+        return await self._client._answer(_http.forget_actor(self._prefix, actor_id))

@@ -1,0 +1,273 @@
+"""The remote MCP server: stateless Streamable HTTP at ``POST /mcp``, as an ASGI app and as a
+Lambda handler for API Gateway HTTP APIs (payload format 2.0).
+
+Stateless: every POST is served on its own (no ``Mcp-Session-Id``, nothing kept between
+requests), so any Lambda container, or any worker of the local stack, answers any request.
+Answers are JSON, never SSE streams: API Gateway HTTP APIs buffer a Lambda's answer whole.
+``GET /mcp`` (a server-to-client SSE stream) and ``DELETE /mcp`` (ending a session) answer 405
+with ``Allow: POST``, as the Streamable HTTP transport specifies for a server that offers
+neither (https://modelcontextprotocol.io/specification/2025-06-18/basic/transports).
+
+Each tool call uses the caller's own API key (``Authorization: Bearer <key>`` of the MCP
+request) against the API this server is part of: the base URL is the one the MCP request came
+to, less its final ``/mcp`` (``KIVIDB_API_URL`` overrides it). ``X-KiviDB-Instance`` and
+``X-KiviDB-Store`` request headers give the tools a default instance and store, as
+``KIVIDB_INSTANCE`` and ``KIVIDB_STORE`` do for stdio. Why HTTP and not the domain core
+directly: ``docs/mcp.md``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import os
+import threading
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import unquote, urlsplit
+
+import httpx
+from mcp.server.mcpserver import Context
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.transport_security import TransportSecuritySettings
+
+from kividb_memory.client import MemoryClient
+from kividb_memory.mcp.tools import Connection, Defaults, build_server
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+
+MCP_PATH = "/mcp"
+API_URL_ENV = "KIVIDB_API_URL"
+INSTANCE_HEADER = "x-kividb-instance"
+STORE_HEADER = "x-kividb-store"
+MAX_BODY_BYTES = 2 * 1024 * 1024
+"""A tool call's API request is at most 1 MiB (the API's body limit); JSON-RPC adds a little."""
+# Within the function's 30 s: one attempt of at most 12 s, one retry after at most 2 s.
+API_TIMEOUT = httpx.Timeout(12.0, connect=3.0)
+API_RETRIES = 1
+API_RETRY_WAIT = 2.0
+
+_NOT_ALLOWED = (
+    b'{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Method Not Allowed: this '
+    b'stateless server takes POST only (no SSE stream, no session to end)"}}'
+)
+
+
+def api_base(url: str) -> str:
+    """The API's base URL for an MCP request to ``url``: the URL less its query and its final
+    ``/mcp`` (``https://h/mcp`` -> ``https://h``; ``https://h/v1/mcp`` -> ``https://h/v1``)."""
+    parts = urlsplit(url)
+    path = parts.path[: -len(MCP_PATH)] if parts.path.endswith(MCP_PATH) else parts.path
+    return f"{parts.scheme}://{parts.netloc}{path.rstrip('/')}"
+
+
+class RemoteServer:
+    """The remote server's ASGI app (``await server(scope, receive, send)``).
+
+    One ``httpx.Client`` (connection pool) per process serves every tool call, each with the
+    caller's key; it is made at the first call, not at import."""
+
+    def __init__(self) -> None:
+        self.mcp = build_server(self._connect)
+        self._pool: httpx.Client | None = None
+        self._lock = threading.Lock()
+
+    def _http(self) -> httpx.Client:
+        with self._lock:
+            if self._pool is None:
+                self._pool = httpx.Client(limits=httpx.Limits(max_keepalive_connections=8))
+            return self._pool
+
+    def _connect(self, ctx: Context[Any, Any]) -> Connection:
+        request = ctx.request_context.request
+        if request is None:  # pragma: no cover - this server is only served over HTTP
+            raise ToolError("this server answers HTTP requests only")
+        scheme, _, key = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not key.strip():
+            raise ToolError(
+                "KiviDB API error 401 unauthorized: send your API key as the MCP request's "
+                "header 'Authorization: Bearer <key>'"
+            )
+        base = os.environ.get(API_URL_ENV) or api_base(str(request.url))
+        client = MemoryClient(
+            base,
+            key.strip(),
+            timeout=API_TIMEOUT,
+            max_retries=API_RETRIES,
+            max_retry_wait=API_RETRY_WAIT,
+            http_client=self._http(),
+        )
+        defaults = Defaults(
+            request.headers.get(INSTANCE_HEADER) or None, request.headers.get(STORE_HEADER) or None
+        )
+        return Connection(client, defaults)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await _lifespan(receive, send)
+            return
+        if scope["type"] != "http":  # pragma: no cover - websockets are not routed here
+            return
+        if scope["method"] != "POST":
+            await _answer(send, 405, [(b"allow", b"POST")], _NOT_ALLOWED)
+            return
+        # A session manager per request: stateless, so nothing outlives the request, and the
+        # SDK's manager runs once per instance.
+        self.mcp.streamable_http_app(
+            stateless_http=True,
+            json_response=True,
+            max_request_body_size=MAX_BODY_BYTES,
+            # The key in the Authorization header protects this endpoint; a browser cannot send
+            # one cross-site without a CORS preflight, which nothing here answers.
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+        )
+        manager = self.mcp.session_manager
+        async with manager.run():
+            await manager.handle_request(scope, receive, send)
+
+
+async def _lifespan(receive: Receive, send: Send) -> None:
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return
+
+
+async def _answer(send: Send, status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), *headers],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+# --- API Gateway HTTP API (payload 2.0) -> ASGI ------------------------------------------------
+
+_TEXT_TYPES = ("json", "text/", "xml", "javascript")
+
+
+def scope_of(event: dict[str, Any]) -> Scope:
+    """The ASGI HTTP scope of a payload 2.0 request event.
+
+    The host is the request's ``Host`` header when its name is the event's ``domainName``
+    (API Gateway's own record of the domain the request came to), else ``domainName``; the
+    scheme is the last ``X-Forwarded-Proto`` value, ``https`` when there is none (API Gateway
+    serves only HTTPS; the local stack sets ``http``). ``cookies`` become one ``cookie``
+    header. Shapes: https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-develop-integrations-lambda.html
+    """
+    context = event.get("requestContext") or {}
+    http = context.get("http") or {}
+    headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
+    domain = str(context.get("domainName") or "")
+    host = headers.get("host", "")
+    if domain and urlsplit(f"//{host}").hostname != domain.lower():
+        headers["host"] = domain
+    proto = headers.get("x-forwarded-proto", "https").split(",")[-1].strip().lower()
+    scheme = "http" if proto == "http" else "https"
+    if event.get("cookies"):
+        headers["cookie"] = "; ".join(event["cookies"])
+    raw_path = str(event.get("rawPath") or "/")
+    hostname = urlsplit(f"//{headers.get('host', '')}")
+    return {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": str(http.get("method", "GET")).upper(),
+        "scheme": scheme,
+        "path": unquote(raw_path),
+        "raw_path": raw_path.encode("latin-1", "replace"),
+        "root_path": "",
+        "query_string": str(event.get("rawQueryString") or "").encode("latin-1", "replace"),
+        "headers": [
+            (k.encode("latin-1"), v.encode("latin-1", "replace")) for k, v in headers.items()
+        ],
+        "server": (hostname.hostname or "", hostname.port or (443 if scheme == "https" else 80)),
+        "client": (str(http.get("sourceIp", "")), 0),
+    }
+
+
+def body_of(event: dict[str, Any]) -> bytes:
+    """The request body's bytes (base64-decoded when ``isBase64Encoded``)."""
+    body = event.get("body") or ""
+    if event.get("isBase64Encoded"):
+        return base64.b64decode(body)
+    return str(body).encode("utf-8")
+
+
+class LambdaAdapter:
+    """A Lambda handler serving an ASGI app to API Gateway HTTP API events (payload 2.0).
+
+    ``adapter(event, context)`` runs the app on a new event loop (Lambda runs one invocation at
+    a time per container); ``await adapter.invoke_async(event, context)`` runs it on the
+    caller's loop (the local stack does this, so that the requests a tool makes back to the
+    same stack are served while this one waits). Each invocation is one request: a body in,
+    the status, headers and body out, as the 2.0 response format (a text body when its
+    content type is textual and it is UTF-8, base64 otherwise)."""
+
+    def __init__(self, app: Callable[[Scope, Receive, Send], Awaitable[None]]) -> None:
+        self.app = app
+
+    def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return asyncio.run(self.invoke_async(event, context))
+
+    async def invoke_async(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
+        """One invocation on the running event loop: the 2.0 response for ``event``."""
+        body = body_of(event)
+        sent = False
+        status = 500
+        headers: list[tuple[bytes, bytes]] = []
+        chunks: list[bytes] = []
+
+        async def receive() -> Message:
+            nonlocal sent
+            if sent:
+                return {"type": "http.disconnect"}
+            sent = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        async def send(message: Message) -> None:
+            nonlocal status, headers
+            if message["type"] == "http.response.start":
+                status = int(message["status"])
+                headers = list(message.get("headers") or [])
+            elif message["type"] == "http.response.body":
+                chunks.append(bytes(message.get("body", b"")))
+
+        await self.app(scope_of(event), receive, send)
+        return response_of(status, headers, b"".join(chunks))
+
+
+def response_of(status: int, headers: list[tuple[bytes, bytes]], body: bytes) -> dict[str, Any]:
+    """A payload 2.0 response: repeated headers joined with commas, ``set-cookie`` in
+    ``cookies``, the body as text or base64."""
+    merged: dict[str, str] = {}
+    cookies: list[str] = []
+    for raw_name, raw_value in headers:
+        name, value = raw_name.decode("latin-1").lower(), raw_value.decode("latin-1")
+        if name == "set-cookie":
+            cookies.append(value)
+        elif name != "content-length":
+            merged[name] = f"{merged[name]},{value}" if name in merged else value
+    content_type = merged.get("content-type", "")
+    try:
+        text = body.decode("utf-8") if any(t in content_type for t in _TEXT_TYPES) else None
+    except UnicodeDecodeError:
+        text = None
+    answer: dict[str, Any] = {
+        "statusCode": status,
+        "headers": merged,
+        "body": text if text is not None else base64.b64encode(body).decode("ascii"),
+        "isBase64Encoded": text is None,
+    }
+    if cookies:
+        answer["cookies"] = cookies
+    return answer

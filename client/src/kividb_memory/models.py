@@ -1,0 +1,378 @@
+"""The API's request bodies and answers, as the client sends and reads them.
+
+Names follow the API's OpenAPI document (``docs/openapi.json``, ``components.schemas``), field for
+field; ``tests/unit/test_client_openapi.py`` fails when the two drift apart.
+
+- Request models forbid unknown fields, so a misspelt name (``search_mode`` for ``mode``) is an
+  error here instead of a field the server never sees. They check names and types only: ranges
+  and lengths are the server's to enforce (a 422 :class:`~kividb_memory.ValidationError` names
+  the field), so a server that widens a limit needs no new client.
+- Response models ignore fields they do not know, so a newer server can add fields.
+- Fields that carry secrets (``llm_api_key``, ``embed_api_key``) never appear in a ``repr`` or
+  in a validation error's text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Role = Literal["user", "assistant", "system", "tool"]
+"""Who wrote a message."""
+SearchMode = Literal["semantic", "keyword", "hybrid"]
+"""How a search ranks memories: by meaning (cosine), by keyword (BM25), or both."""
+LlmProvider = Literal["none", "openai", "anthropic", "custom"]
+EmbedProvider = Literal["none", "openai", "custom"]
+ExtractionState = Literal["idle", "waiting", "running", "failed"]
+
+
+class Request(BaseModel):
+    """Base of request bodies: unknown fields are errors; values are not coerced."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    def __repr_args__(self) -> Iterator[tuple[str | None, Any]]:
+        for name, value in super().__repr_args__():
+            if isinstance(value, list) and len(value) > 8:
+                yield name, f"<{len(value)} items>"  # a 1,536-float vector is no use in a repr
+            else:
+                yield name, value
+
+
+class Answer(BaseModel):
+    """Base of answers: fields a newer server adds are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+
+# --- stores ----------------------------------------------------------------------------------
+
+
+class CustomType(Answer):
+    """A store-specific memory type: ``{"name": "order_issue", "description": "..."}``. Sent in
+    ``StorePut.custom_types`` and read back in ``StoreView.custom_types``."""
+
+    name: str
+    description: str
+
+
+class StorePut(Request):
+    """Body of ``PUT /instances/{instance_id}/agent-memory/{store}``: the settings to set.
+
+    Only the fields given are sent (omitted ones keep their value, or the default for a new
+    store); ``None`` given explicitly is sent as ``null``, which for ``llm_api_key`` and
+    ``embed_api_key`` removes the stored key. The keys are write-only: no answer carries them,
+    and they are left out of this model's ``repr`` and of its validation errors."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, hide_input_in_errors=True)
+
+    llm_provider: LlmProvider | None = None
+    llm_model: str | None = None
+    llm_base_url: str | None = None
+    llm_api_key: str | None = Field(None, repr=False)
+    embed_provider: EmbedProvider | None = None
+    embed_model: str | None = None
+    embed_base_url: str | None = None
+    embed_api_key: str | None = Field(None, repr=False)
+    dimensions: int | None = None
+    extraction_delay_seconds: int | None = None
+    summarize_after: int | None = None
+    keep_recent: int | None = None
+    session_ttl_seconds: int | None = None
+    memory_ttl_seconds: int | None = None
+    dedupe_threshold: float | None = Field(None, strict=False)  # 1 is a valid threshold too
+    custom_types: list[CustomType] | None = None
+    redact_pii: bool | None = None
+
+
+class StoreCounts(Answer):
+    """Live sessions, live memories, and live sessions with messages extraction has not read."""
+
+    sessions: int
+    memories: int
+    waiting_for_extraction: int
+
+
+class StoreView(Answer):
+    """A store's settings (never its provider keys: ``has_llm_api_key`` and
+    ``has_embed_api_key`` say whether it has them). ``counts`` and the last extraction's time
+    and error come with ``get_store``."""
+
+    name: str
+    instance_id: str
+    llm_provider: LlmProvider
+    llm_model: str | None
+    llm_base_url: str | None
+    has_llm_api_key: bool
+    embed_provider: EmbedProvider
+    embed_model: str | None
+    embed_base_url: str | None
+    has_embed_api_key: bool
+    dimensions: int
+    extraction_delay_seconds: int
+    summarize_after: int
+    keep_recent: int
+    session_ttl_seconds: int
+    memory_ttl_seconds: int
+    dedupe_threshold: float
+    custom_types: list[CustomType]
+    redact_pii: bool
+    created_at: datetime
+    updated_at: datetime
+    counts: StoreCounts | None = None
+    last_extraction_at: datetime | None = None
+    last_extraction_error: str | None = None
+
+
+class StoreList(Answer):
+    """Answer of ``GET /instances/{instance_id}/agent-memory``: the instance's stores by name."""
+
+    stores: list[StoreView]
+
+
+class UnreachableInstance(Answer):
+    """An instance whose stores ``GET /agent-memory`` could not list, and why."""
+
+    instance_id: str
+    message: str
+
+
+class OrganizationStoreList(StoreList):
+    """Answer of ``GET /agent-memory``: the stores of every instance that answered (by instance,
+    then name) and the instances that did not (``[]`` when all did)."""
+
+    unreachable: list[UnreachableInstance]
+
+
+# --- working memory --------------------------------------------------------------------------
+
+
+class EventIn(Request):
+    """One message to add. ``created_at`` defaults to the time the server receives it; a
+    ``datetime`` or ISO 8601 text."""
+
+    role: Role
+    content: str
+    name: str | None = None
+    created_at: datetime | str | None = None
+
+
+class EventsRequest(Request):
+    """Body of ``POST .../sessions/{session_id}/events``."""
+
+    actor_id: str | None = None
+    events: list[EventIn]
+
+
+class EventsResult(Answer):
+    """Answer of adding messages: how many were added and the session's ``message_count``."""
+
+    session_id: str
+    added: int
+    message_count: int
+
+
+class ExtractionQueued(Answer):
+    """Answer of ``POST .../sessions/{session_id}/extract`` (202)."""
+
+    session_id: str
+    status: Literal["queued"] = "queued"
+
+
+class Message(Answer):
+    """A message kept verbatim. ``seq`` is its position in the session, from 1."""
+
+    seq: int
+    role: Role
+    content: str
+    name: str | None = None
+    created_at: datetime
+
+
+class ExtractionStatus(Answer):
+    """A session's background extraction: ``status``, the armed schedule's ``due_at``, the last
+    run's time and error, and how many messages are ``unread``."""
+
+    status: ExtractionState
+    due_at: datetime | None = None
+    last_run_at: datetime | None = None
+    last_error: str | None = None
+    unread: int
+
+
+class SessionView(Answer):
+    """A session: its summary, newest messages (oldest first), counts, times and extraction."""
+
+    session_id: str
+    actor_id: str | None
+    summary: str | None
+    messages: list[Message]
+    message_count: int
+    created_at: datetime
+    last_event_at: datetime
+    expires_at: datetime
+    extraction: ExtractionStatus
+
+
+class SessionSummary(Answer):
+    """A session as the listing shows it."""
+
+    session_id: str
+    actor_id: str | None
+    message_count: int
+    created_at: datetime
+    last_event_at: datetime
+    expires_at: datetime
+    extraction: ExtractionStatus
+
+
+class SessionList(Answer):
+    """A page of sessions, most recent first; ``next_offset`` is ``None`` on the last page."""
+
+    sessions: list[SessionSummary]
+    next_offset: int | None
+
+
+# --- long-term memory ------------------------------------------------------------------------
+
+
+class MemoryIn(Request):
+    """Body of ``POST .../memories``. ``vector`` is needed when the store has no embedding
+    model; ``type`` defaults to ``semantic`` on the server."""
+
+    text: str
+    type: str | None = None
+    actor_id: str | None = None
+    topics: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    importance: float | None = Field(None, strict=False)
+    confidence: float | None = Field(None, strict=False)
+    vector: list[float] | None = Field(None, strict=False)
+
+
+class MemoryPatch(Request):
+    """Body of ``PATCH .../memories/{memory_id}``: only the fields given are sent
+    (``importance=None`` clears it)."""
+
+    text: str | None = None
+    type: str | None = None
+    topics: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    importance: float | None = Field(None, strict=False)
+    vector: list[float] | None = Field(None, strict=False)
+
+
+class MemorySource(Answer):
+    """Where a memory came from: the session extraction read it in."""
+
+    session_id: str
+
+
+class MemoryVersion(Answer):
+    """A memory as it was before a change made at ``changed_at``."""
+
+    text: str
+    type: str
+    topics: list[str]
+    metadata: dict[str, Any]
+    importance: float | None
+    changed_at: datetime
+
+
+class MemoryView(Answer):
+    """A memory (``score`` in search results, ``duplicate`` when added, ``versions`` on get)."""
+
+    id: str
+    text: str
+    type: str
+    actor_id: str | None
+    topics: list[str]
+    metadata: dict[str, Any]
+    importance: float | None
+    confidence: float | None
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime
+    source: MemorySource | None
+    score: float | None = None
+    duplicate: bool | None = None
+    versions: list[MemoryVersion] | None = None
+
+
+class MemoryList(Answer):
+    """A page of memories, newest first; ``total`` counts the live memories matching the
+    filters over all pages; ``next_offset`` is ``None`` on the last page."""
+
+    memories: list[MemoryView]
+    next_offset: int | None
+    total: int
+
+
+class SearchRequest(Request):
+    """Body of ``POST .../memories/search``. Without ``actor_id`` the whole store is searched."""
+
+    query: str
+    mode: SearchMode | None = None
+    actor_id: str | None = None
+    types: list[str] | None = None
+    limit: int | None = None
+    query_vector: list[float] | None = Field(None, strict=False)
+
+
+class SearchResult(Answer):
+    """Answer of a search: memories best first, each with its ``score``."""
+
+    memories: list[MemoryView]
+
+
+class ActorForgotten(Answer):
+    """Answer of forgetting an actor: how many memories were deleted."""
+
+    actor_id: str
+    deleted: int
+
+
+# --- recall ----------------------------------------------------------------------------------
+
+
+class RecallRequest(Request):
+    """Body of ``POST .../recall``."""
+
+    session_id: str
+    query: str | None = None
+    actor_id: str | None = None
+    limit: int | None = None
+    query_vector: list[float] | None = Field(None, strict=False)
+
+
+class RecallView(Answer):
+    """Answer of recall: the session's summary and recent messages, the actor's relevant
+    memories, and ``context``, all of it as one text ready to be a system prompt."""
+
+    session_id: str
+    actor_id: str | None
+    summary: str | None
+    messages: list[Message]
+    memories: list[MemoryView]
+    context: str
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+
+class ErrorDetail(Answer):
+    """One problem of a rejected request: the field path and what is wrong with it."""
+
+    field: str
+    problem: str
+
+
+class ErrorBody(Answer):
+    """The API's error shape: ``{"error", "message", "details"?}``."""
+
+    error: str
+    message: str
+    details: list[ErrorDetail] | None = None
