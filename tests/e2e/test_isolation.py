@@ -608,10 +608,12 @@ def test_each_store_counts_lists_and_searches_only_its_own_data(world: World) ->
                 assert [m["content"] for m in view["messages"]] == contents
             listed = _pages(client, f"{place.path}/memories", "memories")
             assert {m["id"]: m["text"] for m in listed} == place.texts
+            assert client.get(f"{place.path}/memories").json()["total"] == 5
             for actor in {a for a in place.memories.values() if a}:
                 own = {m for m, a in place.memories.items() if a == actor}
-                answer = client.get(f"{place.path}/memories", params={"actor_id": actor})
-                assert {m["id"] for m in answer.json()["memories"]} == own
+                answer = client.get(f"{place.path}/memories", params={"actor_id": actor}).json()
+                assert {m["id"] for m in answer["memories"]} == own
+                assert answer["total"] == len(own)
             # without actor_id: every actor of this store, and nothing of any other store,
             # although the other store of the instance has memories of the same actors
             for mode in ("keyword", "semantic", "hybrid"):
