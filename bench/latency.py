@@ -65,10 +65,11 @@ from tqdm import tqdm  # noqa: E402
 
 from agent_memory.clock import SystemClock, to_ms  # noqa: E402
 from agent_memory.embeddings import NoEmbedder  # noqa: E402
+from agent_memory.index_cache import IndexCache  # noqa: E402
 from agent_memory.keys import StoreKeys, actor_bucket  # noqa: E402
-from agent_memory.memories import Memories, encode_record, unit  # noqa: E402
+from agent_memory.memories import Memories, unit  # noqa: E402
 from agent_memory.models import SearchRequest, StoreConfig  # noqa: E402
-from agent_memory.search import IndexCache  # noqa: E402
+from agent_memory.records import MemoryRecord, encode_record  # noqa: E402
 from agent_memory.secrets import FernetCipher  # noqa: E402
 from agent_memory.stores import Stores  # noqa: E402
 from bench.measure import peak_rss_mb, percentile, timed  # noqa: E402
@@ -248,21 +249,15 @@ def seed(binary: redis.Redis, config: StoreConfig, corpus: Corpus, size: int, ba
         for i in range(count):
             memory_id = "mem_" + rng.bytes(10).hex()
             created_ms = now_ms - (size - start - i) * 1000
-            record: dict[str, Any] = {
-                "id": memory_id,
-                "text": texts[i],
-                "type": "semantic",
-                "actor_id": ACTOR,
-                "topics": [],
-                "metadata": {},
-                "importance": None,
-                "confidence": None,
-                "created_at": created_ms,
-                "updated_at": created_ms,
-                "expires_at": created_ms + ttl_ms,
-                "source": None,
-                "versions": [],
-            }
+            record = MemoryRecord(
+                id=memory_id,
+                text=texts[i],
+                type="semantic",
+                actor_id=ACTOR,
+                created_at=created_ms,
+                updated_at=created_ms,
+                expires_at=created_ms + ttl_ms,
+            )
             ids.append(memory_id)
             records[memory_id] = encode_record(record)
             blobs[memory_id] = vectors[i].tobytes()

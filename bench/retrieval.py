@@ -61,8 +61,8 @@ sys.path.insert(0, str(ROOT / "layers" / "core"))
 import httpx  # noqa: E402
 from tqdm import tqdm  # noqa: E402
 
-from agent_memory.memories import CANDIDATES  # noqa: E402
-from agent_memory.search import Hit, fuse  # noqa: E402
+from agent_memory.fusion import Hit, fuse  # noqa: E402
+from agent_memory.ranking import CANDIDATES  # noqa: E402
 from local.bootstrap import free_port  # noqa: E402
 from local.launch import running_stack, stop  # noqa: E402
 

@@ -20,13 +20,13 @@ from cryptography.fernet import Fernet
 
 from agent_memory.background import SessionWork, request_extraction, schedule_background
 from agent_memory.embeddings import make_embedder
+from agent_memory.index_cache import IndexCache
 from agent_memory.keys import LocalScheduleKeys
 from agent_memory.llm import make_language_model
 from agent_memory.memories import Memories
 from agent_memory.models import EventIn, EventsRequest, MemoryIn, SearchRequest, StorePut
 from agent_memory.providers import ProviderClient
 from agent_memory.scheduler import ExtractionTarget, LocalScheduler
-from agent_memory.search import IndexCache
 from agent_memory.secrets import FernetCipher
 from agent_memory.sessions import EXTRACTION_MAX_FAILURES
 from agent_memory.stores import Stores

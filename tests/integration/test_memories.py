@@ -17,11 +17,12 @@ from agent_memory.errors import (
     ValidationFailed,
     VectorInvalid,
 )
+from agent_memory.index_cache import IndexCache
 from agent_memory.memories import Memories
 from agent_memory.models import MemoryIn, MemoryPatch, SearchRequest, StorePut
-from agent_memory.search import TOKENIZER_VERSION, IndexCache, term_counts
 from agent_memory.secrets import FernetCipher
 from agent_memory.stores import Stores
+from agent_memory.tokenizer import TOKENIZER_VERSION, term_counts
 from tests.conftest import unique
 from tests.integration.test_sessions import MovableClock
 
@@ -215,7 +216,7 @@ def test_an_add_updates_this_containers_index_itself(make_memories, monkeypatch)
     def no_catch_up(*args):
         raise AssertionError("the add's own write should not need a catch-up read")
 
-    monkeypatch.setattr(memories, "_catch_up", no_catch_up)
+    monkeypatch.setattr(memories._indexes, "_catch_up", no_catch_up)
     kept = _add(memories, "second", _v(0, 1))
     request = SearchRequest(query="second", mode="keyword", actor_id="alice")
     assert [m.id for m in memories.search(request)] == [kept.memory.id]
@@ -330,7 +331,7 @@ def test_a_compact_index_ranks_and_dedupes_on_exact_rescored_cosines(make_memori
 
 
 def test_a_cold_load_in_batches_sees_every_memory(make_memories, monkeypatch):
-    import agent_memory.memories as module
+    import agent_memory.index_sync as module
 
     monkeypatch.setattr(module, "LOAD_BATCH", 7)
     memories = make_memories()

@@ -28,6 +28,7 @@ from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
 from agent_memory.db import redis_client
 from agent_memory.embeddings import NoEmbedder
+from agent_memory.index_cache import IndexCache
 from agent_memory.memories import Memories
 from agent_memory.models import (
     EventIn,
@@ -38,7 +39,6 @@ from agent_memory.models import (
     StorePut,
 )
 from agent_memory.runtime import runtime_for
-from agent_memory.search import IndexCache
 from agent_memory.secrets import FernetCipher
 from agent_memory.stores import Stores
 from local.bootstrap import start_embedded, start_redis_server

@@ -10,11 +10,11 @@ from cryptography.fernet import Fernet
 from agent_memory.clock import SystemClock
 from agent_memory.embeddings import NoEmbedder
 from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
+from agent_memory.index_cache import IndexCache
 from agent_memory.keys import StoreKeys
 from agent_memory.memories import Memories
 from agent_memory.models import EventIn, EventsRequest, RecallRequest, StorePut
 from agent_memory.recall import EMPTY_CONTEXT, recall
-from agent_memory.search import IndexCache
 from agent_memory.secrets import FernetCipher
 from agent_memory.stores import Stores
 from tests.conftest import unique

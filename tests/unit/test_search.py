@@ -6,9 +6,12 @@ import re
 import numpy as np
 import pytest
 
-from agent_memory import search
+from agent_memory import quantize, tokenizer
 from agent_memory.english import STOP_WORDS, stem
-from agent_memory.search import ActorIndex, Hit, IndexCache, fuse, query_tokens, tokenize
+from agent_memory.fusion import Hit, fuse
+from agent_memory.index_cache import IndexCache
+from agent_memory.search import ActorIndex
+from agent_memory.tokenizer import query_tokens, tokenize
 
 NOW = 1_700_000_000_000
 LATER = NOW + 10**9
@@ -142,10 +145,10 @@ def test_stop_words_are_dropped_from_queries_unless_nothing_else_is_left():
 
 
 def test_the_stem_cache_is_bounded(monkeypatch):
-    monkeypatch.setattr(search, "_STEM_CACHE", 3)
-    search._STEMS.clear()
+    monkeypatch.setattr(tokenizer, "_STEM_CACHE", 3)
+    tokenizer._STEMS.clear()
     assert tokenize("walks talked jumping running") == ["walk", "talk", "jump", "run"]
-    assert len(search._STEMS) <= 3
+    assert len(tokenizer._STEMS) <= 3
     assert tokenize("walks") == ["walk"]
 
 
@@ -172,7 +175,7 @@ def test_punctuated_chunks_are_the_whitespace_separated_chunks_with_a_symbol(tex
     expected = [c.strip(".,;:!?\"'") or c for c in _OLD_CHUNKS.findall(folded)]
     expected = [c for c in expected if not re.fullmatch(r"\w+", c)]
     words = set(re.findall(r"\w+", folded))
-    chunks = [t for t in search._surface(text) if t not in words]
+    chunks = [t for t in tokenizer._surface(text) if t not in words]
     assert chunks == expected
 
 
@@ -257,32 +260,28 @@ def test_bulk_adding_gives_the_same_index_as_adding_one_by_one(compact):
 
 
 def test_large_compact_scoring_split_over_threads_gives_the_same_scores(monkeypatch):
-    from agent_memory import search
-
     rng = np.random.default_rng(21)
     vectors = _unit(rng, 900, 64)
-    codes, scales = search._quantize_rows(vectors)
+    codes, scales = quantize.quantize_rows(vectors)
     rows = rng.permutation(900)[:700]
     query = _unit(rng, 1, 64)[0]
-    single = search._int8_scores(codes, scales, rows, query)
-    monkeypatch.setattr(search, "PARALLEL_ABOVE", 100)
+    single = quantize.int8_scores(codes, scales, rows, query)
+    monkeypatch.setattr(quantize, "PARALLEL_ABOVE", 100)
     monkeypatch.setenv("KIVIDB_SEARCH_THREADS", "3")
-    split = search._parallel_int8_scores(codes, scales, rows, query)
-    assert search._pool is not None and search._pool_size == 2
+    split = quantize.parallel_int8_scores(codes, scales, rows, query)
+    assert quantize._pool is not None and quantize._pool_size == 2
     np.testing.assert_allclose(split, single, rtol=1e-5, atol=1e-6)  # BLAS blocks may round apart
-    assert search.search_threads() == 3
+    assert quantize.search_threads() == 3
     bits = np.packbits(vectors > 0, axis=1)
     query_bits = np.packbits(query > 0)
     np.testing.assert_array_equal(
-        search._parallel(search._hamming, bits, query_bits),
+        quantize.parallel(quantize.hamming, bits, query_bits),
         np.array([bin(int.from_bytes(row ^ query_bits, "big")).count("1") for row in bits]),
     )
 
 
 def test_an_exact_scan_split_over_threads_ranks_as_numpy_does(monkeypatch):
-    from agent_memory import search
-
-    monkeypatch.setattr(search, "EXACT_PARALLEL_BYTES", 64)  # a handful of rows per thread
+    monkeypatch.setattr(quantize, "EXACT_PARALLEL_BYTES", 64)  # a handful of rows per thread
     monkeypatch.setenv("KIVIDB_SEARCH_THREADS", "3")
     rng = np.random.default_rng(5)
     vectors = _unit(rng, 500, 32)

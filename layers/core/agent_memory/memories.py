@@ -1,25 +1,21 @@
 """Long-term memory: keep (redacted, embedded, deduplicated), read, change, forget and search.
 
 Storage (keys.ActorKeys): one actor's memories share a hash tag, so every write is one Lua
-script on one slot that also bumps the actor's generation and appends to its change log; the
-store-level indexes (listing, counts, owner of an id) follow in a second step on the store's
-slot. Vectors are kept as unit-length float32 bytes.
+script on one slot (``memory_scripts``) that also bumps the actor's generation and appends to
+its change log; the store-level indexes (listing, counts, owner of an id) follow in a second
+step on the store's slot. Records are ``records.MemoryRecord``; vectors are kept as unit-length
+float32 bytes.
 
-Search runs in this process on an ``ActorIndex`` (search.py) held in a bounded cache and kept in
-step by generation: a search reads the actor's generation (one small read) and, when it moved,
-only the log entries since the cached generation and the vectors they name. Deduplication uses
-the same index under an optimistic check: the add script refuses to write when the actor's
-generation moved since the index was read, and the add retries against the fresh index, so two
-concurrent adds of the same text cannot both be kept.
+Search runs in this process on the actor's ``ActorIndex`` kept in step by ``index_sync`` and
+ordered by ``ranking``. Deduplication uses the same index under an optimistic check: the add
+script refuses to write when the actor's generation moved since the index was read, and the add
+retries against the fresh index, so two concurrent adds of the same text cannot both be kept.
 """
 
 from __future__ import annotations
 
-import gc
-import json
 import secrets
-from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
@@ -27,14 +23,10 @@ from typing import Any, cast
 import numpy as np
 import redis
 from numpy.typing import NDArray
-from pydantic_core import from_json
 from redis.client import Pipeline
 
-from agent_memory.clock import Clock, from_ms, to_ms
+from agent_memory.clock import Clock, to_ms
 from agent_memory.db import (
-    FINISHES_WRITE,
-    READ_ONLY,
-    WRITES,
     database_errors,
     load_script,
     script_then,
@@ -48,7 +40,10 @@ from agent_memory.errors import (
     ValidationFailed,
     VectorInvalid,
 )
-from agent_memory.keys import NO_ACTOR, ActorKeys, StoreKeys, actor_bucket
+from agent_memory.index_cache import IndexCache
+from agent_memory.index_sync import ActorIndexes
+from agent_memory.keys import NO_ACTOR, StoreKeys, actor_bucket
+from agent_memory.memory_scripts import LOG_KEEP, PUT, REMOVE, SCRIPT_IDS, UNINDEX
 from agent_memory.models import (
     MAX_TOPIC_CHARS,
     MAX_VERSIONS,
@@ -56,90 +51,26 @@ from agent_memory.models import (
     MemoryIn,
     MemoryList,
     MemoryPatch,
-    MemorySource,
-    MemoryVersion,
     MemoryView,
     SearchRequest,
     StoreConfig,
 )
+from agent_memory.ranking import rank
+from agent_memory.records import (
+    MemoryRecord,
+    StoredSource,
+    StoredVersion,
+    decode_record,
+    encode_record,
+    record_view,
+)
 from agent_memory.redaction import redact
-from agent_memory.search import TOKENIZER_VERSION, ActorIndex, Hit, IndexCache, fuse, term_counts
 from agent_memory.stores import current_entry
 
-LOG_KEEP = 10_000
-"""Change-log entries kept per actor; a cache further behind than this reloads the actor."""
 DEDUPE_EPSILON = 1e-6
 """Float32 cosine of two vectors whose true cosine is exactly the threshold can land a hair
 below it; this tolerance keeps "exactly at the threshold is a duplicate" true."""
 ADD_ATTEMPTS = 8
-LOAD_BATCH = 2000
-"""Memories read per HSCAN step when an actor's index is built."""
-CANDIDATES = 5
-SCRIPT_IDS = 1000
-"""Ids per call of a script taking a list of them (Lua's ``unpack`` stops near 8,000)."""
-"""Each mode of a hybrid search contributes ``CANDIDATES * limit`` candidates to the fusion."""
-
-# KEYS: ActorKeys.all(). ARGV: id, json, vector bytes, expected gen ('' = any), log_keep,
-# 'update' (the memory must still exist), 'new', or 'once' (a chosen id that must not exist
-# yet). Returns {1, gen} when written, {0, gen} when the generation had moved, {-1, gen} when
-# an update found no memory (deleted), {-2, gen} when a 'once' id is already kept.
-_PUT = (
-    WRITES
-    + """
-local gen = tonumber(redis.call('HGET', KEYS[4], 'gen') or '0')
-if ARGV[4] ~= '' and tonumber(ARGV[4]) ~= gen then return {0, gen} end
-if ARGV[6] == 'update' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {-1, gen} end
-if ARGV[6] == 'once' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return {-2, gen} end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
-redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':+:' .. ARGV[1])
-redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[5]) + 1))
-return {1, gen}
-"""
-)
-
-# KEYS: ActorKeys.all(). ARGV: log_keep, id... Returns how many of the ids existed.
-_REMOVE = (
-    WRITES
-    + """
-local removed = 0
-for i = 2, #ARGV do
-  if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
-    removed = removed + 1
-    redis.call('HDEL', KEYS[2], ARGV[i])
-    local gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
-    redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':-:' .. ARGV[i])
-  end
-end
-redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[1]) + 1))
-return removed
-"""
-)
-
-# KEYS: the store's listing, expiry and owner indexes. ARGV: id... Takes the ids out of them:
-# the second step of a removal (after _REMOVE), or the undo of an add's first step, so it runs
-# even when the database is full (FINISHES_WRITE), and the indexes agree at every moment (one
-# atomic step).
-_UNINDEX = (
-    FINISHES_WRITE
-    + """
-redis.call('ZREM', KEYS[1], unpack(ARGV))
-redis.call('ZREM', KEYS[2], unpack(ARGV))
-redis.call('HDEL', KEYS[3], unpack(ARGV))
-return 0
-"""
-)
-
-# KEYS: an actor's memories and vectors hashes. ARGV: id... {records, vectors} of the ids, in
-# order (false where there is none), as one consistent read: a record and its vector always
-# belong to the same write.
-_LOAD_ROWS = (
-    READ_ONLY
-    + """
-return {redis.call('HMGET', KEYS[1], unpack(ARGV)), redis.call('HMGET', KEYS[2], unpack(ARGV))}
-"""
-)
 
 
 def new_memory_id() -> str:
@@ -191,12 +122,10 @@ class Memories:
         self._keys = StoreKeys(store.name, store.incarnation)
         self._clock = clock
         self._embedder = embedder
-        self._cache = cache
-        self._scope = cache_scope
-        self._put = load_script(binary, _PUT)
-        self._remove = load_script(client, _REMOVE)
-        self._unindex_script = load_script(client, _UNINDEX)
-        self._load_rows_script = load_script(binary, _LOAD_ROWS)
+        self._indexes = ActorIndexes(client, binary, store, cache, cache_scope)
+        self._put = load_script(binary, PUT)
+        self._remove = load_script(client, REMOVE)
+        self._unindex_script = load_script(client, UNINDEX)
 
     # --- writing -----------------------------------------------------------------------------
 
@@ -301,26 +230,25 @@ class Memories:
         expires_ms = to_ms(now + timedelta(seconds=self._store.memory_ttl_seconds))
         mode = "once" if memory_id is not None else "new"
         memory_id = memory_id or new_memory_id()
-        record: dict[str, Any] = {
-            "id": memory_id,
-            "text": text,
-            "type": body.type,
-            "actor_id": body.actor_id,
-            "topics": topics,
-            "metadata": body.metadata,
-            "importance": body.importance,
-            "confidence": body.confidence,
-            "created_at": now_ms,
-            "updated_at": now_ms,
-            "expires_at": expires_ms,
-            "source": {"session_id": source_session} if source_session else None,
-            "versions": [],
-        }
+        record = MemoryRecord(
+            id=memory_id,
+            text=text,
+            type=body.type,
+            actor_id=body.actor_id,
+            topics=topics,
+            metadata=body.metadata,
+            importance=body.importance,
+            confidence=body.confidence,
+            created_at=now_ms,
+            updated_at=now_ms,
+            expires_at=expires_ms,
+            source=StoredSource(session_id=source_session) if source_session else None,
+        )
         # The store-level entries go first: a forget-actor racing this add then either sees the
         # memory (and removes both) or not (and removes neither), so counts stay exact. With
         # the actor's index warm here, they go in the same round trip as the write, just before
         # it, and the write's generation check stands in for reading the generation first.
-        index = self._warm_index(bucket)
+        index = self._indexes.warm(bucket)
         indexed = index is None
         known_gen = (
             self._index_store_level(memory_id, bucket, now_ms, expires_ms) if indexed else None
@@ -328,16 +256,16 @@ class Memories:
         try:
             for _ in range(ADD_ATTEMPTS):
                 if index is None:
-                    index = self._index(bucket, known_gen)
+                    index = self._indexes.index(bucket, known_gen)
                     known_gen = None
                 with index.lock:
                     candidates = index.best_match(vector, now_ms)
                     gen, exact = index.gen, index.exact
                 if not exact:
-                    candidates = self._rescore(bucket, candidates, vector)
+                    candidates = self._indexes.rescore(bucket, candidates, vector)
                 best = candidates[0] if candidates else None
                 if best is not None and best.memory_id == memory_id:
-                    return Kept(_view(record), False, counts)  # our own write, seen again
+                    return Kept(record_view(record), False, counts)  # our own write, seen again
                 threshold = self._store.dedupe_threshold - DEDUPE_EPSILON
                 if best is not None and best.score >= threshold:
                     kept = self._fetch(bucket, [best.memory_id]).get(best.memory_id)
@@ -369,7 +297,7 @@ class Memories:
                         if index.gen == gen:  # apply our own write: no catch-up read later
                             index.upsert(memory_id, vector, text, body.type, now_ms, expires_ms)
                             index.gen = int(new_gen)
-                    return Kept(_view(record), False, counts)
+                    return Kept(record_view(record), False, counts)
                 index = None  # the generation moved: catch up and check again
         except BaseException:
             if indexed:
@@ -414,7 +342,7 @@ class Memories:
             )
 
     def _unindex(self, *memory_ids: str) -> None:
-        """Take ids out of the store's listing, expiry and owner indexes (``_UNINDEX``)."""
+        """Take ids out of the store's listing, expiry and owner indexes (``UNINDEX``)."""
         keys = [self._keys.memories, self._keys.memory_expiry, self._keys.memory_owners]
         with database_errors():
             for start in range(0, len(memory_ids), SCRIPT_IDS):
@@ -447,18 +375,6 @@ class Memories:
             gen = pipe.execute()[-1]
         return int(gen or 0)
 
-    def _warm_index(self, bucket: str) -> ActorIndex | None:
-        """The actor's cached index as it is (no generation read), or None when not cached."""
-        index = self._cache.get(self._cache_key(bucket))
-        if index is None or index.dimensions != self._store.dimensions:
-            return None
-        return index
-
-    def _cache_key(self, bucket: str) -> tuple[str, ...]:
-        """An actor's entry in the container's index cache: instance, store incarnation and
-        bucket (a store deleted and created again never meets its old indexes)."""
-        return (self._scope, self._store.name, self._store.incarnation, bucket)
-
     def patch(self, memory_id: str, change: MemoryPatch) -> MemoryView:
         """Change a memory's text, type, topics, metadata or importance; the previous state is
         kept as a version (newest first, at most ``MAX_VERSIONS``). A new text is redacted and
@@ -469,23 +385,28 @@ class Memories:
         if "type" in given:
             self._check_type(change.type or "")
         now_ms = to_ms(self._clock.now())
-        fields = ("text", "type", "topics", "metadata", "importance")
-        version = {k: record[k] for k in fields}
-        version["changed_at"] = now_ms
-        text = record["text"]
+        version = StoredVersion(
+            text=record.text,
+            type=record.type,
+            topics=record.topics,
+            metadata=record.metadata,
+            importance=record.importance,
+            changed_at=now_ms,
+        )
+        text = record.text
         if change.text is not None:
             text = redact(change.text).text if self._store.redact_pii else change.text
         if given.get("topics") is not None and self._store.redact_pii:
             given["topics"] = self._redact_topics(given["topics"], None)
-        for field in ("type", "topics", "metadata", "importance"):
-            if field in given:
-                record[field] = given[field]
-        text_changed = text != record["text"]
-        record["text"] = text
-        if all(record[k] == version[k] for k in fields) and change.vector is None:
-            return _view(record, with_versions=True)  # nothing changes: no new version
-        record["updated_at"] = now_ms
-        record["versions"] = [version, *record.get("versions", [])][:MAX_VERSIONS]
+        editable = ("type", "topics", "metadata", "importance")
+        changed: dict[str, Any] = {f: given[f] for f in editable if f in given}
+        text_changed = text != record.text
+        record = record.model_copy(update={**changed, "text": text})
+        fields = ("text", "type", "topics", "metadata", "importance")
+        if all(getattr(record, f) == getattr(version, f) for f in fields) and change.vector is None:
+            return record_view(record, with_versions=True)  # nothing changes: no new version
+        versions = [version, *record.versions][:MAX_VERSIONS]
+        record = record.model_copy(update={"updated_at": now_ms, "versions": versions})
         if text_changed or change.vector is not None:
             vector = self._vector(text, change.vector, "vector")
         else:
@@ -497,7 +418,7 @@ class Memories:
             )  # fmt: skip
         if int(written) != 1:
             raise MemoryNotFound(memory_id)  # deleted while this change was being made
-        return _view(record, with_versions=True)
+        return record_view(record, with_versions=True)
 
     def delete(self, memory_id: str) -> None:
         """Forget one memory; ``MemoryNotFound`` when there is none (or it expired)."""
@@ -543,13 +464,12 @@ class Memories:
             raise MemoryNotFound(memory_id)
         return str(bucket)
 
-    def _record(self, bucket: str, memory_id: str) -> dict[str, Any]:
+    def _record(self, bucket: str, memory_id: str) -> MemoryRecord:
         with database_errors():
             raw = self._redis.hget(self._keys.actor(bucket).memories, memory_id)
         if raw is None:
             raise MemoryNotFound(memory_id)
-        record: dict[str, Any] = json.loads(raw)
-        return record
+        return decode_record(raw)
 
     def _stored_vector(self, bucket: str, memory_id: str) -> NDArray[np.float32]:
         with database_errors():
@@ -567,15 +487,15 @@ class Memories:
         found = {}
         for memory_id, raw in zip(ids, raws, strict=True):
             if raw is not None:
-                record = from_json(raw)
-                if record["expires_at"] > now_ms:
-                    found[memory_id] = _view(record)
+                record = decode_record(raw)
+                if record.expires_at > now_ms:
+                    found[memory_id] = record_view(record)
         return found
 
     def get(self, memory_id: str) -> MemoryView:
         """One memory with its versions (newest first)."""
         bucket = self._owner(memory_id)
-        return _view(self._record(bucket, memory_id), with_versions=True)
+        return record_view(self._record(bucket, memory_id), with_versions=True)
 
     def count(self) -> int:
         """Exact number of live memories in the store."""
@@ -618,9 +538,9 @@ class Memories:
                 raw = self._redis.hvals(self._keys.actor(bucket).memories)
             now_ms = to_ms(self._clock.now())
             for item in raw:
-                record = from_json(item)
-                if record["expires_at"] > now_ms and memory_type in (None, record["type"]):
-                    views.append(_view(record))
+                record = decode_record(item)
+                if record.expires_at > now_ms and memory_type in (None, record.type):
+                    views.append(record_view(record))
         views.sort(key=lambda v: (v.created_at, v.id), reverse=True)
         page = views[offset : offset + limit]
         return MemoryList(
@@ -651,135 +571,6 @@ class Memories:
         with unless_writes_refused():
             for bucket, ids in by_bucket.items():
                 self._forget(bucket, ids)
-
-    # --- the in-memory index -----------------------------------------------------------------
-
-    def _index(self, bucket: str, gen: int | None = None) -> ActorIndex:
-        """The actor's index, brought up to the actor's current generation (``gen`` when the
-        caller has just read it)."""
-        key = self._cache_key(bucket)
-        actor = self._keys.actor(bucket)
-        if gen is None:
-            with database_errors():
-                gen = int(self._redis.hget(actor.meta, "gen") or 0)
-        index = self._cache.get(key)
-        if index is not None and index.dimensions == self._store.dimensions:
-            if index.gen == gen:
-                return index
-            if self._catch_up(index, actor, gen):
-                return index
-        index = self._load(actor)
-        self._cache.put(key, index)
-        return index
-
-    def _catch_up(self, index: ActorIndex, actor: ActorKeys, gen: int) -> bool:
-        with database_errors():
-            entries = [str(e) for e in self._redis.zrangebyscore(actor.log, f"({index.gen}", gen)]
-        if not entries or int(entries[0].split(":", 1)[0]) != index.gen + 1:
-            return False  # the log no longer reaches back to the cached generation
-        changed: dict[str, str] = {}
-        for entry in entries:
-            _, op, memory_id = entry.split(":", 2)
-            changed[memory_id] = op
-        upserts = [i for i, op in changed.items() if op == "+"]
-        records, vectors = self._load_rows(actor, upserts)
-        with index.lock:
-            if index.gen >= gen:
-                return True
-            for memory_id, op in changed.items():
-                if op == "-" or memory_id not in records:
-                    index.remove(memory_id)
-                else:
-                    _upsert(index, records[memory_id], vectors[memory_id])
-            index.gen = int(entries[-1].split(":", 1)[0])
-        return True
-
-    def _load_rows(
-        self, actor: ActorKeys, ids: list[str]
-    ) -> tuple[dict[str, dict[str, Any]], dict[str, bytes]]:
-        if not ids:
-            return {}, {}
-        raws: list[bytes | None] = []
-        blobs: list[bytes | None] = []
-        with database_errors():
-            for start in range(0, len(ids), SCRIPT_IDS):
-                part = ids[start : start + SCRIPT_IDS]
-                records, vectors = self._load_rows_script(
-                    keys=[actor.memories, actor.vectors], args=part
-                )
-                raws += records
-                blobs += vectors
-        records = {i: from_json(r) for i, r in zip(ids, raws, strict=True) if r is not None}
-        vectors = {i: b for i, b in zip(ids, blobs, strict=True) if b is not None}
-        return records, vectors
-
-    def _load(self, actor: ActorKeys) -> ActorIndex:
-        """Build the actor's index from Redis in batches (HSCAN), so that a large actor never
-        needs all its float32 vectors in memory at once. The generation is read first and the
-        change log applied after, which accounts for writes made while the batches were read."""
-        with database_errors():
-            # Not one transaction (MULTI is refused while the database is full): the count only
-            # sizes the index, and the log read after the batches accounts for any change.
-            pipe = self._redis.pipeline(transaction=False)
-            pipe.hget(actor.meta, "gen")
-            pipe.hlen(actor.vectors)
-            raw_gen, count = pipe.execute()
-        gen = int(raw_gen or 0)
-        index = ActorIndex(dimensions=self._store.dimensions, gen=gen)
-        index.reserve(int(count) + int(count) // 20 + 64)  # room for the next writes
-        width = self._store.dimensions * 4
-
-        def fetch(cursor: int) -> tuple[int, dict[bytes, bytes], list[str], list[Any]]:
-            with database_errors():
-                cursor, scanned = self._binary.hscan(actor.vectors, cursor, count=LOAD_BATCH)
-                blobs = cast(dict[bytes, bytes], scanned)
-                ids = [k.decode() for k, v in blobs.items() if len(v) == width]
-                raws = self._binary.hmget(actor.memories, ids) if ids else []
-            return int(cursor), blobs, ids, raws
-
-        # The batches allocate tens of thousands of small dicts and lists that hold no cycles;
-        # pausing the cyclic collector spares it traversing them again and again (about a
-        # tenth of a cold build of 10,000 memories).
-        with _collector_paused():
-            cursor = 0
-            while True:
-                cursor, blobs, ids, raws = fetch(cursor)
-                records = [(i, from_json(r)) for i, r in zip(ids, raws, strict=True) if r]
-                if records:
-                    vectors = np.frombuffer(
-                        b"".join(blobs[i.encode()] for i, _ in records), dtype=np.float32
-                    ).reshape(len(records), self._store.dimensions)
-                    index.add_many(
-                        [i for i, _ in records],
-                        vectors,
-                        [r["text"] for _, r in records],
-                        [r["type"] for _, r in records],
-                        [int(r["created_at"]) for _, r in records],
-                        [int(r["expires_at"]) for _, r in records],
-                        [_stored_terms(r) for _, r in records],
-                    )
-                if cursor == 0:
-                    break
-        with database_errors():
-            latest = int(self._redis.hget(actor.meta, "gen") or 0)
-        if latest != gen and not self._catch_up(index, actor, latest):
-            return self._load(actor)  # too much changed meanwhile: read it again
-        return index
-
-    def _rescore(self, bucket: str, hits: Sequence[Hit], vector: NDArray[np.float32]) -> list[Hit]:
-        """Exact cosines of a compact index's candidates, from the stored float32 vectors;
-        best first."""
-        if not hits:
-            return []
-        ids = [h.memory_id for h in hits]
-        with database_errors():
-            blobs = self._binary.hmget(self._keys.actor(bucket).vectors, ids)
-        rescored = [
-            Hit(memory_id, float(np.frombuffer(cast(bytes, blob), dtype=np.float32) @ vector))
-            for memory_id, blob in zip(ids, blobs, strict=True)
-            if blob is not None and len(blob) == vector.nbytes
-        ]
-        return sorted(rescored, key=lambda h: -h.score)
 
     # --- search ------------------------------------------------------------------------------
 
@@ -825,113 +616,15 @@ class Memories:
         types: Sequence[str] | None,
     ) -> list[MemoryView]:
         now_ms = to_ms(self._clock.now())
-        wide = limit * CANDIDATES if mode == "hybrid" else limit
-        semantic: list[tuple[Hit, str]] = []
-        keyword: list[tuple[Hit, str]] = []
-        for bucket in buckets:
-            index = self._index(bucket)
-            with index.lock:
-                near: list[Hit] = []
-                if vector is not None and mode != "keyword":
-                    near = index.semantic(vector, wide, now_ms, types)
-                exact = index.exact
-                if mode != "semantic":
-                    keyword += [(h, bucket) for h in index.keyword(query, wide, now_ms, types)]
-            if vector is not None and not exact:
-                near = self._rescore(bucket, near, vector)[:wide]
-            semantic += [(h, bucket) for h in near]
-        owner = {h.memory_id: b for h, b in semantic + keyword}
-        if mode == "semantic":
-            hits = sorted((h for h, _ in semantic), key=lambda h: -h.score)[:limit]
-        elif mode == "keyword":
-            hits = sorted((h for h, _ in keyword), key=lambda h: -h.score)[:limit]
-        else:
-            sem = sorted((h for h, _ in semantic), key=lambda h: -h.score)[:wide]
-            key = sorted((h for h, _ in keyword), key=lambda h: -h.score)[:wide]
-            hits = fuse(sem, key, limit)
+        ranked = rank(self._indexes, buckets, query, vector, mode, limit, types, now_ms)
         by_bucket: dict[str, list[str]] = {}
-        for hit in hits:
-            by_bucket.setdefault(owner[hit.memory_id], []).append(hit.memory_id)
+        for item in ranked:
+            by_bucket.setdefault(item.bucket, []).append(item.hit.memory_id)
         found: dict[str, MemoryView] = {}
         for bucket, ids in by_bucket.items():
             found.update(self._fetch(bucket, ids))
         return [
-            found[h.memory_id].model_copy(update={"score": round(h.score, 6)})
-            for h in hits
-            if h.memory_id in found
+            found[r.hit.memory_id].model_copy(update={"score": round(r.hit.score, 6)})
+            for r in ranked
+            if r.hit.memory_id in found
         ]
-
-
-def _upsert(index: ActorIndex, record: dict[str, Any], blob: bytes) -> None:
-    vector = np.frombuffer(blob, dtype=np.float32)
-    if vector.shape[0] != index.dimensions:
-        return  # written under another dimension setting; not searchable here
-    index.upsert(
-        record["id"],
-        vector,
-        record["text"],
-        record["type"],
-        int(record["created_at"]),
-        int(record["expires_at"]),
-        _stored_terms(record),
-    )
-
-
-@contextmanager
-def _collector_paused() -> Iterator[None]:
-    """Pause Python's cyclic garbage collector (if it runs) for the block."""
-    was_enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
-
-
-def _stored_terms(record: dict[str, Any]) -> dict[str, int] | None:
-    """The term counts a record keeps, if the current tokenizer made them."""
-    terms = record.get("terms")
-    if isinstance(terms, list) and len(terms) == 2 and terms[0] == TOKENIZER_VERSION:
-        return cast(dict[str, int], terms[1])
-    return None
-
-
-def encode_record(record: dict[str, Any]) -> str:
-    """A memory record as stored (compact JSON), with its text's ``term_counts`` under
-    ``terms`` (``[TOKENIZER_VERSION, {token: count}]``) so that building an index from Redis
-    does not tokenize every text again (about a third of a cold build)."""
-    stored = {**record, "terms": [TOKENIZER_VERSION, term_counts(record["text"])]}
-    return json.dumps(stored, ensure_ascii=False, separators=(",", ":"))
-
-
-def _view(record: dict[str, Any], *, with_versions: bool = False) -> MemoryView:
-    versions = None
-    if with_versions:
-        versions = [
-            MemoryVersion(
-                text=v["text"],
-                type=v["type"],
-                topics=v["topics"],
-                metadata=v["metadata"],
-                importance=v["importance"],
-                changed_at=from_ms(v["changed_at"]),
-            )
-            for v in record.get("versions", [])
-        ]
-    source = record.get("source")
-    return MemoryView(
-        id=record["id"],
-        text=record["text"],
-        type=record["type"],
-        actor_id=record.get("actor_id"),
-        topics=record.get("topics", []),
-        metadata=record.get("metadata", {}),
-        importance=record.get("importance"),
-        confidence=record.get("confidence"),
-        created_at=from_ms(record["created_at"]),
-        updated_at=from_ms(record["updated_at"]),
-        expires_at=from_ms(record["expires_at"]),
-        source=MemorySource(**source) if source else None,
-        versions=versions,
-    )

@@ -20,12 +20,12 @@ from agent_memory.control import ControlPlane, Principal
 from agent_memory.db import redis_client
 from agent_memory.embeddings import Embedder, Vectors, make_embedder
 from agent_memory.errors import InstanceNotFound, StoreNotFound
+from agent_memory.index_cache import IndexCache
 from agent_memory.llm import Completion, LanguageModel, make_language_model
 from agent_memory.memories import Memories
 from agent_memory.models import StoreConfig
 from agent_memory.providers import ProviderClient
 from agent_memory.scheduler import ExtractionTarget, Scheduler, make_scheduler
-from agent_memory.search import IndexCache
 from agent_memory.secrets import (
     Cipher,
     FernetCipher,

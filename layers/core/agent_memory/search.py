@@ -1,62 +1,45 @@
-"""In-memory search over one actor's memories: exact cosine, BM25 keywords, and their fusion.
+"""In-memory search over one actor's memories: exact cosine and BM25 keywords.
 
 An ``ActorIndex`` holds, for the memories of one actor (or one store's memories without an
 actor), unit-length float32 vectors in one matrix, and an inverted index for BM25. It is built
-from Redis and then kept in step with it by ``memories.MemoryIndexCache``, which applies the
+from Redis and then kept in step with it by ``index_sync.ActorIndexes``, which applies the
 actor's change log instead of reloading (so a warm search fetches no vector it already has).
 
 Scores:
-- semantic: cosine similarity of unit vectors, i.e. a dot product (exact, float32);
+- semantic: cosine similarity of unit vectors, i.e. a dot product (exact, float32; the scans
+  and the compact form are in ``quantize``);
 - keyword: Okapi BM25 with k1 = 1.2, b = 0.75 and the non-negative idf
   ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (Robertson and Zaragoza, "The Probabilistic
-  Relevance Framework: BM25 and Beyond", 2009);
-- hybrid: ``fuse``, see its docstring.
+  Relevance Framework: BM25 and Beyond", 2009), over the tokens of ``tokenizer``;
+- hybrid: ``fusion.fuse``, see its docstring.
 
-Tokens are Unicode-aware (``str.casefold`` and ``\\w``), CJK runs give overlapping character
-bigrams (they have no spaces), and whitespace-separated chunks holding punctuation
-(``ORD-2291``, ``a@b.c``, ``[email]``, ``(``) are tokens too, so every character of a query is
-literal: nothing is query syntax. Words of ASCII letters are light-stemmed (Porter's step 1:
-plurals, ``-ed``, ``-ing``; ``english.stem``) in memories and queries alike, so ``groups``
-finds ``group``; punctuated chunks are kept as they are. Queries drop English stop words
-(``english.STOP_WORDS``, the Snowball list) unless nothing else is left, so ``What did the dog
-do?`` searches for ``dog`` while ``the`` alone still finds the memories holding ``the``;
-memories keep theirs (document lengths are unchanged).
-
-Measured on LoCoMo (``bench/retrieval.py``, 1,535 questions, all-MiniLM-L6-v2): keyword
-hit@10 rose from 0.584 to 0.653 (0.592 to 0.650 on the first half of the conversations,
-0.575 to 0.655 on the second) and hybrid hit@10 from 0.707 to 0.724 (0.684 to 0.705, 0.730 to
-0.743). Variants, measured in-process on the same data (where this rule gives keyword 0.652):
-step 1 stemming alone gave keyword 0.634 (hybrid 0.723), stop words alone 0.604 (0.711), the
-suffix "S-stemmer" of Harman (JASIS 1991) with stop words 0.631 (0.718). Porter's full
-algorithm (Porter2, ``snowballstemmer``) with stop words gave 0.654 (0.725) at about 25 us a
-word against about 1 us, and a dependency, so it is not used. BM25's k1 (0.9 to 2.0) and b
-(0.3 to 0.9) moved hybrid hit@10 by at most 0.004: the usual 1.2 and 0.75 stay. Word bigrams
-as extra tokens, indexing surface forms beside stems, and dropping stop words from memories
-too did no better (within 0.002).
+The container's cache of these indexes is ``index_cache.IndexCache``.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import re
 import threading
 from array import array
-from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterable, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from agent_memory.english import STOP_WORDS, stem
-
-_WORD = re.compile(r"\w+")
-_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]")
-_EDGE_PUNCT = ".,;:!?\"'"
-_SYMBOL = re.compile(r"[^\w\s]")
+from agent_memory.fusion import Hit
+from agent_memory.quantize import (
+    BLOCK,
+    bit_bytes,
+    dot,
+    exact_rows,
+    hamming,
+    parallel,
+    parallel_int8_scores,
+    quantize_rows,
+)
+from agent_memory.tokenizer import query_tokens, term_counts
 
 K1 = 1.2
 B = 0.75
@@ -73,86 +56,6 @@ PREFILTER_KEEP_DIVISOR = 3
 """The pre-filter keeps a third of the rows (at least 2,000 and 50 per result): on clustered
 1,536-dimension data that keeps about 99% of the exact top ten among the int8 candidates, whose
 exact rescoring then orders them exactly (see tests/unit/test_search.py)."""
-_BLOCK = 4096
-
-
-TOKENIZER_VERSION = 2
-"""Bumped whenever ``tokenize`` changes its output: term counts stored with a memory under
-another version are computed again from its text when an index is built. 2: light stemming."""
-
-
-def term_counts(text: str) -> dict[str, int]:
-    """``{token: count}`` of ``text`` (what BM25 needs of a memory, and what a memory's record
-    keeps so that a cold index build need not tokenize again)."""
-    return dict(Counter(tokenize(text)))
-
-
-def _surface(text: str) -> list[str]:
-    """The tokens of ``text`` before stemming: its words, then its punctuated chunks, with
-    repeats (term frequency counts them). Chunks come from ``str.split`` and ``str.isalnum``
-    rather than a regular expression over the text: a quarter less time for 10,000 short texts."""
-    folded = text.casefold()
-    words = _WORD.findall(folded)
-    if _CJK.search(folded):  # rare: only then look at each word
-        tokens: list[str] = []
-        for word in words:
-            if len(word) > 1 and _CJK.search(word):
-                tokens.extend(word[i : i + 2] for i in range(len(word) - 1))
-            else:
-                tokens.append(word)
-    else:
-        tokens = words
-    if not _SYMBOL.search(folded):
-        return tokens
-    for chunk in folded.split():  # str.isspace is what \s means, str.isalnum \w but "_"
-        if chunk.isalnum():
-            continue
-        stripped = chunk.strip(_EDGE_PUNCT) or chunk
-        if not _WORD.fullmatch(stripped):
-            tokens.append(stripped)
-    return tokens
-
-
-_STEMS: dict[str, str] = {}
-"""Stems of the tokens seen so far (most words recur: a dictionary look-up instead of the
-rules), shared by all indexes of the process and emptied when it reaches ``_STEM_CACHE``
-entries (a few MB). Threads may race on it harmlessly: a stem is the same whoever computes it."""
-_STEM_CACHE = 50_000
-
-
-def _stemmed(tokens: list[str]) -> list[str]:
-    get = _STEMS.get
-    return [get(token) or _new_stem(token) for token in tokens]
-
-
-def _new_stem(token: str) -> str:
-    if len(_STEMS) >= _STEM_CACHE:
-        _STEMS.clear()
-    stemmed = _STEMS[token] = stem(token)
-    return stemmed
-
-
-def tokenize(text: str) -> list[str]:
-    """Tokens of a memory's ``text`` for BM25: its words, light-stemmed (``english.stem``), then
-    its punctuated chunks as they are, with repeats (term frequency counts them)."""
-    return _stemmed(_surface(text))
-
-
-def query_tokens(text: str) -> list[str]:
-    """Tokens of a query: as ``tokenize``, without English stop words (``english.STOP_WORDS``),
-    unless the query holds nothing else (then they are all kept, so that it still finds the
-    memories that hold them)."""
-    tokens = _surface(text)
-    kept = [token for token in tokens if token not in STOP_WORDS]
-    return _stemmed(kept or tokens)
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One search result: the memory id and its score (higher is better)."""
-
-    memory_id: str
-    score: float
 
 
 @dataclass
@@ -196,7 +99,7 @@ class ActorIndex:
             self.compact_above_bytes = COMPACT_ABOVE_BYTES
         self.codes = np.zeros((0, self.dimensions), dtype=np.int8)
         self.scales = np.zeros(0, dtype=np.float32)
-        self.bits = np.zeros((0, _bit_bytes(self.dimensions)), dtype=np.uint8)
+        self.bits = np.zeros((0, bit_bytes(self.dimensions)), dtype=np.uint8)
         self.matrix = np.zeros((0, self.dimensions), dtype=np.float32)
         self.expires = np.zeros(0, dtype=np.int64)
         self.created = np.zeros(0, dtype=np.int64)
@@ -436,9 +339,9 @@ class ActorIndex:
         rows = self.matrix.shape[0]
         self.codes = np.zeros((rows, self.dimensions), dtype=np.int8)
         self.scales = np.zeros(rows, dtype=np.float32)
-        self.bits = np.zeros((rows, _bit_bytes(self.dimensions)), dtype=np.uint8)
-        for start in range(0, rows, _BLOCK):
-            self._store_compact(start, self.matrix[start : start + _BLOCK])
+        self.bits = np.zeros((rows, bit_bytes(self.dimensions)), dtype=np.uint8)
+        for start in range(0, rows, BLOCK):
+            self._store_compact(start, self.matrix[start : start + BLOCK])
         self.matrix = np.zeros((0, self.dimensions), dtype=np.float32)
         self.compact = True
 
@@ -446,7 +349,7 @@ class ActorIndex:
         """Rows ``start..`` in the compact form: int8 codes, scales and packed sign bits of
         the unit vectors in ``block`` (one per row)."""
         end = start + block.shape[0]
-        self.codes[start:end], self.scales[start:end] = _quantize_rows(block)
+        self.codes[start:end], self.scales[start:end] = quantize_rows(block)
         self.bits[start:end] = np.packbits(block > 0, axis=1)
 
     def semantic(
@@ -462,17 +365,17 @@ class ActorIndex:
             return []
         eligible = self._eligible(now_ms, types)
         if not self.compact:
-            scores = _parallel(_dot, self.matrix[:size], query, min_rows=_exact_rows(query))
+            scores = parallel(dot, self.matrix[:size], query, min_rows=exact_rows(query))
             return _top(scores, eligible, limit, self.ids)
         rows = np.flatnonzero(eligible)
         if rows.size > PREFILTER_ABOVE:
             # Every row's distance (a slice, no gather: cheaper than picking the eligible rows
             # first), the ineligible ones pushed to the end.
-            distance = _parallel(_hamming, self.bits[:size], np.packbits(query > 0))
+            distance = parallel(hamming, self.bits[:size], np.packbits(query > 0))
             distance[~eligible] = np.iinfo(np.uint16).max
             keep = min(rows.size, max(limit * 50, 2000, rows.size // PREFILTER_KEEP_DIVISOR))
             rows = np.argpartition(distance, keep - 1)[:keep]
-        approx = _parallel_int8_scores(self.codes, self.scales, rows, query)
+        approx = parallel_int8_scores(self.codes, self.scales, rows, query)
         mask = np.zeros(size, dtype=np.bool_)
         mask[rows] = True
         scores = np.zeros(size, dtype=np.float32)
@@ -521,129 +424,6 @@ class ActorIndex:
 
 
 _T = TypeVar("_T", bound=np.generic)
-_R = TypeVar("_R", bound=np.generic)
-
-
-def _bit_bytes(dimensions: int) -> int:
-    return (dimensions + 7) // 8
-
-
-def _quantize_rows(
-    block: NDArray[np.float32],
-) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
-    """Symmetric int8 codes of each row of ``block`` and the row's scale (row ~= codes *
-    scale; the largest magnitude maps to 127, an all-zero row gets scale 1)."""
-    peak = np.abs(block).max(axis=1)
-    scale = np.where(peak > 0, peak / 127.0, 1.0).astype(np.float32)
-    codes: NDArray[np.int8] = np.rint(block / scale[:, None]).astype(np.int8)
-    return codes, scale
-
-
-PARALLEL_ABOVE = 16_384
-"""Int8 scoring of more rows than this is split across ``search_threads()`` threads (numpy
-releases the GIL in its gathers, casts and BLAS products): 33,000 rows of 1,536 dimensions took
-26 ms on one core and 15 ms on two on this project's machine."""
-_pool: ThreadPoolExecutor | None = None
-_pool_size = 0
-_pool_lock = threading.Lock()
-
-
-def search_threads() -> int:
-    """Threads a large compact search uses: ``KIVIDB_SEARCH_THREADS`` when set, else the CPUs
-    this process may run on, at most 4. Lambda gives a function more than one vCPU above
-    1,769 MB of memory (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html);
-    with one, the split is skipped."""
-    configured = os.environ.get("KIVIDB_SEARCH_THREADS", "")
-    if configured.isdigit() and int(configured) > 0:
-        return int(configured)
-    return max(1, min(4, len(os.sched_getaffinity(0))))
-
-
-def _threads_for(rows: int, min_rows: int) -> tuple[int, ThreadPoolExecutor | None]:
-    """How many threads a step over ``rows`` rows uses (one up to ``min_rows``), and the pool
-    for the extra ones."""
-    global _pool, _pool_size
-    threads = search_threads()
-    if threads == 1 or rows <= min_rows:
-        return 1, None
-    with _pool_lock:
-        if _pool is None or _pool_size != threads - 1:
-            _pool = ThreadPoolExecutor(max_workers=threads - 1, thread_name_prefix="search")
-            _pool_size = threads - 1
-        return threads, _pool
-
-
-def _parallel(
-    step: Callable[..., NDArray[_R]],
-    split: NDArray[Any],
-    *rest: Any,
-    min_rows: int | None = None,
-) -> NDArray[_R]:
-    """``step(split, *rest)`` computed over parts of ``split`` (its first axis) on
-    ``search_threads()`` threads when it has more than ``min_rows`` rows (default
-    ``PARALLEL_ABOVE``), the calling thread doing the first part; the parts' results
-    concatenated in order."""
-    threads, pool = _threads_for(split.shape[0], PARALLEL_ABOVE if min_rows is None else min_rows)
-    if pool is None:
-        return step(split, *rest)
-    parts = np.array_split(split, threads)
-    others = [pool.submit(step, part, *rest) for part in parts[1:]]
-    first = step(parts[0], *rest)
-    return np.concatenate([first, *(future.result() for future in others)])
-
-
-def _parallel_int8_scores(
-    codes: NDArray[np.int8],
-    scales: NDArray[np.float32],
-    rows: NDArray[np.intp],
-    query: NDArray[np.float32],
-) -> NDArray[np.float32]:
-    """``_int8_scores`` of ``rows``, split over threads when there are many."""
-    return _parallel(lambda part: _int8_scores(codes, scales, part, query), rows)
-
-
-EXACT_PARALLEL_BYTES = 16 * 1024 * 1024
-"""An exact float32 scan over more than this many bytes of vectors is split over the search
-threads: 10,000 x 1,536 took 2.4 ms on one core and 1.3 ms on two here (10,000 x 384, 15 MB,
-gains little: 0.57 -> 0.49 ms)."""
-
-
-def _exact_rows(query: NDArray[np.float32]) -> int:
-    return max(1, EXACT_PARALLEL_BYTES // max(1, query.nbytes))
-
-
-def _dot(matrix: NDArray[np.float32], query: NDArray[np.float32]) -> NDArray[np.float32]:
-    scores: NDArray[np.float32] = matrix @ query
-    return scores
-
-
-def _hamming(bits: NDArray[np.uint8], query_bits: NDArray[np.uint8]) -> NDArray[np.uint16]:
-    """Hamming distance of each row of packed sign ``bits`` to ``query_bits`` (64 bits at a
-    time when the rows allow it)."""
-    if bits.shape[1] % 8 == 0:
-        words = np.ascontiguousarray(bits).view(np.uint64) ^ query_bits.view(np.uint64)
-        distance: NDArray[np.uint16] = np.bitwise_count(words).sum(axis=1, dtype=np.uint16)
-        return distance
-    distance = np.bitwise_count(bits ^ query_bits).sum(axis=1, dtype=np.uint16)
-    return distance
-
-
-def _int8_scores(
-    codes: NDArray[np.int8],
-    scales: NDArray[np.float32],
-    rows: NDArray[np.intp],
-    query: NDArray[np.float32],
-) -> NDArray[np.float32]:
-    """Approximate cosines of ``rows`` from int8 codes, in blocks so that the float32 copy
-    numpy needs for its BLAS product stays small (``_BLOCK`` rows at a time)."""
-    scores = np.empty(rows.size, dtype=np.float32)
-    buffer = np.empty((min(_BLOCK, rows.size), codes.shape[1]), dtype=np.float32)
-    for start in range(0, rows.size, _BLOCK):
-        chunk = rows[start : start + _BLOCK]
-        block = buffer[: chunk.size]
-        np.copyto(block, codes[chunk], casting="unsafe")
-        scores[start : start + chunk.size] = (block @ query) * scales[chunk]
-    return scores
 
 
 def _resize(array: NDArray[_T], shape: tuple[int, ...]) -> NDArray[_T]:
@@ -667,85 +447,3 @@ def _top(
         candidates, picked = candidates[part], picked[part]
     order = np.argsort(-picked, kind="stable")
     return [Hit(str(ids[int(candidates[i])]), float(picked[i])) for i in order]
-
-
-def fuse(
-    semantic: Sequence[Hit], keyword: Sequence[Hit], limit: int, weight: float = 0.6
-) -> list[Hit]:
-    """Hybrid ranking: z-score fusion. Each list's scores are standardised over that list (zero
-    mean, unit variance: the "ZMUV" normalisation of Montague and Aslam, "Relevance Score
-    Normalization for Metasearch", CIKM 2001), then summed with weights (CombSUM, Fox and Shaw,
-    "Combination of Multiple Searches", TREC-2, 1994), so that cosine values and BM25 values,
-    which live on different scales, count comparably. A memory missing from one list gets that
-    list's lowest normalised score. ``weight`` is the semantic share (0 to 1).
-
-    Checked on LoCoMo (``bench/retrieval.py``, 1,535 questions, all-MiniLM-L6-v2,
-    ``CANDIDATES`` 5, the stemmed keyword side of ``query_tokens``): hit@10 0.724 (first half of
-    the conversations 0.705, second 0.743) against semantic 0.684 and keyword 0.653. No other
-    rule tried did better on both halves by more than 0.002: weights 0.4 to 0.8 (0.714 to
-    0.722), pools of 1, 2, 3 and 10 x limit (0.717 to 0.724), min-max normalisation (0.712 to
-    0.723), reciprocal rank fusion (Cormack et al., SIGIR 2009; k 5 to 60: 0.698 to 0.717), the
-    "TM2C2" convex combination of Bruch et al. (ACM TOIS 2023; 0.697 to 0.716), exact scores of
-    both modes for every candidate normalised over their union (0.720 to 0.726), a missing
-    keyword score taken as BM25 0 rather than the list's lowest (0.722), Rocchio feedback on the
-    query vector from the fused top 2 to 5 (0.719 to 0.724), and maximal marginal relevance
-    (Carbonell and Goldstein, SIGIR 1998; 0.722 to 0.726). Choosing the best weight (0, 0.1,
-    ..., 1) per question afterwards, an oracle, reaches 0.754: no weighting of these two lists
-    reaches hit@10 0.76; that needs a better signal, not another fusion rule."""
-    normalised = [_zscores(semantic), _zscores(keyword)]
-    floors = [min(n.values(), default=0.0) for n in normalised]
-    fused: dict[str, float] = {}
-    for memory_id in {*normalised[0], *normalised[1]}:
-        s = normalised[0].get(memory_id, floors[0])
-        k = normalised[1].get(memory_id, floors[1])
-        fused[memory_id] = weight * s + (1.0 - weight) * k
-    ranked = sorted(fused.items(), key=lambda item: (-item[1], item[0]))[:limit]
-    return [Hit(memory_id, score) for memory_id, score in ranked]
-
-
-def _zscores(hits: Iterable[Hit]) -> dict[str, float]:
-    listed = list(hits)
-    if not listed:
-        return {}
-    values = np.array([h.score for h in listed], dtype=np.float64)
-    spread = float(values.std()) or 1.0
-    mean = float(values.mean())
-    return {h.memory_id: (h.score - mean) / spread for h in listed}
-
-
-class IndexCache:
-    """A bounded LRU of ``ActorIndex`` by key, counted in bytes (DESIGN section 7: the warm
-    container's vector cache is bounded, default 256 MB, least recently used actors first)."""
-
-    def __init__(self, max_bytes: int = 256 * 1024 * 1024) -> None:
-        self.max_bytes = max_bytes
-        self._entries: OrderedDict[tuple[str, ...], ActorIndex] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def get(self, key: tuple[str, ...]) -> ActorIndex | None:
-        """The index cached under ``key`` (now the most recently used), or None."""
-        with self._lock:
-            index = self._entries.get(key)
-            if index is not None:
-                self._entries.move_to_end(key)
-            return index
-
-    def put(self, key: tuple[str, ...], index: ActorIndex) -> None:
-        """Cache ``index`` under ``key``, then evict the least recently used indexes while
-        the estimated total (``ActorIndex.nbytes``) is over ``max_bytes`` (never the last)."""
-        with self._lock:
-            self._entries[key] = index
-            self._entries.move_to_end(key)
-            self._evict()
-
-    def _evict(self) -> None:
-        total = sum(i.nbytes for i in self._entries.values())
-        while total > self.max_bytes and len(self._entries) > 1:
-            _, evicted = self._entries.popitem(last=False)
-            total -= evicted.nbytes
-
-    @property
-    def nbytes(self) -> int:
-        """The estimated bytes of every cached index."""
-        with self._lock:
-            return sum(i.nbytes for i in self._entries.values())

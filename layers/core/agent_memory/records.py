@@ -1,0 +1,162 @@
+"""The stored memory record: one typed model, and one set of stored field names.
+
+A memory is kept as compact JSON in its actor's ``memories`` hash (``keys.ActorKeys``), one
+record per id. ``MemoryRecord`` is that record. Its field names are the stored names, and
+``MemoryFields`` holds them as constants for the code that reads records without the model (the
+cold build of an index reads tens of thousands of records, where a model per record would cost
+a third of the build) and for the Lua scripts (``memory_scripts``), which are templated with
+these names: renaming a field of the model fails the import of a script that still uses the old
+name, and ``tests/unit/test_records.py`` checks that the constants are exactly the model's
+fields. So Python and Lua can never disagree on what a field is called.
+
+Times are milliseconds since the epoch (UTC), as everywhere in the database.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic_core import from_json
+
+from agent_memory.clock import from_ms
+from agent_memory.models import MemorySource, MemoryVersion, MemoryView
+from agent_memory.tokenizer import TOKENIZER_VERSION, term_counts
+
+
+class StoredSource(BaseModel):
+    """Where a memory came from, as stored: the session extraction read it in."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    session_id: str
+
+
+class StoredVersion(BaseModel):
+    """A memory's state before a change (``PATCH``) made at ``changed_at`` (ms)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    text: str
+    type: str
+    topics: list[str]
+    metadata: dict[str, Any]
+    importance: float | None
+    changed_at: int
+
+
+class MemoryRecord(BaseModel):
+    """A memory as kept in Redis. Unknown fields are ignored (a record written by a newer
+    version of the code stays readable by an older one).
+
+    ``terms`` is ``[TOKENIZER_VERSION, {token: count}]`` of ``text`` (``tokenizer.term_counts``),
+    so that building an index does not tokenize every text again; counts of another tokenizer
+    version are ignored and computed again."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    id: str
+    text: str
+    type: str
+    actor_id: str | None = None
+    topics: list[str] = Field(default_factory=list)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    importance: float | None = None
+    confidence: float | None = None
+    created_at: int
+    updated_at: int
+    expires_at: int
+    source: StoredSource | None = None
+    versions: list[StoredVersion] = Field(default_factory=list)
+    terms: tuple[int, dict[str, int]] | None = None
+
+
+class MemoryFields:
+    """The stored name of every ``MemoryRecord`` field (exactly those; a unit test checks)."""
+
+    id: Final = "id"
+    text: Final = "text"
+    type: Final = "type"
+    actor_id: Final = "actor_id"
+    topics: Final = "topics"
+    metadata: Final = "metadata"
+    importance: Final = "importance"
+    confidence: Final = "confidence"
+    created_at: Final = "created_at"
+    updated_at: Final = "updated_at"
+    expires_at: Final = "expires_at"
+    source: Final = "source"
+    versions: Final = "versions"
+    terms: Final = "terms"
+
+
+F = MemoryFields
+
+
+def field_names() -> dict[str, str]:
+    """``{name: name}`` of every stored field: the mapping Lua sources are templated with
+    (``memory_scripts.lua``), taken from the model itself."""
+    return {name: name for name in MemoryRecord.model_fields}
+
+
+def encode_record(record: MemoryRecord) -> str:
+    """A memory record as stored: compact JSON (UTF-8 text, not ``\\u`` escapes), with its
+    text's ``term_counts`` under ``terms``."""
+    stored = record.model_copy(update={"terms": (TOKENIZER_VERSION, term_counts(record.text))})
+    return stored.model_dump_json()
+
+
+def decode_record(raw: str | bytes) -> MemoryRecord:
+    """A stored record read back (``encode_record``'s output, or a record of an older version
+    of the code: missing fields take their defaults)."""
+    return MemoryRecord.model_validate_json(raw)
+
+
+def stored_terms(record: dict[str, Any]) -> dict[str, int] | None:
+    """The term counts a raw record (a ``from_json`` dict) keeps, if the current tokenizer
+    made them."""
+    terms = record.get(F.terms)
+    if isinstance(terms, list) and len(terms) == 2 and terms[0] == TOKENIZER_VERSION:
+        counts: dict[str, int] = terms[1]
+        return counts
+    return None
+
+
+def raw_record(raw: str | bytes) -> dict[str, Any]:
+    """A stored record as a plain dict (keys are ``MemoryFields``), for the paths that read
+    many records and a few fields of each."""
+    record: dict[str, Any] = from_json(raw)
+    return record
+
+
+def record_view(record: MemoryRecord, *, with_versions: bool = False) -> MemoryView:
+    """The API's view of a record (``versions`` only when asked: ``GET`` of one memory)."""
+    versions = None
+    if with_versions:
+        versions = [
+            MemoryVersion(
+                text=v.text,
+                type=v.type,
+                topics=v.topics,
+                metadata=v.metadata,
+                importance=v.importance,
+                changed_at=from_ms(v.changed_at),
+            )
+            for v in record.versions
+        ]
+    source = record.source
+    return MemoryView(
+        id=record.id,
+        text=record.text,
+        type=record.type,
+        actor_id=record.actor_id,
+        topics=record.topics,
+        metadata=record.metadata,
+        importance=record.importance,
+        confidence=record.confidence,
+        created_at=from_ms(record.created_at),
+        updated_at=from_ms(record.updated_at),
+        expires_at=from_ms(record.expires_at),
+        source=MemorySource(session_id=source.session_id) if source else None,
+        versions=versions,
+    )
