@@ -44,8 +44,9 @@ def http_event(
     host: str = "127.0.0.1",
 ) -> dict[str, Any]:
     """The 2.0 request event. Repeated headers and query keys are joined with commas, cookies
-    move to ``cookies``, and a body of a non-text content type, or one that is not UTF-8, is
-    base64-encoded (never altered)."""
+    move to ``cookies``, ``x-forwarded-proto`` is ``http`` (API Gateway's is ``https``), and a
+    body of a non-text content type, or one that is not UTF-8, is base64-encoded (never
+    altered)."""
     merged: dict[str, str] = {}
     cookies: list[str] = []
     for name, value in headers:
@@ -54,6 +55,8 @@ def http_event(
             cookies.extend(part.strip() for part in value.split(";") if part.strip())
             continue
         merged[name] = f"{merged[name]},{value}" if name in merged else value
+    # API Gateway says how the request reached it; the local stack serves plain HTTP.
+    merged["x-forwarded-proto"] = "http"
     query: dict[str, str] = {}
     for name, value in parse_qsl(raw_query, keep_blank_values=True):
         query[name] = f"{query[name]},{value}" if name in query else value

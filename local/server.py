@@ -68,7 +68,7 @@ class Gateway:
     def __init__(self, api: HttpApi) -> None:
         self.api = api
 
-    def invoke(
+    async def invoke(
         self,
         method: str,
         raw_path: str,
@@ -103,7 +103,13 @@ class Gateway:
                     return _gateway_error(403, "Forbidden")
                 event["requestContext"]["authorizer"] = {"lambda": answer.get("context") or {}}
             handler = route.function.load()
-            result = handler(event, LambdaContext(route.function.logical_id))
+            context = LambdaContext(route.function.logical_id)
+            # A handler with an ``invoke_async`` twin (the MCP function's ASGI adapter, which
+            # calls this API back over HTTP) is awaited here, so that this worker serves those
+            # calls meanwhile instead of every worker waiting on another (in AWS they reach other
+            # containers). Every other function runs as in Lambda, one invocation at a time.
+            run = getattr(handler, "invoke_async", None)
+            result = await run(event, context) if run is not None else handler(event, context)
         except Exception:  # noqa: BLE001 - a crashed function is API Gateway's 500, as in AWS
             traceback.print_exc()
             return _gateway_error(500, "Internal Server Error")
@@ -125,7 +131,7 @@ class Gateway:
             status, headers, body = _gateway_error(413, "Request Entity Too Large")
         else:
             raw_path = (scope.get("raw_path") or scope["path"].encode()).decode("latin-1")
-            status, headers, body = self.invoke(
+            status, headers, body = await self.invoke(
                 scope["method"],
                 raw_path.split("?", 1)[0],
                 scope.get("query_string", b"").decode("latin-1"),

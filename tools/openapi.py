@@ -30,7 +30,9 @@ def build() -> dict[str, Any]:
     api = read_http_api(ROOT / "template.yaml", _AnyParameter())
     merged: dict[str, Any] = {}
     for route in api.routes:
-        app = route.function.module().app
+        app = getattr(route.function.module(), "app", None)
+        if app is None:  # the MCP function: JSON-RPC at /mcp, not a REST route (docs/mcp.md)
+            continue
         schema = json.loads(app.get_openapi_json_schema(title=TITLE, version=VERSION))
         if not merged:
             merged = schema

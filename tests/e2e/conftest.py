@@ -1,4 +1,8 @@
-"""The local stack (`python -m local`, what `make run` starts) on a free port, for HTTP tests."""
+"""The local stack (`python -m local`, what `make run` starts) on a free port, for HTTP tests.
+
+Tests call the API through the Python client (``Stack.memory()``, the ``memory`` and
+``memory_store`` fixtures); ``Stack.client()`` and the ``api`` fixture are plain httpx, for the
+tests that check raw HTTP: exact statuses and headers, malformed bodies, wrong methods."""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from dataclasses import dataclass
 import httpx
 import pytest
 
+from kividb_memory import MemoryClient, StoreClient
 from local.launch import running_stack
 from tests.conftest import unique
 from tools.scripted_model import ScriptedServer
@@ -22,9 +27,15 @@ class Stack:
     redis_url: str
 
     def client(self, api_key: str | None = None) -> httpx.Client:
+        """Plain httpx, for tests of raw HTTP (statuses, headers, malformed requests)."""
         key = self.api_key if api_key is None else api_key
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         return httpx.Client(base_url=self.url, headers=headers, timeout=30)
+
+    def memory(self, api_key: str | None = None) -> MemoryClient:
+        """The Python client, without retries: each call is one request, as a test expects."""
+        key = self.api_key if api_key is None else api_key
+        return MemoryClient(self.url, key, timeout=30, max_retries=0)
 
 
 @pytest.fixture(scope="session")
@@ -50,12 +61,30 @@ def api(stack: Stack) -> Iterator[httpx.Client]:
 
 
 @pytest.fixture
-def store(api: httpx.Client) -> Iterator[str]:
-    """A new store on instance ``local`` with default settings; its path. Deleted after."""
-    base = f"/instances/local/agent-memory/{unique('store')}"
-    assert api.put(base, json={}).status_code == 201
-    yield base
-    api.delete(base)
+def memory(stack: Stack) -> Iterator[MemoryClient]:
+    """The Python client of the local stack with the bootstrap key."""
+    with stack.memory() as client:
+        yield client
+
+
+@pytest.fixture
+def memory_store(memory: MemoryClient) -> Iterator[StoreClient]:
+    """A new store on instance ``local`` with default settings (3 dimensions, no models), as a
+    client handle. Deleted after."""
+    name = unique("store")
+    memory.put_store("local", name, dimensions=3)
+    yield memory.store("local", name)
+    memory.delete_store("local", name)
+
+
+@pytest.fixture
+def store(memory: MemoryClient) -> Iterator[str]:
+    """A new store on instance ``local`` with default settings; its path, for raw HTTP tests.
+    Deleted after."""
+    name = unique("store")
+    memory.put_store("local", name)
+    yield f"/instances/local/agent-memory/{name}"
+    memory.delete_store("local", name)
 
 
 @pytest.fixture(scope="module")
@@ -77,9 +106,13 @@ def open_stack(stack: Stack) -> Stack:
     return stack
 
 
-def model_store(api, provider, made=None, **settings) -> str:
-    """A new store on the scripted provider (extraction after 30 s); its path."""
-    path = f"/instances/local/agent-memory/{unique('bg')}"
+def model_store(
+    api: MemoryClient | httpx.Client, provider: ScriptedServer, made=None, **settings
+) -> str:
+    """A new store on the scripted provider (extraction after 30 s); its path. ``api`` is the
+    Python client (an httpx client still works, for the console's tests)."""
+    name = unique("bg")
+    path = f"/instances/local/agent-memory/{name}"
     if made is not None:
         made.append(path)
     body = {
@@ -87,6 +120,9 @@ def model_store(api, provider, made=None, **settings) -> str:
         "embed_provider": "custom", "embed_model": "scripted", "embed_base_url": provider.url,
         "dimensions": 384, "extraction_delay_seconds": 30, **settings,
     }  # fmt: skip
+    if isinstance(api, MemoryClient):
+        api.put_store("local", name, **body)
+        return path
     answer = api.put(path, json=body)
     assert answer.status_code == 201, answer.text
     return path

@@ -39,9 +39,14 @@ EXPECTED_ROUTES = {
     "DELETE /instances/{instance_id}/agent-memory/{store}/actors/{actor_id}/memories",
     "GET /console",
     "GET /console/{proxy+}",
+    "POST /mcp",
+    "GET /mcp",
+    "DELETE /mcp",
 }
 # The console's page and its files: one function, both routes without the authorizer.
 CONSOLE_ROUTES = {"GET /console", "GET /console/{proxy+}"}
+# The remote MCP server: one function answering POST (and GET, DELETE with 405) at /mcp.
+MCP_ROUTES = {"POST /mcp", "GET /mcp", "DELETE /mcp"}
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +63,9 @@ def test_every_route_of_the_contract_has_one_function(api):
         f for f, r in zip(functions, api.routes, strict=True) if r.route_key in CONSOLE_ROUTES
     ]
     assert console == ["ConsoleFunction", "ConsoleFunction"]
-    others = [f for f in functions if f != "ConsoleFunction"]
+    mcp = {f for f, r in zip(functions, api.routes, strict=True) if r.route_key in MCP_ROUTES}
+    assert mcp == {"McpFunction"}
+    others = [f for f in functions if f not in ("ConsoleFunction", "McpFunction")]
     assert len(others) == len(set(others)), "one function per API route"
 
 
@@ -396,7 +403,7 @@ def test_the_deploy_doc_counts_each_resource_type_the_template_declares(template
     assert int(sam_roles[1]) == declared["AWS::Serverless::Function"]  # one role per function
     routes = sum(1 for f in _functions(template).values() if f["Properties"].get("Events"))
     stated = {int(n) for n in re.findall(r"\b(\d+) route functions", DEPLOY_DOC.read_text())}
-    assert stated == {routes} == {19}  # 18 API routes and the console's function
+    assert stated == {routes} == {20}  # 18 API routes, the console's and the MCP server's
 
 
 def test_the_deploy_doc_lists_every_function_with_its_trigger_memory_and_timeout(template):

@@ -1,0 +1,387 @@
+"""The MCP server through the SDK's own client, over both transports, against the local stack.
+
+- stdio: ``python -m kividb_memory.mcp`` as a child process (KIVIDB_API_URL at the stack);
+- remote: Streamable HTTP at the stack's ``POST /mcp`` (the template's McpFunction).
+
+Both go through a recording proxy in front of the stack, so each test can also see the API
+requests a tool call made: the parity tests check that every argument of every tool reaches
+the API, identically over both transports."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import sys
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+import httpx
+import httpx2
+import pytest
+from mcp import Client, StdioServerParameters
+from mcp.client.streamable_http import streamable_http_client
+
+from kividb_memory import MemoryClient
+from kividb_memory.mcp.tools import TOOL_NAMES
+from tests.conftest import unique
+from tests.e2e.conftest import Stack, model_store
+
+TRANSPORTS = ["stdio", "remote"]
+
+
+@dataclass
+class Recorded:
+    method: str
+    path: str
+    query: str
+    body: Any
+
+
+@dataclass
+class Proxy:
+    """A loopback reverse proxy to the stack that records every API request (not ``/mcp``).
+
+    It forwards the ``Host`` it was called on, so the remote server, which calls back the API
+    it was reached at, calls through the proxy too."""
+
+    target: str
+    records: list[Recorded] = field(default_factory=list)
+    url: str = ""
+
+    def serve(self) -> Iterator[Proxy]:
+        proxy = self
+        upstream = httpx.Client(base_url=self.target, timeout=60)
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def _forward(self) -> None:
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length) if length else b""
+                path, _, query = self.path.partition("?")
+                if path != "/mcp":
+                    proxy.records.append(
+                        Recorded(self.command, path, query, json.loads(body) if body else None)
+                    )
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "content-length"}
+                answer = upstream.request(self.command, self.path, content=body, headers=headers)
+                self.send_response(answer.status_code)
+                for name, value in answer.headers.items():
+                    if name.lower() not in ("content-length", "transfer-encoding", "connection"):
+                        self.send_header(name, value)
+                self.send_header("content-length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = _forward
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{server.server_address[1]}"
+        thread = threading.Thread(target=server.serve_forever, daemon=True)
+        thread.start()
+        try:
+            yield self
+        finally:
+            server.shutdown()
+            server.server_close()
+            upstream.close()
+
+
+@pytest.fixture(scope="module")
+def proxy(open_stack: Stack) -> Iterator[Proxy]:
+    yield from Proxy(open_stack.url).serve()
+
+
+@pytest.fixture(scope="module")
+def lab(open_stack: Stack, provider) -> Iterator[str]:
+    """A store whose texts the scripted provider embeds (so memory_add needs no vector)."""
+    with MemoryClient(open_stack.url, open_stack.api_key) as client:
+        path = model_store(client, provider)
+        yield path.rsplit("/", 1)[1]
+        client.delete_store("local", path.rsplit("/", 1)[1])
+
+
+@contextlib.asynccontextmanager
+async def connect(
+    transport: str, url: str, key: str, instance: str | None = None, store: str | None = None
+) -> AsyncIterator[Client]:
+    """An MCP session with the server over ``transport``, the API at ``url``."""
+    if transport == "stdio":
+        env = {"KIVIDB_API_URL": url, "KIVIDB_API_KEY": key}
+        env.update({"KIVIDB_INSTANCE": instance} if instance else {})
+        env.update({"KIVIDB_STORE": store} if store else {})
+        params = StdioServerParameters(
+            command=sys.executable, args=["-m", "kividb_memory.mcp"], env=env
+        )
+        async with Client(params) as client:
+            yield client
+        return
+    headers = {"Authorization": f"Bearer {key}"}
+    headers.update({"X-KiviDB-Instance": instance} if instance else {})
+    headers.update({"X-KiviDB-Store": store} if store else {})
+    async with (
+        httpx2.AsyncClient(headers=headers, timeout=60) as http,
+        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+    ):
+        yield client
+
+
+def run(coroutine: Any) -> Any:
+    return asyncio.run(coroutine)
+
+
+def text(result: Any) -> str:
+    return "".join(block.text for block in result.content)
+
+
+# --- the tools -----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_both_transports_list_the_six_tools_with_described_arguments_and_hints(
+    proxy, open_stack, transport
+):
+    async def go():
+        async with connect(transport, proxy.url, open_stack.api_key) as client:
+            return (await client.list_tools()).tools
+
+    tools = {tool.name: tool for tool in run(go())}
+    assert list(tools) == list(TOOL_NAMES)
+    for tool in tools.values():
+        assert tool.description and tool.input_schema["additionalProperties"] is False
+        for name, schema in tool.input_schema["properties"].items():
+            assert schema.get("description"), f"{tool.name}.{name} has no description"
+    for name in ("list_memory_stores", "memory_recall", "memory_search"):
+        assert tools[name].annotations.read_only_hint is True
+    assert tools["memory_forget"].annotations.destructive_hint is True
+    assert tools["memory_forget"].annotations.read_only_hint is False
+    assert tools["memory_add_messages"].annotations.read_only_hint is False
+    assert tools["memory_search"].input_schema["properties"]["mode"]["enum"] == [
+        "semantic", "keyword", "hybrid",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_add_messages_recall_add_search_and_forget_a_memory(proxy, open_stack, lab, transport):
+    session, actor = unique("chat"), unique("user")
+    where = {"instance_id": "local", "store": lab}
+    DEPLOYS = "We deploy to eu-west-1 on Fridays."
+
+    async def go():
+        async with connect(transport, proxy.url, open_stack.api_key) as client:
+            added = await client.call_tool("memory_add_messages", {
+                "session_id": session, "actor_id": actor, **where, "messages": [
+                    {"role": "user", "content": DEPLOYS, "name": "Ann"},
+                    {"role": "assistant", "content": "Noted: eu-west-1, Fridays."},
+                ],
+            })  # fmt: skip
+            recalled = await client.call_tool(
+                "memory_recall", {"session_id": session, "query": "When do we deploy?", **where}
+            )
+            kept = await client.call_tool("memory_add", {
+                "text": "Ann's on-call rotation starts on Mondays", "actor_id": actor,
+                "type": "semantic", "topics": ["on-call"], **where,
+            })  # fmt: skip
+            found = await client.call_tool(
+                "memory_search",
+                {"query": "on-call rotation", "mode": "keyword", "actor_id": actor, **where},
+            )
+            memory_id = kept.structured_content["id"]
+            forgotten = await client.call_tool("memory_forget", {"memory_id": memory_id, **where})
+            again = await client.call_tool(
+                "memory_search",
+                {"query": "on-call rotation", "mode": "keyword", "actor_id": actor, **where},
+            )
+            gone = await client.call_tool("memory_forget", {"memory_id": memory_id, **where})
+            listed = await client.call_tool("list_memory_stores", {"instance_id": "local"})
+            return added, recalled, kept, found, forgotten, again, gone, listed
+
+    added, recalled, kept, found, forgotten, again, gone, listed = run(go())
+    assert not added.is_error
+    assert added.structured_content == {"session_id": session, "added": 2, "message_count": 2}
+    assert not recalled.is_error
+    context = text(recalled)
+    assert context == recalled.structured_content["context"]
+    assert '] user "Ann": "We deploy to eu-west-1 on Fridays."' in context
+    assert [m["content"] for m in recalled.structured_content["messages"]] == [
+        "We deploy to eu-west-1 on Fridays.", "Noted: eu-west-1, Fridays.",
+    ]  # fmt: skip
+    assert not kept.is_error and kept.structured_content["topics"] == ["on-call"]
+    assert [m["id"] for m in found.structured_content["memories"]] == [
+        kept.structured_content["id"]
+    ]
+    assert forgotten.structured_content == {"memory_id": kept.structured_content["id"],
+                                           "deleted": True}  # fmt: skip
+    assert again.structured_content == {"memories": []}
+    assert gone.is_error and "404 memory_not_found" in text(gone)
+    assert lab in [s["name"] for s in listed.structured_content["stores"]]
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_api_errors_and_bad_arguments_are_tool_errors_naming_the_problem(
+    proxy, open_stack, lab, transport
+):
+    where = {"instance_id": "local", "store": lab}
+
+    async def go(key: str, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+        async with connect(transport, proxy.url, key) as client:
+            return [await client.call_tool(name, args) for name, args in calls]
+
+    unknown_store, bad_limit, unknown_arg, bad_role, bad_id, no_store = run(go(open_stack.api_key, [
+        ("memory_recall", {"session_id": "s", "instance_id": "local", "store": unique("none")}),
+        ("memory_recall", {"session_id": "s", "limit": 0, **where}),
+        ("memory_search", {"query": "x", "search_mode": "keyword", **where}),
+        ("memory_add_messages", {"session_id": "s", "messages": [{"role": "robot",
+                                                                   "content": "x"}], **where}),
+        ("memory_recall", {"session_id": "bad/id", **where}),
+        ("memory_recall", {"session_id": "s"}),
+    ]))  # fmt: skip
+    assert all(r.is_error for r in (unknown_store, bad_limit, unknown_arg, bad_role, bad_id))
+    assert "KiviDB API error 404 store_not_found: Store " in text(unknown_store)
+    assert "limit\n  Input should be greater than or equal to 1" in text(bad_limit)
+    assert "search_mode\n  Extra inputs are not permitted" in text(unknown_arg)
+    assert "messages.0.role\n  Input should be 'user', 'assistant', 'system' or 'tool'" in text(
+        bad_role
+    )
+    # the API's own 422, its field named as the tool's argument
+    assert "KiviDB API error 422 validation_error" in text(bad_id) and "session_id:" in text(bad_id)
+    assert no_store.is_error and "instance_id is required" in text(no_store)
+
+    (wrong_key,) = run(go("kvm_wrong_key_000000000000000000000000000", [
+        ("memory_recall", {"session_id": "s", **where}),
+    ]))  # fmt: skip
+    assert wrong_key.is_error
+    assert text(wrong_key).endswith(
+        "KiviDB API error 401 unauthorized: The API key is not valid or has been revoked."
+    )
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_default_instance_and_store_let_the_tools_omit_them(proxy, open_stack, lab, transport):
+    session = unique("chat")
+
+    async def go():
+        async with connect(transport, proxy.url, open_stack.api_key, "local", lab) as client:
+            return await client.call_tool("memory_recall", {"session_id": session})
+
+    proxy.records.clear()
+    recalled = run(go())
+    assert not recalled.is_error
+    assert [r.path for r in proxy.records] == [f"/instances/local/agent-memory/{lab}/recall"]
+
+
+def test_an_mcp_server_that_cannot_reach_the_api_answers_a_tool_error(open_stack):
+    async def go():
+        async with connect("stdio", "http://127.0.0.1:9", open_stack.api_key) as client:
+            return await client.call_tool("list_memory_stores", {})
+
+    result = run(go())
+    assert result.is_error and "could not connect" in text(result)
+
+
+def test_the_stdio_server_without_a_key_says_so_and_exits_2():
+    import subprocess
+
+    done = subprocess.run(
+        [sys.executable, "-m", "kividb_memory.mcp"],
+        env={"KIVIDB_API_URL": "http://127.0.0.1:9", "PATH": "/usr/bin:/bin"},
+        capture_output=True, text=True, timeout=60, input="",
+    )  # fmt: skip
+    assert done.returncode == 2
+    assert done.stderr == "kividb_memory.mcp: no API key: pass api_key= or set KIVIDB_API_KEY\n"
+    assert done.stdout == ""
+
+
+# --- parity: the same tools, every argument on the wire ----------------------------------------
+
+
+def test_both_transports_list_the_same_tools_with_the_same_schemas(proxy, open_stack):
+    async def tools(transport: str) -> list[dict[str, Any]]:
+        async with connect(transport, proxy.url, open_stack.api_key) as client:
+            listed = (await client.list_tools()).tools
+            return [t.model_dump(mode="json", exclude_none=True) for t in listed]
+
+    stdio, remote = run(tools("stdio")), run(tools("remote"))
+    assert stdio == remote
+    assert [t["name"] for t in stdio] == list(TOOL_NAMES)
+
+
+def _calls(lab: str, memory_id: str) -> list[tuple[str, dict[str, Any], Recorded]]:
+    """Each tool with every argument it has set to a value of its own, and the API request
+    that call must make, exactly."""
+    s = f"/instances/local/agent-memory/{lab}"
+    where = {"instance_id": "local", "store": lab}
+    return [
+        ("list_memory_stores", {"instance_id": "local"},
+         Recorded("GET", "/instances/local/agent-memory", "", None)),
+        ("memory_add_messages", {
+            "session_id": "parity-1", "actor_id": "actor-p",
+            "messages": [{"role": "user", "content": "c-1", "name": "n-1"}], **where},
+         Recorded("POST", f"{s}/sessions/parity-1/events", "", {
+             "actor_id": "actor-p",
+             "events": [{"role": "user", "content": "c-1", "name": "n-1"}]})),
+        ("memory_recall", {"session_id": "parity-1", "query": "q-2", "actor_id": "actor-p",
+                           "limit": 7, **where},
+         Recorded("POST", f"{s}/recall", "", {
+             "session_id": "parity-1", "query": "q-2", "actor_id": "actor-p", "limit": 7})),
+        ("memory_search", {"query": "q-3", "mode": "keyword", "actor_id": "actor-p",
+                           "types": ["episodic"], "limit": 3, **where},
+         Recorded("POST", f"{s}/memories/search", "", {
+             "query": "q-3", "mode": "keyword", "actor_id": "actor-p", "types": ["episodic"],
+             "limit": 3})),
+        ("memory_add", {"text": "t-4 likes tea", "actor_id": "actor-p", "type": "episodic",
+                        "topics": ["tea"], **where},
+         Recorded("POST", f"{s}/memories", "", {
+             "text": "t-4 likes tea", "actor_id": "actor-p", "type": "episodic",
+             "topics": ["tea"]})),
+        ("memory_forget", {"memory_id": memory_id, **where},
+         Recorded("DELETE", f"{s}/memories/{memory_id}", "", None)),
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_every_argument_of_every_tool_reaches_the_api(proxy, open_stack, lab, transport):
+    with MemoryClient(open_stack.url, open_stack.api_key) as client:
+        memory_id = client.store("local", lab).add_memory(f"parity {unique('m')}").id
+
+    async def go():
+        async with connect(transport, proxy.url, open_stack.api_key) as client:
+            schemas = {t.name: t.input_schema for t in (await client.list_tools()).tools}
+            made = []
+            for name, args, expected in _calls(lab, memory_id):
+                assert set(args) == set(schemas[name]["properties"]), f"{name}: cover every arg"
+                proxy.records.clear()
+                result = await client.call_tool(name, args)
+                assert not result.is_error, text(result)
+                made.append((name, list(proxy.records), expected))
+            return made
+
+    for name, records, expected in run(go()):
+        assert records == [expected], name
+
+
+def test_concurrent_remote_calls_beyond_the_workers_all_complete(proxy, open_stack, lab):
+    """The local stack has 2 workers; each remote tool call calls the stack back. 12 at once
+    complete (none waits for a worker that waits for it)."""
+
+    async def one(i: int) -> bool:
+        async with connect("remote", open_stack.url, open_stack.api_key) as client:
+            result = await client.call_tool(
+                "memory_recall", {"session_id": f"c-{i}", "instance_id": "local", "store": lab}
+            )
+            return result.is_error
+
+    async def go():
+        return await asyncio.gather(*(one(i) for i in range(12)))
+
+    started = time.monotonic()
+    assert run(go()) == [False] * 12
+    assert time.monotonic() - started < 10
