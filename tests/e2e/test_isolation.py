@@ -38,6 +38,7 @@ import redis
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
 from local.bootstrap import start_redis_server
+from local.template import load_template
 from tests.conftest import ROOT, on_database, unique
 from tests.e2e.conftest import Stack
 
@@ -561,7 +562,187 @@ def test_every_route_of_the_document_is_probed() -> None:
     assert with_body <= {r for r in DECLARED if _body(*r, _ANY) is not None}
 
 
+def test_every_route_that_takes_an_api_key_is_probed() -> None:
+    """The matrix enumerates docs/openapi.json, and the MCP tools below cover POST /mcp; a
+    route of template.yaml that runs the authorizer (so may serve an organization's data) and
+    is in neither would go unprobed."""
+    template = load_template(ROOT / "template.yaml")
+    routes = {
+        (str(event["Properties"]["Method"]).upper(), event["Properties"]["Path"])
+        for resource in template["Resources"].values()
+        if resource.get("Type") == "AWS::Serverless::Function"
+        for event in (resource["Properties"].get("Events") or {}).values()
+        if event.get("Type") == "HttpApi"
+        and (event["Properties"].get("Auth") or {}).get("Authorizer") != "NONE"
+    }
+    covered = {*DECLARED, *MCP_ROUTES}
+    assert routes <= covered, (
+        f"{sorted(routes - covered)} take an API key, but no probe of the isolation matrix "
+        "reaches them: describe them in docs/openapi.json, or give them probes here"
+    )
+    assert covered <= routes
+
+
 _ANY = Target("i", "s", "x", "mem_" + "0" * 20, "a", (1.0, 0.0, 0.0))
+
+
+# --- the MCP tools (POST /mcp) -----------------------------------------------------------
+
+MCP_ROUTES = [("POST", "/mcp"), ("GET", "/mcp"), ("DELETE", "/mcp")]
+"""POST /mcp runs the tools below; GET and DELETE answer 405 whatever is sent (docs/mcp.md)."""
+MCP_HEADERS = {
+    "accept": "application/json, text/event-stream",
+    "mcp-protocol-version": "2025-06-18",
+}
+
+
+@dataclass(frozen=True)
+class Tool:
+    """An MCP tool: the API route it calls, the ids it names, and its arguments for ``t``."""
+
+    route: tuple[str, str]
+    names: frozenset[str]
+    arguments: Callable[[Target], dict[str, Any]]
+
+
+_PLACE = frozenset({"instance", "store"})
+TOOLS = {
+    "list_memory_stores": Tool(
+        ("GET", "/instances/{instance_id}/agent-memory"),
+        frozenset({"instance"}),
+        lambda t: {"instance_id": t.instance},
+    ),
+    "memory_add_messages": Tool(
+        ("POST", SS + "/events"),
+        _PLACE | {"session", "actor"},
+        lambda t: {
+            "instance_id": t.instance,
+            "store": t.store,
+            "session_id": t.session,
+            "actor_id": t.actor,
+            "messages": [{"role": "user", "content": "probe: deploys?"}],
+        },
+    ),
+    "memory_recall": Tool(
+        ("POST", S + "/recall"),
+        _PLACE | {"session", "actor"},
+        lambda t: {
+            "instance_id": t.instance,
+            "store": t.store,
+            "session_id": t.session,
+            "actor_id": t.actor,
+            "query": "deploys",
+        },
+    ),
+    "memory_search": Tool(
+        ("POST", M + "/search"),
+        _PLACE | {"actor"},
+        lambda t: {
+            "instance_id": t.instance,
+            "store": t.store,
+            "query": "deploys",
+            "mode": "keyword",
+            "actor_id": t.actor,
+            "limit": 100,
+        },
+    ),
+    "memory_add": Tool(
+        ("POST", M),
+        _PLACE | {"actor"},
+        lambda t: {
+            "instance_id": t.instance,
+            "store": t.store,
+            "text": "probe deploys",
+            "actor_id": t.actor,
+        },
+    ),
+    "memory_forget": Tool(
+        ("DELETE", MID),
+        _PLACE | {"memory"},
+        lambda t: {"instance_id": t.instance, "store": t.store, "memory_id": t.memory},
+    ),
+}
+MCP_MATRIX = [
+    pytest.param(tool, label, id=f"POST /mcp {tool} | {label}")
+    for tool, spec in TOOLS.items()
+    for label, (name, _) in PROBES.items()
+    if name in spec.names
+]
+
+
+def call_tool(client: httpx.Client, tool: str, t: Target, probed: str) -> Answer:
+    """Call ``tool`` through POST /mcp naming the ids of ``t``; the answer as ``ask`` gives it
+    (what the tool created is deleted through the API, in the same way)."""
+    spec = TOOLS[tool]
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": spec.arguments(t)},
+    }
+    response = client.post("/mcp", headers=MCP_HEADERS, json=request)
+    assert response.status_code == 200, response.text
+    text = response.text.replace(getattr(t, probed), "<probed>")
+    headers = {k: v for k, v in response.headers.items() if k != "date"}
+    result = response.json()["result"]
+    if not result["isError"]:
+        if spec.route == ("POST", SS + "/events"):
+            path = SS.format(instance_id=t.instance, store=t.store, session_id=t.session)
+            assert client.delete(path).status_code == 204, path
+        for pattern, placeholder in _GENERATED:
+            text = pattern.sub(placeholder, text)
+        assert int(headers.pop("content-length")) == len(response.content)
+    return Answer(response.status_code, tuple(sorted(headers.items())), text)
+
+
+@pytest.mark.parametrize(("tool", "label"), MCP_MATRIX)
+def test_an_id_the_caller_must_not_reach_answers_as_one_that_exists_nowhere_over_mcp(
+    world: World, tool: str, label: str
+) -> None:
+    probe = PROBES[label][1](world)
+    real = getattr(probe.target, probe.name)
+    nowhere = replace(probe.target, **{probe.name: unknown_like(probe.name, real)})
+    with world.client(probe.caller) as client:
+        elsewhere = call_tool(client, tool, probe.target, probe.name)
+        missing = call_tool(client, tool, nowhere, probe.name)
+    assert elsewhere == missing
+    result = json.loads(elsewhere.body)["result"]
+    route = TOOLS[tool].route
+    expected = 404 if probe.name == "instance" else SUCCESS.get((route, probe.name), 404)
+    if tool == "memory_add" and expected == 201:
+        # the tool sends no vector, and the stores have no embedding model
+        assert result["isError"] and "422 vector_required" in result["content"][0]["text"]
+    elif expected == 404:
+        assert result["isError"], result
+        code = NOT_FOUND_CODE[probe.name]
+        assert f"KiviDB API error 404 {code}: " in result["content"][0]["text"]
+    else:
+        assert not result["isError"], result
+    for place in world.places:
+        if (place.org, place.instance, place.store) != (
+            probe.caller,
+            probe.target.instance,
+            probe.target.store,
+        ):
+            assert place.marker not in elsewhere.body, f"{place.path} leaked"
+
+
+def test_the_mcp_server_has_the_tools_the_matrix_probes_and_no_other(world: World) -> None:
+    answers = set()
+    for label in world.orgs:
+        with world.client(label) as client:
+            listed = client.post(
+                "/mcp",
+                headers=MCP_HEADERS,
+                json={"jsonrpc": "2.0", "id": 1, "method": "tools/list"},
+            )
+            assert {t["name"] for t in listed.json()["result"]["tools"]} == set(TOOLS)
+            for method in ("GET", "DELETE"):  # 405 whatever the caller
+                response = client.request(method, "/mcp", headers=MCP_HEADERS)
+                headers = {k: v for k, v in response.headers.items() if k != "date"}
+                answers.add((method, response.status_code, tuple(sorted(headers.items()))))
+    assert {(m, status) for m, status, _ in answers} == {("GET", 405), ("DELETE", 405)}
+    assert len(answers) == 2
 
 
 # --- listings, counts and store-wide searches -----------------------------------------------
