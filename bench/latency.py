@@ -35,6 +35,7 @@ Writes ``bench/results/latency.md`` and ``.png``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -73,6 +74,7 @@ from agent_memory.records import MemoryRecord, encode_record  # noqa: E402
 from agent_memory.secrets import FernetCipher  # noqa: E402
 from agent_memory.stores import Stores  # noqa: E402
 from bench.measure import peak_rss_mb, percentile, timed  # noqa: E402
+from kividb_memory import MemoryClient, NotFoundError, StoreClient  # noqa: E402
 from local.bootstrap import start_redis_server  # noqa: E402
 from local.launch import running_stack  # noqa: E402
 
@@ -145,7 +147,15 @@ def local_stack(
             yield running
 
 
+def memory_client(url: str) -> MemoryClient:
+    """The Python client, for everything but the timed requests."""
+    return MemoryClient(url, API_KEY, timeout=300, max_retries=0)
+
+
 def client(url: str) -> httpx.Client:
+    """Plain httpx for the timed requests only: they send bodies encoded beforehand, so that a
+    figure is the API's time and not also the Python client's model work on a 1,536-float
+    vector."""
     return httpx.Client(
         base_url=url,
         headers={"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"},
@@ -384,10 +394,16 @@ def run_case(
     queries = corpus.queries(np.random.default_rng([SEED, 1, case.size, case.dims]), QUERIES)
     text_client = redis.Redis.from_url(redis_url, decode_responses=True)
     binary = redis.Redis.from_url(redis_url)
-    with local_stack(redis_url) as (url, process), client(url) as http:
+    with (
+        local_stack(redis_url) as (url, process),
+        client(url) as http,
+        memory_client(url) as memory,
+    ):
         settings = {"dimensions": case.dims, "dedupe_threshold": 1.0, "redact_pii": False}
-        http.delete(case.path)
-        http.put(case.path, json=settings).raise_for_status()
+        with contextlib.suppress(NotFoundError):
+            memory.delete_store(INSTANCE, case.store)
+        memory.put_store(INSTANCE, case.store, **settings)
+        store = memory.store(INSTANCE, case.store)
         stores = Stores(text_client, INSTANCE, FernetCipher(Fernet.generate_key()), SystemClock())
         config = stores.get(case.store)
         started = time.perf_counter()
@@ -395,10 +411,10 @@ def run_case(
             bar.total = case.size
             seeded = seed(binary, config, corpus, case.size, bar)
         result.seed_s = time.perf_counter() - started
-        other = prepare_sessions(http, case, corpus)
-        check(http, case, corpus, seeded, result, progress)
+        other = prepare_sessions(store, corpus)
+        check(store, case, corpus, seeded, result, progress)
         measure_warm(http, case, queries, args, result, progress)
-        measure_adds(http, case, corpus, args, result, progress)
+        measure_adds(http, store, case, corpus, args, result, progress)
         result.rss_mb = peak_rss_mb(process.pid)
         result.rss_now_mb = peak_rss_mb(process.pid, "VmRSS")
     measure_baselines(text_client, binary, config, seeded, queries, args, result, progress)
@@ -408,22 +424,18 @@ def run_case(
     return result
 
 
-def prepare_sessions(http: httpx.Client, case: Case, corpus: Corpus) -> Query:
+def prepare_sessions(store: StoreClient, corpus: Corpus) -> Query:
     """A session of the measured actor, and another actor with a session and one memory
     (served first in the "after another actor's" cold measure); returns that memory's query."""
     for session, actor in ((SESSION, ACTOR), (OTHER_SESSION, OTHER_ACTOR)):
-        events = {"actor_id": actor, "events": TURN * 2}
-        http.post(f"{case.path}/sessions/{session}/events", json=events).raise_for_status()
+        store.add_events(session, TURN * 2, actor_id=actor)
     other = corpus.queries(np.random.default_rng([SEED, 2]), 1)[0]
-    http.post(
-        f"{case.path}/memories",
-        json={"text": other.text, "actor_id": OTHER_ACTOR, "vector": other.values},
-    ).raise_for_status()
+    store.add_memory(other.text, actor_id=OTHER_ACTOR, vector=other.values)
     return other
 
 
 def check(
-    http: httpx.Client,
+    store: StoreClient,
     case: Case,
     corpus: Corpus,
     seeded: Seeded,
@@ -436,16 +448,10 @@ def check(
     with progress(f"{case.label}: check") as bar:
         bar.total = len(checks)
         for q in checks:
-            body = {
-                "query": q.text,
-                "mode": "semantic",
-                "actor_id": ACTOR,
-                "limit": LIMIT,
-                "query_vector": q.values,
-            }
-            answer = http.post(f"{case.path}/memories/search", json=body)
-            answer.raise_for_status()
-            got = [m["id"] for m in answer.json()["memories"]]
+            answer = store.search(
+                q.text, mode="semantic", actor_id=ACTOR, limit=LIMIT, query_vector=q.values
+            )
+            got = [m.id for m in answer.memories]
             top = exact_top(seeded.matrix, q.vector)
             want = [seeded.ids[i] for i in top]
             shared = len(set(got) & set(want))
@@ -492,6 +498,7 @@ def measure_warm(
 
 def measure_adds(
     http: httpx.Client,
+    store: StoreClient,
     case: Case,
     corpus: Corpus,
     args: argparse.Namespace,
@@ -528,7 +535,7 @@ def measure_adds(
             result.found_after_add += [m["id"] for m in answer.json()["memories"]] == [memory_id]
             bar.update()
     for memory_id in added:
-        http.delete(f"{case.path}/memories/{memory_id}").raise_for_status()
+        store.delete_memory(memory_id)
 
 
 def measure_baselines(

@@ -53,7 +53,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from tempfile import TemporaryDirectory
-from typing import Any
+from typing import cast
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "layers" / "core"))
@@ -63,6 +63,8 @@ from tqdm import tqdm  # noqa: E402
 
 from agent_memory.fusion import Hit, fuse  # noqa: E402
 from agent_memory.ranking import CANDIDATES  # noqa: E402
+from kividb_memory import MemoryClient, MemoryView  # noqa: E402
+from kividb_memory.models import SearchMode  # noqa: E402
 from local.bootstrap import free_port  # noqa: E402
 from local.launch import running_stack, stop  # noqa: E402
 
@@ -290,39 +292,21 @@ def services(folder: Path) -> Iterator[tuple[str, str]]:
         stop(embedder)
 
 
-class ApiError(RuntimeError):
-    """A request answered with an unexpected status."""
-
-
-def _call(
-    http: httpx.Client,
-    method: str,
-    path: str,
-    body: dict[str, Any] | None,
-    ok: tuple[int, ...],
-) -> dict[str, Any]:
-    response = http.request(method, path, json=body)
-    if response.status_code not in ok:
-        raise ApiError(f"{method} {path} -> {response.status_code}: {response.text[:500]}")
-    answer: dict[str, Any] = response.json() if response.content else {}
-    return answer
-
-
-def _hits(memories: list[dict[str, Any]]) -> tuple[list[Hit], dict[str, frozenset[str]]]:
-    hits = [Hit(m["id"], float(m["score"])) for m in memories]
-    cites = {m["id"]: frozenset(m["metadata"].get("dia_ids", [])) for m in memories}
+def _hits(memories: list[MemoryView]) -> tuple[list[Hit], dict[str, frozenset[str]]]:
+    hits = [Hit(m.id, float(m.score or 0.0)) for m in memories]
+    cites = {m.id: frozenset(m.metadata.get("dia_ids", [])) for m in memories}
     return hits, cites
 
 
 def run_conversation(
-    http: httpx.Client,
+    memory: MemoryClient,
     embed_url: str,
     conversation: Conversation,
     fusion_check: bool,
     timing: Timing,
     bar: tqdm,
 ) -> list[Outcome]:
-    store = f"/instances/local/agent-memory/locomo-{conversation.sample_id}"
+    name = f"locomo-{conversation.sample_id}"
     actor = conversation.sample_id
     settings = {
         "embed_provider": "custom",
@@ -332,14 +316,14 @@ def run_conversation(
         "dedupe_threshold": 1.0,
         "redact_pii": False,
     }
-    _call(http, "PUT", store, settings, (200, 201))
+    memory.put_store("local", name, **settings)
+    store = memory.store("local", name)
     start = time.perf_counter()
     for text, ids in conversation.facts:
         began = time.perf_counter()
-        memory = {"text": text, "actor_id": actor, "metadata": {"dia_ids": ids}}
-        kept = _call(http, "POST", store + "/memories", memory, (200, 201))
+        kept = store.add_memory(text, actor_id=actor, metadata={"dia_ids": ids})
         timing.add_ms.append((time.perf_counter() - began) * 1000)
-        timing.duplicates += bool(kept.get("duplicate"))
+        timing.duplicates += bool(kept.duplicate)
         bar.update()
     timing.add_seconds += time.perf_counter() - start
 
@@ -353,12 +337,12 @@ def run_conversation(
         if fusion_check:
             requests += [("semantic", wide), ("keyword", wide)]
         for mode, limit in requests:
-            body = {"query": question.text, "mode": mode, "actor_id": actor, "limit": limit}
             began = time.perf_counter()
-            found = _call(http, "POST", store + "/memories/search", body, (200,))
+            kind = cast(SearchMode, mode)
+            found = store.search(question.text, mode=kind, actor_id=actor, limit=limit)
             if limit == LIMIT:
                 timing.search_ms.setdefault(mode, []).append((time.perf_counter() - began) * 1000)
-            hits, more = _hits(found["memories"])
+            hits, more = _hits(found.memories)
             lists[mode if limit == LIMIT else f"{mode} wide"] = hits
             cites.update(more)
             bar.update()
@@ -380,7 +364,7 @@ def run_conversation(
             )
         )
     timing.search_seconds += time.perf_counter() - start
-    _call(http, "DELETE", store, None, (204,))
+    memory.delete_store("local", name)
     return outcomes
 
 
@@ -648,17 +632,16 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(len(c.facts) + per_question * len(c.questions) for c in conversations)
     timing = Timing()
     outcomes: list[Outcome] = []
-    headers = {"Authorization": f"Bearer {API_KEY}"}
     with (
         TemporaryDirectory(prefix="bench-retrieval-") as folder,
         services(Path(folder)) as (api_url, embed_url),
-        httpx.Client(base_url=api_url, headers=headers, timeout=120) as http,
+        MemoryClient(api_url, API_KEY, timeout=120, max_retries=0) as memory,
         tqdm(total=total, desc="requests", unit="req") as bar,
     ):
         for conversation in conversations:
             bar.set_postfix_str(conversation.sample_id)
             outcomes += run_conversation(
-                http, embed_url, conversation, args.fusion_check, timing, bar
+                memory, embed_url, conversation, args.fusion_check, timing, bar
             )
     command = "python -m bench.retrieval" + "".join(
         f" {a}" for a in (argv if argv is not None else sys.argv[1:])

@@ -36,7 +36,6 @@ from tempfile import TemporaryDirectory
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "layers" / "core"))
 
-import httpx  # noqa: E402
 import redis  # noqa: E402
 from cryptography.fernet import Fernet  # noqa: E402
 from tqdm import tqdm  # noqa: E402
@@ -46,6 +45,7 @@ from agent_memory.models import EventIn, EventsRequest, StorePut  # noqa: E402
 from agent_memory.secrets import FernetCipher  # noqa: E402
 from agent_memory.stores import Stores  # noqa: E402
 from bench.measure import peak_rss_mb, percentile, timed  # noqa: E402
+from kividb_memory import MemoryClient  # noqa: E402
 from local.bootstrap import start_redis_server  # noqa: E402
 from local.launch import running_stack  # noqa: E402
 
@@ -112,13 +112,14 @@ def throughput(url: str, store: str, clients: int, seconds: float) -> tuple[floa
 def _thread_throughput(url: str, store: str, clients: int, seconds: float) -> float:
     counts = [0] * clients
     stop = time.monotonic() + seconds
+    name = store.rsplit("/", 1)[1]
 
     def client(n: int) -> None:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {API_KEY}"}) as http:
+        with MemoryClient(url, API_KEY, max_retries=0) as memory:
+            handle = memory.store("local", name)
             i = 0
             while time.monotonic() < stop:
-                r = http.post(f"{store}/sessions/load-{n}-{i // 50}/events", json={"events": TURN})
-                r.raise_for_status()
+                handle.add_events(f"load-{n}-{i // 50}", TURN)
                 counts[n] += 2
                 i += 1
 
@@ -132,27 +133,18 @@ def _thread_throughput(url: str, store: str, clients: int, seconds: float) -> fl
 
 
 def run_once(url: str, redis_url: str, requests: int, clients: int, bar: tqdm) -> dict[str, float]:
-    store = f"/instances/local/agent-memory/bench-{time.monotonic_ns()}"
-    headers = {"Authorization": f"Bearer {API_KEY}"}
+    name = f"bench-{time.monotonic_ns()}"
+    store = f"/instances/local/agent-memory/{name}"  # for wrk's script
     results: dict[str, float] = {}
-    with httpx.Client(base_url=url, headers=headers, timeout=30) as http:
-        http.put(store, json={}).raise_for_status()
+    # Through the Python client (one kept-alive pool, no retries): what an agent in Python pays,
+    # its request and answer models included.
+    with MemoryClient(url, API_KEY, timeout=30, max_retries=0) as memory:
+        memory.put_store("local", name)
+        handle = memory.store("local", name)
         for _ in range(20):  # the recall session: 40 messages
-            http.post(f"{store}/sessions/recall-me/events", json={"events": TURN})
-        add = timed(
-            lambda: http.post(
-                f"{store}/sessions/add/events", json={"events": TURN}
-            ).raise_for_status(),
-            requests,
-            bar,
-        )
-        recall = timed(
-            lambda: http.post(
-                f"{store}/recall", json={"session_id": "recall-me"}
-            ).raise_for_status(),
-            requests,
-            bar,
-        )
+            handle.add_events("recall-me", TURN)
+        add = timed(lambda: handle.add_events("add", TURN), requests, bar)
+        recall = timed(lambda: handle.recall("recall-me"), requests, bar)
         results["add events p50"] = statistics.median(add)
         results["add events p99"] = percentile(add, 99)
         results["recall p50 (no memories)"] = statistics.median(recall)
@@ -160,7 +152,7 @@ def run_once(url: str, redis_url: str, requests: int, clients: int, bar: tqdm) -
         rate, generator = throughput(url, store, clients, seconds=3.0)
         results["messages/s sustained"] = rate
         LOAD_GENERATOR[0] = generator
-        http.delete(store)
+        memory.delete_store("local", name)
 
     client = redis.Redis.from_url(redis_url, decode_responses=True)
     stores = Stores(client, "bench", FernetCipher(Fernet.generate_key()), SystemClock())

@@ -37,6 +37,7 @@ rejected, a request fails (the API's ``error`` and ``message`` are shown) or the
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
@@ -44,14 +45,24 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
-import httpx
 from tqdm import tqdm
+
+from kividb_memory import (
+    ApiConnectionError,
+    AuthenticationError,
+    KiviDBError,
+    MemoryClient,
+    NotFoundError,
+    RecallView,
+)
+
+T = TypeVar("T")
 
 ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_URL = "http://127.0.0.1:3000"
@@ -324,93 +335,68 @@ class Timings:
         return f"{text} (all requests); {', '.join(kinds)}"
 
 
-# --- HTTP ----------------------------------------------------------------------------------------
+# --- the API -----------------------------------------------------------------------------------
 
 
 class MemoryApi:
-    """The few calls an agent makes, each timed; any failure becomes a ``ReplayError``."""
+    """The few calls an agent makes, each timed, through the Python client (``kividb_memory``);
+    any failure becomes a ``ReplayError``."""
 
-    def __init__(self, client: httpx.Client, instance: str, store: str) -> None:
+    def __init__(self, client: MemoryClient, instance: str, store: str) -> None:
         self._client = client
-        self._base = f"/instances/{instance}/agent-memory/{store}"
+        self._instance, self._name = instance, store
+        self._store = client.store(instance, store)
 
-    def _request(
-        self, method: str, path: str, body: Any = None, *, allow: tuple[int, ...] = ()
-    ) -> tuple[int, Any, float]:
-        """``(status, JSON answer or None, seconds)``; a status >= 400 not in ``allow`` raises."""
-        url = self._base + path
+    def _call(self, what: str, call: Callable[[], T]) -> tuple[T, float]:
+        """``(answer, seconds)`` of ``call``; every client error raises ``ReplayError``."""
         started = time.perf_counter()
         try:
-            response = self._client.request(method, url, json=body)
-        except httpx.TimeoutException as exc:
+            answer = call()
+        except AuthenticationError as exc:
             raise ReplayError(
-                f"{method} {url}: no answer from {self._client.base_url} in time ({exc})"
+                f"the API key was rejected ({exc}); pass --api-key or set KIVIDB_API_KEY"
             ) from exc
-        except httpx.TransportError as exc:
+        except ApiConnectionError as exc:
+            if exc.connected:
+                raise ReplayError(
+                    f"{what}: no answer from {self._client.base_url} ({exc})"
+                ) from exc
             raise ReplayError(
-                f"cannot reach the API at {self._client.base_url} ({exc or type(exc).__name__}); "
+                f"cannot reach the API at {self._client.base_url} ({exc}); "
                 "is the local stack running (make run)?"
             ) from exc
-        elapsed = time.perf_counter() - started
-        status = response.status_code
-        if status == 401:
-            raise ReplayError(
-                f"the API key was rejected (401 {_describe(response)}); "
-                "pass --api-key or set KIVIDB_API_KEY"
-            )
-        if status >= 400 and status not in allow:
-            raise ReplayError(f"{method} {url} failed: HTTP {status} {_describe(response)}")
-        if status == 204 or not response.content:
-            return status, None, elapsed
-        try:
-            return status, response.json(), elapsed
-        except ValueError as exc:
-            raise ReplayError(
-                f"{method} {url}: HTTP {status} answer is not JSON: {response.text[:200]!r}"
-            ) from exc
+        except KiviDBError as exc:
+            raise ReplayError(f"{what} failed: {exc}") from exc
+        return answer, time.perf_counter() - started
 
-    def put_store(self) -> int:
-        """Create the store with its defaults (201) or leave it as it is (200)."""
-        status, _, _ = self._request("PUT", "", {})
-        return status
+    def put_store(self) -> None:
+        """Create the store with its defaults, or leave it as it is."""
+        self._call("PUT store", lambda: self._client.put_store(self._instance, self._name))
 
     def delete_session(self, session_id: str) -> None:
-        self._request("DELETE", f"/sessions/{session_id}", allow=(404,))
+        def delete() -> None:
+            with contextlib.suppress(NotFoundError):
+                self._store.delete_session(session_id)
+
+        self._call(f"DELETE session {session_id}", delete)
 
     def add_events(self, session_id: str, actor_id: str, messages: Sequence[Message]) -> float:
-        body = {"actor_id": actor_id, "events": [message.event() for message in messages]}
-        _, answer, elapsed = self._request("POST", f"/sessions/{session_id}/events", body)
-        if not isinstance(answer, dict) or answer.get("added") != len(messages):
+        events = [message.event() for message in messages]
+        answer, elapsed = self._call(
+            f"events for {session_id}",
+            lambda: self._store.add_events(session_id, events, actor_id=actor_id),
+        )
+        if answer.added != len(messages):
             raise ReplayError(
-                f"events for {session_id}: expected {len(messages)} added, got {answer!r}"
+                f"events for {session_id}: expected {len(messages)} added, got {answer.added}"
             )
         return elapsed
 
-    def recall(
-        self, session_id: str, actor_id: str, query: str | None
-    ) -> tuple[dict[str, Any], float]:
-        body = {"session_id": session_id, "actor_id": actor_id}
-        if query:
-            body["query"] = query
-        _, answer, elapsed = self._request("POST", "/recall", body)
-        if not isinstance(answer, dict) or not isinstance(answer.get("context"), str):
-            raise ReplayError(f"recall for {session_id}: unexpected answer {str(answer)[:200]!r}")
-        return answer, elapsed
-
-
-def _describe(response: httpx.Response) -> str:
-    """``error: message`` from the API's error JSON, else the start of the body."""
-    try:
-        body = response.json()
-    except ValueError:
-        return repr(response.text[:200]) if response.text else "(empty body)"
-    if isinstance(body, dict) and "error" in body:
-        text = f"{body.get('error')}: {body.get('message')}"
-        details = body.get("details")
-        if details:
-            text += f" {json.dumps(details)}"
-        return text
-    return json.dumps(body)[:200]
+    def recall(self, session_id: str, actor_id: str, query: str | None) -> tuple[RecallView, float]:
+        return self._call(
+            f"recall for {session_id}",
+            lambda: self._store.recall(session_id, query=query or None, actor_id=actor_id),
+        )
 
 
 # --- the replay --------------------------------------------------------------------------------
@@ -424,7 +410,7 @@ class Outcome:
     recall_calls: int
     seconds: float
     timings: Timings
-    final: dict[str, Any]
+    final: RecallView
 
     def line(self, label: str) -> str:
         return (
@@ -479,16 +465,16 @@ def replay(
     )
 
 
-def print_final(final: dict[str, Any], *, with_context: bool) -> None:
-    session = final.get("session_id")
+def print_final(final: RecallView, *, with_context: bool) -> None:
+    session = final.session_id
     if with_context:
         print(f"--- recall of {session} (context) ---")
-        print(final.get("context", "").rstrip())
+        print(final.context.rstrip())
         print("---")
-    summary = "yes" if final.get("summary") else "no"
+    summary = "yes" if final.summary else "no"
     print(
-        f"final recall of {session}: {len(final.get('messages') or [])} messages, "
-        f"{len(final.get('memories') or [])} memories, summary: {summary}"
+        f"final recall of {session}: {len(final.messages)} messages, "
+        f"{len(final.memories)} memories, summary: {summary}"
     )
 
 
@@ -559,8 +545,11 @@ def run(argv: Sequence[str] | None = None) -> int:
     name = args.conversation or DEFAULT_CONVERSATIONS[args.dataset]
     conversation = first_sessions(load_conversation(args.dataset, path, name), args.sessions)
     key = resolve_api_key(args.api_key)
-    headers = {"Authorization": f"Bearer {key}", "Accept": "application/json"}
-    with httpx.Client(base_url=args.url.rstrip("/"), headers=headers, timeout=60.0) as client:
+    try:
+        client = MemoryClient(args.url, key, timeout=60.0)
+    except ValueError as exc:
+        raise ReplayError(str(exc)) from exc
+    with client:
         api = MemoryApi(client, args.instance, args.store)
         outcome = replay(api, conversation, fresh=args.fresh, progress=not args.quiet)
     print_final(outcome.final, with_context=not args.quiet)
