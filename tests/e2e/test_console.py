@@ -1,0 +1,955 @@
+"""The web console in headless Chromium (Debian's /usr/bin/chromium driven by Playwright), against
+the local stack, with real data: a LoCoMo replay through a store on the scripted model
+(``tools.scripted_model``), so sessions have summaries and memories exist (seeded through the API
+instead when the dataset is absent).
+
+Every test checks, besides its own behaviour, that the page logged no console error it did not
+expect (a failed fetch's status is expected only where the test provokes it), that no request
+left 127.0.0.1, and, on each page it visits, that axe-core finds no critical or serious
+accessibility violation. With ``KIVIDB_CONSOLE_SCREENSHOTS=<folder>`` (``make
+console-screenshots``) each page's screenshot is saved there (the README links docs/console/).
+
+The HTTP answers of the console's own routes (headers, 404s, traversal) are checked with httpx.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+import pytest
+from playwright import sync_api as playwright_api
+from playwright.sync_api import expect
+
+from tests.conftest import ROOT, unique
+from tests.e2e.conftest import API_KEY, Stack, model_store
+from tools import admin
+from tools.replay import DEFAULT_FILES
+
+# The machine is shared: give the page time before an assertion fails (Playwright's default is 5 s).
+expect.set_options(timeout=15_000)
+
+CHROMIUM = Path("/usr/bin/chromium")
+AXE = ROOT / "console" / "node_modules" / "axe-core" / "axe.min.js"
+STATIC = ROOT / "functions" / "console" / "static"
+SHOTS = os.environ.get("KIVIDB_CONSOLE_SCREENSHOTS")
+BASE = "/instances/local/agent-memory"
+CSP = (
+    "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
+    "img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"
+)
+HAVE_DATA = all(path.is_file() for path in DEFAULT_FILES.values())
+SESSION_1 = "locomo:conv-26:session-1"
+SESSION_2 = "locomo:conv-26:session-2"
+ACTOR = "locomo:conv-26"
+UNAVAILABLE = "The database cannot be reached right now; retry in a moment."
+
+
+# --- the stack, its data and the browser: one of each for the module --------------------------
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built() -> None:
+    """The console's files, built from console/src when missing or older (`make console`)."""
+    done = subprocess.run(["make", "-s", "console"], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert (STATIC / "index.html").is_file() and AXE.is_file()
+    assert CHROMIUM.is_file(), "the browser tests need Debian's chromium: apt-get install chromium"
+
+
+@dataclass
+class World:
+    stack: Stack
+    api: httpx.Client
+    model: str  # path of the store on the scripted model, holding the replayed sessions
+    notes: str  # path of a store without models (client vectors of 3 dimensions)
+    made: list[str] = field(default_factory=list)
+
+    def name(self, path: str) -> str:
+        return path.rsplit("/", 1)[1]
+
+
+def _wait(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    while True:
+        value = check()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.2)
+
+
+def _seed_conversation(api: httpx.Client, store: str) -> None:
+    """Without the LoCoMo file: two sessions of first-person sentences, through the API."""
+    for number, topic in ((1, "painting"), (2, "hiking")):
+        events = []
+        for i in range(12):
+            said = f"I went {topic} with my friends on day {i}."
+            events.append({"role": "user", "name": "Caroline", "content": said})
+            reply = f"That sounds lovely, tell me more about day {i}."
+            events.append({"role": "assistant", "name": "Melanie", "content": reply})
+        answer = api.post(
+            f"{store}/sessions/locomo:conv-26:session-{number}/events",
+            json={"actor_id": ACTOR, "events": events},
+        )
+        assert answer.status_code == 200, answer.text
+
+
+@pytest.fixture(scope="module")
+def world(open_stack: Stack, provider) -> Iterator[World]:
+    api = open_stack.client()
+    made: list[str] = []
+    model = model_store(api, provider, made, summarize_after=10, keep_recent=4)
+    if HAVE_DATA:
+        done = subprocess.run(
+            [sys.executable, "-m", "tools.replay", "--url", open_stack.url, "--api-key", API_KEY,
+             "--quiet", "--store", model.rsplit("/", 1)[1], "--sessions", "2"],
+            cwd=ROOT, capture_output=True, text=True, timeout=300,
+        )  # fmt: skip
+        assert done.returncode == 0, done.stderr
+    else:
+        _seed_conversation(api, model)
+    for session in (SESSION_1, SESSION_2):
+        assert api.post(f"{model}/sessions/{session}/extract").status_code == 202
+
+    def extracted() -> bool:
+        views = [api.get(f"{model}/sessions/{s}").json() for s in (SESSION_1, SESSION_2)]
+        # (the schedule the replay armed may still be due: "waiting" until it fires, in 30 s)
+        return all(
+            v["summary"]
+            and v["extraction"]["unread"] == 0
+            and v["extraction"]["status"] != "running"
+            for v in views
+        )
+
+    _wait(extracted, 60, "extraction and summaries of the replayed sessions")
+    assert api.get(f"{model}/memories").json()["total"] > 0
+
+    notes = f"{BASE}/{unique('notes')}"
+    made.append(notes)
+    assert api.put(notes, json={"dimensions": 3}).status_code == 201
+    for text, actor, vector, kind in (
+        ("Deploys to eu-west-1 on Fridays", "user-7", [1, 0, 0], "semantic"),
+        ("Prefers green tea in the afternoon", "user-7", [0, 1, 0], "semantic"),
+        ("Went to Lisbon in May 2023", "user-7", [0, 0, 1], "episodic"),
+        ("Someone else likes chess", "user-9", [0.6, 0.8, 0], "semantic"),
+    ):
+        body = {"text": text, "actor_id": actor, "vector": vector, "type": kind}
+        assert api.post(f"{notes}/memories", json=body).status_code == 201
+    yield World(open_stack, api, model, notes, made)
+    for path in made:
+        api.delete(path)
+    api.close()
+
+
+@pytest.fixture(scope="module")
+def browser_context(world: World) -> Iterator[Any]:
+    """One headless Chromium for the module: Debian's binary, a fresh profile, no network."""
+    profile = tempfile.mkdtemp(prefix="kividb-console-")
+    with playwright_api.sync_playwright() as playwright:
+        context = playwright.chromium.launch_persistent_context(
+            profile,
+            executable_path=str(CHROMIUM),
+            headless=True,
+            viewport={"width": 1280, "height": 860},
+            args=[
+                "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                "--disable-component-update", "--disable-sync", "--no-first-run",
+            ],
+        )  # fmt: skip
+        # axe-core from console/node_modules, added the way DevTools adds scripts (not subject
+        # to the page's CSP, which refuses inline and foreign scripts).
+        context.add_init_script(path=str(AXE))
+        context.set_default_timeout(15_000)
+        yield context
+        context.close()
+
+
+class Console:
+    """One browser tab on the console, with what every test checks afterwards."""
+
+    def __init__(self, context: Any, stack: Stack) -> None:
+        self.stack = stack
+        self.page = context.new_page()
+        self.errors: list[str] = []
+        self.outside: list[str] = []
+        self.requests: list[str] = []
+        self.expected_statuses: set[int] = set()
+        self.page.on("console", self._console)
+        self.page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
+        self.page.on("dialog", lambda dialog: self.errors.append(f"dialog: {dialog.message}"))
+        self.page.route("**/*", self._route)
+
+    def _console(self, message: Any) -> None:
+        if message.type != "error":
+            return
+        found = re.search(r"status of (\d{3})", message.text)
+        if found and int(found.group(1)) in self.expected_statuses:
+            return
+        self.errors.append(message.text)
+
+    def _route(self, route: Any) -> None:
+        url = route.request.url
+        self.requests.append(url)
+        if urlsplit(url).hostname != "127.0.0.1":
+            self.outside.append(url)
+            route.abort()
+            return
+        route.continue_()
+
+    def open(self, fragment: str = "") -> None:
+        self.page.goto(f"{self.stack.url}/console{'#' + fragment if fragment else ''}")
+
+    def sign_in(self, fragment: str = "/agent-memory") -> None:
+        self.open(fragment)
+        self.page.get_by_label("API key").fill(self.stack.api_key)
+        self.page.get_by_role("button", name="Sign in").click()
+        expect(self.page.get_by_role("button", name="Sign out")).to_be_visible()
+
+    def go(self, fragment: str) -> None:
+        self.page.evaluate("(hash) => { location.hash = hash; }", fragment)
+
+    def heading(self, text: str | re.Pattern[str]) -> None:
+        expect(self.page.get_by_role("heading", level=1)).to_have_text(text)
+
+    def idle(self) -> None:
+        expect(self.page.locator(".loading")).to_have_count(0)
+
+    def accessible(self) -> None:
+        """axe-core on the page as it is: no critical or serious violation."""
+        self.idle()
+        found = self.page.evaluate(
+            """async () => (await axe.run(document, {resultTypes: ['violations']})).violations
+                .map(v => ({id: v.id, impact: v.impact, help: v.help,
+                            nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))}))"""
+        )
+        bad = [v for v in found if v["impact"] in ("critical", "serious")]
+        assert bad == [], json.dumps(bad, indent=1)
+
+    def shot(self, name: str) -> None:
+        self.accessible()
+        if SHOTS:
+            folder = ROOT / SHOTS
+            folder.mkdir(parents=True, exist_ok=True)
+            self.page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
+
+    def close(self) -> None:
+        self.page.close()
+        assert self.outside == [], f"requests left 127.0.0.1: {self.outside}"
+        assert self.errors == [], f"the page logged errors: {self.errors}"
+        assert not any(self.stack.api_key in url for url in self.requests), "key in a URL"
+
+
+@pytest.fixture
+def console(browser_context: Any, world: World) -> Iterator[Console]:
+    tab = Console(browser_context, world.stack)
+    yield tab
+    tab.close()
+
+
+# --- the console's own routes, over HTTP -------------------------------------------------------
+
+
+def _asset_names() -> tuple[str, str]:
+    page = (STATIC / "index.html").read_text()
+    (script,) = re.findall(r'src="console/(app-[A-Z0-9]{8}\.js)"', page)
+    (style,) = re.findall(r'href="console/(app-[A-Z0-9]{8}\.css)"', page)
+    return script, style
+
+
+def test_the_page_and_its_files_load_without_a_key_with_strict_headers(world):
+    script, style = _asset_names()
+    with httpx.Client(base_url=world.stack.url) as anonymous:
+        page = anonymous.get("/console", headers={"Accept-Encoding": "identity"})
+        assert page.status_code == 200
+        assert page.headers["content-type"] == "text/html; charset=utf-8"
+        assert page.headers["cache-control"] == "no-cache"
+        assert page.headers["content-security-policy"] == CSP
+        assert page.headers["x-content-type-options"] == "nosniff"
+        assert page.headers["referrer-policy"] == "no-referrer"
+        assert "content-encoding" not in page.headers
+        assert page.content == (STATIC / "index.html").read_bytes()
+        again = anonymous.get("/console", headers={"If-None-Match": page.headers["etag"]})
+        assert again.status_code == 304 and again.content == b""
+
+        code = anonymous.get(f"/console/{script}", headers={"Accept-Encoding": "gzip"})
+        assert code.status_code == 200
+        assert code.headers["content-type"] == "text/javascript; charset=utf-8"
+        assert code.headers["cache-control"] == "public, max-age=31536000, immutable"
+        assert code.headers["content-encoding"] == "gzip"
+        assert code.content == (STATIC / script).read_bytes()  # httpx decodes the gzip
+        refused = anonymous.get(f"/console/{style}", headers={"Accept-Encoding": "gzip;q=0"})
+        assert "content-encoding" not in refused.headers
+        assert refused.headers["content-type"] == "text/css; charset=utf-8"
+        assert int(code.headers["content-length"]) < len(code.content)  # sent compressed
+        assert code.headers["vary"] == "Accept-Encoding" and code.headers["etag"]
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/console/index.html",
+        "/console/nothing.js",
+        "/console/../template.yaml",
+        "/console/..%2F..%2Ftemplate.yaml",
+        "/console/%2e%2e/%2e%2e/template.yaml",
+        "/console/..%5c..%5ctemplate.yaml",
+        "/console/static/index.html",
+        "/console//etc/passwd",
+        "/console/%2Fetc%2Fpasswd",
+        "/console/console.py",
+        "/console/app.js%00.html",
+        "/console/" + "a" * 3000,
+    ],
+)
+def test_any_other_console_path_is_a_404_in_the_error_shape(world, path):
+    with httpx.Client(base_url=world.stack.url) as anonymous:
+        answer = anonymous.get(httpx.URL(world.stack.url + path))
+    if path == "/console/../template.yaml":
+        # httpx resolves the dot segments first, as browsers do: this is GET /template.yaml,
+        # which no route serves (API Gateway's own 404).
+        assert answer.status_code == 404 and answer.json() == {"message": "Not Found"}
+        return
+    assert answer.status_code == 404
+    assert answer.headers["content-type"] == "application/json"
+    assert answer.headers["content-security-policy"] == CSP
+    body = answer.json()
+    assert body["error"] == "not_found" and set(body) == {"error", "message"}
+    assert "template" not in answer.text and "root:" not in answer.text
+
+
+def test_the_console_routes_never_read_a_key_and_the_api_still_wants_one(world):
+    with httpx.Client(base_url=world.stack.url) as anonymous:
+        assert (
+            anonymous.get("/console", headers={"Authorization": "Bearer nope"}).status_code == 200
+        )
+        refused = anonymous.get("/agent-memory")
+    assert refused.status_code == 401 and refused.json()["error"] == "unauthorized"
+
+
+# --- sign in, sign out, 401 --------------------------------------------------------------------
+
+
+def test_sign_in_keeps_the_key_in_this_tab_only_and_sign_out_forgets_it(console):
+    page = console.page
+    console.expected_statuses = {401}
+    console.open()
+    expect(page.get_by_role("heading", name="KiviDB agent memory")).to_be_visible()
+    console.shot("sign-in")
+    page.get_by_label("API key").fill("kvm_not_a_key_000000000000000000000000")
+    page.get_by_role("button", name="Sign in").click()
+    expect(page.locator("#api-key-problem")).to_contain_text("That key was refused")
+    assert page.evaluate("sessionStorage.length") == 0
+    page.get_by_label("API key").fill(console.stack.api_key)
+    page.get_by_role("button", name="Sign in").click()
+    console.heading("Agent memory")
+    assert page.evaluate("sessionStorage.getItem('kividb.console.apiKey')") == console.stack.api_key
+    assert page.evaluate("localStorage.length") == 0
+    assert page.evaluate("document.cookie") == ""
+    assert console.stack.api_key not in page.url
+    page.get_by_role("button", name="Sign out").click()
+    expect(page.get_by_label("API key")).to_be_visible()
+    assert page.evaluate("sessionStorage.length") == 0
+
+
+def test_a_401_at_any_point_returns_to_sign_in_with_the_reason(console, world):
+    console.expected_statuses = {401}
+    console.sign_in(f"/instances/local/agent-memory/{world.name(world.notes)}")
+    console.heading(f"Store {world.name(world.notes)}")
+    # The key stops being valid (as a revoked one would): the next call is a 401.
+    console.page.evaluate("sessionStorage.setItem('kividb.console.apiKey', 'kvm_revoked_0000')")
+    console.page.reload()
+    expect(console.page.get_by_text("You were signed out.")).to_be_visible()
+    expect(console.page.get_by_role("alert")).to_contain_text("API key")
+    assert console.page.evaluate("sessionStorage.length") == 0
+    assert console.page.url.endswith(f"#/instances/local/agent-memory/{world.name(world.notes)}")
+    console.page.get_by_label("API key").fill(console.stack.api_key)
+    console.page.get_by_role("button", name="Sign in").click()
+    console.heading(f"Store {world.name(world.notes)}")  # back where the person was
+
+
+# --- stores ------------------------------------------------------------------------------------
+
+
+def test_every_store_is_listed_with_its_database_and_an_unreachable_one_is_named(
+    console, world, capsys
+):
+    dead = unique("dead")
+    control = ["--control-url", world.stack.redis_url, "--release-hold", "0"]
+    assert admin.main([*control, "register-instance", "local", dead, "redis://127.0.0.1:1/0"]) == 0
+    try:
+        console.sign_in()
+        page = console.page
+        console.heading("Agent memory")
+        row = page.get_by_role("row").filter(has_text=world.name(world.model))
+        expect(row.get_by_role("cell").first).to_have_text("local")
+        warning = page.get_by_role("alert").filter(has_text="could not be reached")
+        expect(warning).to_contain_text(dead)
+        expect(warning).to_contain_text("The database cannot be reached right now")
+        console.shot("stores")
+        page.get_by_role("navigation", name="Databases").get_by_role(
+            "link", name="Database local"
+        ).click()
+        console.heading("Database local")
+        expect(page.get_by_role("link", name=world.name(world.notes))).to_be_visible()
+        console.shot("instance")
+    finally:
+        assert admin.main([*control, "remove-instance", "local", dead]) == 0
+        capsys.readouterr()
+
+
+def test_create_a_store_with_every_setting_and_the_apis_problems_beside_their_fields(
+    console, world
+):
+    name = unique("made")
+    path = f"{BASE}/{name}"
+    world.made.append(path)
+    console.expected_statuses = {422}
+    console.sign_in("/instances/local/create")
+    page = console.page
+    console.heading("Create a store on local")
+    page.get_by_label("Store name").fill(name)
+    llm = page.get_by_role("group", name=re.compile("Language model"))
+    llm.get_by_label("Provider").select_option("openai")
+    llm.get_by_label("Model").fill("gpt-4o-mini")
+    llm.get_by_role("button", name="Set key").click()
+    page.get_by_label("New language model API key").fill("sk-test-0123456789")
+    page.get_by_label("Dimensions").fill("8")
+    for setting, value in (
+        ("extraction_delay_seconds", "45"), ("summarize_after", "30"), ("keep_recent", "6"),
+        ("session_ttl_seconds", "7200"), ("memory_ttl_seconds", "86400"),
+        ("dedupe_threshold", "0"),
+    ):  # fmt: skip
+        page.get_by_label(setting, exact=True).fill(value)
+    page.get_by_label("redact_pii").uncheck()
+    page.get_by_role("button", name="Add a custom type").click()
+    page.get_by_label("Type 1 name").fill("order_issue")
+    page.get_by_label("Type 1 description").fill("A problem with an order")
+    page.get_by_role("button", name="Create store").click()
+    # The API's 422 detail, next to the field it names (and nothing was created).
+    problem = page.locator("#p-dedupe_threshold")
+    expect(problem).to_contain_text("greater than 0")
+    field = page.get_by_label("dedupe_threshold", exact=True)
+    expect(field).to_have_attribute("aria-invalid", "true")
+    assert "p-dedupe_threshold" in (field.get_attribute("aria-describedby") or "")
+    assert world.api.get(path).status_code == 404
+    console.shot("create-store-invalid")
+    field.fill("0.9")
+    page.get_by_role("button", name="Create store").click()
+    console.heading(f"Store {name}")
+    expect(page.get_by_text("The store was created.")).to_be_visible()
+    stored = world.api.get(path).json()
+    assert {k: stored[k] for k in (
+        "llm_provider", "llm_model", "has_llm_api_key", "dimensions", "extraction_delay_seconds",
+        "summarize_after", "keep_recent", "session_ttl_seconds", "memory_ttl_seconds",
+        "dedupe_threshold", "redact_pii", "custom_types",
+    )} == {
+        "llm_provider": "openai", "llm_model": "gpt-4o-mini", "has_llm_api_key": True,
+        "dimensions": 8, "extraction_delay_seconds": 45, "summarize_after": 30, "keep_recent": 6,
+        "session_ttl_seconds": 7200, "memory_ttl_seconds": 86400, "dedupe_threshold": 0.9,
+        "redact_pii": False,
+        "custom_types": [{"name": "order_issue", "description": "A problem with an order"}],
+    }  # fmt: skip
+    assert "sk-test" not in page.content()  # write-only: shown as present, never echoed
+    expect(page.locator("dd[data-key]").first).to_have_text("present")
+
+
+def test_change_settings_replace_and_remove_a_key_then_delete_after_typing_the_name(console, world):
+    name = unique("edit")
+    path = f"{BASE}/{name}"
+    world.made.append(path)
+    body = {"llm_provider": "openai", "llm_model": "gpt-4o-mini", "llm_api_key": "sk-old"}
+    assert world.api.put(path, json=body).status_code == 201
+    console.expected_statuses = {422}
+    console.sign_in(f"/instances/local/agent-memory/{name}/settings")
+    page = console.page
+    console.heading(f"Settings of {name}")
+    expect(page.get_by_text("A key is stored (it is never shown).")).to_be_visible()
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.get_by_text("Nothing changed")).to_be_visible()
+    # keep_recent at or above summarize_after: the API names the problem; nothing is saved.
+    page.get_by_label("keep_recent", exact=True).fill("50")
+    page.get_by_role("button", name="Save settings").click()
+    expect(
+        page.get_by_role("alert").filter(has_text="must be below summarize_after")
+    ).to_be_visible()
+    assert world.api.get(path).json()["keep_recent"] == 12
+    page.get_by_label("keep_recent", exact=True).fill("5")
+    page.get_by_label("summarize_after", exact=True).fill("25")
+    page.get_by_role("button", name="Replace key").click()
+    page.get_by_label("New language model API key").fill("sk-new")
+    console.shot("store-settings")
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.get_by_text("The settings were saved.")).to_be_visible()
+    stored = world.api.get(path).json()
+    assert (stored["summarize_after"], stored["keep_recent"], stored["has_llm_api_key"]) == (
+        25, 5, True,
+    )  # fmt: skip
+    console.go(f"/instances/local/agent-memory/{name}/settings")
+    page.get_by_role("button", name="Remove key").click()
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.get_by_text("The settings were saved.")).to_be_visible()
+    assert world.api.get(path).json()["has_llm_api_key"] is False
+
+    page.get_by_role("button", name="Delete store…").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("This removes 0 sessions and 0 memories")
+    confirm = dialog.get_by_role("button", name="Delete store")
+    expect(confirm).to_be_disabled()
+    dialog.get_by_label(re.compile("to confirm")).fill(name[:-1])
+    expect(confirm).to_be_disabled()
+    dialog.get_by_label(re.compile("to confirm")).fill(name)
+    console.shot("delete-store")
+    confirm.click()
+    console.heading("Database local")
+    assert world.api.get(path).status_code == 404
+
+
+def test_a_store_shows_its_counts_and_why_its_last_extraction_failed(console, world):
+    path = f"{BASE}/{unique('broken')}"
+    world.made.append(path)
+    body = {"llm_provider": "custom", "llm_model": "m", "llm_base_url": "http://127.0.0.1:9/v1"}
+    assert world.api.put(path, json=body).status_code == 201
+    events = {"actor_id": "u1", "events": [{"role": "user", "content": "I like tea."}]}
+    assert world.api.post(f"{path}/sessions/s1/events", json=events).status_code == 200
+    assert world.api.post(f"{path}/sessions/s1/extract").status_code == 202
+    _wait(lambda: world.api.get(path).json()["last_extraction_error"], 30, "a failed run")
+    error = world.api.get(path).json()["last_extraction_error"]
+    console.sign_in(f"/instances/local/agent-memory/{world.name(path)}")
+    page = console.page
+    box = page.locator(".extraction-error")
+    expect(box.get_by_role("heading")).to_have_text("The last extraction failed")
+    expect(box).to_contain_text(error)
+    expect(page.get_by_role("list", name="Counts")).to_contain_text("1 sessions")
+    console.shot("store-extraction-error")
+    console.go(f"/instances/local/agent-memory/{world.name(path)}/sessions/s1")
+    expect(page.locator(".error-text")).to_have_text(error)
+    console.accessible()
+    console.go(f"/instances/local/agent-memory/{world.name(world.model)}")
+    counts = world.api.get(world.model).json()["counts"]
+    expect(page.get_by_role("list", name="Counts")).to_contain_text(
+        f"{counts['memories']} memories"
+    )
+    console.shot("store")
+
+
+# --- sessions ----------------------------------------------------------------------------------
+
+
+def test_sessions_are_listed_most_recent_first_with_extraction_and_paging(console, world):
+    path = f"{BASE}/{unique('many')}"
+    world.made.append(path)
+    assert world.api.put(path, json={}).status_code == 201
+    for i in range(23):
+        events = {"actor_id": f"actor-{i}", "events": [{"role": "user", "content": f"hi {i}"}]}
+        assert (
+            world.api.post(f"{path}/sessions/chat-{i:02d}/events", json=events).status_code == 200
+        )
+    console.sign_in(f"/instances/local/agent-memory/{world.name(world.model)}/sessions")
+    page = console.page
+    console.heading("Sessions")
+    rows = page.locator("tbody tr")
+    expect(rows).to_have_count(2)
+    expect(rows.nth(0).get_by_role("rowheader")).to_have_text(SESSION_2)  # the latest first
+    listed = world.api.get(f"{world.model}/sessions").json()["sessions"]
+    for index, session in enumerate(listed):
+        expect(rows.nth(index).locator(".badge")).to_have_text(session["extraction"]["status"])
+    console.shot("sessions")
+    console.go(f"/instances/local/agent-memory/{world.name(path)}/sessions")
+    expect(rows).to_have_count(20)
+    expect(rows.nth(0).get_by_role("rowheader")).to_have_text("chat-22")
+    expect(page.get_by_text("Previous", exact=False).first).to_have_attribute(
+        "aria-disabled", "true"
+    )
+    page.get_by_role("link", name="Next →").click()
+    expect(rows).to_have_count(3)
+    expect(rows.nth(2).get_by_role("rowheader")).to_have_text("chat-00")
+    assert "offset=20" in page.url
+    page.get_by_role("link", name="← Previous").click()
+    expect(rows).to_have_count(20)
+
+
+def test_a_session_shows_summary_messages_and_extraction_extracts_now_and_is_forgotten(
+    console, world
+):
+    view = world.api.get(f"{world.model}/sessions/{SESSION_1}").json()
+    console.sign_in(f"/instances/local/agent-memory/{world.name(world.model)}/sessions")
+    page = console.page
+    page.get_by_role("link", name=SESSION_1).click()
+    console.heading(f"Session {SESSION_1}")
+    expect(page.locator(".summary")).to_have_text(view["summary"])
+    messages = page.locator("ol.messages > li")
+    expect(messages).to_have_count(len(view["messages"]))
+    first = view["messages"][0]
+    expect(messages.first.locator(".role")).to_have_text(first["role"])
+    if first.get("name"):
+        expect(messages.first.locator(".name")).to_have_text(first["name"])
+    expect(messages.first.locator(".content")).to_have_text(first["content"])
+    expect(messages.first.locator("time")).to_have_attribute("datetime", first["created_at"])
+    facts = page.locator("dl.extraction")
+    expect(facts.locator(".badge")).to_have_text(view["extraction"]["status"])
+    expect(facts).to_contain_text(str(view["extraction"]["unread"]))
+    console.shot("session")
+    page.get_by_role("button", name="Extract now").click()
+    expect(page.get_by_role("status").filter(has_text="Extraction was started")).to_be_visible()
+
+    # Forget a session of its own (the replayed ones serve the other tests).
+    events = {"actor_id": "u1", "events": [{"role": "user", "content": "Forget me."}]}
+    assert world.api.post(f"{world.model}/sessions/doomed/events", json=events).status_code == 200
+    console.go(f"/instances/local/agent-memory/{world.name(world.model)}/sessions/doomed")
+    console.heading("Session doomed")
+    page.get_by_role("button", name="Forget session…").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("its summary and 1 messages are removed")
+    dialog.get_by_role("button", name="Forget session").click()
+    console.heading("Sessions")
+    assert world.api.get(f"{world.model}/sessions/doomed").status_code == 404
+
+
+def test_extract_now_is_explained_and_disabled_without_a_language_model(console, world):
+    events = {"actor_id": "user-7", "events": [{"role": "user", "content": "Hello"}]}
+    assert world.api.post(f"{world.notes}/sessions/plain/events", json=events).status_code == 200
+    console.sign_in(f"/instances/local/agent-memory/{world.name(world.notes)}/sessions/plain")
+    button = console.page.get_by_role("button", name="Extract now")
+    expect(button).to_be_disabled()
+    expect(console.page.locator("#no-model")).to_have_text(
+        "This store has no language model, so nothing is extracted."
+    )
+    console.accessible()
+
+
+# --- memories ----------------------------------------------------------------------------------
+
+
+def test_memories_browse_newest_first_filter_by_actor_and_type(console, world):
+    console.sign_in(f"/instances/local/agent-memory/{world.name(world.model)}/memories")
+    page = console.page
+    console.heading("Memories")
+    listed = world.api.get(f"{world.model}/memories").json()
+    expect(page.locator("tbody tr").first.get_by_role("rowheader")).to_contain_text(
+        listed["memories"][0]["text"][:60]
+    )
+    expect(page.get_by_text(f"{listed['total']} memories")).to_be_visible()
+    console.shot("memories")
+    console.go(f"/instances/local/agent-memory/{world.name(world.notes)}/memories")
+    page.get_by_label("Actor").fill("user-7")
+    page.get_by_label("Type").select_option("episodic")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.locator("tbody tr")).to_have_count(1)
+    expect(page.locator("tbody tr")).to_contain_text("Went to Lisbon in May 2023")
+    assert "actor_id=user-7" in page.url and "type=episodic" in page.url
+    page.get_by_role("link", name="Clear filters").click()
+    expect(page.locator("tbody tr")).to_have_count(4)
+    console.accessible()
+
+
+def test_forgetting_an_actor_names_the_count_and_removes_them(console, world):
+    path = f"{BASE}/{unique('forget')}"
+    world.made.append(path)
+    assert world.api.put(path, json={"dimensions": 2}).status_code == 201
+    for text, vector in (("one", [1, 0]), ("two", [0, 1]), ("three", [-1, 0])):
+        body = {"text": text, "actor_id": "leaving", "vector": vector}
+        assert world.api.post(f"{path}/memories", json=body).status_code == 201
+    body = {"text": "stays", "actor_id": "staying", "vector": [0, -1]}
+    assert world.api.post(f"{path}/memories", json=body).status_code == 201
+    console.sign_in(f"/instances/local/agent-memory/{world.name(path)}/memories")
+    page = console.page
+    page.get_by_label("Actor").fill("leaving")
+    page.get_by_role("button", name="Filter").click()
+    page.get_by_role("button", name="Forget 3 memories…").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text("All 3 memories of actor leaving are removed")
+    console.shot("forget-actor")
+    dialog.get_by_role("button", name="Forget 3 memories").click()
+    expect(
+        page.get_by_role("status").filter(has_text="Forgot 3 memories of actor leaving")
+    ).to_be_visible()
+    assert world.api.get(f"{path}/memories").json()["total"] == 1
+
+
+def test_search_in_each_mode_shows_scores_and_explains_the_vector_modes(console, world):
+    console.expected_statuses = {422}
+    console.sign_in(f"/instances/local/agent-memory/{world.name(world.notes)}/search")
+    page = console.page
+    console.heading("Search memories")
+    semantic = page.get_by_label("Semantic (cosine)")
+    expect(semantic).to_be_disabled()
+    expect(page.get_by_label("Hybrid (both, fused)")).to_be_disabled()
+    expect(page.locator("#modes-help")).to_contain_text("no embedding model")
+    page.get_by_label("Query", exact=True).fill("eu-west-1")
+    page.get_by_role("button", name="Search").click()
+    rows = page.locator("tbody tr")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_contain_text("Deploys to eu-west-1 on Fridays")
+    expect(rows.first.locator(".score")).to_have_text(re.compile(r"^\d+\.\d{4}$"))
+    page.get_by_label(re.compile("Query vector")).fill("[1, 0, 0]")
+    expect(semantic).to_be_enabled()
+    semantic.check()
+    page.get_by_label("Actor (optional)").fill("user-7")
+    page.get_by_role("button", name="Search").click()
+    expect(rows.first).to_contain_text("Deploys to eu-west-1 on Fridays")
+    expect(rows.first.locator(".score")).to_have_text("1.0000")
+    page.get_by_label("Hybrid (both, fused)").check()
+    page.get_by_role("button", name="Search").click()
+    expect(page.get_by_role("status").filter(has_text="fused rank")).to_be_visible()
+    console.shot("search")
+    page.get_by_label(re.compile("Query vector")).fill("[1, 0]")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#p-query_vector")).to_contain_text("has 2 numbers")
+    # With an embedding model (the scripted one), every mode is open without a vector.
+    console.go(f"/instances/local/agent-memory/{world.name(world.model)}/search")
+    console.heading("Search memories")
+    expect(page.get_by_label("Semantic (cosine)")).to_be_enabled()
+    page.get_by_label("Query", exact=True).fill("Caroline")
+    page.get_by_label("Semantic (cosine)").check()
+    page.get_by_role("button", name="Search").click()
+    expect(rows.first.locator(".score")).to_have_text(re.compile(r"^-?\d+\.\d{4}$"))
+    console.accessible()
+
+
+def test_a_memory_shows_every_field_its_source_session_and_versions_edits_and_forgets(
+    console, world
+):
+    extracted = world.api.get(f"{world.model}/memories", params={"limit": 1}).json()["memories"][0]
+    console.sign_in(
+        f"/instances/local/agent-memory/{world.name(world.model)}/memories/{extracted['id']}"
+    )
+    page = console.page
+    console.heading("Memory")
+    expect(page.locator(".memory-text")).to_have_text(extracted["text"])
+    for name in ("id", "type", "actor_id", "topics", "importance", "confidence", "source",
+                 "created_at", "updated_at", "expires_at", "metadata"):  # fmt: skip
+        expect(page.locator("dl.facts dt", has_text=re.compile(f"^{name}$"))).to_have_count(1)
+    source = extracted["source"]["session_id"]
+    page.get_by_role("link", name=source).click()
+    console.heading(f"Session {source}")
+    page.go_back()
+    console.heading("Memory")
+
+    path = f"{BASE}/{world.name(world.notes)}"
+    memory = world.api.get(f"{path}/memories", params={"actor_id": "user-9"}).json()["memories"][0]
+    console.go(f"/instances/local/agent-memory/{world.name(world.notes)}/memories/{memory['id']}")
+    expect(page.locator(".memory-text")).to_have_text("Someone else likes chess")
+    expect(page.get_by_text("No earlier versions")).to_be_visible()
+    page.get_by_role("button", name="Edit memory").click()
+    form = page.get_by_role("form", name="Edit memory")
+    form.get_by_label("Text").fill("Someone else likes chess and go")
+    form.get_by_label("Topics").fill("games, board games")
+    form.get_by_label("Importance").fill("0.8")
+    form.get_by_label(re.compile("^Vector")).fill("[0.6, 0.8, 0]")
+    form.get_by_role("button", name="Save memory").click()
+    expect(page.get_by_text("The memory was saved")).to_be_visible()
+    expect(page.locator(".memory-text")).to_have_text("Someone else likes chess and go")
+    expect(page.locator("ol.versions > li")).to_have_count(1)
+    expect(page.locator("ol.versions > li").first).to_contain_text("Someone else likes chess")
+    after = world.api.get(f"{path}/memories/{memory['id']}").json()
+    assert (after["topics"], after["importance"], len(after["versions"])) == (
+        ["games", "board games"], 0.8, 1,
+    )  # fmt: skip
+    console.shot("memory")
+    page.get_by_role("button", name="Forget memory…").click()
+    page.get_by_role("dialog").get_by_role("button", name="Forget memory").click()
+    console.heading("Memories")
+    assert world.api.get(f"{path}/memories/{memory['id']}").status_code == 404
+
+
+# --- try it ------------------------------------------------------------------------------------
+
+
+def test_try_it_shows_exactly_what_recall_returns_then_adds_the_turn(console, world):
+    console.sign_in(f"/instances/local/agent-memory/{world.name(world.model)}/try")
+    page = console.page
+    console.heading("Try it")
+    session = unique("try")
+    page.get_by_label("Session").fill(SESSION_1)
+    page.get_by_label("Actor").fill(ACTOR)
+    page.get_by_label("User message").fill("What does Caroline like to paint?")
+    page.get_by_role("button", name="Recall").click()
+    context = page.get_by_label("Context string")
+    expect(context).to_be_visible()
+    expected = world.api.post(
+        f"{world.model}/recall",
+        json={
+            "session_id": SESSION_1,
+            "actor_id": ACTOR,
+            "query": "What does Caroline like to paint?",
+        },
+    ).json()
+    assert context.inner_text() == expected["context"]
+    page.get_by_text("The JSON answer").click()
+    shown = json.loads(page.get_by_label("Recall answer").inner_text())
+    assert shown == expected
+    console.shot("try-it")
+
+    page.get_by_label("Session").fill(session)
+    page.get_by_label("Actor").fill("visitor-1")
+    page.get_by_label("User message").fill("I keep bees on my roof.")
+    page.get_by_role("button", name="Recall").click()
+    expect(context).to_contain_text("Memory for this conversation")
+    page.get_by_label("Assistant reply (optional)").fill("Bees on a roof, noted.")
+    page.get_by_role("button", name="Add the turn's messages").click()
+    expect(page.get_by_role("status").filter(has_text="the session now holds 2")).to_be_visible()
+    now = page.locator(".session-now ol.messages > li")
+    expect(now).to_have_count(2)
+    expect(now.nth(1).locator(".content")).to_have_text("Bees on a roof, noted.")
+    stored = world.api.get(f"{world.model}/sessions/{session}").json()
+    assert [m["content"] for m in stored["messages"]] == [
+        "I keep bees on my roof.",
+        "Bees on a roof, noted.",
+    ]
+    assert stored["actor_id"] == "visitor-1"
+    page.get_by_role("link", name=session).click()
+    console.heading(f"Session {session}")
+    expect(page.locator("ol.messages > li")).to_have_count(2)
+
+
+# --- states, hostile text, keyboard, CSP -------------------------------------------------------
+
+
+def test_a_503_shows_a_retry_banner_and_retries_after_retry_after(console, world):
+    console.expected_statuses = {503}
+    page = console.page
+    store = world.name(world.notes)
+    failures = {"left": 1}
+
+    def unavailable(route: Any) -> None:
+        if failures["left"] and route.request.method == "GET":
+            failures["left"] -= 1
+            route.fulfill(
+                status=503,
+                headers={"Retry-After": "2", "Content-Type": "application/json"},
+                body=json.dumps({"error": "database_unavailable", "message": UNAVAILABLE}),
+            )
+            return
+        route.fallback()
+
+    page.route(f"**{BASE}/{store}", unavailable)
+    console.sign_in(f"/instances/local/agent-memory/{store}")
+    banner = page.locator(".banner")
+    expect(banner).to_contain_text("The service is unavailable for a moment.")
+    expect(banner).to_contain_text("database_unavailable")
+    expect(page.locator(".state.error")).to_contain_text("retrying when the service is back")
+    console.shot("retry-banner")
+    # Retry-After: 2 counts down, then the store loads by itself.
+    console.heading(f"Store {store}")
+    expect(page.get_by_role("list", name="Counts")).to_be_visible(timeout=8000)
+    expect(banner).to_have_count(0)
+
+
+def test_empty_states_say_what_to_do_next(console, world):
+    path = f"{BASE}/{unique('empty')}"
+    world.made.append(path)
+    assert world.api.put(path, json={}).status_code == 201
+    console.sign_in(f"/instances/local/agent-memory/{world.name(path)}")
+    page = console.page
+    expect(page.get_by_text("This store is empty.")).to_be_visible()
+    expect(page.get_by_role("link", name="Try it").last).to_be_visible()
+    console.shot("store-empty")
+    console.go(f"/instances/local/agent-memory/{world.name(path)}/sessions")
+    expect(page.get_by_text("No sessions yet.")).to_be_visible()
+    console.go(f"/instances/local/agent-memory/{world.name(path)}/memories")
+    expect(page.get_by_text("No memories yet.")).to_be_visible()
+    console.go("/instances/local/agent-memory/nowhere-" + unique("x"))
+    console.expected_statuses = {404}
+    expect(page.locator(".state.error")).to_contain_text("store_not_found")
+    console.go("/no/such/page")
+    console.heading("No such page")
+
+
+HOSTILE = [
+    '<img src=x onerror="alert(1)">',
+    "<script>alert(2)</script>",
+    "\u202eevil.exe\u202c and \u2066isolated\u2069",
+    "A" * 30_000,
+]
+
+
+def test_text_from_the_api_is_shown_as_text_whatever_it_holds(console, world):
+    store = world.name(world.notes)
+    session = unique("hostile")
+    events = {
+        "actor_id": "user-7",
+        "events": [{"role": "user", "content": text, "name": "<b>Mallory</b>"} for text in HOSTILE],
+    }
+    assert (
+        world.api.post(f"{world.notes}/sessions/{session}/events", json=events).status_code == 200
+    )
+    body = {"text": "<img src=x onerror=alert(3)> \u202eRTL", "actor_id": "user-7",
+            "vector": [0.5, 0.5, 0.7], "topics": ["<i>t</i>"]}  # fmt: skip
+    memory = world.api.post(f"{world.notes}/memories", json=body).json()
+    console.sign_in(f"/instances/local/agent-memory/{store}/sessions/{session}")
+    page = console.page
+    contents = page.locator("ol.messages .content")
+    expect(contents).to_have_count(len(HOSTILE))
+    for index, text in enumerate(HOSTILE):
+        assert contents.nth(index).inner_text() == text
+    expect(page.locator("ol.messages .name").first).to_have_text("<b>Mallory</b>")
+    assert page.locator("main img, main script, main b").count() == 0
+    width = page.evaluate("document.documentElement.scrollWidth")
+    assert width <= 1280, "a 30,000-character word must wrap, not widen the page"
+    console.accessible()
+    console.go(f"/instances/local/agent-memory/{store}/memories/{memory['id']}")
+    expect(page.locator(".memory-text")).to_have_text(body["text"])
+    assert page.locator("main img").count() == 0
+    console.go(f"/instances/local/agent-memory/{store}/sessions/{session}")
+    page.get_by_role("button", name="Forget session…").click()
+    page.get_by_role("dialog").get_by_role("button", name="Forget session").click()
+    console.heading("Sessions")
+
+
+def test_the_console_works_from_the_keyboard(console, world):
+    console.sign_in()
+    page = console.page
+    page.keyboard.press("Tab")
+    expect(page.get_by_role("link", name="Skip to content")).to_be_focused()
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == "main"
+    # Tab to the model store's link and open it with Enter.
+    link = page.get_by_role("link", name=world.name(world.model))
+    for _ in range(60):
+        page.keyboard.press("Tab")
+        if link.evaluate("node => node === document.activeElement"):
+            break
+    expect(link).to_be_focused()
+    page.keyboard.press("Enter")
+    console.heading(f"Store {world.name(world.model)}")
+    expect(page.get_by_role("heading", level=1)).to_be_focused()  # focus moves to the new page
+    page.get_by_role("button", name="Delete store…").focus()
+    page.keyboard.press("Enter")
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_label(re.compile("to confirm"))).to_be_focused()
+    page.keyboard.press("Escape")
+    expect(dialog).to_be_hidden()
+    assert world.api.get(world.model).status_code == 200
+
+
+def test_the_content_security_policy_refuses_inline_and_foreign_scripts(console, world):
+    console.sign_in()
+    page = console.page
+    messages: list[str] = []
+    page.on("console", lambda m: messages.append(m.text))
+    ran = page.evaluate(
+        """() => new Promise((done) => {
+            window.__inline = false;
+            const s = document.createElement('script');
+            s.textContent = 'window.__inline = true';
+            document.head.appendChild(s);
+            setTimeout(() => done(window.__inline), 200);
+        })"""
+    )
+    assert ran is False
+    assert any("Content Security Policy" in m for m in messages)
+    console.errors = [e for e in console.errors if "Content Security Policy" not in e]
