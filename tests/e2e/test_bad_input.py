@@ -1,4 +1,7 @@
-"""Bad input found by trying to break the API: each is a clear 4xx and changes nothing."""
+"""Bad input found by trying to break the API: each is a clear 4xx and changes nothing.
+
+Plain httpx, not the Python client: the inputs are ones the client would refuse to build or
+would encode differently (raw bytes, bad JSON, wrong types, odd query strings and paths)."""
 
 from __future__ import annotations
 

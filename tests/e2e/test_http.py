@@ -1,5 +1,8 @@
 """The API over HTTP through the local stack: the README's session, every error status with the
-JSON error shape, concurrency, text and ids."""
+JSON error shape, concurrency, text and ids.
+
+Plain httpx, not the Python client: these tests check the wire itself (exact statuses such as
+201 against 200, headers, raw bodies, wrong methods and paths, encoded ids)."""
 
 from __future__ import annotations
 

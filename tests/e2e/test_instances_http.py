@@ -1,6 +1,8 @@
 """Instances through the local stack, as a client sees them: a listing with an instance that
 cannot be reached, and what ``tools.admin`` remove-instance and delete-org change for API calls.
 The tool runs in this process (``tools.admin.main``) against the stack's control database.
+The API calls use plain httpx: they check exact statuses and bodies of other organizations'
+keys and removed instances, as the wire shows them.
 
 Databases of the test server used here: 10 and 11 (0 is the stack's own)."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from kividb_memory import ConflictError, NotFoundError, StoreClient, ValidationError
 from tests.conftest import unique
 from tests.e2e.test_http import BASE, assert_error
 
@@ -19,113 +20,122 @@ def store(api):
     api.delete(f"{BASE}/{name}")
 
 
+@pytest.fixture
+def memories(memory, store) -> StoreClient:
+    """The same store through the Python client (the flows below); the tests after them send
+    raw bodies (nulls, numbers JSON cannot hold) and check exact answers, so they use httpx."""
+    return memory.store("local", store.rsplit("/", 1)[1])
+
+
 def _add(api, store, text, vector, actor="user-7", **fields):
     return api.post(
         f"{store}/memories", json={"text": text, "vector": vector, "actor_id": actor, **fields}
     )
 
 
-def test_add_then_find_with_each_mode(api, store):
-    added = _add(api, store, "The user deploys to eu-west-1", [1, 0, 0, 0], topics=["infra"])
-    assert added.status_code == 201
-    memory = added.json()
-    assert memory["duplicate"] is False and memory["id"].startswith("mem_")
-    _add(api, store, "The user likes green tea", [0, 1, 0, 0])
-    for mode, extra in (
-        ("semantic", {"query_vector": [0.9, 0.1, 0, 0]}),
-        ("keyword", {}),
-        ("hybrid", {"query_vector": [0.9, 0.1, 0, 0]}),
+def test_add_then_find_with_each_mode(memory, memories):
+    added = memories.add_memory(
+        "The user deploys to eu-west-1", "user-7", vector=[1, 0, 0, 0], topics=["infra"]
+    )
+    assert added.duplicate is False and added.id.startswith("mem_")
+    memories.add_memory("The user likes green tea", "user-7", vector=[0, 1, 0, 0])
+    for mode, vector in (
+        ("semantic", [0.9, 0.1, 0, 0]),
+        ("keyword", None),
+        ("hybrid", [0.9, 0.1, 0, 0]),
     ):
-        found = api.post(
-            f"{store}/memories/search",
-            json={"query": "deploy region eu-west-1", "mode": mode, "actor_id": "user-7", **extra},
-        )
-        assert found.status_code == 200, found.text
-        hits = found.json()["memories"]
-        assert hits[0]["id"] == memory["id"] and hits[0]["score"] is not None
-    assert api.get(store).json()["counts"]["memories"] == 2
+        hits = memories.search(
+            "deploy region eu-west-1", mode=mode, actor_id="user-7", query_vector=vector
+        ).memories
+        assert hits[0].id == added.id and hits[0].score is not None
+    counts = memory.get_store("local", memories.name).counts
+    assert counts is not None and counts.memories == 2
 
 
-def test_duplicates_answer_200_with_the_kept_memory(api, store):
-    first = _add(api, store, "Likes tea", [0, 0, 1, 0]).json()
-    again = _add(api, store, "Likes tea a lot", [0, 0, 1, 0])
-    assert again.status_code == 200
-    assert again.json()["duplicate"] is True and again.json()["id"] == first["id"]
+def test_duplicates_answer_the_kept_memory(memories):
+    first = memories.add_memory("Likes tea", "user-7", vector=[0, 0, 1, 0])
+    again = memories.add_memory("Likes tea a lot", "user-7", vector=[0, 0, 1, 0])  # 200, not 201
+    assert again.duplicate is True and again.id == first.id
 
 
-def test_bad_memories_are_422_and_keep_nothing(api, store):
-    body = assert_error(_add(api, store, "x", [1, 0]), 422, "vector_invalid")
-    assert "expected 4 dimensions, got 2" in body["message"]
-    assert_error(_add(api, store, "x", None), 422, "vector_required")
-    body = assert_error(_add(api, store, "x", [1, 0, 0, 0], type="fact"), 422, "validation_error")
-    assert "semantic, episodic" in body["message"]
-    assert_error(_add(api, store, "", [1, 0, 0, 0]), 422, "validation_error")
-    assert_error(_add(api, store, "x" * 8001, [1, 0, 0, 0]), 422, "validation_error")
-    assert_error(_add(api, store, "x", [1, 0, 0, 0], importance=1.5), 422, "validation_error")
-    blank = api.post(f"{store}/memories/search", json={"query": "   ", "mode": "keyword"})
-    assert_error(blank, 422, "validation_error")
-    assert api.get(store).json()["counts"]["memories"] == 0
+def test_bad_memories_are_422_and_keep_nothing(memory, memories):
+    def refused(code: str, text: str, vector, **fields) -> ValidationError:
+        with pytest.raises(ValidationError) as raised:
+            memories.add_memory(text, "user-7", vector=vector, **fields)
+        assert (raised.value.status, raised.value.code) == (422, code)
+        return raised.value
 
-
-def test_change_shows_versions_and_forget_removes(api, store):
-    memory = _add(api, store, "Lives in Paris", [1, 0, 0, 0]).json()
-    changed = api.patch(
-        f"{store}/memories/{memory['id']}", json={"text": "Lives in Lisbon", "vector": [0, 1, 0, 0]}
-    ).json()
-    assert changed["text"] == "Lives in Lisbon"
-    assert [v["text"] for v in changed["versions"]] == ["Lives in Paris"]
-    assert api.get(f"{store}/memories/{memory['id']}").json()["versions"][0]["text"] == (
-        "Lives in Paris"
+    assert "expected 4 dimensions, got 2" in refused("vector_invalid", "x", [1, 0]).message
+    refused("vector_required", "x", None)
+    assert (
+        "semantic, episodic" in refused("validation_error", "x", [1, 0, 0, 0], type="fact").message
     )
-    assert api.delete(f"{store}/memories/{memory['id']}").status_code == 204
-    assert_error(api.get(f"{store}/memories/{memory['id']}"), 404, "memory_not_found")
-    assert_error(api.get(f"{store}/memories/not-an-id"), 422, "validation_error")
+    refused("validation_error", "", [1, 0, 0, 0])
+    refused("validation_error", "x" * 8001, [1, 0, 0, 0])
+    with pytest.raises(ValidationError):
+        memories.add_memory("x", vector=[1, 0, 0, 0], importance=1.5)
+    with pytest.raises(ValidationError):
+        memories.search("   ", mode="keyword")
+    counts = memory.get_store("local", memories.name).counts
+    assert counts is not None and counts.memories == 0
 
 
-def test_forget_an_actor_in_one_call(api, store):
-    _add(api, store, "a", [1, 0, 0, 0])
-    _add(api, store, "b", [0, 1, 0, 0])
-    _add(api, store, "c", [0, 0, 1, 0], actor="someone-else")
-    forgotten = api.delete(f"{store}/actors/user-7/memories").json()
-    assert forgotten == {"actor_id": "user-7", "deleted": 2}
-    listed = api.get(f"{store}/memories").json()["memories"]
-    assert [m["text"] for m in listed] == ["c"]
+def test_change_shows_versions_and_forget_removes(memories):
+    kept = memories.add_memory("Lives in Paris", "user-7", vector=[1, 0, 0, 0])
+    changed = memories.update_memory(kept.id, text="Lives in Lisbon", vector=[0, 1, 0, 0])
+    assert changed.text == "Lives in Lisbon"
+    assert [v.text for v in changed.versions or []] == ["Lives in Paris"]
+    versions = memories.get_memory(kept.id).versions
+    assert versions is not None and versions[0].text == "Lives in Paris"
+    assert memories.delete_memory(kept.id) is None  # 204
+    with pytest.raises(NotFoundError) as missing:
+        memories.get_memory(kept.id)
+    assert missing.value.code == "memory_not_found"
+    with pytest.raises(ValidationError):
+        memories.get_memory("not-an-id")
 
 
-def test_listing_filters_by_actor_and_type(api, store):
-    _add(api, store, "went hiking on 3 May", [1, 0, 0, 0], type="episodic")
-    _add(api, store, "likes hiking", [0, 1, 0, 0])
-    _add(api, store, "other", [0, 0, 1, 0], actor="x")
-    episodic = api.get(f"{store}/memories", params={"type": "episodic"}).json()["memories"]
-    assert [m["text"] for m in episodic] == ["went hiking on 3 May"]
-    mine = api.get(f"{store}/memories", params={"actor_id": "user-7", "limit": 1}).json()
-    assert [m["text"] for m in mine["memories"]] == ["likes hiking"] and mine["next_offset"] == 1
-    assert mine["total"] == 2  # both of user-7's, over every page
-    assert api.get(f"{store}/memories").json()["total"] == 3
+def test_forget_an_actor_in_one_call(memories):
+    memories.add_memory("a", "user-7", vector=[1, 0, 0, 0])
+    memories.add_memory("b", "user-7", vector=[0, 1, 0, 0])
+    memories.add_memory("c", "someone-else", vector=[0, 0, 1, 0])
+    forgotten = memories.forget_actor("user-7")
+    assert forgotten.model_dump() == {"actor_id": "user-7", "deleted": 2}
+    assert [m.text for m in memories.list_memories().memories] == ["c"]
 
 
-def test_recall_brings_the_relevant_memories_of_the_sessions_actor(api, store):
-    _add(api, store, "Deploys to eu-west-1 on Fridays", [1, 0, 0, 0])
-    _add(api, store, "Went to Lisbon in May", [0, 1, 0, 0], type="episodic")
-    _add(api, store, "Someone else deploys to us-east-1", [1, 0, 0, 0], actor="other")
-    api.post(
-        f"{store}/sessions/chat/events",
-        json={"actor_id": "user-7", "events": [{"role": "user", "content": "When do we deploy?"}]},
-    )
-    recalled = api.post(
-        f"{store}/recall", json={"session_id": "chat", "query_vector": [1, 0, 0, 0]}
-    ).json()
-    texts = [m["text"] for m in recalled["memories"]]
+def test_listing_filters_by_actor_and_type(memories):
+    memories.add_memory("went hiking on 3 May", "user-7", type="episodic", vector=[1, 0, 0, 0])
+    memories.add_memory("likes hiking", "user-7", vector=[0, 1, 0, 0])
+    memories.add_memory("other", "x", vector=[0, 0, 1, 0])
+    episodic = memories.list_memories(type="episodic").memories
+    assert [m.text for m in episodic] == ["went hiking on 3 May"]
+    mine = memories.list_memories(actor_id="user-7", limit=1)
+    assert [m.text for m in mine.memories] == ["likes hiking"] and mine.next_offset == 1
+    assert mine.total == 2  # both of user-7's, over every page
+    assert memories.list_memories().total == 3
+
+
+def test_recall_brings_the_relevant_memories_of_the_sessions_actor(memories):
+    memories.add_memory("Deploys to eu-west-1 on Fridays", "user-7", vector=[1, 0, 0, 0])
+    memories.add_memory("Went to Lisbon in May", "user-7", type="episodic", vector=[0, 1, 0, 0])
+    memories.add_memory("Someone else deploys to us-east-1", "other", vector=[1, 0, 0, 0])
+    memories.add_events("chat", [{"role": "user", "content": "When do we deploy?"}], "user-7")
+    recalled = memories.recall("chat", query_vector=[1, 0, 0, 0])
+    texts = [m.text for m in recalled.memories]
     assert texts[0] == "Deploys to eu-west-1 on Fridays"
     assert "Someone else deploys to us-east-1" not in texts
-    assert "## Long-term memories about the user" in recalled["context"]
-    assert '- [semantic] "Deploys to eu-west-1 on Fridays"' in recalled["context"]
-    anonymous = api.post(f"{store}/recall", json={"session_id": "new", "query": "deploy"}).json()
-    assert anonymous["memories"] == []
-    limited = api.post(
-        f"{store}/recall", json={"session_id": "chat", "limit": 1, "query": "deploy Lisbon"}
-    ).json()
-    assert len(limited["memories"]) == 1
+    assert "## Long-term memories about the user" in recalled.context
+    assert '- [semantic] "Deploys to eu-west-1 on Fridays"' in recalled.context
+    assert memories.recall("new", query="deploy").memories == []
+    assert len(memories.recall("chat", limit=1, query="deploy Lisbon").memories) == 1
+
+
+def test_recall_for_another_actor_than_the_sessions_is_409(memories):
+    memories.add_events("bob-chat", [{"role": "user", "content": "hi"}], actor_id="bob")
+    with pytest.raises(ConflictError) as refused:
+        memories.recall("bob-chat", actor_id="alice")
+    assert refused.value.code == "actor_mismatch"
 
 
 # --- found by trying to break it ------------------------------------------------------------
@@ -193,10 +203,3 @@ def test_large_and_tiny_finite_vectors_are_fine(api, store):
 
 def test_unknown_type_filter_on_listing_is_422(api, store):
     assert_error(api.get(f"{store}/memories", params={"type": "nope"}), 422, "validation_error")
-
-
-def test_recall_for_another_actor_than_the_sessions_is_409(api, store):
-    api.post(f"{store}/sessions/bob-chat/events",
-             json={"actor_id": "bob", "events": [{"role": "user", "content": "hi"}]})  # fmt: skip
-    response = api.post(f"{store}/recall", json={"session_id": "bob-chat", "actor_id": "alice"})
-    assert_error(response, 409, "actor_mismatch")
