@@ -5,7 +5,10 @@ authorizer unless the route says ``Authorizer: NONE`` (a denial is API Gateway's
 context in
 ``requestContext.authorizer.lambda``, call the function's ``lambda_handler`` and turn its answer
 into the HTTP response. Each worker process is one warm "container" per function and, like
-Lambda, runs one invocation at a time; ``--workers`` gives concurrency across processes.
+Lambda, runs one invocation at a time; ``--workers`` gives concurrency across processes. The
+exception is a handler with an ``invoke_async`` coroutine (the MCP function's ASGI adapter),
+which is awaited on the worker's event loop, so that the API calls it makes back to this stack
+are served while it waits.
 """
 
 from __future__ import annotations
