@@ -16,6 +16,7 @@ def _memory(text, type_):
     return MemoryView(
         id="m1", text=text, type=type_, actor_id="u", topics=[], metadata={}, importance=None,
         confidence=None, created_at=WHEN, updated_at=WHEN, expires_at=WHEN, source=None,
+        valid_from=WHEN,
     )  # fmt: skip
 
 

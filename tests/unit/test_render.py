@@ -98,7 +98,7 @@ def memory(text: str, kind: str = "semantic") -> MemoryView:
     return MemoryView(
         id="mem_0123456789abcdef0123", text=text, type=kind, actor_id="u", topics=[],
         metadata={}, importance=None, confidence=None, created_at=WHEN, updated_at=WHEN,
-        expires_at=WHEN, source=None,
+        expires_at=WHEN, source=None, valid_from=WHEN,
     )  # fmt: skip
 
 

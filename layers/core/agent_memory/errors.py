@@ -64,6 +64,18 @@ class MemoryNotFound(NotFound):
         super().__init__(f"Memory '{memory_id}' does not exist or has expired.")
 
 
+class SupersededNotFound(MemoryNotFound):
+    """A memory body's ``supersedes`` names no memory that is kept (or it expired)."""
+
+    def __init__(self, memory_id: str) -> None:
+        NotFound.__init__(
+            self,
+            f"Memory '{memory_id}', named by 'supersedes', does not exist or has expired; "
+            "nothing was kept.",
+            details=[{"field": "supersedes", "problem": "no such memory"}],
+        )
+
+
 class RouteNotFound(NotFound):
     code = "route_not_found"
 
@@ -81,6 +93,35 @@ class ActorMismatch(Conflict):
         super().__init__(
             f"Session '{session_id}' belongs to actor '{owner}', not '{given}'; "
             "use a new session id for another actor."
+        )
+
+
+class AlreadySuperseded(Conflict):
+    """A memory body's ``supersedes`` names a memory that another memory already replaced:
+    only a current memory can be superseded (so a chain never forks)."""
+
+    code = "already_superseded"
+
+    def __init__(self, memory_id: str, superseded_by: str | None) -> None:
+        by = f" by '{superseded_by}'" if superseded_by else ""
+        newer = f"supersede '{superseded_by}'" if superseded_by else "supersede the current one"
+        super().__init__(
+            f"Memory '{memory_id}' was already superseded{by}; {newer} instead. Nothing was kept.",
+            details=[{"field": "supersedes", "problem": "not current"}],
+        )
+
+
+class SupersedeActorMismatch(Conflict):
+    """A memory body's ``supersedes`` names a memory of another actor (or of no actor while the
+    body has one, or the other way round): a memory only replaces its own actor's memories."""
+
+    code = "actor_mismatch"
+
+    def __init__(self, memory_id: str) -> None:
+        super().__init__(
+            f"Memory '{memory_id}' belongs to another actor; a memory can only supersede a "
+            "memory of its own actor. Nothing was kept.",
+            details=[{"field": "supersedes", "problem": "belongs to another actor"}],
         )
 
 

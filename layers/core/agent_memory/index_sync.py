@@ -23,9 +23,9 @@ from agent_memory.db import database_errors, load_script
 from agent_memory.fusion import Hit
 from agent_memory.index_cache import IndexCache
 from agent_memory.keys import ActorKeys, StoreKeys
-from agent_memory.memory_scripts import LOAD_ROWS, SCRIPT_IDS
+from agent_memory.memory_scripts import CATCH_UP
 from agent_memory.models import StoreConfig
-from agent_memory.records import F, raw_record, stored_terms
+from agent_memory.records import F, raw_facts, raw_record, stored_terms
 from agent_memory.search import ActorIndex
 
 LOAD_BATCH = 2000
@@ -51,7 +51,7 @@ class ActorIndexes:
         self._keys = StoreKeys(store.name, store.incarnation)
         self._cache = cache
         self._scope = cache_scope
-        self._load_rows_script = load_script(binary, LOAD_ROWS)
+        self._catch_up_script = load_script(binary, CATCH_UP)
 
     def warm(self, bucket: str) -> ActorIndex | None:
         """The actor's cached index as it is (no generation read), or None when not cached."""
@@ -84,45 +84,36 @@ class ActorIndexes:
         return index
 
     def _catch_up(self, index: ActorIndex, actor: ActorKeys, gen: int) -> bool:
+        """Bring ``index`` to the actor's state at a generation at least ``gen`` from the
+        change log (``CATCH_UP``: one consistent read of the entries and the rows they name);
+        False when the log no longer reaches back to the index's generation (reload)."""
         with database_errors():
-            entries = [str(e) for e in self._redis.zrangebyscore(actor.log, f"({index.gen}", gen)]
-        if not entries or int(entries[0].split(":", 1)[0]) != index.gen + 1:
-            return False  # the log no longer reaches back to the cached generation
-        changed: dict[str, str] = {}
-        for entry in entries:
-            _, op, memory_id = entry.split(":", 2)
-            changed[memory_id] = op
-        upserts = [i for i, op in changed.items() if op == "+"]
-        records, vectors = self._load_rows(actor, upserts)
+            now_gen, entries, ids, raws, blobs = self._catch_up_script(
+                keys=actor.all(), args=[index.gen]
+            )
+        now_gen = int(now_gen)
+        if now_gen <= index.gen:
+            return True
+        names = [e.decode() if isinstance(e, bytes) else str(e) for e in entries]
+        if not names or int(names[0].split(":", 1)[0]) != index.gen + 1:
+            return False
+        found = [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
+        rows = {
+            memory_id: (raw_record(raw), blob)
+            for memory_id, raw, blob in zip(found, raws, blobs, strict=True)
+            if raw is not None and blob is not None
+        }
+        changed = {name.split(":", 2)[2] for name in names}
         with index.lock:
-            if index.gen >= gen:
+            if index.gen >= now_gen:
                 return True
-            for memory_id, op in changed.items():
-                if op == "-" or memory_id not in records:
-                    index.remove(memory_id)
+            for memory_id in changed:
+                if memory_id in rows:
+                    upsert_row(index, *rows[memory_id])
                 else:
-                    upsert_row(index, records[memory_id], vectors[memory_id])
-            index.gen = int(entries[-1].split(":", 1)[0])
+                    index.remove(memory_id)
+            index.gen = now_gen
         return True
-
-    def _load_rows(
-        self, actor: ActorKeys, ids: list[str]
-    ) -> tuple[dict[str, dict[str, Any]], dict[str, bytes]]:
-        if not ids:
-            return {}, {}
-        raws: list[bytes | None] = []
-        blobs: list[bytes | None] = []
-        with database_errors():
-            for start in range(0, len(ids), SCRIPT_IDS):
-                part = ids[start : start + SCRIPT_IDS]
-                records, vectors = self._load_rows_script(
-                    keys=[actor.memories, actor.vectors], args=part
-                )
-                raws += records
-                blobs += vectors
-        records = {i: raw_record(r) for i, r in zip(ids, raws, strict=True) if r is not None}
-        vectors = {i: b for i, b in zip(ids, blobs, strict=True) if b is not None}
-        return records, vectors
 
     def _load(self, actor: ActorKeys) -> ActorIndex:
         """Build the actor's index from Redis in batches (HSCAN), so that a large actor never
@@ -168,6 +159,7 @@ class ActorIndexes:
                         [int(r[F.created_at]) for _, r in records],
                         [int(r[F.expires_at]) for _, r in records],
                         [stored_terms(r) for _, r in records],
+                        [raw_facts(r) for _, r in records],
                     )
                 if cursor == 0:
                     break
@@ -207,6 +199,7 @@ def upsert_row(index: ActorIndex, record: dict[str, Any], blob: bytes) -> None:
         int(record[F.created_at]),
         int(record[F.expires_at]),
         stored_terms(record),
+        raw_facts(record),
     )
 
 

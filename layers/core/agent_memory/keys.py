@@ -11,8 +11,9 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:session:{<session>}:meta         hash  actor, sequence, times, summary
     kividb:mem:<store>:<inc>:session:{<session>}:messages     zset  "<seq>:<json>" scored by seq
     kividb:mem:<store>:<inc>:session:{<session>}:lock         string  background run's token
-    kividb:mem:<store>:<inc>:{<store>}:memories               zset  memory id -> created (ms)
+    kividb:mem:<store>:<inc>:{<store>}:memories               zset  current memory id -> created
     kividb:mem:<store>:<inc>:{<store>}:memories:expiry        zset  memory id -> expiry (ms)
+    kividb:mem:<store>:<inc>:{<store>}:memories:superseded    zset  superseded id -> expiry (ms)
     kividb:mem:<store>:<inc>:{<store>}:memories:owner         hash  memory id -> actor bucket
     kividb:mem:<store>:<inc>:{<store>}:memories:actors        set   actor buckets with memories
     kividb:mem:<store>:<inc>:actor:{<actor>}:memories         hash  memory id -> memory JSON
@@ -130,8 +131,15 @@ class StoreKeys:
 
     @property
     def memories(self) -> str:
-        """zset: memory id -> created (ms); the store-wide listing, newest first."""
+        """zset: memory id -> created (ms) of the current memories (not superseded); the
+        store-wide listing, newest first."""
         return f"{self._base}{{{self.store}}}:memories"
+
+    @property
+    def memories_superseded(self) -> str:
+        """zset: memory id -> expiry (ms) of the memories another one superseded; the store's
+        count of current memories is the live ones of ``memory_expiry`` less these."""
+        return f"{self._base}{{{self.store}}}:memories:superseded"
 
     @property
     def memory_expiry(self) -> str:
@@ -150,7 +158,13 @@ class StoreKeys:
 
     def memory_indexes(self) -> list[str]:
         """Every store-slot key of long-term memory."""
-        return [self.memories, self.memory_expiry, self.memory_owners, self.memory_actors]
+        return [
+            self.memories,
+            self.memory_expiry,
+            self.memory_owners,
+            self.memory_actors,
+            self.memories_superseded,
+        ]
 
     def session(self, session_id: str) -> SessionKeys:
         return SessionKeys(self._base, session_id)

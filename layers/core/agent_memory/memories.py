@@ -10,13 +10,22 @@ Search runs in this process on the actor's ``ActorIndex`` kept in step by ``inde
 ordered by ``ranking``. Deduplication uses the same index under an optimistic check: the add
 script refuses to write when the actor's generation moved since the index was read, and the add
 retries against the fresh index, so two concurrent adds of the same text cannot both be kept.
+
+Memories that change: a memory body may name, in ``supersedes``, a current memory of the same
+actor that it replaces. One script (``memory_scripts.SUPERSEDE``) keeps the new memory and
+closes the old one (``valid_until``, ``superseded_by``) together, on the actor's slot, and only
+if the old one is still current and unchanged since it was read: there is never a moment with
+neither or both current, and of concurrent supersedes of one memory exactly one is kept. A
+superseding memory is not deduplicated (it is meant to replace a named memory; see
+``docs/design.md``, "Memories that change"). Reads show current memories unless a
+``selection.Selection`` asks for others (``include_superseded``, ``as_of``).
 """
 
 from __future__ import annotations
 
 import secrets
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import timedelta
 from typing import Any, cast
 
@@ -24,6 +33,7 @@ import numpy as np
 import redis
 from numpy.typing import NDArray
 from redis.client import Pipeline
+from redis.typing import EncodableT
 
 from agent_memory.clock import Clock, to_ms
 from agent_memory.db import (
@@ -34,16 +44,31 @@ from agent_memory.db import (
 )
 from agent_memory.embeddings import Embedder, validate_vector
 from agent_memory.errors import (
+    AlreadySuperseded,
     Conflict,
     MemoryNotFound,
     StoreNotFound,
+    SupersedeActorMismatch,
+    SupersededNotFound,
     ValidationFailed,
     VectorInvalid,
 )
 from agent_memory.index_cache import IndexCache
 from agent_memory.index_sync import ActorIndexes
 from agent_memory.keys import NO_ACTOR, StoreKeys, actor_bucket
-from agent_memory.memory_scripts import LOG_KEEP, PUT, REMOVE, SCRIPT_IDS, UNINDEX
+from agent_memory.memory_scripts import (
+    COUNT_CURRENT,
+    LOAD_CHAIN,
+    LOG_KEEP,
+    PUT,
+    READ_ONE,
+    REMOVE,
+    REMOVE_CHAIN,
+    RETIRE,
+    SCRIPT_IDS,
+    SUPERSEDE,
+    UNINDEX,
+)
 from agent_memory.models import (
     MAX_TOPIC_CHARS,
     MAX_VERSIONS,
@@ -57,20 +82,28 @@ from agent_memory.models import (
 )
 from agent_memory.ranking import rank
 from agent_memory.records import (
+    F,
     MemoryRecord,
     StoredSource,
     StoredVersion,
     decode_record,
     encode_record,
+    raw_facts,
+    raw_record,
+    record_facts,
+    record_link,
     record_view,
 )
 from agent_memory.redaction import redact
+from agent_memory.selection import CURRENT, Selection
 from agent_memory.stores import current_entry
 
 DEDUPE_EPSILON = 1e-6
 """Float32 cosine of two vectors whose true cosine is exactly the threshold can land a hair
 below it; this tolerance keeps "exactly at the threshold is a duplicate" true."""
 ADD_ATTEMPTS = 8
+MAX_CHAIN_SHOWN = 50
+"""``GET`` of a memory shows at most this many memories of its chain on each side of it."""
 
 
 def new_memory_id() -> str:
@@ -99,6 +132,8 @@ class Kept:
     memory: MemoryView
     duplicate: bool
     redactions: dict[str, int]
+    superseded: str | None = None
+    """The id of the memory this one replaced (closed in the same step), if any."""
 
 
 class Memories:
@@ -124,8 +159,14 @@ class Memories:
         self._embedder = embedder
         self._indexes = ActorIndexes(client, binary, store, cache, cache_scope)
         self._put = load_script(binary, PUT)
+        self._supersede_script = load_script(binary, SUPERSEDE)
+        self._read_one = load_script(binary, READ_ONE)
+        self._load_chain = load_script(binary, LOAD_CHAIN)
         self._remove = load_script(client, REMOVE)
+        self._remove_chain = load_script(client, REMOVE_CHAIN)
         self._unindex_script = load_script(client, UNINDEX)
+        self._retire_script = load_script(client, RETIRE)
+        self._count_current = load_script(client, COUNT_CURRENT)
 
     # --- writing -----------------------------------------------------------------------------
 
@@ -155,8 +196,12 @@ class Memories:
     def add(
         self, body: MemoryIn, source_session: str | None = None, *, memory_id: str | None = None
     ) -> Kept:
-        """Keep a memory, unless the actor already has one at least ``dedupe_threshold``
-        similar (cosine), in which case that one is returned with ``duplicate`` true.
+        """Keep a memory, unless the actor already has a current one at least
+        ``dedupe_threshold`` similar (cosine), in which case that one is returned with
+        ``duplicate`` true. With ``body.supersedes``, keep it and close the memory it names in
+        one step (``_supersede``; never deduplicated): ``SupersededNotFound`` (404) when that
+        memory is not kept, ``SupersedeActorMismatch`` (409) when it is another actor's,
+        ``AlreadySuperseded`` (409) when it is not current; nothing is kept then.
 
         The text is redacted first when the store's ``redact_pii`` is on; the vector is the
         body's (checked against ``dimensions``) or the store's embedding of the redacted text.
@@ -243,7 +288,12 @@ class Memories:
             updated_at=now_ms,
             expires_at=expires_ms,
             source=StoredSource(session_id=source_session) if source_session else None,
+            occurred_at=to_ms(body.occurred_at) if body.occurred_at is not None else None,
+            valid_from=now_ms,
+            supersedes=body.supersedes,
         )
+        if body.supersedes is not None:
+            return self._supersede(record, vector, counts, mode, bucket)
         # The store-level entries go first: a forget-actor racing this add then either sees the
         # memory (and removes both) or not (and removes neither), so counts stay exact. With
         # the actor's index warm here, they go in the same round trip as the write, just before
@@ -295,7 +345,8 @@ class Memories:
                     self._check_store_still_here(bucket, memory_id, registered)
                     with index.lock:
                         if index.gen == gen:  # apply our own write: no catch-up read later
-                            index.upsert(memory_id, vector, text, body.type, now_ms, expires_ms)
+                            index.upsert(memory_id, vector, text, body.type, now_ms,
+                                         expires_ms, None, record_facts(record))  # fmt: skip
                             index.gen = int(new_gen)
                     return Kept(record_view(record), False, counts)
                 index = None  # the generation moved: catch up and check again
@@ -305,6 +356,101 @@ class Memories:
             raise
         self._unindex(memory_id)
         raise Conflict("The actor's memories kept changing during this add; retry.")
+
+    def _supersede(
+        self,
+        record: MemoryRecord,
+        vector: NDArray[np.float32],
+        counts: dict[str, int],
+        mode: str,
+        bucket: str,
+    ) -> Kept:
+        """Keep ``record`` and close the memory it supersedes in one step (``SUPERSEDE``), then
+        take the closed one out of the store's listing of current memories (``RETIRE``).
+
+        The new memory's store-level entries go first, as for an add, and are taken back when
+        nothing is kept. The old record is read, checked (kept, current) and closed here; the
+        script writes only if it is still exactly what was read, so a concurrent change of it
+        (a PATCH, another supersede) is never overwritten: the step is tried again against the
+        new state, and a memory superseded meanwhile is ``AlreadySuperseded``."""
+        old_id = record.supersedes
+        assert old_id is not None
+        actor = self._keys.actor(bucket)
+        now_ms = record.created_at
+        self._index_store_level(record.id, bucket, now_ms, record.expires_at)
+        kept = False
+        try:
+            for _ in range(ADD_ATTEMPTS):
+                with database_errors():
+                    raw_old = self._binary.hget(actor.memories, old_id)
+                if raw_old is None:
+                    raise self._not_supersedable(old_id, bucket)
+                old = decode_record(cast(bytes, raw_old))
+                if old.expires_at <= now_ms:
+                    raise SupersededNotFound(old_id)
+                if not old.current:
+                    raise AlreadySuperseded(old_id, old.superseded_by)
+                closed = old.model_copy(
+                    update={"valid_until": now_ms, "superseded_by": record.id, "updated_at": now_ms}
+                )
+                args: list[EncodableT] = [
+                    record.id, encode_record(record), vector.tobytes(), old_id,
+                    cast(bytes, raw_old), encode_record(closed), LOG_KEEP, mode,
+                ]  # fmt: skip
+                with database_errors():
+                    (written, new_gen), registered = script_then(
+                        self._binary,
+                        self._supersede_script,
+                        actor.all(),
+                        args,
+                        lambda pipe: pipe.hget(StoreKeys.registry, self._store.name),
+                    )
+                written = int(written)
+                if written == -2:  # kept meanwhile under this chosen id: leave it be
+                    existing = self._fetch(bucket, [record.id]).get(record.id)
+                    if existing is not None:
+                        kept = True
+                        return Kept(existing, True, counts)
+                    continue
+                if written == -3:
+                    raise self._not_supersedable(old_id, bucket)
+                if written == 1:
+                    kept = True
+                    self._check_store_still_here(bucket, record.id, registered)
+                    self._retire(old_id)
+                    index = self._indexes.warm(bucket)
+                    if index is not None:
+                        with index.lock:
+                            if index.gen == int(new_gen) - 2:  # only our two changes since
+                                facts = record_facts(record)
+                                index.upsert(record.id, vector, record.text, record.type,
+                                             now_ms, record.expires_at, None, facts)  # fmt: skip
+                                index.close(old_id, now_ms)
+                                index.gen = int(new_gen)
+                    return Kept(record_view(record), False, counts, superseded=old_id)
+                # -1 (changed since read) or -4 (closed meanwhile): read it again
+            raise Conflict(f"Memory '{old_id}' kept changing during this supersede; retry.")
+        finally:
+            if not kept:
+                self._unindex(record.id)
+
+    def _not_supersedable(self, old_id: str, bucket: str) -> Exception:
+        """Why ``old_id``, absent from the actor's memories, cannot be superseded: it is
+        another actor's live memory (``SupersedeActorMismatch``), or there is none
+        (``SupersededNotFound``)."""
+        with database_errors():
+            owner = self._redis.hget(self._keys.memory_owners, old_id)
+        if owner is not None and str(owner) != bucket and self._live([old_id]):
+            return SupersedeActorMismatch(old_id)
+        return SupersededNotFound(old_id)
+
+    def _retire(self, *memory_ids: str) -> None:
+        """The store-level step of a supersede (``RETIRE``): the replaced memories leave the
+        listing of current memories and are counted as superseded."""
+        keys = [self._keys.memories, self._keys.memory_expiry, self._keys.memories_superseded]
+        with database_errors():
+            for memory_id in memory_ids:
+                self._retire_script(keys=keys, args=[memory_id])
 
     def _redact_topics(self, topics: list[str], counts: dict[str, int] | None) -> list[str]:
         """The topics with personal identifiers replaced (when ``redact_pii``), adding what
@@ -342,8 +488,14 @@ class Memories:
             )
 
     def _unindex(self, *memory_ids: str) -> None:
-        """Take ids out of the store's listing, expiry and owner indexes (``UNINDEX``)."""
-        keys = [self._keys.memories, self._keys.memory_expiry, self._keys.memory_owners]
+        """Take ids out of the store's listing, expiry, owner and superseded indexes
+        (``UNINDEX``)."""
+        keys = [
+            self._keys.memories,
+            self._keys.memory_expiry,
+            self._keys.memory_owners,
+            self._keys.memories_superseded,
+        ]
         with database_errors():
             for start in range(0, len(memory_ids), SCRIPT_IDS):
                 self._unindex_script(keys=keys, args=memory_ids[start : start + SCRIPT_IDS])
@@ -378,52 +530,82 @@ class Memories:
     def patch(self, memory_id: str, change: MemoryPatch) -> MemoryView:
         """Change a memory's text, type, topics, metadata or importance; the previous state is
         kept as a version (newest first, at most ``MAX_VERSIONS``). A new text is redacted and
-        embedded again (or takes ``vector``). Its expiry does not move."""
+        embedded again (or takes ``vector``). Its expiry does not move, and neither do its place
+        in a chain and its ``valid_from`` / ``valid_until``: the change is written only if the
+        actor's generation is still the one the record was read at (else it is made again on
+        the fresh record), so a supersede racing it is never undone."""
         bucket = self._owner(memory_id)
-        record = self._record(bucket, memory_id)
         given = change.model_dump(exclude_unset=True)
         if "type" in given:
             self._check_type(change.type or "")
-        now_ms = to_ms(self._clock.now())
-        version = StoredVersion(
-            text=record.text,
-            type=record.type,
-            topics=record.topics,
-            metadata=record.metadata,
-            importance=record.importance,
-            changed_at=now_ms,
-        )
-        text = record.text
+        new_text = None
         if change.text is not None:
-            text = redact(change.text).text if self._store.redact_pii else change.text
+            new_text = redact(change.text).text if self._store.redact_pii else change.text
         if given.get("topics") is not None and self._store.redact_pii:
             given["topics"] = self._redact_topics(given["topics"], None)
         editable = ("type", "topics", "metadata", "importance")
         changed: dict[str, Any] = {f: given[f] for f in editable if f in given}
-        text_changed = text != record.text
-        record = record.model_copy(update={**changed, "text": text})
         fields = ("text", "type", "topics", "metadata", "importance")
-        if all(getattr(record, f) == getattr(version, f) for f in fields) and change.vector is None:
-            return record_view(record, with_versions=True)  # nothing changes: no new version
-        versions = [version, *record.versions][:MAX_VERSIONS]
-        record = record.model_copy(update={"updated_at": now_ms, "versions": versions})
-        if text_changed or change.vector is not None:
-            vector = self._vector(text, change.vector, "vector")
-        else:
-            vector = self._stored_vector(bucket, memory_id)
-        with database_errors():
-            written, _ = self._put(
-                keys=self._keys.actor(bucket).all(),
-                args=[memory_id, encode_record(record), vector.tobytes(), "", LOG_KEEP, "update"],
-            )  # fmt: skip
-        if int(written) != 1:
-            raise MemoryNotFound(memory_id)  # deleted while this change was being made
-        return record_view(record, with_versions=True)
+        actor = self._keys.actor(bucket)
+        embedded: NDArray[np.float32] | None = None
+        for _ in range(ADD_ATTEMPTS):
+            with database_errors():
+                gen, raw, blob = self._read_one(keys=actor.all(), args=[memory_id])
+            if raw is None:
+                raise MemoryNotFound(memory_id)
+            record = decode_record(cast(bytes, raw))
+            now_ms = to_ms(self._clock.now())
+            version = StoredVersion(
+                text=record.text,
+                type=record.type,
+                topics=record.topics,
+                metadata=record.metadata,
+                importance=record.importance,
+                changed_at=now_ms,
+            )
+            text = new_text if new_text is not None else record.text
+            text_changed = text != record.text
+            record = record.model_copy(update={**changed, "text": text})
+            if all(getattr(record, f) == getattr(version, f) for f in fields) and (
+                change.vector is None
+            ):
+                return record_view(record, with_versions=True)  # nothing changes: no version
+            versions = [version, *record.versions][:MAX_VERSIONS]
+            record = record.model_copy(update={"updated_at": now_ms, "versions": versions})
+            if text_changed or change.vector is not None:
+                if embedded is None:
+                    embedded = self._vector(text, change.vector, "vector")
+                vector = embedded
+            elif blob is not None:
+                vector = np.frombuffer(cast(bytes, blob), dtype=np.float32)
+            else:
+                raise MemoryNotFound(memory_id)
+            with database_errors():
+                written, _ = self._put(
+                    keys=actor.all(),
+                    args=[memory_id, encode_record(record), vector.tobytes(), int(gen), LOG_KEEP,
+                          "update"],
+                )  # fmt: skip
+            if int(written) == 1:
+                return record_view(record, with_versions=True)
+            if int(written) == -1:
+                raise MemoryNotFound(memory_id)  # deleted while this change was being made
+        raise Conflict("The actor's memories kept changing during this change; retry.")
 
     def delete(self, memory_id: str) -> None:
-        """Forget one memory; ``MemoryNotFound`` when there is none (or it expired)."""
+        """Forget one memory and its whole chain (``REMOVE_CHAIN``): every memory it replaced
+        and every memory that replaced it, in one step; ``MemoryNotFound`` when there is none
+        (or it expired)."""
         bucket = self._owner(memory_id)
-        if self._forget(bucket, [memory_id]) == 0:
+        with database_errors():
+            removed = [
+                str(i)
+                for i in self._remove_chain(
+                    keys=self._keys.actor(bucket).all(), args=[LOG_KEEP, memory_id]
+                )
+            ]
+        self._unindex(*removed)
+        if not removed:
             raise MemoryNotFound(memory_id)
 
     def delete_actor(self, actor_id: str) -> int:
@@ -464,21 +646,8 @@ class Memories:
             raise MemoryNotFound(memory_id)
         return str(bucket)
 
-    def _record(self, bucket: str, memory_id: str) -> MemoryRecord:
-        with database_errors():
-            raw = self._redis.hget(self._keys.actor(bucket).memories, memory_id)
-        if raw is None:
-            raise MemoryNotFound(memory_id)
-        return decode_record(raw)
-
-    def _stored_vector(self, bucket: str, memory_id: str) -> NDArray[np.float32]:
-        with database_errors():
-            raw = self._binary.hget(self._keys.actor(bucket).vectors, memory_id)
-        if raw is None:
-            raise MemoryNotFound(memory_id)
-        return np.frombuffer(cast(bytes, raw), dtype=np.float32).copy()
-
-    def _fetch(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryView]:
+    def _records(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryRecord]:
+        """The live records of ``ids`` (current or not) in the actor's memories."""
         if not ids:
             return {}
         now_ms = to_ms(self._clock.now())
@@ -489,64 +658,108 @@ class Memories:
             if raw is not None:
                 record = decode_record(raw)
                 if record.expires_at > now_ms:
-                    found[memory_id] = record_view(record)
+                    found[memory_id] = record
         return found
 
+    def _fetch(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryView]:
+        """Views of ``_records``."""
+        return {i: record_view(r) for i, r in self._records(bucket, ids).items()}
+
     def get(self, memory_id: str) -> MemoryView:
-        """One memory with its versions (newest first)."""
+        """One memory, current or not, with its versions (newest first) and its ``chain``: the
+        live memories it replaced and that replaced it, oldest first, itself included (at most
+        ``MAX_CHAIN_SHOWN`` on each side), read in one step (``LOAD_CHAIN``)."""
         bucket = self._owner(memory_id)
-        return record_view(self._record(bucket, memory_id), with_versions=True)
+        with database_errors():
+            _, raws = self._load_chain(
+                keys=self._keys.actor(bucket).all(), args=[memory_id, MAX_CHAIN_SHOWN]
+            )
+        now_ms = to_ms(self._clock.now())
+        chain = [decode_record(raw) for raw in raws]
+        found = [r for r in chain if r.id == memory_id]
+        if not found:
+            raise MemoryNotFound(memory_id)
+        view = record_view(found[0], with_versions=True)
+        links = [record_link(r) for r in chain if r.expires_at > now_ms]
+        return view.model_copy(update={"chain": links})
 
     def count(self) -> int:
-        """Exact number of live memories in the store."""
+        """Exact number of live current memories in the store (superseded ones are not
+        counted): the live ones less the live superseded ones, read in one step."""
         now_ms = to_ms(self._clock.now())
+        keys = [self._keys.memory_expiry, self._keys.memories_superseded]
         with database_errors():
-            return int(self._redis.zcount(self._keys.memory_expiry, f"({now_ms}", "+inf"))
+            return int(self._count_current(keys=keys, args=[now_ms]))
 
     def page(
-        self, offset: int, limit: int, actor_id: str | None, memory_type: str | None
+        self,
+        offset: int,
+        limit: int,
+        actor_id: str | None,
+        memory_type: str | None,
+        selection: Selection = CURRENT,
     ) -> MemoryList:
-        """A page of live memories, newest first, optionally one actor's and one type's, with
-        ``total``, how many live memories those filters match (the exact live count of the
-        store without filters, as ``count``)."""
+        """A page of live memories, newest first (by ``created_at``), optionally one actor's
+        and one type's, among those ``selection`` admits (current ones by default), with
+        ``total``, how many memories those filters match over all pages (without filters,
+        the store's ``count``). Filters apply before the page is cut."""
         if memory_type is not None:
             self._check_type(memory_type)
+            selection = replace(selection, types=(memory_type,))
+        for wanted in selection.types or ():
+            self._check_type(wanted, "type")
         self._prune()  # (skipped while the database refuses writes: expired ones are skipped)
-        if actor_id is None and memory_type is None:
-            with database_errors():
-                ids = [
-                    str(i)
-                    for i in self._redis.zrevrange(self._keys.memories, offset, offset + limit)
-                ]
-                owners = self._redis.hmget(self._keys.memory_owners, ids[:limit]) if ids else []
-            total = self.count()
-            by_bucket: dict[str, list[str]] = {}
-            for memory_id, owner in zip(ids[:limit], owners, strict=True):
-                if owner is not None:
-                    by_bucket.setdefault(str(owner), []).append(memory_id)
-            found: dict[str, MemoryView] = {}
-            for bucket, members in by_bucket.items():
-                found.update(self._fetch(bucket, members))
-            page = [found[i] for i in ids[:limit] if i in found]
-            return MemoryList(
-                memories=page, next_offset=offset + limit if len(ids) > limit else None, total=total
-            )
+        if actor_id is None and selection == CURRENT:
+            return self._current_page(offset, limit)
         buckets = [actor_bucket(actor_id)] if actor_id is not None else self._buckets()
-        views: list[MemoryView] = []
+        now_ms = to_ms(self._clock.now())
+        picked: list[tuple[int, str, str | bytes]] = []
         for bucket in buckets:
             with database_errors():
-                raw = self._redis.hvals(self._keys.actor(bucket).memories)
-            now_ms = to_ms(self._clock.now())
-            for item in raw:
-                record = decode_record(item)
-                if record.expires_at > now_ms and memory_type in (None, record.type):
-                    views.append(record_view(record))
-        views.sort(key=lambda v: (v.created_at, v.id), reverse=True)
-        page = views[offset : offset + limit]
+                raws = self._redis.hvals(self._keys.actor(bucket).memories)
+            for raw in raws:
+                fields = raw_record(raw)
+                if selection.admits(
+                    now_ms=now_ms,
+                    memory_type=fields[F.type],
+                    created=int(fields[F.created_at]),
+                    expires=int(fields[F.expires_at]),
+                    facts=raw_facts(fields),
+                ):
+                    picked.append((int(fields[F.created_at]), str(fields[F.id]), raw))
+        picked.sort(reverse=True)
+        page = [record_view(decode_record(raw)) for _, _, raw in picked[offset : offset + limit]]
         return MemoryList(
             memories=page,
-            next_offset=offset + limit if len(views) > offset + limit else None,
-            total=len(views),
+            next_offset=offset + limit if len(picked) > offset + limit else None,
+            total=len(picked),
+        )
+
+    def _current_page(self, offset: int, limit: int) -> MemoryList:
+        """The store-wide page of current memories, from the store's listing of them. A record
+        found superseded there (a supersede whose second step has not run, or never ran) is
+        left out and taken out of the listing (``RETIRE``, unless the database refuses
+        writes), so the records are the truth and the listing follows them."""
+        with database_errors():
+            ids = [
+                str(i) for i in self._redis.zrevrange(self._keys.memories, offset, offset + limit)
+            ]
+            owners = self._redis.hmget(self._keys.memory_owners, ids[:limit]) if ids else []
+        total = self.count()
+        by_bucket: dict[str, list[str]] = {}
+        for memory_id, owner in zip(ids[:limit], owners, strict=True):
+            if owner is not None:
+                by_bucket.setdefault(str(owner), []).append(memory_id)
+        found: dict[str, MemoryRecord] = {}
+        for bucket, members in by_bucket.items():
+            found.update(self._records(bucket, members))
+        stale = [i for i, r in found.items() if not r.current]
+        if stale:
+            with unless_writes_refused():
+                self._retire(*stale)
+        page = [record_view(found[i]) for i in ids[:limit] if i in found and found[i].current]
+        return MemoryList(
+            memories=page, next_offset=offset + limit if len(ids) > limit else None, total=total
         )
 
     def _buckets(self) -> list[str]:
@@ -578,7 +791,9 @@ class Memories:
         """The best ``limit`` memories for the query, each with its ``score``.
 
         ``semantic`` ranks by cosine, ``keyword`` by BM25, ``hybrid`` fuses both. Without
-        ``actor_id`` every actor's memories are searched; with it, only that actor's.
+        ``actor_id`` every actor's memories are searched; with it, only that actor's. Only
+        current memories unless ``include_superseded`` or ``as_of`` (``selection``); the
+        filters apply before the top ``limit`` is cut.
         """
         for memory_type in request.types or []:
             self._check_type(memory_type, "types")
@@ -589,7 +804,7 @@ class Memories:
             [actor_bucket(request.actor_id)] if request.actor_id is not None else self._buckets()
         )
         return self._rank(buckets, request.query, query_vector, request.mode, request.limit,
-                          request.types)  # fmt: skip
+                          search_selection(request))  # fmt: skip
 
     def relevant(
         self,
@@ -597,14 +812,18 @@ class Memories:
         query: str,
         query_vector: Sequence[float] | None,
         limit: int,
+        types: Sequence[str] | None = None,
     ) -> list[MemoryView]:
-        """For recall: the actor's memories most relevant to ``query`` (hybrid when the store
-        can embed or a vector is given; keyword otherwise)."""
+        """For recall: the actor's current memories (of ``types``, when given) most relevant to
+        ``query`` (hybrid when the store can embed or a vector is given; keyword otherwise)."""
+        for memory_type in types or []:
+            self._check_type(memory_type, "types")
         vector = None
         if query_vector is not None or self._store.embed_provider != "none":
             vector = self._vector(query, query_vector, "query_vector")
         mode = "hybrid" if vector is not None else "keyword"
-        return self._rank([actor_bucket(actor_id)], query, vector, mode, limit, None)
+        selection = Selection(types=tuple(types) if types else None)
+        return self._rank([actor_bucket(actor_id)], query, vector, mode, limit, selection)
 
     def _rank(
         self,
@@ -613,10 +832,15 @@ class Memories:
         vector: NDArray[np.float32] | None,
         mode: str,
         limit: int,
-        types: Sequence[str] | None,
+        selection: Selection,
     ) -> list[MemoryView]:
+        """``ranking.rank`` over the indexes, then the views of the memories ranked. The
+        ranking is of the indexes' state at the generation each read (one moment per actor):
+        a memory current then is shown even when its record, read a moment later, says it was
+        superseded since (its ``valid_until`` shows it), so a search racing a supersede shows
+        the old memory or the new one, never neither and never both."""
         now_ms = to_ms(self._clock.now())
-        ranked = rank(self._indexes, buckets, query, vector, mode, limit, types, now_ms)
+        ranked = rank(self._indexes, buckets, query, vector, mode, limit, selection, now_ms)
         by_bucket: dict[str, list[str]] = {}
         for item in ranked:
             by_bucket.setdefault(item.bucket, []).append(item.hit.memory_id)
@@ -628,3 +852,12 @@ class Memories:
             for r in ranked
             if r.hit.memory_id in found
         ]
+
+
+def search_selection(request: SearchRequest) -> Selection:
+    """The ``Selection`` of a search body."""
+    return Selection(
+        types=tuple(request.types) if request.types else None,
+        include_superseded=request.include_superseded,
+        as_of=to_ms(request.as_of) if request.as_of is not None else None,
+    )

@@ -6,8 +6,9 @@ its change log, so a warm index anywhere can catch up (``index_sync``). The stor
 (listing, expiry, owner) live on the store's slot and follow in a second step.
 
 A script that reads a field of a stored record names it ``$field`` in its source; ``lua``
-replaces each with the quoted stored name from ``records.MemoryRecord`` and fails (``KeyError``,
-at import) on a name the record does not have, so a renamed field cannot leave a script behind.
+replaces each with the quoted stored name from ``records.MemoryRecord`` and fails
+(``KeyError``, at import) on a name the record does not have, so a renamed field cannot leave a
+script behind (``$$`` is a literal ``$``).
 """
 
 from __future__ import annotations
@@ -69,26 +70,182 @@ return removed
 """,
 )
 
-# KEYS: the store's listing, expiry and owner indexes. ARGV: id... Takes the ids out of them:
-# the second step of a removal (after REMOVE), or the undo of an add's first step, so it runs
-# even when the database is full (FINISHES_WRITE), and the indexes agree at every moment (one
-# atomic step).
+# KEYS: ActorKeys.all(). ARGV: new id, new json, new vector bytes, old id, the old record as
+# the caller read it, the old record closed (valid_until, superseded_by), log_keep, 'new' or
+# 'once'. Keeps the new memory and closes the old one in one step, so there is never a moment
+# with neither or both current. Returns {1, gen} when done; {-1, gen} when the old record is no
+# longer what the caller read (changed meanwhile: read it again); {-2, gen} when a 'once' id is
+# already kept; {-3, gen} when the old memory is gone; {-4, gen} when it is not current.
+SUPERSEDE = lua(
+    WRITES,
+    """
+local gen = tonumber(redis.call('HGET', KEYS[4], 'gen') or '0')
+if ARGV[8] == 'once' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return {-2, gen} end
+local raw = redis.call('HGET', KEYS[1], ARGV[4])
+if not raw then return {-3, gen} end
+local until_ = cjson.decode(raw)[$valid_until]
+if until_ ~= nil and until_ ~= cjson.null then return {-4, gen} end
+if raw ~= ARGV[5] then return {-1, gen} end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('HSET', KEYS[1], ARGV[4], ARGV[6])
+gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
+redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':+:' .. ARGV[1])
+gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
+redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':+:' .. ARGV[4])
+redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[7]) + 1))
+return {1, gen}
+""",
+)
+
+# The chain of a memory: the ids of the memories it replaced ($supersedes, followed back) and
+# of those that replaced it ($superseded_by, followed on), oldest first, itself included; at
+# most ARGV[2] on each side (0: all). A link to a memory that is no longer kept ends that side.
+_CHAIN = """
+local function link(raw, name)
+  local value = cjson.decode(raw)[name]
+  if value == cjson.null then return nil end
+  return value
+end
+local function chain(start, most)
+  local first = redis.call('HGET', KEYS[1], start)
+  if not first then return {}, {} end
+  local older, newer, seen = {}, {}, {[start] = true}
+  local id, raw = link(first, $supersedes), nil
+  while id and not seen[id] and (most == 0 or #older < most) do
+    raw = redis.call('HGET', KEYS[1], id)
+    if not raw then break end
+    seen[id] = true
+    older[#older + 1] = {id, raw}
+    id = link(raw, $supersedes)
+  end
+  id = link(first, $superseded_by)
+  while id and not seen[id] and (most == 0 or #newer < most) do
+    raw = redis.call('HGET', KEYS[1], id)
+    if not raw then break end
+    seen[id] = true
+    newer[#newer + 1] = {id, raw}
+    id = link(raw, $superseded_by)
+  end
+  local ids, raws = {}, {}
+  for i = #older, 1, -1 do ids[#ids + 1] = older[i][1]; raws[#raws + 1] = older[i][2] end
+  ids[#ids + 1] = start; raws[#raws + 1] = first
+  for i = 1, #newer do ids[#ids + 1] = newer[i][1]; raws[#raws + 1] = newer[i][2] end
+  return ids, raws
+end
+"""
+
+# KEYS: ActorKeys.all(). ARGV: id, most per side. {ids, records} of the memory's chain, oldest
+# first, as one consistent read.
+LOAD_CHAIN = lua(
+    READ_ONLY,
+    _CHAIN
+    + """
+local ids, raws = chain(ARGV[1], tonumber(ARGV[2]))
+return {ids, raws}
+""",
+)
+
+# KEYS: ActorKeys.all(). ARGV: log_keep, id. Removes the memory and its whole chain (every
+# memory it replaced and every one that replaced it) in one step; returns the removed ids.
+REMOVE_CHAIN = lua(
+    WRITES,
+    _CHAIN
+    + """
+local ids = chain(ARGV[2], 0)
+for _, id in ipairs(ids) do
+  redis.call('HDEL', KEYS[1], id)
+  redis.call('HDEL', KEYS[2], id)
+  local gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
+  redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':-:' .. id)
+end
+redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[1]) + 1))
+return ids
+""",
+)
+
+# KEYS: ActorKeys.all(). ARGV: id. {gen, record, vector} of one memory as one consistent read
+# (a change made from it is written only if the generation is still this one).
+READ_ONE = lua(
+    READ_ONLY,
+    """
+return {redis.call('HGET', KEYS[4], 'gen') or '0', redis.call('HGET', KEYS[1], ARGV[1]),
+        redis.call('HGET', KEYS[2], ARGV[1])}
+""",
+)
+
+# KEYS: the store's listing, expiry, owner and superseded indexes. ARGV: id... Takes the ids
+# out of them: the second step of a removal (after REMOVE), or the undo of an add's first step,
+# so it runs even when the database is full (FINISHES_WRITE), and the indexes agree at every
+# moment (one atomic step).
 UNINDEX = lua(
     FINISHES_WRITE,
     """
 redis.call('ZREM', KEYS[1], unpack(ARGV))
 redis.call('ZREM', KEYS[2], unpack(ARGV))
 redis.call('HDEL', KEYS[3], unpack(ARGV))
+redis.call('ZREM', KEYS[4], unpack(ARGV))
 return 0
 """,
 )
 
-# KEYS: an actor's memories and vectors hashes. ARGV: id... {records, vectors} of the ids, in
-# order (false where there is none), as one consistent read: a record and its vector always
-# belong to the same write.
-LOAD_ROWS = lua(
+# KEYS: the store's listing, expiry and superseded indexes. ARGV: id. The second step of a
+# supersede: the replaced memory leaves the listing of current memories and is counted as
+# superseded, if it is still kept (a forget racing this step removed it from the expiry index,
+# and then it stays out of both). Runs when the database is full (FINISHES_WRITE): it completes
+# a write already made.
+RETIRE = lua(
+    FINISHES_WRITE,
+    """
+local expiry = redis.call('ZSCORE', KEYS[2], ARGV[1])
+redis.call('ZREM', KEYS[1], ARGV[1])
+if expiry then redis.call('ZADD', KEYS[3], expiry, ARGV[1]) end
+return 0
+""",
+)
+
+# KEYS: the store's expiry and superseded indexes. ARGV: now (ms). How many live memories are
+# current: live ones less live superseded ones, as one consistent read.
+COUNT_CURRENT = lua(
     READ_ONLY,
     """
-return {redis.call('HMGET', KEYS[1], unpack(ARGV)), redis.call('HMGET', KEYS[2], unpack(ARGV))}
+local live = redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[1], '+inf')
+return live - redis.call('ZCOUNT', KEYS[2], '(' .. ARGV[1], '+inf')
+""",
+)
+
+# KEYS: ActorKeys.all(). ARGV: a generation. What changed since it, as one consistent read:
+# {gen, entries, ids, records, vectors}: the actor's generation now, the change-log entries
+# after the given generation up to it (oldest first; the first tells whether the log still
+# reaches back), and, for each id whose last entry is an upsert, its record and vector as they
+# are at that generation (false where there is none). A warm index applying these is exactly
+# the actor's state at ``gen``, never a mix of two moments (which could show a memory closed by
+# a supersede without the memory that replaced it).
+CATCH_UP = lua(
+    READ_ONLY,
+    """
+local gen = tonumber(redis.call('HGET', KEYS[4], 'gen') or '0')
+local entries = redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. ARGV[1], gen)
+local last, order = {}, {}
+for _, entry in ipairs(entries) do
+  local op, id = string.match(entry, '^%d+:(.):(.*)$$')
+  if last[id] == nil then order[#order + 1] = id end
+  last[id] = op
+end
+local ids = {}
+for _, id in ipairs(order) do
+  if last[id] == '+' then ids[#ids + 1] = id end
+end
+local function hmget(key)
+  local out = {}
+  for i = 1, #ids, 1000 do
+    local part = {}
+    for j = i, math.min(i + 999, #ids) do part[#part + 1] = ids[j] end
+    local got = redis.call('HMGET', key, unpack(part))
+    for k = 1, #part do out[#out + 1] = got[k] end
+  end
+  return out
+end
+return {gen, entries, ids, hmget(KEYS[1]), hmget(KEYS[2])}
 """,
 )

@@ -520,6 +520,7 @@ MAX_VERSIONS = 50
 MEMORY_ID_PATTERN = r"^mem_[0-9a-f]{20}$"
 
 Topic = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TOPIC_CHARS)]
+MemoryId = Annotated[str, StringConstraints(pattern=MEMORY_ID_PATTERN)]
 UnitInterval = Annotated[float, Field(ge=0, le=1)]
 MemoryText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_MEMORY_CHARS)]
 
@@ -573,6 +574,14 @@ class MemoryIn(Model):
     importance: UnitInterval | None = None
     confidence: UnitInterval | None = None
     vector: list[float] | None = Field(None, max_length=8192)
+    supersedes: MemoryId | None = Field(
+        None,
+        description="The id of a current memory of the same actor that this one replaces: "
+        "it stops being current (valid_until) in the same atomic step as this one is kept.",
+    )
+    occurred_at: UtcDatetime | None = Field(
+        None, strict=False, description="When the event the memory tells of happened."
+    )
 
 
 class MemoryPatch(Model):
@@ -612,8 +621,19 @@ class MemoryVersion(View):
     changed_at: datetime
 
 
+class MemoryLink(View):
+    """One memory of a chain of memories that replaced one another (``MemoryView.chain``)."""
+
+    id: str
+    text: str
+    valid_from: datetime
+    valid_until: datetime | None
+
+
 class MemoryView(View):
-    """A memory as the API shows it (``score`` in search results, ``versions`` on ``GET``)."""
+    """A memory as the API shows it (``score`` in search results, ``versions`` and ``chain``
+    on ``GET``). A memory is current while ``valid_until`` is null; one that another memory
+    replaced (``superseded_by``) has ``valid_until``, the moment it was replaced."""
 
     id: str
     text: str
@@ -627,9 +647,23 @@ class MemoryView(View):
     updated_at: datetime
     expires_at: datetime
     source: MemorySource | None
+    occurred_at: datetime | None = Field(
+        None, description="When the event happened, when known (null: unknown)."
+    )
+    valid_from: datetime = Field(description="When the memory became current (when it was kept).")
+    valid_until: datetime | None = Field(
+        None, description="When another memory replaced it; null while it is current."
+    )
+    supersedes: str | None = Field(None, description="The memory this one replaced.")
+    superseded_by: str | None = Field(None, description="The memory that replaced this one.")
     score: float | None = None
     duplicate: bool | None = None
     versions: list[MemoryVersion] | None = None
+    chain: list[MemoryLink] | None = Field(
+        None,
+        description="On GET: every memory of its chain still kept, oldest first, this one "
+        "included (what it replaced, what replaced it).",
+    )
 
 
 class MemoryList(View):
@@ -659,6 +693,15 @@ class SearchRequest(Model):
     )
     limit: int = Field(10, ge=1, le=100)
     query_vector: list[float] | None = Field(None, max_length=8192)
+    include_superseded: bool = Field(
+        False, description="Also memories that another memory replaced (valid_until set)."
+    )
+    as_of: UtcDatetime | None = Field(
+        None,
+        strict=False,
+        description="What was current at this time: valid_from <= as_of < valid_until "
+        "(null: still current) and as_of < expires_at.",
+    )
 
 
 class SearchResult(View):

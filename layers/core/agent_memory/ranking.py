@@ -16,6 +16,7 @@ from numpy.typing import NDArray
 
 from agent_memory.fusion import Hit, fuse
 from agent_memory.index_sync import ActorIndexes
+from agent_memory.selection import Selection
 
 CANDIDATES = 5
 """Each mode of a hybrid search contributes ``CANDIDATES * limit`` candidates to the fusion."""
@@ -36,12 +37,12 @@ def rank(
     vector: NDArray[np.float32] | None,
     mode: str,
     limit: int,
-    types: Sequence[str] | None,
+    selection: Selection,
     now_ms: int,
 ) -> list[Ranked]:
     """The best ``limit`` memories of ``buckets`` for ``query`` (its unit ``vector`` for the
-    semantic side, None for keyword only), best first, among the live memories of ``types``
-    (all types when None)."""
+    semantic side, None for keyword only), best first, among the live memories ``selection``
+    admits (filters apply before the top ``limit`` is cut)."""
     wide = limit * CANDIDATES if mode == "hybrid" else limit
     semantic: list[tuple[Hit, str]] = []
     keyword: list[tuple[Hit, str]] = []
@@ -50,10 +51,10 @@ def rank(
         with index.lock:
             near: list[Hit] = []
             if vector is not None and mode != "keyword":
-                near = index.semantic(vector, wide, now_ms, types)
+                near = index.semantic(vector, wide, now_ms, selection)
             exact = index.exact
             if mode != "semantic":
-                keyword += [(h, bucket) for h in index.keyword(query, wide, now_ms, types)]
+                keyword += [(h, bucket) for h in index.keyword(query, wide, now_ms, selection)]
         if vector is not None and not exact:
             near = indexes.rescore(bucket, near, vector)[:wide]
         semantic += [(h, bucket) for h in near]

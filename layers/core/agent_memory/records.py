@@ -16,11 +16,12 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import from_json
 
 from agent_memory.clock import from_ms
-from agent_memory.models import MemorySource, MemoryVersion, MemoryView
+from agent_memory.models import MemoryLink, MemorySource, MemoryVersion, MemoryView
+from agent_memory.selection import NEVER, UNKNOWN, RowFacts, filter_terms
 from agent_memory.tokenizer import TOKENIZER_VERSION, term_counts
 
 
@@ -69,6 +70,22 @@ class MemoryRecord(BaseModel):
     source: StoredSource | None = None
     versions: list[StoredVersion] = Field(default_factory=list)
     terms: tuple[int, dict[str, int]] | None = None
+    occurred_at: int | None = None
+    valid_from: int | None = None
+    valid_until: int | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
+
+    @model_validator(mode="after")
+    def _valid_from_created(self) -> MemoryRecord:
+        if self.valid_from is None:  # records kept before memories could be superseded
+            self.valid_from = self.created_at
+        return self
+
+    @property
+    def current(self) -> bool:
+        """Whether no other memory has replaced this one (``valid_until`` is null)."""
+        return self.valid_until is None
 
 
 class MemoryFields:
@@ -88,6 +105,11 @@ class MemoryFields:
     source: Final = "source"
     versions: Final = "versions"
     terms: Final = "terms"
+    occurred_at: Final = "occurred_at"
+    valid_from: Final = "valid_from"
+    valid_until: Final = "valid_until"
+    supersedes: Final = "supersedes"
+    superseded_by: Final = "superseded_by"
 
 
 F = MemoryFields
@@ -120,6 +142,28 @@ def stored_terms(record: dict[str, Any]) -> dict[str, int] | None:
         counts: dict[str, int] = terms[1]
         return counts
     return None
+
+
+def raw_facts(record: dict[str, Any]) -> RowFacts:
+    """What the index keeps of a raw record (a ``raw_record`` dict) for selections."""
+    valid_until = record.get(F.valid_until)
+    occurred = record.get(F.occurred_at)
+    return RowFacts(
+        valid_from=int(record.get(F.valid_from) or record[F.created_at]),
+        valid_until=NEVER if valid_until is None else int(valid_until),
+        occurred=UNKNOWN if occurred is None else int(occurred),
+        terms=filter_terms(record.get(F.topics) or (), record.get(F.metadata) or {}),
+    )
+
+
+def record_facts(record: MemoryRecord) -> RowFacts:
+    """``raw_facts`` of a typed record."""
+    return RowFacts(
+        valid_from=record.valid_from or record.created_at,
+        valid_until=NEVER if record.valid_until is None else record.valid_until,
+        occurred=UNKNOWN if record.occurred_at is None else record.occurred_at,
+        terms=filter_terms(record.topics, record.metadata),
+    )
 
 
 def raw_record(raw: str | bytes) -> dict[str, Any]:
@@ -158,5 +202,20 @@ def record_view(record: MemoryRecord, *, with_versions: bool = False) -> MemoryV
         updated_at=from_ms(record.updated_at),
         expires_at=from_ms(record.expires_at),
         source=MemorySource(session_id=source.session_id) if source else None,
+        occurred_at=from_ms(record.occurred_at) if record.occurred_at is not None else None,
+        valid_from=from_ms(record.valid_from or record.created_at),
+        valid_until=from_ms(record.valid_until) if record.valid_until is not None else None,
+        supersedes=record.supersedes,
+        superseded_by=record.superseded_by,
         versions=versions,
+    )
+
+
+def record_link(record: MemoryRecord) -> MemoryLink:
+    """One record as a link of a chain (``MemoryView.chain``)."""
+    return MemoryLink(
+        id=record.id,
+        text=record.text,
+        valid_from=from_ms(record.valid_from or record.created_at),
+        valid_until=from_ms(record.valid_until) if record.valid_until is not None else None,
     )

@@ -39,6 +39,7 @@ from agent_memory.quantize import (
     parallel_int8_scores,
     quantize_rows,
 )
+from agent_memory.selection import CURRENT, NEVER, UNKNOWN, RowFacts, Selection
 from agent_memory.tokenizer import query_tokens, term_counts
 
 K1 = 1.2
@@ -77,6 +78,14 @@ class ActorIndex:
     created: NDArray[np.int64] = field(init=False)
     alive: NDArray[np.bool_] = field(init=False)
     doclen: NDArray[np.float32] = field(init=False)
+    # For selections (``selection.Selection``): when each row became current and stopped being
+    # so (``NEVER`` while current), when its event happened (``UNKNOWN``), and for topics and
+    # metadata pairs, the rows holding each filter term (rows without any cost nothing).
+    valid_from: NDArray[np.int64] = field(init=False)
+    valid_until: NDArray[np.int64] = field(init=False)
+    occurred: NDArray[np.int64] = field(init=False)
+    filter_rows: dict[str, set[int]] = field(default_factory=dict, repr=False)
+    row_filters: list[tuple[str, ...]] = field(default_factory=list, repr=False)
     # The keyword side, kept compact (a 100,000-memory actor must fit the cache with its
     # vectors): token -> id; per token id, its rows (int32) and term frequencies (uint16) in
     # two growable C arrays that a query reads in place (``np.frombuffer``, no copy); per row,
@@ -93,6 +102,7 @@ class ActorIndex:
     scales: NDArray[np.float32] = field(init=False)
     bits: NDArray[np.uint8] = field(init=False)
     _posting_entries: int = field(default=0, repr=False)
+    _filter_entries: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
         if self.compact_above_bytes is None:
@@ -105,6 +115,9 @@ class ActorIndex:
         self.created = np.zeros(0, dtype=np.int64)
         self.alive = np.zeros(0, dtype=np.bool_)
         self.doclen = np.zeros(0, dtype=np.float32)
+        self.valid_from = np.zeros(0, dtype=np.int64)
+        self.valid_until = np.zeros(0, dtype=np.int64)
+        self.occurred = np.zeros(0, dtype=np.int64)
 
     # --- maintenance -------------------------------------------------------------------------
 
@@ -115,15 +128,17 @@ class ActorIndex:
     def nbytes(self) -> int:
         """Approximate memory held, in bytes (what the cache's budget counts): the arrays,
         the posting and row-token arrays (6 bytes an entry, 4 a row token, ~70 each array
-        object), the vocabulary (~120 a token) and the ids (~150 a row: the string and its
-        two references)."""
+        object), the vocabulary (~120 a token), the ids (~150 a row: the string and its
+        two references) and the filter terms (~100 a term and row, ~200 a distinct term)."""
         vectors = self.matrix.nbytes + self.codes.nbytes + self.scales.nbytes + self.bits.nbytes
         columns = self.expires.nbytes + self.created.nbytes + self.alive.nbytes
-        columns += self.doclen.nbytes
+        columns += self.doclen.nbytes + self.valid_from.nbytes + self.valid_until.nbytes
+        columns += self.occurred.nbytes
         entries = self._posting_entries
         keyword = entries * 6 + entries * 4 + len(self.posting_rows) * (2 * 70 + 120)
         keyword += len(self.row_tokens) * 70
-        return int(vectors + columns + keyword + len(self.ids) * 150)
+        filters = self._filter_entries * 100 + len(self.filter_rows) * 200
+        return int(vectors + columns + keyword + filters + len(self.ids) * 150)
 
     def reserve(self, rows: int) -> None:
         """Capacity for exactly ``rows`` rows when it has less (a cold load knows its size)."""
@@ -150,6 +165,7 @@ class ActorIndex:
         self.ids.append(None)
         self.types.append("")
         self.row_tokens.append(None)
+        self.row_filters.append(())
         return row
 
     def _resize_to(self, capacity: int) -> None:
@@ -166,6 +182,9 @@ class ActorIndex:
         self.created = _resize(self.created, (capacity,))
         self.alive = _resize(self.alive, (capacity,))
         self.doclen = _resize(self.doclen, (capacity,))
+        self.valid_from = _resize(self.valid_from, (capacity,))
+        self.valid_until = _resize(self.valid_until, (capacity,))
+        self.occurred = _resize(self.occurred, (capacity,))
 
     def upsert(
         self,
@@ -176,9 +195,11 @@ class ActorIndex:
         created_ms: int,
         expires_ms: int,
         terms: dict[str, int] | None = None,
+        facts: RowFacts | None = None,
     ) -> None:
         """Add a memory, or replace it when ``memory_id`` is already indexed. ``terms`` are the
-        text's ``term_counts`` when the caller has them."""
+        text's ``term_counts`` when the caller has them; ``facts`` what selections read (by
+        default: current since ``created_ms``, no event time, no topics or metadata)."""
         if memory_id in self.rows:
             self.remove(memory_id)
         row = self._grow()
@@ -192,6 +213,7 @@ class ActorIndex:
         self.expires[row] = expires_ms
         self.created[row] = created_ms
         self.alive[row] = True
+        self._set_facts(row, facts or RowFacts(valid_from=created_ms))
         counts = terms if terms is not None else term_counts(text)
         self.row_tokens[row] = self._post(row, counts)
         length = float(sum(counts.values()))
@@ -207,15 +229,18 @@ class ActorIndex:
         created_ms: Sequence[int],
         expires_ms: Sequence[int],
         terms: Sequence[dict[str, int] | None] | None = None,
+        facts: Sequence[RowFacts] | None = None,
     ) -> None:
         """Append memories not yet indexed, in bulk (a cold load): rows of ``vectors`` are
         unit vectors, one per id; vector work is done per block, not per row. ``terms``, where
-        given, are the texts' ``term_counts`` (None items are counted here)."""
+        given, are the texts' ``term_counts`` (None items are counted here); ``facts`` as for
+        ``upsert``."""
         fresh = [i for i, memory_id in enumerate(memory_ids) if memory_id not in self.rows]
         if len(fresh) < len(memory_ids):  # already indexed: replace them one by one
             for i in set(range(len(memory_ids))) - set(fresh):
                 self.upsert(memory_ids[i], vectors[i], texts[i], memory_types[i],
-                            created_ms[i], expires_ms[i], terms[i] if terms else None)  # fmt: skip
+                            created_ms[i], expires_ms[i], terms[i] if terms else None,
+                            facts[i] if facts else None)  # fmt: skip
         if not fresh:
             return
         start = len(self.ids)
@@ -234,6 +259,14 @@ class ActorIndex:
         self.ids.extend(picked_ids)
         self.rows.update(zip(picked_ids, range(start, end), strict=True))
         self.types.extend(memory_types[i] for i in fresh)
+        self.row_filters.extend(() for _ in fresh)
+        if facts is None:
+            self.valid_from[start:end] = self.created[start:end]
+            self.valid_until[start:end] = NEVER
+            self.occurred[start:end] = UNKNOWN
+        else:
+            for row, i in enumerate(fresh, start):
+                self._set_facts(row, facts[i])
         all_counts = []
         for i in fresh:
             given = terms[i] if terms is not None else None
@@ -315,6 +348,7 @@ class ActorIndex:
             self._posting_entries -= 1
         self.total_len -= float(self.doclen[row])
         self.row_tokens[row] = None
+        self._set_terms(row, ())
         self.ids[row] = None
         self.alive[row] = False
         if self.compact:
@@ -324,14 +358,80 @@ class ActorIndex:
             self.matrix[row] = 0.0
         self.free.append(row)
 
+    def _set_facts(self, row: int, facts: RowFacts) -> None:
+        self.valid_from[row] = facts.valid_from
+        self.valid_until[row] = facts.valid_until
+        self.occurred[row] = facts.occurred
+        self._set_terms(row, facts.terms)
+
+    def _set_terms(self, row: int, terms: tuple[str, ...]) -> None:
+        for term in self.row_filters[row]:
+            rows = self.filter_rows[term]
+            rows.discard(row)
+            if not rows:
+                del self.filter_rows[term]
+        self._filter_entries += len(terms) - len(self.row_filters[row])
+        self.row_filters[row] = terms
+        for term in terms:
+            self.filter_rows.setdefault(term, set()).add(row)
+
+    def close(self, memory_id: str, valid_until_ms: int) -> None:
+        """Mark an indexed memory as replaced at ``valid_until_ms`` (no longer current); unknown
+        ids are ignored."""
+        row = self.rows.get(memory_id)
+        if row is not None:
+            self.valid_until[row] = valid_until_ms
+
     # --- queries -----------------------------------------------------------------------------
 
-    def _eligible(self, now_ms: int, types: Sequence[str] | None) -> NDArray[np.bool_]:
+    def _eligible(self, now_ms: int, where: Selection | Sequence[str] | None) -> NDArray[np.bool_]:
+        """The rows ``where`` selects (``selection.Selection.admits``, for every row at once);
+        a sequence of types or None stands for the current memories of those types."""
+        selection = (
+            where
+            if isinstance(where, Selection)
+            else Selection(types=tuple(where) if where else None)
+        )
         size = len(self.ids)
-        mask = self.alive[:size] & (self.expires[:size] > now_ms)
-        if types:
-            wanted = set(types)
+        expires = self.expires[:size]
+        mask = self.alive[:size] & (expires > now_ms)
+        if selection.as_of is None:
+            if not selection.include_superseded:
+                mask &= self.valid_until[:size] == NEVER
+        else:
+            moment = selection.as_of
+            mask &= (self.valid_from[:size] <= moment) & (expires > moment)
+            if not selection.include_superseded:
+                mask &= self.valid_until[:size] > moment
+        if selection.types:
+            wanted = set(selection.types)
             mask &= np.fromiter((t in wanted for t in self.types), dtype=np.bool_, count=size)
+        created = self.created[:size]
+        if selection.created_after is not None:
+            mask &= created >= selection.created_after
+        if selection.created_before is not None:
+            mask &= created < selection.created_before
+        if selection.wants_occurred:
+            occurred = self.occurred[:size]
+            mask &= occurred != UNKNOWN
+            if selection.occurred_after is not None:
+                mask &= occurred >= selection.occurred_after
+            if selection.occurred_before is not None:
+                mask &= occurred < selection.occurred_before
+        if selection.topics:
+            rows: set[int] = set()
+            for term in selection.topic_terms:
+                rows |= self.filter_rows.get(term, set())
+            mask &= self._rows_mask(rows, size)
+        for term in selection.metadata_terms:
+            mask &= self._rows_mask(self.filter_rows.get(term, set()), size)
+        return mask
+
+    @staticmethod
+    def _rows_mask(rows: set[int], size: int) -> NDArray[np.bool_]:
+        mask = np.zeros(size, dtype=np.bool_)
+        if rows:
+            mask[np.fromiter(rows, dtype=np.intp, count=len(rows))] = True
         return mask
 
     def _go_compact(self) -> None:
@@ -353,9 +453,15 @@ class ActorIndex:
         self.bits[start:end] = np.packbits(block > 0, axis=1)
 
     def semantic(
-        self, query: NDArray[np.float32], limit: int, now_ms: int, types: Sequence[str] | None
+        self,
+        query: NDArray[np.float32],
+        limit: int,
+        now_ms: int,
+        types: Selection | Sequence[str] | None,
     ) -> list[Hit]:
-        """The ``limit`` best memories by cosine with the unit vector ``query``, best first.
+        """The ``limit`` best memories by cosine with the unit vector ``query``, best first,
+        among those ``types`` selects (a ``Selection``, or the current memories of a sequence of
+        types; None: all current ones).
 
         Exact unless the index is compact; then (see ``exact``) these are the ``candidates()``
         best by approximate score, for the caller to rescore with the stored float32 vectors.
@@ -392,9 +498,12 @@ class ActorIndex:
         """How many approximate candidates a compact index returns for ``limit`` results."""
         return max(limit * 4, 40)
 
-    def keyword(self, text: str, limit: int, now_ms: int, types: Sequence[str] | None) -> list[Hit]:
+    def keyword(
+        self, text: str, limit: int, now_ms: int, types: Selection | Sequence[str] | None
+    ) -> list[Hit]:
         """The ``limit`` best memories by BM25 of the query's tokens (``query_tokens``), best
-        first; memories sharing no token with the query are not returned."""
+        first, among those ``types`` selects (as ``semantic``); memories sharing no token with
+        the query are not returned."""
         size = len(self.ids)
         count = len(self.rows)
         if size == 0 or count == 0:
@@ -418,9 +527,9 @@ class ActorIndex:
         return _top(scores, self._eligible(now_ms, types) & matched, limit, self.ids)
 
     def best_match(self, query: NDArray[np.float32], now_ms: int) -> list[Hit]:
-        """Candidates for the most similar live memory (for deduplication): the one best when
-        the index is exact, else ``candidates(1)`` to rescore."""
-        return self.semantic(query, 1, now_ms, None)
+        """Candidates for the most similar current memory (for deduplication): the one best
+        when the index is exact, else ``candidates(1)`` to rescore."""
+        return self.semantic(query, 1, now_ms, CURRENT)
 
 
 _T = TypeVar("_T", bound=np.generic)
