@@ -11,7 +11,8 @@ gevent monkey-patches) twice:
 
 - the baseline: 1 user for ``--baseline-seconds``, the same mix one call at a time;
 - the load: ``--users`` users (all started in the first second) for ``--seconds``, each waiting
-  a random 0 to ``--wait`` s between calls.
+  a random 0 to ``--wait`` s between calls (default 0: back to back, so the figures are the
+  stack's capacity with that many callers, not the offered load).
 
 Each user is a ``bench.traffic.Agent``: many sessions (a new one every 15 turns) appending 2
 messages and recalling, searches, memory adds and session reads, and ``POST .../extract`` of
@@ -27,7 +28,7 @@ ratio to the baseline of the same run; errors; peak resident memory; the check. 
 ``bench/results/load.md`` and ``.png``.
 
     make bench-load                                  # 3 runs: 15 s baseline, 60 s x 16 users
-    python -m bench.load --runs 1 --seconds 180 --users 32
+    python -m bench.load --runs 1 --seconds 180 --users 32 --wait 0.5
 """
 
 from __future__ import annotations
@@ -318,16 +319,20 @@ def write_results(runs: list[Run], check: Check, waited: float, args: argparse.N
     locust_rates = [r.load.locust_rate for r in runs if r.load.locust_rate is not None]
     answers = [a for r in runs for a in r.load.ledger.answers]
     kinds = statuses(answers)
+    base_kinds = statuses(a for r in runs for a in r.baseline.ledger.answers)
+    pace = (f"each waiting 0 to {args.wait:g} s between calls" if args.wait > 0
+            else "each calling back to back")  # fmt: skip
     peak = {name: max(r.peaks.get(name, 0.0) for r in runs) for name in runs[0].peaks}
     lines = [
         "# Load",
         "",
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC at commit {_commit()}, on this "
         f"project's machine ({os.cpu_count()} cores, shared with locust, the provider and "
-        f"Redis; load average {os.getloadavg()[0]:.1f} at the end). {args.runs} run(s); "
+        f"Redis, and with other users' work: load average {args.load_before:.1f} at the start, "
+        f"{os.getloadavg()[0]:.1f} at the end). {args.runs} run(s); "
         f"in each, a baseline of 1 locust user for {args.baseline_seconds:g} s, then "
-        f"{args.users} users for {args.seconds:g} s, each waiting 0 to {args.wait:g} s between "
-        f"calls; local stack with {args.workers} worker processes (as `make run`), its own "
+        f"{args.users} users for {args.seconds:g} s, {pace}; local stack with "
+        f"{args.workers} worker processes (as `make run`), its own "
         "redis-server, models on `tools.scripted_model` (extraction after 30 s of quiet, "
         "or at once on `POST .../extract`). Medians over the runs; ratios to the baseline of "
         "the same run.",
@@ -336,7 +341,10 @@ def write_results(runs: list[Run], check: Check, waited: float, args: argparse.N
         f"(**{load_rate / base_rate:.1f}x** the 1-user baseline, {base_rate:.0f} calls/s); "
         f"locust's own count: {_median(locust_rates):.0f} calls/s.",
         f"- **Errors**: {sum(v for k, v in kinds.items() if k != '2xx')} of {len(answers):,} "
-        f"calls under load ({', '.join(f'{k}: {v:,}' for k, v in sorted(kinds.items()))}).",
+        f"calls under load ({', '.join(f'{k}: {v:,}' for k, v in sorted(kinds.items()))}); "
+        f"in the baselines {sum(v for k, v in base_kinds.items() if k != '2xx')} of "
+        f"{sum(base_kinds.values()):,} "
+        f"({', '.join(f'{k}: {v:,}' for k, v in sorted(base_kinds.items()))}).",
         f"- **Peak resident memory** (psutil, sampled every 0.2 s, whole process trees): "
         f"local stack {peak.get('stack', 0):.0f} MB (launcher, scheduler loop and "
         f"{args.workers} workers), redis-server {peak.get('redis', 0):.0f} MB, scripted "
@@ -347,7 +355,12 @@ def write_results(runs: list[Run], check: Check, waited: float, args: argparse.N
             f"{name} {_median([r.cpu[name] / r.load.seconds for r in runs]):.2f}"
             for name in ("stack", "redis", "provider", "locust")
         )
-        + ".",
+        + ". The stack's CPU (workers and background extraction) per call, which the machine's "
+        "other load changes little: "
+        f"{_median([r.cpu['stack'] / len(r.load.ledger.answers) * 1000 for r in runs]):.1f} "
+        "ms (runs: "
+        + ", ".join(f"{r.cpu['stack'] / len(r.load.ledger.answers) * 1000:.1f}" for r in runs)
+        + ").",
         f"- **Exactly once**, read back after the last run once extraction caught up "
         f"({waited:.0f} s): {check.messages_acknowledged:,} acknowledged messages, "
         f"{check.messages_lost} lost, {check.messages_duplicated + check.messages_unknown} "
@@ -403,7 +416,7 @@ def plot(runs: list[Run], series: list[tuple[float, dict[str, float]]], path: Pa
     left.set_xscale("log")
     left.set_xlabel("milliseconds (log; medians over runs)")
     left.invert_yaxis()
-    left.legend(fontsize=8)
+    left.legend(fontsize=8, loc="lower right")
     last = runs[-1].load
     answers = last.ledger.answers
     if answers:
@@ -414,7 +427,8 @@ def plot(runs: list[Run], series: list[tuple[float, dict[str, float]]], path: Pa
         right.set_xlabel("seconds into the last run's load")
         right.set_ylabel("calls answered per second", color="#4c72b0")
         twin = right.twinx()
-        points = [(t - start, s["stack"]) for t, s in series if t >= start - 1]
+        end = max(a.end for a in answers)
+        points = [(t - start, s["stack"]) for t, s in series if start - 1 <= t <= end + 1]
         if points:
             twin.plot(*zip(*points, strict=True), color="#c44e52")
         twin.set_ylabel("local stack RSS, MB", color="#c44e52")
@@ -429,9 +443,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=60.0, help="load per run")
     parser.add_argument("--baseline-seconds", type=float, default=15.0)
     parser.add_argument("--users", type=int, default=16)
-    parser.add_argument("--wait", type=float, default=0.5, help="max think time, s")
+    parser.add_argument("--wait", type=float, default=0.0, help="max think time, s")
     parser.add_argument("--workers", type=int, default=2)
     args = parser.parse_args(argv)
+    args.load_before = os.getloadavg()[0]
     runs: list[Run] = []
     with TemporaryDirectory() as tmp:
         folder = Path(tmp)

@@ -9,7 +9,7 @@ on one store whose models are the scripted provider.
 
 Read from the environment: ``KIVIDB_LOAD_STORE`` (the store's path), ``KIVIDB_LOAD_KEY`` (the
 API key), ``KIVIDB_LOAD_TAG`` (a prefix for actor and session ids), ``KIVIDB_LOAD_WAIT`` (each
-user waits a random 0 to that many seconds between calls; default 0.5) and
+user waits a random 0 to that many seconds between calls; default 0) and
 ``KIVIDB_LOAD_LEDGER`` (where the users' ``bench.traffic.Ledger`` is written as JSON when the
 test stops, after every user finished its call in flight).
 """
@@ -39,7 +39,7 @@ NUMBERS = itertools.count()
 class AgentUser(FastHttpUser):  # type: ignore[misc,unused-ignore]
     """One agent; its calls are named by route in locust's statistics."""
 
-    wait_time = between(0.0, float(os.environ.get("KIVIDB_LOAD_WAIT", "0.5")))
+    wait_time = between(0.0, float(os.environ.get("KIVIDB_LOAD_WAIT", "0")))
     network_timeout = CLIENT_TIMEOUT
     connection_timeout = CLIENT_TIMEOUT
 
