@@ -65,6 +65,10 @@ SS = S + "/sessions/{session_id}"
 M = S + "/memories"
 MID = M + "/{memory_id}"
 FORGET = S + "/actors/{actor_id}/memories"
+SUPERSEDING = ("POST", M + "#supersedes")
+"""POST M with ``supersedes`` naming a memory: a route variant of its own (what follows ``#``
+is not part of the path), since the memory id is in the body."""
+VARIANTS = [SUPERSEDING]
 LLM = {
     "llm_provider": "openai",
     "llm_model": "gpt-4o-mini",
@@ -100,6 +104,12 @@ def _body(method: str, path: str, t: Target) -> dict[str, Any] | None:
             "query": "deploys",
         },
         ("POST", M): lambda: {"text": "probe deploys", "actor_id": t.actor, "vector": t.vector},
+        SUPERSEDING: lambda: {
+            "text": "probe deploys",
+            "actor_id": t.actor,
+            "vector": t.vector,
+            "supersedes": t.memory,
+        },
         ("POST", M + "/search"): lambda: {
             "query": "deploys",
             "mode": "hybrid",
@@ -125,6 +135,7 @@ BODY_FIELDS = {
     ("POST", M): {"actor"},
     ("GET", M): {"actor"},
     ("POST", M + "/search"): {"actor"},
+    SUPERSEDING: {"memory"},
 }
 """Ids a route reads from its body or query, besides those of its path."""
 PLACEHOLDERS = {
@@ -455,7 +466,7 @@ PROBES: Probes = {
 }
 MATRIX = [
     pytest.param(route, label, id=f"{route[0]} {route[1]} | {label}")
-    for route in DECLARED + UNDECLARED
+    for route in DECLARED + VARIANTS + UNDECLARED
     for label, (name, _) in PROBES.items()
     if uses(route, name)
 ]
@@ -486,7 +497,7 @@ def ask(client: httpx.Client, route: tuple[str, str], t: Target, probed: str) ->
     replaced by ``<probed>``. A success is undone at once (the store, session or memory it
     created is deleted), and its generated ids and times are replaced by placeholders."""
     method, template = route
-    path = template.format(
+    path = template.split("#")[0].format(
         instance_id=t.instance, store=t.store, session_id=t.session, memory_id=t.memory,
         actor_id=t.actor,
     )  # fmt: skip
@@ -510,7 +521,7 @@ def _undo(client: httpx.Client, route: tuple[str, str], path: str, answer: httpx
         created = path
     elif route == ("POST", SS + "/events"):
         created = path.removesuffix("/events")
-    elif route == ("POST", M):
+    elif route in (("POST", M), SUPERSEDING):
         created = f"{path}/{answer.json()['id']}"
     else:
         return
