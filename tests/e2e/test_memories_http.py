@@ -3,6 +3,8 @@ each mode, change, forget, and recall with memories."""
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 import pytest
 
 from kividb_memory import ConflictError, NotFoundError, StoreClient, ValidationError
@@ -203,3 +205,21 @@ def test_large_and_tiny_finite_vectors_are_fine(api, store):
 
 def test_unknown_type_filter_on_listing_is_422(api, store):
     assert_error(api.get(f"{store}/memories", params={"type": "nope"}), 422, "validation_error")
+
+
+def test_a_memory_that_supersedes_another_hides_it_unless_asked(memories):
+    old = memories.add_memory("Lives in Paris", "user-7", vector=[1, 0, 0, 0])
+    new = memories.add_memory(
+        "Lives in Lisbon", "user-7", vector=[0, 1, 0, 0], supersedes=old.id,
+        occurred_at="2026-03-01T00:00:00Z",
+    )  # fmt: skip
+    assert new.supersedes == old.id and new.valid_until is None
+    assert [m.id for m in memories.list_memories().memories] == [new.id]
+    listed = memories.list_memories(include_superseded=True).memories
+    assert {m.id for m in listed} == {old.id, new.id}
+    before = memories.list_memories(as_of=new.valid_from - timedelta(microseconds=1000))
+    assert [m.id for m in before.memories] == [old.id]
+    found = memories.search("Lives", mode="keyword", include_superseded=True).memories
+    assert {m.id for m in found} == {old.id, new.id}
+    chain = memories.get_memory(new.id).chain or []
+    assert [link.id for link in chain] == [old.id, new.id]

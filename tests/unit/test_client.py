@@ -41,7 +41,7 @@ EVENTS = {"session_id": "chat-1", "added": 1, "message_count": 1}
 MEMORY = {
     "id": "mem_00000000000000000000", "text": "t", "type": "semantic", "actor_id": None,
     "topics": [], "metadata": {}, "importance": None, "confidence": None, "created_at": NOW,
-    "updated_at": NOW, "expires_at": NOW, "source": None,
+    "updated_at": NOW, "expires_at": NOW, "source": None, "valid_from": NOW,
 }  # fmt: skip
 
 
@@ -427,3 +427,15 @@ def test_a_client_closes_its_own_pool_but_not_one_it_was_given():
         pass
     assert own._http.is_closed
     given.close()
+
+
+def test_query_booleans_and_times_are_sent_as_the_api_reads_them():
+    api = Api(httpx.Response(200, json={"memories": [], "next_offset": None, "total": 0}))
+    moment = datetime(2026, 5, 1, 12, 30, tzinfo=UTC)
+    api.client().store("l", "s").list_memories(include_superseded=True, as_of=moment)
+    api.client().store("l", "s").list_memories(include_superseded=False)
+    assert [dict(r.url.params) for r in api.requests] == [
+        {"include_superseded": "true", "as_of": "2026-05-01T12:30:00+00:00"},
+        {"include_superseded": "false"},
+    ]
+    assert b"as_of=2026-05-01T12%3A30%3A00%2B00%3A00" in api.requests[0].url.raw_path

@@ -11,7 +11,7 @@ import json
 import re
 import types
 import typing
-from datetime import datetime
+from datetime import UTC, datetime
 from typing import Any, Literal, Union, get_args, get_origin
 
 import httpx
@@ -23,6 +23,7 @@ from kividb_memory import AsyncMemoryClient, AsyncStoreClient, MemoryClient, Sto
 from kividb_memory import models as client_models
 from tests.conftest import ROOT
 
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 DOC = json.loads((ROOT / "docs" / "openapi.json").read_text())
 COMPONENTS: dict[str, Any] = DOC["components"]["schemas"]
 # Request models the client sends with explicit nulls (None given = null): the document must
@@ -219,7 +220,7 @@ def _answer_for(method: str, path: str) -> httpx.Response:
     memory = {
         "id": "mem_00000000000000000000", "text": "t", "type": "semantic", "actor_id": None,
         "topics": [], "metadata": {}, "importance": None, "confidence": None, "created_at": now,
-        "updated_at": now, "expires_at": now, "source": None,
+        "updated_at": now, "expires_at": now, "source": None, "valid_from": now,
     }  # fmt: skip
     extraction = {"status": "idle", "unread": 0}
     store = {
@@ -310,7 +311,9 @@ def test_every_route_of_the_document_has_a_client_method_and_every_method_a_rout
         (
             "StoreClient",
             "list_memories",
-            lambda: store.list_memories(offset=1, limit=2, actor_id="a", type="t"),
+            lambda: store.list_memories(
+                offset=1, limit=2, actor_id="a", type="t", include_superseded=True, as_of=NOW
+            ),
         ),
         ("StoreClient", "get_memory", lambda: store.get_memory("mem_1")),
         ("StoreClient", "update_memory", lambda: store.update_memory("mem_1", text="u")),

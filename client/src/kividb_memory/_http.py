@@ -14,6 +14,7 @@ import random
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote
 
@@ -250,9 +251,20 @@ def dump(model: pydantic.BaseModel, *, nulls: bool) -> dict[str, Any]:
     return model.model_dump(mode="json", exclude_none=True)
 
 
-def query(**values: str | int | None) -> dict[str, str | int]:
-    """Query parameters without the ones not given."""
-    return {name: value for name, value in values.items() if value is not None}
+def query(**values: str | int | bool | datetime | None) -> dict[str, str | int]:
+    """Query parameters without the ones not given: booleans as ``true``/``false``, times as
+    ISO 8601 (a naive one is sent as it is; the API reads it as UTC)."""
+    found: dict[str, str | int] = {}
+    for name, value in values.items():
+        if value is None:
+            continue
+        if isinstance(value, bool):
+            found[name] = "true" if value else "false"
+        elif isinstance(value, datetime):
+            found[name] = value.isoformat()
+        else:
+            found[name] = value
+    return found
 
 
 # --- the routes --------------------------------------------------------------------------------
@@ -343,9 +355,22 @@ def add_memory(store: str, memory: m.MemoryIn) -> Call[m.MemoryView]:
 
 
 def list_memories(
-    store: str, offset: int | None, limit: int | None, actor_id: str | None, type: str | None
+    store: str,
+    offset: int | None,
+    limit: int | None,
+    actor_id: str | None,
+    type: str | None,
+    include_superseded: bool | None = None,
+    as_of: datetime | str | None = None,
 ) -> Call[m.MemoryList]:
-    params = query(offset=offset, limit=limit, actor_id=actor_id, type=type)
+    params = query(
+        offset=offset,
+        limit=limit,
+        actor_id=actor_id,
+        type=type,
+        include_superseded=include_superseded,
+        as_of=as_of,
+    )
     return Call("GET", f"{store}/memories", m.MemoryList, True, params=params)
 
 

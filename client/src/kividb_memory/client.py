@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Mapping, Sequence
+from datetime import datetime
 from types import TracebackType
 from typing import Any, TypeVar, overload
 
@@ -57,8 +58,12 @@ def _memory(
     metadata: Mapping[str, Any] | None,
     importance: float | None,
     confidence: float | None,
+    supersedes: str | None = None,
+    occurred_at: datetime | str | None = None,
 ) -> m.MemoryIn:
     return m.MemoryIn(
+        supersedes=supersedes,
+        occurred_at=occurred_at,
         text=text,
         actor_id=actor_id,
         type=type,
@@ -77,8 +82,12 @@ def _search(
     types: Sequence[str] | None,
     limit: int | None,
     query_vector: Sequence[float] | None,
+    include_superseded: bool | None = None,
+    as_of: datetime | str | None = None,
 ) -> m.SearchRequest:
     return m.SearchRequest(
+        include_superseded=include_superseded,
+        as_of=as_of,
         query=query,
         mode=mode,
         actor_id=actor_id,
@@ -284,10 +293,16 @@ class StoreClient:
         metadata: Mapping[str, Any] | None = None,
         importance: float | None = None,
         confidence: float | None = None,
+        supersedes: str | None = None,
+        occurred_at: datetime | str | None = None,
     ) -> m.MemoryView:
         """Keep a memory (redacted, deduplicated: ``duplicate`` is true when the actor already
-        had it). Not retried after it may have reached the server."""
-        memory = _memory(text, actor_id, type, topics, vector, metadata, importance, confidence)
+        had it); ``supersedes`` names a memory of the actor it replaces. Not retried after it
+        may have reached the server."""
+        memory = _memory(
+            text, actor_id, type, topics, vector, metadata, importance, confidence,
+            supersedes, occurred_at,
+        )  # fmt: skip
         return self._client._answer(_http.add_memory(self._prefix, memory))
 
     def list_memories(
@@ -296,9 +311,15 @@ class StoreClient:
         limit: int | None = None,
         actor_id: str | None = None,
         type: str | None = None,
+        *,
+        include_superseded: bool | None = None,
+        as_of: datetime | str | None = None,
     ) -> m.MemoryList:
-        """A page of memories, newest first, optionally of one actor and one type."""
-        call = _http.list_memories(self._prefix, offset, limit, actor_id, type)
+        """A page of memories, newest first, optionally of one actor and one type; the current
+        ones unless ``include_superseded``, or what was current ``as_of`` a time."""
+        call = _http.list_memories(
+            self._prefix, offset, limit, actor_id, type, include_superseded, as_of
+        )
         return self._client._answer(call)
 
     def get_memory(self, memory_id: str) -> m.MemoryView:
@@ -340,9 +361,15 @@ class StoreClient:
         types: Sequence[str] | None = None,
         limit: int | None = None,
         query_vector: Sequence[float] | None = None,
+        *,
+        include_superseded: bool | None = None,
+        as_of: datetime | str | None = None,
     ) -> m.SearchResult:
-        """Memories best first for ``query``: by meaning, keyword or both."""
-        request = _search(query, mode, actor_id, types, limit, query_vector)
+        """Memories best first for ``query``: by meaning, keyword or both (current ones unless
+        ``include_superseded``, or what was current ``as_of`` a time)."""
+        request = _search(
+            query, mode, actor_id, types, limit, query_vector, include_superseded, as_of
+        )
         return self._client._answer(_http.search(self._prefix, request))
 
     def forget_actor(self, actor_id: str) -> m.ActorForgotten:
@@ -513,9 +540,14 @@ class AsyncStoreClient:
         metadata: Mapping[str, Any] | None = None,
         importance: float | None = None,
         confidence: float | None = None,
+        supersedes: str | None = None,
+        occurred_at: datetime | str | None = None,
     ) -> m.MemoryView:
         """As :meth:`StoreClient.add_memory`."""
-        memory = _memory(text, actor_id, type, topics, vector, metadata, importance, confidence)
+        memory = _memory(
+            text, actor_id, type, topics, vector, metadata, importance, confidence,
+            supersedes, occurred_at,
+        )  # fmt: skip
         return await self._client._answer(_http.add_memory(self._prefix, memory))
 
     async def list_memories(
@@ -524,9 +556,14 @@ class AsyncStoreClient:
         limit: int | None = None,
         actor_id: str | None = None,
         type: str | None = None,
+        *,
+        include_superseded: bool | None = None,
+        as_of: datetime | str | None = None,
     ) -> m.MemoryList:
         """As :meth:`StoreClient.list_memories`."""
-        call = _http.list_memories(self._prefix, offset, limit, actor_id, type)
+        call = _http.list_memories(
+            self._prefix, offset, limit, actor_id, type, include_superseded, as_of
+        )
         return await self._client._answer(call)
 
     async def get_memory(self, memory_id: str) -> m.MemoryView:
@@ -567,9 +604,14 @@ class AsyncStoreClient:
         types: Sequence[str] | None = None,
         limit: int | None = None,
         query_vector: Sequence[float] | None = None,
+        *,
+        include_superseded: bool | None = None,
+        as_of: datetime | str | None = None,
     ) -> m.SearchResult:
         """As :meth:`StoreClient.search`."""
-        request = _search(query, mode, actor_id, types, limit, query_vector)
+        request = _search(
+            query, mode, actor_id, types, limit, query_vector, include_superseded, as_of
+        )
         return await self._client._answer(_http.search(self._prefix, request))
 
     async def forget_actor(self, actor_id: str) -> m.ActorForgotten:

@@ -241,7 +241,9 @@ class SessionList(Answer):
 
 class MemoryIn(Request):
     """Body of ``POST .../memories``. ``vector`` is needed when the store has no embedding
-    model; ``type`` defaults to ``semantic`` on the server."""
+    model; ``type`` defaults to ``semantic`` on the server. ``supersedes``: the id of a current
+    memory of the same actor that this one replaces; ``occurred_at``: when the event it tells
+    of happened (a ``datetime`` or ISO 8601 text)."""
 
     text: str
     type: str | None = None
@@ -251,6 +253,8 @@ class MemoryIn(Request):
     importance: float | None = Field(None, strict=False)
     confidence: float | None = Field(None, strict=False)
     vector: list[float] | None = Field(None, strict=False)
+    supersedes: str | None = None
+    occurred_at: datetime | str | None = None
 
 
 class MemoryPatch(Request):
@@ -282,8 +286,19 @@ class MemoryVersion(Answer):
     changed_at: datetime
 
 
+class MemoryLink(Answer):
+    """One memory of a chain of memories that replaced one another (``MemoryView.chain``)."""
+
+    id: str
+    text: str
+    valid_from: datetime
+    valid_until: datetime | None
+
+
 class MemoryView(Answer):
-    """A memory (``score`` in search results, ``duplicate`` when added, ``versions`` on get)."""
+    """A memory (``score`` in search results, ``duplicate`` when added, ``versions`` and
+    ``chain`` on get). It is current while ``valid_until`` is ``None``; one that another memory
+    replaced has ``superseded_by`` and ``valid_until``."""
 
     id: str
     text: str
@@ -297,9 +312,15 @@ class MemoryView(Answer):
     updated_at: datetime
     expires_at: datetime
     source: MemorySource | None
+    valid_from: datetime
+    occurred_at: datetime | None = None
+    valid_until: datetime | None = None
+    supersedes: str | None = None
+    superseded_by: str | None = None
     score: float | None = None
     duplicate: bool | None = None
     versions: list[MemoryVersion] | None = None
+    chain: list[MemoryLink] | None = None
 
 
 class MemoryList(Answer):
@@ -312,7 +333,9 @@ class MemoryList(Answer):
 
 
 class SearchRequest(Request):
-    """Body of ``POST .../memories/search``. Without ``actor_id`` the whole store is searched."""
+    """Body of ``POST .../memories/search``. Without ``actor_id`` the whole store is searched;
+    ``include_superseded`` adds memories another one replaced; ``as_of`` searches what was
+    current at that time."""
 
     query: str
     mode: SearchMode | None = None
@@ -320,6 +343,8 @@ class SearchRequest(Request):
     types: list[str] | None = None
     limit: int | None = None
     query_vector: list[float] | None = Field(None, strict=False)
+    include_superseded: bool | None = None
+    as_of: datetime | str | None = None
 
 
 class SearchResult(Answer):
