@@ -243,8 +243,10 @@ class Agent:
         word = self.rng.choice(WORDS)
         tok = self.last_token = token()
         contents = [
-            f"I wrote down {tok} while planning the {word} work.",
-            f"Noted {tok} for the {word} work.",
+            # No word of the scripted model's subject groups (tools/scripted_model.py), so
+            # that its extracted memories never replace one another.
+            f"I wrote down {tok} while planning the {word} changes.",
+            f"Noted {tok} for the {word} changes.",
         ]
         events = [{"role": "user", "content": contents[0]},
                   {"role": "assistant", "content": contents[1]}]  # fmt: skip
