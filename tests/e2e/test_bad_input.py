@@ -5,8 +5,15 @@ would encode differently (raw bytes, bad JSON, wrong types, odd query strings an
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import httpx
 import pytest
 
+from local.bootstrap import start_redis_server
+from local.launch import running_stack
+from tests.conftest import unique
+from tests.e2e.conftest import API_KEY
 from tests.e2e.test_http import BASE, assert_error
 
 EVENT = {"role": "user", "content": "x"}
@@ -134,12 +141,36 @@ def test_ids_with_encoded_specials_are_422(api, store, segment):
         "javascript:alert(1)",
     ],
 )
-def test_custom_endpoints_must_be_clean_public_https(api, store, url):
+def test_custom_endpoints_must_be_clean_public_https(strict_api, url):
+    store = f"{BASE}/{unique('strict')}"
+    assert strict_api.put(store, json={}).status_code == 201
     body = {"llm_provider": "custom", "llm_model": "m", "llm_base_url": url}
-    error = assert_error(api.put(store, json=body), 422, "validation_error")
+    error = assert_error(strict_api.put(store, json=body), 422, "validation_error")
     assert "llm_base_url" in error["details"][0]["problem"]
     assert "user:pass" not in str(error)
-    assert api.get(store).json()["llm_provider"] == "none"
+    assert strict_api.get(store).json()["llm_provider"] == "none"
+
+
+@pytest.fixture(scope="module")
+def strict_api(tmp_path_factory) -> Iterator[httpx.Client]:
+    """A stack as `make run` starts it, refusing loopback and private model endpoints, on a
+    database of its own (the session's stack allows them, for the scripted model; two stacks on
+    one database would take each other's background runs)."""
+    database = start_redis_server(tmp_path_factory.mktemp("strict-redis"), persist=False)
+    env = {
+        "REDIS_URL": database.url,
+        "KIVIDB_API_KEY": API_KEY,
+        "KIVIDB_LOCAL_DIR": str(tmp_path_factory.mktemp("strict-local")),
+        "KIVIDB_WORKERS": "1",
+    }
+    try:
+        log = tmp_path_factory.mktemp("strict-logs") / "stack.log"
+        with running_stack(env, log=log, timeout=30) as (url, _):
+            headers = {"Authorization": f"Bearer {API_KEY}"}
+            with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
+                yield client
+    finally:
+        database.stop()
 
 
 def test_unauthenticated_big_body_is_401_not_413(stack):
