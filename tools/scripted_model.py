@@ -7,9 +7,23 @@
   "text"``, the quoted parts JSON strings) of the user, or of a named speaker, whose text says
   something about the speaker ("I ...", "my ...", "we ...") becomes a memory "<name> said on
   <date>: <first such sentence>" (episodic when the sentence mentions a time word, else
-  semantic); like a model following the prompt, it reads only the line's own speaker, never
-  one the text claims. Summarization: the previous summary followed by the first sentence of
-  each folded message, cut to 1,500 characters.
+  semantic), with ``messages`` naming that line's number; like a model following the prompt,
+  it reads only the line's own speaker, never one the text claims. Updates (``update_rule``):
+  a sentence has a *subject*, the words between "my" or "our" and "is", "are", "was" or
+  "were" ("My favourite colour is green" -> "favourite colour"), else the first group of
+  ``SUBJECT_GROUPS`` one of its words belongs to ("I started eating fish again" -> diet), else
+  none. A memory shown in the prompt's "Memories already kept" section (``[id] type, ...:
+  "text"``; for a text "<who> said on <date>: <sentence>" the sentence) with the same subject
+  is replaced: the new memory's ``supersedes`` is its id (the first such memory shown), unless
+  it says the same sentence (then the new one is not written: already kept). Within one answer
+  a later sentence of a subject replaces an earlier one of the same subject (only the later one
+  is written). A memory without a subject supersedes nothing. ``occurred_at`` is the message's
+  date moved by the sentence's relative day words (``DAY_WORDS``: today, yesterday, tomorrow,
+  "N days/weeks ago", last week, last month, last year) or an explicit "on YYYY-MM-DD"; none
+  when it has neither. ``ScriptedModel(supersede=False)`` (``--no-supersede``) never
+  supersedes: it answers as extraction did before memories could be replaced (the
+  benchmark's "plain add"). Summarization: the previous summary followed by the first sentence
+  of each folded message, cut to 1,500 characters.
 - ``POST /v1/embeddings``: a hashed bag of words (each lower-cased word adds a fixed random
   vector), so texts sharing words are close and the same text is identical.
 
@@ -28,6 +42,7 @@ import json
 import re
 import threading
 from collections import Counter
+from datetime import date, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
@@ -43,6 +58,32 @@ TIME_WORDS = re.compile(
 )
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 WORD = re.compile(r"\w+")
+KNOWN = re.compile(
+    rf"^\[(mem_[0-9a-f]{{20}})\] [a-z_]+(?:, happened [\d-]+)?, kept [\d-]+: ({_QUOTED})$"
+)
+SAID = re.compile(r"^.{1,200}? said on \d{4}-\d{2}-\d{2}: ")
+ATTRIBUTE = re.compile(
+    r"\b(?:my|our)\s+((?:[\w'’]+\s+){0,3}?[\w'’]+)\s+(?:is|are|was|were)\b", re.IGNORECASE
+)
+SUBJECT_GROUPS = {
+    "diet": {"vegetarian", "vegan", "pescatarian", "meat", "fish", "eat", "eating", "diet"},
+    "work": {"work", "works", "working", "job", "employer", "hired", "company"},
+    "home": {"live", "lives", "living", "moved", "apartment", "house"},
+    "partner": {"married", "engaged", "dating", "girlfriend", "boyfriend", "wife", "husband"},
+    "pet": {"dog", "cat", "pet", "puppy", "kitten"},
+}
+"""Subjects of sentences that say no "my X is": a sentence with one of a group's words is
+about that group (the first group in this order that it meets)."""
+NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
+           "eight": 8, "nine": 9, "ten": 10, "a": 1}  # fmt: skip
+DAY_WORDS = re.compile(
+    r"\b(today|yesterday|tomorrow|last week|last month|last year"
+    r"|(\d+|one|two|three|four|five|six|seven|eight|nine|ten|a) (day|week)s? ago)\b",
+    re.IGNORECASE,
+)
+EXPLICIT_DAY = re.compile(r"\bon (\d{4}-\d{2}-\d{2})\b")
+_SHIFT = {"today": 0, "yesterday": -1, "tomorrow": 1, "last week": -7, "last month": -30,
+          "last year": -365}  # fmt: skip
 
 
 def first_sentence(text: str) -> str:
@@ -63,10 +104,65 @@ def message_lines(prompt: str) -> list[tuple[str, str | None, str, str]]:
     return found
 
 
-def extract(user_prompt: str) -> dict[str, Any]:
-    """The memories rule: one per message line that says something about its speaker."""
-    memories = []
-    for role, name, day, text in message_lines(user_prompt):
+def known_memories(prompt: str) -> list[tuple[str, str]]:
+    """``(id, text)`` of each memory the prompt shows as already kept, in the prompt's order."""
+    found = []
+    for line in prompt.split("\n"):
+        match = KNOWN.match(line)
+        if match:
+            found.append((match.group(1), json.loads(match.group(2))))
+    return found
+
+
+def _said(text: str) -> str:
+    """The sentence of a memory this model wrote ("<who> said on <date>: <sentence>"), or the
+    whole text of any other memory."""
+    return SAID.sub("", text, count=1)
+
+
+def subject(sentence: str) -> str | None:
+    """What a sentence is about (see the module docstring): ``attribute:<words>``,
+    ``group:<name>``, or None."""
+    match = ATTRIBUTE.search(sentence)
+    if match:
+        return "attribute:" + " ".join(match.group(1).lower().replace("’", "'").split())
+    words = {w.lower() for w in WORD.findall(sentence)}
+    for name, group in SUBJECT_GROUPS.items():
+        if words & group:
+            return "group:" + name
+    return None
+
+
+def occurred(sentence: str, day: str) -> str | None:
+    """The date the sentence's event happened: an explicit "on YYYY-MM-DD", else the message's
+    ``day`` moved by its first relative day words (``DAY_WORDS``), else None."""
+    explicit = EXPLICIT_DAY.search(sentence)
+    if explicit:
+        return explicit.group(1)
+    match = DAY_WORDS.search(sentence)
+    if not match:
+        return None
+    words = match.group(1).lower()
+    if words in _SHIFT:
+        shift = _SHIFT[words]
+    else:
+        count = match.group(2).lower()
+        n = NUMBERS[count] if count in NUMBERS else int(count)
+        shift = -n * (7 if match.group(3).lower() == "week" else 1)
+    return (date.fromisoformat(day) + timedelta(days=shift)).isoformat()
+
+
+def _same(a: str, b: str) -> bool:
+    return " ".join(a.lower().split()).rstrip(".!") == " ".join(b.lower().split()).rstrip(".!")
+
+
+def extract(user_prompt: str, supersede: bool = True) -> dict[str, Any]:
+    """The memories rule: one per message line that says something about its speaker, with
+    the updates rule when ``supersede`` (module docstring)."""
+    shown = known_memories(user_prompt) if supersede else []
+    memories: list[dict[str, Any]] = []
+    subjects: list[str | None] = []
+    for seq, role, name, day, text in _numbered_lines(user_prompt):
         if role != "user" and not name:
             continue
         sentences = [s for s in SENTENCE.split(text) if ABOUT_SELF.search(s)]
@@ -76,9 +172,38 @@ def extract(user_prompt: str) -> dict[str, Any]:
         who = name or "The user"
         kind = "episodic" if TIME_WORDS.search(sentence) else "semantic"
         topics = [w.lower() for w in WORD.findall(sentence) if len(w) > 5][:3]
-        memories.append({"text": f"{who} said on {day}: {sentence}", "type": kind,
-                         "topics": topics})  # fmt: skip
+        item: dict[str, Any] = {"text": f"{who} said on {day}: {sentence}", "type": kind,
+                                "topics": topics, "messages": [seq]}  # fmt: skip
+        when = occurred(sentence, day)
+        if when is not None:
+            item["occurred_at"] = when
+        about = subject(sentence) if supersede else None
+        if about is not None:
+            same = [(i, t) for i, t in shown if subject(_said(t)) == about]
+            if any(_same(_said(t), sentence) for _, t in same):
+                continue  # already kept, unchanged
+            if same:
+                item["supersedes"] = same[0][0]
+            if about in subjects:  # a later sentence of the subject in this answer wins
+                at = subjects.index(about)
+                earlier = memories.pop(at)
+                subjects.pop(at)
+                if "supersedes" in earlier:
+                    item["supersedes"] = earlier["supersedes"]
+        memories.append(item)
+        subjects.append(about)
     return {"memories": memories}
+
+
+def _numbered_lines(prompt: str) -> list[tuple[int, str, str | None, str, str]]:
+    found = []
+    for line in prompt.split("\n"):
+        match = LINE.match(line)
+        if match:
+            seq, role, name, day, text = match.groups()
+            found.append((int(seq), role, json.loads(name) if name else None, day,
+                          json.loads(text)))  # fmt: skip
+    return found
 
 
 def summarize(user_prompt: str) -> dict[str, Any]:
@@ -107,9 +232,11 @@ def embed(text: str, dimensions: int) -> list[float]:
 class ScriptedModel:
     """The server's state: request counts by kind (what ``/stats`` shows)."""
 
-    def __init__(self) -> None:
+    def __init__(self, supersede: bool = True, dimensions: int = 384) -> None:
         self.counts: Counter[str] = Counter()
         self.lock = threading.Lock()
+        self.supersede = supersede
+        self.dimensions = dimensions
 
     def count(self, kind: str) -> None:
         """Count one request of ``kind`` (``extract``, ``summarize``, ``embed``)."""
@@ -127,7 +254,7 @@ class ScriptedModel:
             answer = summarize(user)
         else:
             self.count("extract")
-            answer = extract(user)
+            answer = extract(user, self.supersede)
         text = json.dumps(answer)
         return {
             "id": "chatcmpl-scripted",
@@ -141,11 +268,11 @@ class ScriptedModel:
 
     def embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
         """An embeddings answer to ``body``: ``embed`` of each input, ``dimensions`` long
-        (default 384)."""
+        (the body's, else the server's, 384 unless it was started with another)."""
         self.count("embed")
         inputs = body.get("input") or []
         inputs = [inputs] if isinstance(inputs, str) else inputs
-        dimensions = int(body.get("dimensions") or 384)
+        dimensions = int(body.get("dimensions") or self.dimensions)
         return {
             "object": "list",
             "model": body.get("model", "scripted"),
@@ -199,9 +326,9 @@ class ScriptedServer(ThreadingHTTPServer):
 
     daemon_threads = True
 
-    def __init__(self, port: int = 0) -> None:
+    def __init__(self, port: int = 0, supersede: bool = True, dimensions: int = 384) -> None:
         super().__init__(("127.0.0.1", port), _Handler)
-        self.model = ScriptedModel()
+        self.model = ScriptedModel(supersede, dimensions)
         self.url = f"http://127.0.0.1:{self.server_address[1]}/v1"
 
     def start(self) -> threading.Thread:
@@ -215,8 +342,11 @@ def main(argv: list[str] | None = None) -> int:
     """Serve on ``--port`` (default 8765) until interrupted; exit status 0."""
     parser = argparse.ArgumentParser(prog="python -m tools.scripted_model")
     parser.add_argument("--port", type=int, default=8765)
+    parser.add_argument(
+        "--no-supersede", action="store_true", help="never name a memory to supersede"
+    )
     args = parser.parse_args(argv)
-    server = ScriptedServer(args.port)
+    server = ScriptedServer(args.port, supersede=not args.no_supersede)
     print(f"scripted model provider at {server.url} (chat/completions, embeddings; GET /stats)")
     try:
         server.serve_forever()

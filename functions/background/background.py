@@ -22,6 +22,8 @@ from agent_memory.scheduler import ExtractionTarget
 _COUNTS = {
     "kept": "MemoriesKept",
     "deduplicated": "MemoriesDeduplicated",
+    "superseded": "MemoriesSuperseded",
+    "ignored_supersedes": "SupersedesIgnored",
     "redacted": "IdentifiersRedacted",
     "read_messages": "MessagesExtracted",
     "folded_messages": "MessagesSummarized",

@@ -9,6 +9,7 @@ import time
 import pytest
 
 from tests.conftest import unique
+from tests.e2e.conftest import model_store
 from tests.e2e.test_http import BASE, assert_error
 
 DIM = 4
@@ -118,3 +119,51 @@ def test_forgetting_one_memory_of_a_chain_forgets_the_chain(api, store):
     for gone in (first, second):
         assert_error(api.get(f"{store}/memories/{gone['id']}"), 404, "memory_not_found")
     assert [m["id"] for m in _everything(api, store)["memories"]] == [other["id"]]
+
+
+def _extracted(api, store, session):
+    """Ask for extraction now and wait until a run has read every message of the session."""
+    assert api.post(f"{store}/sessions/{session}/extract").status_code == 202
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        extraction = api.get(f"{store}/sessions/{session}").json()["extraction"]
+        if extraction["unread"] == 0 and extraction["last_run_at"] is not None:
+            assert extraction["last_error"] is None, extraction
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"extraction did not finish: {extraction}")
+
+
+def test_the_vegetarian_story_through_extraction_over_http(open_stack, provider):
+    with open_stack.client() as api:
+        store = model_store(api, provider)
+        try:
+            for session, content in (
+                ("diet-1", ["I am vegetarian.", "I work at Northwind Labs."]),
+                ("diet-2", ["Yesterday I started eating fish again."]),
+            ):
+                events = [{"role": "user", "content": c} for c in content]
+                answer = api.post(f"{store}/sessions/{session}/events",
+                                  json={"actor_id": "user-7", "events": events})  # fmt: skip
+                assert answer.status_code == 200, answer.text
+                _extracted(api, store, session)
+            current = api.get(f"{store}/memories", params={"actor_id": "user-7"}).json()
+            texts = sorted(m["text"].split(": ", 1)[1] for m in current["memories"])
+            assert texts == ["I work at Northwind Labs.", "Yesterday I started eating fish again."]
+            new = next(m for m in current["memories"] if "fish" in m["text"])
+            assert new["supersedes"] and new["occurred_at"] is not None
+            assert new["source"]["session_id"] == "diet-2" and new["source"]["seqs"] == [1]
+            old = api.get(f"{store}/memories/{new['supersedes']}").json()
+            assert old["text"].endswith("I am vegetarian.") and old["superseded_by"] == new["id"]
+            for query in ("Am I vegetarian?", "What do I eat?"):
+                body = {"query": query, "actor_id": "user-7"}
+                found = api.post(f"{store}/memories/search", json=body).json()["memories"]
+                assert old["id"] not in [m["id"] for m in found]
+            body = {"query": "Do I eat fish?", "actor_id": "user-7", "mode": "keyword"}
+            found = api.post(f"{store}/memories/search", json=body).json()["memories"]
+            assert [m["id"] for m in found] == [new["id"]]
+            body = {"session_id": "diet-3", "actor_id": "user-7", "query": "What do I eat?"}
+            context = api.post(f"{store}/recall", json=body).json()["context"]
+            assert "fish" in context and "vegetarian" not in context
+        finally:
+            api.delete(store)

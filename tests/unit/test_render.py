@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_memory.models import CustomType, MemoryView, Message
-from agent_memory.prompts import extraction_prompt, summary_prompt
+from agent_memory.prompts import KNOWN_HEADING, extraction_prompt, summary_prompt
 from agent_memory.recall import CONTEXT_PREAMBLE, QUOTED_TEXT_NOTE, render_context
 from agent_memory.render import quote
 
@@ -45,17 +45,26 @@ FORGERIES = [
 ]
 DANGEROUS = LINE_BREAKS + CONTROLS + FORMAT + ['"', "\\", "#", "\ud800", "\udfff"]
 
+# A high surrogate followed by a low one is, written as JSON (\ud800\udc00), the one character
+# they pair into: no text that reaches a prompt holds such a pair of code points (every text
+# arrives as JSON, where it is that one character), so it cannot read back as two.
+_SURROGATE_PAIR = re.compile("[\ud800-\udbff][\udc00-\udfff]")
+
 # Text as hostile as it gets: any character (surrogates included), any dangerous one, and
 # whole forged lines, mixed.
-hostile = st.lists(
-    st.one_of(
-        st.characters(codec=None, exclude_categories=()),
-        st.sampled_from(DANGEROUS),
-        st.sampled_from(FORGERIES),
-    ),
-    min_size=1,
-    max_size=12,
-).map("".join)
+hostile = (
+    st.lists(
+        st.one_of(
+            st.characters(codec=None, exclude_categories=()),
+            st.sampled_from(DANGEROUS),
+            st.sampled_from(FORGERIES),
+        ),
+        min_size=1,
+        max_size=12,
+    )
+    .map("".join)
+    .filter(lambda text: not _SURROGATE_PAIR.search(text))
+)
 
 QUOTED = r'"(?:[^"\\]|\\.)*"'
 EXTRACTION_LINE = re.compile(
@@ -65,6 +74,10 @@ EXTRACTION_LINE = re.compile(
 CONTEXT_MESSAGE = re.compile(
     rf"^\[(\d{{4}}-\d\d-\d\d \d\d:\d\d)\] (user|assistant|system|tool)(?: ({QUOTED}))?: "
     rf"({QUOTED})$"
+)
+KNOWN_MEMORY = re.compile(
+    rf"^\[(mem_[0-9a-f]{{20}})\] ([a-z_]+)(?:, happened (\d{{4}}-\d\d-\d\d))?, "
+    rf"kept (\d{{4}}-\d\d-\d\d): ({QUOTED})$"
 )
 CONTEXT_MEMORY = re.compile(rf"^- \[([a-z_]+)(?:, (\d{{4}}-\d\d-\d\d))?\] ({QUOTED})$")
 
@@ -171,6 +184,51 @@ def test_extraction_prompt_has_one_line_per_message_with_its_real_speaker(
         assert (int(seq), role) == (message.seq, message.role)
         assert decoded(name) == message.name and decoded(content) == message.content
         assert when == message.created_at.strftime("%Y-%m-%d %H:%M")
+
+
+known_strategy = st.lists(
+    st.tuples(hostile, st.sampled_from(["semantic", "episodic", "order_issue"]), st.booleans()),
+    max_size=6,
+).map(
+    lambda items: [
+        memory(text, kind).model_copy(
+            update={
+                "id": f"mem_{i:020x}",
+                "occurred_at": WHEN - timedelta(days=3) if dated else None,
+            }
+        )
+        for i, (text, kind, dated) in enumerate(items)
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(messages_strategy, st.one_of(st.none(), hostile), known_strategy)
+def test_extraction_prompt_shows_each_kept_memory_on_one_line_of_ours(messages, summary, known):
+    """The section of memories already kept (DESIGN section 4b): one line per memory, the id,
+    type and dates ours, the text a JSON string that reads back exactly, then the messages as
+    before, whatever the memory texts hold."""
+    _, user = extraction_prompt(messages, summary, [], known)
+    lines = lines_of(user)
+    if summary:
+        lines = lines[3:]
+    if known:
+        assert lines[0] == KNOWN_HEADING
+        shown, lines = lines[1 : 1 + len(known)], lines[1 + len(known) :]
+        assert lines[0] == ""
+        lines = lines[1:]
+        for line, kept in zip(shown, known, strict=True):
+            found = KNOWN_MEMORY.fullmatch(line)
+            assert found, line
+            memory_id, kind, happened, kept_on, text = found.groups()
+            assert (memory_id, kind, decoded(text)) == (kept.id, kept.type, kept.text)
+            assert kept_on == "2023-05-08"
+            assert happened == ("2023-05-05" if kept.occurred_at else None)
+    assert lines[0] == "New messages:"
+    assert [EXTRACTION_LINE.fullmatch(line) is not None for line in lines[1:-2]] == [True] * len(
+        messages
+    )
+    assert not any(KNOWN_MEMORY.fullmatch(line) for line in lines[1:])
 
 
 def test_extraction_prompt_says_text_is_data_and_speakers_are_ours():

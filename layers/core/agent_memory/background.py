@@ -43,9 +43,10 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import redis
+from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
-from agent_memory.clock import Clock, to_ms
+from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.db import database_errors, load_script
 from agent_memory.errors import AgentMemoryError, ModelAnswerInvalid, ValidationFailed
 from agent_memory.keys import SessionKeys, StoreKeys
@@ -57,14 +58,17 @@ from agent_memory.models import (
     MemoryIn,
     Message,
     StoreConfig,
+    UtcDatetime,
     is_blank,
 )
 from agent_memory.prompts import (
+    MAX_KNOWN_MEMORIES,
     MAX_MEMORIES_PER_RUN,
     MAX_MEMORY_CHARS,
     extraction_prompt,
     summary_prompt,
 )
+from agent_memory.records import StoredSource
 from agent_memory.scheduler import ExtractionTarget, Scheduler
 from agent_memory.sessions import (
     EXTRACTION_MAX_FAILURES,
@@ -91,11 +95,12 @@ CHUNK_CHARS = 40_000
 message), so a 1,000-message session is extracted and summarized in bounded steps."""
 MAX_SUMMARY_CHARS = 8_000
 FIRE_TOLERANCE = timedelta(seconds=5)
-RUN_BUDGET_SECONDS = 150.0
+RUN_BUDGET_SECONDS = 110.0
 """No new step starts after a run has worked this long: the function's timeout is 300 s, and a
-step (a model answer, asked for at most twice, then one embedding batch) makes at most three
-provider calls of at most 45 s each (``Runtime.background_provider_client``'s deadline). The
-run arms its own continuation instead."""
+step (one embedding batch of the messages to find the actor's related memories, a model answer,
+asked for at most twice, then one embedding batch of the memories) makes at most four provider
+calls of at most 45 s each (``Runtime.background_provider_client``'s deadline): 110 + 180 =
+290, which leaves 10 s for the database writes. The run arms its own continuation instead."""
 EXTRACTION_MAX_TOKENS = 4_096
 SUMMARY_MAX_TOKENS = 2_048
 
@@ -184,6 +189,12 @@ class RunReport:
     rearmed_for: datetime | None = None
     dropped: int = 0
     """Items of a model answer that were not memories (no text) and were skipped."""
+    superseded: int = 0
+    """Memories kept that replaced a memory the model named (``supersedes``)."""
+    ignored_supersedes: int = 0
+    """``supersedes`` of an answer that named no memory shown to the model (or one another
+    item of the same answer already replaced), or that could not be honoured at keep time
+    (the memory was gone or replaced meanwhile): the item was kept as a plain memory."""
 
     def count(self, completion: Completion) -> None:
         """Add one model call and its token counts."""
@@ -334,7 +345,7 @@ class SessionWork:
                 if not chunk:
                     return
                 first, last = read + 1, chunk[-1].seq
-                items = self._ask_for_memories(chunk, _text(summary), report)
+                items = self._ask_for_memories(chunk, _text(summary), _text(actor), report)
                 if not self._set_field("pending", _dump({"from": first, "to": last,
                                                           "memories": items})):  # fmt: skip
                     return  # the session is gone
@@ -370,38 +381,69 @@ class SessionWork:
         return picked
 
     def _ask_for_memories(
-        self, messages: Sequence[Message], summary: str | None, report: RunReport
+        self,
+        messages: Sequence[Message],
+        summary: str | None,
+        actor: str | None,
+        report: RunReport,
     ) -> list[dict[str, Any]]:
+        """Ask the model for the memories of ``messages``, showing it the actor's current
+        memories most related to them (``Memories.related``, at most ``MAX_KNOWN_MEMORIES``)
+        with their ids; the answer's items, checked: ``supersedes`` only when it names a memory
+        shown (and no earlier item named it), ``occurred_at`` as ms when it is an ISO 8601 date
+        or time (else dropped), ``messages`` only the numbers among those read."""
         assert self._model is not None
         self._check_time()
-        system, user = extraction_prompt(messages, summary, self._store.custom_types)
+        known = self._memories.related(actor, [m.content for m in messages], MAX_KNOWN_MEMORIES)
+        system, user = extraction_prompt(messages, summary, self._store.custom_types, known)
         completion = self._model.complete_json(system, user, max_tokens=EXTRACTION_MAX_TOKENS)
         report.count(completion)
         listed = completion.data.get("memories")
         if not isinstance(listed, list):
             raise ModelAnswerInvalid(
                 "The model's answer has no 'memories' list (expected "
-                '{"memories": [{"text", "type", "topics"}]}).'
+                '{"memories": [{"text", "type", "topics", "occurred_at"?, "supersedes"?}]}).'
             )
         items = []
         allowed = self._memories.types
+        shown = {m.id for m in known}
+        replaced: set[str] = set()
+        read = {m.seq for m in messages}
+        not_shown = 0
         report.dropped += max(0, len(listed) - MAX_MEMORIES_PER_RUN)
         for item in listed[:MAX_MEMORIES_PER_RUN]:
             text = item.get("text") if isinstance(item, dict) else item
             if not isinstance(text, str) or is_blank(text):
                 report.dropped += 1
                 continue
-            kind = item.get("type") if isinstance(item, dict) else None
-            topics = item.get("topics") if isinstance(item, dict) else None
+            fields = item if isinstance(item, dict) else {}
+            kind = fields.get("type")
+            supersedes = fields.get("supersedes")
+            if supersedes is not None and (supersedes not in shown or supersedes in replaced):
+                not_shown += 1
+                supersedes = None
+            if supersedes is not None:
+                replaced.add(supersedes)
             items.append(
                 {
                     "text": text.strip()[:MAX_MEMORY_CHARS],
                     # A type the store does not have (models invent "preference") is kept as
                     # the general kind rather than lost.
                     "type": kind if kind in allowed else "semantic",
-                    "topics": _topics(topics),
+                    "topics": _topics(fields.get("topics")),
+                    "supersedes": supersedes,
+                    "occurred_at": _moment(fields.get("occurred_at")),
+                    "messages": _seqs(fields.get("messages"), read),
                 }
             )
+        if not_shown:
+            # Counts only: the answer may hold the conversation's text.
+            logger.warning(
+                "extraction answer named memories to supersede that were not shown to it "
+                "(or twice); those items were kept as plain memories",
+                extra={"ignored_supersedes": not_shown},
+            )
+            report.ignored_supersedes += not_shown
         return items
 
     def _keep(
@@ -424,22 +466,36 @@ class SessionWork:
                 "Extracted memories must be embedded and this store has no embedding model; "
                 "set embed_provider ('openai' or 'custom') on the store."
             )
-        bodies, ids = [], []
+        bodies, ids, sources = [], [], []
+        _, first, last = source
         for index, item in enumerate(items):
+            occurred = item.get("occurred_at")
             try:
-                body = MemoryIn(text=item["text"], type=item["type"], topics=item["topics"],
-                                actor_id=actor)  # fmt: skip
+                body = MemoryIn(
+                    text=item["text"],
+                    type=item["type"],
+                    topics=item["topics"],
+                    actor_id=actor,
+                    supersedes=item.get("supersedes"),
+                    occurred_at=from_ms(occurred) if occurred is not None else None,
+                )
             except PydanticValidationError:
                 report.dropped += 1
                 continue
             bodies.append(body)
             ids.append(self._memory_id(source, index))
-        for kept in self._memories.add_many(bodies, self._target.session_id, ids):
+            seqs = item.get("messages")
+            sources.append(StoredSource(session_id=self._target.session_id, first_seq=first,
+                                        last_seq=last, seqs=seqs))  # fmt: skip
+        for kept in self._memories.add_many(bodies, sources, ids):
             if kept.duplicate:
                 report.deduplicated += 1
             else:
                 report.kept += 1
                 report.redacted += sum(kept.redactions.values())
+                report.superseded += kept.superseded is not None
+            if kept.supersede_refused is not None:
+                report.ignored_supersedes += 1
 
     def _memory_id(self, source: tuple[str, int, int], index: int) -> str:
         started, first, last = source
@@ -593,6 +649,31 @@ def _topics(value: object) -> list[str]:
         if isinstance(topic, str) and topic.strip():
             topics.append(topic.strip().lower()[:MAX_TOPIC_CHARS])
     return topics[:MAX_TOPICS]
+
+
+_MOMENT: TypeAdapter[Any] = TypeAdapter(UtcDatetime)
+
+
+def _moment(value: object) -> int | None:
+    """An answer's ``occurred_at`` as ms: an ISO 8601 date (midnight UTC) or date and time
+    between 1900 and 9000 (``models.UtcDatetime``); anything else is no date (None)."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return to_ms(_MOMENT.validate_python(value.strip()))
+    except PydanticValidationError:
+        return None
+
+
+def _seqs(value: object, read: set[int]) -> list[int] | None:
+    """An answer's ``messages``: the numbers among the messages read, in order, once each;
+    None when it names none of them."""
+    if not isinstance(value, list):
+        return None
+    seqs = sorted(
+        {n for n in value if isinstance(n, int) and not isinstance(n, bool) and n in read}
+    )
+    return seqs or None
 
 
 def _dump(value: object) -> str:

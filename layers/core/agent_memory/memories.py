@@ -102,6 +102,9 @@ DEDUPE_EPSILON = 1e-6
 """Float32 cosine of two vectors whose true cosine is exactly the threshold can land a hair
 below it; this tolerance keeps "exactly at the threshold is a duplicate" true."""
 ADD_ATTEMPTS = 8
+RELATED_TEXT_CHARS = 2000
+"""A message longer than this is cut before it is embedded to find related memories (about 500
+tokens; providers refuse single inputs past 8,192 tokens)."""
 MAX_CHAIN_SHOWN = 50
 """``GET`` of a memory shows at most this many memories of its chain on each side of it."""
 
@@ -134,6 +137,9 @@ class Kept:
     redactions: dict[str, int]
     superseded: str | None = None
     """The id of the memory this one replaced (closed in the same step), if any."""
+    supersede_refused: str | None = None
+    """``add_many`` only: the error code of a ``supersedes`` that could not be honoured (the
+    memory was kept as a plain add instead)."""
 
 
 class Memories:
@@ -215,14 +221,22 @@ class Memories:
                 return Kept(existing, True, {})
         text, topics, counts = self._redacted(body)
         vector = self._vector(text, body.vector, "vector")
-        return self._keep(body, text, topics, counts, vector, source_session, memory_id)
+        source = StoredSource(session_id=source_session) if source_session else None
+        return self._keep(body, text, topics, counts, vector, source, memory_id)
 
     def add_many(
-        self, bodies: Sequence[MemoryIn], source_session: str, memory_ids: Sequence[str]
+        self,
+        bodies: Sequence[MemoryIn],
+        sources: Sequence[StoredSource],
+        memory_ids: Sequence[str],
     ) -> list[Kept]:
-        """``add`` of each body under the id at the same position (background extraction),
-        in order, so each is deduplicated against the ones before it too; the texts (redacted)
-        of bodies without a vector are embedded in one batched call. Errors as ``add``."""
+        """``add`` of each body under the id and with the source at the same position
+        (background extraction), in order, so each is deduplicated against the ones before it
+        too; the texts (redacted) of bodies without a vector are embedded in one batched call.
+        A body whose ``supersedes`` cannot be honoured (the memory is gone, another actor's, or
+        was superseded meanwhile) is kept as a plain add instead, and its ``Kept`` says so
+        (``supersede_refused``): a model's stale suggestion must not lose the memory. Other
+        errors as ``add``."""
         for body in bodies:
             self._check_type(body.type)
         kept: dict[int, Kept] = {}
@@ -242,9 +256,14 @@ class Memories:
                 vector = unit(embedded[row[at]], "vector")
             else:
                 vector = self._vector(text, body.vector, "vector")
-            kept[at] = self._keep(
-                body, text, topics, counts, vector, source_session, memory_ids[at]
-            )
+            try:
+                kept[at] = self._keep(body, text, topics, counts, vector, sources[at],
+                                      memory_ids[at])  # fmt: skip
+            except (SupersededNotFound, SupersedeActorMismatch, AlreadySuperseded) as exc:
+                plain = body.model_copy(update={"supersedes": None})
+                done = self._keep(plain, text, topics, counts, vector, sources[at], memory_ids[at])
+                done.supersede_refused = exc.code
+                kept[at] = done
         return [kept[at] for at in range(len(bodies))]
 
     def _redacted(self, body: MemoryIn) -> tuple[str, list[str], dict[str, int]]:
@@ -263,7 +282,7 @@ class Memories:
         topics: list[str],
         counts: dict[str, int],
         vector: NDArray[np.float32],
-        source_session: str | None,
+        source: StoredSource | None,
         memory_id: str | None,
     ) -> Kept:
         """The write of ``add`` once the text is redacted and the vector known (unit length):
@@ -287,7 +306,7 @@ class Memories:
             created_at=now_ms,
             updated_at=now_ms,
             expires_at=expires_ms,
-            source=StoredSource(session_id=source_session) if source_session else None,
+            source=source,
             occurred_at=to_ms(body.occurred_at) if body.occurred_at is not None else None,
             valid_from=now_ms,
             supersedes=body.supersedes,
@@ -824,6 +843,33 @@ class Memories:
         mode = "hybrid" if vector is not None else "keyword"
         selection = Selection(types=tuple(types) if types else None)
         return self._rank([actor_bucket(actor_id)], query, vector, mode, limit, selection)
+
+    def related(self, actor_id: str | None, texts: Sequence[str], limit: int) -> list[MemoryView]:
+        """For extraction: the actor's current memories most related to ``texts`` (the unread
+        messages), at most ``limit``. Each text is a query of a hybrid search (its embedding,
+        one batched call for all, each text cut to ``RELATED_TEXT_CHARS``, and its words); a
+        memory ranks by its best place over the texts, then by its best score. Nothing is
+        embedded when the actor has no current memory. Errors: the embedder's."""
+        bucket = actor_bucket(actor_id)
+        now_ms = to_ms(self._clock.now())
+        index = self._indexes.index(bucket)
+        with index.lock:
+            held = index.count(now_ms, CURRENT)
+        queries = [text for text in texts if text.strip()]
+        if held == 0 or not queries:
+            return []
+        vectors = self.embed([text[:RELATED_TEXT_CHARS] for text in queries])
+        best: dict[str, tuple[int, float, str]] = {}
+        for text, row in zip(queries, vectors, strict=True):
+            vector = unit(row, "vector")
+            ranked = rank(self._indexes, [bucket], text, vector, "hybrid", limit, CURRENT, now_ms)
+            for place, item in enumerate(ranked):
+                key = (place, -item.hit.score, item.hit.memory_id)
+                if item.hit.memory_id not in best or key < best[item.hit.memory_id]:
+                    best[item.hit.memory_id] = key
+        picked = [memory_id for memory_id, _ in sorted(best.items(), key=lambda kv: kv[1])]
+        found = self._fetch(bucket, picked[:limit])
+        return [found[i] for i in picked[:limit] if i in found and found[i].valid_until is None]
 
     def _rank(
         self,

@@ -605,9 +605,16 @@ class MemoryPatch(Model):
 
 
 class MemorySource(View):
-    """Where a memory came from: the session extraction read it in."""
+    """Where a memory came from: the session extraction read it in; the messages (by ``seq``)
+    that extraction call read, ``first_seq`` to ``last_seq``; and ``seqs``, the messages the
+    model said the memory comes from (within that range), when it said."""
 
     session_id: str
+    first_seq: int | None = Field(None, description="The first message the extraction read.")
+    last_seq: int | None = Field(None, description="The last message the extraction read.")
+    seqs: list[int] | None = Field(
+        None, description="The messages the memory comes from, as the model named them."
+    )
 
 
 class MemoryVersion(View):

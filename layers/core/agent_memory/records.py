@@ -26,11 +26,16 @@ from agent_memory.tokenizer import TOKENIZER_VERSION, term_counts
 
 
 class StoredSource(BaseModel):
-    """Where a memory came from, as stored: the session extraction read it in."""
+    """Where a memory came from, as stored: the session extraction read it in, the range of
+    messages that extraction call read (``first_seq`` to ``last_seq``) and, when the model
+    named them, the messages it comes from (``seqs``, within that range)."""
 
     model_config = ConfigDict(extra="ignore")
 
     session_id: str
+    first_seq: int | None = None
+    last_seq: int | None = None
+    seqs: list[int] | None = None
 
 
 class StoredVersion(BaseModel):
@@ -201,7 +206,7 @@ def record_view(record: MemoryRecord, *, with_versions: bool = False) -> MemoryV
         created_at=from_ms(record.created_at),
         updated_at=from_ms(record.updated_at),
         expires_at=from_ms(record.expires_at),
-        source=MemorySource(session_id=source.session_id) if source else None,
+        source=MemorySource(**source.model_dump()) if source else None,
         occurred_at=from_ms(record.occurred_at) if record.occurred_at is not None else None,
         valid_from=from_ms(record.valid_from or record.created_at),
         valid_until=from_ms(record.valid_until) if record.valid_until is not None else None,

@@ -488,6 +488,10 @@ class ActorIndex:
         scores[rows] = approx
         return _top(scores, mask, self.candidates(limit), self.ids)
 
+    def count(self, now_ms: int, where: Selection | Sequence[str] | None = None) -> int:
+        """How many memories ``where`` selects (as ``semantic``)."""
+        return int(np.count_nonzero(self._eligible(now_ms, where)))
+
     @property
     def exact(self) -> bool:
         """Whether ``semantic`` scores are exact cosines (False when the index is compact)."""
