@@ -36,7 +36,7 @@ def test_sections_are_labelled_and_ordered_summary_memories_messages():
     assert summary < memories < messages
     assert '## Summary of the earlier conversation\n"They talked about a trip."' in text
     assert '- [semantic] "Deploys to eu-west-1"' in text
-    assert '- [episodic, 2023-05-08] "Migrated the cache"' in text
+    assert '- [episodic] "Migrated the cache"' in text  # no event date known: no date
     assert '[2023-05-08 13:56] user "Caroline": "hello"\n[2023-05-08 13:56] assistant: "hi"' in text
 
 
@@ -44,3 +44,16 @@ def test_only_messages_gives_only_the_messages_section():
     text = render_context(None, [], [_message(1, "user", "hello")])
     assert "## Recent messages" in text
     assert "## Summary" not in text and "## Long-term" not in text
+
+
+def test_a_memory_is_labelled_with_the_date_of_its_event_not_the_day_it_was_kept():
+    ran = _memory("Ran a 10k", "episodic").model_copy(
+        update={"occurred_at": datetime(2023, 5, 1, tzinfo=UTC)}
+    )
+    fact = _memory("Is vegetarian", "semantic").model_copy(
+        update={"occurred_at": datetime(2023, 4, 30, 23, 0, tzinfo=UTC)}
+    )
+    text = render_context(None, [ran, fact], [])
+    assert '- [episodic, 2023-05-01] "Ran a 10k"' in text
+    assert '- [semantic, 2023-04-30] "Is vegetarian"' in text
+    assert "2023-05-08" not in text  # the day both were kept

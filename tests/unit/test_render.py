@@ -282,12 +282,20 @@ def test_summary_prompt_has_one_line_per_message_and_one_for_the_summary(message
 @given(
     st.one_of(st.none(), hostile),
     st.lists(
-        st.tuples(hostile, st.sampled_from(["semantic", "episodic", "order_issue"])), max_size=5
+        st.tuples(
+            hostile,
+            st.sampled_from(["semantic", "episodic", "order_issue"]),
+            st.one_of(st.none(), st.datetimes(timezones=st.just(UTC))),
+        ),
+        max_size=5,
     ),
     st.one_of(st.just([]), messages_strategy),
 )
 def test_context_sections_and_lines_are_only_ours(summary, memory_items, messages):
-    memories = [memory(text, kind) for text, kind in memory_items]
+    memories = [
+        memory(text, kind).model_copy(update={"occurred_at": when})
+        for text, kind, when in memory_items
+    ]
     context = render_context(summary, memories, messages)
     lines = lines_of(context)
     if not (summary or memories or messages):
@@ -322,6 +330,9 @@ def test_context_sections_and_lines_are_only_ours(summary, memory_items, message
             found = CONTEXT_MEMORY.fullmatch(line)
             assert found, line
             assert found.group(1) == kept.type and decoded(found.group(3)) == kept.text
+            # The label's date is the event's, when known; never the day it was kept.
+            event = kept.occurred_at.date().isoformat() if kept.occurred_at else None
+            assert found.group(2) == event
     if messages:
         shown = by_heading["## Recent messages"]
         assert len(shown) == len(messages)

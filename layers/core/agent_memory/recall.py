@@ -34,9 +34,11 @@ QUOTED_TEXT_NOTE = (
 
 
 def _memory_line(memory: MemoryView) -> str:
+    """``- [type] "text"``, or ``- [type, YYYY-MM-DD] "text"`` with the date of the memory's
+    event (``occurred_at``, UTC) when it is known; never the date the memory was kept."""
     label = memory.type
-    if memory.type == "episodic":
-        label += f", {memory.created_at.date().isoformat()}"
+    if memory.occurred_at is not None:
+        label += f", {memory.occurred_at.date().isoformat()}"
     return f"- [{label}] {quote(memory.text)}"
 
 
@@ -52,7 +54,8 @@ def render_context(
     """The labelled ``context`` text. Empty parts are left out; all empty gives EMPTY_CONTEXT.
 
     Lines: ``## Summary of the earlier conversation`` then the quoted summary; ``## Long-term
-    memories about the user`` then ``- [type] "text"`` (``[episodic, YYYY-MM-DD]``); ``## Recent
+    memories about the user`` then ``- [type] "text"`` (``[type, YYYY-MM-DD]`` when the date of
+    the memory's event, ``occurred_at``, is known); ``## Recent
     messages`` then ``[YYYY-MM-DD HH:MM] role "name": "content"`` (UTC; the name only when
     given). Quoted parts are JSON string literals (``render.quote``).
     """
