@@ -93,7 +93,9 @@ def test_the_authorizer_sample_names_the_keys_organization(tenant, function_env)
 
 # The MCP function answers the MCP protocol itself for anyone and refuses an unauthenticated
 # caller's tool calls as tool errors (docs/mcp.md, "Errors"; tests/unit/test_mcp_remote.py).
-@pytest.mark.parametrize("name", sorted(set(HANDLERS) - {"mcp_handler"}))
+# The console's function serves its page and files without the authorizer and reads no data
+# (docs/console.md; tests/e2e/test_console_handler.py).
+@pytest.mark.parametrize("name", sorted(set(HANDLERS) - {"mcp_handler", "console"}))
 def test_every_handler_refuses_an_unauthenticated_caller(tenant, function_env, name):
     event = build(name, tenant)
     event["requestContext"]["authorizer"]["lambda"] = {"error": "unauthorized", "message": "no"}
