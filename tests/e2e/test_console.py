@@ -776,17 +776,17 @@ def test_try_it_shows_exactly_what_recall_returns_then_adds_the_turn(console, wo
     page.get_by_label("Session").fill(SESSION_1)
     page.get_by_label("Actor").fill(ACTOR)
     page.get_by_label("User message").fill("What does Caroline like to paint?")
-    page.get_by_role("button", name="Recall").click()
+    with page.expect_response(lambda r: r.url.endswith("/recall")) as answered:
+        page.get_by_role("button", name="Recall").click()
+    response = answered.value
+    assert response.status == 200
+    assert json.loads(response.request.post_data or "{}") == {
+        "session_id": SESSION_1, "actor_id": ACTOR, "query": "What does Caroline like to paint?",
+    }  # fmt: skip
+    expected = response.json()
+    assert expected["memories"] and expected["summary"]
     context = page.get_by_label("Context string")
     expect(context).to_be_visible()
-    expected = world.api.post(
-        f"{world.model}/recall",
-        json={
-            "session_id": SESSION_1,
-            "actor_id": ACTOR,
-            "query": "What does Caroline like to paint?",
-        },
-    ).json()
     assert context.inner_text() == expected["context"]
     page.get_by_text("The JSON answer").click()
     shown = json.loads(page.get_by_label("Recall answer").inner_text())
