@@ -1,12 +1,11 @@
-"""GET .../{store}/memories: a page of memories, newest first (filters actor_id and type;
-current memories unless include_superseded or as_of)."""
+"""GET .../{store}/memories: a page of memories, newest first (filters actor_id, type, topics,
+metadata and time ranges; current memories unless include_superseded or as_of)."""
 
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
-from agent_memory.clock import to_ms
 from agent_memory.models import (
     DEFAULT_PAGE,
     MAX_OFFSET,
@@ -15,7 +14,7 @@ from agent_memory.models import (
     MemoryList,
     UtcDatetime,
 )
-from agent_memory.selection import Selection
+from agent_memory.selection import listing_selection
 
 app = Api()
 
@@ -37,13 +36,46 @@ def list_memories(
         UtcDatetime | None,
         Query(description="What was current at this time (ISO 8601; see docs/routes.md)."),
     ] = None,
+    topics: Annotated[
+        str | None,
+        Query(
+            max_length=1000,
+            description="Only memories with at least one of these topics, comma-separated.",
+        ),
+    ] = None,
+    metadata: Annotated[
+        str | None,
+        Query(
+            max_length=4096,
+            description="A JSON object: only memories whose metadata has each of its top-level "
+            'keys with an equal value, e.g. {"team":"ops"}.',
+        ),
+    ] = None,
+    created_after: Annotated[
+        UtcDatetime | None, Query(description="Only memories kept at or after this time.")
+    ] = None,
+    created_before: Annotated[
+        UtcDatetime | None, Query(description="Only memories kept before this time.")
+    ] = None,
+    occurred_after: Annotated[
+        UtcDatetime | None, Query(description="Only memories whose event happened at or after.")
+    ] = None,
+    occurred_before: Annotated[
+        UtcDatetime | None, Query(description="Only memories whose event happened before this.")
+    ] = None,
 ) -> MemoryList:
-    """A page of memories, newest first, optionally one actor's and one type's; current ones
+    """A page of memories, newest first, among those the filters select; current ones
     unless ``include_superseded`` or ``as_of``."""
     _, memories = app.runtime.memories(app.principal, instance_id, store)
-    selection = Selection(
+    selection = listing_selection(
         include_superseded=include_superseded,
-        as_of=to_ms(as_of) if as_of is not None else None,
+        as_of=as_of,
+        topics=topics,
+        metadata=metadata,
+        created_after=created_after,
+        created_before=created_before,
+        occurred_after=occurred_after,
+        occurred_before=occurred_before,
     )
     return memories.page(offset, limit, actor_id, type, selection)
 

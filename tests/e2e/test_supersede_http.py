@@ -167,3 +167,32 @@ def test_the_vegetarian_story_through_extraction_over_http(open_stack, provider)
             assert "fish" in context and "vegetarian" not in context
         finally:
             api.delete(store)
+
+
+def test_filters_over_http_on_search_listing_and_recall(api, store):
+    ops = _add(api, store, "report on ops", [1, 0, 0, 0], topics=["Ops"],
+               metadata={"team": "ops", "n": 1}, occurred_at="2024-05-01").json()  # fmt: skip
+    _add(api, store, "report on sales", [0, 1, 0, 0], topics=["sales"], metadata={"team": "x"})
+    trip = _add(api, store, "report of a trip", [0, 0, 1, 0], type="episodic").json()
+    for filters in ({"topics": ["ops"]}, {"metadata": {"n": 1.0}},
+                    {"occurred_after": "2024-01-01", "occurred_before": "2024-06-01"}):  # fmt: skip
+        assert [m["id"] for m in _search(api, store, "report", limit=1, **filters)] == [ops["id"]]
+    for params in ({"topics": "nothing,OPS"}, {"metadata": '{"team":"ops"}'},
+                   {"occurred_after": "2024-04-30T00:00:00Z"}):  # fmt: skip
+        listed = api.get(f"{store}/memories", params=params)
+        assert listed.status_code == 200, listed.text
+        assert [m["id"] for m in listed.json()["memories"]] == [ops["id"]]
+        assert listed.json()["total"] == 1
+    assert api.get(f"{store}/memories", params={"include_superseded": "false"}).json()["total"] == 3
+    for params, field in (({"metadata": "[1]"}, "query.metadata"),
+                          ({"topics": ""}, "query.topics"),
+                          ({"include_superseded": "maybe"}, "query.include_superseded"),
+                          ({"created_after": "soon"}, "query.created_after")):  # fmt: skip
+        body = assert_error(api.get(f"{store}/memories", params=params), 422, "validation_error")
+        assert body["details"][0]["field"] == field
+    body = {"session_id": "chat", "actor_id": "user-7", "query": "report", "types": ["episodic"]}
+    recalled = api.post(f"{store}/recall", json=body).json()
+    assert [m["id"] for m in recalled["memories"]] == [trip["id"]]
+    body["types"] = ["nope"]
+    refused = assert_error(api.post(f"{store}/recall", json=body), 422, "validation_error")
+    assert refused["details"][0]["field"] == "types"

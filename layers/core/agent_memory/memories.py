@@ -26,7 +26,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any, cast
 
 import numpy as np
@@ -180,6 +180,11 @@ class Memories:
     def types(self) -> list[str]:
         """The memory types this store accepts."""
         return [*RESERVED_TYPES, *(t.name for t in self._store.custom_types)]
+
+    def check_types(self, memory_types: Sequence[str] | None, field: str = "types") -> None:
+        """``ValidationFailed`` (naming ``field``) unless each is one of the store's types."""
+        for memory_type in memory_types or ():
+            self._check_type(memory_type, field)
 
     def _check_type(self, memory_type: str, field: str = "type") -> None:
         if memory_type not in self.types:
@@ -902,8 +907,18 @@ class Memories:
 
 def search_selection(request: SearchRequest) -> Selection:
     """The ``Selection`` of a search body."""
+
+    def ms(moment: datetime | None) -> int | None:
+        return to_ms(moment) if moment is not None else None
+
     return Selection(
         types=tuple(request.types) if request.types else None,
         include_superseded=request.include_superseded,
-        as_of=to_ms(request.as_of) if request.as_of is not None else None,
+        as_of=ms(request.as_of),
+        topics=tuple(request.topics) if request.topics else None,
+        metadata=tuple(request.metadata.items()) if request.metadata else None,
+        created_after=ms(request.created_after),
+        created_before=ms(request.created_before),
+        occurred_after=ms(request.occurred_after),
+        occurred_before=ms(request.occurred_before),
     )

@@ -709,6 +709,26 @@ class SearchRequest(Model):
         description="What was current at this time: valid_from <= as_of < valid_until "
         "(null: still current) and as_of < expires_at.",
     )
+    topics: list[Topic] | None = Field(
+        None, max_length=MAX_TOPICS, description="Only memories with at least one of these."
+    )
+    metadata: Metadata | None = Field(
+        None,
+        description="Only memories whose metadata has each of these top-level keys with an "
+        "equal value (JSON equality).",
+    )
+    created_after: UtcDatetime | None = Field(
+        None, strict=False, description="Only memories kept at or after this time."
+    )
+    created_before: UtcDatetime | None = Field(
+        None, strict=False, description="Only memories kept before this time."
+    )
+    occurred_after: UtcDatetime | None = Field(
+        None, strict=False, description="Only memories whose event happened at or after this."
+    )
+    occurred_before: UtcDatetime | None = Field(
+        None, strict=False, description="Only memories whose event happened before this."
+    )
 
 
 class SearchResult(View):
@@ -742,6 +762,9 @@ class RecallRequest(Model):
     actor_id: ActorId | None = None
     limit: int = Field(10, ge=1, le=100)
     query_vector: list[float] | None = Field(None, max_length=8192)
+    types: list[Annotated[str, StringConstraints(min_length=1, max_length=40)]] | None = Field(
+        None, max_length=5, description="Only memories of these types."
+    )
 
 
 class RecallView(View):

@@ -83,9 +83,11 @@ def recall(
     Long-term memories are for ``request.actor_id``, else the session's actor; with neither,
     none are returned (never another actor's); an ``actor_id`` other than the session's owner
     is ``ActorMismatch`` (409), as for events. The query is ``request.query``, else the
-    session's latest user message; without either, none are returned. They are ranked by the
+    session's latest user message; without either, none are returned. They are the actor's
+    current memories (of ``request.types``, when given; an unknown type is 422), ranked by the
     hybrid search when the store can embed (or ``query_vector`` is given), else by keywords.
     """
+    memories.check_types(request.types)
     meta, messages = sessions.working_memory(request.session_id, store.summarize_after)
     owner = meta.actor_id if meta else None
     if request.actor_id and owner and request.actor_id != owner:
@@ -98,7 +100,9 @@ def recall(
     )
     relevant: list[MemoryView] = []
     if actor_id is not None and query is not None:
-        relevant = memories.relevant(actor_id, query, request.query_vector, request.limit)
+        relevant = memories.relevant(
+            actor_id, query, request.query_vector, request.limit, request.types
+        )
     return RecallView(
         session_id=request.session_id,
         actor_id=actor_id,
