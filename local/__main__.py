@@ -187,6 +187,7 @@ def main() -> None:
             f"  API key:   {api_key}  ({origin})\n"
             f"  scheduler: {scheduler}\n"
             f"  endpoints: {endpoints}\n"
+            f"  console:   {base}/console  (sign in with the API key above)\n"
             f"  try:       curl -H 'Authorization: Bearer {api_key}' {base}/agent-memory",
             flush=True,
         )
