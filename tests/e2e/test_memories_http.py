@@ -223,3 +223,22 @@ def test_a_memory_that_supersedes_another_hides_it_unless_asked(memories):
     assert {m.id for m in found} == {old.id, new.id}
     chain = memories.get_memory(new.id).chain or []
     assert [link.id for link in chain] == [old.id, new.id]
+
+
+def test_the_clients_filters_reach_the_listing_search_and_recall(memories):
+    ops = memories.add_memory(
+        "Pages the on-call", "user-7", vector=[1, 0, 0, 0], topics=["On-Call"],
+        metadata={"team": "ops", "level": 2},
+    )  # fmt: skip
+    memories.add_memory("Likes tea", "user-7", vector=[0, 1, 0, 0], metadata={"team": "dev"})
+    listed = memories.list_memories(topics=["on-call", "x"], metadata={"team": "ops"})
+    assert [m.id for m in listed.memories] == [ops.id]
+    assert memories.list_memories(metadata={"team": "ops", "level": 3}).memories == []
+    after = memories.list_memories(created_after=ops.created_at).memories
+    assert ops.id in [m.id for m in after]
+    assert memories.list_memories(created_before=ops.created_at).memories == []
+    found = memories.search("tea on-call", mode="keyword", metadata={"team": "dev"}).memories
+    assert [m.text for m in found] == ["Likes tea"]
+    memories.add_events("chat", [{"role": "user", "content": "on-call?"}], "user-7")
+    recalled = memories.recall("chat", query_vector=[1, 0, 0, 0], types=["episodic"])
+    assert recalled.memories == []

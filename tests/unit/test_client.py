@@ -439,3 +439,38 @@ def test_query_booleans_and_times_are_sent_as_the_api_reads_them():
         {"include_superseded": "false"},
     ]
     assert b"as_of=2026-05-01T12%3A30%3A00%2B00%3A00" in api.requests[0].url.raw_path
+
+
+def test_listing_filters_are_sent_as_the_api_reads_them_and_a_comma_topic_is_refused():
+    api = Api(httpx.Response(200, json={"memories": [], "next_offset": None, "total": 0}))
+    store = api.client().store("l", "s")
+    store.list_memories(topics=["ops", "on-call"], metadata={"team": "ops", "n": 1})
+    assert dict(api.requests[0].url.params) == {
+        "topics": "ops,on-call",
+        "metadata": '{"team":"ops","n":1}',
+    }
+    with pytest.raises(ValueError, match="without commas"):
+        store.list_memories(topics=["a,b"])
+    assert len(api.requests) == 1
+
+
+def test_search_filters_and_recall_types_go_in_the_body():
+    api = Api(httpx.Response(200, json={"memories": []}))
+    store = api.client().store("l", "s")
+    store.search(
+        "q", topics=("ops",), metadata={"team": "ops"}, created_after="2026-01-01T00:00:00Z"
+    )
+    assert api.bodies() == [
+        {
+            "query": "q",
+            "mode": "hybrid",
+            "topics": ["ops"],
+            "metadata": {"team": "ops"},
+            "created_after": "2026-01-01T00:00:00Z",
+        }
+    ]
+    empty = {"session_id": "c", "actor_id": None, "summary": None, "messages": [],
+             "memories": [], "context": ""}  # fmt: skip
+    recall = Api(httpx.Response(200, json=empty))
+    recall.client().store("l", "s").recall("c", types=["episodic"])
+    assert recall.bodies() == [{"session_id": "c", "types": ["episodic"]}]

@@ -9,6 +9,7 @@ functions of the call and of what came back, so both clients behave the same.
 from __future__ import annotations
 
 import email.utils
+import json
 import os
 import random
 import time
@@ -320,6 +321,7 @@ def recall(
     actor_id: str | None,
     limit: int | None,
     query_vector: Sequence[float] | None,
+    types: Sequence[str] | None = None,
 ) -> Call[m.RecallView]:
     request = m.RecallRequest(
         session_id=session_id,
@@ -327,6 +329,7 @@ def recall(
         actor_id=actor_id,
         limit=limit,
         query_vector=list(query_vector) if query_vector is not None else None,
+        types=list(types) if types is not None else None,
     )
     return Call("POST", f"{store}/recall", m.RecallView, True, body=dump(request, nulls=False))
 
@@ -360,17 +363,21 @@ def list_memories(
     limit: int | None,
     actor_id: str | None,
     type: str | None,
-    include_superseded: bool | None = None,
-    as_of: datetime | str | None = None,
+    filters: Mapping[str, Any],
 ) -> Call[m.MemoryList]:
-    params = query(
-        offset=offset,
-        limit=limit,
-        actor_id=actor_id,
-        type=type,
-        include_superseded=include_superseded,
-        as_of=as_of,
-    )
+    """``filters``: ``include_superseded``, ``as_of``, ``topics`` (a list, sent comma-separated,
+    so no topic may hold a comma), ``metadata`` (a mapping, sent as compact JSON) and the
+    ``created_*`` / ``occurred_*`` bounds; ``None`` ones are left out."""
+    given = dict(filters)
+    topics = given.pop("topics", None)
+    if topics is not None:
+        if isinstance(topics, str) or any("," in t for t in topics):
+            raise ValueError("topics must be a list of topics without commas")
+        given["topics"] = ",".join(topics)
+    metadata = given.pop("metadata", None)
+    if metadata is not None:
+        given["metadata"] = json.dumps(dict(metadata), separators=(",", ":"), ensure_ascii=False)
+    params = query(offset=offset, limit=limit, actor_id=actor_id, type=type, **given)
     return Call("GET", f"{store}/memories", m.MemoryList, True, params=params)
 
 

@@ -82,19 +82,31 @@ def _search(
     types: Sequence[str] | None,
     limit: int | None,
     query_vector: Sequence[float] | None,
-    include_superseded: bool | None = None,
-    as_of: datetime | str | None = None,
+    filters: Mapping[str, Any],
 ) -> m.SearchRequest:
+    given = dict(filters)
+    if given.get("topics") is not None:
+        given["topics"] = list(given["topics"])
+    if given.get("metadata") is not None:
+        given["metadata"] = dict(given["metadata"])
     return m.SearchRequest(
-        include_superseded=include_superseded,
-        as_of=as_of,
         query=query,
         mode=mode,
         actor_id=actor_id,
         types=list(types) if types is not None else None,
         limit=limit,
         query_vector=list(query_vector) if query_vector is not None else None,
+        **given,
     )
+
+
+When = datetime | str | None
+"""A time: a ``datetime`` (naive ones are UTC) or ISO 8601 text."""
+
+
+def _filters(**given: Any) -> dict[str, Any]:
+    """The memory filters of a search or a listing, by name (``None``: not given)."""
+    return given
 
 
 class _Base:
@@ -260,10 +272,12 @@ class StoreClient:
         actor_id: str | None = None,
         limit: int | None = None,
         query_vector: Sequence[float] | None = None,
+        *,
+        types: Sequence[str] | None = None,
     ) -> m.RecallView:
         """What the agent needs before its next model call: summary, recent messages, the
         actor's relevant memories, and ``context`` (all of it as one text)."""
-        call = _http.recall(self._prefix, session_id, query, actor_id, limit, query_vector)
+        call = _http.recall(self._prefix, session_id, query, actor_id, limit, query_vector, types)
         return self._client._answer(call)
 
     def list_sessions(self, offset: int | None = None, limit: int | None = None) -> m.SessionList:
@@ -313,13 +327,27 @@ class StoreClient:
         type: str | None = None,
         *,
         include_superseded: bool | None = None,
-        as_of: datetime | str | None = None,
+        as_of: When = None,
+        topics: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_after: When = None,
+        created_before: When = None,
+        occurred_after: When = None,
+        occurred_before: When = None,
     ) -> m.MemoryList:
         """A page of memories, newest first, optionally of one actor and one type; the current
         ones unless ``include_superseded``, or what was current ``as_of`` a time."""
-        call = _http.list_memories(
-            self._prefix, offset, limit, actor_id, type, include_superseded, as_of
+        filters = _filters(
+            include_superseded=include_superseded,
+            as_of=as_of,
+            topics=topics,
+            metadata=metadata,
+            created_after=created_after,
+            created_before=created_before,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
         )
+        call = _http.list_memories(self._prefix, offset, limit, actor_id, type, filters)
         return self._client._answer(call)
 
     def get_memory(self, memory_id: str) -> m.MemoryView:
@@ -363,13 +391,27 @@ class StoreClient:
         query_vector: Sequence[float] | None = None,
         *,
         include_superseded: bool | None = None,
-        as_of: datetime | str | None = None,
+        as_of: When = None,
+        topics: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_after: When = None,
+        created_before: When = None,
+        occurred_after: When = None,
+        occurred_before: When = None,
     ) -> m.SearchResult:
         """Memories best first for ``query``: by meaning, keyword or both (current ones unless
         ``include_superseded``, or what was current ``as_of`` a time)."""
-        request = _search(
-            query, mode, actor_id, types, limit, query_vector, include_superseded, as_of
+        filters = _filters(
+            include_superseded=include_superseded,
+            as_of=as_of,
+            topics=topics,
+            metadata=metadata,
+            created_after=created_after,
+            created_before=created_before,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
         )
+        request = _search(query, mode, actor_id, types, limit, query_vector, filters)
         return self._client._answer(_http.search(self._prefix, request))
 
     def forget_actor(self, actor_id: str) -> m.ActorForgotten:
@@ -506,9 +548,11 @@ class AsyncStoreClient:
         actor_id: str | None = None,
         limit: int | None = None,
         query_vector: Sequence[float] | None = None,
+        *,
+        types: Sequence[str] | None = None,
     ) -> m.RecallView:
         """As :meth:`StoreClient.recall`."""
-        call = _http.recall(self._prefix, session_id, query, actor_id, limit, query_vector)
+        call = _http.recall(self._prefix, session_id, query, actor_id, limit, query_vector, types)
         return await self._client._answer(call)
 
     async def list_sessions(
@@ -558,12 +602,26 @@ class AsyncStoreClient:
         type: str | None = None,
         *,
         include_superseded: bool | None = None,
-        as_of: datetime | str | None = None,
+        as_of: When = None,
+        topics: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_after: When = None,
+        created_before: When = None,
+        occurred_after: When = None,
+        occurred_before: When = None,
     ) -> m.MemoryList:
         """As :meth:`StoreClient.list_memories`."""
-        call = _http.list_memories(
-            self._prefix, offset, limit, actor_id, type, include_superseded, as_of
+        filters = _filters(
+            include_superseded=include_superseded,
+            as_of=as_of,
+            topics=topics,
+            metadata=metadata,
+            created_after=created_after,
+            created_before=created_before,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
         )
+        call = _http.list_memories(self._prefix, offset, limit, actor_id, type, filters)
         return await self._client._answer(call)
 
     async def get_memory(self, memory_id: str) -> m.MemoryView:
@@ -606,12 +664,26 @@ class AsyncStoreClient:
         query_vector: Sequence[float] | None = None,
         *,
         include_superseded: bool | None = None,
-        as_of: datetime | str | None = None,
+        as_of: When = None,
+        topics: Sequence[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        created_after: When = None,
+        created_before: When = None,
+        occurred_after: When = None,
+        occurred_before: When = None,
     ) -> m.SearchResult:
         """As :meth:`StoreClient.search`."""
-        request = _search(
-            query, mode, actor_id, types, limit, query_vector, include_superseded, as_of
+        filters = _filters(
+            include_superseded=include_superseded,
+            as_of=as_of,
+            topics=topics,
+            metadata=metadata,
+            created_after=created_after,
+            created_before=created_before,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
         )
+        request = _search(query, mode, actor_id, types, limit, query_vector, filters)
         return await self._client._answer(_http.search(self._prefix, request))
 
     async def forget_actor(self, actor_id: str) -> m.ActorForgotten:

@@ -270,9 +270,13 @@ class MemoryPatch(Request):
 
 
 class MemorySource(Answer):
-    """Where a memory came from: the session extraction read it in."""
+    """Where a memory came from: the session extraction read it in, the first and last message
+    it read and the messages the model named (``seq`` numbers)."""
 
     session_id: str
+    first_seq: int | None = None
+    last_seq: int | None = None
+    seqs: list[int] | None = None
 
 
 class MemoryVersion(Answer):
@@ -335,7 +339,8 @@ class MemoryList(Answer):
 class SearchRequest(Request):
     """Body of ``POST .../memories/search``. Without ``actor_id`` the whole store is searched;
     ``include_superseded`` adds memories another one replaced; ``as_of`` searches what was
-    current at that time."""
+    current at that time; ``topics`` (any of), ``metadata`` (equal top-level keys) and the
+    half-open time ranges filter the memories before they are ranked."""
 
     query: str
     mode: SearchMode | None = None
@@ -345,6 +350,12 @@ class SearchRequest(Request):
     query_vector: list[float] | None = Field(None, strict=False)
     include_superseded: bool | None = None
     as_of: datetime | str | None = None
+    topics: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    created_after: datetime | str | None = None
+    created_before: datetime | str | None = None
+    occurred_after: datetime | str | None = None
+    occurred_before: datetime | str | None = None
 
 
 class SearchResult(Answer):
@@ -371,6 +382,7 @@ class RecallRequest(Request):
     actor_id: str | None = None
     limit: int | None = None
     query_vector: list[float] | None = Field(None, strict=False)
+    types: list[str] | None = None
 
 
 class RecallView(Answer):
