@@ -8,7 +8,7 @@ SAM := $(SAM_VENV)/bin/sam
 STAMP := $(VENV)/.installed
 
 .PHONY: run test unit integration e2e lint format validate openapi build deploy replay fuzz \
-	console console-screenshots bench bench-working-memory bench-retrieval bench-latency bench-background bench-faults \
+	console console-screenshots bench bench-working-memory bench-retrieval bench-latency bench-background bench-updates bench-faults \
 	bench-load clean
 
 $(STAMP): requirements-dev.txt layers/core/requirements.txt client/pyproject.toml
@@ -104,7 +104,7 @@ $(BENCH_STAMP): $(STAMP) bench/requirements.txt
 	touch $(BENCH_STAMP)
 
 ## bench: every benchmark; each writes a table and a plot under bench/results/
-bench: bench-working-memory bench-latency bench-retrieval bench-background bench-faults bench-load
+bench: bench-working-memory bench-latency bench-retrieval bench-background bench-updates bench-faults bench-load
 
 ## bench-working-memory: add events and recall through the local stack, vs in-process baselines
 bench-working-memory: $(BENCH_STAMP)
@@ -113,6 +113,11 @@ bench-working-memory: $(BENCH_STAMP)
 ## bench-latency: search, recall and add at 1,000 / 10,000 / 100,000 memories, vs a NumPy scan
 bench-latency: $(BENCH_STAMP)
 	$(PY) -m bench.latency $(ARGS)
+
+## bench-updates: scripted fact pairs through extraction: newer facts win, stale ones go
+## (supersede vs plain add, side by side)
+bench-updates: $(BENCH_STAMP)
+	$(PY) -m bench.updates $(ARGS)
 
 ## bench-background: one background run over a 1,000-message session: peak memory, model calls
 bench-background: $(BENCH_STAMP)
