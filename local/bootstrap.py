@@ -2,13 +2,16 @@
 
 Order of preference (DESIGN section 6): ``REDIS_URL``; else a ``redis-server`` child process
 keeping its data under ``.local/redis``; else an embedded in-process server (fakeredis over TCP,
-in memory only).
+in memory only). ``REDIS_URL`` may name a Redis or Valkey Cluster (any node of it; see
+``agent_memory.db.cluster_mode``). :func:`start_redis_cluster` starts one on loopback for the
+tests and benchmarks.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import random
 import shutil
 import signal
 import socket
@@ -24,6 +27,7 @@ import redis
 
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
+from agent_memory.db import redis_client
 from agent_memory.secrets import load_key_file
 
 ORG_ID = "local"
@@ -146,6 +150,191 @@ def start_redis_server(
     )
 
 
+CLUSTER_BUS_OFFSET = 10_000
+"""A cluster node also listens on its port + 10000 (the cluster bus)."""
+CLUSTER_PORTS = (20_000, 45_000)
+"""Node ports are drawn from this range, so that port and bus port stay below 55000."""
+
+
+def _port_free(port: int) -> bool:
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def cluster_ports(count: int) -> list[int]:
+    """``count`` loopback ports in ``CLUSTER_PORTS`` that are free, and whose bus port (+10000)
+    is free too."""
+    chosen: list[int] = []
+    while len(chosen) < count:
+        port = random.randrange(*CLUSTER_PORTS)
+        taken = {p for c in chosen for p in (c, c + CLUSTER_BUS_OFFSET)}
+        if port in taken or port + CLUSTER_BUS_OFFSET in taken:
+            continue
+        if _port_free(port) and _port_free(port + CLUSTER_BUS_OFFSET):
+            chosen.append(port)
+    return chosen
+
+
+@dataclass
+class Cluster:
+    """A Redis Cluster of ``redis-server`` children on loopback (:func:`start_redis_cluster`).
+
+    ``url`` names its first primary (clients find the others); ``ports`` holds every node's,
+    primaries first; ``processes`` each node's process by port. ``kill(port)`` stops one node
+    at once (SIGKILL), as a crash would; ``stop()`` stops every node still running (SIGTERM,
+    then SIGKILL after 10 s), by pid."""
+
+    url: str
+    ports: list[int]
+    processes: dict[int, subprocess.Popen[bytes]]
+    data_dir: Path
+
+    def kill(self, port: int) -> None:
+        process = self.processes[port]
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+    def stop(self) -> None:
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes.values():
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+    def node(self, port: int) -> redis.Redis:
+        """A plain client of one node (for ``CLUSTER`` and ``INFO`` commands)."""
+        return redis.Redis(host="127.0.0.1", port=port, decode_responses=True, socket_timeout=5)
+
+
+def _cluster_node(binary: str, port: int, data_dir: Path, node_timeout_ms: int,
+                  extra: list[str]) -> subprocess.Popen[bytes]:  # fmt: skip
+    node_dir = data_dir / str(port)
+    node_dir.mkdir(parents=True, exist_ok=True)
+    return subprocess.Popen(
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(node_dir),
+            "--cluster-enabled",
+            "yes",
+            "--cluster-config-file",
+            "nodes.conf",
+            "--cluster-node-timeout",
+            str(node_timeout_ms),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--logfile",
+            "redis.log",
+            *extra,
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+        preexec_fn=_parent_death_signal(),
+    )
+
+
+def wait_for_cluster(cluster: Cluster, timeout: float = 30.0) -> None:
+    """Until every running node says ``cluster_state:ok`` with all 16384 slots assigned and
+    knows every node, and every replica's link to its primary is up. ``TimeoutError``."""
+    running = [p for p in cluster.ports if cluster.processes[p].poll() is None]
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            ready = True
+            for port in running:
+                node = cluster.node(port)
+                info = node.cluster("INFO")
+                if (
+                    info.get("cluster_state") != "ok"
+                    or int(info.get("cluster_slots_assigned", 0)) != 16384
+                    or int(info.get("cluster_known_nodes", 0)) < len(running)
+                ):
+                    ready = False
+                    break
+                replication = node.info("replication")
+                if replication.get("role") == "slave" and (
+                    replication.get("master_link_status") != "up"
+                ):
+                    ready = False
+                    break
+            if ready:
+                return
+        except redis.RedisError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"the cluster on ports {cluster.ports} did not become ready")
+        time.sleep(0.1)
+
+
+def start_redis_cluster(
+    data_dir: Path,
+    *,
+    primaries: int = 3,
+    replicas: int = 0,
+    node_timeout_ms: int = 2000,
+    extra_args: tuple[str, ...] = (),
+) -> Cluster:
+    """A Redis Cluster of ``primaries`` primaries, each with ``replicas`` replicas, as
+    ``redis-server`` children on loopback ports below 55000 (:func:`cluster_ports`), made with
+    ``redis-cli --cluster create`` and ready (:func:`wait_for_cluster`) when returned.
+
+    Nothing is saved (``--save ""``); node files live in ``data_dir/<port>``. A replica takes
+    over from its primary ``node_timeout_ms`` after the primary stops answering. The nodes run
+    in sessions of their own and get SIGTERM if this process dies (as ``start_redis_server``).
+    ``FileNotFoundError`` without ``redis-server`` or ``redis-cli`` on the PATH."""
+    binary, cli = shutil.which("redis-server"), shutil.which("redis-cli")
+    if binary is None or cli is None:
+        raise FileNotFoundError("redis-server" if binary is None else "redis-cli")
+    ports = cluster_ports(primaries * (1 + replicas))
+    processes = {p: _cluster_node(binary, p, data_dir, node_timeout_ms, [*extra_args])
+                 for p in ports}  # fmt: skip
+    cluster = Cluster(f"redis://127.0.0.1:{ports[0]}/0", ports, processes, data_dir)
+    try:
+        for port in ports:
+            _wait_for(f"redis://127.0.0.1:{port}/0")
+        subprocess.run(
+            [
+                cli,
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{p}" for p in ports),
+                "--cluster-replicas",
+                str(replicas),
+                "--cluster-yes",
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            timeout=60,
+        )
+        wait_for_cluster(cluster)
+        # redis-cli assigns replicas as it likes: list the primaries first.
+        roles = {p: cluster.node(p).info("replication")["role"] for p in ports}
+        cluster.ports = sorted(ports, key=lambda p: roles[p] != "master")
+        cluster.url = f"redis://127.0.0.1:{cluster.ports[0]}/0"
+    except BaseException:
+        cluster.stop()
+        raise
+    return cluster
+
+
 def start_embedded() -> Database:
     """An in-process Redis-protocol server (fakeredis), in memory: data is lost on exit."""
     from fakeredis import TcpFakeServer
@@ -186,7 +375,7 @@ def bootstrap(url: str, local_dir: Path, api_key: str | None) -> tuple[str, str]
     The key is ``api_key`` when given, else the one kept in ``local_dir/api_key``, else a new
     one (written there, mode 0600). Returns ``(api_key, where it came from)``.
     """
-    control = ControlPlane(redis.Redis.from_url(url, decode_responses=True), SystemClock())
+    control = ControlPlane(redis_client(url), SystemClock())
     control.create_organization(ORG_ID, "Local development")
     control.register_instance(ORG_ID, INSTANCE_ID, url)
     key_file = local_dir / "api_key"

@@ -35,10 +35,9 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from agent_memory.clock import Clock, SystemClock
+from agent_memory.db import redis_client
 from agent_memory.errors import DatabaseUnavailable
 from agent_memory.keys import LocalScheduleKeys
 from agent_memory.scheduler import LocalScheduler
@@ -218,14 +217,10 @@ def start_scheduler_loop(
     """The launcher's loop: the stack's database at ``database_url`` (the same control
     database the functions' ``LocalScheduler`` writes to) and the template's background
     function. Started before it is returned. The client does not retry a command (the loop's
-    backoff does), and the URL's password is masked in the loop's lines."""
-    client = redis.Redis.from_url(
-        database_url,
-        decode_responses=True,
-        socket_timeout=5,
-        socket_connect_timeout=5,
-        retry=Retry(NoBackoff(), retries=0),
-    )
+    backoff does), and the URL's password is masked in the loop's lines. The database may be a
+    cluster (``agent_memory.db.redis_client``'s cluster client, which it then connects to
+    here: ``DatabaseUnavailable`` when it cannot)."""
+    client = redis_client(database_url)
     scheduler = LocalScheduler(client, SystemClock(), keys=keys)
     password = urlsplit(database_url).password
     loop = SchedulerLoop(

@@ -3,6 +3,13 @@
 With ``REDIS_URL`` unset, the suite starts its own ``redis-server`` on a free port (data in a
 temporary folder, nothing saved). With ``REDIS_URL`` set it uses that server but never flushes
 it: every test works under names of its own (random organization, instance and store names).
+
+With ``KIVIDB_TEST_CLUSTER=1`` (and ``REDIS_URL`` unset) the database is a Redis Cluster of
+three primaries that the suite starts (``local.bootstrap.start_redis_cluster``), and each other
+"database number" a test asks for (:func:`on_database`) is another such cluster, started when
+first asked for: a cluster has only database 0, and a database is one organization's. Clients
+of the tests come from :func:`database_client`, a ``RedisCluster`` there. docs/testing.md
+names the tests ``make test`` runs this way.
 """
 
 from __future__ import annotations
@@ -13,16 +20,51 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
 from cryptography.fernet import Fernet
+from redis.backoff import NoBackoff
+from redis.cluster import RedisCluster
+from redis.retry import Retry
 
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
+from agent_memory.db import cluster_mode, split_cluster_option
 from agent_memory.errors import NotFound
-from local.bootstrap import start_redis_server
+from local.bootstrap import Cluster, start_redis_cluster, start_redis_server
+
+ON_CLUSTER = os.environ.get("KIVIDB_TEST_CLUSTER", "").lower() in ("1", "yes", "true", "on")
+"""The suite runs on Redis Clusters it starts (``KIVIDB_TEST_CLUSTER=1``)."""
+
+
+class Clusters:
+    """The clusters of a cluster run, one per database number a test uses (0 first)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.by_number: dict[int, Cluster] = {}
+
+    def url(self, number: int) -> str:
+        if number not in self.by_number:
+            self.by_number[number] = start_redis_cluster(self.data_dir / f"cluster-{number}")
+        return self.by_number[number].url
+
+    def number_of(self, url: str) -> int | None:
+        base = urlsplit(split_cluster_option(url)[0])
+        for number, cluster in self.by_number.items():
+            if urlsplit(cluster.url).netloc == base.netloc.rsplit("@", 1)[-1]:
+                return number
+        return None
+
+    def stop(self) -> None:
+        for cluster in self.by_number.values():
+            cluster.stop()
+
+
+_CLUSTERS: list[Clusters] = []
 
 
 @pytest.fixture(scope="session")
@@ -31,11 +73,34 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     if url:
         yield url
         return
+    if ON_CLUSTER:
+        clusters = Clusters(tmp_path_factory.mktemp("clusters"))
+        _CLUSTERS.append(clusters)
+        try:
+            yield clusters.url(0)
+        finally:
+            clusters.stop()
+            _CLUSTERS.remove(clusters)
+        return
     database = start_redis_server(tmp_path_factory.mktemp("redis"), persist=False)
     try:
         yield database.url
     finally:
         database.stop()
+
+
+def database_client(url: str, *, binary: bool = False, **options: object) -> redis.Redis:
+    """A new client of the database at ``url`` (answers ``str``, or ``bytes`` with
+    ``binary``): a ``RedisCluster`` when it is a cluster (typed as ``redis.Redis``, as
+    ``agent_memory.db.redis_client`` does), else ``redis.Redis``. Not cached: a test may close
+    it or point it at a server it stops."""
+    plain, _ = split_cluster_option(url)
+    if cluster_mode(url):
+        cluster = RedisCluster.from_url(
+            plain, decode_responses=not binary, retry=Retry(NoBackoff(), retries=0), **options
+        )
+        return cast(redis.Redis, cluster)
+    return redis.Redis.from_url(plain, decode_responses=not binary, **options)
 
 
 @pytest.fixture(scope="session")
@@ -45,7 +110,7 @@ def secret_key() -> str:
 
 @pytest.fixture
 def client(redis_url: str) -> redis.Redis:
-    return redis.Redis.from_url(redis_url, decode_responses=True)
+    return database_client(redis_url)
 
 
 def unique(prefix: str) -> str:
@@ -65,7 +130,11 @@ class Tenant:
 
 
 def on_database(url: str, db: int) -> str:
-    """``url`` with its database number set to ``db`` (the path; a query is dropped)."""
+    """``url`` with its database number set to ``db`` (the path; a query is dropped). In a
+    cluster run, the URL of the cluster that stands for database ``db``."""
+    for clusters in _CLUSTERS:
+        if clusters.number_of(url) is not None:
+            return clusters.url(db)
     return urlunsplit(urlsplit(url)._replace(path=f"/{db}", query=""))
 
 
@@ -81,11 +150,7 @@ its organization is deleted after the test. Other databases in use: 2 (e2e test_
 @pytest.fixture
 def tenant(redis_url: str) -> Iterator[Tenant]:
     # No hold on release: the next test's tenant registers the same database at once.
-    control = ControlPlane(
-        redis.Redis.from_url(redis_url, decode_responses=True),
-        SystemClock(),
-        release_hold_seconds=0,
-    )
+    control = ControlPlane(database_client(redis_url), SystemClock(), release_hold_seconds=0)
     org_id, instance_id = unique("org"), unique("db")
     url = on_database(redis_url, TENANT_DB)
     control.create_organization(org_id)

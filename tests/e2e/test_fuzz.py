@@ -24,11 +24,10 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import redis
 
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
-from tests.conftest import ROOT, on_database, unique
+from tests.conftest import ROOT, database_client, on_database, unique
 from tests.e2e.conftest import Stack
 
 EXAMPLES = int(os.environ.get("KIVIDB_FUZZ_EXAMPLES", "20"))
@@ -100,7 +99,7 @@ def test_fuzzing_every_route_finds_no_server_error_and_no_undocumented_answer(
     # Another organization with its own instance and store, out of the fuzzer's reach; deleted
     # at the end with no hold, so its database is free for the next test at once.
     plane = ControlPlane(
-        redis.Redis.from_url(redis_url, decode_responses=True),
+        database_client(redis_url),
         SystemClock(),
         release_hold_seconds=0,
     )

@@ -11,11 +11,10 @@ import threading
 
 import httpx
 import pytest
-import redis
 
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
-from tests.conftest import on_database, unique
+from tests.conftest import database_client, on_database, unique
 
 BASE = "/instances/local/agent-memory"
 
@@ -86,7 +85,7 @@ def test_every_route_answers_401_without_a_valid_key(stack, method, path, key):
 
 def test_another_organizations_instance_is_a_404_like_a_missing_one(stack, api):
     control = ControlPlane(
-        redis.Redis.from_url(stack.redis_url, decode_responses=True),
+        database_client(stack.redis_url),
         SystemClock(),
         release_hold_seconds=0,
     )

@@ -11,11 +11,10 @@ from __future__ import annotations
 from urllib.parse import urlsplit
 
 import pytest
-import redis
 
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
-from tests.conftest import on_database, unique
+from tests.conftest import database_client, on_database, unique
 from tests.e2e.conftest import Stack
 from tools import admin
 
@@ -32,7 +31,7 @@ def run_admin(stack: Stack, capsys: pytest.CaptureFixture[str], *args: str) -> t
 @pytest.fixture
 def control(stack: Stack) -> ControlPlane:
     return ControlPlane(
-        redis.Redis.from_url(stack.redis_url, decode_responses=True),
+        database_client(stack.redis_url),
         SystemClock(),
         release_hold_seconds=0,
     )

@@ -33,13 +33,12 @@ from typing import Any
 
 import httpx
 import pytest
-import redis
 
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
 from local.bootstrap import start_redis_server
 from local.template import load_template
-from tests.conftest import ROOT, on_database, unique
+from tests.conftest import ROOT, database_client, on_database, unique
 from tests.e2e.conftest import Stack
 
 DIM = 3
@@ -320,7 +319,7 @@ def second_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 @pytest.fixture(scope="module")
 def world(stack: Stack, second_server: str) -> Iterator[World]:
     control = ControlPlane(
-        redis.Redis.from_url(stack.redis_url, decode_responses=True),
+        database_client(stack.redis_url),
         SystemClock(),
         release_hold_seconds=0,
     )

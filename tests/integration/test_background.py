@@ -15,7 +15,6 @@ import time
 from datetime import timedelta
 
 import pytest
-import redis
 from cryptography.fernet import Fernet
 
 from agent_memory.background import SessionWork, request_extraction, schedule_background
@@ -30,7 +29,7 @@ from agent_memory.scheduler import ExtractionTarget, LocalScheduler
 from agent_memory.secrets import FernetCipher
 from agent_memory.sessions import EXTRACTION_MAX_FAILURES
 from agent_memory.stores import Stores
-from tests.conftest import unique
+from tests.conftest import database_client, unique
 from tests.integration.test_embeddings import FakeProvider, serving
 from tests.integration.test_sessions import MovableClock
 from tests.model_servers import ScriptedChatServer
@@ -153,7 +152,7 @@ def model_server():
 @pytest.fixture
 def make_world(client, redis_url, model_server, embed_server):
     made = []
-    binary = redis.Redis.from_url(redis_url)
+    binary = database_client(redis_url, binary=True)
 
     def make(**settings):
         world = World(client, binary, model_server, embed_server, **settings)

@@ -59,7 +59,7 @@ def test_only_a_hash_of_the_key_is_stored(tenant, client):
         )
         assert all(tenant.api_key not in str(v) for v in values)
         assert tenant.api_key not in key
-    assert client.exists(f"kividb:control:apikey:{hash_api_key(tenant.api_key)}")
+    assert client.exists(ControlKeys.api_key(hash_api_key(tenant.api_key)))
 
 
 def test_revoked_keys_stop_working_at_once(tenant):
@@ -581,7 +581,7 @@ def test_deleting_an_organization_revokes_its_keys_and_removes_its_instances(
             control.authenticate(key)
     assert not control.organization_exists(org)
     assert [k for k in client.scan_iter(match="kividb:control:*") if org in k] == []
-    held = [client.get(k) for k in client.scan_iter(match="kividb:control:address:*")]
+    held = [client.get(k) for k in client.scan_iter(match=ControlKeys.address("*"))]
     assert [h for h in held if h and h.startswith(f"{org}/")] == []
     for name in ("one", "two"):
         assert not client.exists(ControlKeys.instance(name))

@@ -6,7 +6,6 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
-import redis
 from cryptography.fernet import Fernet
 
 from agent_memory.clock import SystemClock
@@ -23,7 +22,7 @@ from agent_memory.models import MemoryIn, MemoryPatch, SearchRequest, StorePut
 from agent_memory.secrets import FernetCipher
 from agent_memory.stores import Stores
 from agent_memory.tokenizer import TOKENIZER_VERSION, term_counts
-from tests.conftest import unique
+from tests.conftest import database_client, unique
 from tests.integration.test_sessions import MovableClock
 
 DIM = 8
@@ -38,7 +37,7 @@ def _v(*values):
 @pytest.fixture
 def make_memories(client, redis_url):
     made = []
-    binary = redis.Redis.from_url(redis_url)
+    binary = database_client(redis_url, binary=True)
 
     def make(clock=None, cache=None, **settings):
         clock = clock or SystemClock()

@@ -25,13 +25,12 @@ from typing import Any
 from urllib.parse import unquote
 
 import pytest
-import redis
 
 from agent_memory.embeddings import CustomEmbedder, OpenAIEmbedder
 from agent_memory.errors import AgentMemoryError
 from agent_memory.llm import AnthropicModel, CustomChatModel, OpenAIChatModel, make_language_model
 from agent_memory.providers import ProviderClient
-from tests.conftest import unique
+from tests.conftest import database_client, unique
 from tests.integration.test_background import World
 from tests.integration.test_handlers import build, invoke
 from tests.model_servers import RawHTTPServer, ScriptedChatServer, response_bytes, send
@@ -281,7 +280,7 @@ def test_routes_never_answer_or_log_an_echoed_key(
 @pytest.fixture
 def world(client, redis_url):
     with ScriptedChatServer("openai") as model_server, RawHTTPServer() as embed_server:
-        made = World(client, redis.Redis.from_url(redis_url), model_server, embed_server)
+        made = World(client, database_client(redis_url, binary=True), model_server, embed_server)
         made.model = make_language_model(
             "custom", "scripted", model_server.url, KEY, allow_private=True, client=no_retries()
         )

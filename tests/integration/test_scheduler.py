@@ -25,6 +25,7 @@ from agent_memory.scheduler import (
 )
 from local.scheduler import SchedulerLoop, invoker, start_scheduler_loop
 from local.template import Function
+from tests.conftest import database_client
 
 REGION = "us-east-1"
 GROUP = "kividb-test-extraction"
@@ -257,7 +258,7 @@ def test_a_malformed_entry_does_not_take_the_batch_down(local, clock, redis_url,
     targets = [ExtractionTarget("db", "st", f"ok{i}") for i in range(3)]
     for target in targets:
         local.arm(target, clock.now())
-    raw = redis.Redis.from_url(redis_url)
+    raw = database_client(redis_url, binary=True)
     raw.zadd(keys.due, {"zz-bad": 0})
     raw.hset(keys.events, "zz-bad", "{not json")
     taken = local.take_due(clock.now())
@@ -281,7 +282,7 @@ def test_a_naive_due_time_is_refused(local):
 
 def test_two_takers_never_take_the_same_entry(redis_url, keys, clock):
     targets = [ExtractionTarget("db", "st", f"session-{i}") for i in range(300)]
-    armer = LocalScheduler(redis.Redis.from_url(redis_url, decode_responses=True), clock, keys=keys)
+    armer = LocalScheduler(database_client(redis_url), clock, keys=keys)
     for target in targets:
         armer.run_now(target)
     taken: list[list[dict[str, str]]] = [[] for _ in range(4)]
@@ -289,7 +290,7 @@ def test_two_takers_never_take_the_same_entry(redis_url, keys, clock):
 
     def take(slot: int) -> None:
         # Each thread its own connection, bytes replies on two of them.
-        client = redis.Redis.from_url(redis_url, decode_responses=slot % 2 == 0)
+        client = database_client(redis_url, binary=slot % 2 == 1)
         scheduler = LocalScheduler(client, clock, keys=keys)
         start.wait()
         while batch := scheduler.take_due(clock.now(), limit=7):
@@ -368,7 +369,7 @@ def test_a_failing_run_is_printed_and_the_loop_goes_on(local, clock, tiny, capsy
 
 
 def test_the_launcher_loop_fires_on_its_own_thread(redis_url, keys, tiny):
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = database_client(redis_url)
     arming = LocalScheduler(client, SystemClock(), keys=keys)
     loop = start_scheduler_loop(redis_url, tiny, keys=keys, interval=0.02)
     try:

@@ -4,7 +4,6 @@ import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import redis
 from cryptography.fernet import Fernet
 
 from agent_memory.clock import SystemClock
@@ -17,7 +16,7 @@ from agent_memory.models import EventIn, EventsRequest, RecallRequest, StorePut
 from agent_memory.recall import EMPTY_CONTEXT, recall
 from agent_memory.secrets import FernetCipher
 from agent_memory.stores import Stores
-from tests.conftest import unique
+from tests.conftest import database_client, unique
 
 
 class MovableClock:
@@ -31,8 +30,8 @@ class MovableClock:
 
 
 def _memories(config):
-    client = redis.Redis.from_url(_URL[0], decode_responses=True)
-    binary = redis.Redis.from_url(_URL[0])
+    client = database_client(_URL[0])
+    binary = database_client(_URL[0], binary=True)
     return Memories(client, binary, config, SystemClock(), NoEmbedder(config.dimensions),
                     IndexCache(), "test")  # fmt: skip
 

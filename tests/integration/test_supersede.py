@@ -14,7 +14,6 @@ from datetime import timedelta
 
 import numpy as np
 import pytest
-import redis
 from cryptography.fernet import Fernet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -33,7 +32,7 @@ from agent_memory.models import MemoryIn, MemoryPatch, SearchRequest, StorePut
 from agent_memory.secrets import FernetCipher
 from agent_memory.selection import Selection
 from agent_memory.stores import Stores
-from tests.conftest import unique
+from tests.conftest import database_client, unique
 from tests.integration.test_sessions import MovableClock
 
 DIM = 8
@@ -49,7 +48,7 @@ def _v(*values: float) -> list[float]:
 @pytest.fixture
 def make_memories(client, redis_url):
     made = []
-    binary = redis.Redis.from_url(redis_url)
+    binary = database_client(redis_url, binary=True)
 
     def make(clock=None, cache=None, **settings_):
         stores = Stores(client, "db", FernetCipher(Fernet.generate_key()), clock or SystemClock())

@@ -2,41 +2,215 @@
 
 Clients are created lazily and cached (never at import time). redis-py clients are thread-safe
 and pool connections, which the local stack relies on when several "containers" share a process.
+
+A database may be a Redis or Valkey Cluster (ElastiCache cluster mode, ElastiCache Serverless,
+Redis OSS or Valkey cluster): :func:`redis_client` then answers redis-py's ``RedisCluster``,
+which routes each command to the primary of its key's slot and follows ``MOVED`` / ``ASK``
+redirects and ``TRYAGAIN`` answers itself (the command did not run; see "Cluster mode" in
+docs/design.md). Whether a URL is a cluster is the URL's ``cluster`` option when it has one
+(``?cluster=1`` / ``?cluster=0``), else asked of the server on first connect (``INFO cluster``:
+``cluster_enabled:1``) and remembered for the URL in this process (:func:`cluster_mode`).
 """
 
 from __future__ import annotations
 
+import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
-from typing import Any
+from typing import Any, cast
 
 import redis
 from redis.backoff import NoBackoff
 from redis.client import Pipeline
+from redis.cluster import RedisCluster
 from redis.commands.core import Script
-from redis.exceptions import NoScriptError
+from redis.exceptions import (
+    ClusterError,
+    NoScriptError,
+    RedisClusterException,
+    SlotNotCoveredError,
+)
 from redis.retry import Retry
 from redis.typing import EncodableT
 
-from agent_memory.errors import DatabaseUnavailable, WritesRefused
+from agent_memory.errors import Conflict, DatabaseUnavailable, ValidationFailed, WritesRefused
+from agent_memory.keys import PROBE_KEY
 
 SOCKET_TIMEOUT_SECONDS = 2.0
 _TRANSIENT_CODES = frozenset({"BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "LOADING"})
+CLUSTER_OPTION = "cluster"
+"""The URL query option that says whether the database is a cluster (``1``, ``yes``, ``true``,
+``on``; or ``0``, ``no``, ``false``, ``off``). It is ours: it is taken out of the URL before
+redis-py reads it."""
+_YES = frozenset({"1", "yes", "true", "on"})
+_NO = frozenset({"0", "no", "false", "off"})
+
+_MODES: dict[str, bool] = {}
+_MODES_LOCK = threading.Lock()
 
 
-@lru_cache(maxsize=64)
-def redis_client(url: str, *, binary: bool = False) -> redis.Redis:
-    """A cached client for ``url`` (``redis://`` or ``rediss://``), answering ``str`` values,
-    or ``bytes`` with ``binary`` (for vectors, which are raw float32 bytes).
+def split_cluster_option(url: str) -> tuple[str, bool | None]:
+    """``url`` without its ``cluster`` query option, and that option's value (None when the
+    URL has none). Only that option is removed; the rest of the URL is kept byte for byte.
+    ``ValidationFailed`` for a value that is neither yes nor no."""
+    base, mark, query = url.partition("?")
+    if not mark:
+        return url, None
+    kept, forced = [], None
+    for part in query.split("&"):
+        name, _, value = part.partition("=")
+        if name != CLUSTER_OPTION:
+            kept.append(part)
+            continue
+        if value.lower() in _YES:
+            forced = True
+        elif value.lower() in _NO:
+            forced = False
+        else:
+            raise ValidationFailed(
+                f"The URL option '{CLUSTER_OPTION}' must be 1 or 0 (yes / no), not '{value}'."
+            )
+    return (base + "?" + "&".join(kept) if kept else base), forced
 
-    Commands are never retried by the client: a timeout can strike after the server ran a
-    write (a Lua append or add), and sending it again would apply it twice. A failure surfaces
-    at once as ``DatabaseUnavailable`` (503 with Retry-After, see :func:`database_errors`), and
-    the caller decides. Idle pooled connections are checked (PING) after 30 s, which catches
-    most connections a frozen Lambda left behind before a command is sent on them.
-    """
+
+def cluster_mode(url: str) -> bool:
+    """Whether the database at ``url`` is a cluster: the URL's ``cluster`` option, else the
+    server's ``INFO cluster`` (``cluster_enabled:1``; when INFO is refused, as an ACL may,
+    ``CLUSTER INFO`` answering at all), asked once per URL and process.
+
+    ``DatabaseUnavailable`` when the server cannot be reached (nothing is remembered then);
+    ``ValidationFailed`` for a bad ``cluster`` option."""
+    plain, forced = split_cluster_option(url)
+    if forced is not None:
+        return forced
+    with _MODES_LOCK:
+        known = _MODES.get(plain)
+    if known is not None:
+        return known
+    try:
+        known = int(_probe(plain, lambda c: c.info("cluster")).get("cluster_enabled", 0)) == 1
+    except redis.ResponseError:
+        # INFO refused (an ACL): CLUSTER INFO answers on a cluster only. Each question on a
+        # connection of its own: the embedded server closes a connection after an error.
+        try:
+            _probe(plain, lambda c: c.execute_command("CLUSTER", "INFO"))  # type: ignore[no-untyped-call]
+            known = True
+        except redis.ResponseError:
+            known = False  # "cluster support disabled", or an unknown command
+    with _MODES_LOCK:
+        _MODES[plain] = known
+    return known
+
+
+def _probe(url: str, ask: Callable[[redis.Redis], Any]) -> Any:
+    """``ask`` of a client of its own, on one connection closed after; ``DatabaseUnavailable``
+    when it cannot be reached, a ``ResponseError`` answer raised as it is."""
+    with database_errors():
+        client = redis.Redis.from_url(  # its one connection is made here
+            url,
+            socket_timeout=SOCKET_TIMEOUT_SECONDS,
+            socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
+            retry=Retry(NoBackoff(), retries=0),
+            single_connection_client=True,
+        )
+        try:
+            return ask(client)
+        finally:
+            client.close()
+
+
+class ClientFactory:
+    """``redis_client``: one cached client per URL (and ``binary``)."""
+
+    def __call__(self, url: str, *, binary: bool = False) -> redis.Redis:
+        """A cached client for ``url`` (``redis://`` or ``rediss://``, with a user and
+        password for AUTH when the URL has them), answering ``str`` values, or ``bytes`` with
+        ``binary`` (for vectors, which are raw float32 bytes).
+
+        Commands are never retried by the client: a timeout can strike after the server ran a
+        write (a Lua append or add), and sending it again would apply it twice. A failure
+        surfaces at once as ``DatabaseUnavailable`` (503 with Retry-After, see
+        :func:`database_errors`), and the caller decides. Idle pooled connections are checked
+        (PING) after 30 s, which catches most connections a frozen Lambda left behind before a
+        command is sent on them.
+
+        On a cluster (:func:`cluster_mode`) the client is a ``RedisCluster``: retries 0 as
+        above (a connection that fails during a failover is a 503, and the client reads the
+        slot map again for the next command), redirects followed, and slots whose primary is
+        down answer 503 while the others work (``require_full_coverage`` off). It serves the
+        same commands, so it is typed as ``redis.Redis`` for the modules that only send
+        commands; the few steps that differ on a cluster ask :func:`is_cluster`.
+
+        Making the client does no I/O: telling a cluster needs an answer from the server, and
+        a cluster client reads the slot map when it is made, so the client returned is a
+        stand-in (:class:`LazyClient`) that makes the real one at its first use. That use may
+        then fail with ``DatabaseUnavailable`` (and the next one tries again), or with
+        ``Conflict`` for a cluster URL with a database number other than 0 (a cluster has only
+        database 0). ``ValidationFailed`` here for a bad ``cluster`` option.
+        """
+        split_cluster_option(url)  # a bad option fails now, not at the first command
+        return self._cached(url, binary)
+
+    @staticmethod
+    @lru_cache(maxsize=64)
+    def _cached(url: str, binary: bool) -> redis.Redis:
+        return cast(redis.Redis, LazyClient(url, binary))
+
+    def cache_clear(self) -> None:
+        """Forget every client (and the scripts they loaded), as a new container starts."""
+        self._cached.cache_clear()
+
+
+class LazyClient:
+    """Stands in for the client of a URL until its first use, when it makes the real one (a
+    ``RedisCluster`` or a ``redis.Redis``, as :func:`cluster_mode` says) and passes every
+    attribute on to it. A first use that cannot reach the database raises
+    ``DatabaseUnavailable`` and makes nothing; the next use tries again."""
+
+    def __init__(self, url: str, binary: bool) -> None:
+        self._url = url
+        self._binary = binary
+        self._client: redis.Redis | RedisCluster | None = None
+        self._lock = threading.Lock()
+
+    def resolved(self) -> redis.Redis | RedisCluster:
+        """The real client, made now if not yet. Errors: see ``ClientFactory.__call__``."""
+        client = self._client
+        if client is not None:
+            return client
+        with self._lock:
+            if self._client is None:
+                self._client = _make_client(self._url, self._binary)
+            return self._client
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.resolved(), name)
+
+
+def _make_client(url: str, binary: bool) -> redis.Redis | RedisCluster:
+    plain, _ = split_cluster_option(url)
+    if not cluster_mode(url):
+        return _standalone(plain, binary)
+    options: dict[str, Any] = redis.connection.parse_url(plain)  # type: ignore[no-untyped-call]
+    if int(options.get("db") or 0) != 0:
+        raise Conflict(
+            "The instance's database is a cluster, and a cluster has only database 0: "
+            "register it with a URL without a database number."
+        )
+    with database_errors():
+        return RedisCluster.from_url(
+            plain,
+            decode_responses=not binary,
+            socket_timeout=SOCKET_TIMEOUT_SECONDS,
+            socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
+            retry=Retry(NoBackoff(), retries=0),
+            require_full_coverage=False,
+        )
+
+
+def _standalone(url: str, binary: bool) -> redis.Redis:
     return redis.Redis.from_url(
         url,
         decode_responses=not binary,
@@ -47,16 +221,65 @@ def redis_client(url: str, *, binary: bool = False) -> redis.Redis:
     )
 
 
+redis_client = ClientFactory()
+"""The process's database clients: ``redis_client(url)``, ``redis_client(url, binary=True)``."""
+
+
+def real_client(client: redis.Redis) -> redis.Redis | RedisCluster:
+    """The client itself, or the one a ``redis_client`` stand-in makes (at its first use:
+    errors as ``ClientFactory.__call__``)."""
+    if isinstance(client, LazyClient):
+        return client.resolved()
+    return client
+
+
+def is_cluster(client: redis.Redis) -> bool:
+    """Whether ``client`` is a cluster client (``redis_client`` of a cluster URL, or a
+    ``RedisCluster``)."""
+    return isinstance(real_client(client), RedisCluster)
+
+
+def primaries(client: redis.Redis) -> int:
+    """How many primaries serve ``client``'s database: 1 for a single node."""
+    real = real_client(client)
+    if isinstance(real, RedisCluster):
+        return len(real.get_primaries())  # type: ignore[no-untyped-call]
+    return 1
+
+
 @contextmanager
 def database_errors() -> Iterator[None]:
-    """Turn redis-py connection failures, timeouts, READONLY and OOM answers into
-    ``DatabaseUnavailable`` (HTTP 503 with Retry-After upstream)."""
+    """Turn redis-py connection failures, timeouts, a cluster's failover and resharding
+    answers, READONLY and OOM answers into ``DatabaseUnavailable`` (HTTP 503 with Retry-After
+    upstream). Other ``RedisClusterException`` errors (keys of several slots in one step, a
+    command the client cannot route) are bugs, and pass."""
     try:
         yield
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise DatabaseUnavailable(
             "The database cannot be reached right now; retry in a moment."
         ) from exc
+    except (ClusterError, SlotNotCoveredError) as exc:
+        # A cluster failing over or resharding: CLUSTERDOWN / MASTERDOWN, a slot whose primary
+        # is gone and not replaced yet, or redirects and TRYAGAIN answers past redis-py's limit
+        # of 16 (``ClusterError("TTL exhausted.")``). None of these ran the command.
+        raise DatabaseUnavailable(
+            "The database is failing over or moving data between shards; retry in a moment."
+        ) from exc
+    except redis.exceptions.AskError as exc:
+        # MOVED or ASK to a plain client: the URL says ``cluster=0`` of a cluster, or the
+        # database became one; a cluster client follows them itself.
+        raise DatabaseUnavailable(
+            "The database answered as a cluster to a client that does not treat it as one; "
+            "check the URL's cluster option."
+        ) from exc
+    except RedisClusterException as exc:
+        # Reading the slot map again after a failed connection, when no node answers.
+        if isinstance(exc.__cause__, (redis.ConnectionError, redis.TimeoutError)):
+            raise DatabaseUnavailable(
+                "The database cannot be reached right now; retry in a moment."
+            ) from exc
+        raise
     except (redis.exceptions.ReadOnlyError, redis.exceptions.OutOfMemoryError) as exc:
         # A replica promoted mid-failover answers READONLY; a full database under noeviction
         # answers OOM. Both pass; the client should retry rather than see a 500.
@@ -115,11 +338,22 @@ def _understands_flags(client: redis.Redis) -> bool:
     known = _FLAGS.get(client)
     if known is not None:
         return known
+    if is_cluster(client):
+        # One node answers for the cluster (its nodes run one version). The probe names a key,
+        # which routes it; ElastiCache Serverless refuses scripts without keys.
+        try:
+            with database_errors():
+                client.eval(_PROBE, 1, PROBE_KEY)
+            known = True
+        except redis.ResponseError:
+            known = False
+        _FLAGS[client] = known
+        return known
     pool = client.connection_pool
     with database_errors():
         connection = pool.get_connection()
         try:
-            connection.send_command("EVAL", _PROBE, 0)  # type: ignore[no-untyped-call]
+            connection.send_command("EVAL", _PROBE, 1, PROBE_KEY)  # type: ignore[no-untyped-call]
             connection.read_response()
             known = True
         except redis.ResponseError:
@@ -174,7 +408,23 @@ def script_then(
     reply (the server restarted and forgot the script) loads it and sends everything again;
     that is safe because NOSCRIPT means the script did not run, and ``reads`` must only read.
     Errors: ``redis`` exceptions, as the caller's ``database_errors()`` maps them.
+
+    On a cluster the keys of ``before``, of the script and of ``reads`` may live on different
+    primaries, and redis-py's cluster pipeline sends again, one by one, every command of a node
+    whose connection failed or timed out, which could run a write script twice. So there the
+    three parts go one after the other: ``before`` (writes that may be sent twice: they set
+    entries to values), the script alone (a failure is a failure, never sent again; NOSCRIPT
+    is handled by redis-py's ``Script``), then ``reads``: three round trips instead of one.
     """
+    if is_cluster(client):
+        if before is not None:
+            first = client.pipeline(transaction=False)
+            before(first)
+            first.execute()
+        reply = script(keys=list(keys), args=list(args), client=client)
+        after = client.pipeline(transaction=False)
+        reads(after)
+        return [reply, *after.execute()]
     for attempt in range(2):
         pipe = client.pipeline(transaction=False)
         if before is not None and attempt == 0:

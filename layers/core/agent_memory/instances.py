@@ -30,7 +30,13 @@ import redis
 from redis.connection import parse_url
 
 from agent_memory.clock import Clock, from_ms, to_ms
-from agent_memory.db import database_errors, load_script, redis_client
+from agent_memory.db import (
+    database_errors,
+    is_cluster,
+    load_script,
+    redis_client,
+    split_cluster_option,
+)
 from agent_memory.errors import (
     Conflict,
     DatabaseUnavailable,
@@ -39,7 +45,7 @@ from agent_memory.errors import (
     NotFound,
     ValidationFailed,
 )
-from agent_memory.keys import ControlKeys, InstanceKeys
+from agent_memory.keys import ControlKeys, InstanceKeys, legacy_control_key
 
 INSTANCE_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 
@@ -144,12 +150,16 @@ def database_address(url: str) -> str:
     ``redis://`` and ``rediss://``: ``redis://<host>:<port>/<db>``, the port 6379 when the URL
     has none, the database number from ``?db=N`` or else the path ``/N`` (0 when neither);
     read with redis-py's own ``parse_url``, so it is what the client connects to. User names,
-    passwords and TLS do not change the database. ``unix://``: ``unix://<path>?db=<db>`` with
-    the socket path normalized. The host is normalized by ``_host``.
+    passwords, TLS and the ``cluster`` option (``db.split_cluster_option``) do not change the
+    database; a cluster's address is the one of the node the URL names (another node of the
+    same cluster is caught by the ownership marker, which lives in the cluster). ``unix://``:
+    ``unix://<path>?db=<db>`` with the socket path normalized. The host is normalized by
+    ``_host``.
     ``ValidationFailed`` for a URL that is not one of these or cannot be read.
     """
     if not url.startswith(("redis://", "rediss://", "unix://")):
         raise ValidationFailed("An instance URL must start with redis://, rediss:// or unix://.")
+    url, _ = split_cluster_option(url)  # says how to talk to the database, not which one
     try:
         options: dict[str, Any] = parse_url(url)  # type: ignore[no-untyped-call]
         port = int(options.get("port") or DEFAULT_PORT)
@@ -301,11 +311,42 @@ class InstanceRegistry:
         ``release_hold_seconds``: how long a database an instance leaves (removed, re-pointed,
         its organization deleted) stays reserved for that organization; it should be at least
         the functions' ``instance_cache_seconds`` (0: released at once)."""
-        self._redis = client
+        self._client = client
+        self._layout_checked = False
         self._clock = clock
         self._instance_cache_seconds = instance_cache_seconds
         self._hold_ms = int(release_hold_seconds * 1000)
         self._instances: dict[tuple[str, str], tuple[float, Instance]] = {}
+
+    @property
+    def _redis(self) -> redis.Redis:
+        """The control database's client, once its keys are known to be in the current layout
+        (checked at the first use in this process: ``_upgrade_layout``)."""
+        if not self._layout_checked:
+            self._upgrade_layout()
+            self._layout_checked = True
+        return self._client
+
+    def _upgrade_layout(self) -> None:
+        """Rename the control keys written before they had the ``{control}`` hash tag
+        (``keys.legacy_control_key``) to their current names, once per control database: the
+        ``layout`` key says it was done. One GET when it was.
+
+        Only on a single node, where such keys can exist (nothing worked on a cluster before
+        the tag) and where RENAMENX takes a key to any name; a key whose new name already
+        exists is left as it is. The rename is made before the first read of this process, so
+        a container never reads the current names while the data is under the old ones.
+        ``DatabaseUnavailable``."""
+        client = self._client
+        with database_errors():
+            if client.get(ControlKeys.layout) is not None:
+                return
+            if not is_cluster(client):
+                for key in list(client.scan_iter(match=ControlKeys.legacy_pattern, count=500)):
+                    new = legacy_control_key(str(key))
+                    if new is not None:
+                        client.renamenx(key, new)
+            client.set(ControlKeys.layout, "2")
 
     def organization_exists(self, org_id: str) -> bool:
         """Whether ``org_id`` exists in the control database."""

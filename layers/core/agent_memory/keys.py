@@ -40,27 +40,46 @@ store name), so each Lua script or MULTI touches one slot and the design runs on
 Every key of a store incarnation starts with ``kividb:mem:<store>:<inc>:``, which is how DELETE
 finds them all.
 
-One key of an instance database belongs to no store::
+Keys of one store that are not one session's or one actor's (the ``{<store>}`` ones above:
+the session and memory indexes, the extraction record) share the store's slot: they are what
+the index scripts update together. On a cluster that puts every store-level index of a store
+on one shard (see docs/design.md, "Cluster mode", for what that costs at scale).
+
+Two keys of an instance database belong to no store::
 
     kividb:mem:@owner                                         string  "<org>/<instance>/<token>"
+    kividb:mem:@probe                                         (never written)
 
-It marks the database as registered (``control.ControlPlane.register_instance``); store names
-cannot hold ``@``, so no store's keys can meet it or ``@stores``.
+``@owner`` marks the database as registered (``instances.InstanceRegistry.register_instance``);
+``@probe`` is the key a read-only test script names (``db._understands_flags``) so that a
+cluster can route it (ElastiCache Serverless refuses scripts without keys). Store names cannot
+hold ``@``, so no store's keys can meet them or ``@stores``.
 
 The control plane (organizations, API keys, instances) lives in the control database under
-``kividb:control:``; it is not memory, so it is kept apart from the ``kividb:mem:`` namespace::
+``kividb:control:``; it is not memory, so it is kept apart from the ``kividb:mem:`` namespace.
+Every control key has the hash tag ``{control}``: the registration scripts check and write the
+address index, the instance record and the organization's set in one atomic step, so on a
+cluster they must share a slot (the control plane is small: a few keys per organization,
+instance and API key)::
 
-    kividb:control:orgs                           hash    org id -> {"name", "created_at"} JSON
-    kividb:control:apikey:<sha256 hex>            hash    org_id, key_id, created_at
-    kividb:control:org:{<org>}:keys               hash    key id -> [sha256 hex, created (ms)]
-    kividb:control:org:{<org>}:instances          set     instance ids of the organization
-    kividb:control:instance:<instance>            hash    org_id, url, address, token, created_at
-    kividb:control:address:<address>              string  "<org>/<instance>", or "<org>/" while
+    kividb:control:{control}:orgs                 hash    org id -> {"name", "created_at"} JSON
+    kividb:control:{control}:apikey:<sha256 hex>  hash    org_id, key_id, created_at
+    kividb:control:{control}:org:<org>:keys       hash    key id -> [sha256 hex, created (ms)]
+    kividb:control:{control}:org:<org>:instances  set     instance ids of the organization
+    kividb:control:{control}:instance:<instance>  hash    org_id, url, address, token, created_at
+    kividb:control:{control}:address:<address>    string  "<org>/<instance>", or "<org>/" while
                                                           a released address is held
-    kividb:control:address-index                  string  "1" once every instance is indexed
+    kividb:control:{control}:address-index        string  "1" once every instance is indexed
+    kividb:control:{control}:layout               string  "2": the keys above are in this form
 
 ``<address>`` is the normalized database address (``instances.database_address``), such as
-``redis://localhost:6379/0`` or ``unix:///run/redis.sock?db=0``.
+``redis://localhost:6379/0`` or ``unix:///run/redis.sock?db=0``. Organization and instance ids
+hold no ``:`` (``[A-Za-z0-9_-]``), so ``org:<org>:keys`` is injective.
+
+Before the ``{control}`` tag, the same keys were ``kividb:control:orgs``,
+``kividb:control:org:{<org>}:keys`` and so on (:func:`legacy_control_key` maps them);
+``instances.InstanceRegistry`` renames them once, on a single node, when it finds no
+``layout`` key.
 
 The local stack's scheduler (standing in for EventBridge Scheduler; ``agent_memory.scheduler``)
 keeps its one-shot schedules in the control database too, under ``kividb:scheduler:``::
@@ -78,6 +97,9 @@ import secrets
 
 PREFIX = "kividb:mem:"
 CONTROL_PREFIX = "kividb:control:"
+CONTROL_TAGGED = CONTROL_PREFIX + "{control}:"
+PROBE_KEY = PREFIX + "@probe"
+"""Named by the flags probe script (``db._understands_flags``), which reads nothing."""
 
 
 def new_incarnation() -> str:
@@ -220,7 +242,7 @@ class SessionKeys:
 
 
 class InstanceKeys:
-    """Keys of an instance database that belong to no store."""
+    """Keys of an instance database that belong to no store (also ``PROBE_KEY``)."""
 
     owner = PREFIX + "@owner"
     """string: ``<org>/<instance>/<token>`` of the registration that holds the database (a
@@ -228,36 +250,64 @@ class InstanceKeys:
 
 
 class ControlKeys:
-    """Keys of the control plane: organizations, API keys (by hash) and instances."""
+    """Keys of the control plane: organizations, API keys (by hash) and instances; all in the
+    slot of the hash tag ``{control}``."""
 
-    organizations = CONTROL_PREFIX + "orgs"
-    address_index_complete = CONTROL_PREFIX + "address-index"
+    organizations = CONTROL_TAGGED + "orgs"
+    address_index_complete = CONTROL_TAGGED + "address-index"
     """string: set once every instance record has an address in the index (records written
     before the index existed are indexed by the first registration that finds them)."""
-    instance_pattern = CONTROL_PREFIX + "instance:*"
-    """SCAN MATCH pattern of every instance record (instance ids hold no glob characters)."""
+    layout = CONTROL_TAGGED + "layout"
+    """string: ``"2"`` once the control keys carry the ``{control}`` tag (legacy keys, if
+    there were any, renamed)."""
+    instance_pattern = CONTROL_TAGGED + "instance:*"
+    """SCAN MATCH pattern of every instance record (instance ids hold no glob characters;
+    braces are not glob characters)."""
+    legacy_pattern = CONTROL_PREFIX + "*"
+    """SCAN MATCH pattern that finds the control keys of before the ``{control}`` tag (and the
+    current ones, which :func:`legacy_control_key` leaves out)."""
 
     @staticmethod
     def api_key(key_hash: str) -> str:
-        return f"{CONTROL_PREFIX}apikey:{key_hash}"
+        return f"{CONTROL_TAGGED}apikey:{key_hash}"
 
     @staticmethod
     def org_keys(org_id: str) -> str:
-        return f"{CONTROL_PREFIX}org:{{{org_id}}}:keys"
+        return f"{CONTROL_TAGGED}org:{org_id}:keys"
 
     @staticmethod
     def org_instances(org_id: str) -> str:
-        return f"{CONTROL_PREFIX}org:{{{org_id}}}:instances"
+        return f"{CONTROL_TAGGED}org:{org_id}:instances"
 
     @staticmethod
     def instance(instance_id: str) -> str:
-        return f"{CONTROL_PREFIX}instance:{instance_id}"
+        return f"{CONTROL_TAGGED}instance:{instance_id}"
 
     @staticmethod
     def address(address: str) -> str:
         """string: who holds the normalized database ``address``: ``<org>/<instance>``, or
         ``<org>/`` (with an expiry) for an address that organization released moments ago."""
-        return f"{CONTROL_PREFIX}address:{address}"
+        return f"{CONTROL_TAGGED}address:{address}"
+
+
+def legacy_control_key(key: str) -> str | None:
+    """The current name of a control key named as before the ``{control}`` tag
+    (``kividb:control:orgs`` -> ``kividb:control:{control}:orgs``,
+    ``kividb:control:org:{<org>}:keys`` -> ``kividb:control:{control}:org:<org>:keys``), or
+    None for a key that is not one (a current key, or anything else)."""
+    if not key.startswith(CONTROL_PREFIX) or key.startswith(CONTROL_TAGGED):
+        return None
+    rest = key.removeprefix(CONTROL_PREFIX)
+    if rest in ("orgs", "address-index"):
+        return CONTROL_TAGGED + rest
+    for kind in ("apikey:", "instance:", "address:"):
+        if rest.startswith(kind) and len(rest) > len(kind):
+            return CONTROL_TAGGED + rest
+    if rest.startswith("org:{"):
+        org, close, tail = rest.removeprefix("org:{").partition("}")
+        if close and org and tail in (":keys", ":instances"):
+            return f"{CONTROL_TAGGED}org:{org}{tail}"
+    return None
 
 
 SCHEDULER_PREFIX = "kividb:scheduler:"
