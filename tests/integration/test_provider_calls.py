@@ -499,10 +499,13 @@ def test_a_route_answers_within_its_deadline_while_the_provider_trickles(
         try:
             memory = {"text": "Alice plays chess", "actor_id": "alice"}
             started = time.monotonic()
-            status, answer, _ = invoke("add_memory", build("add_memory", tenant, name, body=memory))
+            status, answer, headers = invoke(
+                "add_memory", build("add_memory", tenant, name, body=memory)
+            )
             elapsed = time.monotonic() - started
             assert (status, answer["error"]) == (503, "provider_unavailable")
             assert "deadline of 6 s" in answer["message"]
+            assert headers["Retry-After"] == "2"  # every 503 says when to come back
             assert elapsed < 6.0 + MARGIN
             status, listed, _ = invoke("list_memories", build("list_memories", tenant, name))
             assert status == 200 and listed["memories"] == []

@@ -96,6 +96,9 @@ _STATUS: list[tuple[type[AgentMemoryError], HTTPStatus]] = [
     (ProviderRejected, HTTPStatus.BAD_GATEWAY),
 ]
 
+PROVIDER_RETRY_AFTER_SECONDS = 2
+"""``Retry-After`` of a 503 ``provider_unavailable`` whose provider gave none."""
+
 _COMMON_ERRORS = (
     HTTPStatus.UNAUTHORIZED,
     HTTPStatus.NOT_FOUND,
@@ -168,8 +171,10 @@ def error_body(code: str, message: str, details: list[dict[str, Any]] | None = N
 def _headers(exc: AgentMemoryError) -> dict[str, str]:
     if isinstance(exc, (DatabaseUnavailable, SchedulerUnavailable, KeyServiceUnavailable)):
         return {"Retry-After": str(exc.retry_after_seconds)}
-    if isinstance(exc, ProviderUnavailable) and exc.retry_after_seconds is not None:
-        return {"Retry-After": str(exc.retry_after_seconds)}
+    if isinstance(exc, ProviderUnavailable):
+        # Every 503 tells the client when to come back: the provider's own wait when it gave
+        # one, else a short default (a provider that timed out may well answer the next call).
+        return {"Retry-After": str(exc.retry_after_seconds or PROVIDER_RETRY_AFTER_SECONDS)}
     return {}
 
 
