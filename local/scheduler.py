@@ -38,7 +38,7 @@ import redis
 
 from agent_memory.clock import Clock, SystemClock
 from agent_memory.db import redis_client
-from agent_memory.errors import DatabaseUnavailable
+from agent_memory.errors import AgentMemoryError, DatabaseUnavailable
 from agent_memory.keys import LocalScheduleKeys
 from agent_memory.scheduler import LocalScheduler
 from local.server import LambdaContext
@@ -154,7 +154,14 @@ class SchedulerLoop:
         for event in events:
             try:
                 self.invoke(event)
-            except Exception:  # noqa: BLE001 - a failed run is printed, as Lambda logs it
+            except AgentMemoryError as exc:
+                # An expected failure (the database went away mid-run, say): one line, as the
+                # polls' own failures are; the run records its failure and retries itself.
+                self.log(
+                    f"local scheduler: the background run of {event.get('session_id')} failed: "
+                    + describe(exc, self.secrets)
+                )
+            except Exception:  # noqa: BLE001 - a bug is printed with its traceback, as Lambda logs it
                 print(f"local scheduler: the background function failed on {event}", flush=True)
                 traceback.print_exc()
         return len(events)

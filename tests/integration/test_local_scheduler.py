@@ -181,3 +181,39 @@ def test_a_failure_is_described_by_its_cause_with_credentials_masked() -> None:
     assert describe(redis.TimeoutError()) == "TimeoutError"
     long = describe(redis.ConnectionError("x" * 500))
     assert long == "ConnectionError: " + "x" * 157 + "..."
+
+
+def test_a_run_that_fails_on_the_database_is_one_line_and_a_bug_keeps_its_traceback(
+    tmp_path: Path, keys: LocalScheduleKeys, capsys: pytest.CaptureFixture[str]
+) -> None:
+    database = _server(tmp_path, free_port())
+    try:
+        client = redis.Redis.from_url(database.url, decode_responses=True)
+        scheduler = LocalScheduler(client, SystemClock(), keys=keys)
+        lines = Lines()
+
+        def database_gone(event: dict[str, str]) -> None:
+            try:
+                raise ConnectionError("Error 111 connecting to redis://u:hunter2@10.0.0.1:6379")
+            except ConnectionError as exc:
+                raise DatabaseUnavailable("The database is unavailable.") from exc
+
+        scheduler.arm(TARGET, datetime.now(UTC))
+        assert SchedulerLoop(scheduler, database_gone, log=lines).run_once() == 1
+        (line,) = lines.texts()
+        assert line == (
+            "local scheduler: the background run of chat:42@web failed: ConnectionError: "
+            "Error 111 connecting to redis://***@10.0.0.1:6379"
+        )
+        assert "Traceback" not in capsys.readouterr().out
+
+        def bug(event: dict[str, str]) -> None:
+            raise KeyError("oops")
+
+        scheduler.arm(TARGET, datetime.now(UTC))
+        assert SchedulerLoop(scheduler, bug, log=lines).run_once() == 1
+        printed = capsys.readouterr()
+        assert "the background function failed on" in printed.out
+        assert "Traceback" in printed.err and "KeyError: 'oops'" in printed.err
+    finally:
+        database.stop()
