@@ -25,7 +25,7 @@ from agent_memory.index_cache import IndexCache
 from agent_memory.keys import ActorKeys, StoreKeys
 from agent_memory.memory_scripts import CATCH_UP
 from agent_memory.models import StoreConfig
-from agent_memory.records import F, raw_facts, raw_record, stored_terms
+from agent_memory.records import F, raw_facts, raw_facts_if_any, raw_record, stored_terms
 from agent_memory.search import ActorIndex
 
 LOAD_BATCH = 2000
@@ -159,7 +159,7 @@ class ActorIndexes:
                         [int(r[F.created_at]) for _, r in records],
                         [int(r[F.expires_at]) for _, r in records],
                         [stored_terms(r) for _, r in records],
-                        [raw_facts(r) for _, r in records],
+                        [raw_facts_if_any(r) for _, r in records],
                     )
                 if cursor == 0:
                     break

@@ -161,6 +161,21 @@ def raw_facts(record: dict[str, Any]) -> RowFacts:
     )
 
 
+def raw_facts_if_any(record: dict[str, Any]) -> RowFacts | None:
+    """``raw_facts``, or None for a record that has nothing a selection reads beyond the
+    defaults (current since it was kept, no event time, topics or metadata): most records,
+    which a cold build of an index then enters in bulk without a ``RowFacts`` each."""
+    if (
+        record.get(F.valid_until) is None
+        and record.get(F.occurred_at) is None
+        and not record.get(F.topics)
+        and not record.get(F.metadata)
+        and record.get(F.valid_from) in (None, record[F.created_at])
+    ):
+        return None
+    return raw_facts(record)
+
+
 def record_facts(record: MemoryRecord) -> RowFacts:
     """``raw_facts`` of a typed record."""
     return RowFacts(

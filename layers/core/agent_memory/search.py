@@ -229,12 +229,12 @@ class ActorIndex:
         created_ms: Sequence[int],
         expires_ms: Sequence[int],
         terms: Sequence[dict[str, int] | None] | None = None,
-        facts: Sequence[RowFacts] | None = None,
+        facts: Sequence[RowFacts | None] | None = None,
     ) -> None:
         """Append memories not yet indexed, in bulk (a cold load): rows of ``vectors`` are
         unit vectors, one per id; vector work is done per block, not per row. ``terms``, where
         given, are the texts' ``term_counts`` (None items are counted here); ``facts`` as for
-        ``upsert``."""
+        ``upsert`` (None items: the defaults, set in bulk)."""
         fresh = [i for i, memory_id in enumerate(memory_ids) if memory_id not in self.rows]
         if len(fresh) < len(memory_ids):  # already indexed: replace them one by one
             for i in set(range(len(memory_ids))) - set(fresh):
@@ -260,13 +260,14 @@ class ActorIndex:
         self.rows.update(zip(picked_ids, range(start, end), strict=True))
         self.types.extend(memory_types[i] for i in fresh)
         self.row_filters.extend(() for _ in fresh)
-        if facts is None:
-            self.valid_from[start:end] = self.created[start:end]
-            self.valid_until[start:end] = NEVER
-            self.occurred[start:end] = UNKNOWN
-        else:
+        self.valid_from[start:end] = self.created[start:end]
+        self.valid_until[start:end] = NEVER
+        self.occurred[start:end] = UNKNOWN
+        if facts is not None:
             for row, i in enumerate(fresh, start):
-                self._set_facts(row, facts[i])
+                row_facts = facts[i]
+                if row_facts is not None:
+                    self._set_facts(row, row_facts)
         all_counts = []
         for i in fresh:
             given = terms[i] if terms is not None else None
