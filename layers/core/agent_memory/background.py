@@ -560,7 +560,10 @@ class SessionWork:
         if not self._store_still_here():
             return
         with database_errors():
-            pipe = self._redis.pipeline(transaction=True)
+            # One key, two commands in order on one connection; not MULTI, whose redirects a
+            # cluster client does not follow (db.TRANSACTION_REDIRECTS). Both may be sent again
+            # after a timeout: they set and clear.
+            pipe = self._redis.pipeline(transaction=False)
             pipe.hset(self._store_keys.extraction, "last_extraction_at", now_ms)
             pipe.hdel(self._store_keys.extraction, "last_extraction_error")
             pipe.execute()

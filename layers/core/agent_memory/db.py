@@ -47,6 +47,13 @@ redis-py reads it."""
 _YES = frozenset({"1", "yes", "true", "on"})
 _NO = frozenset({"0", "no", "false", "off"})
 
+TRANSACTION_REDIRECTS = (redis.exceptions.AskError,)
+"""What a cluster transaction raises when its slot is served by another node than this
+process thought (``MOVED``; ``ASK`` while it moves): redis-py follows redirects of single
+commands and pipelines, not of ``WATCH`` / ``MULTI``, but it has updated its slot map, and the
+transaction did not run, so it may be tried again (a few times, as after ``WatchError``)."""
+TRANSACTION_ATTEMPTS = 5
+
 _MODES: dict[str, bool] = {}
 _MODES_LOCK = threading.Lock()
 
@@ -105,16 +112,18 @@ def cluster_mode(url: str) -> bool:
 
 
 def _probe(url: str, ask: Callable[[redis.Redis], Any]) -> Any:
-    """``ask`` of a client of its own, on one connection closed after; ``DatabaseUnavailable``
-    when it cannot be reached, a ``ResponseError`` answer raised as it is."""
+    """``ask`` of a client of its own, on one connection to database 0 of ``url``'s server,
+    closed after; ``DatabaseUnavailable`` when it cannot be reached, a ``ResponseError``
+    answer raised as it is."""
+    pool = redis.ConnectionPool.from_url(
+        url,
+        socket_timeout=SOCKET_TIMEOUT_SECONDS,
+        socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
+        retry=Retry(NoBackoff(), retries=0),
+    )
+    pool.connection_kwargs["db"] = 0  # a cluster refuses SELECT: ask on database 0
     with database_errors():
-        client = redis.Redis.from_url(  # its one connection is made here
-            url,
-            socket_timeout=SOCKET_TIMEOUT_SECONDS,
-            socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
-            retry=Retry(NoBackoff(), retries=0),
-            single_connection_client=True,
-        )
+        client = redis.Redis(connection_pool=pool, single_connection_client=True)  # connects
         try:
             return ask(client)
         finally:
@@ -267,11 +276,12 @@ def database_errors() -> Iterator[None]:
             "The database is failing over or moving data between shards; retry in a moment."
         ) from exc
     except redis.exceptions.AskError as exc:
-        # MOVED or ASK to a plain client: the URL says ``cluster=0`` of a cluster, or the
-        # database became one; a cluster client follows them itself.
+        # MOVED or ASK that was not followed: a cluster transaction (WATCH / MULTI) sent to a
+        # node that no longer serves its slot (``TRANSACTION_REDIRECTS`` lets a caller try
+        # again), or a plain client of a cluster (a URL with ``cluster=0``).
         raise DatabaseUnavailable(
-            "The database answered as a cluster to a client that does not treat it as one; "
-            "check the URL's cluster option."
+            "The database sent this request to another shard (data moving between shards, or "
+            "a cluster reached through a URL that says cluster=0); retry in a moment."
         ) from exc
     except RedisClusterException as exc:
         # Reading the slot map again after a failed connection, when no node answers.

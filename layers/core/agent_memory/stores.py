@@ -2,7 +2,7 @@
 
 A store's document lives in the hash ``kividb:mem:@stores`` of the instance it belongs to.
 Deleting a store removes that entry first (so new writes answer 404), then every key under
-``kividb:mem:<store>:``.
+``kividb:mem:<store>:<incarnation>:``, on every primary when the database is a cluster.
 """
 
 from __future__ import annotations
@@ -14,7 +14,12 @@ import redis
 from pydantic import ValidationError
 
 from agent_memory.clock import Clock, to_ms
-from agent_memory.db import database_errors
+from agent_memory.db import (
+    TRANSACTION_ATTEMPTS,
+    TRANSACTION_REDIRECTS,
+    database_errors,
+    is_cluster,
+)
 from agent_memory.errors import Conflict, StoreNotFound, ValidationFailed
 from agent_memory.keys import StoreKeys, new_incarnation
 from agent_memory.models import (
@@ -34,6 +39,7 @@ _SECRET_FIELDS = {
 }
 _DEFAULTABLE = set(StoreSettings.model_fields) | {"llm_provider", "embed_provider", "dimensions"}
 _SCAN_BATCH = 1000
+_CLUSTER_DELETE_PASSES = 3
 STORED = {"stored": True}  # validation context: read back what was validated when saved
 
 
@@ -97,9 +103,11 @@ class Stores:
         ``null`` returns to its default; ``llm_api_key``/``embed_api_key`` as ``null`` removes
         the stored key. The merged whole is validated before anything is written
         (``ValidationFailed`` with ``details``). A WATCH transaction makes concurrent PUTs of the
-        same store apply one after the other.
+        same store apply one after the other; on a cluster, one that met a redirect (the
+        registry's slot moved) is made again.
         """
         given = change.model_dump(exclude_unset=True)
+        redirected = 0
         with database_errors(), self._redis.pipeline(transaction=True) as pipe:
             while True:
                 try:
@@ -115,6 +123,11 @@ class Stores:
                     return config, raw is None
                 except redis.WatchError:
                     continue
+                except TRANSACTION_REDIRECTS:
+                    redirected += 1
+                    if redirected >= TRANSACTION_ATTEMPTS:
+                        raise
+                    pipe.reset()
 
     def _check_dimensions(self, before: StoreConfig, after: StoreConfig) -> None:
         """Vectors of another length cannot be compared: ``dimensions`` (or the embedding model)
@@ -184,6 +197,7 @@ class Stores:
         """
         config = self.get(name)
         keys = StoreKeys(name, config.incarnation)
+        redirected = 0
         with database_errors():
             with self._redis.pipeline(transaction=True) as pipe:
                 while True:
@@ -200,14 +214,38 @@ class Stores:
                         break
                     except redis.WatchError:
                         continue
-            batch: list[str] = []
-            for key in self._redis.scan_iter(match=keys.all_pattern, count=_SCAN_BATCH):
-                batch.append(key)
-                if len(batch) >= _SCAN_BATCH:
-                    self._redis.unlink(*batch)
-                    batch.clear()
-            if batch:
+                    except TRANSACTION_REDIRECTS:
+                        redirected += 1
+                        if redirected >= TRANSACTION_ATTEMPTS:
+                            raise
+                        pipe.reset()
+            passes = _CLUSTER_DELETE_PASSES if is_cluster(self._redis) else 1
+            for _ in range(passes):
+                if not self._unlink_matching(keys.all_pattern):
+                    break
+
+    def _unlink_matching(self, pattern: str) -> int:
+        """UNLINK every key that SCAN MATCH ``pattern`` finds, in batches; returns how many.
+
+        On a cluster, redis-py's ``scan_iter`` scans every primary in turn and ``unlink``
+        sends one UNLINK per slot of a batch (pipelined, each node its own). A key that a
+        resharding moves from a node not scanned yet to one already scanned is missed by one
+        pass, so ``delete`` scans again until a pass finds nothing (at most
+        ``_CLUSTER_DELETE_PASSES``); on a single node one SCAN finds every key that exists for
+        its whole duration, and the store's keys can no longer be created (its registry entry
+        is gone, and a write racing the delete takes itself back)."""
+        found = 0
+        batch: list[str] = []
+        for key in self._redis.scan_iter(match=pattern, count=_SCAN_BATCH):
+            batch.append(key)
+            if len(batch) >= _SCAN_BATCH:
+                found += len(batch)
                 self._redis.unlink(*batch)
+                batch.clear()
+        if batch:
+            found += len(batch)
+            self._redis.unlink(*batch)
+        return found
 
     def sessions(self, config: StoreConfig) -> Sessions:
         """The working memory of a store of this instance."""
