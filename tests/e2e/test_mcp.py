@@ -265,6 +265,25 @@ def test_api_errors_and_bad_arguments_are_tool_errors_naming_the_problem(
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_forgetting_a_dot_segment_id_is_a_tool_error_and_the_store_stays(
+    proxy, open_stack, lab, transport
+):
+    where = {"instance_id": "local", "store": lab}
+
+    async def go() -> list[Any]:
+        async with connect(transport, proxy.url, open_stack.api_key) as client:
+            return [
+                await client.call_tool("memory_forget", {"memory_id": dots, **where})
+                for dots in (".", "..")
+            ]
+
+    for result in run(go()):
+        assert result.is_error and "memory_id cannot be" in text(result)
+    with open_stack.client() as api:
+        assert api.get(f"/instances/local/agent-memory/{lab}").status_code == 200
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_default_instance_and_store_let_the_tools_omit_them(proxy, open_stack, lab, transport):
     session = unique("chat")
 

@@ -186,6 +186,20 @@ def test_an_empty_id_is_refused_before_any_request():
     assert api.requests == []
 
 
+@pytest.mark.parametrize("dots", [".", ".."])
+def test_a_dot_segment_id_is_refused_before_any_request(dots):
+    # httpx (like every HTTP client, RFC 3986 section 5.2.4) removes a dot segment with the
+    # segment before it: DELETE .../memories/.. would be DELETE of the store itself.
+    api = Api(httpx.Response(204))
+    store = api.client().store("local", "s")
+    for call in (store.delete_memory, store.delete_session, store.get_memory, store.get_session):
+        with pytest.raises(ValueError, match=r"cannot be '\.{1,2}'"):
+            call(dots)
+    with pytest.raises(ValueError, match="store cannot be"):
+        api.client().delete_store("local", dots)
+    assert api.requests == []
+
+
 def test_events_may_be_dicts_or_models_and_only_given_fields_are_sent():
     api = Api(httpx.Response(200, json=EVENTS))
     store = api.client().store("local", "s")

@@ -238,9 +238,16 @@ def api_error(call: Call[Any], response: httpx.Response) -> KiviDBError:
 
 
 def segment(name: str, value: str) -> str:
-    """One path parameter, percent-encoded whole (``/`` included); ``ValueError`` if empty."""
+    """One path parameter, percent-encoded whole (``/`` included).
+
+    ``ValueError`` if empty, or ``.`` or ``..``: those stay dot segments however they are
+    encoded, which HTTP clients (httpx included, RFC 3986 section 5.2.4) remove with the
+    segment before them, so ``DELETE .../memories/..`` would go out as a ``DELETE`` of the
+    store itself. The API refuses them as ids too."""
     if not isinstance(value, str) or not value:
         raise ValueError(f"{name} must be a non-empty string, not {value!r}")
+    if value in (".", ".."):
+        raise ValueError(f"{name} cannot be {value!r}: no id of this API is '.' or '..'")
     return quote(value, safe="")
 
 
@@ -403,3 +410,36 @@ def delete_memory(store: str, memory_id: str) -> Call[Any]:
 def forget_actor(store: str, actor_id: str) -> Call[m.ActorForgotten]:
     path = f"{store}/actors/{segment('actor_id', actor_id)}/memories"
     return Call("DELETE", path, m.ActorForgotten, True)
+
+
+# --- export and import -------------------------------------------------------------------------
+
+
+def export_session_ids(store: str, cursor: str | None, limit: int | None) -> Call[m.SessionIdPage]:
+    params = query(cursor=cursor, limit=limit)
+    return Call("GET", f"{store}/export/sessions", m.SessionIdPage, True, params=params)
+
+
+def export_session(
+    store: str, session_id: str, after_seq: int | None, limit: int | None
+) -> Call[m.SessionExport]:
+    path = f"{store}/export/sessions/{segment('session_id', session_id)}"
+    params = query(after_seq=after_seq, limit=limit)
+    return Call("GET", path, m.SessionExport, True, params=params)
+
+
+def import_session(
+    store: str, session_id: str, session: m.SessionImport
+) -> Call[m.SessionImported]:
+    path = f"{store}/import/sessions/{segment('session_id', session_id)}"
+    return Call("PUT", path, m.SessionImported, True, body=dump(session, nulls=False))
+
+
+def export_memories(store: str, cursor: str | None, limit: int | None) -> Call[m.MemoryExportPage]:
+    params = query(cursor=cursor, limit=limit)
+    return Call("GET", f"{store}/export/memories", m.MemoryExportPage, True, params=params)
+
+
+def import_memories(store: str, batch: m.MemoryImportBatch) -> Call[m.MemoryImportResult]:
+    body = dump(batch, nulls=False)
+    return Call("POST", f"{store}/import/memories", m.MemoryImportResult, True, body=body)
