@@ -349,8 +349,8 @@ def run_conversation(
         rows = {mode: lists[mode] for mode in MODES}
         rows[BLEND] = blend(lists["semantic"], lists["keyword"], LIMIT)
         if fusion_check:
-            for name, rule in FUSIONS.items():
-                rows[name] = rule(lists["semantic wide"], lists["keyword wide"], LIMIT)
+            for rule_name, rule in FUSIONS.items():  # not ``name``: the store's, deleted below
+                rows[rule_name] = rule(lists["semantic wide"], lists["keyword wide"], LIMIT)
             for weight in ORACLE_WEIGHTS:
                 wide_lists = (lists["semantic wide"], lists["keyword wide"])
                 rows[_ORACLE.format(weight)] = fuse(*wide_lists, LIMIT, weight)
