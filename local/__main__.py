@@ -235,10 +235,14 @@ def main() -> None:
 def listen(port: int) -> socket.socket:
     """The listening socket, made with IPPROTO_TCP so that asyncio sets TCP_NODELAY on every
     accepted connection. uvicorn's own multi-worker socket omits the protocol, and then Nagle's
-    algorithm and delayed ACKs add about 40 ms to every request on a kept-alive connection."""
+    algorithm and delayed ACKs add about 40 ms to every request on a kept-alive connection.
+
+    It listens at once, before the database and the workers start: a request made as soon as
+    the banner shows waits in the backlog until a worker takes it, instead of being refused."""
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", port))
+    sock.listen(2048)
     sock.set_inheritable(True)
     return sock
 

@@ -259,7 +259,11 @@ def load_conversation(dataset: str, path: Path, conversation: str) -> Conversati
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ReplayError(f"cannot read {path}: {exc.strerror or exc}") from exc
+        raise ReplayError(
+            f"cannot read {path}: {exc.strerror or exc} (the datasets are not part of the "
+            "project: set KIVIDB_DATA_DIR to the folder that holds locomo/locomo10.json and "
+            "memorybank/en/memory_bank_en.json, or name the file with --file; see the README)"
+        ) from exc
     except ValueError as exc:
         raise ReplayError(f"{path} is not JSON: {exc}") from exc
     if dataset == "locomo":

@@ -193,11 +193,13 @@ class _Tools:
         if not instance:
             raise ToolError(
                 "instance_id is required: this server has no default instance "
-                f"({INSTANCE_ENV}); list_memory_stores shows each store's instance_id"
+                f"({INSTANCE_ENV} for the stdio server, the X-KiviDB-Instance header for the "
+                "remote one); list_memory_stores shows each store's instance_id"
             )
         if not name:
             raise ToolError(
-                f"store is required: this server has no default store ({STORE_ENV}); "
+                f"store is required: this server has no default store ({STORE_ENV} for the "
+                "stdio server, the X-KiviDB-Store header for the remote one); "
                 "list_memory_stores shows the stores"
             )
         return connection.client.store(instance, name)
