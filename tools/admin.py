@@ -165,9 +165,10 @@ def _registered(control: ControlPlane, args: argparse.Namespace) -> None:
         print(f"instance {args.instance_id} of {args.org} is at {registration.address}")
     if not registration.marked:
         print(
-            "note: the database could not be reached (or refused the write), so no ownership "
-            "marker was written in it; other organizations are refused this URL's address, "
-            "but not other names of the same server. Register it again once it is reachable."
+            "note: the database could not be reached (or refused the URL's credentials, or "
+            "the write), so no ownership marker was written in it; other organizations are "
+            "refused this URL's address, but not other names of the same server. Register it "
+            "again once it is reachable."
         )
 
 

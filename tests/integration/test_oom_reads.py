@@ -1,9 +1,10 @@
 """Reads while the database refuses writes.
 
 A redis-server of this module's own is filled up to its ``maxmemory`` under ``maxmemory-policy
-noeviction``, so that every write answers OOM. Every read route still answers 200 with what it
-answered before the database filled up; every write answers 503 with Retry-After and changes
-nothing stored.
+noeviction``, so that every write answers OOM; then, in the second run of every test, one that
+cannot persist (its RDB save failed, and ``stop-writes-on-bgsave-error`` is on), so that every
+write answers MISCONF. Every read route still answers 200 with what it answered before the
+database refused writes; every write answers 503 with Retry-After and changes nothing stored.
 
 The database holds the control plane too, so the authorizer's and every route's look-ups (API
 key, instance, store) run against the full database as well. Each request runs in a cold
@@ -15,6 +16,8 @@ hours ago"), which a listing prunes when it can.
 from __future__ import annotations
 
 import itertools
+import shutil
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import timedelta
@@ -26,9 +29,10 @@ import redis
 
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
-from agent_memory.db import redis_client
+from agent_memory.db import real_client, redis_client
 from agent_memory.embeddings import NoEmbedder
 from agent_memory.index_cache import IndexCache
+from agent_memory.keys import ControlKeys
 from agent_memory.memories import Memories
 from agent_memory.models import (
     EventIn,
@@ -130,11 +134,15 @@ def read(full: Full, route: str) -> tuple[int, Any]:
 
 
 def refuses_writes(client: redis.Redis) -> bool:
-    """Whether the server answers a write with OOM right now."""
+    """Whether the server answers a write with OOM or MISCONF right now."""
     try:
         client.set(FILLER + "probe", "x")
     except redis.exceptions.OutOfMemoryError:
         return True
+    except redis.ResponseError as exc:
+        if str(exc).startswith("MISCONF "):
+            return True
+        raise
     client.delete(FILLER + "probe")
     return False
 
@@ -154,6 +162,27 @@ def fill(client: redis.Redis) -> None:
             break
     client.config_set("maxmemory", int(client.info("memory")["used_memory"]) - 128 * 1024)
     assert refuses_writes(client)
+
+
+def break_persistence(client: redis.Redis, data_dir: Path) -> None:
+    """Make the server's RDB saves fail (its directory, ``data_dir``, is removed; a save
+    retries every 5 s and fails again), so that it answers MISCONF to every write while
+    ``stop-writes-on-bgsave-error`` is on (its default) and a save point is set. (``dir`` is a
+    protected setting that CONFIG SET refuses.) ``mend_persistence`` before stopping it."""
+    client.config_set("save", "3600 1")
+    client.config_set("stop-writes-on-bgsave-error", "yes")
+    shutil.rmtree(data_dir)
+    client.bgsave()
+    deadline = time.monotonic() + 10
+    while not refuses_writes(client):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def mend_persistence(client: redis.Redis) -> None:
+    """No save point: the server stops on SIGTERM without the save that would fail (Redis
+    refuses to exit when its shutdown save fails)."""
+    client.config_set("save", "")
 
 
 def snapshot(client: redis.Redis) -> dict[str, tuple[bytes, int]]:
@@ -220,9 +249,12 @@ def seed_expired(url: str, instance_id: str, secret_key: str) -> str:
     return memories.add(old).memory.id
 
 
-@pytest.fixture(scope="module")
-def full(tmp_path_factory: pytest.TempPathFactory, secret_key: str) -> Iterator[Full]:
-    database = start_redis_server(Path(tmp_path_factory.mktemp("full")), persist=False)
+@pytest.fixture(scope="module", params=["oom", "misconf"])
+def full(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, secret_key: str
+) -> Iterator[Full]:
+    data_dir = Path(tmp_path_factory.mktemp("full"))
+    database = start_redis_server(data_dir, persist=False)
     url = database.url
     env = {
         "KIVIDB_CONTROL_URL": url,
@@ -232,11 +264,11 @@ def full(tmp_path_factory: pytest.TempPathFactory, secret_key: str) -> Iterator[
         "POWERTOOLS_METRICS_DISABLED": "true",
         "KIVIDB_INSTANCE_CACHE_SECONDS": "0",
     }
+    client = redis.Redis.from_url(database.url, decode_responses=True)
     try:
         with pytest.MonkeyPatch.context() as patch:
             for name, value in env.items():
                 patch.setenv(name, value)
-            client = redis.Redis.from_url(url, decode_responses=True)
             control = ControlPlane(client, SystemClock())
             control.create_organization("full-org")
             control.register_instance("full-org", "full-db", url)
@@ -247,10 +279,14 @@ def full(tmp_path_factory: pytest.TempPathFactory, secret_key: str) -> Iterator[
             state = Full(tenant, client, ids, {}, warm[0])
             state.before = {route: read(state, route) for route in READS}
             seed_expired(url, tenant.instance_id, secret_key)
-            fill(client)
+            if request.param == "oom":
+                fill(client)
+            else:
+                break_persistence(client, data_dir)
             yield state
     finally:
         cold_container()
+        mend_persistence(client)
         database.stop()
 
 
@@ -301,6 +337,21 @@ def test_the_authorizer_knows_the_key_while_the_database_refuses_writes(full):
         "isAuthorized": True,
         "context": {"org_id": full.tenant.org_id, "key_id": full.tenant.key_id},
     }
+    assert refuses_writes(full.client)
+
+
+def test_an_idle_connection_is_checked_and_reads_while_the_database_refuses_writes(full):
+    """A warm container's pooled connection is checked with PING when it has been idle for
+    30 s; a database that cannot persist answers that PING with MISCONF, and the connection is
+    still good for reads."""
+    warm = real_client(redis_client(full.tenant.url))
+    assert warm.exists(ControlKeys.organizations) == 1
+    pool = warm.connection_pool
+    idle = list(pool._available_connections)  # type: ignore[attr-defined]
+    assert idle and all(c.health_check_interval == 30 for c in idle)
+    for connection in idle:
+        connection.next_health_check = 0  # as if 30 s went by
+    assert warm.exists(ControlKeys.organizations) == 1
     assert refuses_writes(full.client)
 
 

@@ -26,6 +26,7 @@ from redis.backoff import NoBackoff
 from redis.client import Pipeline
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
+from redis.connection import AbstractConnection
 from redis.exceptions import (
     ClusterError,
     NoScriptError,
@@ -34,12 +35,41 @@ from redis.exceptions import (
 )
 from redis.retry import Retry
 from redis.typing import EncodableT
+from redis.utils import str_if_bytes
 
-from agent_memory.errors import Conflict, DatabaseUnavailable, ValidationFailed, WritesRefused
+from agent_memory.errors import (
+    Conflict,
+    CredentialsRefused,
+    DatabaseRefused,
+    DatabaseUnavailable,
+    ValidationFailed,
+    WritesRefused,
+)
 from agent_memory.keys import PROBE_KEY
 
 SOCKET_TIMEOUT_SECONDS = 2.0
 _TRANSIENT_CODES = frozenset({"BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "LOADING"})
+_WRITES_REFUSED_CODES = frozenset({"MISCONF"})
+"""Error codes redis-py has no class for that refuse a write and leave reads working:
+``MISCONF``, Redis refusing every write (and every script not declared ``no-writes``) after a
+failed RDB save, while ``stop-writes-on-bgsave-error`` is on (redis.conf)."""
+
+DATABASE_NUMBER_REFUSED = (
+    "The database refused the database number of its URL (SELECT: the server has no such "
+    "database, or it is a cluster, which has only database 0); an administrator must fix the "
+    "URL."
+)
+HANDSHAKE_REFUSED = (
+    "The database refused the connection handshake (HELLO 3: Redis 6 or later, or Valkey, is "
+    "needed); an administrator must upgrade or replace it."
+)
+CREDENTIALS_REFUSED = (
+    "The database refused the credentials of its URL (AUTH); an administrator must fix the URL."
+)
+NOT_REDIS_PROTOCOL = (
+    "The database does not answer in the Redis protocol (RESP); an administrator must check "
+    "what listens at its address."
+)
 CLUSTER_OPTION = "cluster"
 """The URL query option that says whether the database is a cluster (``1``, ``yes``, ``true``,
 ``on``; or ``0``, ``no``, ``false``, ``off``). It is ours: it is taken out of the URL before
@@ -120,6 +150,7 @@ def _probe(url: str, ask: Callable[[redis.Redis], Any]) -> Any:
         socket_timeout=SOCKET_TIMEOUT_SECONDS,
         socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
         retry=Retry(NoBackoff(), retries=0),
+        connection_class=connection_class(url),
     )
     pool.connection_kwargs["db"] = 0  # a cluster refuses SELECT: ask on database 0
     with database_errors():
@@ -227,7 +258,109 @@ def _standalone(url: str, binary: bool) -> redis.Redis:
         socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
         health_check_interval=30,
         retry=Retry(NoBackoff(), retries=0),
+        connection_class=connection_class(url),
     )
+
+
+class HandshakeFailed(redis.ConnectionError):
+    """Setting up a new connection failed although the server was reached
+    (:class:`UsableConnection`): ``message`` (one of the module's ``*_REFUSED`` texts or
+    ``NOT_REDIS_PROTOCOL``) says which step; :func:`database_errors` makes it ``domain``
+    (``DatabaseRefused``, or ``CredentialsRefused`` for credentials)."""
+
+    def __init__(self, message: str, domain: type[DatabaseRefused] = DatabaseRefused) -> None:
+        super().__init__(message)
+        self.message = message
+        self.domain = domain
+
+
+class UsableConnection(AbstractConnection):
+    """What every single-node client's connections add to redis-py's (a mixin of
+    ``redis.Connection``, ``redis.SSLConnection`` and ``redis.UnixDomainSocketConnection``:
+    :func:`connection_class`).
+
+    Setting up a connection: redis-py's own handshake (``HELLO 3``, with ``AUTH`` when the URL
+    has credentials; client name and library info) without its health-check ``PING`` (the
+    socket is new), then ``SELECT`` of the URL's database number on its own, so that a failure
+    says which step failed. ``HandshakeFailed`` when the server answered but refused a step or
+    answered something else than the Redis protocol; a connection that breaks or times out
+    raises redis-py's ``ConnectionError`` / ``TimeoutError`` as before. What the server sends
+    during the handshake is not ours to trust: besides ``ResponseError`` and
+    ``InvalidResponse``, a reply of another shape than the step expects makes redis-py fail
+    with ``AttributeError``, ``TypeError``, ``ValueError`` or ``LookupError`` (it reads
+    ``HELLO``'s map with ``.get``: a ``+PONG`` there is an ``AttributeError``).
+
+    The health check of an idle connection (``PING`` after 30 s, ``ClientFactory``) takes any
+    answer of the server for a live connection, an error reply too: a primary that cannot
+    persist answers ``PING`` with ``MISCONF`` (Redis refuses PING there like a write, so that
+    monitoring notices), and reads still work on it.
+    """
+
+    db: int
+
+    def on_connect_check_health(self, check_health: bool = True) -> None:
+        number = self.db
+        self.db = 0
+        try:
+            super().on_connect_check_health(check_health=False)
+        except redis.AuthenticationError as exc:
+            raise HandshakeFailed(CREDENTIALS_REFUSED, CredentialsRefused) from exc
+        except (redis.ConnectionError, redis.TimeoutError):
+            raise
+        except redis.exceptions.InvalidResponse as exc:
+            raise HandshakeFailed(NOT_REDIS_PROTOCOL) from exc
+        except (redis.RedisError, AttributeError, TypeError, ValueError, LookupError) as exc:
+            raise HandshakeFailed(HANDSHAKE_REFUSED) from exc
+        finally:
+            self.db = number
+        if not number:
+            return
+        try:
+            self.send_command("SELECT", number, check_health=False)  # type: ignore[no-untyped-call]
+            reply = self.read_response()
+        except redis.exceptions.InvalidResponse as exc:
+            raise HandshakeFailed(NOT_REDIS_PROTOCOL) from exc
+        except redis.ResponseError as exc:
+            raise HandshakeFailed(DATABASE_NUMBER_REFUSED) from exc
+        if str_if_bytes(reply) != "OK":
+            raise HandshakeFailed(DATABASE_NUMBER_REFUSED)
+
+    def _send_ping(self) -> None:
+        self.send_command("PING", check_health=False)  # type: ignore[no-untyped-call]
+        try:
+            reply = self.read_response()
+        except redis.ResponseError:
+            return  # the server answered: MISCONF, say
+        if str_if_bytes(reply) != "PONG":
+            raise redis.ConnectionError("Bad response from PING health check")
+
+
+class _Connection(UsableConnection, redis.Connection):
+    pass
+
+
+class _SSLConnection(UsableConnection, redis.SSLConnection):
+    pass
+
+
+class _UnixConnection(UsableConnection, redis.UnixDomainSocketConnection):
+    pass
+
+
+_USABLE: dict[type, type] = {
+    redis.Connection: _Connection,
+    redis.SSLConnection: _SSLConnection,
+    redis.UnixDomainSocketConnection: _UnixConnection,
+}
+
+
+def connection_class(url: str) -> type[AbstractConnection]:
+    """The connection class for a single-node client of ``url``: redis-py's for the URL's
+    scheme (TCP, TLS, unix socket) with :class:`UsableConnection`'s handshake and health
+    check. ``ValueError`` for a URL redis-py cannot read."""
+    options: dict[str, Any] = redis.connection.parse_url(url)  # type: ignore[no-untyped-call]
+    chosen: type[AbstractConnection] = options.get("connection_class", redis.Connection)
+    return _USABLE.get(chosen, chosen)
 
 
 redis_client = ClientFactory()
@@ -256,14 +389,41 @@ def primaries(client: redis.Redis) -> int:
     return 1
 
 
+_PIPELINE_ERROR = " of pipeline caused error: "
+
+
+def error_code(exc: redis.ResponseError) -> str:
+    """The server's error code of an error reply: its first word (``MISCONF``, ``BUSY``...;
+    https://redis.io/docs/latest/develop/reference/protocol-spec/#simple-errors). redis-py
+    puts ``Command # N (<command>) of pipeline caused error: `` before the reply of a command
+    in a pipeline; the reply is what follows the last such mark (the command's text, which
+    may hold anything, comes before it)."""
+    text = str(exc)
+    if text.startswith("Command # ") and _PIPELINE_ERROR in text:
+        text = text.rpartition(_PIPELINE_ERROR)[2]
+    return text.split(" ", 1)[0]
+
+
 @contextmanager
 def database_errors() -> Iterator[None]:
     """Turn redis-py connection failures, timeouts, a cluster's failover and resharding
-    answers, READONLY and OOM answers into ``DatabaseUnavailable`` (HTTP 503 with Retry-After
-    upstream). Other ``RedisClusterException`` errors (keys of several slots in one step, a
-    command the client cannot route) are bugs, and pass."""
+    answers, READONLY, OOM and MISCONF answers into ``DatabaseUnavailable`` (HTTP 503 with
+    Retry-After upstream). A server that was reached but refused to set up a connection
+    (handshake, credentials, database number: :class:`UsableConnection`) or answers something
+    that is not the Redis protocol is ``DatabaseRefused``, a ``DatabaseUnavailable`` whose
+    message names the reason (``CredentialsRefused`` for credentials). Other
+    ``RedisClusterException`` errors (keys of several slots in one step, a command the client
+    cannot route) are bugs, and pass."""
     try:
         yield
+    except HandshakeFailed as exc:
+        raise exc.domain(exc.message) from exc
+    except redis.AuthenticationError as exc:
+        # NOAUTH / WRONGPASS where UsableConnection does not set the connection up (a cluster)
+        raise CredentialsRefused(CREDENTIALS_REFUSED) from exc
+    except redis.exceptions.InvalidResponse as exc:
+        # bytes that are not RESP, or a reply nested deeper than redis-py reads
+        raise DatabaseRefused(NOT_REDIS_PROTOCOL) from exc
     except (redis.ConnectionError, redis.TimeoutError) as exc:
         raise DatabaseUnavailable(
             "The database cannot be reached right now; retry in a moment."
@@ -299,9 +459,14 @@ def database_errors() -> Iterator[None]:
     except redis.ResponseError as exc:
         # Transient states that redis-py has no class for; the reply's first word is the
         # server's error code (https://redis.io/docs/latest/develop/reference/protocol-spec/).
-        if str(exc).split(" ", 1)[0] in _TRANSIENT_CODES:
+        code = error_code(exc)
+        if code in _TRANSIENT_CODES:
             raise DatabaseUnavailable(
                 "The database is busy or failing over; retry in a moment."
+            ) from exc
+        if code in _WRITES_REFUSED_CODES:
+            raise WritesRefused(
+                "The database is not accepting writes right now; retry in a moment."
             ) from exc
         raise
 

@@ -154,9 +154,25 @@ class DatabaseUnavailable(AgentMemoryError):
 
 class WritesRefused(DatabaseUnavailable):
     """The database answers reads but refuses writes: it is full (``maxmemory`` reached under
-    ``noeviction``, reply ``OOM``) or a read-only replica (``READONLY``). The same 503 with
+    ``noeviction``, reply ``OOM``), a read-only replica (``READONLY``), or cannot persist
+    (``MISCONF``: a failed RDB save under ``stop-writes-on-bgsave-error``). The same 503 with
     Retry-After as ``DatabaseUnavailable``; a read skips the writes it makes on the side (see
     ``db.unless_writes_refused``)."""
+
+
+class DatabaseRefused(DatabaseUnavailable):
+    """The database was reached but no usable connection could be made to it: it refused the
+    connection handshake (``HELLO``), the credentials (``AUTH``) or the database number
+    (``SELECT``), or it does not answer in the Redis protocol. The instance's problem, so the
+    same 503 with Retry-After as ``DatabaseUnavailable`` on the routes; registering such a
+    database is refused (``instances.InstanceRegistry.register_instance``), except for
+    ``CredentialsRefused``. The message names the reason, never the URL or a password."""
+
+
+class CredentialsRefused(DatabaseRefused):
+    """The database refused the credentials of the instance's URL (``AUTH`` / ``HELLO AUTH``:
+    ``WRONGPASS``, ``NOAUTH``). Such a database is registered, without an ownership marker,
+    as one that cannot be reached is: its credentials may be set after the registration."""
 
 
 class SchedulerUnavailable(AgentMemoryError):

@@ -39,6 +39,8 @@ from agent_memory.db import (
 )
 from agent_memory.errors import (
     Conflict,
+    CredentialsRefused,
+    DatabaseRefused,
     DatabaseUnavailable,
     InstanceConflict,
     InstanceNotFound,
@@ -367,7 +369,10 @@ class InstanceRegistry:
         again for the same instance changes nothing. Re-pointing releases the database the
         instance leaves (held for ``org_id`` for ``release_hold_seconds``). A database that
         cannot be reached is registered without a marker. ``NotFound`` without the
-        organization, ``ValidationFailed`` for a bad id or URL.
+        organization, ``ValidationFailed`` for a bad id or URL, and for a database that was
+        reached but cannot be used (``db.UsableConnection``: a database number it does not
+        have, a refused handshake, not the Redis protocol): nothing changed. Refused
+        credentials are registered without a marker, as a database that cannot be reached.
         """
         check_id(INSTANCE_ID, "instance id", instance_id)
         address = database_address(url)
@@ -506,13 +511,16 @@ class InstanceRegistry:
         """Write the pending ownership marker ``org/instance/token`` in the database at ``url``.
 
         Returns ``(marked, replaced)``: ``marked`` True when the marker is there (or already
-        was), False when the database cannot be reached or refuses the script (an ACL without
-        ``EVAL``, say): the registration goes on without a marker; ``replaced``, the marker it
-        took the place of ('' none). ``ValidationFailed`` when the client refuses the URL's
-        options. ``InstanceConflict`` when the marker is another registration's: one that is
-        current (its record in this control database has the marker's token), one being made
-        now (pending), or another organization's released moments ago (held). A marker of the
-        same instance, or one whose registration is gone, is replaced.
+        was), False when the database cannot be reached, refuses the URL's credentials or
+        refuses the script (an ACL without ``EVAL``, say): the registration goes on without a
+        marker; ``replaced``, the marker it took the place of ('' none). ``ValidationFailed``
+        when the client refuses the URL's options, and when the database was reached but no
+        usable connection could be made to it (``DatabaseRefused``: handshake, database
+        number, not the Redis protocol). ``InstanceConflict`` when the marker is another
+        registration's: one that is current (its record in this control database has the
+        marker's token), one being made now (pending), or another organization's released
+        moments ago (held). A marker of the same instance, or one whose registration is gone,
+        is replaced.
         """
         value = _marker(org_id, instance_id, token)
         replace = ""
@@ -523,6 +531,10 @@ class InstanceRegistry:
                     reply = load_script(client, _CLAIM)(
                         keys=[InstanceKeys.owner], args=[value, CLAIM_PENDING_MS, replace]
                     )
+            except CredentialsRefused:
+                return False, ""  # as unreachable: the credentials may be set later
+            except DatabaseRefused as exc:  # reached, but no usable connection: refuse it
+                raise ValidationFailed(f"{exc.message} Nothing was registered.") from exc
             except (DatabaseUnavailable, redis.ResponseError):
                 return False, ""
             except TypeError as exc:  # an option in the URL's query that the client lacks

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 
-from agent_memory.errors import DatabaseUnavailable, InstanceNotFound
+from agent_memory.errors import Conflict, DatabaseUnavailable, InstanceNotFound
 from agent_memory.instances import Instance
 from agent_memory.models import OrganizationStoreList, StoreView, UnreachableInstance
 from agent_memory.stores import Stores
@@ -44,7 +44,10 @@ def list_organization_stores(
     ``open_stores`` gives an instance's ``Stores``; it is called here, on the calling thread, and
     may look the instance up in the control database: its ``DatabaseUnavailable`` fails the
     listing, and an instance removed meanwhile (``InstanceNotFound``) is left out. Only reading
-    each instance's stores runs on the threads. Errors other than ``DatabaseUnavailable`` from
+    each instance's stores runs on the threads. An instance whose database cannot be used is
+    listed as unreachable with the reason: ``DatabaseUnavailable`` (``DatabaseRefused``
+    included: a refused handshake, credentials or database number, not the Redis protocol) and
+    ``Conflict`` (a cluster URL with a database number, ``db.redis_client``). Other errors from
     an instance (a bug, a ``NOPERM`` reply) are raised, as for any route.
     """
     opened: list[Stores] = []
@@ -79,7 +82,7 @@ def list_organization_stores(
             continue
         try:
             stores.extend(future.result())
-        except DatabaseUnavailable as exc:
+        except (DatabaseUnavailable, Conflict) as exc:  # Conflict: a cluster asked for db N
             unreachable.append(
                 UnreachableInstance(instance_id=instance_stores.instance_id, message=exc.message)
             )
