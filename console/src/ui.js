@@ -11,9 +11,66 @@ import htm from "htm";
 
 export const html = htm.bind(h);
 
-/** "1 session", "2 sessions" (`many` for irregular plurals). */
-export function plural(count, one, many = `${one}s`) {
-  return `${count.toLocaleString("en")} ${count === 1 ? one : many}`;
+/**
+ * The count and its noun: "1 session", "2 sessions", "0 memories", "1,000 messages" (`many` for
+ * irregular plurals; English, where only exactly 1 is singular). Every count the console shows
+ * goes through here; `{ word: true }` gives the noun alone (for a count styled apart).
+ */
+export function plural(count, one, many = `${one}s`, { word = false } = {}) {
+  const noun = count === 1 ? one : many;
+  return word ? noun : `${count.toLocaleString("en")} ${noun}`;
+}
+
+// A notice for the next page: an action that leaves its page (a store deleted, a session or a
+// memory forgotten, a store created or saved) says what it did on the page it leads to. Taken
+// once, by the first page that mounts after it; a reload does not show it again.
+let flashed = null;
+
+/** Show `text` (a result, role=status) on the next page that calls useFlash. */
+export function flash(text) {
+  flashed = { text };
+}
+
+/** The notice left by flash() for this page (or null), taken when the page mounts. */
+export function useFlash() {
+  const [notice] = useState(() => {
+    const taken = flashed;
+    flashed = null;
+    return taken;
+  });
+  return notice;
+}
+
+/** Whether a failed call says the address names no database (`instance_not_found`) or no store
+ * (`store_not_found`): the page shows MissingPage (pages/stores.js) instead of itself. */
+export function isMissing(error) {
+  return Boolean(error) && (error.code === "instance_not_found" || error.code === "store_not_found");
+}
+
+/** The first of `errors` that isMissing, or null. */
+export function missingOf(...errors) {
+  return errors.find(isMissing) || null;
+}
+
+/**
+ * The answers of several calls made at once (as Promise.all), waiting for every one: when some
+ * fail, the one that says the database or store is missing is thrown, else the first failure
+ * (so a page under a made-up database says so, whatever its other call answered).
+ */
+export async function settled(calls) {
+  const answers = await Promise.allSettled(calls);
+  const failures = answers.filter((a) => a.status === "rejected").map((a) => a.reason);
+  if (failures.length) throw missingOf(...failures) || failures[0];
+  return answers.map((a) => a.value);
+}
+
+/**
+ * What to tell a person about a failed call: UI wording for the answers whose API message
+ * speaks of API calls (a missing store's "create it with PUT first"), else the API's message.
+ */
+export function said(error) {
+  if (error && error.code === "store_not_found") return "This store does not exist. Create it from the stores page.";
+  return error ? error.message : "";
 }
 
 /**
@@ -58,8 +115,9 @@ export function Loading({ what }) {
 export function ErrorState({ error, retry, what }) {
   if (!error) return null;
   return html`<div class="state error" role="alert">
-    <p><strong>Could not load ${what}.</strong> ${" "}<${Text} value=${error.message} /></p>
-    <p class="muted">Status ${error.status || "none"}, <code>${error.code}</code>${error.status === 503
+    <p><strong>Could not load ${what}.</strong> ${" "}<${Text} value=${said(error)} /></p>
+    <p class="muted">Status ${error.status || "none"}, <code>${error.code}</code>${said(error) !== error.message
+      ? html`: <${Text} value=${error.message} />` : ""}${error.status === 503
       ? " — retrying when the service is back (see the banner above)."
       : ""}</p>
     ${retry && html`<button type="button" onClick=${retry}>Try again</button>`}
@@ -193,7 +251,8 @@ export function FieldProblems({ id, problems }) {
 export function FormErrors({ error }) {
   if (!error) return null;
   return html`<div class="notice error" role="alert">
-    <p><strong><${Text} value=${error.message} /></strong> <span class="muted">(${error.status}, <code>${error.code}</code>)</span></p>
+    <p><strong><${Text} value=${said(error)} /></strong> <span class="muted">(${error.status}, <code>${error.code}</code>${said(error) !== error.message
+      ? html`: <${Text} value=${error.message} />` : ""})</span></p>
     ${error.details.length > 0 &&
     html`<ul>
       ${error.details.map(

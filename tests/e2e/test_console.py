@@ -514,7 +514,15 @@ def test_change_settings_replace_and_remove_a_key_then_delete_after_typing_the_n
     console.shot("delete-store")
     confirm.click()
     console.heading("Database local")
+    expect(
+        page.get_by_role("status").filter(
+            has_text=f"Store {name} was deleted, with its 0 sessions and 0 memories."
+        )
+    ).to_be_visible()
     assert world.api.get(path).status_code == 404
+    page.reload()  # the confirmation is for the page the deletion led to, not for its address
+    console.heading("Database local")
+    expect(page.get_by_text(f"Store {name} was deleted")).to_have_count(0)
 
 
 def test_a_store_shows_its_counts_and_why_its_last_extraction_failed(console, world):
@@ -532,16 +540,15 @@ def test_a_store_shows_its_counts_and_why_its_last_extraction_failed(console, wo
     box = page.locator(".extraction-error")
     expect(box.get_by_role("heading")).to_have_text("The last extraction failed")
     expect(box).to_contain_text(error)
-    expect(page.get_by_role("list", name="Counts")).to_contain_text("1 sessions")
+    counts = page.get_by_role("list", name="Counts").get_by_role("listitem")
+    expect(counts).to_have_text(["1 session", "0 memories", "1 waiting for extraction"])
     console.shot("store-extraction-error")
     console.go(f"/instances/local/agent-memory/{world.name(path)}/sessions/s1")
     expect(page.locator(".error-text")).to_have_text(error)
     console.accessible()
     console.go(f"/instances/local/agent-memory/{world.name(world.model)}")
-    counts = world.api.get(world.model).json()["counts"]
-    expect(page.get_by_role("list", name="Counts")).to_contain_text(
-        f"{counts['memories']} memories"
-    )
+    held = world.api.get(world.model).json()["counts"]
+    expect(page.get_by_role("list", name="Counts")).to_contain_text(f"{held['memories']} memories")
     console.shot("store")
 
 
@@ -601,6 +608,15 @@ def test_a_session_shows_summary_messages_and_extraction_extracts_now_and_is_for
     facts = page.locator("dl.extraction")
     expect(facts.locator(".badge")).to_have_text(view["extraction"]["status"])
     expect(facts).to_contain_text(str(view["extraction"]["unread"]))
+    # Summarized: it counts more messages than it keeps verbatim, and every kept one is shown, so
+    # the page says where the others went and offers no more.
+    shown, total = len(view["messages"]), view["message_count"]
+    assert 1 < shown < total - 1 and shown < 50
+    expect(page.locator(".messages-shown")).to_have_text(
+        f"The newest {shown} messages of {total}, oldest first; "
+        f"the {total - shown} older ones are folded into the summary above."
+    )
+    expect(page.get_by_role("button", name=re.compile("Show up to"))).to_have_count(0)
     console.shot("session")
     page.get_by_role("button", name="Extract now").click()
     expect(page.get_by_role("status").filter(has_text="Extraction was started")).to_be_visible()
@@ -610,12 +626,44 @@ def test_a_session_shows_summary_messages_and_extraction_extracts_now_and_is_for
     assert world.api.post(f"{world.model}/sessions/doomed/events", json=events).status_code == 200
     console.go(f"/instances/local/agent-memory/{world.name(world.model)}/sessions/doomed")
     console.heading("Session doomed")
+    expect(page.locator(".messages-shown")).to_have_text("Its one message.")
     page.get_by_role("button", name="Forget session…").click()
     dialog = page.get_by_role("dialog")
-    expect(dialog).to_contain_text("its summary and 1 messages are removed")
+    expect(dialog).to_contain_text("Session doomed and its 1 message are removed for good.")
     dialog.get_by_role("button", name="Forget session").click()
     console.heading("Sessions")
+    expect(
+        page.get_by_role("status").filter(
+            has_text="Session doomed was forgotten, with its 1 message."
+        )
+    ).to_be_visible()
     assert world.api.get(f"{world.model}/sessions/doomed").status_code == 404
+
+
+def test_a_long_session_offers_more_messages_only_while_there_are_more(console, world):
+    session = unique("long")
+    for start in (0, 50):
+        events = [
+            {"role": "user", "content": f"line {i}"} for i in range(start, min(start + 50, 55))
+        ]
+        body = {"actor_id": "user-7", "events": events}
+        assert (
+            world.api.post(f"{world.notes}/sessions/{session}/events", json=body).status_code == 200
+        )
+    console.sign_in(f"/instances/local/agent-memory/{world.name(world.notes)}/sessions/{session}")
+    page = console.page
+    messages = page.locator("ol.messages > li")
+    expect(messages).to_have_count(50)
+    expect(messages.first.locator(".content")).to_have_text("line 5")
+    expect(page.locator(".messages-shown")).to_have_text(
+        "The newest 50 messages of 55, oldest first."
+    )
+    page.get_by_role("button", name="Show up to 1,000 messages").click()
+    expect(messages).to_have_count(55)
+    expect(messages.first.locator(".content")).to_have_text("line 0")
+    expect(page.locator(".messages-shown")).to_have_text("All 55 messages, oldest first.")
+    expect(page.get_by_role("button", name=re.compile("Show up to"))).to_have_count(0)
+    console.accessible()
 
 
 def test_extract_now_is_explained_and_disabled_without_a_language_model(console, world):
@@ -677,6 +725,19 @@ def test_forgetting_an_actor_names_the_count_and_removes_them(console, world):
         page.get_by_role("status").filter(has_text="Forgot 3 memories of actor leaving")
     ).to_be_visible()
     assert world.api.get(f"{path}/memories").json()["total"] == 1
+    # One memory: every count in the singular.
+    page.get_by_label("Actor", exact=True).fill("staying")
+    page.get_by_role("button", name="Filter").click()
+    expect(page.get_by_text("1 memory of actor staying.")).to_be_visible()
+    expect(page.locator(".danger-zone")).to_contain_text("Removes this actor's one memory")
+    page.get_by_role("button", name="Forget 1 memory…").click()
+    expect(dialog).to_contain_text("The one memory of actor staying is removed for good.")
+    dialog.get_by_role("button", name="Forget 1 memory", exact=True).click()
+    expect(
+        page.get_by_role("status").filter(has_text="Forgot 1 memory of actor staying.")
+    ).to_be_visible()
+    expect(page.get_by_text("0 memories of actor staying.")).to_be_visible()
+    assert world.api.get(f"{path}/memories").json()["total"] == 0
 
 
 def test_search_in_each_mode_shows_scores_and_explains_the_vector_modes(console, world):
@@ -760,8 +821,18 @@ def test_a_memory_shows_every_field_its_source_session_and_versions_edits_and_fo
     )  # fmt: skip
     console.shot("memory")
     page.get_by_role("button", name="Forget memory…").click()
-    page.get_by_role("dialog").get_by_role("button", name="Forget memory").click()
+    dialog = page.get_by_role("dialog")
+    expect(dialog).to_contain_text(
+        "“Someone else likes chess and go” and its 1 earlier version are removed for good."
+    )
+    dialog.get_by_role("button", name="Forget memory").click()
     console.heading("Memories")
+    expect(
+        page.get_by_role("status").filter(
+            has_text="The memory “Someone else likes chess and go” was forgotten, "
+            "with its 1 earlier version."
+        )
+    ).to_be_visible()
     assert world.api.get(f"{path}/memories/{memory['id']}").status_code == 404
 
 
@@ -861,11 +932,50 @@ def test_empty_states_say_what_to_do_next(console, world):
     expect(page.get_by_text("No sessions yet.")).to_be_visible()
     console.go(f"/instances/local/agent-memory/{world.name(path)}/memories")
     expect(page.get_by_text("No memories yet.")).to_be_visible()
-    console.go("/instances/local/agent-memory/nowhere-" + unique("x"))
-    console.expected_statuses = {404}
-    expect(page.locator(".state.error")).to_contain_text("store_not_found")
     console.go("/no/such/page")
     console.heading("No such page")
+
+
+def test_an_address_naming_no_database_or_no_store_says_so_with_a_way_back(console, world):
+    # (422: the memory id "m1" is malformed; the page's other call, the store's, says 404)
+    console.expected_statuses = {404, 422}
+    nope = unique("nope")
+    console.sign_in(f"/instances/{nope}/agent-memory")
+    page = console.page
+    console.heading("No such database")
+    state = page.get_by_role("alert")
+    expect(state).to_contain_text(f"There is no database instance {nope} in your organization.")
+    expect(state).to_contain_text("instance_not_found")  # the API's answer, as detail
+    expect(page.get_by_role("heading", level=1)).to_be_focused()
+    expect(page.get_by_role("navigation", name="Databases")).to_have_count(0)
+    expect(page.get_by_role("link", name=re.compile("Create a store"))).to_have_count(0)
+    console.shot("no-such-database")
+    # Under it, every page says the same: no store tabs, no form.
+    for below in (f"/instances/{nope}/create", f"/instances/{nope}/agent-memory/notes/sessions",
+                  f"/instances/{nope}/agent-memory/notes/memories/m1"):  # fmt: skip
+        console.go(below)
+        console.heading("No such database")
+        expect(page.get_by_role("navigation", name="Store")).to_have_count(0)
+        expect(page.locator("form")).to_have_count(0)
+    page.get_by_role("link", name="See every store").click()
+    console.heading("Agent memory")
+    tabs = page.get_by_role("navigation", name="Databases")
+    expect(tabs.get_by_role("link", name="Database local")).to_be_visible()
+    expect(tabs.get_by_role("link", name=f"Database {nope}")).to_have_count(0)
+
+    nowhere = unique("nowhere")
+    for section in ("", "/sessions", "/memories", "/search", "/try", "/settings"):
+        console.go(f"/instances/local/agent-memory/{nowhere}{section}")
+        console.heading("No such store")
+        state = page.get_by_role("alert")
+        expect(state).to_contain_text("This store does not exist. Create it from the stores page.")
+        expect(state.locator(".muted")).to_contain_text("store_not_found")
+        expect(state.locator(".muted")).to_contain_text(f"Store '{nowhere}' does not exist")
+        expect(page.get_by_role("navigation", name="Store")).to_have_count(0)
+    console.shot("no-such-store")
+    page.get_by_role("link", name="stores page").click()
+    console.heading("Database local")
+    expect(page.get_by_role("link", name="Create a store here")).to_be_visible()
 
 
 HOSTILE = [

@@ -5,11 +5,13 @@
 import { useState } from "preact/hooks";
 import { api, storePath } from "../api.js";
 import { navigate, storeHref } from "../router.js";
-import { StoreHeader } from "./stores.js";
+import { MissingPage, StoreHeader } from "./stores.js";
 import {
-  ConfirmDialog, Empty, ErrorState, FieldProblems, FormErrors, html, Json, Loading, Notice,
-  Pager, problemsByField, Text, Time, useLoad,
+  ConfirmDialog, Empty, ErrorState, FieldProblems, flash, FormErrors, html, Json, Loading, missingOf, Notice,
+  Pager, plural, problemsByField, said, settled, Text, Time, useFlash, useLoad,
 } from "../ui.js";
+
+const memoryCount = (count) => plural(count, "memory", "memories");
 
 const PAGE = 20;
 
@@ -30,7 +32,7 @@ function parseVector(text, dimensions) {
     throw new Error("The vector must be a JSON array of numbers.");
   }
   if (dimensions && value.length !== dimensions) {
-    throw new Error(`The vector has ${value.length} numbers; this store's vectors have ${dimensions}.`);
+    throw new Error(`The vector has ${plural(value.length, "number")}; this store's vectors have ${dimensions.toLocaleString("en")}.`);
   }
   return value;
 }
@@ -92,17 +94,20 @@ export function MemoriesPage({ instance, store, query }) {
     try {
       const answer = await api("DELETE", storePath(instance, store, "actors", actor, "memories"));
       setConfirming(false);
-      setNotice({ text: `Forgot ${answer.deleted} memories of actor ${answer.actor_id}.` });
+      setNotice({ text: `Forgot ${memoryCount(answer.deleted)} of actor ${answer.actor_id}.` });
       listed.reload();
     } catch (failure) {
       setConfirming(false);
-      setNotice({ kind: "error", text: `Not forgotten: ${failure.message}` });
+      setNotice({ kind: "error", text: `Not forgotten: ${said(failure)}` });
     } finally {
       setBusy(false);
     }
   };
   const data = listed.data;
   const count = actorTotal.data ? actorTotal.data.total : null;
+  const flashed = useFlash();
+  const missing = missingOf(listed.error, config.error);
+  if (missing) return html`<${MissingPage} instance=${instance} error=${missing} />`;
   return html`<section>
     <${StoreHeader} instance=${instance} store=${store} current="memories" title="Memories" />
     <p class="lede">Long-term memory, newest first. Each memory belongs to an actor (a user).</p>
@@ -121,10 +126,11 @@ export function MemoriesPage({ instance, store, query }) {
       <button type="submit">Filter</button>
       ${(actor || type) && html`<a class="button" href=${link(0, "", "")}>Clear filters</a>`}
     </form>
+    <${Notice} notice=${flashed} />
     <${Notice} notice=${notice} />
     ${listed.loading && !data && html`<${Loading} what="memories" />`}
     <${ErrorState} error=${listed.error} retry=${listed.reload} what="the memories" />
-    ${data && html`<p class="muted" aria-live="polite">${data.total} ${data.total === 1 ? "memory" : "memories"}${actor ? html` of actor <${Text} value=${actor} />` : ""}${type ? ` of type ${type}` : ""}.</p>`}
+    ${data && html`<p class="muted" aria-live="polite">${memoryCount(data.total)}${actor ? html` of actor <${Text} value=${actor} />` : ""}${type ? ` of type ${type}` : ""}.</p>`}
     ${data && data.memories.length === 0 &&
     html`<${Empty} title=${actor || type ? "No memory matches these filters." : "No memories yet."}>
       <p>Memories are extracted from quiet sessions by the store's language model, or added with <code>POST …/memories</code>.</p>
@@ -134,12 +140,12 @@ export function MemoriesPage({ instance, store, query }) {
     ${actor && count !== null && count > 0 && html`
       <section class="danger-zone" aria-labelledby="forget-actor-title">
         <h2 id="forget-actor-title">Forget everything actor <${Text} value=${actor} /> has</h2>
-        <p>Removes all ${count} of this actor's memories, of every type (data protection requests).</p>
-        <button type="button" class="danger" onClick=${() => setConfirming(true)}>Forget ${count} memories…</button>
+        <p>${count === 1 ? "Removes this actor's one memory" : `Removes all ${memoryCount(count)} of this actor`}, of every type (data protection requests).</p>
+        <button type="button" class="danger" onClick=${() => setConfirming(true)}>Forget ${memoryCount(count)}…</button>
       </section>
       <${ConfirmDialog} open=${confirming} title=${html`Forget every memory of <${Text} value=${actor} />?`}
-        action=${`Forget ${count} memories`} busy=${busy} onConfirm=${forgetActor} onClose=${() => setConfirming(false)}>
-        <p>All <strong>${count}</strong> memories of actor <strong><${Text} value=${actor} /></strong> are removed for good. Their sessions stay.</p>
+        action=${`Forget ${memoryCount(count)}`} busy=${busy} onConfirm=${forgetActor} onClose=${() => setConfirming(false)}>
+        <p>${count === 1 ? "The one memory" : html`All <strong>${memoryCount(count)}</strong>`} of actor <strong><${Text} value=${actor} /></strong> ${count === 1 ? "is" : "are"} removed for good. Their sessions stay.</p>
       <//>`}
   </section>`;
 }
@@ -183,6 +189,8 @@ export function SearchPage({ instance, store }) {
   };
   const toggleType = (t) => (e) =>
     setForm({ ...form, types: e.currentTarget.checked ? [...form.types, t] : form.types.filter((x) => x !== t) });
+  const missing = missingOf(config.error);
+  if (missing) return html`<${MissingPage} instance=${instance} error=${missing} />`;
   return html`<section>
     <${StoreHeader} instance=${instance} store=${store} current="search" title="Search memories" />
     ${config.loading && !store_ && html`<${Loading} what="the store" />`}
@@ -208,10 +216,10 @@ export function SearchPage({ instance, store }) {
               onChange=${() => setForm({ ...form, mode: value })} aria-describedby=${disabled ? "modes-help" : undefined} /> ${label}
           </label>`;
         })}
-        ${!embeds && html`<p class="help" id="modes-help">This store has no embedding model, so semantic and hybrid search need the query's vector (${store_.dimensions} numbers). Paste one below to use them, or search by keyword.</p>`}
+        ${!embeds && html`<p class="help" id="modes-help">This store has no embedding model, so semantic and hybrid search need the query's vector (${plural(store_.dimensions, "number")}). Paste one below to use them, or search by keyword.</p>`}
       </fieldset>
       ${!embeds && html`<div class=${`field${problems.query_vector ? " invalid" : ""}`}>
-        <label for="search-vector">Query vector (JSON array of ${store_.dimensions} numbers, optional)</label>
+        <label for="search-vector">Query vector (JSON array of ${plural(store_.dimensions, "number")}, optional)</label>
         <textarea id="search-vector" rows="2" value=${form.vector} onInput=${set("vector")} spellcheck="false"
           aria-invalid=${problems.query_vector ? "true" : undefined} aria-describedby=${problems.query_vector ? "p-query_vector" : undefined}></textarea>
         <${FieldProblems} id="p-query_vector" problems=${problems.query_vector} />
@@ -236,7 +244,7 @@ export function SearchPage({ instance, store }) {
       <div class="actions"><button type="submit" class="primary" disabled=${busy}>${busy ? "Searching…" : "Search"}</button></div>
     </form>`}
     ${result && html`<h2>Results</h2>
-      <p class="muted" role="status">${result.memories.length} ${result.memories.length === 1 ? "memory" : "memories"}, best first, scored by ${mode === "keyword" ? "BM25" : mode === "semantic" ? "cosine similarity" : "the fused rank (relative to the other candidates)"}.</p>
+      <p class="muted" role="status">${memoryCount(result.memories.length)}, best first, scored by ${mode === "keyword" ? "BM25" : mode === "semantic" ? "cosine similarity" : "the fused rank (relative to the other candidates)"}.</p>
       ${result.memories.length === 0
         ? html`<${Empty} title="Nothing matched."><p>Try other words, another mode, or no actor.</p><//>`
         : html`<${MemoryRows} memories=${result.memories} instance=${instance} store=${store} scores=${true} />`}`}
@@ -317,7 +325,7 @@ function EditMemory({ instance, store, memory, config, onSaved, onCancel }) {
     ${field("topics", "Topics", html`<input id="m-topics" value=${values.topics} onInput=${set("topics")} ...${aria("topics", true)} />`, "Comma-separated, up to 10.")}
     ${field("importance", "Importance", html`<input id="m-importance" type="number" min="0" max="1" step="0.05" value=${values.importance} onInput=${set("importance")} ...${aria("importance", true)} />`, "0 to 1; empty clears it.")}
     ${field("metadata", "Metadata (JSON object)", html`<textarea id="m-metadata" rows="4" spellcheck="false" value=${values.metadata} onInput=${set("metadata")} ...${aria("metadata")}></textarea>`)}
-    ${!embeds && field("vector", `Vector (JSON array of ${config.dimensions} numbers)`, html`<textarea id="m-vector" rows="2" spellcheck="false" value=${values.vector} onInput=${set("vector")} ...${aria("vector", true)}></textarea>`, "This store has no embedding model: a new text needs its vector.")}
+    ${!embeds && field("vector", `Vector (JSON array of ${plural(config.dimensions, "number")})`, html`<textarea id="m-vector" rows="2" spellcheck="false" value=${values.vector} onInput=${set("vector")} ...${aria("vector", true)}></textarea>`, "This store has no embedding model: a new text needs its vector.")}
     <div class="actions">
       <button type="button" onClick=${onCancel}>Cancel</button>
       <button type="submit" class="primary" disabled=${busy}>${busy ? "Saving…" : "Save memory"}</button>
@@ -327,7 +335,7 @@ function EditMemory({ instance, store, memory, config, onSaved, onCancel }) {
 
 export function MemoryPage({ instance, store, memory }) {
   const loaded = useLoad(
-    () => Promise.all([api("GET", storePath(instance, store, "memories", memory)), api("GET", storePath(instance, store))]),
+    () => settled([api("GET", storePath(instance, store, "memories", memory)), api("GET", storePath(instance, store))]),
     [instance, store, memory],
   );
   const [editing, setEditing] = useState(false);
@@ -340,10 +348,13 @@ export function MemoryPage({ instance, store, memory }) {
     try {
       await api("DELETE", storePath(instance, store, "memories", memory));
       setConfirming(false);
+      const versions = (view.versions || []).length;
+      const cut = Array.from(view.text).length > 80 ? `${Array.from(view.text).slice(0, 80).join("")}…` : view.text;
+      flash(`The memory “${cut}” was forgotten${versions ? `, with its ${plural(versions, "earlier version")}` : ""}.`);
       navigate(storeHref(instance, store, "memories"));
     } catch (failure) {
       setConfirming(false);
-      setNotice({ kind: "error", text: `Not forgotten: ${failure.message}` });
+      setNotice({ kind: "error", text: `Not forgotten: ${said(failure)}` });
     } finally {
       setBusy(false);
     }
@@ -353,6 +364,9 @@ export function MemoryPage({ instance, store, memory }) {
     setNotice({ text: "The memory was saved; its previous state is the newest version below." });
     loaded.reload();
   };
+  const missing = missingOf(loaded.error);
+  if (missing) return html`<${MissingPage} instance=${instance} error=${missing} />`;
+  const versions = view ? (view.versions || []).length : 0;
   return html`<section>
     <${StoreHeader} instance=${instance} store=${store} current="memories" title="Memory" />
     <${Notice} notice=${notice} />
@@ -395,7 +409,7 @@ export function MemoryPage({ instance, store, memory }) {
         </div>`}
       <${ConfirmDialog} open=${confirming} title="Forget this memory?" action="Forget memory" busy=${busy}
         onConfirm=${forget} onClose=${() => setConfirming(false)}>
-        <p>“<${Text} value=${view.text} max=${200} />” and its ${(view.versions || []).length} versions are removed for good.</p>
+        <p>“<${Text} value=${view.text} max=${200} />”${versions ? ` and its ${plural(versions, "earlier version")} are` : " is"} removed for good.</p>
       <//>
     `}
   </section>`;

@@ -4,10 +4,16 @@
 import { useState } from "preact/hooks";
 import { api, storePath } from "../api.js";
 import { navigate, storeHref } from "../router.js";
-import { StoreHeader } from "./stores.js";
-import { ConfirmDialog, Empty, ErrorState, html, Loading, Notice, Pager, StatusBadge, Text, Time, useLoad } from "../ui.js";
+import { MissingPage, StoreHeader } from "./stores.js";
+import {
+  ConfirmDialog, Empty, ErrorState, flash, html, Loading, missingOf, Notice, Pager, plural, said, settled,
+  StatusBadge, Text, Time, useFlash, useLoad,
+} from "../ui.js";
 
 const PAGE = 20;
+// The session page asks for the newest 50 messages, or up to the API's most (MAX_RECENT).
+const RECENT = 50;
+const MAX_RECENT = 1000;
 
 function offsetOf(query) {
   const value = Number(query.get("offset") || 0);
@@ -20,9 +26,13 @@ export function SessionsPage({ instance, store, query }) {
     () => api("GET", storePath(instance, store, "sessions"), { query: { offset, limit: PAGE } }),
     [instance, store, offset],
   );
+  const flashed = useFlash();
+  const missing = missingOf(error);
+  if (missing) return html`<${MissingPage} instance=${instance} error=${missing} />`;
   return html`<section>
     <${StoreHeader} instance=${instance} store=${store} current="sessions" title="Sessions" />
     <p class="lede">Working memory, one conversation each, most recent first.</p>
+    <${Notice} notice=${flashed} />
     ${loading && !data && html`<${Loading} what="sessions" />`}
     <${ErrorState} error=${error} retry=${reload} what="the sessions" />
     ${data && data.sessions.length === 0 &&
@@ -86,20 +96,46 @@ export function Extraction({ extraction }) {
   </dl>`;
 }
 
+/**
+ * What the messages shown are, of `view.message_count`, when `recent` were asked for, and
+ * whether asking for more would show more: `{ text, more }`. The API gives the newest `recent`
+ * of the messages kept verbatim; a summarized session keeps fewer than it counts (the older ones
+ * are folded into its summary), so fewer than asked means every kept message is shown.
+ */
+function shownOf(view, recent) {
+  const shown = view.messages.length;
+  const total = view.message_count;
+  const where = view.summary ? "folded into the summary above" : "no longer kept word for word";
+  if (shown === 0) return { text: total ? `All ${plural(total, "message")} are ${where}.` : "", more: false };
+  if (shown >= total) return { text: total === 1 ? "Its one message." : `All ${plural(total, "message")}, oldest first.`, more: false };
+  const newest = `The newest ${plural(shown, "message")} of ${total.toLocaleString("en")}, oldest first`;
+  if (shown < recent) {
+    const older = total - shown;
+    return { text: `${newest}; ${older === 1 ? "the older one is" : `the ${older.toLocaleString("en")} older ones are`} ${where}.`, more: false };
+  }
+  if (recent >= MAX_RECENT) return { text: `${newest}; the console shows at most ${MAX_RECENT.toLocaleString("en")}.`, more: false };
+  return { text: `${newest}.`, more: true };
+}
+
 export function SessionPage({ instance, store, session }) {
-  const [recent, setRecent] = useState(50);
+  const [recent, setRecent] = useState(RECENT);
   const [notice, setNotice] = useState(null);
   const [confirming, setConfirming] = useState(false);
   const [busy, setBusy] = useState(false);
   const loaded = useLoad(
     () =>
-      Promise.all([
+      settled([
         api("GET", storePath(instance, store, "sessions", session), { query: { recent } }),
         api("GET", storePath(instance, store)),
+        recent,
       ]),
     [instance, store, session, recent],
   );
-  const [view, config] = loaded.data || [];
+  // (`asked`: the `recent` of the answer shown, which a newer one may not have replaced yet)
+  const [view, config, asked] = loaded.data || [];
+  // "its summary and its 18 messages" / "its 1 message", and the word before it.
+  const what = view ? `${view.summary ? "its summary and " : ""}its ${plural(view.message_count, "message")}` : "";
+  const joined = view && view.summary ? ", " : " and ";
   const extract = async () => {
     setBusy(true);
     setNotice(null);
@@ -108,7 +144,7 @@ export function SessionPage({ instance, store, session }) {
       setNotice({ text: "Extraction was started; it runs in the background. Reload to see its result." });
       loaded.reload();
     } catch (failure) {
-      setNotice({ kind: "error", text: `Not started: ${failure.message}` });
+      setNotice({ kind: "error", text: `Not started: ${said(failure)}` });
     } finally {
       setBusy(false);
     }
@@ -118,15 +154,19 @@ export function SessionPage({ instance, store, session }) {
     try {
       await api("DELETE", storePath(instance, store, "sessions", session));
       setConfirming(false);
+      flash(`Session ${session} was forgotten, with ${what}.`);
       navigate(storeHref(instance, store, "sessions"));
     } catch (failure) {
       setConfirming(false);
-      setNotice({ kind: "error", text: `Not forgotten: ${failure.message}` });
+      setNotice({ kind: "error", text: `Not forgotten: ${said(failure)}` });
     } finally {
       setBusy(false);
     }
   };
   const noModel = config && config.llm_provider === "none";
+  const missing = missingOf(loaded.error);
+  if (missing) return html`<${MissingPage} instance=${instance} error=${missing} />`;
+  const shown = view ? shownOf(view, asked) : null;
   return html`<section>
     <${StoreHeader} instance=${instance} store=${store} current="sessions" title=${html`Session <${Text} value=${session} />`} />
     <${Notice} notice=${notice} />
@@ -152,20 +192,17 @@ export function SessionPage({ instance, store, session }) {
         <button type="button" onClick=${loaded.reload}>Reload</button>
       </div>
       <h2>Messages</h2>
-      <p class="muted">${view.messages.length < view.message_count
-        ? `The newest ${view.messages.length} of ${view.message_count}, oldest first${view.summary ? "; older ones are folded into the summary" : ""}.`
-        : `All ${view.message_count}, oldest first.`}</p>
+      ${shown.text && html`<p class="muted messages-shown">${shown.text}</p>`}
       <${Messages} messages=${view.messages} />
-      ${view.messages.length < view.message_count && recent < 1000 &&
-      html`<p><button type="button" onClick=${() => setRecent(1000)}>Show up to 1,000 messages</button></p>`}
+      ${shown.more && html`<p><button type="button" onClick=${() => setRecent(MAX_RECENT)}>Show up to ${MAX_RECENT.toLocaleString("en")} messages</button></p>`}
       <section class="danger-zone" aria-labelledby="forget-title">
         <h2 id="forget-title">Forget this session</h2>
-        <p>Its summary and ${view.message_count} messages are removed. Memories already extracted from it stay.</p>
+        <p>The session${joined}${what} are removed. Memories already extracted from it stay.</p>
         <button type="button" class="danger" onClick=${() => setConfirming(true)}>Forget session…</button>
       </section>
       <${ConfirmDialog} open=${confirming} title="Forget this session?" action="Forget session" busy=${busy}
         onConfirm=${forget} onClose=${() => setConfirming(false)}>
-        <p>Session <strong><${Text} value=${session} /></strong>: its summary and ${view.message_count} messages are removed for good.</p>
+        <p>Session <strong><${Text} value=${session} /></strong>${joined}${what} are removed for good.</p>
       <//>
     `}
   </section>`;

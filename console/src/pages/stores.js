@@ -1,11 +1,13 @@
 // Stores: every store of the organization (GET /agent-memory), one database's tab
 // (GET /instances/{id}/agent-memory), creating one, and one store's page (GET, DELETE).
 
-import { useState } from "preact/hooks";
+import { useEffect, useRef, useState } from "preact/hooks";
 import { api, path, storePath } from "../api.js";
 import { href, navigate, storeHref } from "../router.js";
 import { SETTINGS, StoreForm } from "../storeform.js";
-import { ConfirmDialog, Empty, ErrorState, html, Loading, Notice, plural, Text, Time, useLoad } from "../ui.js";
+import {
+  ConfirmDialog, Empty, ErrorState, flash, html, Loading, missingOf, Notice, plural, said, Text, Time, useFlash, useLoad,
+} from "../ui.js";
 
 // Instances seen in the last organization listing, for the database tabs.
 let knownInstances = [];
@@ -77,7 +79,7 @@ export function AllStores() {
     <${ErrorState} error=${error} retry=${reload} what="the stores" />
     ${data && data.unreachable.length > 0 &&
     html`<div class="notice warning" role="alert">
-      <p><strong>${data.unreachable.length === 1 ? "One database could not be reached" : `${data.unreachable.length} databases could not be reached`}; their stores are not listed.</strong></p>
+      <p><strong>${plural(data.unreachable.length, "database")} could not be reached; ${plural(data.unreachable.length, "its", "their", { word: true })} stores are not listed.</strong></p>
       <ul>${data.unreachable.map((u) => html`<li><a href=${href(["instances", u.instance_id, "agent-memory"])}><${Text} value=${u.instance_id} /></a>: <${Text} value=${u.message} /></li>`)}</ul>
     </div>`}
     ${data && data.stores.length === 0 &&
@@ -92,11 +94,16 @@ export function AllStores() {
 
 export function InstanceStores({ instance }) {
   const { data, error, loading, reload } = useLoad(() => api("GET", path("instances", instance, "agent-memory")), [instance]);
+  const flashed = useFlash();
+  if (data && !knownInstances.includes(instance)) knownInstances = [...knownInstances, instance];
+  const missing = missingOf(error);
+  if (missing) return html`<${MissingPage} instance=${instance} error=${missing} />`;
   return html`<section>
     <h1 tabindex="-1">Database <${Text} value=${instance} /></h1>
     <p class="lede">The agent memory stores of this database.</p>
     <${InstanceTabs} current=${instance} />
-    <p><a class="button primary" href=${href(["instances", instance, "create"])}>Create a store here</a></p>
+    <${Notice} notice=${flashed} />
+    ${data && html`<p><a class="button primary" href=${href(["instances", instance, "create"])}>Create a store here</a></p>`}
     ${loading && !data && html`<${Loading} what="stores" />`}
     <${ErrorState} error=${error} retry=${reload} what="this database's stores" />
     ${data && data.stores.length === 0 &&
@@ -108,10 +115,56 @@ export function InstanceStores({ instance }) {
 }
 
 export function CreateStore({ instance }) {
+  // The database must exist before its form is worth filling in.
+  const { data, error, loading, reload } = useLoad(() => api("GET", path("instances", instance, "agent-memory")), [instance]);
+  const missing = missingOf(error);
+  if (missing) return html`<${MissingPage} instance=${instance} error=${missing} />`;
+  const created = (saved) => {
+    flash("The store was created.");
+    navigate(storeHref(instance, saved.name));
+  };
   return html`<section>
     <h1 tabindex="-1">Create a store on <${Text} value=${instance} /></h1>
     <p class="lede">Every field but the name is optional: what you leave as it is takes the default.</p>
-    <${StoreForm} instance=${instance} onSaved=${(saved) => navigate(storeHref(instance, saved.name, { created: 1 }))} />
+    ${loading && !data && html`<${Loading} what="the database" />`}
+    <${ErrorState} error=${error} retry=${reload} what="the database" />
+    ${data && html`<${StoreForm} instance=${instance} onSaved=${created} />`}
+  </section>`;
+}
+
+/**
+ * The page for an address whose database or store does not exist: what is missing in the
+ * console's words, the API's answer as detail, and the way back; no tabs, nothing to act on.
+ */
+export function MissingPage({ instance, error }) {
+  const heading = useRef(null);
+  useEffect(() => {
+    // It replaces the page that was loading, whose heading had the focus.
+    if (!document.activeElement || document.activeElement === document.body) heading.current.focus();
+  }, []);
+  const database = error.code === "instance_not_found";
+  const detail = html`<p class="muted">The API answered ${error.status}, <code>${error.code}</code>: <${Text} value=${error.message} /></p>`;
+  if (database) {
+    return html`<section class="missing">
+      <h1 tabindex="-1" ref=${heading}>No such database</h1>
+      <div class="state error" role="alert">
+        <p><strong>There is no database instance <${Text} value=${instance} /> in your organization.</strong></p>
+        <p>Check the address, or pick a database from the list of every store.</p>
+        ${detail}
+      </div>
+      <p><a class="button" href="#/agent-memory">See every store</a></p>
+    </section>`;
+  }
+  const stores = href(["instances", instance, "agent-memory"]);
+  return html`<section class="missing">
+    <nav class="breadcrumbs" aria-label="Breadcrumbs">
+      <a href="#/agent-memory">Stores</a>${" › "}<a href=${stores}><${Text} value=${instance} /></a>
+    </nav>
+    <h1 tabindex="-1" ref=${heading}>No such store</h1>
+    <div class="state error" role="alert">
+      <p><strong>This store does not exist.</strong> Create it from the <a href=${stores}>stores page</a>.</p>
+      ${detail}
+    </div>
   </section>`;
 }
 
@@ -143,35 +196,40 @@ export function StoreHeader({ instance, store, current, title }) {
 }
 
 function Counts({ counts }) {
+  const count = (n) => html`<span class="count">${n.toLocaleString("en")}</span>`;
   return html`<ul class="counts" aria-label="Counts">
-    <li><span class="count">${counts.sessions}</span> sessions</li>
-    <li><span class="count">${counts.memories}</span> memories</li>
-    <li><span class="count">${counts.waiting_for_extraction}</span> waiting for extraction</li>
+    <li>${count(counts.sessions)} ${plural(counts.sessions, "session", "sessions", { word: true })}</li>
+    <li>${count(counts.memories)} ${plural(counts.memories, "memory", "memories", { word: true })}</li>
+    <li>${count(counts.waiting_for_extraction)} waiting for extraction</li>
   </ul>`;
 }
 
-export function StorePage({ instance, store, query }) {
+export function StorePage({ instance, store }) {
   const { data, error, loading, reload } = useLoad(() => api("GET", storePath(instance, store)), [instance, store]);
   const [confirming, setConfirming] = useState(false);
   const [busy, setBusy] = useState(false);
   const [notice, setNotice] = useState(null);
+  const flashed = useFlash();
   const remove = async () => {
     setBusy(true);
     try {
       await api("DELETE", storePath(instance, store));
       setConfirming(false);
+      const { sessions, memories } = data.counts;
+      flash(`Store ${store} was deleted, with its ${plural(sessions, "session")} and ${plural(memories, "memory", "memories")}.`);
       navigate(href(["instances", instance, "agent-memory"]));
     } catch (failure) {
       setConfirming(false);
-      setNotice({ kind: "error", text: `Not deleted: ${failure.message}` });
+      setNotice({ kind: "error", text: `Not deleted: ${said(failure)}` });
     } finally {
       setBusy(false);
     }
   };
+  const missing = missingOf(error);
+  if (missing) return html`<${MissingPage} instance=${instance} error=${missing} />`;
   return html`<section>
     <${StoreHeader} instance=${instance} store=${store} current="" title=${html`Store <${Text} value=${store} />`} />
-    ${query.get("created") && html`<${Notice} notice=${{ text: "The store was created." }} />`}
-    ${query.get("saved") && html`<${Notice} notice=${{ text: "The settings were saved." }} />`}
+    <${Notice} notice=${flashed} />
     <${Notice} notice=${notice} />
     ${loading && !data && html`<${Loading} what="the store" />`}
     <${ErrorState} error=${error} retry=${reload} what="the store" />
@@ -233,11 +291,17 @@ export function StorePage({ instance, store, query }) {
 
 export function EditStore({ instance, store }) {
   const { data, error, loading, reload } = useLoad(() => api("GET", storePath(instance, store)), [instance, store]);
+  const missing = missingOf(error);
+  if (missing) return html`<${MissingPage} instance=${instance} error=${missing} />`;
+  const saved = () => {
+    flash("The settings were saved.");
+    navigate(storeHref(instance, store));
+  };
   return html`<section>
     <${StoreHeader} instance=${instance} store=${store} current="settings" title=${html`Settings of <${Text} value=${store} />`} />
     ${loading && !data && html`<${Loading} what="the settings" />`}
     <${ErrorState} error=${error} retry=${reload} what="the settings" />
     ${data && html`<${StoreForm} key=${data.updated_at} instance=${instance} store=${data}
-      onSaved=${() => navigate(storeHref(instance, store, { saved: 1 }))} />`}
+      onSaved=${saved} />`}
   </section>`;
 }

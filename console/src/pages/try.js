@@ -7,8 +7,11 @@ import { useState } from "preact/hooks";
 import { api, storePath } from "../api.js";
 import { storeHref } from "../router.js";
 import { Messages } from "./sessions.js";
-import { StoreHeader } from "./stores.js";
-import { ErrorState, FieldProblems, FormErrors, html, Json, Loading, Notice, problemsByField, Text, useLoad } from "../ui.js";
+import { MissingPage, StoreHeader } from "./stores.js";
+import {
+  ErrorState, FieldProblems, FormErrors, html, Json, Loading, missingOf, Notice, plural, problemsByField,
+  Text, useLoad,
+} from "../ui.js";
 
 export function TryPage({ instance, store, query }) {
   const config = useLoad(() => api("GET", storePath(instance, store)), [instance, store]);
@@ -65,7 +68,7 @@ export function TryPage({ instance, store, query }) {
     setBusy(true);
     try {
       const added = await api("POST", storePath(instance, store, "sessions", id, "events"), { body });
-      setNotice({ text: `Added ${added.added} messages; the session now holds ${added.message_count}.` });
+      setNotice({ text: `Added ${plural(added.added, "message")}; the session now holds ${plural(added.message_count, "message")}.` });
       setSession(await api("GET", storePath(instance, store, "sessions", id), { query: { recent: 10 } }));
       setForm({ ...form, message: "", reply: "" });
       setRecall(null);
@@ -91,6 +94,8 @@ export function TryPage({ instance, store, query }) {
   if (problems.query) problems.message = problems.query;
   if (problems["events.0.content"]) problems.message = problems["events.0.content"];
   if (problems["events.1.content"]) problems.reply = problems["events.1.content"];
+  const missing = missingOf(config.error, recent.error);
+  if (missing) return html`<${MissingPage} instance=${instance} error=${missing} />`;
 
   return html`<section>
     <${StoreHeader} instance=${instance} store=${store} current="try" title="Try it" />
@@ -110,7 +115,7 @@ export function TryPage({ instance, store, query }) {
       </datalist>
       ${field("message", "User message", html`<textarea id="t-message" rows="3" value=${form.message} onInput=${set("message")} ...${aria("message", true)}></textarea>`,
         "Recall searches the actor's memories with it (empty: the session's latest user message).")}
-      ${config.data && !embeds && field("query_vector", `Query vector (optional JSON array of ${config.data.dimensions} numbers)`,
+      ${config.data && !embeds && field("query_vector", `Query vector (optional JSON array of ${plural(config.data.dimensions, "number")})`,
         html`<textarea id="t-query_vector" rows="2" spellcheck="false" value=${form.vector} onInput=${set("vector")} ...${aria("query_vector", true)}></textarea>`,
         "This store has no embedding model: without a vector, memories are ranked by keyword.")}
       <div class="actions"><button type="submit" class="primary" disabled=${busy}>Recall</button></div>
@@ -121,7 +126,7 @@ export function TryPage({ instance, store, query }) {
       <h3>The context string, as the agent receives it</h3>
       <pre class="context" tabindex="0" aria-label="Context string">${recall.context}</pre>
       <details>
-        <summary>The JSON answer (${recall.messages.length} messages, ${recall.memories.length} memories${recall.summary ? ", a summary" : ""})</summary>
+        <summary>The JSON answer (${plural(recall.messages.length, "message")}, ${plural(recall.memories.length, "memory", "memories")}${recall.summary ? ", a summary" : ""})</summary>
         <${Json} value=${recall} label="Recall answer" />
       </details>
       <h3>Then add the turn</h3>
@@ -133,7 +138,7 @@ export function TryPage({ instance, store, query }) {
     </section>`}
     ${session && html`<section aria-labelledby="session-now" class="session-now">
       <h2 id="session-now">Session <a href=${storeHref(instance, store, "sessions", session.session_id)}><${Text} value=${session.session_id} /></a> now</h2>
-      <p class="muted">${session.message_count} messages; the newest ${session.messages.length} shown. Extraction: ${session.extraction.status}, ${session.extraction.unread} unread.</p>
+      <p class="muted">${plural(session.message_count, "message")}${session.messages.length < session.message_count ? `; the newest ${session.messages.length.toLocaleString("en")} shown` : ""}. Extraction: ${session.extraction.status}, ${session.extraction.unread.toLocaleString("en")} unread.</p>
       <${Messages} messages=${session.messages} />
     </section>`}
   </section>`;
