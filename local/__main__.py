@@ -27,7 +27,6 @@ import socket
 import sys
 from pathlib import Path
 from types import FrameType
-from urllib.parse import urlsplit, urlunsplit
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "layers" / "core"))
@@ -38,6 +37,7 @@ import redis  # noqa: E402
 import uvicorn  # noqa: E402
 from uvicorn.supervisors import Multiprocess  # noqa: E402
 
+from agent_memory.url_masking import mask_url, url_secrets  # noqa: E402
 from local.bootstrap import (  # noqa: E402
     INSTANCE_ID,
     Database,
@@ -107,16 +107,6 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
-def without_password(url: str) -> str:
-    """``url`` with the password of its user part replaced by ``***`` (for printing)."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = f"{parts.username}:***" if parts.username else ":***"
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{user}@{host}"))
-
-
 def main() -> None:
     port = int(os.environ.get("PORT", "3000"))
     workers = int(os.environ.get("KIVIDB_WORKERS", "2"))
@@ -140,10 +130,10 @@ def main() -> None:
         try:
             database = start_database(local_dir)
         except redis.RedisError as exc:
-            url = without_password(os.environ.get("REDIS_URL", ""))
+            url = os.environ.get("REDIS_URL", "")
             print(
-                f"local stack: cannot reach the database at REDIS_URL={url}: "
-                f"{describe(exc, [urlsplit(os.environ.get('REDIS_URL', '')).password or ''])}",
+                f"local stack: cannot reach the database at REDIS_URL={mask_url(url)}: "
+                f"{describe(exc, url_secrets(url))}",
                 file=sys.stderr,
             )
             raise SystemExit(2) from None
@@ -182,7 +172,7 @@ def main() -> None:
         print(
             f"KiviDB agent memory, local stack\n"
             f"  API:       {base}  (routes from template.yaml, {workers} worker processes)\n"
-            f"  database:  {without_password(database.url)}  ({database.description})\n"
+            f"  database:  {mask_url(database.url)}  ({database.description})\n"
             f"  instance:  {INSTANCE_ID}  (organization local)\n"
             f"  API key:   {api_key}  ({origin})\n"
             f"  scheduler: {scheduler}\n"

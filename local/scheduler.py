@@ -32,7 +32,6 @@ import time
 import traceback
 from collections.abc import Callable, Iterable
 from typing import Any
-from urllib.parse import unquote, urlsplit
 
 import redis
 
@@ -41,6 +40,7 @@ from agent_memory.db import redis_client
 from agent_memory.errors import AgentMemoryError, DatabaseUnavailable
 from agent_memory.keys import LocalScheduleKeys
 from agent_memory.scheduler import LocalScheduler
+from agent_memory.url_masking import url_secrets
 from local.server import LambdaContext
 from local.template import Function
 
@@ -224,17 +224,15 @@ def start_scheduler_loop(
     """The launcher's loop: the stack's database at ``database_url`` (the same control
     database the functions' ``LocalScheduler`` writes to) and the template's background
     function. Started before it is returned. The client does not retry a command (the loop's
-    backoff does), and the URL's password is masked in the loop's lines. The database may be a
+    backoff does), and the URL's credentials are masked in the loop's lines
+    (``agent_memory.url_masking.url_secrets``: its user part's password, its ``password=``
+    query option...). The database may be a
     cluster (``agent_memory.db.redis_client``'s cluster client, which it then connects to
     here: ``DatabaseUnavailable`` when it cannot)."""
     client = redis_client(database_url)
     scheduler = LocalScheduler(client, SystemClock(), keys=keys)
-    password = urlsplit(database_url).password
     loop = SchedulerLoop(
-        scheduler,
-        invoker(background),
-        interval=interval,
-        secrets=[password, unquote(password)] if password else [],
+        scheduler, invoker(background), interval=interval, secrets=url_secrets(database_url)
     )
     loop.start()
     return loop

@@ -13,7 +13,9 @@ Usage (``KIVIDB_CONTROL_URL`` or ``--control-url`` names the control database)::
 
 Exit status 0 on success, 1 on a refused request (``<code>: <message>`` on stderr: a missing
 organization or instance, a database another organization has, ...), 2 on bad usage.
-Instance URLs can hold passwords, so the tool prints them with the password masked.
+Instance URLs can hold passwords, so the tool prints them with every credential masked
+(``agent_memory.url_masking.mask_url``: the user part's password, ``password=`` and
+``ssl_password=`` query options, and anything else that may hold a piece of one).
 
 A database belongs to one organization: ``register-instance`` refuses one that another
 organization has registered (compared by normalized address, and by an ownership marker the
@@ -29,7 +31,6 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "layers" / "core"))
 
@@ -38,17 +39,7 @@ from agent_memory.control import ControlPlane
 from agent_memory.db import redis_client
 from agent_memory.errors import AgentMemoryError
 from agent_memory.instances import DEFAULT_RELEASE_HOLD_SECONDS
-
-
-def mask_password(url: str) -> str:
-    """``redis://user:secret@host`` -> ``redis://user:***@host``; other URLs unchanged."""
-    parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    user = parts.username or ""
-    host = parts.hostname or ""
-    netloc = f"{user}:***@{host}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+from agent_memory.url_masking import mask_url
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -120,12 +111,12 @@ def main(argv: list[str] | None = None) -> int:
             _registered(control, args)
         elif args.command == "list-instances":
             for instance in control.instances(args.org):
-                print(f"{instance.instance_id}\t{mask_password(instance.url)}")
+                print(f"{instance.instance_id}\t{mask_url(instance.url)}")
         elif args.command == "remove-instance":
             removal = control.remove_instance(args.org, args.instance_id)
             print(
                 f"instance {removal.instance_id} removed from {args.org}; its data stays in "
-                f"{mask_password(removal.url)} (nothing was deleted there: empty it before "
+                f"{mask_url(removal.url)} (nothing was deleted there: empty it before "
                 "another organization registers it)"
             )
             _after_release(args, marker=removal.marker_released)
@@ -136,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
                 f"(refused from the next request), {len(deleted.removed)} instance(s) removed"
             )
             for removal in deleted.removed:
-                print(f"  {removal.instance_id}: its data stays in {mask_password(removal.url)}")
+                print(f"  {removal.instance_id}: its data stays in {mask_url(removal.url)}")
             if deleted.removed:
                 print(
                     "(nothing was deleted in the databases: empty them before another "

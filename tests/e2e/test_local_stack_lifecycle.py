@@ -130,11 +130,20 @@ def test_a_stopped_database_costs_one_line_per_failed_poll_and_recovery_one_line
             again.stop()
 
 
-def test_an_unreachable_redis_url_is_one_line_without_its_password(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("given", "printed"),
+    [
+        ("redis://app:s3cr%40t-pass@127.0.0.1:{port}/0", "redis://app:***@127.0.0.1:{port}/0"),
+        ("redis://127.0.0.1:{port}/0?password=s3cr%40t-pass", "redis://127.0.0.1:{port}/0?***"),
+    ],
+)
+def test_an_unreachable_redis_url_is_one_line_without_its_password(
+    tmp_path: Path, given: str, printed: str
+) -> None:
     port = free_port()  # nothing listens there
     env = {
         **os.environ,
-        "REDIS_URL": f"redis://app:s3cr%40t-pass@127.0.0.1:{port}/0",
+        "REDIS_URL": given.format(port=port),
         "PORT": str(free_port()),
         "KIVIDB_LOCAL_DIR": str(tmp_path / "local"),
     }
@@ -145,7 +154,7 @@ def test_an_unreachable_redis_url_is_one_line_without_its_password(tmp_path: Pat
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
-        f"local stack: cannot reach the database at REDIS_URL=redis://app:***@127.0.0.1:{port}/0: "
+        f"local stack: cannot reach the database at REDIS_URL={printed.format(port=port)}: "
         f"ConnectionError: Error 111 connecting to 127.0.0.1:{port}. Connection refused"
     ]
     assert not (tmp_path / "local" / "api_key").exists()  # nothing was bootstrapped
