@@ -23,6 +23,7 @@ write another organization's key can send.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import json
 import re
@@ -32,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
+import numpy as np
 import pytest
 
 from agent_memory.clock import SystemClock
@@ -65,6 +67,8 @@ M = S + "/memories"
 MID = M + "/{memory_id}"
 FORGET = S + "/actors/{actor_id}/memories"
 SUPERSEDING = ("POST", M + "#supersedes")
+IMPORT_SESSION = S + "/import/sessions/{session_id}"
+IMPORT_MEMORIES = S + "/import/memories"
 """POST M with ``supersedes`` naming a memory: a route variant of its own (what follows ``#``
 is not part of the path), since the memory id is in the body."""
 VARIANTS = [SUPERSEDING]
@@ -117,6 +121,32 @@ def _body(method: str, path: str, t: Target) -> dict[str, Any] | None:
             "limit": 100,
         },
         ("PATCH", MID): lambda: {"importance": 0.5},
+        ("PUT", IMPORT_SESSION): lambda: {
+            "message_count": 1,
+            "created_at": "2026-01-01T00:00:00Z",
+            "last_event_at": "2026-01-01T00:00:00Z",
+            "expires_at": "2099-01-01T00:00:00Z",
+            "messages": [
+                {
+                    "seq": 1,
+                    "role": "user",
+                    "content": "probe: when do we deploy?",
+                    "created_at": "2026-01-01T00:00:00Z",
+                }
+            ],
+        },
+        ("POST", IMPORT_MEMORIES): lambda: {
+            "memories": [
+                {
+                    "id": "mem_" + secrets.token_hex(10),
+                    "text": "probe deploys",
+                    "created_at": "2026-01-01T00:00:00Z",
+                    "updated_at": "2026-01-01T00:00:00Z",
+                    "expires_at": "2099-01-01T00:00:00Z",
+                    "vector": base64.b64encode(np.array(t.vector, "<f4").tobytes()).decode(),
+                }
+            ],
+        },
     }.get((method, path), lambda: None)()
 
 
@@ -154,6 +184,7 @@ SUCCESS = {
     (("GET", M), "actor"): 200,
     (("POST", M + "/search"), "actor"): 200,
     (("DELETE", FORGET), "actor"): 200,  # 0 forgotten
+    (("PUT", IMPORT_SESSION), "session"): 200,  # imported as a new session of the caller's own
 }
 """The (route, probed id) pairs whose answer is a success in the caller's own store; every
 other probe is a 404."""
@@ -522,6 +553,8 @@ def _undo(client: httpx.Client, route: tuple[str, str], path: str, answer: httpx
         created = path.removesuffix("/events")
     elif route in (("POST", M), SUPERSEDING):
         created = f"{path}/{answer.json()['id']}"
+    elif route == ("PUT", IMPORT_SESSION):
+        created = path.replace("/import/sessions/", "/sessions/")
     else:
         return
     assert client.delete(created).status_code == 204, created

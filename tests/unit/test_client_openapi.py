@@ -256,7 +256,24 @@ def _answer_for(method: str, path: str) -> httpx.Response:
         "MemoryList": {"memories": [memory], "next_offset": None, "total": 1},
         "SearchResult": {"memories": [memory]},
         "ActorForgotten": {"actor_id": "a", "deleted": 1},
-    }
+        "SessionIdPage": {"session_ids": ["c"], "next_cursor": None},
+        "SessionExport": {
+            "session_id": "c", "actor_id": None, "summary": None, "message_count": 1,
+            "created_at": now, "last_event_at": now, "expires_at": now, "read_seq": 0,
+            "folded_seq": 0, "failures": 0, "last_error": None, "last_run_at": None,
+            "pending": None, "next_after_seq": None,
+            "messages": [{"seq": 1, "role": "user", "content": "x", "created_at": now}],
+        },
+        "SessionImported": {
+            "session_id": "c", "message_count": 1, "expires_at": now, "messages_added": 1,
+        },
+        "MemoryExportPage": {
+            "memories": [{**memory, "versions": [], "occurred_at": None, "valid_until": None,
+                          "supersedes": None, "superseded_by": None, "vector": "AACAPw=="}],
+            "next_cursor": None,
+        },
+        "MemoryImportResult": {"imported": 1, "expired": []},
+    }  # fmt: skip
     for doc_method, template, op in _operations():
         if doc_method == method and _template_pattern(template).match(path):
             status, answer = next(
@@ -331,6 +348,41 @@ def test_every_route_of_the_document_has_a_client_method_and_every_method_a_rout
         ("StoreClient", "delete_memory", lambda: store.delete_memory("mem_1")),
         ("StoreClient", "search", lambda: store.search("q", mode="keyword")),
         ("StoreClient", "forget_actor", lambda: store.forget_actor("a")),
+        (
+            "StoreClient",
+            "export_session_ids",
+            lambda: store.export_session_ids(cursor="0", limit=10),
+        ),
+        (
+            "StoreClient",
+            "export_session",
+            lambda: store.export_session("c", after_seq=0, limit=10),
+        ),
+        (
+            "StoreClient",
+            "import_session",
+            lambda: store.import_session(
+                "c",
+                {"message_count": 1, "created_at": NOW, "last_event_at": NOW, "expires_at": NOW},
+            ),
+        ),
+        ("StoreClient", "export_memories", lambda: store.export_memories(cursor="0:a", limit=5)),
+        (
+            "StoreClient",
+            "import_memories",
+            lambda: store.import_memories(
+                [
+                    {
+                        "id": "mem_1",
+                        "text": "t",
+                        "created_at": NOW,
+                        "updated_at": NOW,
+                        "expires_at": NOW,
+                        "vector": "AACAPw==",
+                    }
+                ]
+            ),
+        ),
     ]
     for owner, name, call in calls:
         call()

@@ -37,6 +37,11 @@ EXPECTED_ROUTES = {
     "PATCH /instances/{instance_id}/agent-memory/{store}/memories/{memory_id}",
     "DELETE /instances/{instance_id}/agent-memory/{store}/memories/{memory_id}",
     "DELETE /instances/{instance_id}/agent-memory/{store}/actors/{actor_id}/memories",
+    "GET /instances/{instance_id}/agent-memory/{store}/export/sessions",
+    "GET /instances/{instance_id}/agent-memory/{store}/export/sessions/{session_id}",
+    "PUT /instances/{instance_id}/agent-memory/{store}/import/sessions/{session_id}",
+    "GET /instances/{instance_id}/agent-memory/{store}/export/memories",
+    "POST /instances/{instance_id}/agent-memory/{store}/import/memories",
     "GET /console",
     "GET /console/{proxy+}",
     "POST /mcp",
@@ -229,7 +234,12 @@ BACKGROUND_ARN = {
     "!Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}"
     ":function:${AWS::StackName}-background"
 }
-ARMING_FUNCTIONS = {"AddEventsFunction", "BackgroundFunction", "ExtractSessionFunction"}
+ARMING_FUNCTIONS = {
+    "AddEventsFunction",
+    "BackgroundFunction",
+    "ExtractSessionFunction",
+    "ImportSessionFunction",
+}
 
 
 @pytest.fixture(scope="module")
@@ -403,7 +413,8 @@ def test_the_deploy_doc_counts_each_resource_type_the_template_declares(template
     assert int(sam_roles[1]) == declared["AWS::Serverless::Function"]  # one role per function
     routes = sum(1 for f in _functions(template).values() if f["Properties"].get("Events"))
     stated = {int(n) for n in re.findall(r"\b(\d+) route functions", DEPLOY_DOC.read_text())}
-    assert stated == {routes} == {20}  # 18 API routes, the console's and the MCP server's
+    # 23 API routes (18, and 5 of export and import), the console's and the MCP server's
+    assert stated == {routes} == {25}
 
 
 def test_the_deploy_doc_lists_every_function_with_its_trigger_memory_and_timeout(template):

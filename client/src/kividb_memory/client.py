@@ -100,6 +100,24 @@ def _search(
     )
 
 
+def _session_import(session: Mapping[str, Any]) -> m.SessionImport:
+    """A ``SessionImport`` from an exported session's fields (``session_id`` and
+    ``next_after_seq``, which it has no place for, left out)."""
+    fields = {k: v for k, v in session.items() if k not in ("session_id", "next_after_seq")}
+    return m.SessionImport.model_validate(fields)
+
+
+def _batch(memories: Sequence[m.ImportedMemory | Mapping[str, Any]]) -> m.MemoryImportBatch:
+    return m.MemoryImportBatch(
+        memories=[
+            memory
+            if isinstance(memory, m.ImportedMemory)
+            else m.ImportedMemory.model_validate(memory)
+            for memory in memories
+        ]
+    )
+
+
 When = datetime | str | None
 """A time: a ``datetime`` (naive ones are UTC) or ISO 8601 text."""
 
@@ -418,6 +436,45 @@ class StoreClient:
         """Forget every memory of one actor."""
         return self._client._answer(_http.forget_actor(self._prefix, actor_id))
 
+    # --- export and import (moving a store: tools/transfer.py) ----------------------------
+
+    def export_session_ids(
+        self, cursor: str | None = None, limit: int | None = None
+    ) -> m.SessionIdPage:
+        """A page of the store's live session ids (in no order; drop repeats); pass the
+        page's ``next_cursor`` for the next one."""
+        return self._client._answer(_http.export_session_ids(self._prefix, cursor, limit))
+
+    def export_session(
+        self, session_id: str, after_seq: int | None = None, limit: int | None = None
+    ) -> m.SessionExport:
+        """A session's whole state and its messages after ``after_seq`` (oldest first, at
+        most ``limit``, 1,000 by default); ``next_after_seq`` for the next page."""
+        call = _http.export_session(self._prefix, session_id, after_seq, limit)
+        return self._client._answer(call)
+
+    def import_session(
+        self, session_id: str, session: m.SessionImport | Mapping[str, Any]
+    ) -> m.SessionImported:
+        """Write an exported session's state and one page of its messages under its own id,
+        sequence numbers and times (idempotent: retried like a read)."""
+        body = session if isinstance(session, m.SessionImport) else _session_import(session)
+        return self._client._answer(_http.import_session(self._prefix, session_id, body))
+
+    def export_memories(
+        self, cursor: str | None = None, limit: int | None = None
+    ) -> m.MemoryExportPage:
+        """A page of the store's live memories with every field, versions and vectors (drop
+        repeats by id); pass the page's ``next_cursor`` for the next one."""
+        return self._client._answer(_http.export_memories(self._prefix, cursor, limit))
+
+    def import_memories(
+        self, memories: Sequence[m.ImportedMemory | Mapping[str, Any]]
+    ) -> m.MemoryImportResult:
+        """Keep 1 to 100 exported memories under their own ids, times, links and vectors
+        (idempotent: retried like a read)."""
+        return self._client._answer(_http.import_memories(self._prefix, _batch(memories)))
+
 
 class AsyncMemoryClient(_Base):
     """The asynchronous client: the same methods as :class:`MemoryClient`, awaited. Use it as
@@ -689,3 +746,38 @@ class AsyncStoreClient:
     async def forget_actor(self, actor_id: str) -> m.ActorForgotten:
         """As :meth:`StoreClient.forget_actor`."""
         return await self._client._answer(_http.forget_actor(self._prefix, actor_id))
+
+    async def export_session_ids(
+        self, cursor: str | None = None, limit: int | None = None
+    ) -> m.SessionIdPage:
+        """As :meth:`StoreClient.export_session_ids`."""
+        call = _http.export_session_ids(self._prefix, cursor, limit)
+        return await self._client._answer(call)
+
+    async def export_session(
+        self, session_id: str, after_seq: int | None = None, limit: int | None = None
+    ) -> m.SessionExport:
+        """As :meth:`StoreClient.export_session`."""
+        call = _http.export_session(self._prefix, session_id, after_seq, limit)
+        return await self._client._answer(call)
+
+    async def import_session(
+        self, session_id: str, session: m.SessionImport | Mapping[str, Any]
+    ) -> m.SessionImported:
+        """As :meth:`StoreClient.import_session`."""
+        body = session if isinstance(session, m.SessionImport) else _session_import(session)
+        return await self._client._answer(_http.import_session(self._prefix, session_id, body))
+
+    async def export_memories(
+        self, cursor: str | None = None, limit: int | None = None
+    ) -> m.MemoryExportPage:
+        """As :meth:`StoreClient.export_memories`."""
+        call = _http.export_memories(self._prefix, cursor, limit)
+        return await self._client._answer(call)
+
+    async def import_memories(
+        self, memories: Sequence[m.ImportedMemory | Mapping[str, Any]]
+    ) -> m.MemoryImportResult:
+        """As :meth:`StoreClient.import_memories`."""
+        call = _http.import_memories(self._prefix, _batch(memories))
+        return await self._client._answer(call)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from agent_memory.secrets import (
 )
 from agent_memory.sessions import Sessions
 from agent_memory.stores import Stores
+from agent_memory.transfer import MemoryTransfer, SessionTransfer
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 
@@ -203,6 +205,20 @@ class Runtime:
             instance_id,
         )
 
+    def transfer(self, principal: Principal, instance_id: str, store: str) -> Transfer:
+        """A store's export and import (``agent_memory.transfer``), with its config and its
+        ``Sessions``; ``InstanceNotFound`` / ``StoreNotFound``."""
+        instance = self.control.instance(principal.org_id, instance_id)
+        stores = self._stores(instance.url, instance.instance_id)
+        config = stores.get(store)
+        client = redis_client(instance.url)
+        return Transfer(
+            config,
+            stores.sessions(config),
+            SessionTransfer(client, config, self.clock),
+            MemoryTransfer(client, redis_client(instance.url, binary=True), config, self.clock),
+        )
+
     def sessions(
         self, principal: Principal, instance_id: str, store: str
     ) -> tuple[StoreConfig, Sessions]:
@@ -282,6 +298,17 @@ class Runtime:
             self.clock,
             target,
         )
+
+
+@dataclass(frozen=True)
+class Transfer:
+    """What the export and import routes use: the store's ``config``, its ``sessions`` (to
+    release a reservation), and the ``SessionTransfer`` and ``MemoryTransfer`` of the store."""
+
+    config: StoreConfig
+    sessions: Sessions
+    session_transfer: SessionTransfer
+    memory_transfer: MemoryTransfer
 
 
 class LazyLanguageModel:

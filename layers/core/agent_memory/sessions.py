@@ -150,6 +150,11 @@ return #expired
 """
 )
 
+TOUCH_INDEXES = _TOUCH
+"""The store-index step after a write of a session's messages, for the other writers of
+sessions (``transfer``): KEYS ``StoreKeys.session_indexes()``; ARGV last event (ms), prune
+batch, session id, its expiry (ms), ``'1'`` when it has unread messages."""
+
 # After a delete of a session whose expiry was ARGV[4]: drop it from the indexes unless a
 # newer incarnation of the session was indexed meanwhile, and leave a tombstone so that a
 # touch of an append the delete removed cannot bring the entry back. It completes the delete.
@@ -235,7 +240,9 @@ class Appended:
     fold: bool
 
 
-def _encode_message(event: dict[str, Any]) -> str:
+def encode_message(event: dict[str, Any]) -> str:
+    """A message's stored JSON (``role``, ``content``, ``name``?, ``created_at`` in ms), the
+    part of a ``messages`` member after ``<seq>:``."""
     # ensure_ascii=False keeps text byte for byte as UTF-8 (emoji, ZWJ sequences, CJK).
     return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
 
@@ -373,7 +380,7 @@ class Sessions:
             if event.name is not None:
                 doc["name"] = event.name
             doc["created_at"] = to_ms(event.created_at) if event.created_at else now_ms
-            payloads.append(_encode_message(doc))
+            payloads.append(encode_message(doc))
         keys = self._keys.session(session_id)
         model = self.has_model
         delay_ms = self._store.extraction_delay_seconds * 1000 if model else ""

@@ -1,0 +1,32 @@
+"""GET .../{store}/export/memories: a page of every live memory with every field, its
+versions and its vector, for an export."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
+from agent_memory.transfer import MAX_IMPORT_MEMORIES, MemoryExportPage
+
+app = Api()
+
+
+@app.get(
+    STORE_ROUTE + "/export/memories",
+    summary="Export memories",
+    tags=["export and import"],
+    responses=ERROR_RESPONSES,
+)
+def export_memories(
+    instance_id: InstancePath,
+    store: StorePath,
+    cursor: Annotated[str | None, Query(min_length=3, max_length=300)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_IMPORT_MEMORIES)] = MAX_IMPORT_MEMORIES,
+) -> MemoryExportPage:
+    """About ``limit`` live memories, current and superseded, actor by actor, from ``cursor``
+    on (the ``next_cursor`` of the page before; none for the first)."""
+    transfer = app.runtime.transfer(app.principal, instance_id, store)
+    return transfer.memory_transfer.export(cursor, limit)
+
+
+lambda_handler = app.lambda_handler

@@ -1,0 +1,41 @@
+"""GET .../{store}/export/sessions/{session_id}: a session's whole state and a page of its
+messages, for an export."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from agent_memory.api import (
+    ERROR_RESPONSES,
+    STORE_ROUTE,
+    Api,
+    InstancePath,
+    SessionPath,
+    StorePath,
+)
+from agent_memory.transfer import MAX_EXPORT_MESSAGES, SessionExport
+
+app = Api()
+
+
+@app.get(
+    STORE_ROUTE + "/export/sessions/<session_id>",
+    summary="Export a session",
+    tags=["export and import"],
+    responses=ERROR_RESPONSES,
+)
+def export_session(
+    instance_id: InstancePath,
+    store: StorePath,
+    session_id: SessionPath,
+    after_seq: Annotated[int, Query(ge=0, le=2**53)] = 0,
+    limit: Annotated[int, Query(ge=1, le=MAX_EXPORT_MESSAGES)] = MAX_EXPORT_MESSAGES,
+) -> SessionExport:
+    """The session's state (summary, counters, extraction cursor and outcome) and its
+    messages after ``after_seq``, at most ``limit``, oldest first (``next_after_seq`` for the
+    next page). 404 ``session_not_found``."""
+    transfer = app.runtime.transfer(app.principal, instance_id, store)
+    return transfer.session_transfer.export(session_id, after_seq, limit)
+
+
+lambda_handler = app.lambda_handler

@@ -1,0 +1,33 @@
+"""GET .../{store}/export/sessions: a page of the store's live session ids, for an export."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Query
+
+from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
+from agent_memory.transfer import SessionIdPage
+
+app = Api()
+
+MAX_IDS = 1000
+
+
+@app.get(
+    STORE_ROUTE + "/export/sessions",
+    summary="List session ids to export",
+    tags=["export and import"],
+    responses=ERROR_RESPONSES,
+)
+def export_sessions(
+    instance_id: InstancePath,
+    store: StorePath,
+    cursor: Annotated[str | None, Query(max_length=20, pattern=r"^[0-9]+$")] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_IDS)] = 100,
+) -> SessionIdPage:
+    """About ``limit`` live session ids (in no order; one may be listed twice), from
+    ``cursor`` on (the ``next_cursor`` of the page before; none for the first)."""
+    transfer = app.runtime.transfer(app.principal, instance_id, store)
+    return transfer.session_transfer.ids(cursor, limit)
+
+
+lambda_handler = app.lambda_handler

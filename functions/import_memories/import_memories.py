@@ -1,0 +1,34 @@
+"""POST .../{store}/import/memories: keep exported memories under their own ids, times,
+links and vectors."""
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Body
+from aws_lambda_powertools.metrics import MetricUnit
+
+from agent_memory.api import STORE_ROUTE, WRITE_RESPONSES, Api, InstancePath, StorePath, metrics
+from agent_memory.transfer import MemoryImportBatch, MemoryImportResult
+
+app = Api()
+
+
+@app.post(
+    STORE_ROUTE + "/import/memories",
+    summary="Import memories",
+    tags=["export and import"],
+    responses=WRITE_RESPONSES,
+)
+def import_memories(
+    instance_id: InstancePath, store: StorePath, body: Annotated[MemoryImportBatch, Body()]
+) -> MemoryImportResult:
+    """Keep each memory (1 to 100) as exported: id, times, chain links, versions and vector;
+    a memory imported again is written again, the same. Checked as added memories are, all
+    before anything is written (422 naming ``memories.<i>.<field>``); those whose time is up
+    are left out and named in ``expired``."""
+    transfer = app.runtime.transfer(app.principal, instance_id, store)
+    result = transfer.memory_transfer.import_batch(body)
+    metrics.add_metric(name="MemoriesImported", unit=MetricUnit.Count, value=result.imported)
+    return result
+
+
+lambda_handler = app.lambda_handler

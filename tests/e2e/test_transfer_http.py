@@ -1,0 +1,210 @@
+"""Moving a store with ``python -m tools.transfer`` over HTTP: from the local stack on a single
+node to a local stack on a Redis Cluster, compared field by field; twice keeps one copy; an
+interrupted import goes on where it stopped; and the import routes' refusals, exactly."""
+
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+
+from kividb_memory import MemoryClient
+from local.bootstrap import start_redis_cluster
+from local.launch import running_stack
+from tests.conftest import unique
+from tests.e2e.conftest import Stack
+from tools import transfer
+
+CLUSTER_KEY = "kvm_e2e_cluster_transfer_0123456789abcdefghijk"
+DIM = 4
+
+
+@pytest.fixture(scope="module")
+def cluster_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
+    """The local stack on a Redis Cluster of three primaries of its own."""
+    folder = tmp_path_factory.mktemp("transfer-cluster")
+    cluster = start_redis_cluster(folder / "cluster")
+    env = {
+        "REDIS_URL": cluster.url,
+        "KIVIDB_API_KEY": CLUSTER_KEY,
+        "KIVIDB_LOCAL_DIR": str(folder / "local"),
+        "KIVIDB_WORKERS": "2",
+    }
+    try:
+        with running_stack(env, log=folder / "stack.log", timeout=60) as (url, _):
+            yield Stack(url, CLUSTER_KEY, cluster.url)
+    finally:
+        cluster.stop()
+
+
+def _vector(i: int) -> list[float]:
+    return [float(np.cos(i)), float(np.sin(i)), 0.2, 0.05 * i]
+
+
+def _fill(client: MemoryClient, name: str) -> None:
+    client.put_store("local", name, dimensions=DIM, dedupe_threshold=1.0, summarize_after=50,
+                     custom_types=[{"name": "order_issue", "description": "A problem with an "
+                                    "order"}])  # fmt: skip
+    store = client.store("local", name)
+    for i in range(12):
+        store.add_events(f"chat-{i}", [{"role": "user", "content": f"hello {i} ✨"},
+                                       {"role": "assistant", "content": "hi", "name": "bot"}],
+                         actor_id=f"user-{i % 3}")  # fmt: skip
+    store.add_events("long", [{"role": "user", "content": f"m {n}"} for n in range(100)])
+    store.add_events("long", [{"role": "user", "content": f"m {n}"} for n in range(100, 150)])
+    old = store.add_memory("Lives in Paris", "user-0", vector=_vector(1), topics=["home"],
+                           metadata={"source": "crm"}, importance=0.5)  # fmt: skip
+    store.add_memory("Lives in Lisbon", "user-0", vector=_vector(2), supersedes=old.id)
+    changed = store.add_memory("Order 12 is late", "user-1", type="order_issue", vector=_vector(3))
+    store.update_memory(changed.id, text="Order 12 arrived late", vector=_vector(4))
+    for i in range(130):
+        store.add_memory(f"fact number {i}", f"user-{i % 7}", vector=_vector(10 + i))
+
+
+def _export(stack: Stack, name: str, path: Path, monkeypatch) -> tuple[dict, dict, dict]:
+    monkeypatch.setenv("KIVIDB_API_KEY", stack.api_key)
+    argv = ["export", "--url", stack.url, "--instance", "local", "--store", name,
+            "--out", str(path), "--quiet"]  # fmt: skip
+    assert transfer.main(argv) == 0
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8") as handle:
+        lines = [json.loads(line) for line in handle]
+    sessions = {s["session"]["session_id"]: s["session"] for s in lines if "session" in s}
+    memories = {m["memory"]["id"]: m["memory"] for m in lines if "memory" in m}
+    return lines[0], sessions, memories
+
+
+def _import(stack: Stack, name: str, path: Path, monkeypatch, capsys) -> tuple[int, str]:
+    monkeypatch.setenv("KIVIDB_API_KEY", stack.api_key)
+    argv = ["import", "--url", stack.url, "--instance", "local", "--store", name,
+            "--in", str(path), "--quiet"]  # fmt: skip
+    status = transfer.main(argv)
+    captured = capsys.readouterr()
+    return status, captured.out + captured.err
+
+
+def test_a_store_moves_to_a_cluster_whole_and_twice_keeps_one_copy(
+    stack, cluster_stack, tmp_path, monkeypatch, capsys
+):
+    name = unique("move")
+    with stack.memory() as client:
+        _fill(client, name)
+        header, sessions, memories = _export(stack, name, tmp_path / "store.jsonl.gz", monkeypatch)
+        source_view = client.get_store("local", name)
+        client.delete_store("local", name)
+    assert header["settings"]["custom_types"][0]["name"] == "order_issue"
+    assert len(sessions) == 13 and len(sessions["long"]["messages"]) == 150
+    assert len(memories) == 133
+    status, out = _import(cluster_stack, name, tmp_path / "store.jsonl.gz", monkeypatch, capsys)
+    assert status == 0, out
+    assert "imported 13 sessions (174 new messages) and 133 memories" in out
+    _, moved_sessions, moved_memories = _export(cluster_stack, name, tmp_path / "again.jsonl",
+                                                monkeypatch)  # fmt: skip
+    assert moved_sessions == sessions
+    assert moved_memories == memories
+    status, out = _import(cluster_stack, name, tmp_path / "store.jsonl.gz", monkeypatch, capsys)
+    assert status == 0 and "(0 new messages)" in out
+    with cluster_stack.memory() as client:
+        view = client.get_store("local", name)
+        assert view.counts == source_view.counts
+        assert view.model_dump(exclude={"instance_id", "created_at", "updated_at", "counts"}) == (
+            source_view.model_dump(exclude={"instance_id", "created_at", "updated_at", "counts"})
+        )
+        store = client.store("local", name)
+        assert [m.content for m in store.get_session("long", recent=3).messages] == [
+            "m 147", "m 148", "m 149"]  # fmt: skip
+        found = store.search("Lisbon", mode="keyword", actor_id="user-0").memories
+        assert [m.text for m in found] == ["Lives in Lisbon"]
+        client.delete_store("local", name)
+
+
+def test_an_interrupted_import_goes_on_where_it_stopped(
+    stack, cluster_stack, tmp_path, monkeypatch, capsys
+):
+    name = unique("resume")
+    path = tmp_path / "resume.jsonl"
+    with stack.memory() as client:
+        _fill(client, name)
+        _, sessions, memories = _export(stack, name, path, monkeypatch)
+        client.delete_store("local", name)
+    items = len(sessions) + len(memories)
+    target = f"{cluster_stack.url} local {name}"
+    # as a run that stopped after the first 100 items leaves it: only the rest is sent now
+    (tmp_path / "resume.jsonl.progress").write_text(json.dumps({"target": target,
+                                                                "lines_done": 100}))  # fmt: skip
+    status, out = _import(cluster_stack, name, path, monkeypatch, capsys)
+    assert status == 0 and "(resumed after line 100)" in out
+    assert not (tmp_path / "resume.jsonl.progress").exists()
+    _, partly_sessions, partly_memories = _export(cluster_stack, name, tmp_path / "a.jsonl",
+                                                  monkeypatch)  # fmt: skip
+    assert len(partly_sessions) + len(partly_memories) == items - 100
+    with cluster_stack.memory() as client:
+        status, out = _import(cluster_stack, name, path, monkeypatch, capsys)  # from the start
+        assert status == 0 and "resumed" not in out
+        _, moved_sessions, moved_memories = _export(cluster_stack, name, tmp_path / "b.jsonl",
+                                                    monkeypatch)  # fmt: skip
+        assert (moved_sessions, moved_memories) == (sessions, memories)
+        client.delete_store("local", name)
+
+
+def test_a_cut_or_foreign_file_is_refused_and_nothing_is_created(
+    cluster_stack, tmp_path, monkeypatch, capsys
+):
+    name = unique("cut")
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(json.dumps({"format": transfer.FORMAT, "version": 1, "settings": {}}) + "\n"
+                   + json.dumps({"memory": {}}) + "\n")  # fmt: skip
+    status, out = _import(cluster_stack, name, cut, monkeypatch, capsys)
+    assert status == 1 and "has no end line: the export did not finish" in out
+    other = tmp_path / "other.jsonl"
+    other.write_text('{"hello": 1}\n{"end": {}}\n')
+    status, out = _import(cluster_stack, name, other, monkeypatch, capsys)
+    assert status == 1 and "is not an export of kividb-agent-memory-export" in out
+    with cluster_stack.client() as http:
+        assert http.get(f"/instances/local/agent-memory/{name}").status_code == 404
+
+
+def test_the_import_routes_refuse_bad_input_exactly_and_keep_nothing(api: httpx.Client):
+    name = unique("refuse")
+    store = f"/instances/local/agent-memory/{name}"
+    assert api.put(store, json={"dimensions": DIM}).status_code == 201
+    now = "2026-01-01T00:00:00Z"
+    memory = {"id": "mem_0123456789abcdef0123", "text": "t", "created_at": now,
+              "updated_at": now, "expires_at": "2099-01-01T00:00:00Z",
+              "vector": base64.b64encode(np.ones(3, "<f4").tobytes()).decode()}  # fmt: skip
+    answer = api.post(f"{store}/import/memories", json={"memories": [memory]})
+    assert answer.status_code == 422
+    assert answer.json() == {
+        "error": "validation_error",
+        "message": "Some memories are not valid; see details.",
+        "details": [{"field": "memories.0.vector", "problem": "expected 4 dimensions, got 3"}],
+    }
+    answer = api.post(f"{store}/import/memories", json={"memories": [{**memory, "extra": 1}]})
+    assert answer.status_code == 422
+    assert {"field": "memories.0.extra", "problem": "Extra inputs are not permitted"} in (
+        answer.json()["details"]
+    )
+    message = {"seq": 3, "role": "user", "content": "x", "created_at": now}
+    session = {"message_count": 2, "created_at": now, "last_event_at": now,
+               "expires_at": "2099-01-01T00:00:00Z", "messages": [message]}  # fmt: skip
+    answer = api.put(f"{store}/import/sessions/s1", json=session)
+    assert answer.status_code == 422
+    assert answer.json()["details"] == [{
+        "field": "body",
+        "problem": "message seq 3 is outside folded_seq + 1 to message_count (1 to 2)",
+    }]  # fmt: skip
+    assert api.get(f"{store}/export/sessions/s1").status_code == 404
+    assert api.get(f"{store}/export/memories").json() == {"memories": [], "next_cursor": None}
+    assert api.get(f"{store}/export/memories", params={"cursor": "x"}).status_code == 422
+    assert api.get(f"{store}/export/sessions", params={"cursor": "-1"}).status_code == 422
+    view = api.get(store).json()
+    assert view["counts"] == {"sessions": 0, "memories": 0, "waiting_for_extraction": 0}
+    missing = f"/instances/local/agent-memory/{unique('none')}"
+    assert api.get(f"{missing}/export/memories").json()["error"] == "store_not_found"
+    assert api.delete(store).status_code == 204
