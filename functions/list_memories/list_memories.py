@@ -5,7 +5,7 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
-from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
+from agent_memory.api import STORE_ROUTE, WRITE_RESPONSES, Api, InstancePath, StorePath
 from agent_memory.models import (
     DEFAULT_PAGE,
     MAX_OFFSET,
@@ -20,7 +20,10 @@ app = Api()
 
 
 @app.get(
-    STORE_ROUTE + "/memories", summary="List memories", tags=["memories"], responses=ERROR_RESPONSES
+    STORE_ROUTE + "/memories",
+    summary="List memories",
+    tags=["memories"],
+    responses=WRITE_RESPONSES,  # and 409 store_too_large, for filters without actor_id
 )
 def list_memories(
     instance_id: InstancePath,

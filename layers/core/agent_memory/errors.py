@@ -84,6 +84,13 @@ class Conflict(AgentMemoryError):
     code = "conflict"
 
 
+class StoreTooLarge(Conflict):
+    """A search or a filtered listing without ``actor_id`` would read more of the store than
+    one call may (``memories.STORE_WIDE_MAX_BYTES``)."""
+
+    code = "store_too_large"
+
+
 class ActorMismatch(Conflict):
     """A session already belongs to another actor."""
 

@@ -48,6 +48,7 @@ from agent_memory.errors import (
     Conflict,
     MemoryNotFound,
     StoreNotFound,
+    StoreTooLarge,
     SupersedeActorMismatch,
     SupersededNotFound,
     ValidationFailed,
@@ -106,6 +107,11 @@ RELATED_TEXT_CHARS = 2000
 """A message longer than this is cut before it is embedded to find related memories (about 500
 tokens; providers refuse single inputs past 8,192 tokens)."""
 MAX_CHAIN_SHOWN = 50
+STORE_WIDE_MAX_BYTES = 128 * 1024 * 1024
+"""A search (or a filtered listing) without ``actor_id`` reads every live memory's vector of
+the store into the container's index cache (256 MB by default): it is refused (409
+``store_too_large``) beyond half of that, 87,381 memories of 384 dimensions, 21,845 of 1,536
+(docs/limits.md)."""
 """``GET`` of a memory shows at most this many memories of its chain on each side of it."""
 
 
@@ -735,6 +741,8 @@ class Memories:
         self._prune()  # (skipped while the database refuses writes: expired ones are skipped)
         if actor_id is None and selection == CURRENT:
             return self._current_page(offset, limit)
+        if actor_id is None:
+            self._check_store_wide("listing with these filters")
         buckets = [actor_bucket(actor_id)] if actor_id is not None else self._buckets()
         now_ms = to_ms(self._clock.now())
         picked: list[tuple[int, str, str | bytes]] = []
@@ -786,6 +794,21 @@ class Memories:
             memories=page, next_offset=offset + limit if len(ids) > limit else None, total=total
         )
 
+    def _check_store_wide(self, what: str) -> None:
+        """``StoreTooLarge`` when a ``what`` without ``actor_id``, which reads every actor's
+        memories into the index cache, would read more vectors than ``STORE_WIDE_MAX_BYTES``
+        (live memories x dimensions x 4 bytes): such a store is searched actor by actor."""
+        most = STORE_WIDE_MAX_BYTES // (self._store.dimensions * 4)
+        now_ms = to_ms(self._clock.now())
+        with database_errors():
+            held = int(self._redis.zcount(self._keys.memory_expiry, f"({now_ms}", "+inf"))
+        if held > most:
+            raise StoreTooLarge(
+                f"A {what} without actor_id reads every memory of the store, and this store "
+                f"holds {held:,}: at most {most:,} of {self._store.dimensions} dimensions are "
+                "read at once. Pass actor_id."
+            )
+
     def _buckets(self) -> list[str]:
         with database_errors():
             return sorted(str(b) for b in self._redis.smembers(self._keys.memory_actors))
@@ -821,6 +844,8 @@ class Memories:
         """
         for memory_type in request.types or []:
             self._check_type(memory_type, "types")
+        if request.actor_id is None:
+            self._check_store_wide("search")
         query_vector = None
         if request.mode != "keyword":
             query_vector = self._vector(request.query, request.query_vector, "query_vector")
