@@ -5,6 +5,7 @@ ranked memories still returns them, in every mode and in a compact index."""
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 
 import numpy as np
@@ -134,8 +135,10 @@ def test_time_ranges_are_half_open_and_unknown_event_times_never_match(memories)
     start = datetime.now(UTC).replace(microsecond=0)
     a = memories.add(MemoryIn(text="report a", actor_id="alice", vector=QUERY,
                               occurred_at=start - timedelta(days=2))).memory  # fmt: skip
+    time.sleep(0.003)  # kept in another millisecond (the precision of created_at)
     b = memories.add(MemoryIn(text="report b", actor_id="alice", vector=[0.0, 1.0] + [0.0] * 6,
                               occurred_at=start - timedelta(days=1))).memory  # fmt: skip
+    time.sleep(0.003)
     c = memories.add(MemoryIn(text="report c", actor_id="alice",
                               vector=[0.0, 0.0, 1.0] + [0.0] * 5)).memory  # fmt: skip
 
