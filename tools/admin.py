@@ -6,7 +6,7 @@ Usage (``KIVIDB_CONTROL_URL`` or ``--control-url`` names the control database)::
     python -m tools.admin issue-key ORG            # prints the key once; only its hash is kept
     python -m tools.admin list-keys ORG
     python -m tools.admin revoke-key ORG KEY_ID
-    python -m tools.admin register-instance ORG INSTANCE_ID URL
+    python -m tools.admin register-instance ORG INSTANCE_ID URL [--adopt-existing-data]
     python -m tools.admin list-instances ORG
     python -m tools.admin remove-instance ORG INSTANCE_ID   # the data in the database stays
     python -m tools.admin delete-org ORG           # its keys (revoked at once) and instances
@@ -19,10 +19,13 @@ Instance URLs can hold passwords, so the tool prints them with every credential 
 
 A database belongs to one organization: ``register-instance`` refuses one that another
 organization has registered (compared by normalized address, and by an ownership marker the
-tool writes in the database when it can reach it). A database an instance leaves (removed,
-re-pointed, or its organization deleted) stays reserved for that organization for
-``--release-hold`` seconds (default ``$KIVIDB_INSTANCE_CACHE_SECONDS``, else 30: the time warm
-functions may still use a cached instance record).
+tool writes in the database when it can reach it), and one that already holds agent-memory data
+not known to be ORG's (``instances.refuse_foreign_data``: left by another organization, or with
+no marker saying whose it is) unless ``--adopt-existing-data`` says ORG may have that data.
+A database an instance leaves (removed, re-pointed, or its organization deleted) stays
+reserved for that organization for ``--release-hold`` seconds (default
+``$KIVIDB_INSTANCE_CACHE_SECONDS``, else 30: the time warm functions may still use a cached
+instance record).
 """
 
 from __future__ import annotations
@@ -38,7 +41,7 @@ from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
 from agent_memory.db import redis_client
 from agent_memory.errors import AgentMemoryError
-from agent_memory.instances import DEFAULT_RELEASE_HOLD_SECONDS
+from agent_memory.instances import DEFAULT_RELEASE_HOLD_SECONDS, refuse_foreign_data
 from agent_memory.url_masking import mask_url
 
 
@@ -69,6 +72,11 @@ def _parser() -> argparse.ArgumentParser:
     register.add_argument("org")
     register.add_argument("instance_id")
     register.add_argument("url")
+    register.add_argument(
+        "--adopt-existing-data",
+        action="store_true",
+        help="register a database that already holds agent-memory data not known to be ORG's",
+    )
     commands.add_parser("list-instances", help="list an organization's instances").add_argument(
         "org"
     )
@@ -141,6 +149,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _registered(control: ControlPlane, args: argparse.Namespace) -> None:
+    if not args.adopt_existing_data:
+        refuse_foreign_data(args.org, args.url)
     registration = control.register_instance(args.org, args.instance_id, args.url)
     for warning in registration.warnings:
         print(f"warning: {warning}", file=sys.stderr)

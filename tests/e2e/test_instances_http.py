@@ -123,11 +123,17 @@ def test_a_deleted_organizations_key_is_a_401_at_once_and_its_data_stays(stack, 
                 "error": "unauthorized",
                 "message": "The API key is not valid or has been revoked.",
             }
-    # the database kept the store: an organization given it later finds it (empty it first)
+    # the database kept the store: another organization is refused it while it holds that
+    # data, and finds it only when it adopts the data on purpose (else empty it first)
     later, later_key = new_org(stack, control, capsys)
     given = unique("db")
     try:
-        assert run_admin(stack, capsys, "register-instance", later, given, url)[0] == 0
+        status, output = run_admin(stack, capsys, "register-instance", later, given, url)
+        assert status == 1 and output.startswith("instance_conflict: Database ")
+        assert "already holds agent-memory data" in output and org not in output
+        assert control.instances(later) == []
+        adopt = "--adopt-existing-data"
+        assert run_admin(stack, capsys, "register-instance", later, given, url, adopt)[0] == 0
         with stack.client(later_key) as client:
             listed = client.get(f"/instances/{given}/agent-memory").json()["stores"]
             assert [s["name"] for s in listed] == [store]

@@ -5,7 +5,9 @@ from cryptography.fernet import Fernet
 
 from agent_memory.api import status_of
 from agent_memory.errors import KeyServiceUnavailable, StoredKeyUnreadable
-from agent_memory.secrets import FernetCipher, KeyServiceError, seal, unseal
+from agent_memory.secrets import FernetCipher, KeyPlace, KeyServiceError, seal, unseal
+
+PLACE = KeyPlace("org", "db", "notes", "0123456789ab")
 
 
 class FailingKms:
@@ -13,31 +15,31 @@ class FailingKms:
         self.error = KeyServiceError("kms said no", code="ThrottlingException" if retryable
                                      else "DisabledException", retryable=retryable)  # fmt: skip
 
-    def encrypt(self, plaintext: str) -> str:
+    def encrypt(self, plaintext: str, context: object) -> str:
         raise self.error
 
-    def decrypt(self, ciphertext: str) -> str:
+    def decrypt(self, ciphertext: str, context: object) -> str:
         raise self.error
 
 
 def test_a_key_made_with_another_key_is_a_409_that_says_to_send_it_again():
-    stored = FernetCipher(Fernet.generate_key()).encrypt("sk-secret")
+    stored = FernetCipher(Fernet.generate_key()).encrypt("sk-secret", PLACE.context("llm_api_key"))
     with pytest.raises(StoredKeyUnreadable, match=r"llm_api_key.*send it again") as caught:
-        unseal(FernetCipher(Fernet.generate_key()), stored, "llm_api_key")
+        unseal(FernetCipher(Fernet.generate_key()), stored, PLACE, "llm_api_key")
     assert int(status_of(caught.value)) == 409
     assert "sk-secret" not in caught.value.message
 
 
 def test_a_throttled_key_service_is_a_503_and_a_disabled_key_a_409():
     with pytest.raises(KeyServiceUnavailable) as caught:
-        unseal(FailingKms(retryable=True), "kms1:x", "embed_api_key")
+        unseal(FailingKms(retryable=True), "kms2:x", PLACE, "embed_api_key")
     assert int(status_of(caught.value)) == 503
     with pytest.raises(StoredKeyUnreadable, match="DisabledException"):
-        unseal(FailingKms(retryable=False), "kms1:x", "embed_api_key")
+        unseal(FailingKms(retryable=False), "kms2:x", PLACE, "embed_api_key")
     with pytest.raises(KeyServiceUnavailable):
-        seal(FailingKms(retryable=True), "sk-secret")
+        seal(FailingKms(retryable=True), "sk-secret", PLACE, "llm_api_key")
     with pytest.raises(KeyServiceError):  # a misconfiguration stays loud
-        seal(FailingKms(retryable=False), "sk-secret")
+        seal(FailingKms(retryable=False), "sk-secret", PLACE, "llm_api_key")
 
 
 @pytest.mark.parametrize(

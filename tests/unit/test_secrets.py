@@ -5,20 +5,22 @@ import stat
 import pytest
 from cryptography.fernet import Fernet
 
-from agent_memory.secrets import FernetCipher, SecretUnreadable, load_key_file
+from agent_memory.secrets import FernetCipher, KeyPlace, SecretUnreadable, load_key_file
+
+CONTEXT = KeyPlace("org", "db", "notes", "0123456789ab").context("llm_api_key")
 
 
 def test_round_trip_and_ciphertext_hides_the_key():
     cipher = FernetCipher(Fernet.generate_key())
-    token = cipher.encrypt("sk-live-abc123")
-    assert "sk-live-abc123" not in token
-    assert cipher.decrypt(token) == "sk-live-abc123"
+    token = cipher.encrypt("sk-live-abc123", CONTEXT)
+    assert "sk-live-abc123" not in token and token.startswith("fernet2:")
+    assert cipher.decrypt(token, CONTEXT) == "sk-live-abc123"
 
 
 def test_another_key_cannot_read_it():
-    token = FernetCipher(Fernet.generate_key()).encrypt("sk")
+    token = FernetCipher(Fernet.generate_key()).encrypt("sk", CONTEXT)
     with pytest.raises(SecretUnreadable):
-        FernetCipher(Fernet.generate_key()).decrypt(token)
+        FernetCipher(Fernet.generate_key()).decrypt(token, CONTEXT)
 
 
 def test_key_file_is_created_private_and_read_back(tmp_path):

@@ -47,7 +47,7 @@ from agent_memory.errors import (
     NotFound,
     ValidationFailed,
 )
-from agent_memory.keys import ControlKeys, InstanceKeys, legacy_control_key
+from agent_memory.keys import PREFIX, PROBE_KEY, ControlKeys, InstanceKeys, legacy_control_key
 
 INSTANCE_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 
@@ -290,6 +290,54 @@ _RELEASED = "/released"
 
 def _marker(org_id: str, instance_id: str, token: str) -> str:
     return f"{org_id}/{instance_id}/{token}"
+
+
+class ForeignData(InstanceConflict):
+    """The database already holds agent-memory data not known to be the registering
+    organization's (:func:`refuse_foreign_data`)."""
+
+
+def refuse_foreign_data(org_id: str, url: str) -> None:
+    """``ForeignData`` (an ``InstanceConflict``) when the database at ``url`` holds
+    agent-memory data (a key under ``kividb:mem:`` other than the ownership marker) that is
+    not known to be ``org_id``'s: its ownership marker names another organization (a stale
+    one: a live or recently released one is refused by the registration itself), or it has
+    none (the marker of a registration released longer ago than its hold is gone, and data
+    from before markers has none). Registering such a database would let ``org_id`` read that
+    data, whatever it is; ``tools.admin register-instance`` asks for ``--adopt-existing-data``
+    then (docs/design.md, "One database, one instance").
+
+    Returns when there is no such data, when the marker is ``org_id``'s (current, or released
+    by it), and when the database cannot be reached or used (``DatabaseUnavailable``: the
+    registration then goes on without a marker, or refuses the database, as it does). One
+    ``GET`` and a ``SCAN`` that stops at the first key found (every primary of a cluster).
+    ``ValidationFailed`` for a URL that cannot be read."""
+    address = database_address(url)
+    try:
+        client = redis_client(url)
+        with database_errors():
+            marker = client.get(InstanceKeys.owner)
+            ours = {InstanceKeys.owner, PROBE_KEY}
+            found = next(
+                (
+                    key
+                    for key in client.scan_iter(match=PREFIX + "*", count=1000)
+                    if str(key) not in ours
+                ),
+                None,
+            )
+    except DatabaseUnavailable:
+        return
+    if found is None or (marker is not None and str(marker).split("/", 1)[0] == org_id):
+        return
+    raise ForeignData(
+        f"Database {address} already holds agent-memory data (keys under {PREFIX}) that is "
+        f"not known to be organization '{org_id}''s: its ownership marker names another "
+        "organization, or it has none (a registration released earlier, or data from before "
+        f"markers). Registering it would let '{org_id}' read that data: empty the database "
+        "first, or adopt the data on purpose (tools.admin register-instance "
+        "--adopt-existing-data). Nothing was registered."
+    )
 
 
 class InstanceRegistry:

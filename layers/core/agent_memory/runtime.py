@@ -22,6 +22,7 @@ from agent_memory.db import redis_client
 from agent_memory.embeddings import Embedder, Vectors, make_embedder
 from agent_memory.errors import InstanceNotFound, StoreNotFound
 from agent_memory.index_cache import IndexCache
+from agent_memory.instances import Instance
 from agent_memory.llm import Completion, LanguageModel, make_language_model
 from agent_memory.memories import Memories
 from agent_memory.models import StoreConfig
@@ -30,6 +31,7 @@ from agent_memory.scheduler import ExtractionTarget, Scheduler, make_scheduler
 from agent_memory.secrets import (
     Cipher,
     FernetCipher,
+    KeyPlace,
     KmsEnvelopeCipher,
     MultiFormatCipher,
     kms_client,
@@ -37,7 +39,7 @@ from agent_memory.secrets import (
     unseal,
 )
 from agent_memory.sessions import Sessions
-from agent_memory.stores import Stores
+from agent_memory.stores import Stores, key_place
 from agent_memory.transfer import MemoryTransfer, SessionTransfer
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
@@ -119,19 +121,19 @@ class Runtime:
             )
         return MultiFormatCipher(kms=kms, fernet=fernet)
 
-    def _stores(self, url: str, instance_id: str) -> Stores:
+    def _stores(self, instance: Instance) -> Stores:
         return Stores(
-            redis_client(url),
-            instance_id,
+            redis_client(instance.url),
+            instance.instance_id,
             self.cipher,
             self.clock,
             allow_private_endpoints=self.settings.allow_private_endpoints,
+            org_id=instance.org_id,
         )
 
     def stores(self, principal: Principal, instance_id: str) -> Stores:
         """The stores of ``instance_id``; ``InstanceNotFound`` unless it is the caller's."""
-        instance = self.control.instance(principal.org_id, instance_id)
-        return self._stores(instance.url, instance.instance_id)
+        return self._stores(self.control.instance(principal.org_id, instance_id))
 
     @cached_property
     def index_cache(self) -> IndexCache:
@@ -166,25 +168,29 @@ class Runtime:
     ) -> tuple[StoreConfig, Sessions, Memories]:
         """A store's config, sessions and memories (one instance and one store lookup)."""
         instance = self.control.instance(principal.org_id, instance_id)
-        stores = self._stores(instance.url, instance.instance_id)
+        stores = self._stores(instance)
         config = stores.get(store)
-        memories = self.memories_of(instance.url, instance.instance_id, config)
+        memories = self.memories_of(instance, config)
         return config, stores.sessions(config), memories
 
     def memories_of(
         self,
-        url: str,
-        instance_id: str,
+        instance: Instance,
         config: StoreConfig,
         client: ProviderClient | None = None,
     ) -> Memories:
-        """The ``Memories`` of ``config`` on the database at ``url``; its embeddings go through
-        ``client`` (default: the in-request ``provider_client``)."""
+        """The ``Memories`` of ``config`` on ``instance``'s database; its embeddings go through
+        ``client`` (default: the in-request ``provider_client``), with the embedding key as
+        stored for that instance's organization (``stores.key_place``)."""
+        url, instance_id = instance.url, instance.instance_id
 
         def embedder() -> Embedder:
             api_key = None
             if config.embed_api_key_ciphertext is not None:
-                api_key = unseal(self.cipher, config.embed_api_key_ciphertext, "embed_api_key")
+                place = key_place(instance.org_id, instance_id, config)
+                api_key = unseal(
+                    self.cipher, config.embed_api_key_ciphertext, place, "embed_api_key"
+                )
             return make_embedder(
                 config.embed_provider,
                 config.embed_model,
@@ -209,7 +215,7 @@ class Runtime:
         """A store's export and import (``agent_memory.transfer``), with its config and its
         ``Sessions``; ``InstanceNotFound`` / ``StoreNotFound``."""
         instance = self.control.instance(principal.org_id, instance_id)
-        stores = self._stores(instance.url, instance.instance_id)
+        stores = self._stores(instance)
         config = stores.get(store)
         client = redis_client(instance.url)
         return Transfer(
@@ -252,18 +258,20 @@ class Runtime:
             max_retry_after=20.0,
         )
 
-    def language_model(self, config: StoreConfig) -> LanguageModel | None:
-        """The store's language model, or None without one. Its key is decrypted when it is
-        first called, so a key that cannot be read fails the run that needs it (and is
+    def language_model(self, instance: Instance, config: StoreConfig) -> LanguageModel | None:
+        """The language model of store ``config`` of ``instance``, or None without one. Its key
+        (as stored for that instance's organization, ``stores.key_place``) is decrypted when it
+        is first called, so a key that cannot be read fails the run that needs it (and is
         recorded there) rather than the function."""
         if config.llm_provider == "none":
             return None
-        return LazyLanguageModel(lambda: self._language_model(config))
+        place = key_place(instance.org_id, instance.instance_id, config)
+        return LazyLanguageModel(lambda: self._language_model(config, place))
 
-    def _language_model(self, config: StoreConfig) -> LanguageModel:
+    def _language_model(self, config: StoreConfig, place: KeyPlace) -> LanguageModel:
         api_key = None
         if config.llm_api_key_ciphertext is not None:
-            api_key = unseal(self.cipher, config.llm_api_key_ciphertext, "llm_api_key")
+            api_key = unseal(self.cipher, config.llm_api_key_ciphertext, place, "llm_api_key")
         model = make_language_model(
             config.llm_provider,
             config.llm_model,
@@ -281,19 +289,17 @@ class Runtime:
         the instance is looked up by id alone."""
         try:
             instance = self.control.instance_by_id(target.instance_id)
-            stores = self._stores(instance.url, instance.instance_id)
+            stores = self._stores(instance)
             config = stores.get(target.store)
         except (InstanceNotFound, StoreNotFound):
             return None
         # The background run embeds in batches and may take its time: its own provider client.
-        memories = self.memories_of(
-            instance.url, instance.instance_id, config, self.background_provider_client
-        )
+        memories = self.memories_of(instance, config, self.background_provider_client)
         return SessionWork(
             redis_client(instance.url),
             config,
             memories,
-            self.language_model(config),
+            self.language_model(instance, config),
             self.scheduler,
             self.clock,
             target,

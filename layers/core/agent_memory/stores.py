@@ -30,7 +30,7 @@ from agent_memory.models import (
     StoreSettings,
     StoreView,
 )
-from agent_memory.secrets import Cipher, seal
+from agent_memory.secrets import Cipher, KeyPlace, seal
 from agent_memory.sessions import Sessions
 
 _SECRET_FIELDS = {
@@ -53,6 +53,13 @@ def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
     return details
 
 
+def key_place(org_id: str, instance_id: str, config: StoreConfig) -> KeyPlace:
+    """Where ``config``'s provider API keys belong: their encryption is bound to it
+    (``secrets.KeyPlace``), so they open only for this organization, instance and store
+    incarnation."""
+    return KeyPlace(org_id, instance_id, config.name, config.incarnation)
+
+
 def current_entry(raw: str | bytes | None, store: StoreConfig) -> dict[str, Any] | None:
     """The registry entry ``raw`` (as read from ``StoreKeys.registry`` under ``store``'s name)
     as a dict, when it still is ``store``'s incarnation; None when the store was deleted, or
@@ -64,8 +71,9 @@ def current_entry(raw: str | bytes | None, store: StoreConfig) -> dict[str, Any]
 
 
 class Stores:
-    """The stores of one instance. Errors: ``StoreNotFound``, ``ValidationFailed``,
-    ``DatabaseUnavailable``."""
+    """The stores of one instance (``instance_id``) of organization ``org_id``, which the
+    provider API keys they store are bound to (``key_place``). Errors: ``StoreNotFound``,
+    ``ValidationFailed``, ``DatabaseUnavailable``."""
 
     def __init__(
         self,
@@ -75,9 +83,11 @@ class Stores:
         clock: Clock,
         *,
         allow_private_endpoints: bool = False,
+        org_id: str = "",
     ) -> None:
         self._allow_private = allow_private_endpoints
         self._redis = client
+        self.org_id = org_id
         self.instance_id = instance_id
         self._cipher = cipher
         self._clock = clock
@@ -165,10 +175,11 @@ class Stores:
             )
             if moved and f"{kind}_api_key" not in given:
                 current[f"{kind}_api_key_ciphertext"] = None
+        place = KeyPlace(self.org_id, self.instance_id, name, current["incarnation"])
         for field, value in given.items():
             if field in _SECRET_FIELDS:
                 target = _SECRET_FIELDS[field]
-                current[target] = None if value is None else seal(self._cipher, value)
+                current[target] = None if value is None else seal(self._cipher, value, place, field)
             elif value is None and field in _DEFAULTABLE:
                 current.pop(field, None)
             else:
