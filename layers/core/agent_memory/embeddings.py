@@ -363,7 +363,7 @@ def _read_answer(answer: object, count: int, dimensions: int, model: str, host: 
     if not isinstance(data, list):
         raise mismatch("answered without a 'data' list")
     if len(data) != count:
-        raise mismatch(f"returned {len(data)} embeddings for {count} inputs")
+        raise mismatch(f"returned {_count(len(data))} embeddings for {count} inputs")
     result = np.empty((count, dimensions), dtype=np.float32)
     seen = np.zeros(count, dtype=bool)
     for item in data:
@@ -379,7 +379,7 @@ def _read_answer(answer: object, count: int, dimensions: int, model: str, host: 
         if len(values) != dimensions:
             raise mismatch(
                 f"returned vectors of the wrong size: expected {dimensions} dimensions, "
-                f"got {len(values)}"
+                f"got {_count(len(values))}"
             )
         try:
             raw = np.asarray(values)
@@ -391,10 +391,19 @@ def _read_answer(answer: object, count: int, dimensions: int, model: str, host: 
             vector = raw.astype(np.float32)
         bad = np.flatnonzero(~np.isfinite(vector))
         if bad.size:
-            position = int(bad[0])
+            # the position only: the value is the provider's to choose (and could carry text)
             raise mismatch(
-                f"returned a value that is not a finite 32-bit float ({float(raw[position])!r} "
-                f"at position {position}) in the vector for index {index}"
+                f"returned a value that is not a finite 32-bit float at position {int(bad[0])} "
+                f"in the vector for index {index}"
             )
         result[index] = vector
     return result
+
+
+_COUNT_SHOWN = 100_000
+
+
+def _count(n: int) -> str:
+    """A count from a provider's answer as a message shows it: the number up to 100,000 (far
+    above any store's dimensions), else "more than 100,000"."""
+    return f"{n:,}" if n <= _COUNT_SHOWN else f"more than {_COUNT_SHOWN:,}"

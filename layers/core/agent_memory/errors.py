@@ -223,7 +223,8 @@ class ProviderUnavailable(AgentMemoryError):
     retries ran out; the client may retry later.
 
     ``retry_after_seconds`` is the provider's own ``Retry-After`` when it gave one we would not
-    wait for, else ``None``.
+    wait for (whole seconds rounded up, at most ``providers.RETRY_AFTER_MAX_SECONDS``: an
+    hour), else ``None``.
     """
 
     code = "provider_unavailable"

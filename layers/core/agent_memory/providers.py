@@ -50,6 +50,13 @@ RESOLVE_TIMEOUT = 3.0
 ERROR_BODY_BYTES = 64 * 1024
 """At most this much of an error answer (4xx, 5xx) is read, for its error code only."""
 MAX_LOOKUPS = 8
+RETRY_AFTER_MAX_SECONDS = 3600
+"""The longest wait a ``ProviderUnavailable`` passes on from a provider's ``Retry-After``
+(and so the longest ``Retry-After`` of our 503 ``provider_unavailable``): one hour. A provider
+asking for longer is answered with this bound; its own value is never shown."""
+_RETRY_AFTER_DIGITS = 15
+"""Longer delay-seconds than this many digits (over 31 million years) are read as "too long"
+rather than converted (a float of 400 digits is infinite)."""
 """Name lookups running at once in the process; a lookup that hangs holds one until the system
 resolver gives up, and a call that finds all of them taken waits (within its deadline)."""
 PROVIDER_CODE = re.compile(r"[a-z]{1,32}(?:_[a-z]{1,32}){1,7}")
@@ -421,7 +428,9 @@ class ProviderClient:
 
     Errors carry no provider text: the HTTP status, a message of ours, and at most the
     provider's error code when it matches ``PROVIDER_CODE`` and shares no run of six letters
-    with a key the request sent (``ProviderRejected.provider_code``).
+    with a key the request sent (``ProviderRejected.provider_code``). A ``Retry-After`` is
+    passed on as ``ProviderUnavailable.retry_after_seconds`` rounded up and bounded by
+    ``RETRY_AFTER_MAX_SECONDS``; a message shows that bounded number, never the header.
 
     ``sleep``, ``clock`` (for HTTP-date ``Retry-After``), ``rand`` (uniform in [0, 1)) and
     ``monotonic`` (the deadline's clock) are injectable so tests need not wait.
@@ -571,11 +580,13 @@ class ProviderClient:
             if status == 429 or status >= 500:
                 problem = f"HTTP {status}{said}"
                 wait_at_least = retry_after_seconds(answer.headers.get("retry-after"), self._clock)
-                asked = math.ceil(wait_at_least) if wait_at_least is not None else None
-                if wait_at_least is not None and wait_at_least > self.max_retry_after:
+                asked = passed_on_wait(wait_at_least)
+                too_long = wait_at_least is not None and wait_at_least > self.max_retry_after
+                if asked is not None and too_long:
+                    more = " or more" if asked >= RETRY_AFTER_MAX_SECONDS else ""
                     raise ProviderUnavailable(
                         f"The provider at {host} answered {problem} and asked to wait "
-                        f"{wait_at_least:.0f} s; try again later.",
+                        f"{asked} s{more}; try again later.",
                         retry_after_seconds=asked,
                     )
                 if retry >= self.max_retries:
@@ -720,12 +731,14 @@ def retry_after_seconds(value: str | None, clock: Clock) -> float | None:
 
     RFC 9110 section 10.2.3: ``Retry-After = HTTP-date / delay-seconds`` where delay-seconds is
     ``1*DIGIT``. An HTTP-date in the past means 0. ``clock`` gives "now" for the HTTP-date form.
+    Delay-seconds of more than ``_RETRY_AFTER_DIGITS`` digits are ``math.inf`` ("too long"),
+    never converted: the result is always a number a comparison and ``passed_on_wait`` take.
     """
     if value is None:
         return None
     value = value.strip()
     if value.isascii() and value.isdigit():
-        return float(value)
+        return float(value) if len(value) <= _RETRY_AFTER_DIGITS else math.inf
     try:
         moment = parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError, OverflowError):
@@ -733,6 +746,14 @@ def retry_after_seconds(value: str | None, clock: Clock) -> float | None:
     if moment.tzinfo is None:  # "-0000" or an obsolete zone; HTTP-dates are always GMT
         moment = moment.replace(tzinfo=clock.now().tzinfo)
     return max(0.0, (moment - clock.now()).total_seconds())
+
+
+def passed_on_wait(seconds: float | None) -> int | None:
+    """A provider's wait (``retry_after_seconds``) as we pass it on: whole seconds rounded up,
+    at most ``RETRY_AFTER_MAX_SECONDS``; ``None`` stays ``None``."""
+    if seconds is None:
+        return None
+    return math.ceil(min(seconds, RETRY_AFTER_MAX_SECONDS))
 
 
 def _secret_values(headers: Mapping[str, str]) -> list[str]:
