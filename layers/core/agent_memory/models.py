@@ -191,18 +191,30 @@ BaseUrl = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 _HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 
 
-def _check_base_url(field: str, url: str) -> None:
-    """An ``https://`` URL with a valid public host, no credentials, no whitespace.
+def _check_base_url(field: str, url: str, *, allow_private: bool = False) -> None:
+    """A custom endpoint's base URL: ``https://`` (with ``allow_private``, the local stack's
+    KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1, also ``http://``) with a host, a valid port and a path,
+    nothing else: no credentials, no whitespace or control characters, no query and no fragment
+    (the call appends ``/embeddings`` or ``/chat/completions`` to it, which a query or fragment
+    would swallow: ``https://example.com#@127.0.0.1/v1``), and a host the HTTP client can build
+    a request for (``providers.request_problem``: a punycode label that does not decode, say).
 
-    IP literals must pass ``addresses.not_public``, the same rule the call applies to every
-    address a name resolves to (``providers.check_endpoint``), so a literal saved here is never
-    refused at the first call. Names that later resolve to private addresses are caught when
-    the endpoint is called.
+    Without ``allow_private``, also a valid public host: IP literals must pass
+    ``addresses.not_public``, the same rule the call applies to every address a name resolves
+    to (``providers.check_endpoint``), so a literal saved here is never refused at the first
+    call. Names that later resolve to private addresses are caught when the endpoint is called.
     """
     if any(ch.isspace() or not ch.isprintable() for ch in url):
         raise ValueError(f"{field} must not contain spaces or control characters")
+    if "?" in url or "#" in url:
+        raise ValueError(
+            f"{field} must not have a query or a fragment ('?' or '#'); give the base URL only"
+        )
     parts = urlsplit(url)
-    if parts.scheme != "https" or not parts.hostname:
+    schemes = ("http", "https") if allow_private else ("https",)
+    if allow_private and (parts.scheme not in schemes or not parts.hostname):
+        raise ValueError(f"{field} must be an http(s):// URL with a host name")
+    if parts.scheme not in schemes or not parts.hostname:
         raise ValueError(
             f"{field} must be an https:// URL with a host name (a local stack started with "
             "KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 also takes http:// and private addresses)"
@@ -215,6 +227,16 @@ def _check_base_url(field: str, url: str) -> None:
         raise ValueError(f"{field} has an invalid port") from exc
     if port == 0:
         raise ValueError(f"{field} has an invalid port")
+    # Imported here: the models need the HTTP client only to check a custom base URL.
+    from agent_memory.providers import request_problem
+
+    unsendable = request_problem(url)
+    if unsendable is not None:
+        raise ValueError(
+            f"{field} has a host name the HTTP client cannot send a request to ({unsendable})"
+        )
+    if allow_private:
+        return
     host = parts.hostname.rstrip(".")
     try:
         address = ipaddress.ip_address(host)
@@ -269,12 +291,12 @@ class ProviderSettings(Model):
                         f"{kind}_base_url is required when {kind}_provider is 'custom'"
                     )
                 context = info.context or {}
-                if context.get("stored"):
-                    pass  # checked when it was saved; calls check it again
-                elif not context.get("allow_private_endpoints"):
-                    _check_base_url(f"{kind}_base_url", base_url)
-                elif urlsplit(base_url).scheme not in ("http", "https"):
-                    raise ValueError(f"{kind}_base_url must be an http(s):// URL")
+                if not context.get("stored"):  # else checked when saved; calls check it again
+                    _check_base_url(
+                        f"{kind}_base_url",
+                        base_url,
+                        allow_private=bool(context.get("allow_private_endpoints")),
+                    )
             elif base_url is not None:
                 raise ValueError(f"{kind}_base_url is only used when {kind}_provider is 'custom'")
         return self

@@ -134,6 +134,21 @@ def _refuse_non_public(host: str, addresses: Iterable[IPAddress]) -> None:
             )
 
 
+def request_problem(url: str) -> str | None:
+    """Why the HTTP client cannot build a request for ``url``, or None when it can: a host
+    label in punycode that does not decode (``xn--ls8h``; httpx decodes every ``xn--`` label
+    with the ``idna`` package when it builds the ``Host`` header, raising ``IDNAError``), a
+    name IDNA cannot encode, or a URL httpx refuses (``InvalidURL``). The problem is a short
+    phrase of ours, never the URL."""
+    try:
+        httpx.Request("POST", url)
+    except UnicodeError:  # idna.IDNAError is a UnicodeError
+        return "an invalid internationalized name: IDNA"
+    except httpx.InvalidURL:
+        return "a URL the HTTP client refuses"
+    return None
+
+
 def check_endpoint(url: str, *, allow_private: bool, timeout: float = RESOLVE_TIMEOUT) -> None:
     """Refuse a custom provider endpoint that is not ``https://`` or not public.
 
@@ -172,6 +187,12 @@ def check_endpoint(url: str, *, allow_private: bool, timeout: float = RESOLVE_TI
     if parts.username is not None or parts.password is not None:
         raise EndpointRefused(
             f"The custom endpoint for host '{host}' must not hold credentials in the URL."
+        )
+    unsendable = request_problem(url)
+    if unsendable is not None:
+        raise EndpointRefused(
+            f"The custom endpoint for host '{host}' is not a URL the HTTP client can send a "
+            f"request to ({unsendable}); save the store with another base URL."
         )
     if allow_private:
         return
