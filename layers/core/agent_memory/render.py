@@ -16,7 +16,9 @@ callers or from a model. Wherever a prompt or the ``context`` string shows one, 
   which emoji sequences and several scripts need; and lone surrogates (category Cs).
 
 The result is a JSON string literal (RFC 8259 section 7): ``json.loads(quote(text)) == text``
-for every text, and a model reads it the way it reads JSON. So an item is always exactly one
+for every text (one exception: a lone high surrogate right before a lone low one, which no
+request can carry, reads back as the one character they pair to; the line stays one line), and
+a model reads it the way it reads JSON. So an item is always exactly one
 line, it ends at its first unescaped ``"``, and nothing inside it (a line break of any kind, a
 markdown heading, one of our own labels such as ``[12] user, ...`` or ``## Recent messages``)
 can start a new line, section or speaker. Everything outside the quotes (numbers, roles, dates,
