@@ -225,6 +225,40 @@ def test_an_integer_query_parameter_given_twice_is_422(api, store):
     assert response.json()["details"] == [{"field": "query.recent", "problem": DIGITS_PROBLEM}]
 
 
+def test_an_unknown_query_parameter_is_422_and_a_write_with_one_changes_nothing(api, store):
+    api.post(f"{store}/sessions/s/events", json={"events": [EVENT]})
+    response = api.get(f"{store}/sessions/s?recnt=5")
+    assert response.status_code == 422
+    assert response.json()["details"] == [
+        {"field": "query.recnt", "problem": "is not a parameter of this route; it takes recent"}
+    ]
+    response = api.post(f"{store}/sessions/t/events?actor=u", json={"events": [EVENT]})
+    assert response.status_code == 422
+    assert response.json()["details"][0]["field"] == "query.actor"
+    assert [s["session_id"] for s in _sessions(api, store)] == ["s"]
+
+
+@pytest.mark.parametrize("raw", ["1", "yes", "True", "on", ""])
+def test_a_boolean_query_parameter_is_exactly_true_or_false(api, store, raw):
+    response = api.get(f"{store}/memories?include_superseded={raw}")
+    assert response.status_code == 422
+    assert response.json()["details"] == [
+        {
+            "field": "query.include_superseded",
+            "problem": "must be true or false, in lower case, given once",
+        }
+    ]
+    assert api.get(f"{store}/memories?include_superseded=true").status_code == 200
+
+
+def test_a_string_query_parameter_given_twice_is_422(api, store):
+    response = api.get(f"{store}/memories?actor_id=a&actor_id=b")
+    assert response.status_code == 422
+    assert response.json()["details"] == [
+        {"field": "query.actor_id", "problem": "must be given once"}
+    ]
+
+
 def test_plain_digits_still_work_leading_zeros_included_and_the_range_still_binds(api, store):
     api.post(f"{store}/sessions/s/events", json={"events": [EVENT, EVENT, EVENT]})
     messages = api.get(f"{store}/sessions/s", params={"recent": "02"}).json()["messages"]

@@ -12,7 +12,8 @@ Every function's handler module does::
 ``Api`` adds, in front of Powertools' routing and validation: a body-size limit (413), the
 caller's identity from the REQUEST authorizer's context (401 / 503), a strict JSON parser
 (lone surrogates, NaN, Infinity and a name given twice in an object are 422, never 500), and
-integer query parameters written with digits only (``StrictQueryValidation``). Errors always
+strict query parameters (``StrictQueryValidation``: only the route's own, each given once,
+integers written with digits only, booleans exactly ``true`` or ``false``). Errors always
 have the shape ``{"error", "message", "details"?}``.
 
 Why the authorizer never denies: API Gateway answers a denial with its own body
@@ -32,7 +33,7 @@ from collections.abc import Callable
 from functools import partial
 from http import HTTPStatus
 from typing import Annotated, Any, Union, get_args, get_origin
-from urllib.parse import unquote
+from urllib.parse import parse_qsl, unquote
 
 import jiter
 from aws_lambda_powertools import Logger, Metrics
@@ -208,47 +209,88 @@ INTEGER_QUERY_PROBLEM = (
 )
 
 
-def _is_integer(annotation: Any) -> bool:
-    """Whether a parameter annotated ``annotation`` is an integer (``int`` or ``int | None``)."""
-    if annotation is int:
+BOOLEAN_QUERY_PROBLEM = "must be true or false, in lower case, given once"
+REPEATED_QUERY_PROBLEM = "must be given once"
+MAX_QUERY_ERRORS = 10
+"""At most this many query parameters are named in one 422 (a query of thousands of unknown
+names answers ten)."""
+
+
+def _is_type(annotation: Any, wanted: type) -> bool:
+    """Whether a parameter annotated ``annotation`` is ``wanted`` (``wanted`` or
+    ``wanted | None``); ``bool`` is not an ``int`` here."""
+    if annotation is wanted:
         return True
     if get_origin(annotation) in (Union, types.UnionType):
-        return int in get_args(annotation)
+        return wanted in get_args(annotation)
     return False
 
 
+def query_pairs(event: dict[str, Any]) -> list[tuple[str, str]]:
+    """The query of a payload 2.0 event as ``(name, value)`` pairs in order, repeats kept:
+    read from ``rawQueryString`` (``parse_qsl``, blank values kept, names and values
+    percent-decoded as API Gateway decodes ``queryStringParameters``), which tells a name
+    given twice from one value holding a comma (``queryStringParameters`` joins repeats with
+    commas). An event without ``rawQueryString`` (one made by hand) gives its
+    ``queryStringParameters``."""
+    raw = event.get("rawQueryString")
+    if raw:
+        return parse_qsl(str(raw), keep_blank_values=True)
+    return [(str(k), str(v)) for k, v in (event.get("queryStringParameters") or {}).items()]
+
+
 class StrictQueryValidation(OpenAPIRequestValidationMiddleware):
-    """Powertools' request validation, after one rule of ours for every integer query
-    parameter of every route (``recent``, ``offset``, ``limit``...): its text must be ASCII
-    digits ``0-9`` and nothing else. pydantic's lax integers would take ``5.0``, ``+5``,
-    `` 5`` and ``5_0`` as 5; a value given twice (``?limit=5&limit=6``, which API Gateway
-    passes as ``5,6``) is refused too. Range checks stay the route's (``Query(ge=..., le=...)``).
-    A refusal is a ``RequestValidationError`` naming ``query.<name>``, so the route never runs.
+    """Powertools' request validation, after rules of ours for the query of every route, read
+    from the raw query string (``query_pairs``). A refusal is a ``RequestValidationError``
+    naming ``query.<name>`` (at most ``MAX_QUERY_ERRORS`` of them), so the route never runs:
+
+    - a name the route does not declare is refused, as an unknown body field is (``?recnt=5``
+      would otherwise be ignored and the default used): ``is not a parameter of this route; it
+      takes <its parameters>``;
+    - every parameter is given once (``REPEATED_QUERY_PROBLEM``);
+    - an integer (``recent``, ``offset``, ``limit``...) is ASCII digits ``0-9`` and nothing
+      else (``INTEGER_QUERY_PROBLEM``): pydantic's lax integers would take ``5.0``, ``+5``,
+      `` 5`` and ``5_0`` as 5;
+    - a boolean (``include_superseded``) is exactly ``true`` or ``false``
+      (``BOOLEAN_QUERY_PROBLEM``): pydantic's lax booleans would take ``1``, ``yes``, ``on``,
+      ``True``.
+
+    Range and pattern checks stay the route's (``Query(ge=..., le=...)``).
     """
 
     def __init__(self) -> None:
         super().__init__()  # type: ignore[no-untyped-call]
 
     def handler(self, app: EventHandlerInstance, next_middleware: NextMiddleware) -> Response[Any]:
-        """Check the raw text of the route's integer query parameters, then validate as
+        """Check the raw query against the route's query parameters, then validate as
         Powertools does."""
         route = app.context["_route"]
-        given = app.current_event.resolved_query_string_parameters or {}
+        declared = {field.alias: field for field in route.dependant.query_params}
+        pairs = query_pairs(app.current_event.raw_event)
+        counts: dict[str, int] = {}
+        for name, _ in pairs:
+            counts[name] = counts.get(name, 0) + 1
+        takes = ", ".join(sorted(declared)) or "none"
         errors = []
-        for field in route.dependant.query_params:
-            value = given.get(field.alias)
-            if value is None or not _is_integer(field.field_info.annotation):
+        for name, value in dict(pairs).items():
+            field = declared.get(name)
+            if field is None:
+                problem, kind = f"is not a parameter of this route; it takes {takes}", "unknown"
+            elif _is_type(field.field_info.annotation, bool):
+                if counts[name] == 1 and value in ("true", "false"):
+                    continue
+                problem, kind = BOOLEAN_QUERY_PROBLEM, "boolean_true_false"
+            elif _is_type(field.field_info.annotation, int):
+                if counts[name] == 1 and _DIGITS.fullmatch(value):
+                    continue
+                problem, kind = INTEGER_QUERY_PROBLEM, "integer_digits"
+            elif counts[name] > 1:
+                problem, kind = REPEATED_QUERY_PROBLEM, "repeated"
+            else:
                 continue
-            text = value if isinstance(value, str) else ",".join(value)  # a list: given twice
-            if not _DIGITS.fullmatch(text):
-                errors.append(
-                    {
-                        "loc": ("query", field.alias),
-                        "msg": INTEGER_QUERY_PROBLEM,
-                        "type": "integer_digits",
-                        "input": text,
-                    }
-                )
+            errors.append({"loc": ("query", name), "msg": problem, "type": kind, "input": value})
+            if len(errors) == MAX_QUERY_ERRORS:
+                break
         if errors:
             raise RequestValidationError(errors)
         return super().handler(app, next_middleware)
