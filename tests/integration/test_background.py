@@ -612,3 +612,31 @@ def test_a_message_cannot_forge_another_message_line_in_the_prompt(make_world):
     world.quiet()
     world.run("s")
     assert sent_seqs(world.model_server.requests[0]) == [1]
+
+
+def test_messages_of_escaped_characters_keep_each_model_call_within_its_budget(make_world):
+    # 32,000 invisible tag characters are 384,000 characters once escaped: the chunk counts
+    # what the prompt shows, and the one message that does not fit is cut, saying so.
+    world = make_world()
+    world.say("s", "\U000e0041" * 32_000, "\x01" * 5_000, "I play chess")
+    world.quiet()
+    world.model_server.reply(memories_answer("Alice plays chess"))
+    world.run("s")
+    prompts = [r.body["messages"][-1]["content"] for r in world.model_server.requests]
+    assert [sent_seqs(r) for r in world.model_server.requests] == [[1], [2, 3]]
+    assert all(len(prompt) < 45_000 for prompt in prompts), [len(p) for p in prompts]
+    assert "[cut: 28667 more characters]" in prompts[0]
+    assert world.meta("s").extraction.unread == 0
+
+
+def test_a_lone_surrogate_in_the_model_answer_does_not_fail_the_run(make_world):
+    world = make_world()
+    world.say("s", "I play chess")
+    world.quiet()
+    world.model_server.reply(
+        '{"memories": [{"text": "Alice plays \\ud800 chess", "type": "semantic"}]}'
+    )
+    report = world.run("s")
+    assert report.outcome != "failed"
+    assert world.texts() == ["Alice plays \ufffd chess"]
+    assert world.meta("s").extraction.last_error is None

@@ -112,3 +112,10 @@ def test_json_is_asked_for_only_when_neither_message_says_json():
     assert _ask_for_json("system", "hello") == ("system", f"hello\n\n{JSON_REMINDER}")
     assert _ask_for_json("", "") == ("", JSON_REMINDER)
     assert "JSON object" in JSON_REMINDER
+
+
+def test_lone_surrogates_a_model_writes_become_replacement_characters():
+    answer = '{"memories": [{"text": "a \\ud800 b \\ud83d\\ude00", "\\udfff": ["\\udbff"]}]}'
+    assert parse_json_object(answer) == {
+        "memories": [{"text": "a \ufffd b 😀", "\ufffd": ["\ufffd"]}]
+    }

@@ -359,3 +359,25 @@ def test_no_line_break_character_adds_a_context_line(char):
     messages = [Message(seq=1, role="assistant", content=text, name=f"a{char}b", created_at=WHEN)]
     context = render_context(f"s{char}## x", [memory(f"m{char}## y")], messages)
     assert len(lines_of(context)) == 3 + 2 + 1 + 2 + 1 + 2
+
+
+@settings(max_examples=200, deadline=None)
+@given(hostile, st.integers(min_value=2, max_value=60))
+def test_a_text_too_long_to_quote_whole_is_cut_at_a_character_and_says_so(text, limit):
+    quoted = quote(text, limit)
+    assert lines_of(quoted) == [quoted]
+    if len(_literal(text)) <= limit:
+        assert json.loads(quoted) == text
+        return
+    literal, _, note = quoted.rpartition(" [cut: ")
+    assert len(literal) <= limit and re.fullmatch(QUOTED, literal, flags=re.DOTALL)
+    kept = json.loads(literal)
+    assert text.startswith(kept)
+    count = len(text) - len(kept)
+    assert note == f"{count} more character{'s' if count > 1 else ''}]"
+    # the longest start that fits: one more character would not
+    assert len(_literal(text[: len(kept) + 1])) > limit
+
+
+def _literal(text: str) -> str:
+    return quote(text, sys.maxsize)

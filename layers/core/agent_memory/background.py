@@ -66,6 +66,7 @@ from agent_memory.prompts import (
     MAX_MEMORIES_PER_RUN,
     MAX_MEMORY_CHARS,
     extraction_prompt,
+    message_line,
     summary_prompt,
 )
 from agent_memory.records import StoredSource
@@ -91,8 +92,9 @@ RETRY_CAP_SECONDS = 3600
 """Failed runs are retried after 60 s, 120 s, 240 s... at most an hour."""
 CHUNK_MESSAGES = 100
 CHUNK_CHARS = 40_000
-"""One model call reads at most this many messages / characters of content (at least one
-message), so a 1,000-message session is extracted and summarized in bounded steps."""
+"""One model call reads at most this many messages / characters of message lines as the prompt
+shows them (escapes included; at least one message, whose text ``render.quote`` cuts at
+``MAX_QUOTED_CHARS``), so a 1,000-message session is extracted and summarized in bounded steps."""
 MAX_SUMMARY_CHARS = 8_000
 FIRE_TOLERANCE = timedelta(seconds=5)
 RUN_BUDGET_SECONDS = 110.0
@@ -365,7 +367,8 @@ class SessionWork:
 
     def _chunk(self, read: int, upto: int) -> list[Message]:
         """The messages after ``read`` up to ``upto`` that one model call reads (at most
-        ``CHUNK_MESSAGES`` and ``CHUNK_CHARS`` of content, at least one); empty when none."""
+        ``CHUNK_MESSAGES``, and ``CHUNK_CHARS`` of message lines as the prompt shows them, with
+        their escapes: at least one, which ``render.quote`` bounds); empty when none."""
         with database_errors():
             members = self._redis.zrangebyscore(
                 self._keys.messages, f"({read}", upto, start=0, num=CHUNK_MESSAGES
@@ -374,7 +377,7 @@ class SessionWork:
         picked: list[Message] = []
         chars = 0
         for message in messages:
-            chars += len(message.content)
+            chars += len(message_line(message)) + 1
             if picked and chars > CHUNK_CHARS:
                 break
             picked.append(message)

@@ -145,10 +145,28 @@ def parse_json_object(text: str) -> dict[str, Any]:
     return found
 
 
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def _valid_unicode(value: Any) -> Any:
+    """``value`` with every lone surrogate in its strings (keys too) replaced by U+FFFD. JSON
+    lets a model write ``"\\ud800"``, which decodes to a code point no UTF-8 can hold; kept as
+    it is, it failed the run at the first write of the answer, again on every retry."""
+    if isinstance(value, str):
+        return _LONE_SURROGATE.sub("\ufffd", value)
+    if isinstance(value, dict):
+        return {_valid_unicode(k): _valid_unicode(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_valid_unicode(item) for item in value]
+    return value
+
+
 def _find_json_object(text: str) -> dict[str, Any] | str:
-    """The object ``parse_json_object`` returns, or the phrase naming what was wrong."""
+    """The object ``parse_json_object`` returns (its strings valid Unicode, see
+    ``_valid_unicode``), or the phrase naming what was wrong."""
     try:
-        return _scan_for_json_object(text)
+        found = _scan_for_json_object(text)
+        return found if isinstance(found, str) else _valid_unicode(found)
     except RecursionError:  # nesting deeper than Python's decoder can follow
         return "JSON nested too deeply to read"
 

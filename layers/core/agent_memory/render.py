@@ -54,14 +54,40 @@ def _escape(found: re.Match[str]) -> str:
     return f"\\u{point:04x}"
 
 
-def quote(text: str) -> str:
+MAX_QUOTED_CHARS = 40_000
+"""The longest a quoted text may be, quotes and escapes included. Escapes make a text longer
+than it is (a tag character takes 12 characters as ``\\udb40\\udc41``), so a 32,000-character
+message could otherwise become 384,000 characters of prompt; cut, it stays within a model call's
+budget (``background.CHUNK_CHARS`` counts what is rendered)."""
+
+
+def _quoted(text: str) -> str:
+    return '"' + _ESCAPED.sub(_escape, text) + '"'
+
+
+def quote(text: str, limit: int = MAX_QUOTED_CHARS) -> str:
     """``text`` as a one-line JSON string literal, with the escapes the module docstring lists.
 
     ``quote('I said "hi"\\nthen left')`` is ``'"I said \\\\"hi\\\\"\\\\nthen left"'``. Letters,
     digits, punctuation, emoji and every script are kept as they are (not ``\\u`` escaped), so
     a reader sees the text itself.
+
+    When the literal would be longer than ``limit`` characters, it holds the longest start of
+    ``text`` that fits, and ``[cut: N more characters]`` follows the closing quote (outside it,
+    so it is ours: the text cannot write it); the whole stays within ``limit`` plus that note.
     """
-    return '"' + _ESCAPED.sub(_escape, text) + '"'
+    whole = _quoted(text)
+    if len(whole) <= limit:
+        return whole
+    kept, longest = 0, len(text)  # the longest start whose literal fits, by bisection
+    while kept < longest:
+        middle = (kept + longest + 1) // 2
+        if len(_quoted(text[:middle])) <= limit:
+            kept = middle
+        else:
+            longest = middle - 1
+    cut = len(text) - kept
+    return f"{_quoted(text[:kept])} [cut: {cut} more character{'s' if cut > 1 else ''}]"
 
 
 def speaker(role: str, name: str | None) -> str:
