@@ -431,6 +431,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.updates")
     parser.add_argument("--actors", type=int, default=60)
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--no-plot",
+        action="store_true",
+        help="write updates.md only (the test suite's run: matplotlib is a bench requirement)",
+    )
     args = parser.parse_args(argv)
     actors = scripted_actors(args.actors)
     started = time.perf_counter()
@@ -451,7 +456,8 @@ def main(argv: list[str] | None = None) -> int:
     text = report(outcomes, args, time.perf_counter() - started)
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "updates.md").write_text(text, encoding="utf-8")
-    plot(outcomes, args.out / "updates.png")
+    if not args.no_plot:
+        plot(outcomes, args.out / "updates.png")
     print(text)
     return 0
 

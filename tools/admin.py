@@ -150,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
 
 def _registered(control: ControlPlane, args: argparse.Namespace) -> None:
     if not args.adopt_existing_data:
-        refuse_foreign_data(args.org, args.url)
+        refuse_foreign_data(args.org, args.url, is_current=control.marker_is_current)
     registration = control.register_instance(args.org, args.instance_id, args.url)
     for warning in registration.warnings:
         print(f"warning: {warning}", file=sys.stderr)

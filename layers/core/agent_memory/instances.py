@@ -22,6 +22,7 @@ import re
 import secrets
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -297,7 +298,9 @@ class ForeignData(InstanceConflict):
     organization's (:func:`refuse_foreign_data`)."""
 
 
-def refuse_foreign_data(org_id: str, url: str) -> None:
+def refuse_foreign_data(
+    org_id: str, url: str, *, is_current: Callable[[str, str, str], bool] | None = None
+) -> None:
     """``ForeignData`` (an ``InstanceConflict``) when the database at ``url`` holds
     agent-memory data (a key under ``kividb:mem:`` other than the ownership marker) that is
     not known to be ``org_id``'s: its ownership marker names another organization (a stale
@@ -311,12 +314,18 @@ def refuse_foreign_data(org_id: str, url: str) -> None:
     by it), and when the database cannot be reached or used (``DatabaseUnavailable``: the
     registration then goes on without a marker, or refuses the database, as it does). One
     ``GET`` and a ``SCAN`` that stops at the first key found (every primary of a cluster).
-    ``ValidationFailed`` for a URL that cannot be read."""
+    ``ValidationFailed`` for a URL that cannot be read.
+
+    ``is_current(org, instance, token)`` (``InstanceRegistry.marker_is_current``) tells a
+    marker of a registration that stands: such a marker, and one that expires (a registration
+    being made, or one released moments ago), is left to the registration, which refuses the
+    database with the message that says so (registered to another organization)."""
     address = database_address(url)
     try:
         client = redis_client(url)
         with database_errors():
             marker = client.get(InstanceKeys.owner)
+            expiring = marker is not None and int(client.pttl(InstanceKeys.owner)) > 0
             ours = {InstanceKeys.owner, PROBE_KEY}
             found = next(
                 (
@@ -329,6 +338,9 @@ def refuse_foreign_data(org_id: str, url: str) -> None:
     except DatabaseUnavailable:
         return
     if found is None or (marker is not None and str(marker).split("/", 1)[0] == org_id):
+        return
+    parts = str(marker).removesuffix(_RELEASED).split("/") if marker is not None else []
+    if len(parts) == 3 and (expiring or (is_current is not None and is_current(*parts))):
         return
     raise ForeignData(
         f"Database {address} already holds agent-memory data (keys under {PREFIX}) that is "
@@ -544,6 +556,11 @@ class InstanceRegistry:
             f"Database {address} is registered to another organization (or was released by "
             "one less than a minute ago); a database can belong to one organization only."
         )
+
+    def marker_is_current(self, org_id: str, instance_id: str, token: str) -> bool:
+        """Whether the ownership marker ``org/instance/token`` is a registration of this
+        control database that stands (for :func:`refuse_foreign_data`)."""
+        return self._live(org_id, instance_id, token)
 
     def _live(self, org_id: str, instance_id: str, token: str) -> bool:
         """Whether the marker ``org/instance/token`` is a current registration."""
