@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import json
 import os
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
@@ -27,6 +28,7 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import httpx
+import jiter
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
@@ -54,6 +56,29 @@ _NOT_ALLOWED = (
     b'{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Method Not Allowed: this '
     b'stateless server takes POST only (no SSE stream, no session to end)"}}'
 )
+PARSE_ERROR = -32700
+INVALID_REQUEST = -32600
+"""JSON-RPC 2.0 error codes (https://www.jsonrpc.org/specification#error_object)."""
+
+
+def _rpc_error(code: int, message: str) -> bytes:
+    """A JSON-RPC error object answering no request id (the request could not be read)."""
+    error = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
+    return json.dumps(error, separators=(",", ":")).encode("utf-8")
+
+
+def strict_json_problem(body: bytes) -> str | None:
+    """Why ``body`` is not strict JSON, or None when it is: the rules of the API's request
+    bodies (``agent_memory.api.strict_json_loads``, RFC 8259 with I-JSON, RFC 7493): no name
+    given twice in one object at any depth (the SDK's parser keeps the last, dropping data
+    without a word), no ``NaN`` or ``Infinity``, no lone surrogate; one pass of jiter. The
+    problem is jiter's message (``Detected duplicate key "id" at line 1 column 20``), which
+    names a position, never the request's content."""
+    try:
+        jiter.from_json(body, allow_inf_nan=False, catch_duplicate_keys=True)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def api_base(url: str) -> str:
@@ -114,6 +139,16 @@ class RemoteServer:
         if scope["method"] != "POST":
             await _answer(send, 405, [(b"allow", b"POST")], _NOT_ALLOWED)
             return
+        body = await _body(scope, receive)
+        if body is None:
+            too_large = f"Request body too large: at most {MAX_BODY_BYTES} bytes"
+            await _answer(send, 413, [], _rpc_error(INVALID_REQUEST, too_large))
+            return
+        problem = strict_json_problem(body)
+        if problem is not None:
+            await _answer(send, 400, [], _rpc_error(PARSE_ERROR, f"Parse error: {problem}"))
+            return
+        receive = _replay(body, receive)
         # A session manager per request: stateless, so nothing outlives the request, and the
         # SDK's manager runs once per instance.
         self.mcp.streamable_http_app(
@@ -127,6 +162,43 @@ class RemoteServer:
         manager = self.mcp.session_manager
         async with manager.run():
             await manager.handle_request(scope, receive, send)
+
+
+async def _body(scope: Scope, receive: Receive) -> bytes | None:
+    """The whole request body, read here so it can be checked before the SDK sees it; None
+    when it is larger than ``MAX_BODY_BYTES`` (by its ``Content-Length``, or as it arrives)."""
+    for name, value in scope.get("headers") or []:
+        declared = value.strip()
+        if (
+            name.lower() == b"content-length"
+            and declared.isdigit()
+            and int(declared) > MAX_BODY_BYTES
+        ):
+            return None
+    body = bytearray()
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            return bytes(body)  # the client went away: an empty or partial body, refused
+        body += message.get("body", b"")
+        if len(body) > MAX_BODY_BYTES:
+            return None
+        if not message.get("more_body", False):
+            return bytes(body)
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives ``body`` whole, then what ``receive`` gives (a disconnect)."""
+    given = False
+
+    async def again() -> Message:
+        nonlocal given
+        if given:
+            return await receive()
+        given = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    return again
 
 
 async def _lifespan(receive: Receive, send: Send) -> None:

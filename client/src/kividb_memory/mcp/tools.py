@@ -9,7 +9,8 @@ call through that client, with each of its arguments in the request (the parity 
 
 Errors: the API's errors come back as tool errors (``isError``) with the API's status, code and
 message (and each field's problem, named as the tool's argument); arguments that do not fit the
-schema (an unknown argument included) are tool errors naming the argument; an API that cannot be
+schema (an unknown argument, or a value of another type: arguments are never coerced) are tool
+errors naming the argument; an API that cannot be
 reached is a tool error too. Nothing a caller sends makes the server fail.
 """
 
@@ -165,13 +166,17 @@ def describe(exc: ApiError | ApiConnectionError | UnexpectedResponseError) -> st
 
 
 def _strict(tool: Tool) -> Tool:
-    """``tool`` refusing arguments it does not have (the SDK's argument model ignores them,
-    which would let a misspelt argument vanish), with ``additionalProperties: false`` in its
-    schema."""
+    """``tool`` with an argument model as strict as the API's request models: it refuses
+    arguments it does not have (the SDK's argument model ignores them, which would let a
+    misspelt argument vanish; ``additionalProperties: false`` in its schema), and it coerces
+    nothing (pydantic's strict mode, nested messages included: ``true``, ``"5"`` and ``5.0``
+    are not an integer ``limit``). The one leniency left is the SDK's own, before validation:
+    a list or object argument sent as a JSON text (``"[\"a\"]"``, as some clients do) is read
+    as that list or object."""
     base = tool.fn_metadata.arg_model
     strict = cast(
         "type[ArgModelBase]",
-        type(base.__name__, (base,), {"model_config": ConfigDict(extra="forbid")}),
+        type(base.__name__, (base,), {"model_config": ConfigDict(extra="forbid", strict=True)}),
     )
     tool.fn_metadata.arg_model = strict
     tool.parameters = strict.model_json_schema(by_alias=True)
