@@ -41,9 +41,31 @@ console-screenshots: $(STAMP) $(CONSOLE_OUT)
 run: $(STAMP) $(CONSOLE_OUT)
 	$(PY) -m local
 
-## test: lint, type-check, validate the template, then every test (starts its own Redis)
+# The tests `make test` runs a second time on Redis Clusters the suite starts
+# (KIVIDB_TEST_CLUSTER=1; docs/testing.md says why these): every route through the handlers,
+# sessions, background work, memories and supersede, the schedulers, instances, transfer, and
+# the HTTP suites of the README session, memories, background work and supersede.
+CLUSTER_TESTS := tests/integration/test_sessions.py tests/integration/test_stores.py \
+	tests/integration/test_handlers.py tests/integration/test_background.py \
+	tests/integration/test_memories.py tests/integration/test_supersede.py \
+	tests/integration/test_scheduler.py tests/integration/test_instances.py \
+	tests/integration/test_transfer.py tests/e2e/test_http.py tests/e2e/test_memories_http.py \
+	tests/e2e/test_background_http.py tests/e2e/test_supersede_http.py \
+	--deselect tests/e2e/test_background_http.py::test_a_replayed_conversation_is_summarized_and_extracted_on_its_own
+# What cannot run on a cluster (docs/testing.md): numbered databases of one server, a server's
+# own maxmemory, the browser tests (once is enough).
+CLUSTER_EXCLUDED := --ignore tests/integration/test_control.py \
+	--ignore tests/integration/test_oom_reads.py --ignore tests/e2e/test_console.py
+
+## test: lint, type-check, validate the template, then every test (starts its own Redis), then
+## the cluster subset on Redis Clusters it starts (CLUSTER_TESTS)
 test: lint validate $(CONSOLE_OUT)
 	$(PY) -m pytest -q
+	KIVIDB_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_TESTS)
+
+## test-cluster: every test that can run on a cluster, on Redis Clusters it starts
+test-cluster: $(STAMP) $(CONSOLE_OUT)
+	KIVIDB_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_EXCLUDED)
 
 unit: $(STAMP)
 	$(PY) -m pytest -q tests/unit
@@ -132,6 +154,11 @@ bench-faults: $(BENCH_STAMP)
 ## memory, and the exactly-once check afterwards
 bench-load: $(BENCH_STAMP)
 	$(PY) -m bench.load $(ARGS)
+
+## bench-scale: 1,000,000 memories of 384 dimensions on a three-primary cluster: memory per
+## memory and per shard, reads warm and cold, counts, 10,000 sessions appending, DELETE
+bench-scale: $(BENCH_STAMP)
+	$(PY) -m bench.scale $(ARGS)
 
 RETRIEVAL_STAMP := $(VENV)/.retrieval-installed
 $(RETRIEVAL_STAMP): $(BENCH_STAMP) bench/requirements-retrieval.txt

@@ -34,9 +34,12 @@ session and actor ids use ``[A-Za-z0-9._:@-]`` (no braces), so an id always ends
 valid store.
 
 Hash tags (the text between the first ``{`` and ``}``) put the keys of one session in one
-cluster slot (tag: the session id), and the three indexes of one store in one slot (tag: the
-store name), so each Lua script or MULTI touches one slot and the design runs on Redis Cluster
-(https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/#hash-tags).
+cluster slot (tag: the session id), the keys of one actor's memories in one slot (tag: the
+actor bucket), and the store-level indexes of one store in one slot (tag: the store name), so
+each Lua script or MULTI touches one slot and the design runs on Redis Cluster
+(https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/#hash-tags). A step
+that touches two of these (an append, then its index step) is two atomic steps, each on its
+slot, ordered so that either order of failure leaves reads consistent (docs/design.md).
 Every key of a store incarnation starts with ``kividb:mem:<store>:<inc>:``, which is how DELETE
 finds them all.
 
