@@ -332,6 +332,20 @@ def test_retry_after_as_an_http_date_is_honoured():
     assert _http.retry_after_seconds("Mon, 01 Jan 2001 00:00:00 GMT") == 0.0
 
 
+@pytest.mark.parametrize("value", ["²", "1²", "٣", "１", "-1", "1.5", "0x10", ""])
+def test_retry_after_reads_ascii_delay_seconds_only(value):
+    # "²".isdigit() is True and float("²") raises: such a header once crashed the retry loop
+    assert _http.retry_after_seconds(value) is None
+
+
+def test_a_retry_after_of_many_digits_is_no_retry(no_sleep):
+    api = Api(error(503, "database_unavailable", "down", **{"Retry-After": "9" * 400}))
+    with pytest.raises(UnavailableError):
+        api.client().list_stores()
+    assert len(api.requests) == 1 and no_sleep == []
+    assert _http.retry_after_seconds("7" * 15) == 777_777_777_777_777.0
+
+
 def test_retries_stop_after_max_retries_and_the_last_error_is_raised(no_sleep):
     api = Api(error(503, "database_unavailable", "down", **{"Retry-After": "0"}))
     with pytest.raises(UnavailableError) as raised:

@@ -106,12 +106,17 @@ def headers(config: Config) -> dict[str, str]:
 
 def retry_after_seconds(value: str | None, now: float | None = None) -> float | None:
     """``Retry-After`` as seconds from now: delay-seconds or an HTTP-date (RFC 9110 section
-    10.2.3); ``None`` when absent or unreadable (negative or past values read as 0)."""
+    10.2.3); ``None`` when absent or unreadable (negative or past values read as 0).
+
+    delay-seconds is ``1*DIGIT``, ASCII digits only (``str.isdigit`` also takes ``"²"`` and
+    other digits ``float`` refuses); more than 15 of them (over 30 million years) read as
+    ``inf``, which no ``max_retry_wait`` allows, so the call is not retried and the error says
+    so."""
     if value is None:
         return None
     text = value.strip()
-    if text.isdigit():
-        return float(text)
+    if text.isascii() and text.isdigit():
+        return float(text) if len(text) <= 15 else float("inf")
     try:
         moment = email.utils.parsedate_to_datetime(text)
     except (TypeError, ValueError):
