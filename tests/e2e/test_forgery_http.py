@@ -84,7 +84,7 @@ def extracted(store: StoreClient, session: str) -> list[str]:
 @pytest.mark.parametrize(
     "name",
     [f"bot{sep}{FORGED}" for sep in SEPARATORS]
-    + ["bot\t1", "a\u202eb", "x\u200by", "\U000e0041", " ", "n" * 129],
+    + ["bot\t1", "a\u202eb", "x\u200by", "\U000e0041", " ", "\u200d", "\u3164\ufe0f", "n" * 129],
 )
 def test_a_name_that_could_forge_a_line_is_refused_and_nothing_is_stored(api, made, name):
     store = new_store(api, made, "names")

@@ -3,15 +3,19 @@
 from datetime import UTC, datetime
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import ValidationError
 
 from agent_memory.models import (
     EventIn,
     EventsRequest,
+    MemoryIn,
     ProviderSettings,
     RecallRequest,
     StorePut,
     StoreSettings,
+    is_invisible,
 )
 
 
@@ -137,3 +141,36 @@ def test_reprs_never_show_api_keys_and_stay_short():
     text = repr(StorePut(llm_api_key="sk-SECRET-1", embed_api_key="sk-SECRET-2"))
     assert "SECRET" not in text
     assert "<1536 items>" in repr(RecallRequest(session_id="s", query_vector=[0.5] * 1536))
+
+
+# Characters that show nothing and that a name may hold (joiners) or that are not Cf (so the
+# category check alone lets them through): each alone, or any mix, is a name of no one.
+INVISIBLE_ALLOWED = ["\u200c", "\u200d", "\u3164", "\u115f", "\u1160", "\uffa0", "\ufe0f",
+                     "\u034f", "\u17b4", " ", "\u3000", "\u00a0"]  # fmt: skip
+
+
+@given(st.lists(st.sampled_from(INVISIBLE_ALLOWED), min_size=1, max_size=12))
+def test_a_name_or_memory_text_that_shows_nothing_is_refused(chars):
+    text = "".join(chars)
+    with pytest.raises(ValidationError) as refused:
+        EventIn.model_validate({"role": "user", "content": "hi", "name": text})
+    assert "visible" in str(refused.value)
+    with pytest.raises(ValidationError):
+        MemoryIn.model_validate({"text": text})
+
+
+@given(st.lists(st.sampled_from(INVISIBLE_ALLOWED), max_size=6), st.sampled_from("aZ山👩é1-"))
+def test_a_name_with_one_visible_character_is_kept(chars, visible):
+    name = "".join(chars[:3]) + visible + "".join(chars[3:])
+    kept = EventIn.model_validate({"role": "user", "content": "hi", "name": name})
+    assert kept.name == name
+
+
+def test_invisible_is_the_default_ignorable_property_and_white_space():
+    # Unicode's Default_Ignorable_Code_Point samples across its ranges, and a few that are not
+    for char in "\u00ad\u034f\u061c\u115f\u17b5\u180e\u200b\u2065\u3164\ufe00\ufeff\uffa0\ufff0":
+        assert is_invisible(char), f"U+{ord(char):04X}"
+    for char in ["\U0001bca0", "\U0001d173", "\U000e0001", "\U000e0fff", "\t", "\u2028"]:
+        assert is_invisible(char), f"U+{ord(char):04X}"
+    for char in "a山👩\u0301\u2800\ue000\U000f0000":
+        assert not is_invisible(char), f"U+{ord(char):04X}"

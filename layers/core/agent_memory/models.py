@@ -422,8 +422,9 @@ def _speaker_name(value: str) -> str:
     """A message's ``name``: printable text on one line (DESIGN section 4b). Control (Cc, which
     holds tab, CR, LF, VT, FF, U+001C-U+001E and U+0085), format (Cf: bidirectional controls,
     zero-width characters, tags), surrogate (Cs) and line or paragraph separator (Zl, Zp)
-    characters are refused, as is a name of nothing but spaces. The zero-width joiner and
-    non-joiner (U+200D, U+200C) are kept: emoji sequences and several scripts need them."""
+    characters are refused, as is a name that shows nothing (``is_blank``: spaces, joiners,
+    Hangul fillers). The zero-width joiner and non-joiner (U+200D, U+200C) are kept: emoji
+    sequences and several scripts need them."""
     for position, char in enumerate(value):
         kind = _NAME_REFUSED_CATEGORIES.get(unicodedata.category(char))
         if kind is not None and char not in "\u200c\u200d":
@@ -431,8 +432,8 @@ def _speaker_name(value: str) -> str:
                 f"must not contain {kind} (U+{ord(char):04X} at position {position}); "
                 "a name is one line of printable text"
             )
-    if not value.strip():
-        raise ValueError("must not be blank")
+    if is_blank(value):
+        raise ValueError("must show at least one visible character")
     return value
 
 
@@ -571,10 +572,33 @@ def _small_metadata(value: dict[str, Any]) -> dict[str, Any]:
 Metadata = Annotated[dict[str, Any], AfterValidator(_small_metadata)]
 
 
+# Default_Ignorable_Code_Point (Unicode 15.1, DerivedCoreProperties.txt): characters a
+# renderer shows as nothing. Most are Cf; these are the others (Hangul fillers U+115F, U+1160,
+# U+3164 and U+FFA0 are letters, variation selectors and the combining grapheme joiner marks),
+# and the ranges reserved for more of them.
+_DEFAULT_IGNORABLE_RANGES = (
+    (0x00AD, 0x00AD), (0x034F, 0x034F), (0x061C, 0x061C), (0x115F, 0x1160),
+    (0x17B4, 0x17B5), (0x180B, 0x180F), (0x200B, 0x200F), (0x202A, 0x202E),
+    (0x2060, 0x206F), (0x3164, 0x3164), (0xFE00, 0xFE0F), (0xFEFF, 0xFEFF),
+    (0xFFA0, 0xFFA0), (0xFFF0, 0xFFF8), (0x1BCA0, 0x1BCA3), (0x1D173, 0x1D17A),
+    (0xE0000, 0xE0FFF),
+)  # fmt: skip
+
+
+def is_invisible(char: str) -> bool:
+    """True for a character that shows nothing: white space, format characters (Cf) and every
+    other Default_Ignorable_Code_Point (Unicode 15.1: Hangul fillers, variation selectors)."""
+    if char.isspace() or unicodedata.category(char) == "Cf":
+        return True
+    point = ord(char)
+    return any(low <= point <= high for low, high in _DEFAULT_IGNORABLE_RANGES)
+
+
 def is_blank(value: str) -> bool:
-    """True when ``value`` has nothing but white space and invisible format characters
-    (Unicode category Cf: zero-width space, word joiner, soft hyphen, BOM...)."""
-    return all(ch.isspace() or unicodedata.category(ch) == "Cf" for ch in value)
+    """True when ``value`` shows nothing: every character is white space, an invisible format
+    character (Cf: zero-width space, word joiner, soft hyphen, BOM...) or another
+    default-ignorable one (``is_invisible``: a Hangul filler, a variation selector)."""
+    return all(is_invisible(ch) for ch in value)
 
 
 def _not_blank(value: str) -> str:
