@@ -27,7 +27,10 @@ and the local stack on it (control database and instance ``local``), then:
 
 Before seeding it checks that the machine has the memory the run needs (an estimate, and
 ``--headroom-gb`` left for the rest of the machine), and stops when it has not. Writes
-``bench/results/scale.md`` and ``scale.png``.
+``bench/results/scale.md`` and ``scale.png`` (not with ``--no-plot``: matplotlib is a bench
+requirement, not a test one). Every call to the API goes through ``kividb_memory.MemoryClient``
+with ``max_retries=0`` (each figure is one request) and a 300 s timeout; only the seeding and
+the memory and key figures talk to Redis directly.
 
     make bench-scale
     python -m bench.scale --actors 100 --per-actor 1000 --sessions 1000      # a small run
@@ -57,9 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "layers" / "core"))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import httpx  # noqa: E402
 import numpy as np  # noqa: E402
-import psutil  # type: ignore[import-untyped,import-not-found,unused-ignore]  # noqa: E402
 import redis  # noqa: E402
 from redis.cluster import RedisCluster  # noqa: E402
 from redis.crc import key_slot  # noqa: E402
@@ -73,13 +74,14 @@ from agent_memory.records import MemoryRecord, encode_record  # noqa: E402
 from agent_memory.stores import STORED  # noqa: E402
 from bench.latency import Corpus  # noqa: E402
 from bench.measure import percentile  # noqa: E402
+from kividb_memory import ApiConnectionError, ApiError, MemoryClient, StoreClient  # noqa: E402
 from local.bootstrap import Cluster, start_redis_cluster, start_redis_server  # noqa: E402
 from local.launch import running_stack  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 API_KEY = "kvm_bench_scale_0123456789abcdefghijklmnop"
 STORE = "scale"
-BASE = f"/instances/local/agent-memory/{STORE}"
+INSTANCE = "local"
 SEED = 20261201
 LIMIT = 10
 ACTORS_PER_PIPELINE = 8
@@ -135,9 +137,10 @@ def _nodes(cluster: Cluster) -> list[redis.Redis]:
     return [cluster.node(port) for port in cluster.ports[:3]]
 
 
-def _client(url: str) -> httpx.Client:
-    headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
-    return httpx.Client(base_url=url, headers=headers, timeout=300)
+def _client(url: str) -> MemoryClient:
+    """The API's client for the run: no retries, so that each timed call is one request, and
+    300 s for every phase of it (a store-wide count or DELETE of a million memories is slow)."""
+    return MemoryClient(url, API_KEY, timeout=300, max_retries=0)
 
 
 @contextmanager
@@ -155,6 +158,20 @@ def stack(cluster: Cluster, folder: Path, workers: int) -> Iterator[str]:
         yield url
 
 
+def available_memory() -> int:
+    """Bytes of memory available to new processes: ``MemAvailable`` of ``/proc/meminfo`` (what
+    psutil reports on Linux; read here so that the test suite, which has no psutil, can run
+    this), psutil's ``virtual_memory().available`` elsewhere."""
+    meminfo = Path("/proc/meminfo")
+    if meminfo.exists():
+        for line in meminfo.read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024  # kB
+    import psutil  # type: ignore[import-untyped,import-not-found,unused-ignore]
+
+    return int(psutil.virtual_memory().available)
+
+
 def check_memory(args: argparse.Namespace) -> str:
     """The estimate of what the run needs (Redis about 3 KB a memory at 384 dimensions, plus
     the vector's growth with ``dimensions``; the stack and this process about 2 GB) against
@@ -162,7 +179,7 @@ def check_memory(args: argparse.Namespace) -> str:
     ``--headroom-gb``."""
     memories = args.actors * args.per_actor
     need = memories * (1500 + args.dimensions * 4 * 1.3) + 2 * 2**30
-    available = psutil.virtual_memory().available
+    available = available_memory()
     line = (
         f"{available / 2**30:.1f} GiB available before seeding; the run needs about "
         f"{need / 2**30:.1f} GiB and leaves at least {args.headroom_gb} GiB"
@@ -236,21 +253,17 @@ def api_add_rate(url: str, args: argparse.Namespace) -> float:
     to a store of their own (then deleted)."""
     rng = np.random.default_rng(7)
     name = "scale-api-adds"
-    with _client(url) as http:
-        settings = {"dimensions": args.dimensions, "dedupe_threshold": 1.0}
-        http.put(f"/instances/local/agent-memory/{name}", json=settings).raise_for_status()
-        bodies = []
-        for i in range(args.api_adds):
-            vector = rng.standard_normal(args.dimensions)
-            bodies.append(json.dumps({"text": f"fact number {i} about deploys",
-                                      "actor_id": f"a{i % 50}",
-                                      "vector": [round(float(v), 6) for v in vector]}))  # fmt: skip
+    with _client(url) as client:
+        client.put_store(INSTANCE, name, dimensions=args.dimensions, dedupe_threshold=1.0)
+        store = client.store(INSTANCE, name)
+        vectors = [[round(float(v), 6) for v in rng.standard_normal(args.dimensions)]
+                   for _ in range(args.api_adds)]  # fmt: skip
         started = time.monotonic()
-        for body in bodies:
-            http.post(f"/instances/local/agent-memory/{name}/memories",
-                      content=body).raise_for_status()  # fmt: skip
+        for i, vector in enumerate(vectors):
+            store.add_memory(f"fact number {i} about deploys", actor_id=f"a{i % 50}",
+                             vector=vector)  # fmt: skip
         rate = float(args.api_adds / (time.monotonic() - started))
-        http.delete(f"/instances/local/agent-memory/{name}").raise_for_status()
+        client.delete_store(INSTANCE, name)
     return rate
 
 
@@ -301,60 +314,63 @@ def reads(url: str, args: argparse.Namespace, report: Report, *, fresh: bool) ->
     corpus = Corpus(args.dimensions, SEED)
     pick = random.Random(SEED + (1 if fresh else 0))
     queries = corpus.queries(rng, 200)
-    with _client(url) as http:
+    with _client(url) as client:
+        store = client.store(INSTANCE, STORE)
         if fresh:
             actors = pick.sample(range(args.actors), min(args.fresh_actors, args.actors))
             for op in ("recall", "search"):
                 times = []
                 for n, a in enumerate(actors):
                     if (op == "recall") == (n % 2 == 0):  # each actor cold for one op only
-                        times.append(_call(http, op, f"user-{a:05d}", queries[n % len(queries)]))
+                        times.append(_call(store, op, f"user-{a:05d}", queries[n % len(queries)]))
                 report.latency[f"{op}, first for the actor in a fresh process"] = times
             return
         actors = pick.sample(range(args.actors), min(args.warm_actors, args.actors))
         for a in actors:  # load them in every worker
             for _ in range(4):
-                _call(http, "recall", f"user-{a:05d}", queries[0])
+                _call(store, "recall", f"user-{a:05d}", queries[0])
         for op in ("recall", "search"):
-            times = [_call(http, op, f"user-{actors[n % len(actors)]:05d}",
+            times = [_call(store, op, f"user-{actors[n % len(actors)]:05d}",
                            queries[n % len(queries)]) for n in range(args.requests)]  # fmt: skip
             report.latency[f"{op}, warm ({len(actors)} random actors)"] = times
 
 
-def _call(http: httpx.Client, op: str, actor: str, query: Any) -> float:
-    if op == "recall":
-        body = {"session_id": f"scale-reader-{actor}", "actor_id": actor, "query": query.text,
-                "query_vector": query.values, "limit": LIMIT}  # fmt: skip
-        path = f"{BASE}/recall"
-    else:
-        body = {"query": query.text, "mode": "semantic", "actor_id": actor,
-                "query_vector": query.values, "limit": LIMIT}  # fmt: skip
-        path = f"{BASE}/memories/search"
-    content = json.dumps(body)
+def _call(store: StoreClient, op: str, actor: str, query: Any) -> float:
+    """Milliseconds of one recall (``op`` ``"recall"``) or semantic search of ``actor`` with
+    ``query``'s vector; ``RuntimeError`` unless it found ``LIMIT`` memories."""
     started = time.perf_counter()
-    answer = http.post(path, content=content)
+    if op == "recall":
+        found = store.recall(f"scale-reader-{actor}", query=query.text, actor_id=actor,
+                             limit=LIMIT, query_vector=query.values).memories  # fmt: skip
+    else:
+        found = store.search(query.text, mode="semantic", actor_id=actor, limit=LIMIT,
+                             query_vector=query.values).memories  # fmt: skip
     elapsed = (time.perf_counter() - started) * 1000
-    answer.raise_for_status()
-    if len(answer.json()["memories"]) != LIMIT:
-        raise RuntimeError(f"{op} of {actor} gave {len(answer.json()['memories'])} memories")
+    if len(found) != LIMIT:
+        raise RuntimeError(f"{op} of {actor} gave {len(found)} memories")
     return elapsed
 
 
 def counts_and_store_wide(url: str, args: argparse.Namespace, report: Report) -> None:
-    with _client(url) as http:
+    """The store's counts (``GET`` of the store) and a store-wide search without ``actor_id``:
+    its status, ``"200"`` / the error's message for 409 / its code otherwise, and milliseconds."""
+    with _client(url) as client:
         started = time.perf_counter()
-        view = http.get(BASE).json()
+        view = client.get_store(INSTANCE, STORE)
         report.counts_ms = (time.perf_counter() - started) * 1000
-        report.counts = view["counts"]
+        assert view.counts is not None  # get_store always has them
+        report.counts = view.counts.model_dump()
         query = Corpus(args.dimensions, SEED).queries(np.random.default_rng(3), 1)[0]
         started = time.perf_counter()
-        answer = http.post(f"{BASE}/memories/search", content=json.dumps(
-            {"query": query.text, "mode": "semantic", "query_vector": query.values}))  # fmt: skip
-        elapsed = (time.perf_counter() - started) * 1000
-        body = answer.json()
-        report.store_wide = (answer.status_code, body.get("error") or "200", elapsed)
-        if answer.status_code == 409:
-            report.store_wide = (409, body["message"], elapsed)
+        try:
+            client.store(INSTANCE, STORE).search(query.text, mode="semantic",
+                                                 query_vector=query.values)  # fmt: skip
+        except ApiError as exc:
+            elapsed = (time.perf_counter() - started) * 1000
+            report.store_wide = (exc.status, exc.message if exc.status == 409 else exc.code,
+                                 elapsed)  # fmt: skip
+        else:
+            report.store_wide = (200, "200", (time.perf_counter() - started) * 1000)
 
 
 # --- appends from several processes ------------------------------------------------------------
@@ -363,26 +379,35 @@ def counts_and_store_wide(url: str, args: argparse.Namespace, report: Report) ->
 def _appender(url: str, sessions: list[str], appends: int, threads: int, out: Any,
               go: Any) -> None:  # fmt: skip
     """One client process: ``threads`` threads appending ``appends`` turns to each session,
-    once every process is ready (``go``); puts ``(done, failed, seconds)`` on ``out``."""
+    once every process is ready (``go``); puts ``(done, failed, seconds)`` on ``out``: messages
+    acknowledged, and the appends not acknowledged by status (``"no answer"`` for a timeout
+    or a broken connection)."""
     done: Counter[str] = Counter()
     failed: Counter[str] = Counter()
     lock = threading.Lock()
     clients = [_client(url) for _ in range(threads)]
-    for http in clients:
-        http.get(BASE)  # connected, and the functions of the worker it reaches imported
+    for client in clients:
+        client.get_store(INSTANCE, STORE)  # connected, and the worker's functions imported
 
-    def work(http: httpx.Client, mine: list[str]) -> None:
+    def work(client: MemoryClient, mine: list[str]) -> None:
+        store = client.store(INSTANCE, STORE)
         for turn in range(appends):
             for session in mine:
-                body = json.dumps({"actor_id": f"{session}-actor", "events": [
-                    {"role": "user", "content": f"turn {turn} of {session}: where?"},
-                    {"role": "assistant", "content": "eu-west-1, on Fridays."}]})  # fmt: skip
-                answer = http.post(f"{BASE}/sessions/{session}/events", content=body)
+                events = [{"role": "user", "content": f"turn {turn} of {session}: where?"},
+                          {"role": "assistant", "content": "eu-west-1, on Fridays."}]  # fmt: skip
+                try:
+                    store.add_events(session, events, actor_id=f"{session}-actor")
+                except ApiError as exc:
+                    outcome = str(exc.status)
+                except ApiConnectionError:
+                    outcome = "no answer"
+                else:
+                    outcome = ""
                 with lock:
-                    if answer.status_code == 200:
-                        done["messages"] += 2
+                    if outcome:
+                        failed[outcome] += 1
                     else:
-                        failed[str(answer.status_code)] += 1
+                        done["messages"] += 2
 
     parts = [sessions[i::threads] for i in range(threads)]
     workers = [threading.Thread(target=work, args=(c, p)) for c, p in zip(clients, parts,
@@ -395,8 +420,8 @@ def _appender(url: str, sessions: list[str], appends: int, threads: int, out: An
     for worker in workers:
         worker.join()
     seconds = time.monotonic() - started
-    for http in clients:
-        http.close()
+    for client in clients:
+        client.close()
     out.put((dict(done), dict(failed), seconds))
 
 
@@ -462,8 +487,8 @@ def baseline_appends(folder: Path, args: argparse.Namespace, report: Report) -> 
                "KIVIDB_LOCAL_DIR": str(folder / "single-local"),
                "KIVIDB_WORKERS": str(args.workers)}  # fmt: skip
         with running_stack(env, log=folder / "single.log", timeout=120) as (url, _):
-            with _client(url) as http:
-                http.put(BASE, json={"dimensions": args.dimensions}).raise_for_status()
+            with _client(url) as client:
+                client.put_store(INSTANCE, STORE, dimensions=args.dimensions)
             sessions = [f"chat-{n:05d}" for n in range(min(2000, args.sessions))]
             report.baseline_appends = send_appends(url, sessions, args)
     finally:
@@ -474,6 +499,10 @@ def baseline_appends(folder: Path, args: argparse.Namespace, report: Report) -> 
 
 
 def run(args: argparse.Namespace) -> Report:
+    """The whole run (the module docstring's steps 1 to 5) with ``parse_args``'s ``args``; the
+    cluster, stacks and their data are gone when it returns. ``SystemExit`` from
+    ``check_memory``; an ``kividb_memory.ApiError`` when a call other than an append or the
+    store-wide search is refused."""
     report = Report(args, started=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
     report.commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h"],
                                    capture_output=True, text=True).stdout.strip()  # fmt: skip
@@ -486,8 +515,8 @@ def run(args: argparse.Namespace) -> Report:
         try:
             report.shards = [Shard(port) for port in cluster.ports[:3]]
             with stack(cluster, folder, args.workers) as url:
-                with _client(url) as http:
-                    http.put(BASE, json={"dimensions": args.dimensions}).raise_for_status()
+                with _client(url) as client:
+                    client.put_store(INSTANCE, STORE, dimensions=args.dimensions)
                 for shard, node in zip(report.shards, _nodes(cluster), strict=True):
                     shard.used_before = int(node.info("memory")["used_memory"])
                 raw = cluster.node(cluster.ports[0])
@@ -512,9 +541,9 @@ def run(args: argparse.Namespace) -> Report:
             with stack(cluster, folder, args.workers) as url:
                 reads(url, args, report, fresh=True)
                 appends(url, cluster, config, args, report)
-                with _client(url) as http:
+                with _client(url) as client:
                     started = time.monotonic()
-                    http.delete(BASE).raise_for_status()
+                    client.delete_store(INSTANCE, STORE)
                     report.delete_seconds = time.monotonic() - started
             pattern = StoreKeys(config.name, config.incarnation).all_pattern
             report.keys_left = sum(len(list(n.scan_iter(match=pattern, count=1000)))
@@ -532,7 +561,8 @@ def _ratio(values: list[int]) -> float:
     return max(values) / max(min(values), 1)
 
 
-def write(report: Report, out: Path) -> str:
+def write(report: Report, out: Path, *, plot_it: bool = True) -> str:
+    """Write ``scale.md`` (and ``scale.png`` when ``plot_it``) to ``out``; the Markdown."""
     args = report.args
     n = report.memories
     used = sum(s.used_after - s.used_before for s in report.shards)
@@ -655,7 +685,8 @@ def write(report: Report, out: Path) -> str:
     text = "\n".join(lines)
     out.mkdir(parents=True, exist_ok=True)
     (out / "scale.md").write_text(text, encoding="utf-8")
-    plot(report, out / "scale.png")
+    if plot_it:
+        plot(report, out / "scale.png")
     return text
 
 
@@ -690,7 +721,8 @@ def plot(report: Report, path: Path) -> None:
     figure.savefig(path, dpi=110)
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line of ``python -m bench.scale`` (``run``'s ``args``)."""
     parser = argparse.ArgumentParser(prog="python -m bench.scale")
     parser.add_argument("--actors", type=int, default=1000)
     parser.add_argument("--per-actor", type=int, default=1000)
@@ -706,9 +738,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--api-adds", type=int, default=500)
     parser.add_argument("--headroom-gb", type=float, default=6.0)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    args = parser.parse_args(argv)
+    parser.add_argument(
+        "--no-plot",
+        action="store_true",
+        help="write scale.md only (the test suite's run: matplotlib is a bench requirement)",
+    )
+    return parser.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run (``run``), write ``scale.md`` and ``scale.png`` to ``--out``, print it; exit 0."""
+    args = parse_args(argv)
     report = run(args)
-    print(write(report, args.out))
+    print(write(report, args.out, plot_it=not args.no_plot))
     return 0
 
 
