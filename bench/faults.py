@@ -76,6 +76,7 @@ from bench.traffic import (  # noqa: E402
     httpx_transport,
     statuses,
 )
+from kividb_memory import MemoryClient  # noqa: E402
 from local.bootstrap import _parent_death_signal, free_port  # noqa: E402
 from local.launch import running_stack  # noqa: E402
 from tools.scripted_model import ScriptedModel  # noqa: E402
@@ -316,9 +317,16 @@ class World:
     provider: FaultyProvider
 
     def client(self, timeout: float = CLIENT_TIMEOUT) -> httpx.Client:
+        """Raw httpx, for the agents' ``bench.traffic.httpx_transport`` (see bench/traffic.py
+        for why the agents' calls are not the Python client's)."""
         return httpx.Client(
             base_url=self.url, headers={"Authorization": f"Bearer {API_KEY}"}, timeout=timeout
         )
+
+    def memory(self, timeout: float = CLIENT_TIMEOUT) -> MemoryClient:
+        """The Python client, without retries (each call is one request), for everything but
+        the agents' traffic: making the stores, the check."""
+        return MemoryClient(self.url, API_KEY, timeout=timeout, max_retries=0)
 
 
 @contextmanager
@@ -348,17 +356,17 @@ def world(folder: Path, *, workers: int) -> Iterator[World]:
 def make_stores(w: World, tag: str) -> tuple[str, str]:
     """Two new stores: ``(client-vector store, model store)`` paths."""
     base = "/instances/local/agent-memory"
-    vectors, models = f"{base}/{tag}-vectors", f"{base}/{tag}-models"
-    common = {"summarize_after": 1000, "dedupe_threshold": 1.0}
+    vectors, models = f"{tag}-vectors", f"{tag}-models"
+    common: dict[str, Any] = {"summarize_after": 1000, "dedupe_threshold": 1.0}
     url = w.provider.url
-    with w.client() as http:
-        http.put(vectors, json={"dimensions": 8, **common}).raise_for_status()
-        http.put(models, json={
-            "llm_provider": "custom", "llm_model": "scripted", "llm_base_url": url,
-            "embed_provider": "custom", "embed_model": "scripted", "embed_base_url": url,
-            "dimensions": 384, "extraction_delay_seconds": 30, **common,
-        }).raise_for_status()  # fmt: skip
-    return vectors, models
+    with w.memory() as client:
+        client.put_store("local", vectors, dimensions=8, **common)
+        client.put_store("local", models,
+            llm_provider="custom", llm_model="scripted", llm_base_url=url,
+            embed_provider="custom", embed_model="scripted", embed_base_url=url,
+            dimensions=384, extraction_delay_seconds=30, **common,
+        )  # fmt: skip
+    return f"{base}/{vectors}", f"{base}/{models}"
 
 
 # ------------------------------------------------------------------------------------------
@@ -545,13 +553,13 @@ def run_fault(
         handle.seek(log_start)
         tracebacks = handle.read().count(b"Traceback (most recent call last)")
     check = Check()
-    with w.client() as http:
+    with w.memory() as client:
         for store in (vectors, models):
             ledger = Ledger(store)
             for agent in agents:
                 if agent.store == store:
                     ledger.extend(agent.ledger)
-            check.add(check_exactly_once(http, ledger))
+            check.add(check_exactly_once(client, ledger))
     for http in clients:
         http.close()
     answers = [a for agent in agents for a in agent.ledger.answers]

@@ -21,7 +21,9 @@ of quiet, or at once when asked). Latencies are the users' own timings of each c
 locust's rounded percentiles); throughput is answered calls per second over the run. The
 resident memory of the stack's process tree, of the redis-server and of the provider is sampled
 with psutil every 0.2 s. After the last run, once extraction has caught up, every session and
-every actor's memories are read back (``bench.traffic.check_exactly_once``).
+every actor's memories are read back (``bench.traffic.check_exactly_once``). Making the stores,
+waiting for extraction and the check go through the Python client (``kividb_memory``, no
+retries); the users' calls are locust's own (bench/locustfile.py).
 
 Reported: medians over the runs of calls per second and of p50 / p99 per route, each with its
 ratio to the baseline of the same run; errors; peak resident memory; the check. Writes
@@ -58,6 +60,7 @@ import redis  # noqa: E402
 
 from bench.measure import percentile  # noqa: E402
 from bench.traffic import WEIGHTS, Check, Ledger, check_exactly_once, statuses  # noqa: E402
+from kividb_memory import MemoryClient  # noqa: E402
 from local.bootstrap import free_port, start_redis_server  # noqa: E402
 from local.launch import running_stack, stop  # noqa: E402
 
@@ -176,15 +179,14 @@ def scripted_provider() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
         stop(process, grace=5)
 
 
-def make_store(http: httpx.Client, name: str, provider: str) -> str:
-    path = f"{BASE}/{name}"
-    http.put(path, json={
-        "llm_provider": "custom", "llm_model": "scripted", "llm_base_url": provider,
-        "embed_provider": "custom", "embed_model": "scripted", "embed_base_url": provider,
-        "dimensions": 384, "extraction_delay_seconds": 30, "summarize_after": 1000,
-        "dedupe_threshold": 1.0,
-    }).raise_for_status()  # fmt: skip
-    return path
+def make_store(client: MemoryClient, name: str, provider: str) -> str:
+    """A new store ``name`` of instance ``local`` on the scripted ``provider``; its path."""
+    client.put_store("local", name,
+        llm_provider="custom", llm_model="scripted", llm_base_url=provider,
+        embed_provider="custom", embed_model="scripted", embed_base_url=provider,
+        dimensions=384, extraction_delay_seconds=30, summarize_after=1000, dedupe_threshold=1.0,
+    )  # fmt: skip
+    return f"{BASE}/{name}"
 
 
 @dataclass
@@ -246,16 +248,16 @@ def run_locust(url: str, store: str, *, users: int, seconds: float, wait: float,
     return Phase(users, seconds, ledger, rate, cpu)
 
 
-def wait_for_extraction(http: httpx.Client, stores: list[str], limit: float) -> float:
-    """Wait until no session of ``stores`` waits for extraction (at most ``limit`` s); the
-    seconds waited."""
+def wait_for_extraction(client: MemoryClient, stores: list[str], limit: float) -> float:
+    """Wait until no session of ``stores`` (paths) waits for extraction (at most ``limit`` s);
+    the seconds waited."""
     start = time.monotonic()
     while time.monotonic() - start < limit:
         waiting = 0
         for store in stores:
-            answer = http.get(store)
-            answer.raise_for_status()
-            waiting += answer.json()["counts"]["waiting_for_extraction"]
+            counts = client.get_store("local", store.rsplit("/", 1)[1]).counts
+            assert counts is not None  # get_store always has them
+            waiting += counts.waiting_for_extraction
         if waiting == 0:
             break
         time.sleep(2)
@@ -459,20 +461,19 @@ def main(argv: list[str] | None = None) -> int:
                 "KIVIDB_ALLOW_PRIVATE_ENDPOINTS": "1",
             }, log=folder / "stack.log") as (url, process):  # fmt: skip
                 trees = {"stack": process.pid, "redis": redis_pid, "provider": model_process.pid}
-                headers = {"Authorization": f"Bearer {API_KEY}"}
                 with (
                     RssSampler(trees) as sampler,
-                    httpx.Client(base_url=url, headers=headers, timeout=60) as http,
+                    MemoryClient(url, API_KEY, timeout=60, max_retries=0) as client,
                 ):
                     stores: list[str] = []
                     ledgers: list[Ledger] = []
                     for n in range(args.runs):
                         tag = f"load{n + 1}-{time.monotonic_ns() % 10**8}"
-                        store = make_store(http, f"{tag}-baseline", provider)
+                        store = make_store(client, f"{tag}-baseline", provider)
                         baseline = run_locust(url, store, users=1, seconds=args.baseline_seconds,
                                               wait=0.0, tag=f"{tag}b", folder=folder)  # fmt: skip
                         stores.append(store)
-                        store = make_store(http, f"{tag}-load", provider)
+                        store = make_store(client, f"{tag}-load", provider)
                         sampler.reset()
                         cpu = sampler.cpu()
                         load = run_locust(url, store, users=args.users, seconds=args.seconds,
@@ -486,10 +487,10 @@ def main(argv: list[str] | None = None) -> int:
                         print(f"run {n + 1}: {load.rate():.0f} calls/s under load, "
                               f"{baseline.rate():.0f} baseline, {load.errors()} errors, "
                               f"stack peak {peak:.0f} MB", flush=True)  # fmt: skip
-                    waited = wait_for_extraction(http, stores, limit=180)
+                    waited = wait_for_extraction(client, stores, limit=180)
                     check = Check()
                     for ledger in ledgers:
-                        check.add(check_exactly_once(http, ledger))
+                        check.add(check_exactly_once(client, ledger))
                 series = sampler.series
         finally:
             database.stop()

@@ -1,8 +1,9 @@
 """Mixed agent traffic against a store, a record of every write, and the exactly-once check.
 
 Shared by the fault run (``bench/faults.py``), the load run (``bench/load.py`` through
-``bench/locustfile.py``) and their fast versions in ``tests/e2e``. It imports nothing but the
-standard library and httpx, so locust's process (gevent) can use it unchanged.
+``bench/locustfile.py``) and their fast versions in ``tests/e2e``. It imports the standard
+library, httpx and the Python client (httpx and pydantic), so locust's process (gevent) can use
+it unchanged.
 
 An ``Agent`` is one simulated agent: its own actor, one session at a time (a new one every
 ``turns_per_session`` appends), and a weighted mix of calls: append a turn (2 messages), recall,
@@ -13,7 +14,14 @@ only come from the server. Every text carries a token of letters of its own (no 
 redaction leaves it alone), which makes each message and memory unique.
 
 ``check_exactly_once`` reads every session and every actor's memories back after the traffic
-stopped and counts what was lost, duplicated, reordered or never sent (:class:`Check`).
+stopped, through the Python client (``kividb_memory``), and counts what was lost, duplicated,
+reordered or never sent (:class:`Check`).
+
+The agents' calls stay on raw httpx (``httpx_transport``) and do not use the client: a
+``Transport`` is the seam locust's ``HttpUser`` fills too (bench/locustfile.py), and it records
+each answer's own status and ``Retry-After`` header as sent and times the HTTP exchange alone,
+where the client returns models without the status of a success, parses ``Retry-After`` to
+seconds (``None`` for one it cannot read) and validates both ends inside the timed call.
 """
 
 from __future__ import annotations
@@ -27,6 +35,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal, Protocol
 
 import httpx
+
+from kividb_memory import MemoryClient, MemoryView, NotFoundError, StoreClient
 
 CLIENT_TIMEOUT = 30.0
 """Seconds a client waits for an answer: API Gateway HTTP API's maximum integration timeout
@@ -391,31 +401,35 @@ class Check:
                 setattr(self, name, getattr(self, name) + value)
 
 
-def _get(http: httpx.Client, path: str, **params: Any) -> httpx.Response:
-    answer = http.get(path, params=params)
-    if answer.status_code >= 500:
-        raise RuntimeError(f"GET {path} answered {answer.status_code} during the check")
-    return answer
+def store_client(client: MemoryClient, path: str) -> StoreClient:
+    """The handle on the store of ``path`` (``/instances/<instance>/agent-memory/<name>``, as
+    ``Agent`` and ``Ledger`` name it); ``ValueError`` for another path."""
+    parts = path.strip("/").split("/")
+    if len(parts) != 4 or parts[0] != "instances" or parts[2] != "agent-memory":
+        raise ValueError(f"not a store's path: {path!r}")
+    return client.store(parts[1], parts[3])
 
 
-def check_exactly_once(http: httpx.Client, ledger: Ledger) -> Check:
-    """Read back every session and every actor's memories of ``ledger.store`` and compare with
-    what was sent. Run it once the traffic has stopped and the stack answers again. Raises
-    ``RuntimeError`` when a read answers 5xx (the check itself could not run)."""
+def check_exactly_once(client: MemoryClient, ledger: Ledger) -> Check:
+    """Read back every session and every actor's memories of ``ledger.store`` with ``client``
+    and compare with what was sent. Run it once the traffic has stopped and the stack answers
+    again; the client's retries (``max_retries``) are the caller's choice. Raises the client's
+    ``kividb_memory.ServerError`` when a read answers 5xx (the check itself could not run)."""
     check = Check()
-    store = ledger.store
+    store = store_client(client, ledger.store)
     by_session: dict[str, list[Append]] = {}
     for item in ledger.appends:
         by_session.setdefault(item.session_id, []).append(item)
     for session_id, items in by_session.items():
-        answer = _get(http, f"{store}/sessions/{session_id}", recent=1000)
         stored: list[str] = []
         count = 0
-        if answer.status_code != 404:
-            answer.raise_for_status()
-            view = answer.json()
-            stored = [m["content"] for m in view["messages"]]
-            count = view["message_count"]
+        try:
+            view = store.get_session(session_id, recent=1000)
+        except NotFoundError:
+            pass
+        else:
+            stored = [m.content for m in view.messages]
+            count = view.message_count
         sent = [c for item in items for c in item.contents]
         acked = {c for item in items if acknowledged(item.status) for c in item.contents}
         check.messages_acknowledged += len(acked)
@@ -438,11 +452,11 @@ def check_exactly_once(http: httpx.Client, ledger: Ledger) -> Check:
             check.problems.append(f"session {session_id}: lost {lost[:3]}")
     actors = sorted({a.actor_id for a in ledger.appends} | {m.actor_id for m in ledger.adds})
     for actor in actors:
-        listed = list_memories(http, store, actor)
-        by_id = {m["id"]: m for m in listed}
-        texts = Counter(m["text"] for m in listed)
+        listed = list_memories(store, actor)
+        by_id = {m.id: m for m in listed}
+        texts = Counter(m.text for m in listed)
         check.memories_duplicated += sum(n - 1 for n in texts.values() if n > 1)
-        extracted = [m["text"] for m in listed if m.get("source")]
+        extracted = [m.text for m in listed if m.source]
         check.extracted += len(extracted)
         check.extracted_duplicated += sum(n - 1 for n in Counter(extracted).values() if n > 1)
         for add in (m for m in ledger.adds if m.actor_id == actor):
@@ -450,49 +464,45 @@ def check_exactly_once(http: httpx.Client, ledger: Ledger) -> Check:
                 check.memories_acknowledged += 1
                 kept = by_id.get(add.memory_id or "")
                 if kept is None and add.memory_id:  # not listed: ask for it by id
-                    answer = _get(http, f"{store}/memories/{add.memory_id}")
-                    kept = answer.json() if answer.status_code == 200 else None
+                    try:
+                        kept = store.get_memory(add.memory_id)
+                    except NotFoundError:
+                        kept = None
                     if kept is not None:
                         check.memories_unlisted += 1
                         check.problems.append(f"memory {add.memory_id} kept but not listed")
                 if kept is None:
                     check.memories_lost += 1
                     check.problems.append(f"memory {add.memory_id} ({add.token}) lost")
-                elif not add.duplicate and kept["text"] != add.text:
+                elif not add.duplicate and kept.text != add.text:
                     check.memories_wrong_text += 1
             elif texts[add.text] > 0:
                 check.memories_kept_unacknowledged += 1
-            elif _found_by_search(http, store, add):
+            elif _found_by_search(store, add):
                 check.memories_found_not_listed += 1
     return check
 
 
-def list_memories(http: httpx.Client, store: str, actor_id: str) -> list[dict[str, Any]]:
+def list_memories(store: StoreClient, actor_id: str) -> list[MemoryView]:
     """Every memory of ``actor_id`` in ``store``, following ``next_offset``, each id once.
 
     The listing is newest first, so a memory kept while it is read (background extraction
     goes on after the traffic stopped) pushes the older ones one place down and the next page
     shows again the last one of the page before: the same id twice, not two memories. Nothing
     is skipped that way (nothing is deleted here)."""
-    found: dict[str, dict[str, Any]] = {}
+    found: dict[str, MemoryView] = {}
     offset: int | None = 0
     while offset is not None:
-        answer = _get(http, f"{store}/memories", actor_id=actor_id, limit=100, offset=offset)
-        answer.raise_for_status()
-        page = answer.json()
-        for memory in page["memories"]:
-            found.setdefault(memory["id"], memory)
-        offset = page["next_offset"]
+        page = store.list_memories(offset=offset, limit=100, actor_id=actor_id)
+        for memory in page.memories:
+            found.setdefault(memory.id, memory)
+        offset = page.next_offset
     return list(found.values())
 
 
-def _found_by_search(http: httpx.Client, store: str, add: MemoryAdd) -> bool:
-    answer = http.post(
-        f"{store}/memories/search",
-        json={"query": add.token, "mode": "keyword", "actor_id": add.actor_id, "limit": 5},
-    )
-    answer.raise_for_status()
-    return any(m["text"] == add.text for m in answer.json()["memories"])
+def _found_by_search(store: StoreClient, add: MemoryAdd) -> bool:
+    found = store.search(add.token, mode="keyword", actor_id=add.actor_id, limit=5)
+    return any(m.text == add.text for m in found.memories)
 
 
 def statuses(answers: Iterable[Answer]) -> Counter[str]:

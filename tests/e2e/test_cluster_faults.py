@@ -31,6 +31,7 @@ from redis.crc import key_slot
 
 from bench.traffic import CLIENT_TIMEOUT, Agent, Check, Ledger, check_exactly_once, statuses
 from bench.traffic import httpx_transport as transport
+from kividb_memory import MemoryClient
 from local.bootstrap import Cluster, start_redis_cluster, wait_for_cluster
 from local.launch import running_stack
 
@@ -39,41 +40,22 @@ AGENTS = 6
 DIMENSIONS = 8
 
 
-class RetryAfter503(httpx.BaseTransport):
-    """Sends a request again (up to 20 times) while it is answered 503, after its
-    ``Retry-After``."""
-
-    def __init__(self, inner: httpx.BaseTransport) -> None:
-        self.inner = inner
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        for _ in range(20):
-            response = self.inner.handle_request(request)
-            if response.status_code != 503:
-                return response
-            response.read()
-            response.close()
-            time.sleep(min(float(response.headers.get("Retry-After", "1")), 1.0))
-        return self.inner.handle_request(request)
-
-    def close(self) -> None:
-        self.inner.close()
-
-
 @dataclass
 class World:
     cluster: Cluster
     url: str
     log: Path
 
-    def http(self, *, reads_retried: bool = False) -> httpx.Client:
-        """A client of the stack; with ``reads_retried``, one that sends a call again after a
-        503 (for the read-back, which only reads): each worker process's cluster client
-        learns that a primary is gone from the first command it sends there, a 503."""
+    def http(self) -> httpx.Client:
+        """Raw httpx, for the agents' transport (bench/traffic.py says why)."""
         headers = {"Authorization": f"Bearer {API_KEY}"}
-        transport = RetryAfter503(httpx.HTTPTransport()) if reads_retried else None
-        return httpx.Client(base_url=self.url, headers=headers, timeout=CLIENT_TIMEOUT,
-                            transport=transport)  # fmt: skip
+        return httpx.Client(base_url=self.url, headers=headers, timeout=CLIENT_TIMEOUT)
+
+    def memory(self, *, max_retries: int = 0) -> MemoryClient:
+        """The Python client; the read-back uses ``max_retries`` 20: each worker process's
+        cluster client learns that a primary is gone from the first command it sends there, a
+        503 with ``Retry-After: 1``, and the client sends a read again after it."""
+        return MemoryClient(self.url, API_KEY, timeout=CLIENT_TIMEOUT, max_retries=max_retries)
 
     def alive(self) -> list[int]:
         return [p for p in self.cluster.ports if self.cluster.processes[p].poll() is None]
@@ -142,8 +124,8 @@ def under_traffic(world: World, tag: str, fault: Callable[[str], str]) -> Run:
     runs after 1 s, then traffic goes on until every agent had a 2xx answer after it (at most
     30 s) and 1 s more; then everything is read back."""
     store = f"/instances/local/agent-memory/{tag}"
-    with world.http() as http:
-        http.put(store, json={"dimensions": DIMENSIONS, "dedupe_threshold": 1.0}).raise_for_status()
+    with world.memory() as client:
+        client.put_store("local", tag, dimensions=DIMENSIONS, dedupe_threshold=1.0)
     clients = [world.http() for _ in range(AGENTS)]
     agents = [Agent(transport(c), store, f"{tag}-a{n}", dimensions=DIMENSIONS, extract=False,
                     seed=n) for n, c in enumerate(clients)]  # fmt: skip
@@ -177,8 +159,8 @@ def under_traffic(world: World, tag: str, fault: Callable[[str], str]) -> Run:
     ledger = Ledger(store)
     for agent in agents:
         ledger.extend(agent.ledger)
-    with world.http(reads_retried=True) as http:
-        check = check_exactly_once(http, ledger)
+    with world.memory(max_retries=20) as client:
+        check = check_exactly_once(client, ledger)
     answers = ledger.answers
     during = sum(1 for a in answers if a.start < end and a.end > begin)
     return Run(note, answers, check, during, recovered)

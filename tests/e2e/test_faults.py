@@ -81,20 +81,18 @@ def test_a_provider_answering_garbage_gives_502_and_loses_nothing(faulty):
 
 
 def test_the_check_catches_a_lost_a_duplicated_and_an_unsent_message(faulty):
-    store = "/instances/local/agent-memory/check-itself"
     twice, never_sent, lost = "I said this twice.", "Nobody sent this.", "I was acknowledged."
-    with faulty.client() as http:
-        assert http.put(store, json={"dimensions": 8}).status_code in (200, 201)
+    with faulty.memory() as client:
+        client.put_store("local", "check-itself", dimensions=8)
+        store = client.store("local", "check-itself")
         for content in (twice, twice, never_sent):
-            events = [{"role": "user", "content": content}]
-            answer = http.post(f"{store}/sessions/s1/events", json={"events": events})
-            assert answer.status_code == 200
-        ledger = Ledger(store, sessions=["s1"])
+            store.add_events("s1", [{"role": "user", "content": content}])
+        ledger = Ledger("/instances/local/agent-memory/check-itself", sessions=["s1"])
         ledger.appends = [
             Append("s1", "a", [twice], 200),
             Append("s1", "a", [lost], 200),  # acknowledged, as a lying client would claim
         ]
-        check = check_exactly_once(http, ledger)
-        http.delete(store)
+        check = check_exactly_once(client, ledger)
+        client.delete_store("local", "check-itself")
     assert (check.messages_lost, check.messages_duplicated, check.messages_unknown) == (1, 1, 1)
     assert check.failures == 3

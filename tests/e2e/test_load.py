@@ -7,9 +7,8 @@ from __future__ import annotations
 import threading
 import time
 
-import httpx
-
 from bench.traffic import Agent, Ledger, check_exactly_once, httpx_transport, statuses
+from kividb_memory import MemoryClient
 from tests.conftest import unique
 from tests.e2e.conftest import model_store
 
@@ -18,7 +17,7 @@ SECONDS = 6.0
 
 
 def test_mixed_traffic_keeps_every_acknowledged_write_exactly_once(open_stack, provider):
-    with open_stack.client() as api:
+    with open_stack.memory() as api:
         store = model_store(api, provider, summarize_after=1000, dedupe_threshold=1.0)
         clients = [open_stack.client() for _ in range(AGENTS)]
         agents = [
@@ -45,7 +44,7 @@ def test_mixed_traffic_keeps_every_acknowledged_write_exactly_once(open_stack, p
         for agent in agents:
             ledger.extend(agent.ledger)
         check = check_exactly_once(api, ledger)
-        api.delete(store)
+        api.delete_store("local", store.rsplit("/", 1)[1])
     assert statuses(ledger.answers) == {"2xx": len(ledger.answers)}
     assert {a.route for a in ledger.answers} >= {"POST events", "POST recall", "POST extract"}
     assert waiting == 0, "extraction did not catch up within 30 s"
@@ -54,11 +53,14 @@ def test_mixed_traffic_keeps_every_acknowledged_write_exactly_once(open_stack, p
     assert check.extracted > 0  # every user line says "I wrote down ...": one memory each
 
 
-def wait_for_extraction(api: httpx.Client, store: str, limit: float) -> int:
-    """Sessions still waiting for extraction once none is, or ``limit`` seconds passed."""
+def wait_for_extraction(api: MemoryClient, store: str, limit: float) -> int:
+    """Sessions of ``store`` (a path) still waiting for extraction once none is, or ``limit``
+    seconds passed."""
     deadline = time.monotonic() + limit
     while True:
-        waiting = int(api.get(store).json()["counts"]["waiting_for_extraction"])
+        counts = api.get_store("local", store.rsplit("/", 1)[1]).counts
+        assert counts is not None
+        waiting = counts.waiting_for_extraction
         if waiting == 0 or time.monotonic() > deadline:
             return waiting
         time.sleep(0.5)
