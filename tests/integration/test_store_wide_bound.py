@@ -1,5 +1,5 @@
 """A search or a filtered listing without ``actor_id`` reads every memory of the store: past
-``memories.STORE_WIDE_MAX_BYTES`` of vectors it is a 409 ``store_too_large`` that says to pass
+``memory_reads.STORE_WIDE_MAX_BYTES`` of vectors it is a 409 ``store_too_large`` that says to pass
 ``actor_id`` (which still works), and nothing changes."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from cryptography.fernet import Fernet
 
-from agent_memory import memories as memories_module
+from agent_memory import memory_reads
 from agent_memory.clock import SystemClock
 from agent_memory.embeddings import NoEmbedder
 from agent_memory.errors import StoreTooLarge
@@ -36,7 +36,7 @@ def store(client, redis_url):
 def test_store_wide_reads_past_the_bound_are_a_409_and_per_actor_ones_work(store, monkeypatch):
     everyone = SearchRequest(query="fact", mode="keyword", limit=10)
     assert len(store.search(everyone)) == 4  # 4 x 4 x 4 = 64 bytes of vectors: allowed
-    monkeypatch.setattr(memories_module, "STORE_WIDE_MAX_BYTES", 3 * 4 * 4)  # 3 memories
+    monkeypatch.setattr(memory_reads, "STORE_WIDE_MAX_BYTES", 3 * 4 * 4)  # 3 memories
     with pytest.raises(StoreTooLarge) as refused:
         store.search(everyone)
     assert refused.value.code == "store_too_large"

@@ -86,7 +86,7 @@ class Conflict(AgentMemoryError):
 
 class StoreTooLarge(Conflict):
     """A search or a filtered listing without ``actor_id`` would read more of the store than
-    one call may (``memories.STORE_WIDE_MAX_BYTES``)."""
+    one call may (``memory_reads.STORE_WIDE_MAX_BYTES``)."""
 
     code = "store_too_large"
 

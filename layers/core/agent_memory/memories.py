@@ -1,4 +1,6 @@
-"""Long-term memory: keep (redacted, embedded, deduplicated), read, change, forget and search.
+"""Long-term memory, the write path: keep (redacted, embedded, deduplicated), supersede, change
+and forget. ``Memories`` is the class callers use; its reads (get, page, count, search, recall,
+related) are those of its base, ``memory_reads.MemoryReader``.
 
 Storage (keys.ActorKeys): one actor's memories share a hash tag, so every write is one Lua
 script on one slot (``memory_scripts``) that also bumps the actor's generation and appends to
@@ -6,10 +8,11 @@ its change log; the store-level indexes (listing, counts, owner of an id) follow
 step on the store's slot. Records are ``records.MemoryRecord``; vectors are kept as unit-length
 float32 bytes.
 
-Search runs in this process on the actor's ``ActorIndex`` kept in step by ``index_sync`` and
-ordered by ``ranking``. Deduplication uses the same index under an optimistic check: the add
-script refuses to write when the actor's generation moved since the index was read, and the add
-retries against the fresh index, so two concurrent adds of the same text cannot both be kept.
+Search (``memory_reads``) runs in this process on the actor's ``ActorIndex`` kept in step by
+``index_sync`` and ordered by ``ranking``. Deduplication uses the same index under an optimistic
+check: the add script refuses to write when the actor's generation moved since the index was
+read, and the add retries against the fresh index, so two concurrent adds of the same text
+cannot both be kept.
 
 Memories that change: a memory body may name, in ``supersedes``, a current memory of the same
 actor that it replaces. One script (``memory_scripts.SUPERSEDE``) keeps the new memory and
@@ -24,114 +27,61 @@ superseding memory is not deduplicated (it is meant to replace a named memory; s
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, replace
-from datetime import datetime, timedelta
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import timedelta
 from typing import Any, cast
 
 import numpy as np
-import redis
 from numpy.typing import NDArray
 from redis.client import Pipeline
 from redis.typing import EncodableT
 
-from agent_memory.clock import Clock, to_ms
-from agent_memory.db import (
-    database_errors,
-    load_script,
-    script_then,
-    unless_writes_refused,
-)
-from agent_memory.embeddings import Embedder, validate_vector
+from agent_memory.clock import to_ms
+from agent_memory.db import database_errors, script_then
 from agent_memory.errors import (
     AlreadySuperseded,
     Conflict,
     MemoryNotFound,
     StoreNotFound,
-    StoreTooLarge,
     SupersedeActorMismatch,
     SupersededNotFound,
-    ValidationFailed,
-    VectorInvalid,
 )
-from agent_memory.index_cache import IndexCache
-from agent_memory.index_sync import ActorIndexes
-from agent_memory.keys import NO_ACTOR, StoreKeys, actor_bucket
-from agent_memory.memory_scripts import (
-    COUNT_CURRENT,
-    LOAD_CHAIN,
-    LOG_KEEP,
-    PUT,
-    READ_ONE,
-    REMOVE,
-    REMOVE_CHAIN,
-    RETIRE,
-    SCRIPT_IDS,
-    SUPERSEDE,
-    UNINDEX,
-)
+from agent_memory.keys import StoreKeys, actor_bucket
+from agent_memory.memory_reads import STORE_WIDE_MAX_BYTES as STORE_WIDE_MAX_BYTES  # for bench/
+from agent_memory.memory_reads import MemoryReader
+from agent_memory.memory_reads import unit as unit  # re-exported: bench/ imports it from here
+from agent_memory.memory_scripts import LOG_KEEP
 from agent_memory.models import (
     MAX_TOPIC_CHARS,
     MAX_VERSIONS,
-    RESERVED_TYPES,
     MemoryIn,
-    MemoryList,
     MemoryPatch,
     MemoryView,
-    SearchRequest,
-    StoreConfig,
 )
-from agent_memory.ranking import rank
 from agent_memory.records import (
-    F,
     MemoryRecord,
     StoredSource,
     StoredVersion,
     decode_record,
     encode_record,
-    raw_facts,
-    raw_record,
     record_facts,
-    record_link,
     record_view,
 )
 from agent_memory.redaction import redact
-from agent_memory.selection import CURRENT, Selection
 from agent_memory.stores import current_entry
 
 DEDUPE_EPSILON = 1e-6
 """Float32 cosine of two vectors whose true cosine is exactly the threshold can land a hair
 below it; this tolerance keeps "exactly at the threshold is a duplicate" true."""
 ADD_ATTEMPTS = 8
-RELATED_TEXT_CHARS = 2000
-"""A message longer than this is cut before it is embedded to find related memories (about 500
-tokens; providers refuse single inputs past 8,192 tokens)."""
-MAX_CHAIN_SHOWN = 50
-STORE_WIDE_MAX_BYTES = 128 * 1024 * 1024
-"""A search (or a filtered listing) without ``actor_id`` reads every live memory's vector of
-the store into the container's index cache (256 MB by default): it is refused (409
-``store_too_large``) beyond half of that, 87,381 memories of 384 dimensions, 21,845 of 1,536
-(docs/limits.md)."""
-"""``GET`` of a memory shows at most this many memories of its chain on each side of it."""
+"""How many times a write is tried again when the actor's memories (or the memory superseded)
+changed between its read and its script."""
 
 
 def new_memory_id() -> str:
     """``mem_`` and 20 random hex digits (80 bits): opaque, unique, path-safe."""
     return "mem_" + secrets.token_hex(10)
-
-
-def unit(vector: NDArray[np.float32], field: str = "vector") -> NDArray[np.float32]:
-    """``vector`` scaled to length 1 (cosine then is a dot product), computed in float64 so
-    that very large or very small finite values neither overflow nor vanish."""
-    wide = vector.astype(np.float64)
-    scale = float(np.max(np.abs(wide))) if wide.size else 0.0
-    if scale == 0.0 or not np.isfinite(scale):
-        raise VectorInvalid(
-            f"'{field}' must be finite and not all zeros.",
-            details=[{"field": field, "problem": "must be finite and not all zeros"}],
-        )
-    wide /= scale
-    return (wide / np.linalg.norm(wide)).astype(np.float32)
 
 
 @dataclass
@@ -148,67 +98,10 @@ class Kept:
     memory was kept as a plain add instead)."""
 
 
-class Memories:
-    """The memories of one store. Errors: ``MemoryNotFound``, ``ValidationFailed`` (and its
-    ``VectorInvalid`` / ``EmbeddingRequired``), provider errors from the embedder,
-    ``DatabaseUnavailable``."""
-
-    def __init__(
-        self,
-        client: redis.Redis,
-        binary: redis.Redis,
-        store: StoreConfig,
-        clock: Clock,
-        embedder: Embedder,
-        cache: IndexCache,
-        cache_scope: str,
-    ) -> None:
-        self._redis = client
-        self._binary = binary
-        self._store = store
-        self._keys = StoreKeys(store.name, store.incarnation)
-        self._clock = clock
-        self._embedder = embedder
-        self._indexes = ActorIndexes(client, binary, store, cache, cache_scope)
-        self._put = load_script(binary, PUT)
-        self._supersede_script = load_script(binary, SUPERSEDE)
-        self._read_one = load_script(binary, READ_ONE)
-        self._load_chain = load_script(binary, LOAD_CHAIN)
-        self._remove = load_script(client, REMOVE)
-        self._remove_chain = load_script(client, REMOVE_CHAIN)
-        self._unindex_script = load_script(client, UNINDEX)
-        self._retire_script = load_script(client, RETIRE)
-        self._count_current = load_script(client, COUNT_CURRENT)
-
-    # --- writing -----------------------------------------------------------------------------
-
-    @property
-    def types(self) -> list[str]:
-        """The memory types this store accepts."""
-        return [*RESERVED_TYPES, *(t.name for t in self._store.custom_types)]
-
-    def check_types(self, memory_types: Sequence[str] | None, field: str = "types") -> None:
-        """``ValidationFailed`` (naming ``field``) unless each is one of the store's types."""
-        for memory_type in memory_types or ():
-            self._check_type(memory_type, field)
-
-    def _check_type(self, memory_type: str, field: str = "type") -> None:
-        if memory_type not in self.types:
-            allowed = ", ".join(self.types)
-            raise ValidationFailed(
-                f"Type '{memory_type}' is not one of this store's types: {allowed}.",
-                details=[{"field": field, "problem": f"must be one of: {allowed}"}],
-            )
-
-    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        """The store's embeddings of ``texts`` (one batched provider call where it can), rows
-        in input order; ``EmbeddingRequired`` when the store has no embedding model."""
-        return self._embedder.embed(texts)
-
-    def _vector(self, text: str, given: Sequence[float] | None, field: str) -> NDArray[np.float32]:
-        if given is not None:
-            return unit(validate_vector(given, self._store.dimensions, field), field)
-        return unit(self._embedder.embed([text])[0], field)
+class Memories(MemoryReader):
+    """The memories of one store: the write path here, the reads of ``MemoryReader``. Errors:
+    ``MemoryNotFound``, ``ValidationFailed`` (and its ``VectorInvalid`` /
+    ``EmbeddingRequired``), provider errors from the embedder, ``DatabaseUnavailable``."""
 
     def add(
         self, body: MemoryIn, source_session: str | None = None, *, memory_id: str | None = None
@@ -474,14 +367,6 @@ class Memories:
             return SupersedeActorMismatch(old_id)
         return SupersededNotFound(old_id)
 
-    def _retire(self, *memory_ids: str) -> None:
-        """The store-level step of a supersede (``RETIRE``): the replaced memories leave the
-        listing of current memories and are counted as superseded."""
-        keys = [self._keys.memories, self._keys.memory_expiry, self._keys.memories_superseded]
-        with database_errors():
-            for memory_id in memory_ids:
-                self._retire_script(keys=keys, args=[memory_id])
-
     def _redact_topics(self, topics: list[str], counts: dict[str, int] | None) -> list[str]:
         """The topics with personal identifiers replaced (when ``redact_pii``), adding what
         was found to ``counts``. Topics are short keywords, but a model or a client may put an
@@ -516,19 +401,6 @@ class Memories:
                 "The store's dimensions or embedding model changed while this memory was being "
                 "kept; it was not kept. Add it again."
             )
-
-    def _unindex(self, *memory_ids: str) -> None:
-        """Take ids out of the store's listing, expiry, owner and superseded indexes
-        (``UNINDEX``)."""
-        keys = [
-            self._keys.memories,
-            self._keys.memory_expiry,
-            self._keys.memory_owners,
-            self._keys.memories_superseded,
-        ]
-        with database_errors():
-            for start in range(0, len(memory_ids), SCRIPT_IDS):
-                self._unindex_script(keys=keys, args=memory_ids[start : start + SCRIPT_IDS])
 
     def _store_level_commands(
         self, memory_id: str, bucket: str, created_ms: int, expires_ms: int
@@ -648,302 +520,3 @@ class Memories:
         for start in range(0, len(ids), 500):
             self._forget(bucket, ids[start : start + 500])
         return len(live)
-
-    def _forget(self, bucket: str, ids: list[str]) -> int:
-        """Remove ``ids`` from the actor and the store indexes; returns how many existed."""
-        if not ids:
-            return 0
-        with database_errors():
-            removed = int(self._remove(keys=self._keys.actor(bucket).all(), args=[LOG_KEEP, *ids]))
-        self._unindex(*ids)
-        return removed
-
-    # --- reading -----------------------------------------------------------------------------
-
-    def _live(self, ids: Iterable[str]) -> set[str]:
-        ids = list(ids)
-        if not ids:
-            return set()
-        now_ms = to_ms(self._clock.now())
-        with database_errors():
-            scores = self._redis.zmscore(self._keys.memory_expiry, ids)
-        return {i for i, s in zip(ids, scores, strict=True) if s is not None and s > now_ms}
-
-    def _owner(self, memory_id: str) -> str:
-        with database_errors():
-            bucket = self._redis.hget(self._keys.memory_owners, memory_id)
-        if bucket is None or not self._live([memory_id]):
-            raise MemoryNotFound(memory_id)
-        return str(bucket)
-
-    def _records(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryRecord]:
-        """The live records of ``ids`` (current or not) in the actor's memories."""
-        if not ids:
-            return {}
-        now_ms = to_ms(self._clock.now())
-        with database_errors():
-            raws = self._redis.hmget(self._keys.actor(bucket).memories, list(ids))
-        found = {}
-        for memory_id, raw in zip(ids, raws, strict=True):
-            if raw is not None:
-                record = decode_record(raw)
-                if record.expires_at > now_ms:
-                    found[memory_id] = record
-        return found
-
-    def _fetch(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryView]:
-        """Views of ``_records``."""
-        return {i: record_view(r) for i, r in self._records(bucket, ids).items()}
-
-    def get(self, memory_id: str) -> MemoryView:
-        """One memory, current or not, with its versions (newest first) and its ``chain``: the
-        live memories it replaced and that replaced it, oldest first, itself included (at most
-        ``MAX_CHAIN_SHOWN`` on each side), read in one step (``LOAD_CHAIN``)."""
-        bucket = self._owner(memory_id)
-        with database_errors():
-            _, raws = self._load_chain(
-                keys=self._keys.actor(bucket).all(), args=[memory_id, MAX_CHAIN_SHOWN]
-            )
-        now_ms = to_ms(self._clock.now())
-        chain = [decode_record(raw) for raw in raws]
-        found = [r for r in chain if r.id == memory_id]
-        if not found:
-            raise MemoryNotFound(memory_id)
-        view = record_view(found[0], with_versions=True)
-        links = [record_link(r) for r in chain if r.expires_at > now_ms]
-        return view.model_copy(update={"chain": links})
-
-    def count(self) -> int:
-        """Exact number of live current memories in the store (superseded ones are not
-        counted): the live ones less the live superseded ones, read in one step."""
-        now_ms = to_ms(self._clock.now())
-        keys = [self._keys.memory_expiry, self._keys.memories_superseded]
-        with database_errors():
-            return int(self._count_current(keys=keys, args=[now_ms]))
-
-    def page(
-        self,
-        offset: int,
-        limit: int,
-        actor_id: str | None,
-        memory_type: str | None,
-        selection: Selection = CURRENT,
-    ) -> MemoryList:
-        """A page of live memories, newest first (by ``created_at``), optionally one actor's
-        and one type's, among those ``selection`` admits (current ones by default), with
-        ``total``, how many memories those filters match over all pages (without filters,
-        the store's ``count``). Filters apply before the page is cut."""
-        if memory_type is not None:
-            self._check_type(memory_type)
-            selection = replace(selection, types=(memory_type,))
-        for wanted in selection.types or ():
-            self._check_type(wanted, "type")
-        self._prune()  # (skipped while the database refuses writes: expired ones are skipped)
-        if actor_id is None and selection == CURRENT:
-            return self._current_page(offset, limit)
-        if actor_id is None:
-            self._check_store_wide("listing with these filters")
-        buckets = [actor_bucket(actor_id)] if actor_id is not None else self._buckets()
-        now_ms = to_ms(self._clock.now())
-        picked: list[tuple[int, str, str | bytes]] = []
-        for bucket in buckets:
-            with database_errors():
-                raws = self._redis.hvals(self._keys.actor(bucket).memories)
-            for raw in raws:
-                fields = raw_record(raw)
-                if selection.admits(
-                    now_ms=now_ms,
-                    memory_type=fields[F.type],
-                    created=int(fields[F.created_at]),
-                    expires=int(fields[F.expires_at]),
-                    facts=raw_facts(fields),
-                ):
-                    picked.append((int(fields[F.created_at]), str(fields[F.id]), raw))
-        picked.sort(reverse=True)
-        page = [record_view(decode_record(raw)) for _, _, raw in picked[offset : offset + limit]]
-        return MemoryList(
-            memories=page,
-            next_offset=offset + limit if len(picked) > offset + limit else None,
-            total=len(picked),
-        )
-
-    def _current_page(self, offset: int, limit: int) -> MemoryList:
-        """The store-wide page of current memories, from the store's listing of them. A record
-        found superseded there (a supersede whose second step has not run, or never ran) is
-        left out and taken out of the listing (``RETIRE``, unless the database refuses
-        writes), so the records are the truth and the listing follows them."""
-        with database_errors():
-            ids = [
-                str(i) for i in self._redis.zrevrange(self._keys.memories, offset, offset + limit)
-            ]
-            owners = self._redis.hmget(self._keys.memory_owners, ids[:limit]) if ids else []
-        total = self.count()
-        by_bucket: dict[str, list[str]] = {}
-        for memory_id, owner in zip(ids[:limit], owners, strict=True):
-            if owner is not None:
-                by_bucket.setdefault(str(owner), []).append(memory_id)
-        found: dict[str, MemoryRecord] = {}
-        for bucket, members in by_bucket.items():
-            found.update(self._records(bucket, members))
-        stale = [i for i, r in found.items() if not r.current]
-        if stale:
-            with unless_writes_refused():
-                self._retire(*stale)
-        page = [record_view(found[i]) for i in ids[:limit] if i in found and found[i].current]
-        return MemoryList(
-            memories=page, next_offset=offset + limit if len(ids) > limit else None, total=total
-        )
-
-    def _check_store_wide(self, what: str) -> None:
-        """``StoreTooLarge`` when a ``what`` without ``actor_id``, which reads every actor's
-        memories into the index cache, would read more vectors than ``STORE_WIDE_MAX_BYTES``
-        (live memories x dimensions x 4 bytes): such a store is searched actor by actor."""
-        most = STORE_WIDE_MAX_BYTES // (self._store.dimensions * 4)
-        now_ms = to_ms(self._clock.now())
-        with database_errors():
-            held = int(self._redis.zcount(self._keys.memory_expiry, f"({now_ms}", "+inf"))
-        if held > most:
-            raise StoreTooLarge(
-                f"A {what} without actor_id reads every memory of the store, and this store "
-                f"holds {held:,}: at most {most:,} of {self._store.dimensions} dimensions are "
-                "read at once. Pass actor_id."
-            )
-
-    def _buckets(self) -> list[str]:
-        with database_errors():
-            return sorted(str(b) for b in self._redis.smembers(self._keys.memory_actors))
-
-    def _prune(self) -> None:
-        """Remove memories whose time is up (their expiry passed) from every index, unless the
-        database refuses writes (full, or a read-only replica): reads skip them anyway."""
-        now_ms = to_ms(self._clock.now())
-        with database_errors():
-            expired = [
-                str(i)
-                for i in self._redis.zrangebyscore(
-                    self._keys.memory_expiry, "-inf", now_ms, start=0, num=1000
-                )
-            ]
-            owners = self._redis.hmget(self._keys.memory_owners, expired) if expired else []
-        by_bucket: dict[str, list[str]] = {}
-        for memory_id, owner in zip(expired, owners, strict=True):
-            by_bucket.setdefault(str(owner or NO_ACTOR), []).append(memory_id)
-        with unless_writes_refused():
-            for bucket, ids in by_bucket.items():
-                self._forget(bucket, ids)
-
-    # --- search ------------------------------------------------------------------------------
-
-    def search(self, request: SearchRequest) -> list[MemoryView]:
-        """The best ``limit`` memories for the query, each with its ``score``.
-
-        ``semantic`` ranks by cosine, ``keyword`` by BM25, ``hybrid`` fuses both. Without
-        ``actor_id`` every actor's memories are searched; with it, only that actor's. Only
-        current memories unless ``include_superseded`` or ``as_of`` (``selection``); the
-        filters apply before the top ``limit`` is cut.
-        """
-        for memory_type in request.types or []:
-            self._check_type(memory_type, "types")
-        if request.actor_id is None:
-            self._check_store_wide("search")
-        query_vector = None
-        if request.mode != "keyword":
-            query_vector = self._vector(request.query, request.query_vector, "query_vector")
-        buckets = (
-            [actor_bucket(request.actor_id)] if request.actor_id is not None else self._buckets()
-        )
-        return self._rank(buckets, request.query, query_vector, request.mode, request.limit,
-                          search_selection(request))  # fmt: skip
-
-    def relevant(
-        self,
-        actor_id: str,
-        query: str,
-        query_vector: Sequence[float] | None,
-        limit: int,
-        types: Sequence[str] | None = None,
-    ) -> list[MemoryView]:
-        """For recall: the actor's current memories (of ``types``, when given) most relevant to
-        ``query`` (hybrid when the store can embed or a vector is given; keyword otherwise)."""
-        for memory_type in types or []:
-            self._check_type(memory_type, "types")
-        vector = None
-        if query_vector is not None or self._store.embed_provider != "none":
-            vector = self._vector(query, query_vector, "query_vector")
-        mode = "hybrid" if vector is not None else "keyword"
-        selection = Selection(types=tuple(types) if types else None)
-        return self._rank([actor_bucket(actor_id)], query, vector, mode, limit, selection)
-
-    def related(self, actor_id: str | None, texts: Sequence[str], limit: int) -> list[MemoryView]:
-        """For extraction: the actor's current memories most related to ``texts`` (the unread
-        messages), at most ``limit``. Each text is a query of a hybrid search (its embedding,
-        one batched call for all, each text cut to ``RELATED_TEXT_CHARS``, and its words); a
-        memory ranks by its best place over the texts, then by its best score. Nothing is
-        embedded when the actor has no current memory. Errors: the embedder's."""
-        bucket = actor_bucket(actor_id)
-        now_ms = to_ms(self._clock.now())
-        index = self._indexes.index(bucket)
-        with index.lock:
-            held = index.count(now_ms, CURRENT)
-        queries = [text for text in texts if text.strip()]
-        if held == 0 or not queries:
-            return []
-        vectors = self.embed([text[:RELATED_TEXT_CHARS] for text in queries])
-        best: dict[str, tuple[int, float, str]] = {}
-        for text, row in zip(queries, vectors, strict=True):
-            vector = unit(row, "vector")
-            ranked = rank(self._indexes, [bucket], text, vector, "hybrid", limit, CURRENT, now_ms)
-            for place, item in enumerate(ranked):
-                key = (place, -item.hit.score, item.hit.memory_id)
-                if item.hit.memory_id not in best or key < best[item.hit.memory_id]:
-                    best[item.hit.memory_id] = key
-        picked = [memory_id for memory_id, _ in sorted(best.items(), key=lambda kv: kv[1])]
-        found = self._fetch(bucket, picked[:limit])
-        return [found[i] for i in picked[:limit] if i in found and found[i].valid_until is None]
-
-    def _rank(
-        self,
-        buckets: Sequence[str],
-        query: str,
-        vector: NDArray[np.float32] | None,
-        mode: str,
-        limit: int,
-        selection: Selection,
-    ) -> list[MemoryView]:
-        """``ranking.rank`` over the indexes, then the views of the memories ranked. The
-        ranking is of the indexes' state at the generation each read (one moment per actor):
-        a memory current then is shown even when its record, read a moment later, says it was
-        superseded since (its ``valid_until`` shows it), so a search racing a supersede shows
-        the old memory or the new one, never neither and never both."""
-        now_ms = to_ms(self._clock.now())
-        ranked = rank(self._indexes, buckets, query, vector, mode, limit, selection, now_ms)
-        by_bucket: dict[str, list[str]] = {}
-        for item in ranked:
-            by_bucket.setdefault(item.bucket, []).append(item.hit.memory_id)
-        found: dict[str, MemoryView] = {}
-        for bucket, ids in by_bucket.items():
-            found.update(self._fetch(bucket, ids))
-        return [
-            found[r.hit.memory_id].model_copy(update={"score": round(r.hit.score, 6)})
-            for r in ranked
-            if r.hit.memory_id in found
-        ]
-
-
-def search_selection(request: SearchRequest) -> Selection:
-    """The ``Selection`` of a search body."""
-
-    def ms(moment: datetime | None) -> int | None:
-        return to_ms(moment) if moment is not None else None
-
-    return Selection(
-        types=tuple(request.types) if request.types else None,
-        include_superseded=request.include_superseded,
-        as_of=ms(request.as_of),
-        topics=tuple(request.topics) if request.topics else None,
-        metadata=tuple(request.metadata.items()) if request.metadata else None,
-        created_after=ms(request.created_after),
-        created_before=ms(request.created_before),
-        occurred_after=ms(request.occurred_after),
-        occurred_before=ms(request.occurred_before),
-    )
