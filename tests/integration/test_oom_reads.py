@@ -229,6 +229,7 @@ def seed_live(url: str, instance_id: str, secret_key: str, warm: list[Memories])
     ids = {}
     for text, vector in vectors.items():
         actor = None if text == NO_ACTOR else ACTOR
+        time.sleep(0.003)  # each in its own millisecond (created_at's precision): newest first
         ids[text] = memories.add(MemoryIn(text=text, actor_id=actor, vector=vector)).memory.id
         if text == DEPLOYS:  # a warm container's index, one memory behind from now on
             assert [m.text for m in warm[0].search(_search("answers", "keyword"))] == []
