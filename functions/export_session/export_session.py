@@ -13,7 +13,7 @@ from agent_memory.api import (
     SessionPath,
     StorePath,
 )
-from agent_memory.transfer import MAX_EXPORT_MESSAGES, SessionExport
+from agent_memory.session_transfer import MAX_EXPORT_MESSAGES, SessionExport
 
 app = Api()
 

@@ -5,7 +5,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
-from agent_memory.transfer import SessionIdPage
+from agent_memory.session_transfer import SessionIdPage
 
 app = Api()
 

@@ -7,7 +7,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import STORE_ROUTE, WRITE_RESPONSES, Api, InstancePath, StorePath, metrics
-from agent_memory.transfer import MemoryImportBatch, MemoryImportResult
+from agent_memory.memory_transfer import MemoryImportBatch, MemoryImportResult
 
 app = Api()
 

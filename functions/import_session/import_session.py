@@ -19,7 +19,7 @@ from agent_memory.api import (
 from agent_memory.clock import to_ms
 from agent_memory.errors import AgentMemoryError
 from agent_memory.scheduler import ExtractionTarget
-from agent_memory.transfer import SessionImport, SessionImported
+from agent_memory.session_transfer import SessionImport, SessionImported
 
 app = Api()
 logger = logging.getLogger(__name__)

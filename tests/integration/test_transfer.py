@@ -1,6 +1,6 @@
-"""Export and import of a store (``agent_memory.transfer``), from a single node to a Redis
-Cluster: the whole state read back field by field, idempotence, and the refusals (with proof
-that nothing changed)."""
+"""Export and import of a store (``session_transfer``, ``memory_transfer``), from a single node
+to a Redis Cluster: the whole state read back field by field, idempotence, and the refusals
+(with proof that nothing changed)."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from agent_memory.errors import Conflict, SessionNotFound, ValidationFailed
 from agent_memory.index_cache import IndexCache
 from agent_memory.keys import StoreKeys
 from agent_memory.memories import Memories
+from agent_memory.memory_transfer import MemoryImportBatch, MemoryTransfer
 from agent_memory.models import (
     EventIn,
     EventsRequest,
@@ -28,13 +29,8 @@ from agent_memory.models import (
     StorePut,
 )
 from agent_memory.secrets import FernetCipher
+from agent_memory.session_transfer import SessionImport, SessionTransfer
 from agent_memory.stores import Stores
-from agent_memory.transfer import (
-    MemoryImportBatch,
-    MemoryTransfer,
-    SessionImport,
-    SessionTransfer,
-)
 from local.bootstrap import Cluster, start_redis_cluster
 from tests.conftest import database_client, unique
 from tests.integration.test_sessions import MovableClock

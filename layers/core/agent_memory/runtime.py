@@ -25,6 +25,7 @@ from agent_memory.index_cache import IndexCache
 from agent_memory.instances import Instance
 from agent_memory.llm import Completion, LanguageModel, make_language_model
 from agent_memory.memories import Memories
+from agent_memory.memory_transfer import MemoryTransfer
 from agent_memory.models import StoreConfig
 from agent_memory.providers import ProviderClient
 from agent_memory.scheduler import ExtractionTarget, Scheduler, make_scheduler
@@ -38,9 +39,9 @@ from agent_memory.secrets import (
     load_key_file,
     unseal,
 )
+from agent_memory.session_transfer import SessionTransfer
 from agent_memory.sessions import Sessions
 from agent_memory.stores import Stores, key_place
-from agent_memory.transfer import MemoryTransfer, SessionTransfer
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 
@@ -212,8 +213,8 @@ class Runtime:
         )
 
     def transfer(self, principal: Principal, instance_id: str, store: str) -> Transfer:
-        """A store's export and import (``agent_memory.transfer``), with its config and its
-        ``Sessions``; ``InstanceNotFound`` / ``StoreNotFound``."""
+        """A store's export and import (``session_transfer``, ``memory_transfer``), with its
+        config and its ``Sessions``; ``InstanceNotFound`` / ``StoreNotFound``."""
         instance = self.control.instance(principal.org_id, instance_id)
         stores = self._stores(instance)
         config = stores.get(store)
