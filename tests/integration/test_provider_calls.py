@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_memory import providers
+from agent_memory import provider_network
 from agent_memory.embeddings import CustomEmbedder, OpenAIEmbedder
 from agent_memory.embeddings import max_answer_bytes as embeddings_cap
 from agent_memory.errors import (
@@ -390,11 +390,11 @@ def tls(tmp_path, monkeypatch):
     server_context.load_cert_chain(cert_file, key_file)
     client_context = ssl.create_default_context(cafile=str(cert_file))
     client = httpx.Client(
-        transport=providers._DeadlineTransport(client_context),
+        transport=provider_network.DeadlineTransport(client_context),
         follow_redirects=False,
         trust_env=False,
     )
-    monkeypatch.setattr(providers, "_http", client)
+    monkeypatch.setattr(provider_network, "_http", client)
     yield server_context
     client.close()
 

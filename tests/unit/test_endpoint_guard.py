@@ -17,7 +17,7 @@ from pydantic import ValidationError
 from agent_memory.addresses import not_public
 from agent_memory.errors import EndpointRefused, ProviderUnavailable, ValidationFailed
 from agent_memory.models import ProviderSettings
-from agent_memory.providers import check_endpoint
+from agent_memory.provider_network import check_endpoint
 
 URL = "https://models.example.test/v1"
 

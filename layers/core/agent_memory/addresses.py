@@ -1,6 +1,7 @@
 """Which IP addresses a custom provider endpoint may reach: one rule for saving a store
 (``models._check_base_url``, IP literals in the URL) and for calling it
-(``providers.check_endpoint`` and the connection itself, every address a name resolves to).
+(``provider_network.check_endpoint`` and the connection itself, every address a name resolves
+to).
 
 Pure standard library (``ipaddress``), so the pydantic models can use it without importing the
 HTTP client.

@@ -14,7 +14,8 @@ as ``{"memories": [...]}`` or ``{"summary": "..."}``; any capable model can serv
   the request for JSON and the answer is parsed leniently.
 - ``custom``: any server with OpenAI's chat-completions wire shape at
   ``{base_url}/chat/completions`` (vLLM, Ollama, llama.cpp, LiteLLM, ...), checked with
-  ``providers.check_endpoint`` at every call (and its addresses again when the call connects).
+  ``provider_network.check_endpoint`` at every call (and its addresses again when the call
+  connects).
   It sends JSON mode until the server refuses the field, then does without it.
 - ``none``: the store has no language model (``make_language_model`` returns ``None``).
 

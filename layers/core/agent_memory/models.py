@@ -197,12 +197,14 @@ def _check_base_url(field: str, url: str, *, allow_private: bool = False) -> Non
     nothing else: no credentials, no whitespace or control characters, no query and no fragment
     (the call appends ``/embeddings`` or ``/chat/completions`` to it, which a query or fragment
     would swallow: ``https://example.com#@127.0.0.1/v1``), and a host the HTTP client can build
-    a request for (``providers.request_problem``: a punycode label that does not decode, say).
+    a request for (``provider_network.request_problem``: a punycode label that does not decode,
+    say).
 
     Without ``allow_private``, also a valid public host: IP literals must pass
     ``addresses.not_public``, the same rule the call applies to every address a name resolves
-    to (``providers.check_endpoint``), so a literal saved here is never refused at the first
-    call. Names that later resolve to private addresses are caught when the endpoint is called.
+    to (``provider_network.check_endpoint``), so a literal saved here is never refused at the
+    first call. Names that later resolve to private addresses are caught when the endpoint is
+    called.
     """
     if any(ch.isspace() or not ch.isprintable() for ch in url):
         raise ValueError(f"{field} must not contain spaces or control characters")
@@ -228,7 +230,7 @@ def _check_base_url(field: str, url: str, *, allow_private: bool = False) -> Non
     if port == 0:
         raise ValueError(f"{field} has an invalid port")
     # Imported here: the models need the HTTP client only to check a custom base URL.
-    from agent_memory.providers import request_problem
+    from agent_memory.provider_network import request_problem
 
     unsendable = request_problem(url)
     if unsendable is not None:
