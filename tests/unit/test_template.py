@@ -440,6 +440,31 @@ def test_the_deploy_doc_lists_every_function_with_its_trigger_memory_and_timeout
         assert f", {props.get('Timeout', defaults['Timeout'])} s" in sizes, name
 
 
+# The functions that reach no database: the MCP server (its tool calls go to the API's public
+# endpoint) and the console (static files). Outside the VPC they need no NAT gateway for what
+# they do call, and take no elastic network interface of the subnets.
+OUTSIDE_THE_VPC = {"ConsoleFunction", "McpFunction"}
+
+
+def test_only_the_functions_that_reach_a_database_run_in_the_vpc(template):
+    assert template["Globals"]["Function"]["VpcConfig"] == {
+        "SubnetIds": {"!Ref": "SubnetIds"},
+        "SecurityGroupIds": {"!Ref": "SecurityGroupIds"},
+    }
+    outside = {
+        name
+        for name, function in _functions(template).items()
+        if function["Properties"].get("VpcConfig") == {"!Ref": "AWS::NoValue"}
+    }
+    assert outside == OUTSIDE_THE_VPC
+    text = DEPLOY_DOC.read_text(encoding="utf-8")
+    assert "all in the VPC but `ConsoleFunction` and `McpFunction`" in text
+    assert "Every function but `ConsoleFunction` and `McpFunction` runs in the VPC" in text
+    rows = {row[0].strip("`"): row for row in _table_rows(_doc_section("The functions", "###"))}
+    for name in OUTSIDE_THE_VPC:
+        assert "Not in the VPC (`VpcConfig: !Ref AWS::NoValue`)" in rows[name][3], name
+
+
 def test_the_deploy_doc_gives_every_parameter_with_its_default(template):
     rows = {row[0].strip("`"): row for row in _table_rows(_doc_section("Parameters"))}
     assert set(rows) == set(template["Parameters"])
