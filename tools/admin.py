@@ -118,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "register-instance":
             _registered(control, args)
         elif args.command == "list-instances":
-            for instance in control.instances(args.org):
+            for instance in control.list_instances(args.org):
                 print(f"{instance.instance_id}\t{mask_url(instance.url)}")
         elif args.command == "remove-instance":
             removal = control.remove_instance(args.org, args.instance_id)

@@ -668,6 +668,16 @@ def test_admin_removes_an_instance_and_says_its_data_stays(control, redis_url, c
     assert err == "not_found: Organization 'no-such-org' does not exist; create it first.\n"
 
 
+@pytest.mark.parametrize("command", ["list-keys", "list-instances"])
+def test_admin_lists_say_when_the_organization_does_not_exist(control, redis_url, capsys, command):
+    missing = unique("no-such-org")
+    status, out, err = run_admin(redis_url, capsys, command, missing)
+    assert (status, out) == (1, "")
+    assert err == f"not_found: Organization '{missing}' does not exist; create it first.\n"
+    # an organization that exists but has no keys or instances is an empty listing
+    assert run_admin(redis_url, capsys, command, other_org(control)) == (0, "", "")
+
+
 def test_admin_deletes_an_organization(control, redis_url, capsys):
     org = other_org(control)
     _, key = control.issue_api_key(org)

@@ -21,6 +21,7 @@ from agent_memory.clock import from_ms, to_ms
 from agent_memory.db import database_errors, load_script
 from agent_memory.errors import Conflict, NotFound, Unauthorized, ValidationFailed
 from agent_memory.instances import (
+    Instance,
     InstanceRegistry,
     Removal,
     check_id,
@@ -190,12 +191,21 @@ class ControlPlane(InstanceRegistry):
             pipe.execute()
 
     def list_api_keys(self, org_id: str) -> list[ApiKeyInfo]:
+        """The key ids of ``org_id`` with their creation times, oldest first (the keys
+        themselves are not stored); ``NotFound`` without the organization."""
+        self._require_org(org_id)
         with database_errors():
             raw = self._redis.hgetall(ControlKeys.org_keys(org_id))
         return sorted(
             (ApiKeyInfo(str(key_id), from_ms(json.loads(v)[1])) for key_id, v in raw.items()),
             key=lambda info: info.created_at,
         )
+
+    def list_instances(self, org_id: str) -> list[Instance]:
+        """The instances of ``org_id``, by id, as ``instances`` reads them; ``NotFound``
+        without the organization (where ``instances`` answers [])."""
+        self._require_org(org_id)
+        return self.instances(org_id)
 
     def authenticate(self, api_key: str | None) -> Principal:
         """The principal behind ``api_key``; ``Unauthorized`` when missing, unknown or revoked."""
