@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import JSON, STORE_ROUTE, Api, InstancePath, StorePath, metrics, responses
-from agent_memory.models import MemoryIn, MemoryView
+from agent_memory.memory_models import MemoryIn, MemoryView
 
 app = Api()
 

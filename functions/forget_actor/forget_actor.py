@@ -1,7 +1,7 @@
 """DELETE .../actors/{actor_id}/memories: forget everything one actor has (data protection)."""
 
 from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, ActorPath, Api, InstancePath, StorePath
-from agent_memory.models import ActorForgotten
+from agent_memory.memory_models import ActorForgotten
 
 app = Api()
 

@@ -1,7 +1,7 @@
 """GET .../memories/{memory_id}: one memory with its versions, newest first."""
 
 from agent_memory.api import ERROR_RESPONSES, MEMORY_ROUTE, Api, InstancePath, MemoryPath, StorePath
-from agent_memory.models import MemoryView
+from agent_memory.memory_models import MemoryView
 
 app = Api()
 

@@ -6,14 +6,8 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from agent_memory.api import STORE_ROUTE, WRITE_RESPONSES, Api, InstancePath, StorePath
-from agent_memory.models import (
-    DEFAULT_PAGE,
-    MAX_OFFSET,
-    MAX_PAGE,
-    SESSION_ID_PATTERN,
-    MemoryList,
-    UtcDatetime,
-)
+from agent_memory.memory_models import MemoryList
+from agent_memory.models import DEFAULT_PAGE, MAX_OFFSET, MAX_PAGE, SESSION_ID_PATTERN, UtcDatetime
 from agent_memory.selection import listing_selection
 
 app = Api()

@@ -5,7 +5,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from agent_memory.api import PROVIDER_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
-from agent_memory.models import RecallRequest, RecallView
+from agent_memory.memory_models import RecallRequest, RecallView
 from agent_memory.recall import recall as recall_memory
 
 app = Api()

@@ -12,7 +12,7 @@ from agent_memory.api import (
     MemoryPath,
     StorePath,
 )
-from agent_memory.models import MemoryPatch, MemoryView
+from agent_memory.memory_models import MemoryPatch, MemoryView
 
 app = Api()
 

@@ -23,7 +23,8 @@ from agent_memory.index_cache import IndexCache
 from agent_memory.keys import LocalScheduleKeys
 from agent_memory.llm import make_language_model
 from agent_memory.memories import Memories
-from agent_memory.models import EventIn, EventsRequest, MemoryIn, SearchRequest, StorePut
+from agent_memory.memory_models import MemoryIn, SearchRequest
+from agent_memory.models import EventIn, EventsRequest, StorePut
 from agent_memory.providers import ProviderClient
 from agent_memory.scheduler import ExtractionTarget, LocalScheduler
 from agent_memory.secrets import FernetCipher

@@ -31,7 +31,8 @@ from agent_memory.errors import (
 from agent_memory.index_cache import IndexCache
 from agent_memory.keys import PREFIX, ControlKeys, StoreKeys, actor_bucket
 from agent_memory.memories import Memories
-from agent_memory.models import EventIn, EventsRequest, MemoryIn, SearchRequest, StorePut
+from agent_memory.memory_models import MemoryIn, SearchRequest
+from agent_memory.models import EventIn, EventsRequest, StorePut
 from agent_memory.secrets import FernetCipher
 from agent_memory.stores import Stores
 from local.bootstrap import Cluster, start_redis_cluster, start_redis_server

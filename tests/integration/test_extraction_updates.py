@@ -19,7 +19,7 @@ import pytest
 import redis
 
 from agent_memory.clock import to_ms
-from agent_memory.models import MemoryIn
+from agent_memory.memory_models import MemoryIn
 from agent_memory.selection import Selection
 from tests.integration.test_background import DIMS, World
 from tests.model_servers import ScriptedChatServer

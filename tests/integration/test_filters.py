@@ -20,7 +20,8 @@ from agent_memory.embeddings import NoEmbedder
 from agent_memory.errors import ValidationFailed
 from agent_memory.index_cache import IndexCache
 from agent_memory.memories import Memories
-from agent_memory.models import MemoryIn, RecallRequest, SearchRequest, StorePut
+from agent_memory.memory_models import MemoryIn, RecallRequest, SearchRequest
+from agent_memory.models import StorePut
 from agent_memory.recall import recall
 from agent_memory.secrets import FernetCipher
 from agent_memory.selection import Selection, listing_selection

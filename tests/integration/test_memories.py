@@ -18,7 +18,8 @@ from agent_memory.errors import (
 )
 from agent_memory.index_cache import IndexCache
 from agent_memory.memories import Memories
-from agent_memory.models import MemoryIn, MemoryPatch, SearchRequest, StorePut
+from agent_memory.memory_models import MemoryIn, MemoryPatch, SearchRequest
+from agent_memory.models import StorePut
 from agent_memory.secrets import FernetCipher
 from agent_memory.stores import Stores
 from agent_memory.tokenizer import TOKENIZER_VERSION, term_counts

@@ -34,14 +34,8 @@ from agent_memory.embeddings import NoEmbedder
 from agent_memory.index_cache import IndexCache
 from agent_memory.keys import ControlKeys
 from agent_memory.memories import Memories
-from agent_memory.models import (
-    EventIn,
-    EventsRequest,
-    MemoryIn,
-    MemoryPatch,
-    SearchRequest,
-    StorePut,
-)
+from agent_memory.memory_models import MemoryIn, MemoryPatch, SearchRequest
+from agent_memory.models import EventIn, EventsRequest, StorePut
 from agent_memory.runtime import runtime_for
 from agent_memory.secrets import FernetCipher
 from agent_memory.stores import Stores

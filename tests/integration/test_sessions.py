@@ -12,7 +12,8 @@ from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
 from agent_memory.index_cache import IndexCache
 from agent_memory.keys import StoreKeys
 from agent_memory.memories import Memories
-from agent_memory.models import EventIn, EventsRequest, RecallRequest, StorePut
+from agent_memory.memory_models import RecallRequest
+from agent_memory.models import EventIn, EventsRequest, StorePut
 from agent_memory.recall import EMPTY_CONTEXT, recall
 from agent_memory.secrets import FernetCipher
 from agent_memory.stores import Stores

@@ -13,7 +13,8 @@ from agent_memory.embeddings import NoEmbedder
 from agent_memory.errors import StoreTooLarge
 from agent_memory.index_cache import IndexCache
 from agent_memory.memories import Memories
-from agent_memory.models import MemoryIn, SearchRequest, StorePut
+from agent_memory.memory_models import MemoryIn, SearchRequest
+from agent_memory.models import StorePut
 from agent_memory.secrets import FernetCipher
 from agent_memory.selection import Selection
 from agent_memory.stores import Stores

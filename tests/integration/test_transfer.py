@@ -19,15 +19,9 @@ from agent_memory.errors import Conflict, SessionNotFound, ValidationFailed
 from agent_memory.index_cache import IndexCache
 from agent_memory.keys import StoreKeys
 from agent_memory.memories import Memories
+from agent_memory.memory_models import MemoryIn, MemoryPatch, SearchRequest
 from agent_memory.memory_transfer import MemoryImportBatch, MemoryTransfer
-from agent_memory.models import (
-    EventIn,
-    EventsRequest,
-    MemoryIn,
-    MemoryPatch,
-    SearchRequest,
-    StorePut,
-)
+from agent_memory.models import EventIn, EventsRequest, StorePut
 from agent_memory.secrets import FernetCipher
 from agent_memory.session_transfer import SessionImport, SessionTransfer
 from agent_memory.stores import Stores

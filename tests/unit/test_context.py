@@ -2,7 +2,8 @@
 
 from datetime import UTC, datetime
 
-from agent_memory.models import MemoryView, Message
+from agent_memory.memory_models import MemoryView
+from agent_memory.models import Message
 from agent_memory.recall import EMPTY_CONTEXT, render_context
 
 WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)

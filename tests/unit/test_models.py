@@ -7,12 +7,11 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
+from agent_memory.memory_models import MemoryIn, RecallRequest
 from agent_memory.models import (
     EventIn,
     EventsRequest,
-    MemoryIn,
     ProviderSettings,
-    RecallRequest,
     StorePut,
     StoreSettings,
     is_invisible,

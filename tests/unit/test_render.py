@@ -14,7 +14,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_memory.models import CustomType, MemoryView, Message
+from agent_memory.memory_models import MemoryView
+from agent_memory.models import CustomType, Message
 from agent_memory.prompts import KNOWN_HEADING, extraction_prompt, summary_prompt
 from agent_memory.recall import CONTEXT_PREAMBLE, QUOTED_TEXT_NOTE, render_context
 from agent_memory.render import quote

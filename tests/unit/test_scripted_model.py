@@ -8,7 +8,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent_memory.models import MemoryView, Message
+from agent_memory.memory_models import MemoryView
+from agent_memory.models import Message
 from agent_memory.prompts import extraction_prompt
 from tools.scripted_model import extract, occurred, subject
 

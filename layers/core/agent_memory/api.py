@@ -67,9 +67,9 @@ from agent_memory.errors import (
     Unauthorized,
     ValidationFailed,
 )
+from agent_memory.memory_models import MEMORY_ID_PATTERN
 from agent_memory.models import (
     INSTANCE_ID_PATTERN,
-    MEMORY_ID_PATTERN,
     SESSION_ID_PATTERN,
     STORE_NAME_PATTERN,
     ErrorBody,

@@ -52,15 +52,8 @@ from agent_memory.errors import AgentMemoryError, ModelAnswerInvalid, Validation
 from agent_memory.keys import SessionKeys, StoreKeys
 from agent_memory.llm import Completion, LanguageModel
 from agent_memory.memories import Memories
-from agent_memory.models import (
-    MAX_TOPIC_CHARS,
-    MAX_TOPICS,
-    MemoryIn,
-    Message,
-    StoreConfig,
-    UtcDatetime,
-    is_blank,
-)
+from agent_memory.memory_models import MAX_TOPIC_CHARS, MAX_TOPICS, MemoryIn
+from agent_memory.models import Message, StoreConfig, UtcDatetime, is_blank
 from agent_memory.prompts import (
     MAX_KNOWN_MEMORIES,
     MAX_MEMORIES_PER_RUN,

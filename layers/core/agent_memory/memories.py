@@ -48,17 +48,17 @@ from agent_memory.errors import (
     SupersededNotFound,
 )
 from agent_memory.keys import StoreKeys, actor_bucket
-from agent_memory.memory_reads import STORE_WIDE_MAX_BYTES as STORE_WIDE_MAX_BYTES  # for bench/
-from agent_memory.memory_reads import MemoryReader
-from agent_memory.memory_reads import unit as unit  # re-exported: bench/ imports it from here
-from agent_memory.memory_scripts import LOG_KEEP
-from agent_memory.models import (
+from agent_memory.memory_models import (
     MAX_TOPIC_CHARS,
     MAX_VERSIONS,
     MemoryIn,
     MemoryPatch,
     MemoryView,
 )
+from agent_memory.memory_reads import STORE_WIDE_MAX_BYTES as STORE_WIDE_MAX_BYTES  # for bench/
+from agent_memory.memory_reads import MemoryReader
+from agent_memory.memory_reads import unit as unit  # re-exported: bench/ imports it from here
+from agent_memory.memory_scripts import LOG_KEEP
 from agent_memory.records import (
     MemoryRecord,
     StoredSource,

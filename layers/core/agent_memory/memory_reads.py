@@ -30,6 +30,7 @@ from agent_memory.errors import MemoryNotFound, StoreTooLarge, ValidationFailed,
 from agent_memory.index_cache import IndexCache
 from agent_memory.index_sync import ActorIndexes
 from agent_memory.keys import NO_ACTOR, StoreKeys, actor_bucket
+from agent_memory.memory_models import MemoryList, MemoryView, SearchRequest
 from agent_memory.memory_scripts import (
     COUNT_CURRENT,
     LOAD_CHAIN,
@@ -43,7 +44,7 @@ from agent_memory.memory_scripts import (
     SUPERSEDE,
     UNINDEX,
 )
-from agent_memory.models import RESERVED_TYPES, MemoryList, MemoryView, SearchRequest, StoreConfig
+from agent_memory.models import RESERVED_TYPES, StoreConfig
 from agent_memory.ranking import rank
 from agent_memory.records import (
     F,

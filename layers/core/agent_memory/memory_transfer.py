@@ -34,20 +34,22 @@ from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.db import READ_ONLY, WRITES, database_errors, load_script
 from agent_memory.errors import StoreNotFound, ValidationFailed, VectorInvalid
 from agent_memory.keys import StoreKeys, actor_bucket
-from agent_memory.memory_scripts import LOG_KEEP, REMOVE, UNINDEX, lua
-from agent_memory.models import (
+from agent_memory.memory_models import (
     MAX_TOPICS,
     MAX_VERSIONS,
-    RESERVED_TYPES,
-    ActorId,
     MemoryId,
     MemoryText,
     Metadata,
+    Topic,
+    UnitInterval,
+)
+from agent_memory.memory_scripts import LOG_KEEP, REMOVE, UNINDEX, lua
+from agent_memory.models import (
+    RESERVED_TYPES,
+    ActorId,
     Model,
     SessionId,
     StoreConfig,
-    Topic,
-    UnitInterval,
     UtcDatetime,
     View,
 )

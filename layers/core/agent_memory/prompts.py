@@ -17,7 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from agent_memory.models import CustomType, MemoryView, Message
+from agent_memory.memory_models import MemoryView
+from agent_memory.models import CustomType, Message
 from agent_memory.render import minute, quote, speaker
 
 MAX_MEMORIES_PER_RUN = 50

@@ -14,14 +14,8 @@ from collections.abc import Sequence
 
 from agent_memory.errors import ActorMismatch
 from agent_memory.memories import Memories
-from agent_memory.models import (
-    MemoryView,
-    Message,
-    RecallRequest,
-    RecallView,
-    StoreConfig,
-    is_blank,
-)
+from agent_memory.memory_models import MemoryView, RecallRequest, RecallView
+from agent_memory.models import Message, StoreConfig, is_blank
 from agent_memory.render import minute, quote, speaker
 from agent_memory.sessions import Sessions
 

@@ -20,7 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import from_json
 
 from agent_memory.clock import from_ms
-from agent_memory.models import MemoryLink, MemorySource, MemoryVersion, MemoryView
+from agent_memory.memory_models import MemoryLink, MemorySource, MemoryVersion, MemoryView
 from agent_memory.selection import NEVER, UNKNOWN, RowFacts, filter_terms
 from agent_memory.tokenizer import TOKENIZER_VERSION, term_counts
 

@@ -43,7 +43,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from agent_memory.clock import to_ms
 from agent_memory.errors import ValidationFailed
-from agent_memory.models import MAX_TOPIC_CHARS, MAX_TOPICS, Metadata
+from agent_memory.memory_models import MAX_TOPIC_CHARS, MAX_TOPICS, Metadata
 
 NEVER = 2**63 - 1
 """``valid_until`` of a current memory in the index's int64 column."""
