@@ -154,16 +154,26 @@ def _registered(control: ControlPlane, args: argparse.Namespace) -> None:
     registration = control.register_instance(args.org, args.instance_id, args.url)
     for warning in registration.warnings:
         print(f"warning: {warning}", file=sys.stderr)
+    # The URL as stored (masked) says how the functions connect, TLS included; the address
+    # (instances.database_address) is only the database's identity, always spelled redis://.
+    url = mask_url(args.url)
     if registration.created:
-        print(f"instance {args.instance_id} registered for {args.org} ({registration.address})")
+        print(
+            f"instance {args.instance_id} registered for {args.org} at {url} (compared with "
+            f"other registrations by its address, {registration.address}, which leaves out "
+            "TLS and credentials)"
+        )
     elif registration.released:
         print(
-            f"instance {args.instance_id} of {args.org} re-pointed to {registration.address}; "
-            f"{registration.released} released (its data stays there)"
+            f"instance {args.instance_id} of {args.org} re-pointed to {url}; its previous "
+            f"database (address {registration.released}) is released (its data stays there)"
         )
         _after_release(args, marker=True)
     else:
-        print(f"instance {args.instance_id} of {args.org} is at {registration.address}")
+        print(
+            f"instance {args.instance_id} of {args.org} is at {url}: the same database as "
+            f"before (address {registration.address}), its URL now as given"
+        )
     if not registration.marked:
         print(
             "note: the database could not be reached (or refused the URL's credentials, or "

@@ -694,9 +694,35 @@ def test_admin_deletes_an_organization(control, redis_url, capsys):
     assert (status, out, err) == (1, "", f"not_found: Organization '{org}' does not exist.\n")
 
 
+def test_admin_prints_the_registered_url_masked_with_its_scheme(control, redis_url, capsys):
+    org = other_org(control)
+    tls = "rediss://:pw-123@127.0.0.1:1/0"  # unreachable: registered without a marker
+    address = "(compared with other registrations by its address, redis://localhost:1/0, "
+    status, out, _ = run_admin(redis_url, capsys, "register-instance", org, "tls", tls)
+    assert status == 0 and "pw-123" not in out
+    assert out.startswith(
+        f"instance tls registered for {org} at rediss://:***@127.0.0.1:1/0 {address}"
+        "which leaves out TLS and credentials)\n"
+    )
+    # the same database without TLS: the URL stored is the new one, and the line says so
+    status, out, _ = run_admin(redis_url, capsys, "register-instance", org, "tls", DEAD)
+    assert status == 0
+    assert out.startswith(
+        f"instance tls of {org} is at {DEAD}: the same database as before (address "
+        "redis://localhost:1/0), its URL now as given\n"
+    )
+    status, out, _ = run_admin(redis_url, capsys, "register-instance", org, "tls", tls[:-1] + "4")
+    assert status == 0
+    assert out.startswith(
+        f"instance tls of {org} re-pointed to rediss://:***@127.0.0.1:1/4; its previous "
+        "database (address redis://localhost:1/0) is released (its data stays there)\n"
+    )
+
+
 def test_admin_notes_a_database_it_could_not_reach(control, redis_url, capsys):
     org = other_org(control)
     status, out, _ = run_admin(redis_url, capsys, "register-instance", org, "far", DEAD)
     assert status == 0
-    assert out.startswith(f"instance far registered for {org} (redis://localhost:1/0)\nnote: ")
+    assert out.startswith(f"instance far registered for {org} at {DEAD} (compared with other")
+    assert "\nnote: " in out
     assert "no ownership marker was written" in out
