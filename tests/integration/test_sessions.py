@@ -215,6 +215,25 @@ def test_the_listing_shows_each_sessions_extraction_as_reading_it_does(make_stor
         assert extraction == sessions.get(session_id, recent=1).extraction
 
 
+def test_the_listing_does_not_read_the_summaries_it_does_not_show(make_store, client):
+    config, sessions = make_store()
+    summary = "s" * 8_000  # background.MAX_SUMMARY_CHARS: a long-running session's summary
+    for i in range(20):
+        sessions.append(f"s{i}", _events("x"))
+        client.hset(StoreKeys(config.name, config.incarnation).session(f"s{i}").meta,
+                    "summary", summary)  # fmt: skip
+
+    def sent() -> int:  # bytes the server has sent to its clients so far
+        return int(client.info("stats")["total_net_output_bytes"])
+
+    before = sent()
+    listed = sessions.list(0, 20).sessions
+    read = sent() - before
+    assert len(listed) == 20 and "summary" not in listed[0].model_dump()
+    assert read < 20 * len(summary) // 4  # without the summaries: about 2 KB here
+    assert sessions.get("s0", recent=1).summary == summary  # a session's own read has it
+
+
 def test_without_a_language_model_every_listed_session_is_idle_with_its_unread_count(make_store):
     _, sessions = make_store()
     sessions.append("s", _events("one", "two", "three"))
