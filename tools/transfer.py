@@ -98,6 +98,8 @@ def export_store(
     }
     partial = out.with_name(out.name + ".partial")
     written = {"sessions": 0, "messages": 0, "memories": 0}
+    # The counts are of current memories; the export also writes the superseded ones, so the
+    # bar's total is the sessions and current memories, and it may go past it.
     total = (counts.sessions + counts.memories) if counts else None
     with (
         _open(partial, "w", named=out) as handle,
@@ -165,8 +167,13 @@ def _whole_session(store: StoreClient, session_id: str) -> dict[str, Any] | None
 def _lines(path: Path) -> tuple[dict[str, Any], list[str], dict[str, int]]:
     """The header, the item lines (raw) and the end counts of an export; ``TransferError``
     for a file that is not one, or was cut."""
-    with _open(path, "r") as handle:
-        lines = handle.read().splitlines()
+    try:
+        with _open(path, "r") as handle:
+            lines = handle.read().splitlines()
+    except (EOFError, gzip.BadGzipFile, UnicodeDecodeError) as exc:
+        # a gzip file cut short (EOFError), not gzip at all, or not UTF-8 text
+        raise TransferError(f"{path} cannot be read whole ({exc}): the export was cut or is "
+                            "not one") from exc  # fmt: skip
     if not lines:
         raise TransferError(f"{path} is empty")
     try:
@@ -344,6 +351,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (KiviDBError, TransferError, OSError) as exc:
         print(f"transfer: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        again = (
+            "run the same command again to go on where it stopped"
+            if args.command == "import"
+            else f"nothing was written to {args.file}; run it again"
+        )
+        print(f"\ntransfer: interrupted: {again}", file=sys.stderr)
+        return 130
     return 0
 
 

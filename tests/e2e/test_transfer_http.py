@@ -166,6 +166,17 @@ def test_a_cut_or_foreign_file_is_refused_and_nothing_is_created(
     other.write_text('{"hello": 1}\n{"end": {}}\n')
     status, out = _import(cluster_stack, name, other, monkeypatch, capsys)
     assert status == 1 and "is not an export of kividb-agent-memory-export" in out
+    # a gzip export cut short in the middle of its stream, and a file that only says .gz
+    whole = gzip.compress(("\n".join(json.dumps({"memory": {"n": i}}) for i in range(3000)))
+                          .encode())  # fmt: skip
+    short = tmp_path / "short.jsonl.gz"
+    short.write_bytes(whole[: len(whole) // 2])
+    status, out = _import(cluster_stack, name, short, monkeypatch, capsys)
+    assert status == 1 and "cannot be read whole" in out and "Traceback" not in out
+    fake = tmp_path / "fake.jsonl.gz"
+    fake.write_text("not gzip\n")
+    status, out = _import(cluster_stack, name, fake, monkeypatch, capsys)
+    assert status == 1 and "cannot be read whole" in out
     with cluster_stack.client() as http:
         assert http.get(f"/instances/local/agent-memory/{name}").status_code == 404
 
@@ -208,3 +219,22 @@ def test_the_import_routes_refuse_bad_input_exactly_and_keep_nothing(api: httpx.
     missing = f"/instances/local/agent-memory/{unique('none')}"
     assert api.get(f"{missing}/export/memories").json()["error"] == "store_not_found"
     assert api.delete(store).status_code == 204
+
+
+def test_ctrl_c_ends_the_tool_with_one_line_saying_what_to_do(tmp_path, monkeypatch, capsys):
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setenv("KIVIDB_API_KEY", "kvm_not_used_0123456789abcdefghijklmnop")
+    monkeypatch.setattr(transfer, "import_store", interrupted)
+    monkeypatch.setattr(transfer, "export_store", interrupted)
+    base = ["--url", "http://127.0.0.1:9", "--instance", "local", "--store", "s"]
+    assert transfer.main(["import", *base, "--in", str(tmp_path / "x.jsonl")]) == 130
+    assert capsys.readouterr().err.strip() == (
+        "transfer: interrupted: run the same command again to go on where it stopped"
+    )
+    assert transfer.main(["export", *base, "--out", str(tmp_path / "x.jsonl")]) == 130
+    err = capsys.readouterr().err.strip()
+    assert (
+        err == f"transfer: interrupted: nothing was written to {tmp_path / 'x.jsonl'}; run it again"
+    )
