@@ -6,6 +6,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import (
+    CREATE_STORE_FIRST,
     SESSION_ROUTE,
     WRITE_RESPONSES,
     Api,
@@ -18,7 +19,7 @@ from agent_memory.background import schedule_background
 from agent_memory.models import EventsRequest, EventsResult
 from agent_memory.scheduler import ExtractionTarget
 
-app = Api()
+app = Api(store_not_found_step=CREATE_STORE_FIRST)
 
 
 @app.post(

@@ -7,10 +7,19 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory.api import JSON, STORE_ROUTE, Api, InstancePath, StorePath, metrics, responses
+from agent_memory.api import (
+    CREATE_STORE_FIRST,
+    JSON,
+    STORE_ROUTE,
+    Api,
+    InstancePath,
+    StorePath,
+    metrics,
+    responses,
+)
 from agent_memory.memory_models import MemoryIn, MemoryView
 
-app = Api()
+app = Api(store_not_found_step=CREATE_STORE_FIRST)
 
 
 @app.post(

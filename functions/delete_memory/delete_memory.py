@@ -4,6 +4,7 @@ from aws_lambda_powertools.event_handler import Response
 
 from agent_memory.api import (
     MEMORY_ROUTE,
+    NOTHING_DELETED,
     Api,
     InstancePath,
     MemoryPath,
@@ -12,7 +13,7 @@ from agent_memory.api import (
     responses,
 )
 
-app = Api()
+app = Api(store_not_found_step=NOTHING_DELETED)
 
 
 @app.delete(

@@ -2,9 +2,17 @@
 
 from aws_lambda_powertools.event_handler import Response
 
-from agent_memory.api import STORE_ROUTE, Api, InstancePath, StorePath, no_content, responses
+from agent_memory.api import (
+    NOTHING_DELETED,
+    STORE_ROUTE,
+    Api,
+    InstancePath,
+    StorePath,
+    no_content,
+    responses,
+)
 
-app = Api()
+app = Api(store_not_found_step=NOTHING_DELETED)
 
 
 @app.delete(

@@ -1,9 +1,17 @@
 """DELETE .../actors/{actor_id}/memories: forget everything one actor has (data protection)."""
 
-from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, ActorPath, Api, InstancePath, StorePath
+from agent_memory.api import (
+    ERROR_RESPONSES,
+    NOTHING_DELETED,
+    STORE_ROUTE,
+    ActorPath,
+    Api,
+    InstancePath,
+    StorePath,
+)
 from agent_memory.memory_models import ActorForgotten
 
-app = Api()
+app = Api(store_not_found_step=NOTHING_DELETED)
 
 
 @app.delete(

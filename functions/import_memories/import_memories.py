@@ -6,10 +6,18 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory.api import STORE_ROUTE, WRITE_RESPONSES, Api, InstancePath, StorePath, metrics
+from agent_memory.api import (
+    CREATE_STORE_FIRST,
+    STORE_ROUTE,
+    WRITE_RESPONSES,
+    Api,
+    InstancePath,
+    StorePath,
+    metrics,
+)
 from agent_memory.memory_transfer import MemoryImportBatch, MemoryImportResult
 
-app = Api()
+app = Api(store_not_found_step=CREATE_STORE_FIRST)
 
 
 @app.post(

@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.api import (
+    CREATE_STORE_FIRST,
     STORE_ROUTE,
     WRITE_RESPONSES,
     Api,
@@ -21,7 +22,7 @@ from agent_memory.errors import AgentMemoryError
 from agent_memory.scheduler import ExtractionTarget
 from agent_memory.session_transfer import SessionImport, SessionImported
 
-app = Api()
+app = Api(store_not_found_step=CREATE_STORE_FIRST)
 logger = logging.getLogger(__name__)
 
 

@@ -75,6 +75,32 @@ def test_samples_drive_a_whole_conversation(tenant, store):
     assert status == 404 and body["error"] == "session_not_found"
 
 
+# What a 404 store_not_found says on each route: the next step where there is one.
+MISSING_STORE = {
+    "create it with PUT first": {"add_events", "add_memory", "import_session", "import_memories"},
+    "nothing was deleted": {"delete_store", "delete_session", "delete_memory", "forget_actor"},
+    "": {"get_store", "list_sessions", "get_session", "extract_session", "recall",
+         "list_memories", "search_memories", "get_memory", "update_memory", "export_sessions",
+         "export_session", "export_memories"},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("name", "step"), [(name, step) for step, names in MISSING_STORE.items() for name in names]
+)
+def test_a_missing_stores_404_says_the_next_step_of_its_route(tenant, function_env, name, step):
+    missing = unique("missing")
+    status, body, _ = invoke(name, build(name, tenant, missing))
+    assert (status, body["error"]) == (404, "store_not_found")
+    said = f"Store '{missing}' does not exist on this instance"
+    assert body["message"] == (f"{said}; {step}." if step else f"{said}.")
+
+
+def test_every_route_of_a_store_is_in_the_missing_store_table():
+    routes = {r.function.handler.split(".")[0] for r in API.routes if "{store}" in r.path}
+    assert routes - {"put_store"} == set().union(*MISSING_STORE.values())
+
+
 def test_the_authorizer_sample_names_the_keys_organization(tenant, function_env):
     event = sample("authorizer")
     event["headers"]["authorization"] = f"Bearer {tenant.api_key}"

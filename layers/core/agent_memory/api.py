@@ -64,6 +64,7 @@ from agent_memory.errors import (
     ProviderUnavailable,
     RouteNotFound,
     SchedulerUnavailable,
+    StoreNotFound,
     Unauthorized,
     ValidationFailed,
 )
@@ -142,6 +143,11 @@ MemoryPath = Annotated[str, Path(pattern=MEMORY_ID_PATTERN, description="Memory 
 ActorPath = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="Actor id")]
 
 STORE_ROUTE = "/instances/<instance_id>/agent-memory/<store>"
+
+# What a 404 store_not_found tells the caller to do, on the routes where something fits: the
+# routes that write into a store (a store is made with PUT on its own URL), and the deletes.
+CREATE_STORE_FIRST = "create it with PUT first"
+NOTHING_DELETED = "nothing was deleted"
 SESSION_ROUTE = STORE_ROUTE + "/sessions/<session_id>"
 MEMORY_ROUTE = STORE_ROUTE + "/memories/<memory_id>"
 
@@ -376,7 +382,9 @@ class Api(APIGatewayHttpResolver):
     Route code reads ``app.principal`` (who is calling) and ``app.runtime`` (services).
     """
 
-    def __init__(self) -> None:
+    def __init__(self, *, store_not_found_step: str = "") -> None:
+        """``store_not_found_step``: the next step a 404 ``store_not_found`` names on this
+        route (``CREATE_STORE_FIRST``, ``NOTHING_DELETED``); by default none."""
         super().__init__(
             enable_validation=True,
             json_body_deserializer=strict_json_loads,
@@ -387,6 +395,7 @@ class Api(APIGatewayHttpResolver):
         self._request_validation_middleware = StrictQueryValidation()
         self._principal: Principal | None = None
         self._runtime: Runtime | None = None
+        self._store_not_found_step = store_not_found_step
         self.exception_handler(AgentMemoryError)(self._domain_error)
         self.exception_handler(RequestValidationError)(self._validation_error)
         self.exception_handler(NotFoundError)(self._route_not_found)
@@ -443,6 +452,8 @@ class Api(APIGatewayHttpResolver):
         }
 
     def _domain_error(self, exc: AgentMemoryError) -> Response[str]:
+        if isinstance(exc, StoreNotFound) and self._store_not_found_step:
+            exc = StoreNotFound(exc.store, self._store_not_found_step)
         status = status_of(exc)
         if status >= 500:
             logger.warning("request failed", extra={"error": exc.code, "detail": exc.message})

@@ -42,12 +42,15 @@ class InstanceNotFound(NotFound):
 
 
 class StoreNotFound(NotFound):
+    """No store of that name on the instance. ``next_step``: what the caller can do about it on
+    the route that answers (``api.Api``'s ``store_not_found_step``), '' where nothing fits."""
+
     code = "store_not_found"
 
-    def __init__(self, store: str) -> None:
-        super().__init__(
-            f"Store '{store}' does not exist on this instance; create it with PUT first."
-        )
+    def __init__(self, store: str, next_step: str = "") -> None:
+        self.store = store
+        step = f"; {next_step}" if next_step else ""
+        super().__init__(f"Store '{store}' does not exist on this instance{step}.")
 
 
 class SessionNotFound(NotFound):
