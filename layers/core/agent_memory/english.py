@@ -5,6 +5,11 @@
   ``-es``, ``-ies``), ``-ed``, ``-ing`` (restoring ``-e`` or undoubling a consonant where the
   paper says so) and turns a final ``y`` after a vowel-bearing stem into ``i``. So ``groups``,
   ``grouped`` and ``grouping`` all give ``group``, ``hoping`` and ``hope`` give ``hope``.
+  Step 1 alone keeps the ``-e`` it restores where the base word has none: ``eating`` gives
+  ``eate`` (1b's ``AT -> ATE``, the rule of ``conflated -> conflate``) while ``eat`` stays
+  ``eat``, so the two do not find each other (``heated``/``heat``, ``treating``/``treat``
+  likewise). That is the paper's step 1 output; its step 5a, left out with steps 2 to 5, is
+  what removes that ``e`` (m = 1, no ``*o``).
   Porter's steps 2 to 5 (derivational suffixes: ``-ational``, ``-ness``, ``-ment``...) are left
   out: on LoCoMo (``bench/retrieval.py`` in-process, with the stop words below) the full Porter2
   algorithm of the ``snowballstemmer`` package gave hybrid hit@10 0.725 against 0.724 for step
