@@ -20,10 +20,10 @@ Instance URLs can hold passwords, so the tool prints them with every credential 
 A database belongs to one organization: ``register-instance`` refuses one that another
 organization has registered (compared by normalized address, and by an ownership marker the
 tool writes in the database when it can reach it), and one that already holds agent-memory data
-not known to be ORG's (``instances.refuse_foreign_data``: left by another organization, or with
-no marker saying whose it is) unless ``--adopt-existing-data`` says ORG may have that data.
-A database an instance leaves (removed, re-pointed, or its organization deleted) stays
-reserved for that organization for ``--release-hold`` seconds (default
+not known to be ORG's (``database_ownership.refuse_foreign_data``: left by another
+organization, or with no marker saying whose it is) unless ``--adopt-existing-data`` says ORG
+may have that data. A database an instance leaves (removed, re-pointed, or its organization
+deleted) stays reserved for that organization for ``--release-hold`` seconds (default
 ``$KIVIDB_INSTANCE_CACHE_SECONDS``, else 30: the time warm functions may still use a cached
 instance record).
 """
@@ -39,9 +39,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "layers" / "core
 
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
+from agent_memory.database_ownership import refuse_foreign_data
 from agent_memory.db import redis_client
 from agent_memory.errors import AgentMemoryError
-from agent_memory.instances import DEFAULT_RELEASE_HOLD_SECONDS, refuse_foreign_data
+from agent_memory.instances import DEFAULT_RELEASE_HOLD_SECONDS
 from agent_memory.url_masking import mask_url
 
 
@@ -155,7 +156,8 @@ def _registered(control: ControlPlane, args: argparse.Namespace) -> None:
     for warning in registration.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     # The URL as stored (masked) says how the functions connect, TLS included; the address
-    # (instances.database_address) is only the database's identity, always spelled redis://.
+    # (database_ownership.database_address) is only the database's identity, always spelled
+    # redis://.
     url = mask_url(args.url)
     if registration.created:
         print(

@@ -21,6 +21,7 @@ import redis
 
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane, hash_api_key
+from agent_memory.database_ownership import database_address
 from agent_memory.errors import (
     InstanceConflict,
     InstanceNotFound,
@@ -28,7 +29,6 @@ from agent_memory.errors import (
     Unauthorized,
     ValidationFailed,
 )
-from agent_memory.instances import database_address
 from agent_memory.keys import ControlKeys, InstanceKeys
 from tests.conftest import ROOT, on_database, unique
 from tools import admin

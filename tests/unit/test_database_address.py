@@ -2,8 +2,8 @@
 
 import pytest
 
+from agent_memory.database_ownership import database_address
 from agent_memory.errors import ValidationFailed
-from agent_memory.instances import database_address
 
 
 @pytest.mark.parametrize(

@@ -75,9 +75,9 @@ instance and API key)::
     kividb:control:{control}:address-index        string  "1" once every instance is indexed
     kividb:control:{control}:layout               string  "2": the keys above are in this form
 
-``<address>`` is the normalized database address (``instances.database_address``), such as
-``redis://localhost:6379/0`` or ``unix:///run/redis.sock?db=0``. Organization and instance ids
-hold no ``:`` (``[A-Za-z0-9_-]``), so ``org:<org>:keys`` is injective.
+``<address>`` is the normalized database address (``database_ownership.database_address``),
+such as ``redis://localhost:6379/0`` or ``unix:///run/redis.sock?db=0``. Organization and
+instance ids hold no ``:`` (``[A-Za-z0-9_-]``), so ``org:<org>:keys`` is injective.
 
 Before the ``{control}`` tag, the same keys were ``kividb:control:orgs``,
 ``kividb:control:org:{<org>}:keys`` and so on (:func:`legacy_control_key` maps them);
