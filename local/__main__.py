@@ -37,6 +37,8 @@ import redis  # noqa: E402
 import uvicorn  # noqa: E402
 from uvicorn.supervisors import Multiprocess  # noqa: E402
 
+from agent_memory.db import is_cluster, primaries, redis_client  # noqa: E402
+from agent_memory.errors import AgentMemoryError  # noqa: E402
 from agent_memory.url_masking import mask_url, url_secrets  # noqa: E402
 from local.bootstrap import (  # noqa: E402
     INSTANCE_ID,
@@ -129,15 +131,19 @@ def main() -> None:
     try:
         try:
             database = start_database(local_dir)
-        except redis.RedisError as exc:
+            api_key, origin = bootstrap(database.url, local_dir, os.environ.get("KIVIDB_API_KEY"))
+        except (redis.RedisError, AgentMemoryError) as exc:
             url = os.environ.get("REDIS_URL", "")
+            if isinstance(exc, AgentMemoryError):  # reached, but refused (a URL option, say)
+                what, reason = "cannot use", exc.message
+            else:
+                verb = "reach" if isinstance(exc, redis.ConnectionError) else "use"
+                what, reason = f"cannot {verb}", describe(exc, url_secrets(url))
             print(
-                f"local stack: cannot reach the database at REDIS_URL={mask_url(url)}: "
-                f"{describe(exc, url_secrets(url))}",
+                f"local stack: {what} the database at REDIS_URL={mask_url(url)}: {reason}",
                 file=sys.stderr,
             )
             raise SystemExit(2) from None
-        api_key, origin = bootstrap(database.url, local_dir, os.environ.get("KIVIDB_API_KEY"))
         # Provider API keys are encrypted with the key file .local/secret.key here (made on the
         # first start); AWS uses KMS (KIVIDB_KMS_KEY_ID, which stays unset locally).
         secret_key(local_dir)
@@ -172,7 +178,8 @@ def main() -> None:
         print(
             f"KiviDB agent memory, local stack\n"
             f"  API:       {base}  (routes from template.yaml, {workers} worker processes)\n"
-            f"  database:  {mask_url(database.url)}  ({database.description})\n"
+            f"  database:  {mask_url(database.url)}  ({database.description}"
+            f"{cluster_note(database.url)})\n"
             f"  instance:  {INSTANCE_ID}  (organization local)\n"
             f"  API key:   {api_key}  ({origin})\n"
             f"  scheduler: {scheduler}\n"
@@ -220,6 +227,15 @@ def main() -> None:
             print(f"local stack: stopped{cause}: {', '.join(stopped)}", flush=True)
     if served and shutdown.signal_name is None:
         raise SystemExit(1)  # the server stopped by itself (a worker could not start)
+
+
+def cluster_note(url: str) -> str:
+    """``", a Redis Cluster of N primaries"`` for the banner when ``url`` is a cluster (as the
+    stack's database client found it: ``db.cluster_mode``), else nothing."""
+    client = redis_client(url)
+    if not is_cluster(client):
+        return ""
+    return f", a Redis Cluster of {primaries(client)} primaries"
 
 
 def listen(port: int) -> socket.socket:

@@ -27,7 +27,7 @@ import redis
 
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
-from agent_memory.db import redis_client
+from agent_memory.db import check_cluster_option, redis_client, split_cluster_option
 from agent_memory.secrets import load_key_file
 
 ORG_ID = "local"
@@ -53,7 +53,13 @@ def free_port() -> int:
 
 
 def _wait_for(url: str, timeout: float = 10.0) -> None:
-    client = redis.Redis.from_url(url, socket_connect_timeout=0.5)
+    """Wait until the server at ``url`` answers PING: its database 0, with our ``cluster``
+    option taken off the URL (a cluster refuses SELECT, and redis-py knows no such option);
+    whether the URL's database can be used is for the stack's first use of it to say."""
+    plain, _ = split_cluster_option(url)
+    pool = redis.ConnectionPool.from_url(plain, socket_connect_timeout=0.5)
+    pool.connection_kwargs["db"] = 0
+    client = redis.Redis(connection_pool=pool)
     deadline = time.monotonic() + timeout
     while True:
         try:
@@ -375,6 +381,7 @@ def bootstrap(url: str, local_dir: Path, api_key: str | None) -> tuple[str, str]
     The key is ``api_key`` when given, else the one kept in ``local_dir/api_key``, else a new
     one (written there, mode 0600). Returns ``(api_key, where it came from)``.
     """
+    check_cluster_option(url)  # else a cluster told cluster=0 answers MOVED, as if unreachable
     control = ControlPlane(redis_client(url), SystemClock())
     control.create_organization(ORG_ID, "Local development")
     control.register_instance(ORG_ID, INSTANCE_ID, url)

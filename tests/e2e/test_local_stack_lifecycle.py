@@ -16,7 +16,7 @@ import httpx
 import pytest
 import redis
 
-from local.bootstrap import free_port, start_redis_server
+from local.bootstrap import free_port, start_redis_cluster, start_redis_server
 from local.launch import ROOT, running_stack
 
 API_KEY = "kvm_e2e_lifecycle_key_0123456789abcdefghijkl"
@@ -158,3 +158,67 @@ def test_an_unreachable_redis_url_is_one_line_without_its_password(
         f"ConnectionError: Error 111 connecting to 127.0.0.1:{port}. Connection refused"
     ]
     assert not (tmp_path / "local" / "api_key").exists()  # nothing was bootstrapped
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory):
+    started = start_redis_cluster(tmp_path_factory.mktemp("lifecycle-cluster") / "cluster")
+    try:
+        yield started
+    finally:
+        started.stop()
+
+
+@pytest.mark.parametrize("option", ["", "?cluster=1"], ids=["detected", "said-by-the-url"])
+def test_a_cluster_redis_url_serves_and_the_banner_says_it_is_one(
+    tmp_path: Path, cluster, option: str
+) -> None:
+    log = tmp_path / "stack.log"
+    env = {"REDIS_URL": cluster.url + option, "KIVIDB_API_KEY": API_KEY,
+           "KIVIDB_LOCAL_DIR": str(tmp_path / "local")}  # fmt: skip
+    with running_stack(env, log=log, timeout=60) as (url, _):
+        answer = httpx.get(f"{url}/agent-memory", headers={"Authorization": f"Bearer {API_KEY}"})
+        assert answer.status_code == 200, answer.text
+        banner = _wait_for_line(log, "database:", 10)
+        assert banner.endswith("(REDIS_URL, a Redis Cluster of 3 primaries)"), banner
+    assert "Traceback" not in log.read_text()
+
+
+@pytest.mark.parametrize(
+    ("suffix", "reason"),
+    [
+        ("/2", "a cluster has only database 0: register it with a URL without a database number."),
+        ("?cluster=0", "the URL says cluster=0: remove the option"),
+    ],
+    ids=["a-database-number", "told-it-is-no-cluster"],
+)
+def test_a_cluster_url_it_cannot_use_is_one_line_saying_why(
+    tmp_path: Path, cluster, suffix: str, reason: str
+) -> None:
+    env = {**os.environ, "REDIS_URL": cluster.url + suffix, "PORT": str(free_port()),
+           "KIVIDB_LOCAL_DIR": str(tmp_path / "local")}  # fmt: skip
+    done = subprocess.run(
+        [sys.executable, "-m", "local"], cwd=ROOT, env=env, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"local stack: cannot use the database at REDIS_URL={cluster.url}")
+    assert reason in lines[0]
+
+
+def test_a_single_node_said_to_be_a_cluster_is_one_line_saying_why(tmp_path: Path) -> None:
+    database = start_redis_server(tmp_path / "redis", persist=False)
+    try:
+        env = {**os.environ, "REDIS_URL": database.url + "?cluster=1", "PORT": str(free_port()),
+               "KIVIDB_LOCAL_DIR": str(tmp_path / "local")}  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, "-m", "local"], cwd=ROOT, env=env, capture_output=True, text=True,
+            timeout=60,
+        )  # fmt: skip
+    finally:
+        database.stop()
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = done.stderr.splitlines()
+    assert len(lines) == 1 and "the database is not a cluster node" in lines[0], done.stderr

@@ -29,7 +29,7 @@ from agent_memory.errors import (
     ValidationFailed,
 )
 from agent_memory.index_cache import IndexCache
-from agent_memory.keys import PREFIX, ControlKeys, StoreKeys, actor_bucket
+from agent_memory.keys import PREFIX, ControlKeys, InstanceKeys, StoreKeys, actor_bucket
 from agent_memory.memories import Memories
 from agent_memory.memory_models import MemoryIn, SearchRequest
 from agent_memory.models import EventIn, EventsRequest, StorePut
@@ -219,6 +219,34 @@ def test_the_cluster_option_of_the_url_wins_and_a_wrong_one_is_a_503_not_a_500(c
     for name in names:
         with contextlib.suppress(StoreNotFound):
             _stores(cluster.url).delete(name)
+
+
+def test_a_cluster_option_that_contradicts_the_server_is_refused_and_nothing_changes(
+    cluster, tmp_path: Path
+):
+    control = ControlPlane(redis_client(cluster.url), SystemClock(), release_hold_seconds=0)
+    org = unique("org")
+    control.create_organization(org)
+    registration = control.register_instance(org, "prod", cluster.url)
+    assert registration.marked
+    marker = real_client(redis_client(cluster.url)).get(InstanceKeys.owner)
+    # re-pointing the instance to its own cluster, told it is no cluster: it read as a database
+    # that could not be reached, so the marker was released and the data locked out
+    other_node = f"redis://127.0.0.1:{cluster.ports[1]}?cluster=0"
+    with pytest.raises(ValidationFailed, match="the URL says cluster=0: remove the option"):
+        control.register_instance(org, "prod", other_node)
+    assert control.instance(org, "prod").url == cluster.url
+    assert real_client(redis_client(cluster.url)).get(InstanceKeys.owner) == marker
+    single = start_redis_server(tmp_path / "redis", persist=False)
+    try:
+        with pytest.raises(ValidationFailed, match="the database is not a cluster node"):
+            control.register_instance(org, "single", single.url + "?cluster=1")
+        with pytest.raises(DatabaseUnavailable, match="the database is not a cluster node"):
+            _stores(single.url + "?cluster=1").all()  # a registration of before: 503, not 500
+        assert control.register_instance(org, "single", single.url + "?cluster=0").marked
+    finally:
+        single.stop()
+        control.delete_organization(org)
 
 
 def test_control_keys_of_before_the_tag_are_renamed_once_and_keep_working(tmp_path: Path):

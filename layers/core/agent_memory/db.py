@@ -122,6 +122,14 @@ def cluster_mode(url: str) -> bool:
     plain, forced = split_cluster_option(url)
     if forced is not None:
         return forced
+    return server_is_cluster(plain)
+
+
+def server_is_cluster(url: str) -> bool:
+    """Whether the server at ``url`` (a URL without our ``cluster`` option) is a cluster node,
+    as it says (``INFO cluster``, else ``CLUSTER INFO``), asked once per URL and process.
+    ``DatabaseUnavailable`` when it cannot be reached."""
+    plain = url
     with _MODES_LOCK:
         known = _MODES.get(plain)
     if known is not None:
@@ -139,6 +147,34 @@ def cluster_mode(url: str) -> bool:
     with _MODES_LOCK:
         _MODES[plain] = known
     return known
+
+
+def check_cluster_option(url: str) -> None:
+    """Refuse a URL whose ``cluster`` option contradicts the server, before it is registered:
+    ``?cluster=0`` on a cluster node (a standalone client of a cluster gets ``MOVED`` for most
+    keys, which reads as a database that cannot be reached) or ``?cluster=1`` on a server that
+    is not one (the cluster client cannot start). ``ValidationFailed`` naming the fix; nothing
+    when the URL has no option, when it agrees, and when the server cannot be reached (a
+    registration goes on without it, as for any unreachable database)."""
+    plain, forced = split_cluster_option(url)
+    if forced is None:
+        return
+    try:
+        actual = server_is_cluster(plain)
+    except DatabaseUnavailable:
+        return
+    if actual == forced:
+        return
+    if actual:
+        raise ValidationFailed(
+            "The database is a Redis Cluster node (INFO cluster: cluster_enabled:1), and the "
+            "URL says cluster=0: remove the option (clusters are found without it) or use "
+            "cluster=1."
+        )
+    raise ValidationFailed(
+        "The URL says cluster=1, but the database is not a cluster node (cluster mode is not "
+        "enabled on it): remove the option or use cluster=0."
+    )
 
 
 def _probe(url: str, ask: Callable[[redis.Redis], Any]) -> Any:
@@ -239,15 +275,25 @@ def _make_client(url: str, binary: bool) -> redis.Redis | RedisCluster:
             "The instance's database is a cluster, and a cluster has only database 0: "
             "register it with a URL without a database number."
         )
-    with database_errors():
-        return RedisCluster.from_url(
-            plain,
-            decode_responses=not binary,
-            socket_timeout=SOCKET_TIMEOUT_SECONDS,
-            socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
-            retry=Retry(NoBackoff(), retries=0),
-            require_full_coverage=False,
-        )
+    try:
+        with database_errors():
+            return RedisCluster.from_url(
+                plain,
+                decode_responses=not binary,
+                socket_timeout=SOCKET_TIMEOUT_SECONDS,
+                socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
+                retry=Retry(NoBackoff(), retries=0),
+                require_full_coverage=False,
+            )
+    except RedisClusterException as exc:
+        # "Cluster mode is not enabled on this node": a URL saying cluster=1 of a server that
+        # is not a cluster. Asked of the server rather than read from redis-py's message.
+        if not server_is_cluster(plain):
+            raise DatabaseRefused(
+                "The URL says cluster=1, but the database is not a cluster node: remove the "
+                "option or use cluster=0."
+            ) from exc
+        raise
 
 
 def _standalone(url: str, binary: bool) -> redis.Redis:
@@ -440,8 +486,9 @@ def database_errors() -> Iterator[None]:
         # node that no longer serves its slot (``TRANSACTION_REDIRECTS`` lets a caller try
         # again), or a plain client of a cluster (a URL with ``cluster=0``).
         raise DatabaseUnavailable(
-            "The database sent this request to another shard (data moving between shards, or "
-            "a cluster reached through a URL that says cluster=0); retry in a moment."
+            "The database sent this request to another shard: data moving between shards "
+            "(retry in a moment), or a cluster reached through a URL that says cluster=0 "
+            "(register it again without that option)."
         ) from exc
     except RedisClusterException as exc:
         # Reading the slot map again after a failed connection, when no node answers.

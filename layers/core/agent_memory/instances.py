@@ -38,7 +38,13 @@ from agent_memory.database_ownership import (
     release_marker,
     undo_marker_claim,
 )
-from agent_memory.db import database_errors, is_cluster, load_script, redis_client
+from agent_memory.db import (
+    check_cluster_option,
+    database_errors,
+    is_cluster,
+    load_script,
+    redis_client,
+)
 from agent_memory.errors import (
     Conflict,
     CredentialsRefused,
@@ -250,9 +256,13 @@ class InstanceRegistry:
         reached but cannot be used (``db.UsableConnection``: a database number it does not
         have, a refused handshake, not the Redis protocol): nothing changed. Refused
         credentials are registered without a marker, as a database that cannot be reached.
+        ``ValidationFailed`` too for a URL whose ``cluster`` option contradicts the server
+        (``db.check_cluster_option``: ``cluster=0`` of a cluster node would read as unreachable
+        and release the marker of the instance's own cluster).
         """
         check_id(INSTANCE_ID, "instance id", instance_id)
         address = database_address(url)
+        check_cluster_option(url)  # a cluster told cluster=0 would read as unreachable
         self._require_org(org_id)
         warnings = self._index_existing()
         for _ in range(_ATTEMPTS):
