@@ -591,18 +591,18 @@ def test_a_store_given_other_dimensions_mid_run_keeps_no_unusable_memory(make_wo
 
 
 def test_a_long_run_stops_between_calls_and_carries_on(make_world, monkeypatch):
-    from agent_memory import background
+    from agent_memory import background_steps
 
     world = make_world()
     world.say("s", *[f"I did thing {i}" for i in range(100)])  # two chunks of 100 and 50
     world.say("s", *[f"I did thing {i}" for i in range(100, 150)])
     world.quiet()
-    monkeypatch.setattr(background, "RUN_BUDGET_SECONDS", 0.2)
+    monkeypatch.setattr(background_steps, "RUN_BUDGET_SECONDS", 0.2)
     world.model_server.reply(memories_answer("Alice did things"), delay=0.4)
     report = world.run("s")
     assert report.outcome == "continued" and report.read_messages == 100
     assert world.meta("s").extraction.unread == 50 and world.meta("s").extraction.due_at
-    monkeypatch.setattr(background, "RUN_BUDGET_SECONDS", 150.0)
+    monkeypatch.setattr(background_steps, "RUN_BUDGET_SECONDS", 150.0)
     assert world.run("s").read_messages == 50
     assert world.meta("s").extraction.unread == 0
 

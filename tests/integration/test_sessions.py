@@ -217,7 +217,7 @@ def test_the_listing_shows_each_sessions_extraction_as_reading_it_does(make_stor
 
 def test_the_listing_does_not_read_the_summaries_it_does_not_show(make_store, client):
     config, sessions = make_store()
-    summary = "s" * 8_000  # background.MAX_SUMMARY_CHARS: a long-running session's summary
+    summary = "s" * 8_000  # background_steps.MAX_SUMMARY_CHARS: a long-running session's summary
     for i in range(20):
         sessions.append(f"s{i}", _events("x"))
         client.hset(StoreKeys(config.name, config.incarnation).session(f"s{i}").meta,

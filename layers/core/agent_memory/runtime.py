@@ -247,7 +247,7 @@ class Runtime:
         """The provider client of background runs, which no client waits for: a longer deadline
         (a model writing a summary answers only when it is done) and more retries. Each call
         ends within 45 s, all attempts and waits included; a run starts no new step after
-        ``background.RUN_BUDGET_SECONDS`` (110 s), and a step makes at most four calls (one
+        ``background_steps.RUN_BUDGET_SECONDS`` (110 s), and a step makes at most four calls (one
         embedding batch to find the related memories, a model answer asked for twice, then one
         embedding batch), so a run ends by 110 + 4 x 45 = 290 s plus its database writes, inside
         the function's 300 s."""
