@@ -77,7 +77,7 @@ def no_sleep(monkeypatch: pytest.MonkeyPatch) -> list[float]:
     async def asleep(seconds: float) -> None:
         waits.append(seconds)
 
-    monkeypatch.setattr("kividb_memory.client.asyncio.sleep", asleep)
+    monkeypatch.setattr("kividb_memory.async_client.asyncio.sleep", asleep)
     return waits
 
 
