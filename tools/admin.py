@@ -39,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "layers" / "core
 
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
-from agent_memory.database_ownership import refuse_foreign_data
+from agent_memory.database_ownership import MarkerRelease, refuse_foreign_data
 from agent_memory.db import redis_client
 from agent_memory.errors import AgentMemoryError
 from agent_memory.instances import DEFAULT_RELEASE_HOLD_SECONDS
@@ -128,7 +128,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{mask_url(removal.url)} (nothing was deleted there: empty it before "
                 "another organization registers it)"
             )
-            _after_release(args, marker=removal.marker_released)
+            _after_release(args)
+            _marker_note(removal.marker)
         elif args.command == "delete-org":
             deleted = control.delete_organization(args.org)
             print(
@@ -137,12 +138,13 @@ def main(argv: list[str] | None = None) -> int:
             )
             for removal in deleted.removed:
                 print(f"  {removal.instance_id}: its data stays in {mask_url(removal.url)}")
+                _marker_note(removal.marker, indent="    ")
             if deleted.removed:
                 print(
                     "(nothing was deleted in the databases: empty them before another "
                     "organization registers them)"
                 )
-                _after_release(args, marker=all(r.marker_released for r in deleted.removed))
+                _after_release(args)
     except AgentMemoryError as exc:
         print(f"{exc.code}: {exc.message}", file=sys.stderr)
         return 1
@@ -170,7 +172,8 @@ def _registered(control: ControlPlane, args: argparse.Namespace) -> None:
             f"instance {args.instance_id} of {args.org} re-pointed to {url}; its previous "
             f"database (address {registration.released}) is released (its data stays there)"
         )
-        _after_release(args, marker=True)
+        _after_release(args)
+        _marker_note(registration.released_marker or "released", database="previous database")
     else:
         print(
             f"instance {args.instance_id} of {args.org} is at {url}: the same database as "
@@ -178,14 +181,14 @@ def _registered(control: ControlPlane, args: argparse.Namespace) -> None:
         )
     if not registration.marked:
         print(
-            "note: the database could not be reached (or refused the URL's credentials, or "
-            "the write), so no ownership marker was written in it; other organizations are "
-            "refused this URL's address, but not other names of the same server. Register it "
-            "again once it is reachable."
+            "note: the database could not be reached (or refused the URL's credentials or the "
+            "script), so no ownership marker of this instance stays in it; other organizations "
+            "are refused this URL's address, but not other names of the same server. Register "
+            "it again once it is reachable."
         )
 
 
-def _after_release(args: argparse.Namespace, *, marker: bool) -> None:
+def _after_release(args: argparse.Namespace) -> None:
     """What a release means for warm functions and for other organizations."""
     print(
         f"Warm functions may still serve the released database to {args.org} for their "
@@ -193,10 +196,22 @@ def _after_release(args: argparse.Namespace, *, marker: bool) -> None:
         f"reserved for {args.org} for {args.release_hold:g} s, so no other organization can "
         "register it before."
     )
-    if not marker:
+
+
+def _marker_note(marker: MarkerRelease, *, database: str = "database", indent: str = "") -> None:
+    """Say what became of the released database's ownership marker when it is not released."""
+    if marker == "absent":
         print(
-            "note: the database could not be reached, so its ownership marker "
-            "(kividb:mem:@owner) was left; the next registration of that database replaces it."
+            f"{indent}note: the {database} holds no ownership marker of this instance (it was "
+            "registered without one, or another registration replaced it), so there was none "
+            "to release."
+        )
+    elif marker == "unreached":
+        print(
+            f"{indent}note: the {database} could not be reached (or refused the URL's "
+            "credentials or the script), so an ownership marker of this instance "
+            "(kividb:mem:@owner) may still be in it; the next registration of that database "
+            "replaces it."
         )
 
 

@@ -531,10 +531,10 @@ def test_removing_an_instance_unregisters_it_and_keeps_its_data(control, client,
     database.set("kividb:mem:@test-data", "kept")
     control.register_instance(org, "leaving", url)
     removal = control.remove_instance(org, "leaving")
-    assert (removal.url, removal.address, removal.marker_released) == (
+    assert (removal.url, removal.address, removal.marker) == (
         url,
         database_address(url),
-        True,
+        "released",
     )
     with pytest.raises(InstanceNotFound):
         control.instance(org, "leaving")
@@ -678,6 +678,45 @@ def test_admin_lists_say_when_the_organization_does_not_exist(control, redis_url
     assert run_admin(redis_url, capsys, command, other_org(control)) == (0, "", "")
 
 
+UNREACHED_MARKER = (
+    "note: the database could not be reached (or refused the URL's credentials or the script), "
+    "so an ownership marker of this instance (kividb:mem:@owner) may still be in it; the next "
+    "registration of that database replaces it.\n"
+)
+NO_MARKER = (
+    "note: the database holds no ownership marker of this instance (it was registered without "
+    "one, or another registration replaced it), so there was none to release.\n"
+)
+
+
+def test_admin_remove_instance_says_what_became_of_the_marker(control, redis_url, capsys):
+    org = other_org(control)
+    url = on_database(redis_url, 3)
+    database = redis.Redis.from_url(url, decode_responses=True)
+    for instance, gone in (("marked", False), ("unmarked", True), ("far", None)):
+        target = DEAD if gone is None else url
+        assert run_admin(redis_url, capsys, "register-instance", org, instance, target)[0] == 0
+        if gone:  # as if the database had been out of reach when it was registered
+            database.delete(InstanceKeys.owner)
+        status, out, err = run_admin(redis_url, capsys, "remove-instance", org, instance)
+        assert (status, err) == (0, "")
+        notes = [line + "\n" for line in out.splitlines() if line.startswith("note:")]
+        assert notes == {False: [], True: [NO_MARKER], None: [UNREACHED_MARKER]}[gone], instance
+    assert database.get(InstanceKeys.owner) is None
+
+
+def test_admin_re_pointing_says_when_the_old_database_kept_its_marker(control, redis_url, capsys):
+    org = other_org(control)
+    assert run_admin(redis_url, capsys, "register-instance", org, "moving", DEAD)[0] == 0
+    url = on_database(redis_url, 3)
+    status, out, _ = run_admin(redis_url, capsys, "register-instance", org, "moving", url)
+    assert status == 0 and "re-pointed to" in out
+    assert [line + "\n" for line in out.splitlines() if line.startswith("note:")] == [
+        UNREACHED_MARKER.replace("the database", "the previous database")
+    ]
+    assert run_admin(redis_url, capsys, "remove-instance", org, "moving")[0] == 0
+
+
 def test_admin_deletes_an_organization(control, redis_url, capsys):
     org = other_org(control)
     _, key = control.issue_api_key(org)
@@ -725,4 +764,4 @@ def test_admin_notes_a_database_it_could_not_reach(control, redis_url, capsys):
     assert status == 0
     assert out.startswith(f"instance far registered for {org} at {DEAD} (compared with other")
     assert "\nnote: " in out
-    assert "no ownership marker was written" in out
+    assert "so no ownership marker of this instance stays in it" in out

@@ -20,7 +20,7 @@ import posixpath
 import re
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Literal
 
 import redis
 from redis.connection import parse_url
@@ -221,10 +221,24 @@ def confirm_marker(url: str, value: str) -> bool:
     return _marker_script(url, CONFIRM, [value])
 
 
-def release_marker(url: str, value: str, hold_ms: int) -> bool:
+MarkerRelease = Literal["released", "absent", "unreached"]
+"""What became of a registration's ownership marker when it let its database go: ``released``
+(held as released for the hold, or deleted with none); ``absent``: the database answered, but
+the marker there is not that one (none was ever written, or another registration replaced it);
+``unreached``: the database could not be reached, or refused the URL's credentials or the
+script, so a marker of that registration may still be in it."""
+
+
+def release_marker(url: str, value: str, hold_ms: int) -> MarkerRelease:
     """Release the marker ``value`` (held for ``hold_ms``, or deleted with 0) if it is
-    still the one in the database; False when it is not there or cannot be reached."""
-    return _marker_script(url, RELEASE, [value, hold_ms])
+    still the one in the database (see ``MarkerRelease``)."""
+    try:
+        client = redis_client(url)
+        with database_errors():
+            done = load_script(client, RELEASE)(keys=[InstanceKeys.owner], args=[value, hold_ms])
+    except (DatabaseUnavailable, redis.ResponseError, TypeError):
+        return "unreached"
+    return "released" if done else "absent"
 
 
 def undo_marker_claim(url: str, value: str, replaced: str, current: str) -> None:

@@ -32,6 +32,7 @@ from agent_memory.database_ownership import (
     CLAIM,
     CLAIM_PENDING_MS,
     RELEASED,
+    MarkerRelease,
     confirm_marker,
     database_address,
     marker_value,
@@ -84,7 +85,9 @@ class Registration:
     it left when it was re-pointed to another database, else None; ``marked``: the ownership
     marker is in the database (False when the database could not be reached or refused the
     write: the registration stands, guarded by its address only); ``warnings``: instances
-    registered before the address index that share a database (see ``_index_existing``).
+    registered before the address index that share a database (see ``_index_existing``);
+    ``released_marker``: what became of the ownership marker in the database it left (None
+    when it left none).
     """
 
     instance_id: str
@@ -93,18 +96,19 @@ class Registration:
     released: str | None
     marked: bool
     warnings: list[str] = field(default_factory=list)
+    released_marker: MarkerRelease | None = None
 
 
 @dataclass(frozen=True)
 class Removal:
     """What ``remove_instance`` did: the instance, its URL (may hold a password) and address,
-    and whether its ownership marker was released in the database (False when the database
-    could not be reached; a marker whose registration is gone is replaced by the next one)."""
+    and what became of its ownership marker in the database (``MarkerRelease``; a marker left
+    there, its registration gone, is replaced by the next registration)."""
 
     instance_id: str
     url: str
     address: str
-    marker_released: bool
+    marker: MarkerRelease
 
 
 def check_id(pattern: re.Pattern[str], kind: str, value: str) -> None:
@@ -294,14 +298,19 @@ class InstanceRegistry:
         self._instances.pop((org_id, instance_id), None)
         if marked and not confirm_marker(url, marker_value(org_id, instance_id, token)):
             marked = self._reclaim(org_id, instance_id, url, address, token, record)
-        released = None
+        released, released_marker = None, None
         if old_address and old_address != address:
             released = old_address
-            if old_token:
+            released_marker = (
                 release_marker(
                     record["url"], marker_value(org_id, instance_id, old_token), self._hold_ms
                 )
-        return Registration(instance_id, not record, address, released, marked, warnings)
+                if old_token
+                else "absent"  # registered before markers: it never wrote one
+            )
+        return Registration(
+            instance_id, not record, address, released, marked, warnings, released_marker
+        )
 
     def _record(self, instance_id: str) -> dict[str, str]:
         """The instance record's fields ({} when there is none)."""
@@ -527,15 +536,18 @@ class InstanceRegistry:
             raise Conflict(f"Instance '{instance_id}' kept changing; retry.")
         self._instances.pop((org_id, instance_id), None)
         url = record["url"]
-        released = bool(token) and release_marker(
-            url, marker_value(org_id, instance_id, token), self._hold_ms
+        # a record without a token was registered before markers: it never wrote one
+        marker: MarkerRelease = (
+            release_marker(url, marker_value(org_id, instance_id, token), self._hold_ms)
+            if token
+            else "absent"
         )
         if not address:  # a record from before the address index
             try:
                 address = database_address(url)
             except ValidationFailed:
                 address = ""
-        return Removal(instance_id, url, address, released)
+        return Removal(instance_id, url, address, marker)
 
     def _index_existing(self) -> list[str]:
         """Index the instances registered before the address index existed (once: a flag key
