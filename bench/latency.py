@@ -68,8 +68,10 @@ from agent_memory.clock import SystemClock, to_ms  # noqa: E402
 from agent_memory.embeddings import NoEmbedder  # noqa: E402
 from agent_memory.index_cache import IndexCache  # noqa: E402
 from agent_memory.keys import StoreKeys, actor_bucket  # noqa: E402
-from agent_memory.memories import Memories, unit  # noqa: E402
-from agent_memory.models import SearchRequest, StoreConfig  # noqa: E402
+from agent_memory.memories import Memories  # noqa: E402
+from agent_memory.memory_models import SearchRequest  # noqa: E402
+from agent_memory.memory_reads import unit  # noqa: E402
+from agent_memory.models import StoreConfig  # noqa: E402
 from agent_memory.records import MemoryRecord, encode_record  # noqa: E402
 from agent_memory.secrets import FernetCipher  # noqa: E402
 from agent_memory.stores import Stores  # noqa: E402

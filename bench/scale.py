@@ -19,7 +19,7 @@ and the local stack on it (control database and instance ``local``), then:
 3. **Reads** over HTTP, vectors supplied: recall (hybrid) and semantic search of random
    actors, warm (``--warm-actors`` actors asked again and again) and the first one per actor in
    a fresh stack process; the store's counts (``GET`` of the store); a store-wide search
-   without ``actor_id`` (refused past ``memories.STORE_WIDE_MAX_BYTES``: its answer and time).
+   without ``actor_id`` (refused past ``memory_reads.STORE_WIDE_MAX_BYTES``: its answer and time).
 4. **Appends**: ``--sessions`` sessions (default 10,000) each getting ``--appends`` turns of
    two messages from ``--processes`` client processes at once: messages per second overall and
    per shard (the sessions each primary holds, and the calls of ``INFO commandstats``).
@@ -71,7 +71,8 @@ from tqdm import tqdm  # noqa: E402
 
 from agent_memory.clock import SystemClock, to_ms  # noqa: E402
 from agent_memory.keys import StoreKeys, actor_bucket  # noqa: E402
-from agent_memory.memories import STORE_WIDE_MAX_BYTES, new_memory_id  # noqa: E402
+from agent_memory.memories import new_memory_id  # noqa: E402
+from agent_memory.memory_reads import STORE_WIDE_MAX_BYTES  # noqa: E402
 from agent_memory.models import StoreConfig  # noqa: E402
 from agent_memory.records import MemoryRecord, encode_record  # noqa: E402
 from agent_memory.stores import STORED  # noqa: E402

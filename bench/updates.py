@@ -55,7 +55,8 @@ from agent_memory.index_cache import IndexCache  # noqa: E402
 from agent_memory.keys import LocalScheduleKeys  # noqa: E402
 from agent_memory.llm import make_language_model  # noqa: E402
 from agent_memory.memories import Memories  # noqa: E402
-from agent_memory.models import EventIn, EventsRequest, SearchRequest, StorePut  # noqa: E402
+from agent_memory.memory_models import SearchRequest  # noqa: E402
+from agent_memory.models import EventIn, EventsRequest, StorePut  # noqa: E402
 from agent_memory.providers import ProviderClient  # noqa: E402
 from agent_memory.scheduler import ExtractionTarget, LocalScheduler  # noqa: E402
 from agent_memory.secrets import FernetCipher  # noqa: E402

@@ -55,9 +55,7 @@ from agent_memory.memory_models import (
     MemoryPatch,
     MemoryView,
 )
-from agent_memory.memory_reads import STORE_WIDE_MAX_BYTES as STORE_WIDE_MAX_BYTES  # for bench/
-from agent_memory.memory_reads import MemoryReader
-from agent_memory.memory_reads import unit as unit  # re-exported: bench/ imports it from here
+from agent_memory.memory_reads import MemoryReader, unit
 from agent_memory.memory_scripts import LOG_KEEP
 from agent_memory.records import (
     MemoryRecord,

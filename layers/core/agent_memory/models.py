@@ -15,7 +15,7 @@ import re
 import unicodedata
 from collections.abc import Iterator
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import (
@@ -584,19 +584,3 @@ class ErrorBody(View):
     error: str
     message: str
     details: list[ErrorDetail] | None = None
-
-
-# --- moved ------------------------------------------------------------------------------------
-
-if TYPE_CHECKING:
-    from agent_memory.memory_models import SearchRequest as SearchRequest
-
-
-def __getattr__(name: str) -> Any:
-    """``SearchRequest`` for the importers that still name it here (bench/), from
-    ``memory_models``, imported on first use (``memory_models`` imports this module)."""
-    if name == "SearchRequest":
-        from agent_memory.memory_models import SearchRequest
-
-        return SearchRequest
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
