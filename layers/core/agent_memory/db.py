@@ -26,7 +26,6 @@ from redis.backoff import NoBackoff
 from redis.client import Pipeline
 from redis.cluster import RedisCluster
 from redis.commands.core import Script
-from redis.connection import AbstractConnection
 from redis.exceptions import (
     ClusterError,
     NoScriptError,
@@ -35,8 +34,13 @@ from redis.exceptions import (
 )
 from redis.retry import Retry
 from redis.typing import EncodableT
-from redis.utils import str_if_bytes
 
+from agent_memory.connections import (
+    CREDENTIALS_REFUSED,
+    NOT_REDIS_PROTOCOL,
+    HandshakeFailed,
+    connection_class,
+)
 from agent_memory.errors import (
     Conflict,
     CredentialsRefused,
@@ -54,22 +58,6 @@ _WRITES_REFUSED_CODES = frozenset({"MISCONF"})
 ``MISCONF``, Redis refusing every write (and every script not declared ``no-writes``) after a
 failed RDB save, while ``stop-writes-on-bgsave-error`` is on (redis.conf)."""
 
-DATABASE_NUMBER_REFUSED = (
-    "The database refused the database number of its URL (SELECT: the server has no such "
-    "database, or it is a cluster, which has only database 0); an administrator must fix the "
-    "URL."
-)
-HANDSHAKE_REFUSED = (
-    "The database refused the connection handshake (HELLO 3: Redis 6 or later, or Valkey, is "
-    "needed); an administrator must upgrade or replace it."
-)
-CREDENTIALS_REFUSED = (
-    "The database refused the credentials of its URL (AUTH); an administrator must fix the URL."
-)
-NOT_REDIS_PROTOCOL = (
-    "The database does not answer in the Redis protocol (RESP); an administrator must check "
-    "what listens at its address."
-)
 CLUSTER_OPTION = "cluster"
 """The URL query option that says whether the database is a cluster (``1``, ``yes``, ``true``,
 ``on``; or ``0``, ``no``, ``false``, ``off``). It is ours: it is taken out of the URL before
@@ -308,107 +296,6 @@ def _standalone(url: str, binary: bool) -> redis.Redis:
     )
 
 
-class HandshakeFailed(redis.ConnectionError):
-    """Setting up a new connection failed although the server was reached
-    (:class:`UsableConnection`): ``message`` (one of the module's ``*_REFUSED`` texts or
-    ``NOT_REDIS_PROTOCOL``) says which step; :func:`database_errors` makes it ``domain``
-    (``DatabaseRefused``, or ``CredentialsRefused`` for credentials)."""
-
-    def __init__(self, message: str, domain: type[DatabaseRefused] = DatabaseRefused) -> None:
-        super().__init__(message)
-        self.message = message
-        self.domain = domain
-
-
-class UsableConnection(AbstractConnection):
-    """What every single-node client's connections add to redis-py's (a mixin of
-    ``redis.Connection``, ``redis.SSLConnection`` and ``redis.UnixDomainSocketConnection``:
-    :func:`connection_class`).
-
-    Setting up a connection: redis-py's own handshake (``HELLO 3``, with ``AUTH`` when the URL
-    has credentials; client name and library info) without its health-check ``PING`` (the
-    socket is new), then ``SELECT`` of the URL's database number on its own, so that a failure
-    says which step failed. ``HandshakeFailed`` when the server answered but refused a step or
-    answered something else than the Redis protocol; a connection that breaks or times out
-    raises redis-py's ``ConnectionError`` / ``TimeoutError`` as before. What the server sends
-    during the handshake is not ours to trust: besides ``ResponseError`` and
-    ``InvalidResponse``, a reply of another shape than the step expects makes redis-py fail
-    with ``AttributeError``, ``TypeError``, ``ValueError`` or ``LookupError`` (it reads
-    ``HELLO``'s map with ``.get``: a ``+PONG`` there is an ``AttributeError``).
-
-    The health check of an idle connection (``PING`` after 30 s, ``ClientFactory``) takes any
-    answer of the server for a live connection, an error reply too: a primary that cannot
-    persist answers ``PING`` with ``MISCONF`` (Redis refuses PING there like a write, so that
-    monitoring notices), and reads still work on it.
-    """
-
-    db: int
-
-    def on_connect_check_health(self, check_health: bool = True) -> None:
-        number = self.db
-        self.db = 0
-        try:
-            super().on_connect_check_health(check_health=False)
-        except redis.AuthenticationError as exc:
-            raise HandshakeFailed(CREDENTIALS_REFUSED, CredentialsRefused) from exc
-        except (redis.ConnectionError, redis.TimeoutError):
-            raise
-        except redis.exceptions.InvalidResponse as exc:
-            raise HandshakeFailed(NOT_REDIS_PROTOCOL) from exc
-        except (redis.RedisError, AttributeError, TypeError, ValueError, LookupError) as exc:
-            raise HandshakeFailed(HANDSHAKE_REFUSED) from exc
-        finally:
-            self.db = number
-        if not number:
-            return
-        try:
-            self.send_command("SELECT", number, check_health=False)  # type: ignore[no-untyped-call]
-            reply = self.read_response()
-        except redis.exceptions.InvalidResponse as exc:
-            raise HandshakeFailed(NOT_REDIS_PROTOCOL) from exc
-        except redis.ResponseError as exc:
-            raise HandshakeFailed(DATABASE_NUMBER_REFUSED) from exc
-        if str_if_bytes(reply) != "OK":
-            raise HandshakeFailed(DATABASE_NUMBER_REFUSED)
-
-    def _send_ping(self) -> None:
-        self.send_command("PING", check_health=False)  # type: ignore[no-untyped-call]
-        try:
-            reply = self.read_response()
-        except redis.ResponseError:
-            return  # the server answered: MISCONF, say
-        if str_if_bytes(reply) != "PONG":
-            raise redis.ConnectionError("Bad response from PING health check")
-
-
-class _Connection(UsableConnection, redis.Connection):
-    pass
-
-
-class _SSLConnection(UsableConnection, redis.SSLConnection):
-    pass
-
-
-class _UnixConnection(UsableConnection, redis.UnixDomainSocketConnection):
-    pass
-
-
-_USABLE: dict[type, type] = {
-    redis.Connection: _Connection,
-    redis.SSLConnection: _SSLConnection,
-    redis.UnixDomainSocketConnection: _UnixConnection,
-}
-
-
-def connection_class(url: str) -> type[AbstractConnection]:
-    """The connection class for a single-node client of ``url``: redis-py's for the URL's
-    scheme (TCP, TLS, unix socket) with :class:`UsableConnection`'s handshake and health
-    check. ``ValueError`` for a URL redis-py cannot read."""
-    options: dict[str, Any] = redis.connection.parse_url(url)  # type: ignore[no-untyped-call]
-    chosen: type[AbstractConnection] = options.get("connection_class", redis.Connection)
-    return _USABLE.get(chosen, chosen)
-
-
 redis_client = ClientFactory()
 """The process's database clients: ``redis_client(url)``, ``redis_client(url, binary=True)``."""
 
@@ -455,7 +342,7 @@ def database_errors() -> Iterator[None]:
     """Turn redis-py connection failures, timeouts, a cluster's failover and resharding
     answers, READONLY, OOM and MISCONF answers into ``DatabaseUnavailable`` (HTTP 503 with
     Retry-After upstream). A server that was reached but refused to set up a connection
-    (handshake, credentials, database number: :class:`UsableConnection`) or answers something
+    (handshake, credentials, database number: ``connections.UsableConnection``) or answers something
     that is not the Redis protocol is ``DatabaseRefused``, a ``DatabaseUnavailable`` whose
     message names the reason (``CredentialsRefused`` for credentials). Other
     ``RedisClusterException`` errors (keys of several slots in one step, a command the client

@@ -257,7 +257,7 @@ class InstanceRegistry:
         instance leaves (held for ``org_id`` for ``release_hold_seconds``). A database that
         cannot be reached is registered without a marker. ``NotFound`` without the
         organization, ``ValidationFailed`` for a bad id or URL, and for a database that was
-        reached but cannot be used (``db.UsableConnection``: a database number it does not
+        reached but cannot be used (``connections.UsableConnection``: a database number it does not
         have, a refused handshake, not the Redis protocol): nothing changed. Refused
         credentials are registered without a marker, as a database that cannot be reached.
         ``ValidationFailed`` too for a URL whose ``cluster`` option contradicts the server
