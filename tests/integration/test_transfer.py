@@ -312,3 +312,22 @@ def test_what_has_expired_is_neither_exported_nor_imported(redis_url, target):
         assert to_ms(SystemClock().now()) > 0 and target.sessions.count() == 0
     finally:
         old.delete()
+
+
+def _imported_memory(**fields) -> dict:
+    """An exported memory's fields, with ``fields`` changed."""
+    vector = base64.b64encode(np.array([1, 0, 0, 0], "<f4").tobytes()).decode()
+    day = "2026-01-01T00:00:00Z"
+    return {"id": "mem_0000000000000000000a", "text": "Prefers tea", "actor_id": "ann",
+            "created_at": day, "updated_at": day, "expires_at": "2030-01-01T00:00:00Z",
+            "vector": vector, **fields}  # fmt: skip
+
+
+@pytest.mark.parametrize("text", ["\u200b\u200b", "\u2060", "\u3164", " \ufe0f "])
+def test_a_text_that_shows_nothing_is_refused_as_post_memories_refuses_it(text):
+    version = {"text": text, "type": "semantic", "changed_at": "2026-01-01T00:00:00Z"}
+    for body in (_imported_memory(text=text), _imported_memory(versions=[version])):
+        with pytest.raises(ValidationError, match="must not be blank"):
+            MemoryImportBatch.model_validate({"memories": [body]}, strict=False)
+    with pytest.raises(ValidationError, match="must not be blank"):
+        MemoryIn.model_validate({"text": text})

@@ -71,12 +71,17 @@ def _not_blank(value: str) -> str:
     return value
 
 
+VisibleMemoryText = Annotated[MemoryText, AfterValidator(_not_blank)]
+"""A memory's text as every route that keeps one checks it (add, change, import): 1 to
+``MAX_MEMORY_CHARS`` characters, at least one of them visible (``models.is_blank``)."""
+
+
 class MemoryIn(Model):
     """Body of ``POST .../memories``. ``type`` is checked against the store's types by the
     core (the model does not know the store); ``vector`` is required when the store has no
     embedding model."""
 
-    text: Annotated[MemoryText, AfterValidator(_not_blank)]
+    text: VisibleMemoryText
     type: Annotated[str, StringConstraints(min_length=1, max_length=40)] = "semantic"
     actor_id: ActorId | None = None
     topics: list[Topic] = Field(default_factory=list, max_length=MAX_TOPICS)
@@ -97,7 +102,7 @@ class MemoryIn(Model):
 class MemoryPatch(Model):
     """Body of ``PATCH .../memories/{memory}``: the fields to change (at least one)."""
 
-    text: Annotated[MemoryText, AfterValidator(_not_blank)] | None = None
+    text: VisibleMemoryText | None = None
     type: Annotated[str, StringConstraints(min_length=1, max_length=40)] | None = None
     topics: list[Topic] | None = Field(None, max_length=MAX_TOPICS)
     metadata: Metadata | None = None

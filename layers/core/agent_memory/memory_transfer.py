@@ -28,7 +28,7 @@ from typing import Annotated, Any, cast
 
 import numpy as np
 import redis
-from pydantic import AfterValidator, Field, StringConstraints, model_validator
+from pydantic import Field, StringConstraints, model_validator
 
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.db import READ_ONLY, WRITES, database_errors, load_script
@@ -38,10 +38,10 @@ from agent_memory.memory_models import (
     MAX_TOPICS,
     MAX_VERSIONS,
     MemoryId,
-    MemoryText,
     Metadata,
     Topic,
     UnitInterval,
+    VisibleMemoryText,
 )
 from agent_memory.memory_scripts import LOG_KEEP, REMOVE, UNINDEX, lua
 from agent_memory.models import (
@@ -122,12 +122,6 @@ class MemoryExportPage(View):
     next_cursor: str | None
 
 
-def _not_blank(value: str) -> str:
-    if not value.strip():
-        raise ValueError("must not be blank")
-    return value
-
-
 class ImportedSource(Model):
     session_id: SessionId
     first_seq: int | None = Field(None, ge=1)
@@ -139,7 +133,7 @@ TypeName = Annotated[str, StringConstraints(min_length=1, max_length=40)]
 
 
 class ImportedVersion(Model):
-    text: Annotated[MemoryText, AfterValidator(_not_blank)]
+    text: VisibleMemoryText
     type: TypeName
     topics: list[Topic] = Field(default_factory=list, max_length=MAX_TOPICS)
     metadata: Metadata = Field(default_factory=dict)
@@ -153,7 +147,7 @@ class ImportedMemory(Model):
     its times and links for consistency. Its ``type`` must be one of the store's types."""
 
     id: MemoryId
-    text: Annotated[MemoryText, AfterValidator(_not_blank)]
+    text: VisibleMemoryText
     type: TypeName = "semantic"
     actor_id: ActorId | None = None
     topics: list[Topic] = Field(default_factory=list, max_length=MAX_TOPICS)
