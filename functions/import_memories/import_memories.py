@@ -31,8 +31,9 @@ def import_memories(
 ) -> MemoryImportResult:
     """Keep each memory (1 to 100) as exported: id, times, chain links, versions and vector;
     a memory imported again is written again, the same. Checked as added memories are, all
-    before anything is written (422 naming ``memories.<i>.<field>``); those whose time is up
-    are left out and named in ``expired``."""
+    before anything is written (422 naming ``memories.<i>.<field>``, an id given twice too);
+    those whose time is up are left out and named in ``expired``. 409 when an id is a live
+    memory of another actor in this store (nothing is written)."""
     transfer = app.runtime.transfer(app.principal, instance_id, store)
     result = transfer.memory_transfer.import_batch(body)
     metrics.add_metric(name="MemoriesImported", unit=MetricUnit.Count, value=result.imported)

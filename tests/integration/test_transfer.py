@@ -331,3 +331,63 @@ def test_a_text_that_shows_nothing_is_refused_as_post_memories_refuses_it(text):
             MemoryImportBatch.model_validate({"memories": [body]}, strict=False)
     with pytest.raises(ValidationError, match="must not be blank"):
         MemoryIn.model_validate({"text": text})
+
+
+@pytest.fixture
+def plain(redis_url) -> Iterator[Side]:
+    """A store on a single node, with a clock the test moves."""
+    side = Side(redis_url, unique("imp"), clock=MovableClock())
+    yield side
+    side.delete()
+
+
+def _batch(*memories: dict) -> MemoryImportBatch:
+    return MemoryImportBatch.model_validate({"memories": list(memories)}, strict=False)
+
+
+def _search(side: Side, actor_id: str) -> list[tuple[str, str]]:
+    query = SearchRequest(query="tea", mode="keyword", actor_id=actor_id)
+    return [(m.id, m.text) for m in side.memories.search(query)]
+
+
+def test_an_id_given_twice_in_a_batch_is_refused_and_nothing_is_written(plain):
+    ann = _imported_memory(actor_id="ann", text="Ann likes tea")
+    bob = _imported_memory(actor_id="bob", text="Bob likes tea")
+    with pytest.raises(ValidationFailed) as refused:
+        plain.memory_transfer.import_batch(_batch(ann, bob))
+    assert refused.value.details == [
+        {"field": "memories.1.id", "problem": "the batch gives this id already, as memories.0.id"}
+    ]
+    assert plain.export() == ({}, {})
+
+
+def test_an_id_of_another_actors_live_memory_is_a_409_and_its_memory_stays_whole(plain):
+    plain.memory_transfer.import_batch(_batch(_imported_memory(actor_id="ann", text="Ann tea")))
+    before = plain.export()
+    other = _imported_memory(id="mem_0000000000000000000b", actor_id="bob", text="Bob tea")
+    moved = _imported_memory(actor_id="bob", text="Bob likes tea")
+    with pytest.raises(Conflict, match="another actor's memory") as refused:
+        plain.memory_transfer.import_batch(_batch(other, moved))
+    assert refused.value.details[0]["field"] == "memories.1.id"
+    assert plain.export() == before  # not even the other memory of the batch
+    assert _search(plain, "bob") == []
+    plain.memories.delete("mem_0000000000000000000a")
+    assert _search(plain, "ann") == [] and plain.export() == ({}, {})
+    # the same actor's id is written again, the same
+    plain.memory_transfer.import_batch(_batch(_imported_memory(actor_id="ann", text="Ann tea")))
+    plain.memory_transfer.import_batch(_batch(_imported_memory(actor_id="ann", text="Ann tea")))
+    assert _search(plain, "ann") == [("mem_0000000000000000000a", "Ann tea")]
+
+
+def test_an_id_whose_other_actors_memory_expired_moves_whole_to_the_new_actor(plain):
+    soon = (plain.clock.now() + timedelta(hours=1)).isoformat()
+    plain.memory_transfer.import_batch(
+        _batch(_imported_memory(actor_id="ann", text="Ann tea", expires_at=soon))
+    )
+    plain.clock.moment += timedelta(hours=2)
+    plain.reload()
+    plain.memory_transfer.import_batch(_batch(_imported_memory(actor_id="bob", text="Bob tea")))
+    assert _search(plain, "bob") == [("mem_0000000000000000000a", "Bob tea")]
+    assert plain.client.hkeys(plain.keys().actor("ann").memories) == []
+    plain.memories.delete("mem_0000000000000000000a")
+    assert plain.export() == ({}, {}) and _search(plain, "ann") == []

@@ -32,7 +32,7 @@ from pydantic import Field, StringConstraints, model_validator
 
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.db import READ_ONLY, WRITES, database_errors, load_script
-from agent_memory.errors import StoreNotFound, ValidationFailed, VectorInvalid
+from agent_memory.errors import Conflict, StoreNotFound, ValidationFailed, VectorInvalid
 from agent_memory.keys import StoreKeys, actor_bucket
 from agent_memory.memory_models import (
     MAX_TOPICS,
@@ -231,6 +231,43 @@ return gen
 )
 
 
+# KEYS: the store's listing, superseded, expiry and owner indexes and its actor set. ARGV: now,
+# then id, bucket, created_at, expires_at, '1' (current) or '0' (superseded) for each memory.
+# The store-level entries of the memories, claimed in one step: {-1, id} (nothing written) when
+# an id is a live memory of another actor; else {1, id, bucket, ...}: the ids that another
+# actor held but whose time was up (their records are to be taken out of that actor's keys).
+_CLAIM_MEMORIES = (
+    WRITES
+    + """
+local now = tonumber(ARGV[1])
+local stale = {1}
+for i = 2, #ARGV, 5 do
+  local owner = redis.call('HGET', KEYS[4], ARGV[i])
+  if owner and owner ~= ARGV[i + 1] then
+    local expiry = redis.call('ZSCORE', KEYS[3], ARGV[i])
+    if expiry and tonumber(expiry) > now then return {-1, ARGV[i]} end
+    stale[#stale + 1] = ARGV[i]
+    stale[#stale + 1] = owner
+  end
+end
+for i = 2, #ARGV, 5 do
+  local id = ARGV[i]
+  if ARGV[i + 4] == '1' then
+    redis.call('ZADD', KEYS[1], ARGV[i + 2], id)
+    redis.call('ZREM', KEYS[2], id)
+  else
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('ZADD', KEYS[2], ARGV[i + 3], id)
+  end
+  redis.call('ZADD', KEYS[3], ARGV[i + 3], id)
+  redis.call('HSET', KEYS[4], id, ARGV[i + 1])
+  redis.call('SADD', KEYS[5], ARGV[i + 1])
+end
+return stale
+"""
+)
+
+
 class MemoryTransfer:
     """Export and import of one store's memories. Errors: ``ValidationFailed`` (and its
     ``VectorInvalid``), ``StoreNotFound``, ``DatabaseUnavailable``."""
@@ -247,6 +284,7 @@ class MemoryTransfer:
         self._import = load_script(binary, _IMPORT_MEMORIES)
         self._remove = load_script(client, REMOVE)
         self._unindex = load_script(client, UNINDEX)
+        self._claim = load_script(client, _CLAIM_MEMORIES)
 
     def export(self, cursor: str | None, limit: int) -> MemoryExportPage:
         """About ``limit`` live memories from ``cursor`` on (``"<hscan cursor>:<bucket>"``, or
@@ -291,16 +329,25 @@ class MemoryTransfer:
         memories or the superseded index, expiry, owner, actor set). Everything is checked
         before anything is written: ``ValidationFailed`` with ``details`` naming
         ``memories.<i>.<field>`` (a type the store lacks, a vector of another length or
-        not finite or all zeros, one that is not base64 float32). Memories whose
-        ``expires_at`` has passed are left out and named in ``expired``. ``StoreNotFound`` when
-        the store was deleted (or made again) meanwhile: what this call wrote is taken back."""
+        not finite or all zeros, one that is not base64 float32, an id given twice). Memories
+        whose ``expires_at`` has passed are left out and named in ``expired``. ``Conflict``
+        (nothing written) when an id is a live memory of another actor in this store: a memory
+        never changes actor, and writing it under the new one would leave the old actor's copy,
+        which a ``DELETE`` of the id would not reach. ``StoreNotFound`` when the store was
+        deleted (or made again) meanwhile: what this call wrote is taken back."""
         types = {*RESERVED_TYPES, *(t.name for t in self._store.custom_types)}
         now_ms = to_ms(self._clock.now())
         problems: list[dict[str, str]] = []
         rows: list[tuple[MemoryRecord, bytes]] = []
         expired: list[str] = []
         allowed = f"must be one of: {', '.join(sorted(types))}"
+        first: dict[str, int] = {}
         for at, memory in enumerate(batch.memories):
+            if memory.id in first:
+                problems.append({"field": f"memories.{at}.id",
+                                 "problem": f"the batch gives this id already, as "
+                                            f"memories.{first[memory.id]}.id"})  # fmt: skip
+            first.setdefault(memory.id, at)
             if memory.type not in types:
                 problems.append({"field": f"memories.{at}.type", "problem": allowed})
             for v, version in enumerate(memory.versions):
@@ -325,7 +372,17 @@ class MemoryTransfer:
         for record, blob in rows:
             by_bucket.setdefault(actor_bucket(record.actor_id), []).append((record, blob))
         with database_errors():
-            self._index(rows)
+            stale = self._index(rows, now_ms)
+            if isinstance(stale, str):
+                at = first[stale]
+                raise Conflict(
+                    f"Memory '{stale}' is another actor's memory in this store; a memory "
+                    "never changes actor. Nothing was written.",
+                    details=[{"field": f"memories.{at}.id",
+                              "problem": "a live memory of another actor has this id"}],
+                )  # fmt: skip
+            for memory_id, bucket in stale:
+                self._remove(keys=self._keys.actor(bucket).all(), args=[LOG_KEEP, memory_id])
             for bucket, items in by_bucket.items():
                 args: list[str | bytes | int] = [LOG_KEEP]
                 for record, blob in items:
@@ -341,23 +398,27 @@ class MemoryTransfer:
             raise StoreNotFound(self._store.name)
         return MemoryImportResult(imported=len(rows), expired=expired)
 
-    def _index(self, rows: Sequence[tuple[MemoryRecord, bytes]]) -> None:
-        """The store-level entries of ``rows`` (one slot, one pipeline: setting entries, so
-        sent again after a timeout it changes nothing)."""
+    def _index(
+        self, rows: Sequence[tuple[MemoryRecord, bytes]], now_ms: int
+    ) -> str | list[tuple[str, str]]:
+        """Claim the store-level entries of ``rows`` in one step (``_CLAIM_MEMORIES``: setting
+        entries, so sent again after a timeout it changes nothing): the id of a row that is a
+        live memory of another actor (nothing written then), else the ``(id, actor bucket)``
+        of the rows another actor held until their time ran out."""
+        args: list[str | int] = [now_ms]
+        for record, _ in rows:
+            args += [record.id, actor_bucket(record.actor_id), record.created_at,
+                     record.expires_at, "1" if record.valid_until is None else "0"]  # fmt: skip
         keys = self._keys
-        pipe = self._redis.pipeline(transaction=False)
-        current = {r.id: r.created_at for r, _ in rows if r.valid_until is None}
-        closed = {r.id: r.expires_at for r, _ in rows if r.valid_until is not None}
-        if current:
-            pipe.zadd(keys.memories, current)
-            pipe.zrem(keys.memories_superseded, *current)
-        if closed:
-            pipe.zrem(keys.memories, *closed)
-            pipe.zadd(keys.memories_superseded, closed)
-        pipe.zadd(keys.memory_expiry, {r.id: r.expires_at for r, _ in rows})
-        pipe.hset(keys.memory_owners, mapping={r.id: actor_bucket(r.actor_id) for r, _ in rows})
-        pipe.sadd(keys.memory_actors, *{actor_bucket(r.actor_id) for r, _ in rows})
-        pipe.execute()
+        reply = self._claim(
+            keys=[keys.memories, keys.memories_superseded, keys.memory_expiry,
+                  keys.memory_owners, keys.memory_actors],
+            args=args,
+        )  # fmt: skip
+        if int(reply[0]) == -1:
+            return str(reply[1])
+        flat = [str(v) for v in reply[1:]]
+        return list(zip(flat[::2], flat[1::2], strict=True))
 
     def _take_back(self, by_bucket: dict[str, list[tuple[MemoryRecord, bytes]]]) -> None:
         keys = self._keys
