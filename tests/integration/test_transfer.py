@@ -391,3 +391,52 @@ def test_an_id_whose_other_actors_memory_expired_moves_whole_to_the_new_actor(pl
     assert plain.client.hkeys(plain.keys().actor("ann").memories) == []
     plain.memories.delete("mem_0000000000000000000a")
     assert plain.export() == ({}, {}) and _search(plain, "ann") == []
+
+
+def _session(**fields) -> dict:
+    day = "2026-01-01T00:00:00Z"
+    message = {"seq": 1, "role": "user", "content": "hi", "created_at": day}
+    return {"message_count": 1, "created_at": day, "last_event_at": day,
+            "expires_at": "2030-01-01T00:00:00Z", "messages": [message], **fields}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "fields",
+    [
+        {"message_count": 10**30, "messages": []},
+        {"message_count": 2**63, "messages": []},
+        {"message_count": 10**15 + 1, "messages": []},
+        {"message_count": 3, "read_seq": 10**16, "messages": []},
+        {"message_count": 10**20, "messages": [{"seq": 10**20, "role": "user", "content": "x",
+                                                "created_at": "2026-01-01T00:00:00Z"}]},
+    ],
+)  # fmt: skip
+def test_a_sequence_number_beyond_what_the_scripts_hold_exactly_is_refused(fields):
+    with pytest.raises(ValidationError, match="less than or equal to 1000000000000000"):
+        SessionImport.model_validate(_session(**fields))
+
+
+def test_the_largest_sequence_number_imported_still_takes_appends(plain):
+    plain.session_transfer.import_page(
+        "far", SessionImport.model_validate(_session(message_count=10**15, messages=[]))
+    )
+    appended = plain.sessions.append(
+        "far", EventsRequest(events=[EventIn(role="user", content="x")])
+    )
+    assert appended.message_count == 10**15 + 1
+    assert [m.seq for m in plain.session_transfer.export("far", 0, 10).messages] == [10**15 + 1]
+
+
+@pytest.mark.parametrize(
+    ("source", "problem"),
+    [
+        ({"first_seq": 5, "last_seq": 2}, "needs first_seq <= last_seq"),
+        ({"first_seq": 2, "last_seq": 5, "seqs": [3, 9]}, "seqs 9 is outside"),
+        ({"first_seq": 2, "last_seq": 5, "seqs": [1]}, "seqs 1 is outside"),
+        ({"first_seq": 1, "last_seq": 10**16}, "less than or equal to 1000000000000000"),
+    ],
+)
+def test_a_memory_source_that_extraction_could_not_have_written_is_refused(source, problem):
+    body = _imported_memory(source={"session_id": "chat", **source})
+    with pytest.raises(ValidationError, match=problem):
+        MemoryImportBatch.model_validate({"memories": [body]}, strict=False)

@@ -54,7 +54,7 @@ from agent_memory.models import (
     View,
 )
 from agent_memory.records import MemoryRecord, StoredSource, StoredVersion, encode_record
-from agent_memory.session_transfer import int_cursor
+from agent_memory.session_transfer import MAX_SEQ, int_cursor
 from agent_memory.stores import current_entry
 
 MAX_IMPORT_MEMORIES = 100
@@ -122,11 +122,31 @@ class MemoryExportPage(View):
     next_cursor: str | None
 
 
+Seq = Annotated[int, Field(ge=1, le=MAX_SEQ)]
+
+
 class ImportedSource(Model):
+    """Where an extracted memory came from, as extraction records it: the messages the call
+    read (``first_seq`` to ``last_seq``) and those the memory comes from (``seqs``, among
+    them), each a sequence number a session import takes (at most ``MAX_SEQ``)."""
+
     session_id: SessionId
-    first_seq: int | None = Field(None, ge=1)
-    last_seq: int | None = Field(None, ge=1)
-    seqs: list[Annotated[int, Field(ge=1)]] | None = Field(None, max_length=1000)
+    first_seq: Seq | None = None
+    last_seq: Seq | None = None
+    seqs: list[Seq] | None = Field(None, max_length=1000)
+
+    @model_validator(mode="after")
+    def _within(self) -> ImportedSource:
+        low, high = self.first_seq, self.last_seq
+        if low is not None and high is not None and low > high:
+            raise ValueError("needs first_seq <= last_seq")
+        outside = [
+            n for n in self.seqs or []
+            if (low is not None and n < low) or (high is not None and n > high)
+        ]  # fmt: skip
+        if outside:
+            raise ValueError(f"seqs {outside[0]} is outside first_seq to last_seq")
+        return self
 
 
 TypeName = Annotated[str, StringConstraints(min_length=1, max_length=40)]

@@ -54,6 +54,12 @@ MAX_IMPORT_MESSAGES = 200
 """Messages per session import call: 200 of the longest (32,000 characters) are over the 1 MiB
 body limit anyway, and the bound keeps the body of any one refused field under it, so that
 a body that breaks it is a 422 naming the field, not a 413."""
+MAX_SEQ = 10**15
+"""The largest sequence number (and so ``message_count``, ``read_seq``, ``folded_seq``) an
+import takes. The scripts hold a sequence number as a Lua number (a double) and as a sorted-set
+score, exact up to 2**53 (about 9.007e15): this leaves room for the appends after it. A larger
+one was kept as given, answered as -9223372036854775808, and made the session's next append a
+500 (``HINCRBY`` of a count out of range)."""
 MAX_SUMMARY_CHARS = 8_000
 MAX_ERROR_CHARS = 2_000
 MAX_PENDING_CHARS = 256_000
@@ -111,7 +117,7 @@ class SessionExport(View):
 class ImportedMessage(Model):
     """A message to import: an exported one (``ExportedMessage``), checked as an added one is."""
 
-    seq: int = Field(ge=1)
+    seq: int = Field(ge=1, le=MAX_SEQ)
     role: Role
     content: Annotated[str, StringConstraints(min_length=1, max_length=MAX_MESSAGE_CHARS)]
     name: SpeakerName | None = None
@@ -125,12 +131,12 @@ class SessionImport(Model):
 
     actor_id: ActorId | None = None
     summary: Annotated[str, StringConstraints(max_length=MAX_SUMMARY_CHARS)] | None = None
-    message_count: int = Field(ge=1)
+    message_count: int = Field(ge=1, le=MAX_SEQ)
     created_at: UtcDatetime = Field(strict=False)
     last_event_at: UtcDatetime = Field(strict=False)
     expires_at: UtcDatetime = Field(strict=False)
-    read_seq: int = Field(0, ge=0)
-    folded_seq: int = Field(0, ge=0)
+    read_seq: int = Field(0, ge=0, le=MAX_SEQ)
+    folded_seq: int = Field(0, ge=0, le=MAX_SEQ)
     failures: int = Field(0, ge=0, le=1000)
     last_error: Annotated[str, StringConstraints(max_length=MAX_ERROR_CHARS)] | None = None
     last_run_at: UtcDatetime | None = Field(None, strict=False)
