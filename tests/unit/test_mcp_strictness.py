@@ -106,3 +106,49 @@ def test_an_integer_argument_is_not_coerced(handler, limit):
 def test_other_arguments_are_not_coerced_either(handler, arguments, problem):
     tool = "memory_add_messages" if "messages" in arguments else "memory_recall"
     assert problem in call(handler, tool, arguments)
+
+
+@pytest.mark.parametrize(
+    ("body", "problem"),
+    [
+        ('[{"jsonrpc": "2.0", "id": 1, "method": "ping"}]', "a batch"),
+        ("[]", "a batch"),
+        ('"ping"', "one JSON-RPC message, a JSON object"),
+        ("12", "one JSON-RPC message, a JSON object"),
+        ("null", "one JSON-RPC message, a JSON object"),
+        ("{}", '"jsonrpc": "2.0"'),
+        ('{"jsonrpc": "1.0", "id": 1, "method": "ping"}', '"jsonrpc": "2.0"'),
+        ('{"jsonrpc": "2.0", "id": 1, "method": 5}', '"method" must be a string'),
+        ('{"jsonrpc": "2.0", "id": null, "method": "ping"}', '"id" must be'),
+        ('{"jsonrpc": "2.0", "id": 1.5, "method": "ping"}', '"id" must be'),
+        ('{"jsonrpc": "2.0", "id": 1e400, "method": "ping"}', '"id" must be'),
+        ('{"jsonrpc": "2.0", "id": true, "method": "ping"}', '"id" must be'),
+        ('{"jsonrpc": "2.0", "id": {"a": 1}, "method": "ping"}', '"id" must be'),
+        ('{"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": []}', '"params" must'),
+    ],
+)
+def test_a_body_that_is_not_one_json_rpc_message_is_invalid_request_never_silence(
+    handler, body, problem
+):
+    status, content_type, answer = post(handler, body)
+    assert (status, content_type) == (400, "application/json")
+    assert answer["id"] is None and answer["error"]["code"] == -32600
+    assert problem in answer["error"]["message"]
+
+
+def test_an_invalid_request_does_not_repeat_the_body(handler):
+    body = '[{"jsonrpc": "2.0", "id": 1, "method": "ping", "params": {"note": "sk-live-12345"}}]'
+    _, _, answer = post(handler, body)
+    assert "sk-live" not in json.dumps(answer)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        '{"jsonrpc": "2.0", "method": "notifications/initialized"}',
+        '{"jsonrpc": "2.0", "id": 1, "result": {}}',
+    ],
+)
+def test_notifications_and_responses_are_still_accepted_with_202(handler, body):
+    answer = handler(sample(body=body), None)
+    assert answer["statusCode"] == 202

@@ -81,6 +81,35 @@ def strict_json_problem(body: bytes) -> str | None:
     return None
 
 
+def envelope_problem(message: Any) -> str | None:
+    """Why ``message`` (a strict JSON body, parsed) is not one JSON-RPC 2.0 message this server
+    answers, or None when it is: an object whose ``jsonrpc`` is ``"2.0"``; a request or
+    notification (one with ``method``) has a string ``method``, an ``id`` (when it has one)
+    that is a string or an integer (MCP: never null; JSON-RPC: no fractional part) and
+    ``params`` (when given) that are an object. A batch (an array) is refused: MCP 2025-06-18
+    took batching out, and the SDK answers none of it. The SDK alone read a request with a
+    null, fractional or object ``id`` as a notification and answered 202 with no body, so its
+    client waited for an answer that never came; and it answered a batch or a scalar with a
+    pydantic error that repeated the body's content. The problem names the rule only."""
+    if isinstance(message, list):
+        return "a batch (a JSON array) is not supported: send one JSON-RPC message per request"
+    if not isinstance(message, dict):
+        return "the body must be one JSON-RPC message, a JSON object"
+    if message.get("jsonrpc") != "2.0":
+        return 'the message must have "jsonrpc": "2.0"'
+    if "method" not in message:
+        return None  # a response or an error of the client's: the SDK takes it (202)
+    if not isinstance(message["method"], str):
+        return '"method" must be a string'
+    if "id" in message:
+        ident = message["id"]
+        if isinstance(ident, bool) or not isinstance(ident, str | int):
+            return '"id" must be a string or an integer (not null, a fraction or a structure)'
+    if "params" in message and not isinstance(message["params"], dict):
+        return '"params" must be an object'
+    return None
+
+
 def api_base(url: str) -> str:
     """The API's base URL for an MCP request to ``url``: the URL less its query and its final
     ``/mcp`` (``https://h/mcp`` -> ``https://h``; ``https://h/v1/mcp`` -> ``https://h/v1``)."""
@@ -147,6 +176,10 @@ class RemoteServer:
         problem = strict_json_problem(body)
         if problem is not None:
             await _answer(send, 400, [], _rpc_error(PARSE_ERROR, f"Parse error: {problem}"))
+            return
+        problem = envelope_problem(jiter.from_json(body))
+        if problem is not None:
+            await _answer(send, 400, [], _rpc_error(INVALID_REQUEST, f"Invalid Request: {problem}"))
             return
         receive = _replay(body, receive)
         # A session manager per request: stateless, so nothing outlives the request, and the
