@@ -27,7 +27,7 @@ import redis
 
 from agent_memory.clock import SystemClock
 from agent_memory.control import ControlPlane
-from agent_memory.db import check_cluster_option, redis_client, split_cluster_option
+from agent_memory.db import check_cluster_option, check_url, redis_client, split_cluster_option
 from agent_memory.secrets import load_key_file
 
 ORG_ID = "local"
@@ -55,7 +55,9 @@ def free_port() -> int:
 def _wait_for(url: str, timeout: float = 10.0) -> None:
     """Wait until the server at ``url`` answers PING: its database 0, with our ``cluster``
     option taken off the URL (a cluster refuses SELECT, and redis-py knows no such option);
-    whether the URL's database can be used is for the stack's first use of it to say."""
+    whether the URL's database can be used is for the stack's first use of it to say.
+    ``ValidationFailed`` (before any connection) for a URL of which no client can be made."""
+    check_url(url)
     plain, _ = split_cluster_option(url)
     pool = redis.ConnectionPool.from_url(plain, socket_connect_timeout=0.5)
     pool.connection_kwargs["db"] = 0

@@ -100,10 +100,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.release_hold < 0:
         print("--release-hold must be 0 or more seconds.", file=sys.stderr)
         return 2
-    control = ControlPlane(
-        redis_client(args.control_url), SystemClock(), release_hold_seconds=args.release_hold
-    )
     try:
+        control = ControlPlane(
+            redis_client(args.control_url), SystemClock(), release_hold_seconds=args.release_hold
+        )
         if args.command == "create-org":
             created = control.create_organization(args.org, args.name)
             print(f"organization {args.org} {'created' if created else 'already exists'}")

@@ -14,12 +14,14 @@ docs/design.md). Whether a URL is a cluster is the URL's ``cluster`` option when
 
 from __future__ import annotations
 
+import inspect
 import threading
 import weakref
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
 from typing import Any, cast
+from urllib.parse import urlsplit
 
 import redis
 from redis.backoff import NoBackoff
@@ -83,12 +85,22 @@ def split_cluster_option(url: str) -> tuple[str, bool | None]:
     base, mark, query = url.partition("?")
     if not mark:
         return url, None
-    kept, forced = [], None
+    kept, forced, seen = [], None, False
     for part in query.split("&"):
         name, _, value = part.partition("=")
+        if name != CLUSTER_OPTION and name.lower() == CLUSTER_OPTION:
+            raise ValidationFailed(
+                f"The URL option '{name}' is spelled '{CLUSTER_OPTION}' (lower case): "
+                f"{CLUSTER_OPTION}=1 or {CLUSTER_OPTION}=0."
+            )
         if name != CLUSTER_OPTION:
             kept.append(part)
             continue
+        if seen:
+            raise ValidationFailed(
+                f"The URL gives the option '{CLUSTER_OPTION}' more than once; give it once."
+            )
+        seen = True
         if value.lower() in _YES:
             forced = True
         elif value.lower() in _NO:
@@ -98,6 +110,34 @@ def split_cluster_option(url: str) -> tuple[str, bool | None]:
                 f"The URL option '{CLUSTER_OPTION}' must be 1 or 0 (yes / no), not '{value}'."
             )
     return (base + "?" + "&".join(kept) if kept else base), forced
+
+
+def check_url(url: str) -> None:
+    """Refuse, before any connection, a database URL of which redis-py could make no client:
+    a bad ``cluster`` option (:func:`split_cluster_option`), a URL it cannot read (a port out
+    of range, a broken IPv6 address, an option value of the wrong kind, a scheme other than
+    ``redis://``, ``rediss://`` and ``unix://``) or a query option no connection of its scheme
+    takes. ``ValidationFailed`` with a one-line message naming the option or redis-py's
+    reason, never the URL's credentials (neither message holds any part of the URL but an
+    option's name). Without this, each was a ``TypeError`` or ``ValueError`` traceback at the
+    first command."""
+    plain, _ = split_cluster_option(url)
+    try:
+        options: dict[str, Any] = redis.connection.parse_url(plain)  # type: ignore[no-untyped-call]
+        chosen = connection_class(plain)
+    except ValueError as exc:
+        raise ValidationFailed(f"The database URL cannot be read: {exc}") from None
+    known = {"connection_class", *inspect.signature(RedisCluster.__init__).parameters}
+    for cls in chosen.__mro__:
+        init = cls.__dict__.get("__init__")
+        if init is not None:
+            known.update(inspect.signature(init).parameters)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        raise ValidationFailed(
+            f"The database URL has an option that no {urlsplit(plain).scheme}:// connection "
+            f"takes: '{unknown[0]}' (redis-py's connection options, or {CLUSTER_OPTION}=1/0)."
+        )
 
 
 def cluster_mode(url: str) -> bool:
@@ -212,9 +252,10 @@ class ClientFactory:
         stand-in (:class:`LazyClient`) that makes the real one at its first use. That use may
         then fail with ``DatabaseUnavailable`` (and the next one tries again), or with
         ``Conflict`` for a cluster URL with a database number other than 0 (a cluster has only
-        database 0). ``ValidationFailed`` here for a bad ``cluster`` option.
+        database 0). ``ValidationFailed`` here for a URL of which no client can be made
+        (:func:`check_url`).
         """
-        split_cluster_option(url)  # a bad option fails now, not at the first command
+        check_url(url)  # a URL of which no client can be made fails now, not at its first use
         return self._cached(url, binary)
 
     @staticmethod
