@@ -15,7 +15,7 @@ from pydantic import ValidationError
 
 from agent_memory.clock import SystemClock, to_ms
 from agent_memory.embeddings import NoEmbedder
-from agent_memory.errors import Conflict, SessionNotFound, ValidationFailed
+from agent_memory.errors import ActorMismatch, Conflict, SessionNotFound, ValidationFailed
 from agent_memory.index_cache import IndexCache
 from agent_memory.keys import StoreKeys
 from agent_memory.memories import Memories
@@ -236,6 +236,16 @@ def test_a_session_id_held_by_another_session_or_a_seq_by_another_message_is_a_4
     body = SessionImport.model_validate({k: v for k, v in changed.items() if k != "session_id"})
     with pytest.raises(Conflict, match="Message 1 of session 'chat-2' is another message"):
         target.session_transfer.import_page("chat-2", body)
+    assert target.export() == before
+    # the same session again, said to be another actor's: refused as such an append is
+    held = sessions["chat-2"]["actor_id"]
+    other = {k: v for k, v in sessions["chat-2"].items() if k != "session_id"}
+    other["actor_id"] = "someone-else"
+    with pytest.raises(ActorMismatch) as refused:
+        target.session_transfer.import_page("chat-2", SessionImport.model_validate(other))
+    assert refused.value.code == "actor_mismatch" and f"belongs to actor '{held}'" in str(
+        refused.value.message
+    )
     assert target.export() == before
 
 

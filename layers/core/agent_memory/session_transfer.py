@@ -33,7 +33,7 @@ from pydantic import Field, StringConstraints, model_validator
 
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.db import READ_ONLY, WRITES, database_errors, load_script
-from agent_memory.errors import Conflict, SessionNotFound, ValidationFailed
+from agent_memory.errors import ActorMismatch, Conflict, SessionNotFound, ValidationFailed
 from agent_memory.keys import StoreKeys
 from agent_memory.models import (
     MAX_MESSAGE_CHARS,
@@ -192,7 +192,8 @@ return {redis.call('HGETALL', KEYS[1]),
 # folded_seq, last_event_at, expires_at, summary ('' none), failures, last_run_at ('' none),
 # last_error ('' none), pending ('' none), arm delay ('' when the store has no language model),
 # then seq, member pairs. Returns {1, message_count, expires_at, arm_due (0: none), added},
-# {-1} when another live session holds the id, {-2, seq} when seq holds another message.
+# {-1} when another live session holds the id, {-2, seq} when seq holds another message,
+# {-3, actor} when the live session belongs to another actor.
 _IMPORT_SESSION = (
     WRITES
     + """
@@ -201,6 +202,8 @@ local now = tonumber(ARGV[1])
 local expiry = redis.call('HGET', meta, 'expires_at')
 if expiry and tonumber(expiry) > now and redis.call('HGET', meta, 'seq') then
   if redis.call('HGET', meta, 'created_at') ~= ARGV[2] then return {-1} end
+  local held = redis.call('HGET', meta, 'actor_id')
+  if ARGV[3] ~= '' and held and held ~= ARGV[3] then return {-3, held} end
 else
   local floor = redis.call('HGET', meta, 'deleted_expires')
   if expiry and tonumber(expiry) > now then floor = expiry end
@@ -329,8 +332,10 @@ class SessionTransfer:
         """Write ``body`` (the session's state and a page of its messages) as session
         ``session_id``, creating it when the store has none of that id; idempotent (see the
         module docstring). ``Conflict`` when another live session holds the id (created at
-        another time) or a sequence number holds another message; ``ValidationFailed`` when
-        the session's time is up (``expires_at`` passed: nothing to keep)."""
+        another time) or a sequence number holds another message, ``ActorMismatch`` (409
+        ``actor_mismatch``) when the live session belongs to another actor;
+        ``ValidationFailed`` when the session's time is up (``expires_at`` passed: nothing to
+        keep)."""
         now = self._clock.now()
         now_ms = to_ms(now)
         if to_ms(body.expires_at) <= now_ms:
@@ -367,6 +372,9 @@ class SessionTransfer:
                 f"Message {int(reply[1])} of session '{session_id}' is another message in this "
                 "store; nothing was written."
             )
+        if int(reply[0]) == -3:  # as an append of another actor's messages is refused
+            held = reply[1].decode() if isinstance(reply[1], bytes) else str(reply[1])
+            raise ActorMismatch(session_id, held, body.actor_id or "")
         _, count, expires, arm, added = (int(v) for v in reply)
         unread = "1" if model and body.read_seq < count else "0"
         with database_errors():
