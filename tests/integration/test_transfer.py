@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Iterator
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
@@ -261,6 +261,7 @@ def test_bad_imports_are_refused_whole_with_the_exact_problems_and_change_nothin
         {**good, "id": "mem_00000000000000000004", "vector": base64.b64encode(b"\1" * 12).decode()},
         {**good, "id": "mem_00000000000000000005",
          "vector": base64.b64encode(np.array([np.nan, 1, 0, 0], "<f4").tobytes()).decode()},
+        {**good, "id": "mem_00000000000000000006", "expires_at": "8999-01-01T00:00:00Z"},
         good,
     ]  # fmt: skip
     with pytest.raises(ValidationFailed) as refused:
@@ -273,7 +274,14 @@ def test_bad_imports_are_refused_whole_with_the_exact_problems_and_change_nothin
         {"field": "memories.2.vector", "problem": "must be base64 of little-endian float32 values"},
         {"field": "memories.3.vector", "problem": "expected 4 dimensions, got 3"},
         {"field": "memories.4.vector", "problem": "values must be finite"},
-    ]
+        {"field": "memories.5.expires_at", "problem": "must be at most 315360000 s (the largest "
+         "memory_ttl_seconds) and a day from now"},
+    ]  # fmt: skip
+    assert target.export() == before
+    session = {k: v for k, v in source.export()[0]["chat-1"].items() if k != "session_id"}
+    forever = SessionImport.model_validate({**session, "expires_at": "8999-01-01T00:00:00Z"})
+    with pytest.raises(ValidationFailed, match="further away than any store keeps a session"):
+        target.session_transfer.import_page("chat-1", forever)
     assert target.export() == before
     for broken, problem in [
         ({**good, "id": "mem_x"}, "String should match pattern"),
@@ -406,8 +414,9 @@ def test_an_id_whose_other_actors_memory_expired_moves_whole_to_the_new_actor(pl
 def _session(**fields) -> dict:
     day = "2026-01-01T00:00:00Z"
     message = {"seq": 1, "role": "user", "content": "hi", "created_at": day}
+    soon = (datetime.now(UTC) + timedelta(days=30)).isoformat()  # within any session TTL
     return {"message_count": 1, "created_at": day, "last_event_at": day,
-            "expires_at": "2030-01-01T00:00:00Z", "messages": [message], **fields}  # fmt: skip
+            "expires_at": soon, "messages": [message], **fields}  # fmt: skip
 
 
 @pytest.mark.parametrize(

@@ -45,6 +45,8 @@ from agent_memory.memory_models import (
 )
 from agent_memory.memory_scripts import LOG_KEEP, REMOVE, UNINDEX, lua
 from agent_memory.models import (
+    IMPORT_CLOCK_SKEW_SECONDS,
+    MAX_MEMORY_TTL_SECONDS,
     RESERVED_TYPES,
     ActorId,
     Model,
@@ -349,7 +351,8 @@ class MemoryTransfer:
         memories or the superseded index, expiry, owner, actor set). Everything is checked
         before anything is written: ``ValidationFailed`` with ``details`` naming
         ``memories.<i>.<field>`` (a type the store lacks, a vector of another length or
-        not finite or all zeros, one that is not base64 float32, an id given twice). Memories
+        not finite or all zeros, one that is not base64 float32, an id given twice, an
+        ``expires_at`` past now plus the largest ``memory_ttl_seconds`` and a day). Memories
         whose ``expires_at`` has passed are left out and named in ``expired``. ``Conflict``
         (nothing written) when an id is a live memory of another actor in this store: a memory
         never changes actor, and writing it under the new one would leave the old actor's copy,
@@ -357,6 +360,7 @@ class MemoryTransfer:
         deleted (or made again) meanwhile: what this call wrote is taken back."""
         types = {*RESERVED_TYPES, *(t.name for t in self._store.custom_types)}
         now_ms = to_ms(self._clock.now())
+        latest_ms = now_ms + (MAX_MEMORY_TTL_SECONDS + IMPORT_CLOCK_SKEW_SECONDS) * 1000
         problems: list[dict[str, str]] = []
         rows: list[tuple[MemoryRecord, bytes]] = []
         expired: list[str] = []
@@ -379,6 +383,11 @@ class MemoryTransfer:
             except VectorInvalid as exc:
                 problem = str(exc.details[0]["problem"]) if exc.details else exc.message
                 problems.append({"field": f"memories.{at}.vector", "problem": problem})
+                continue
+            if to_ms(memory.expires_at) > latest_ms:
+                problem = (f"must be at most {MAX_MEMORY_TTL_SECONDS} s (the largest "
+                           "memory_ttl_seconds) and a day from now")  # fmt: skip
+                problems.append({"field": f"memories.{at}.expires_at", "problem": problem})
                 continue
             if to_ms(memory.expires_at) <= now_ms:
                 expired.append(memory.id)

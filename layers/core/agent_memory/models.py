@@ -146,8 +146,13 @@ class CustomType(Model):
 ExtractionDelaySeconds = Annotated[int, Field(ge=30, le=3600)]
 SummarizeAfter = Annotated[int, Field(ge=1, le=1000)]
 KeepRecent = Annotated[int, Field(ge=0, le=999)]
-SessionTtlSeconds = Annotated[int, Field(ge=60, le=31_536_000)]
-MemoryTtlSeconds = Annotated[int, Field(ge=60, le=315_360_000)]
+MAX_SESSION_TTL_SECONDS = 31_536_000
+MAX_MEMORY_TTL_SECONDS = 315_360_000
+SessionTtlSeconds = Annotated[int, Field(ge=60, le=MAX_SESSION_TTL_SECONDS)]
+MemoryTtlSeconds = Annotated[int, Field(ge=60, le=MAX_MEMORY_TTL_SECONDS)]
+IMPORT_CLOCK_SKEW_SECONDS = 86_400
+"""How far past now plus the largest TTL an imported ``expires_at`` may be: an export's times
+come from another clock. Later is refused, or an import could keep data for ever."""
 DedupeThreshold = Annotated[float, Field(gt=0, le=1)]
 CustomTypes = Annotated[list[CustomType], Field(max_length=3)]
 Dimensions = Annotated[int, Field(ge=1, le=8192)]

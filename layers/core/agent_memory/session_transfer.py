@@ -36,8 +36,10 @@ from agent_memory.db import READ_ONLY, WRITES, database_errors, load_script
 from agent_memory.errors import ActorMismatch, Conflict, SessionNotFound, ValidationFailed
 from agent_memory.keys import StoreKeys
 from agent_memory.models import (
+    IMPORT_CLOCK_SKEW_SECONDS,
     MAX_MESSAGE_CHARS,
     MAX_RECENT,
+    MAX_SESSION_TTL_SECONDS,
     ActorId,
     Model,
     Role,
@@ -335,7 +337,8 @@ class SessionTransfer:
         another time) or a sequence number holds another message, ``ActorMismatch`` (409
         ``actor_mismatch``) when the live session belongs to another actor;
         ``ValidationFailed`` when the session's time is up (``expires_at`` passed: nothing to
-        keep)."""
+        keep) or is further than any store keeps a session (now plus the largest
+        ``session_ttl_seconds`` and a day: later would keep it for ever)."""
         now = self._clock.now()
         now_ms = to_ms(now)
         if to_ms(body.expires_at) <= now_ms:
@@ -343,6 +346,14 @@ class SessionTransfer:
                 "The session's expires_at has passed: there is nothing left to import.",
                 details=[{"field": "expires_at", "problem": "must be in the future"}],
             )
+        latest = now_ms + (MAX_SESSION_TTL_SECONDS + IMPORT_CLOCK_SKEW_SECONDS) * 1000
+        if to_ms(body.expires_at) > latest:
+            raise ValidationFailed(
+                "The session's expires_at is further away than any store keeps a session.",
+                details=[{"field": "expires_at", "problem": f"must be at most "
+                          f"{MAX_SESSION_TTL_SECONDS} s (the largest session_ttl_seconds) "
+                          "and a day from now"}],
+            )  # fmt: skip
         pairs: list[str | int] = []
         for message in body.messages:
             doc: dict[str, Any] = {"role": message.role, "content": message.content}
