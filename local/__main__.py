@@ -64,6 +64,13 @@ class Shutdown:
         self.loop: SchedulerLoop | None = None
 
     def note(self, signum: int) -> None:
+        """Keep the first signal's name and tell the loop to stop, once. A later signal only
+        returns: it may arrive while this handler is inside the loop's ``Event.set()``,
+        holding its lock, and a second ``set()`` in the nested handler would wait for that
+        lock for ever (make passes a group's SIGTERM on to its children, so two come at once).
+        """
+        if self.signal_name is not None:
+            return
         self._name(signum)
         if self.loop is not None:
             self.loop.request_stop()
