@@ -22,7 +22,7 @@ class Loop:
     def request_stop(self) -> None:
         self.calls += 1
         if self.calls == 1:
-            with self.stopping._cond:  # inside Event.set(), as a signal can find the handler
+            with self.stopping._cond:  # type: ignore[attr-defined]  # inside Event.set()
                 self.shutdown.note(signal.SIGTERM)
         self.stopping.set()
 
