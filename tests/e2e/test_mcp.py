@@ -265,6 +265,32 @@ def test_api_errors_and_bad_arguments_are_tool_errors_naming_the_problem(
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_store_without_embeddings_says_to_search_by_keyword(proxy, open_stack, transport):
+    # The README's own store (no embedding model): a search in the default mode needs a vector,
+    # which no tool can send, so the tool error says what the assistant can do instead.
+    name = unique("plain")
+    with MemoryClient(open_stack.url, open_stack.api_key) as client:
+        client.put_store("local", name)
+        client.store("local", name).add_events("s", [{"role": "user", "content": "Hi"}])
+        where = {"instance_id": "local", "store": name}
+
+        async def go() -> list[Any]:
+            async with connect(transport, proxy.url, open_stack.api_key) as mcp:
+                return [
+                    await mcp.call_tool("memory_search", {"query": "deploys", **where}),
+                    await mcp.call_tool(
+                        "memory_search", {"query": "x", "mode": "keyword", **where}
+                    ),
+                ]
+
+        hybrid, keyword = run(go())
+        client.delete_store("local", name)
+    assert hybrid.is_error and "KiviDB API error 422 vector_required" in text(hybrid)
+    assert "search it with mode 'keyword'" in text(hybrid)
+    assert not keyword.is_error
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
 def test_forgetting_a_dot_segment_id_is_a_tool_error_and_the_store_stays(
     proxy, open_stack, lab, transport
 ):

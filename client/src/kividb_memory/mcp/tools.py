@@ -162,6 +162,12 @@ def describe(exc: ApiError | ApiConnectionError | UnexpectedResponseError) -> st
         text += " " + "; ".join(f"{_argument(d.field)}: {d.problem}" for d in exc.details)
     if exc.retry_after is not None:
         text += f" (retry after {exc.retry_after:g} s)"
+    if exc.code == "vector_required":
+        # The API's message says to send a vector; no tool can, so say what an assistant can do.
+        text += (
+            " (This store has no embedding model and these tools send no vectors: search it "
+            "with mode 'keyword'; adding a memory needs a store with an embedding model.)"
+        )
     return text
 
 
@@ -298,7 +304,8 @@ class _Tools:
             m.SearchMode,
             Field(
                 description="semantic (by meaning), keyword (BM25 over the words) or hybrid "
-                "(both; the default)."
+                "(both; the default). semantic and hybrid need the store to have an embedding "
+                "model; keyword works on every store."
             ),
         ] = "hybrid",
         actor_id: Annotated[
