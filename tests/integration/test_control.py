@@ -668,14 +668,22 @@ def test_admin_removes_an_instance_and_says_its_data_stays(control, redis_url, c
     assert err == "not_found: Organization 'no-such-org' does not exist; create it first.\n"
 
 
-@pytest.mark.parametrize("command", ["list-keys", "list-instances"])
+@pytest.mark.parametrize(
+    "command", [["list-keys"], ["list-instances"], ["revoke-key", "key_0123abcd"]]
+)
 def test_admin_lists_say_when_the_organization_does_not_exist(control, redis_url, capsys, command):
     missing = unique("no-such-org")
-    status, out, err = run_admin(redis_url, capsys, command, missing)
+    status, out, err = run_admin(redis_url, capsys, command[0], missing, *command[1:])
     assert (status, out) == (1, "")
     assert err == f"not_found: Organization '{missing}' does not exist; create it first.\n"
+    if command[0] == "revoke-key":  # an organization without that key says so
+        org = other_org(control)
+        status, _, err = run_admin(redis_url, capsys, "revoke-key", org, "key_0123abcd")
+        assert (status, err) == (1, f"not_found: Organization '{org}' has no API key "
+                                    "'key_0123abcd'.\n")  # fmt: skip
+        return
     # an organization that exists but has no keys or instances is an empty listing
-    assert run_admin(redis_url, capsys, command, other_org(control)) == (0, "", "")
+    assert run_admin(redis_url, capsys, command[0], other_org(control)) == (0, "", "")
 
 
 UNREACHED_MARKER = (

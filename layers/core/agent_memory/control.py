@@ -179,10 +179,12 @@ class ControlPlane(InstanceRegistry):
         return key_id
 
     def revoke_api_key(self, org_id: str, key_id: str) -> None:
-        """Revoke at once: the next request with that key is a 401. ``NotFound`` if unknown."""
+        """Revoke at once: the next request with that key is a 401. ``NotFound`` if the
+        organization does not exist (said so) or has no such key."""
         with database_errors():
             raw = self._redis.hget(ControlKeys.org_keys(org_id), key_id)
             if raw is None:
+                self._require_org(org_id)
                 raise NotFound(f"Organization '{org_id}' has no API key '{key_id}'.")
             digest = json.loads(raw)[0]
             pipe = self._redis.pipeline(transaction=False)
