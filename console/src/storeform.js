@@ -17,6 +17,13 @@ export const SETTINGS = [
   ["dedupe_threshold", 0.92, "A new memory at least this similar to one the actor has is a duplicate (above 0, at most 1).", 0.01, 1, 0.01],
 ];
 
+// True on both kinds of stack: no API answer says which rule the one behind this page applies
+// (KIVIDB_ALLOW_PRIVATE_ENDPOINTS is the local stack's, and never reaches a response).
+const BASE_URL_HELP =
+  "The base URL of an OpenAI-compatible server. The deployed service takes https:// URLs on public addresses only; " +
+  "a local stack started with KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 also takes http:// and loopback or private addresses, " +
+  "such as http://127.0.0.1:8765/v1.";
+
 const LLM_PROVIDERS = ["none", "openai", "anthropic", "custom"];
 const EMBED_PROVIDERS = ["none", "openai", "custom"];
 
@@ -193,7 +200,7 @@ export function StoreForm({ instance, store, onSaved }) {
           ${input(`${kind}_model`, { autocomplete: "off", spellcheck: "false" })}
         <//>`}
       ${provider === "custom" && html`
-        <${Field} name=${`${kind}_base_url`} label="Base URL" help="An https:// URL of an OpenAI-compatible server, on a public address." problems=${problems}>
+        <${Field} name=${`${kind}_base_url`} label="Base URL" help=${BASE_URL_HELP} problems=${problems}>
           ${input(`${kind}_base_url`, { type: "url", autocomplete: "off", spellcheck: "false" })}
         <//>`}
       ${(provider !== "none" || (store && store[`has_${kind}_api_key`])) && html`

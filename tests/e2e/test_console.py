@@ -212,9 +212,9 @@ class Console:
     def open(self, fragment: str = "") -> None:
         self.page.goto(f"{self.stack.url}/console{'#' + fragment if fragment else ''}")
 
-    def sign_in(self, fragment: str = "/agent-memory") -> None:
+    def sign_in(self, fragment: str = "/agent-memory", api_key: str | None = None) -> None:
         self.open(fragment)
-        self.page.get_by_label("API key").fill(self.stack.api_key)
+        self.page.get_by_label("API key").fill(api_key or self.stack.api_key)
         self.page.get_by_role("button", name="Sign in").click()
         expect(self.page.get_by_role("button", name="Sign out")).to_be_visible()
 
@@ -464,6 +464,78 @@ def test_create_a_store_with_every_setting_and_the_apis_problems_beside_their_fi
     }  # fmt: skip
     assert "sk-test" not in page.content()  # write-only: shown as present, never echoed
     expect(page.locator("dd[data-key]").first).to_have_text("present")
+
+
+def test_the_all_stores_page_creates_a_store_on_a_database_picked_or_typed(console, world):
+    console.sign_in()
+    page = console.page
+    console.heading("Agent memory")
+    database = page.get_by_label("Create a store on database")
+    expect(database).to_have_value("local")  # the databases of the listing, to pick from
+    page.get_by_role("button", name="Create a store", exact=True).click()
+    console.heading("Create a store on local")
+    expect(page.get_by_label("Store name")).to_be_visible()
+    page.get_by_role("link", name="Cancel").click()
+    console.heading("Agent memory")
+    # A database the listing does not name (one without stores): typed, from the keyboard.
+    database.select_option(label="Another database (type its id)")
+    page.get_by_role("button", name="Create a store", exact=True).click()
+    typed = page.get_by_label("Database id")
+    expect(typed).to_be_focused()
+    expect(typed).to_have_attribute("aria-invalid", "true")
+    expect(page.locator("#p-create-instance")).to_have_text("Type the database's id.")
+    console.accessible()
+    typed.fill("local")
+    typed.press("Enter")
+    console.heading("Create a store on local")
+
+
+def test_an_empty_organization_is_led_to_create_its_first_store(console, world, tenant):
+    name = unique("first")
+    console.sign_in(api_key=tenant.api_key)
+    page = console.page
+    console.heading("Agent memory")
+    empty = page.locator(".state.empty")
+    expect(empty).to_contain_text("No stores yet.")
+    expect(empty).to_contain_text("with the form above")
+    # No listing names a database of an organization without stores: the id is typed.
+    database = page.get_by_role("textbox", name="Create a store on database")
+    expect(database).to_have_value("")
+    console.shot("stores-empty")
+    database.fill(tenant.instance_id)
+    page.get_by_role("button", name="Create a store", exact=True).click()
+    console.heading(f"Create a store on {tenant.instance_id}")
+    page.get_by_label("Store name").fill(name)
+    page.get_by_role("button", name="Create store").click()
+    console.heading(f"Store {name}")
+    path = f"/instances/{tenant.instance_id}/agent-memory/{name}"
+    with world.stack.client(tenant.api_key) as client:
+        assert client.get(path).status_code == 200
+        assert client.delete(path).status_code == 204
+
+
+def test_the_base_url_hint_is_true_on_this_stack_and_on_the_service(console, world, provider):
+    name = unique("custom")
+    path = f"{BASE}/{name}"
+    world.made.append(path)
+    console.sign_in("/instances/local/create")
+    page = console.page
+    page.get_by_label("Store name").fill(name)
+    llm = page.get_by_role("group", name=re.compile("Language model"))
+    llm.get_by_label("Provider").select_option("custom")
+    hint = llm.locator("#h-llm_base_url")
+    # The console cannot tell which rule the API applies (no field says so): the hint gives both.
+    expect(hint).to_have_text(
+        "The base URL of an OpenAI-compatible server. The deployed service takes https:// URLs on "
+        "public addresses only; a local stack started with KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 also "
+        "takes http:// and loopback or private addresses, such as http://127.0.0.1:8765/v1."
+    )
+    # This stack allows them (tests/e2e/conftest.py): a loopback http:// URL is saved.
+    llm.get_by_label("Model").fill("scripted")
+    llm.get_by_label("Base URL").fill(provider.url)
+    page.get_by_role("button", name="Create store").click()
+    console.heading(f"Store {name}")
+    assert world.api.get(path).json()["llm_base_url"] == provider.url
 
 
 def test_change_settings_replace_and_remove_a_key_then_delete_after_typing_the_name(console, world):

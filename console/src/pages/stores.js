@@ -6,7 +6,8 @@ import { api, path, storePath } from "../api.js";
 import { href, navigate, storeHref } from "../router.js";
 import { SETTINGS, StoreForm } from "../storeform.js";
 import {
-  ConfirmDialog, Empty, ErrorState, flash, html, Loading, missingOf, Notice, plural, said, Text, Time, useFlash, useLoad,
+  ConfirmDialog, Empty, ErrorState, FieldProblems, flash, html, Loading, missingOf, Notice, plural, said, Text, Time, useFlash,
+  useLoad,
 } from "../ui.js";
 
 // Instances seen in the last organization listing, for the database tabs.
@@ -68,6 +69,53 @@ function OpenInstance() {
   </form>`;
 }
 
+// The select's option for a database the listing does not name (one without stores: the API
+// lists no instances, only stores and the databases that could not be reached).
+const ANOTHER = "";
+
+/**
+ * "Create a store on database [local ▾] [Create a store]": leads to a database's create page.
+ * The databases come from the organization's listing; one it does not name is typed, and an
+ * organization without stores (whose listing names none) types its database's id.
+ */
+function CreateOnDatabase({ instances }) {
+  const [choice, setChoice] = useState(instances[0] ?? ANOTHER);
+  const [typed, setTyped] = useState("");
+  const [problem, setProblem] = useState(null);
+  const typing = instances.length === 0 || choice === ANOTHER;
+  const field = useRef(null);
+  const submit = (event) => {
+    event.preventDefault();
+    const id = typing ? typed.trim() : choice;
+    if (!id) {
+      setProblem(["Type the database's id."]);
+      field.current.focus();
+      return;
+    }
+    navigate(href(["instances", id, "create"]));
+  };
+  const typedId = instances.length === 0 ? "create-instance" : "create-instance-id";
+  const described = [instances.length === 0 ? "h-create-instance" : "", problem ? "p-create-instance" : ""].filter(Boolean).join(" ");
+  return html`<form class="create-on" onSubmit=${submit} novalidate>
+    <label for="create-instance">Create a store on database</label>
+    ${instances.length > 0 &&
+    html`<select id="create-instance" value=${choice} onChange=${(e) => { setChoice(e.currentTarget.value); setProblem(null); }}>
+      ${instances.map((id) => html`<option value=${id}>${id}</option>`)}
+      <option value=${ANOTHER}>Another database (type its id)</option>
+    </select>`}
+    ${typing && html`
+      ${instances.length > 0 && html`<label class="visually-hidden" for=${typedId}>Database id</label>`}
+      <input id=${typedId} ref=${field} value=${typed} autocomplete="off" spellcheck="false"
+        placeholder=${instances.length > 0 ? "Database id" : undefined}
+        onInput=${(e) => { setTyped(e.currentTarget.value); setProblem(null); }}
+        aria-invalid=${problem ? "true" : undefined} aria-describedby=${described || undefined} />`}
+    <button type="submit" class="primary">Create a store</button>
+    ${instances.length === 0 &&
+    html`<span class="help" id="h-create-instance">The id your database was registered with (the local stack's is <code>local</code>).</span>`}
+    <${FieldProblems} id="p-create-instance" problems=${problem} />
+  </form>`;
+}
+
 export function AllStores() {
   const { data, error, loading, reload } = useLoad(() => api("GET", "/agent-memory"), []);
   if (data) knownInstances = [...new Set([...data.stores.map((s) => s.instance_id), ...data.unreachable.map((u) => u.instance_id)])];
@@ -75,6 +123,10 @@ export function AllStores() {
     <h1 tabindex="-1">Agent memory</h1>
     <p class="lede">Every store of your organization, with the database it lives in.</p>
     <${InstanceTabs} />
+    ${data && html`<${CreateOnDatabase} instances=${[
+      // The databases that answered first: a store can be created there now.
+      ...new Set([...data.stores.map((s) => s.instance_id).sort(), ...data.unreachable.map((u) => u.instance_id).sort()]),
+    ]} />`}
     ${loading && !data && html`<${Loading} what="stores" />`}
     <${ErrorState} error=${error} retry=${reload} what="the stores" />
     ${data && data.unreachable.length > 0 &&
@@ -84,8 +136,7 @@ export function AllStores() {
     </div>`}
     ${data && data.stores.length === 0 &&
     html`<${Empty} title="No stores yet.">
-      <p>A store keeps the sessions and memories of one agent. Create one on a database below, then send it messages from your agent (or try it here).</p>
-      <p><a class="button primary" href=${href(["instances", knownInstances[0] || "local", "create"])}>Create a store</a></p>
+      <p>A store keeps the sessions and memories of one agent. Create one with the form above, on a database of your organization, then send it messages from your agent (or try it here).</p>
     <//>`}
     ${data && data.stores.length > 0 && html`<${StoreTable} stores=${data.stores} showInstance=${true} />`}
     <${OpenInstance} />
