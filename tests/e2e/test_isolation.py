@@ -30,6 +30,7 @@ import re
 import secrets
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import httpx
@@ -43,6 +44,8 @@ from local.template import load_template
 from tests.conftest import ROOT, database_client, on_database, unique
 from tests.e2e.conftest import Stack
 
+SOON = (datetime.now(UTC) + timedelta(days=30)).isoformat()
+"""An expires_at an import takes: within every TTL a store can have."""
 DIM = 3
 DATABASES = (14, 15)
 """Database numbers of the suite's redis-server for A's second instance and B's first (A's
@@ -125,7 +128,7 @@ def _body(method: str, path: str, t: Target) -> dict[str, Any] | None:
             "message_count": 1,
             "created_at": "2026-01-01T00:00:00Z",
             "last_event_at": "2026-01-01T00:00:00Z",
-            "expires_at": "2099-01-01T00:00:00Z",
+            "expires_at": SOON,
             "messages": [
                 {
                     "seq": 1,
@@ -142,7 +145,7 @@ def _body(method: str, path: str, t: Target) -> dict[str, Any] | None:
                     "text": "probe deploys",
                     "created_at": "2026-01-01T00:00:00Z",
                     "updated_at": "2026-01-01T00:00:00Z",
-                    "expires_at": "2099-01-01T00:00:00Z",
+                    "expires_at": SOON,
                     "vector": base64.b64encode(np.array(t.vector, "<f4").tobytes()).decode(),
                 }
             ],

@@ -8,6 +8,7 @@ import base64
 import gzip
 import json
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import httpx
@@ -186,8 +187,9 @@ def test_the_import_routes_refuse_bad_input_exactly_and_keep_nothing(api: httpx.
     store = f"/instances/local/agent-memory/{name}"
     assert api.put(store, json={"dimensions": DIM}).status_code == 201
     now = "2026-01-01T00:00:00Z"
+    soon = (datetime.now(UTC) + timedelta(days=30)).isoformat()  # within every TTL
     memory = {"id": "mem_0123456789abcdef0123", "text": "t", "created_at": now,
-              "updated_at": now, "expires_at": "2099-01-01T00:00:00Z",
+              "updated_at": now, "expires_at": soon,
               "vector": base64.b64encode(np.ones(3, "<f4").tobytes()).decode()}  # fmt: skip
     answer = api.post(f"{store}/import/memories", json={"memories": [memory]})
     assert answer.status_code == 422
@@ -203,7 +205,7 @@ def test_the_import_routes_refuse_bad_input_exactly_and_keep_nothing(api: httpx.
     )
     message = {"seq": 3, "role": "user", "content": "x", "created_at": now}
     session = {"message_count": 2, "created_at": now, "last_event_at": now,
-               "expires_at": "2099-01-01T00:00:00Z", "messages": [message]}  # fmt: skip
+               "expires_at": soon, "messages": [message]}  # fmt: skip
     answer = api.put(f"{store}/import/sessions/s1", json=session)
     assert answer.status_code == 422
     assert answer.json()["details"] == [{
