@@ -128,9 +128,16 @@ def field_names() -> dict[str, str]:
 
 def encode_record(record: MemoryRecord) -> str:
     """A memory record as stored: compact JSON (UTF-8 text, not ``\\u`` escapes), with its
-    text's ``term_counts`` under ``terms``."""
-    stored = record.model_copy(update={"terms": (TOKENIZER_VERSION, term_counts(record.text))})
-    return stored.model_dump_json()
+    text's ``term_counts`` under ``terms``, and without the fields that hold their default
+    (no actor, topics, metadata, source, versions, links; ``valid_from`` equal to
+    ``created_at``, which every reader takes for a missing one): about 200 bytes less per
+    memory (a fifth of the record), and a record of before, with every field, reads the same.
+    Readers of raw records use ``.get`` for every field that has a default (``MemoryFields``),
+    and the Lua scripts take a missing field for ``null``."""
+    update: dict[str, Any] = {"terms": (TOKENIZER_VERSION, term_counts(record.text))}
+    if record.valid_from == record.created_at:
+        update["valid_from"] = None
+    return record.model_copy(update=update).model_dump_json(exclude_defaults=True)
 
 
 def decode_record(raw: str | bytes) -> MemoryRecord:
