@@ -16,11 +16,11 @@ import re
 from datetime import UTC, datetime, timedelta
 
 import pytest
-import redis
 
 from agent_memory.clock import to_ms
 from agent_memory.memory_models import MemoryIn
 from agent_memory.selection import Selection
+from tests.conftest import database_client
 from tests.integration.test_background import DIMS, World
 from tests.model_servers import ScriptedChatServer
 from tools.scripted_model import ScriptedServer
@@ -38,7 +38,7 @@ def scripted():
 @pytest.fixture
 def make_world(client, redis_url):
     made = []
-    binary = redis.Redis.from_url(redis_url)
+    binary = database_client(redis_url, binary=True)
 
     def make(model_server, embed_server, **settings):
         world = World(client, binary, model_server, embed_server, **settings)

@@ -10,7 +10,6 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 import pytest
-import redis
 from cryptography.fernet import Fernet
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -26,7 +25,7 @@ from agent_memory.recall import recall
 from agent_memory.secrets import FernetCipher
 from agent_memory.selection import Selection, listing_selection
 from agent_memory.stores import Stores
-from tests.conftest import unique
+from tests.conftest import database_client, unique
 
 DIM = 8
 MODES = ("semantic", "keyword", "hybrid")
@@ -38,7 +37,7 @@ def store(client, redis_url):
     stores = Stores(client, "db", FernetCipher(Fernet.generate_key()), SystemClock())
     name = unique("f")
     config, _ = stores.put(name, StorePut(dimensions=DIM, dedupe_threshold=1.0))
-    binary = redis.Redis.from_url(redis_url)
+    binary = database_client(redis_url, binary=True)
     yield stores, config, binary
     stores.delete(name)
 

@@ -22,7 +22,7 @@ from cryptography.fernet import Fernet
 
 from agent_memory.keys import PREFIX, InstanceKeys, StoreKeys
 from local.bootstrap import Database, start_redis_server
-from tests.conftest import Tenant, unique
+from tests.conftest import Tenant, database_client, unique
 from tests.integration.test_handlers import build, invoke
 from tests.model_servers import RawHTTPServer, response_bytes, send
 from tools import admin
@@ -182,7 +182,7 @@ def test_a_key_stored_before_keys_were_bound_is_refused_with_a_clear_409(
         "put_store", build("put_store", tenant, name, body=store_body(embeddings))
     )
     assert status == 201
-    database = redis.Redis.from_url(tenant.url, decode_responses=True)
+    database = database_client(tenant.url)
     stored = json.loads(database.hget(StoreKeys.registry, name))
     # as the previous version stored it: a bare Fernet token of the key file's own key
     stored["embed_api_key_ciphertext"] = Fernet(secret_key.encode()).encrypt(KEY.encode()).decode()

@@ -8,10 +8,9 @@ from __future__ import annotations
 import json
 
 import pytest
-import redis
 
 from agent_memory.keys import StoreKeys
-from tests.conftest import unique
+from tests.conftest import database_client, unique
 from tests.integration.test_handlers import build, invoke
 
 DIMS = 4
@@ -57,7 +56,7 @@ def test_a_stored_host_the_client_cannot_send_to_is_a_422_at_the_call(
     good = custom("http://127.0.0.1:9/v1")
     assert invoke("put_store", build("put_store", tenant, name, body=good))[0] == 201
     # as a store saved before the check: the registry holds the URL as it was given
-    database = redis.Redis.from_url(tenant.url, decode_responses=True)
+    database = database_client(tenant.url)
     stored = json.loads(database.hget(StoreKeys.registry, name))
     stored["embed_base_url"] = "http://xn--ls8h.la/v1"
     database.hset(StoreKeys.registry, name, json.dumps(stored))
