@@ -111,27 +111,7 @@ def start_redis_server(
         raise FileNotFoundError("redis-server")
     data_dir.mkdir(parents=True, exist_ok=True)
     port = port or free_port()
-    process = subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(data_dir),
-            "--save",
-            "30 1" if persist else "",
-            "--appendonly",
-            "no",
-            "--logfile",
-            "redis.log",
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
-        preexec_fn=_parent_death_signal(),
-    )
+    process = _spawn_redis(binary, port, data_dir, ["--save", "30 1" if persist else ""])
     url = f"redis://127.0.0.1:{port}/0"
 
     def stop() -> None:
@@ -228,34 +208,25 @@ def _cluster_node(binary: str, port: int, data_dir: Path, node_timeout_ms: int,
                   extra: list[str]) -> subprocess.Popen[bytes]:  # fmt: skip
     node_dir = data_dir / str(port)
     node_dir.mkdir(parents=True, exist_ok=True)
+    options = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+               "--cluster-node-timeout", str(node_timeout_ms), "--save", "", *extra]  # fmt: skip
+    return _spawn_redis(binary, port, node_dir, options)
+
+
+def _spawn_redis(
+    binary: str, port: int, data_dir: Path, options: list[str]
+) -> subprocess.Popen[bytes]:
+    """``redis-server`` on loopback ``port`` with its files in ``data_dir``, no AOF, its log in
+    ``redis.log`` there, ``options`` after; in a session of its own (see ``start_redis_server``)
+    and stopped with its parent on Linux."""
     return subprocess.Popen(
-        [
-            binary,
-            "--port",
-            str(port),
-            "--bind",
-            "127.0.0.1",
-            "--dir",
-            str(node_dir),
-            "--cluster-enabled",
-            "yes",
-            "--cluster-config-file",
-            "nodes.conf",
-            "--cluster-node-timeout",
-            str(node_timeout_ms),
-            "--save",
-            "",
-            "--appendonly",
-            "no",
-            "--logfile",
-            "redis.log",
-            *extra,
-        ],
+        [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
+         "--appendonly", "no", "--logfile", "redis.log", *options],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
         preexec_fn=_parent_death_signal(),
-    )
+    )  # fmt: skip
 
 
 def wait_for_cluster(cluster: Cluster, timeout: float = 30.0) -> None:
