@@ -154,6 +154,15 @@ def _port_free(port: int) -> bool:
     return True
 
 
+def low_free_port() -> int:
+    """A free loopback port below 55000 (in ``CLUSTER_PORTS``), the machine's rule for servers
+    of our own; :func:`free_port` asks the kernel, which may answer a higher one."""
+    while True:
+        port = random.randrange(*CLUSTER_PORTS)
+        if _port_free(port):
+            return port
+
+
 def cluster_ports(count: int) -> list[int]:
     """``count`` loopback ports in ``CLUSTER_PORTS`` that are free, and whose bus port (+10000)
     is free too."""

@@ -4,9 +4,7 @@ Database numbers of the suite's server used here (a database belongs to one orga
 is the local stack's, 1 the ``tenant`` fixture's): 3 to 9, each test releasing what it took.
 """
 
-import random
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -30,6 +28,7 @@ from agent_memory.errors import (
     ValidationFailed,
 )
 from agent_memory.keys import ControlKeys, InstanceKeys
+from local.bootstrap import low_free_port
 from tests.conftest import ROOT, on_database, unique
 from tools import admin
 
@@ -371,19 +370,6 @@ def test_bad_urls_are_422(control):
 
 
 # --- two names for one server: the ownership marker -------------------------------------------
-
-
-def low_free_port() -> int:
-    """A free loopback port below 55000."""
-    for _ in range(100):
-        port = random.randrange(20000, 55000)
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no free port")
 
 
 @pytest.fixture(scope="module")

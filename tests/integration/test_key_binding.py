@@ -11,8 +11,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import json
-import random
-import socket
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,7 +19,7 @@ import redis
 from cryptography.fernet import Fernet
 
 from agent_memory.keys import PREFIX, InstanceKeys, StoreKeys
-from local.bootstrap import Database, start_redis_server
+from local.bootstrap import Database, low_free_port, start_redis_server
 from tests.conftest import Tenant, database_client, unique
 from tests.integration.test_handlers import build, invoke
 from tests.model_servers import RawHTTPServer, response_bytes, send
@@ -34,21 +32,9 @@ EMBEDDING = response_bytes(
 )
 
 
-def free_port() -> int:
-    """A free loopback port below 55000 (the machine's rule for servers of our own)."""
-    while True:
-        port = random.randrange(20000, 55000)
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
-
-
 @pytest.fixture
 def database(tmp_path: Path) -> Iterator[Database]:
-    started = start_redis_server(tmp_path / "instance", persist=False, port=free_port())
+    started = start_redis_server(tmp_path / "instance", persist=False, port=low_free_port())
     try:
         yield started
     finally:

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import random
 import shutil
 import socket
 import subprocess
@@ -36,7 +35,7 @@ from agent_memory.instances import Instance
 from agent_memory.listing import list_organization_stores
 from agent_memory.secrets import FernetCipher
 from agent_memory.stores import Stores
-from local.bootstrap import Cluster, start_redis_cluster
+from local.bootstrap import Cluster, low_free_port, start_redis_cluster
 from tests.conftest import Tenant, unique
 from tests.integration.test_handlers import HANDLERS, build, invoke
 from tools import admin
@@ -70,18 +69,6 @@ FAKES: dict[str, tuple[Reply, str]] = {
     ),
     "pong_to_everything": (lambda _: b"+PONG\r\n", HANDSHAKE),
 }
-
-
-def free_port() -> int:
-    """A free loopback port below 55000 (the machine's rule for servers of our own)."""
-    while True:
-        port = random.randrange(20000, 55000)
-        with socket.socket() as probe:
-            try:
-                probe.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return port
 
 
 class FakeServer:
@@ -156,7 +143,7 @@ REAL: dict[str, tuple[str, str]] = {
 
 @pytest.fixture(params=[*REAL, *FAKES])
 def unusable(request, tenant, function_env, tmp_path) -> Iterator[Unusable]:
-    port = free_port()
+    port = low_free_port()
     number = 99 if request.param == "database_out_of_range" else 0
     credentials, message = REAL.get(request.param, ("", ""))
     url = f"redis://{credentials}127.0.0.1:{port}/{number}"
