@@ -72,7 +72,7 @@ from agent_memory.memories import Memories  # noqa: E402
 from agent_memory.memory_models import SearchRequest  # noqa: E402
 from agent_memory.memory_reads import unit  # noqa: E402
 from agent_memory.models import StoreConfig  # noqa: E402
-from agent_memory.records import MemoryRecord, encode_record  # noqa: E402
+from agent_memory.records import MemoryRecord, encode_memory  # noqa: E402
 from agent_memory.secrets import FernetCipher  # noqa: E402
 from agent_memory.stores import Stores  # noqa: E402
 from bench.measure import peak_rss_mb, percentile, timed  # noqa: E402
@@ -254,7 +254,6 @@ def seed(binary: redis.Redis, config: StoreConfig, corpus: Corpus, size: int, ba
         texts = corpus.texts(rng, clusters)
         matrix[start : start + count] = vectors
         records: dict[Any, Any] = {}
-        blobs: dict[Any, Any] = {}
         expiry: dict[Any, Any] = {}
         created: dict[Any, Any] = {}
         owners: dict[Any, Any] = {}
@@ -271,8 +270,7 @@ def seed(binary: redis.Redis, config: StoreConfig, corpus: Corpus, size: int, ba
                 expires_at=created_ms + ttl_ms,
             )
             ids.append(memory_id)
-            records[memory_id] = encode_record(record)
-            blobs[memory_id] = vectors[i].tobytes()
+            records[memory_id] = encode_memory(record, vectors[i].tobytes())
             expiry[memory_id] = created_ms + ttl_ms
             created[memory_id] = created_ms
             owners[memory_id] = bucket
@@ -281,7 +279,6 @@ def seed(binary: redis.Redis, config: StoreConfig, corpus: Corpus, size: int, ba
         pipe.zadd(keys.memory_expiry, expiry)
         pipe.hset(keys.memory_owners, mapping=owners)
         pipe.hset(actor.memories, mapping=records)
-        pipe.hset(actor.vectors, mapping=blobs)
         pipe.execute()
         bar.update(count)
     binary.sadd(keys.memory_actors, bucket)

@@ -74,7 +74,7 @@ from agent_memory.keys import StoreKeys, actor_bucket  # noqa: E402
 from agent_memory.memories import new_memory_id  # noqa: E402
 from agent_memory.memory_reads import STORE_WIDE_MAX_BYTES  # noqa: E402
 from agent_memory.models import StoreConfig  # noqa: E402
-from agent_memory.records import MemoryRecord, encode_record  # noqa: E402
+from agent_memory.records import MemoryRecord, encode_memory  # noqa: E402
 from agent_memory.stores import STORED  # noqa: E402
 from bench.latency import Corpus  # noqa: E402
 from bench.measure import percentile  # noqa: E402
@@ -215,7 +215,6 @@ def seed(cluster: Cluster, config: StoreConfig, args: argparse.Namespace, report
         vectors = corpus.vectors(rng, clusters)
         texts = corpus.texts(rng, clusters)
         records: dict[Any, Any] = {}
-        blobs: dict[Any, Any] = {}
         log: dict[Any, Any] = {}
         created: dict[Any, Any] = {}
         expiry: dict[Any, Any] = {}
@@ -227,8 +226,7 @@ def seed(cluster: Cluster, config: StoreConfig, args: argparse.Namespace, report
                 id=memory_id, text=texts[i], type="semantic", actor_id=actor_id,
                 created_at=created_ms, updated_at=created_ms, expires_at=created_ms + ttl_ms,
             )  # fmt: skip
-            records[memory_id] = encode_record(record)
-            blobs[memory_id] = vectors[i].tobytes()
+            records[memory_id] = encode_memory(record, vectors[i].tobytes())
             log[f"{i + 1}:+:{memory_id}"] = i + 1
             created[memory_id] = created_ms
             expiry[memory_id] = created_ms + ttl_ms
@@ -240,7 +238,6 @@ def seed(cluster: Cluster, config: StoreConfig, args: argparse.Namespace, report
         pipe.hset(keys.memory_owners, mapping=owners)
         pipe.sadd(keys.memory_actors, bucket)
         pipe.hset(actor.memories, mapping=records)
-        pipe.hset(actor.vectors, mapping=blobs)
         pipe.zadd(actor.log, log)
         pipe.hset(actor.meta, "gen", args.per_actor)
         if (a + 1) % ACTORS_PER_PIPELINE == 0 or a + 1 == args.actors:

@@ -232,21 +232,76 @@ def test_an_add_reloads_its_script_after_the_server_forgot_it(make_memories, cli
     assert memories.count() == 2
 
 
-def test_a_cold_build_uses_stored_term_counts_only_from_the_current_tokenizer(
-    make_memories, client
+def _write_as_before(memories, memory_id, text, vector, actor="alice", terms=None, **extra):
+    """A memory as the code before vectors moved into records kept it: JSON with every field
+    (id, actor, term counts) in the actor's memories hash, the vector in its vectors hash, and
+    the store-level entries an add makes."""
+    binary = memories._binary
+    keys = memories._keys
+    actor_keys = keys.actor(actor)
+    now_ms = int(SystemClock().now().timestamp() * 1000)
+    record = {"id": memory_id, "text": text, "type": "semantic", "actor_id": actor,
+              "created_at": now_ms, "updated_at": now_ms, "expires_at": now_ms + 86_400_000,
+              "terms": terms if terms is not None else [TOKENIZER_VERSION, term_counts(text)],
+              **extra}  # fmt: skip
+    unit = np.array(vector, dtype=np.float32)
+    unit /= np.linalg.norm(unit)
+    binary.hset(actor_keys.memories, memory_id, json.dumps(record))
+    binary.hset(actor_keys.vectors, memory_id, unit.tobytes())
+    gen = binary.hincrby(actor_keys.meta, "gen", 1)
+    binary.zadd(actor_keys.log, {f"{gen}:+:{memory_id}": gen})
+    memories._index_store_level(memory_id, actor, now_ms, now_ms + 86_400_000)
+    return unit
+
+
+def test_memories_kept_before_vectors_moved_into_records_read_search_change_and_go(
+    make_memories,
 ):
     memories = make_memories()
-    kept = _add(memories, "Deploys to eu-west-1 on Fridays", _v(1)).memory
-    actor = memories._keys.actor("alice")
-    record = json.loads(client.hget(actor.memories, kept.id))
-    assert record["terms"] == [TOKENIZER_VERSION, term_counts(kept.text)]
+    _write_as_before(memories, "mem_0000000000000000000a", "Deploys to eu-west-1 on Fridays", _v(1))
     # A record written by another tokenizer version: its counts are ignored, its text is used.
-    record["terms"] = [TOKENIZER_VERSION - 1, {"stale": 1}]
-    client.hset(actor.memories, kept.id, json.dumps(record))
+    _write_as_before(memories, "mem_0000000000000000000b", "Likes green tea", _v(0, 1),
+                     terms=[TOKENIZER_VERSION - 1, {"stale": 1}])  # fmt: skip
     cold = make_memories.reopen(memories)
+    assert cold.get("mem_0000000000000000000a").text == "Deploys to eu-west-1 on Fridays"
+    assert cold.count() == 2
     found = cold.search(SearchRequest(query="fridays", mode="keyword", actor_id="alice"))
-    assert [m.id for m in found] == [kept.id]
+    assert [m.id for m in found] == ["mem_0000000000000000000a"]
     assert cold.search(SearchRequest(query="stale", mode="keyword", actor_id="alice")) == []
+    near = cold.search(
+        SearchRequest(query="tea", query_vector=_v(0, 1), mode="semantic", actor_id="alice")
+    )
+    assert near[0].id == "mem_0000000000000000000b" and near[0].score == pytest.approx(1.0)
+    # A duplicate of an old memory is found by its old vector.
+    again = _add(cold, "Likes green tea!", _v(0, 1))
+    assert again.duplicate and again.memory.id == "mem_0000000000000000000b"
+    # A change that keeps the text keeps the old vector, now inside the record.
+    changed = cold.patch("mem_0000000000000000000b", MemoryPatch(importance=0.5))
+    assert changed.importance == 0.5
+    actor = cold._keys.actor("alice")
+    assert cold._binary.hget(actor.vectors, "mem_0000000000000000000b") is None
+    fresh = make_memories.reopen(memories)
+    near = fresh.search(
+        SearchRequest(query="tea", query_vector=_v(0, 1), mode="semantic", actor_id="alice")
+    )
+    assert near[0].id == "mem_0000000000000000000b" and near[0].score == pytest.approx(1.0)
+    # Superseding an old memory closes it and keeps its vector where it was.
+    new = _add(fresh, "Deploys to eu-west-1 on Mondays", _v(1, 1),
+               supersedes="mem_0000000000000000000a")  # fmt: skip
+    assert new.superseded == "mem_0000000000000000000a"
+    old = fresh.get("mem_0000000000000000000a")
+    assert old.superseded_by == new.memory.id and old.valid_until is not None
+    assert [link.id for link in fresh.get(new.memory.id).chain] == [
+        "mem_0000000000000000000a", new.memory.id,
+    ]  # fmt: skip
+    history = fresh.search(SearchRequest(query="deploys", query_vector=_v(1), mode="semantic", actor_id="alice",
+                                         include_superseded=True))  # fmt: skip
+    assert "mem_0000000000000000000a" in [m.id for m in history]
+    # Forgetting removes both halves.
+    fresh.delete(new.memory.id)
+    assert cold._binary.hget(actor.vectors, "mem_0000000000000000000a") is None
+    assert cold._binary.hget(actor.memories, "mem_0000000000000000000a") is None
+    assert fresh.count() == 1
 
 
 def test_a_warm_container_behind_another_still_dedupes_and_counts(make_memories):

@@ -25,7 +25,14 @@ from agent_memory.index_cache import IndexCache
 from agent_memory.keys import ActorKeys, StoreKeys
 from agent_memory.memory_scripts import CATCH_UP
 from agent_memory.models import StoreConfig
-from agent_memory.records import F, raw_facts, raw_facts_if_any, raw_record, stored_terms
+from agent_memory.records import (
+    F,
+    raw_facts,
+    raw_facts_if_any,
+    raw_record,
+    split_memory,
+    stored_terms,
+)
 from agent_memory.search import ActorIndex
 
 LOAD_BATCH = 2000
@@ -98,46 +105,57 @@ class ActorIndexes:
         if not names or int(names[0].split(":", 1)[0]) != index.gen + 1:
             return False
         found = [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
-        rows = {
-            memory_id: (raw_record(raw), blob)
-            for memory_id, raw, blob in zip(found, raws, blobs, strict=True)
-            if raw is not None and blob is not None
-        }
+        rows = {}
+        for memory_id, raw, kept_apart in zip(found, raws, blobs, strict=True):
+            blob = split_memory(raw)[1] or kept_apart if raw is not None else None
+            if raw is not None and blob is not None:
+                rows[memory_id] = (raw_record(raw), blob)
         changed = {name.split(":", 2)[2] for name in names}
         with index.lock:
             if index.gen >= now_gen:
                 return True
             for memory_id in changed:
                 if memory_id in rows:
-                    upsert_row(index, *rows[memory_id])
+                    upsert_row(index, memory_id, *rows[memory_id])
                 else:
                     index.remove(memory_id)
             index.gen = now_gen
         return True
 
     def _load(self, actor: ActorKeys) -> ActorIndex:
-        """Build the actor's index from Redis in batches (HSCAN), so that a large actor never
-        needs all its float32 vectors in memory at once. The generation is read first and the
-        change log applied after, which accounts for writes made while the batches were read."""
+        """Build the actor's index from Redis in batches (HSCAN of the stored memories, which
+        hold their vectors), so that a large actor never needs all its float32 vectors in
+        memory at once. The generation is read first and the change log applied after, which
+        accounts for writes made while the batches were read."""
         with database_errors():
             # Not one transaction (MULTI is refused while the database is full): the count only
             # sizes the index, and the log read after the batches accounts for any change.
             pipe = self._redis.pipeline(transaction=False)
             pipe.hget(actor.meta, "gen")
-            pipe.hlen(actor.vectors)
+            pipe.hlen(actor.memories)
             raw_gen, count = pipe.execute()
         gen = int(raw_gen or 0)
         index = ActorIndex(dimensions=self._store.dimensions, gen=gen)
         index.reserve(int(count) + int(count) // 20 + 64)  # room for the next writes
         width = self._store.dimensions * 4
 
-        def fetch(cursor: int) -> tuple[int, dict[bytes, bytes], list[str], list[Any]]:
+        def fetch(cursor: int) -> tuple[int, list[str], list[dict[str, Any]], list[bytes]]:
             with database_errors():
-                cursor, scanned = self._binary.hscan(actor.vectors, cursor, count=LOAD_BATCH)
-                blobs = cast(dict[bytes, bytes], scanned)
-                ids = [k.decode() for k, v in blobs.items() if len(v) == width]
-                raws = self._binary.hmget(actor.memories, ids) if ids else []
-            return int(cursor), blobs, ids, raws
+                cursor, scanned = self._binary.hscan(actor.memories, cursor, count=LOAD_BATCH)
+                entries = cast(dict[bytes, bytes], scanned)
+                ids = [k.decode() for k in entries]
+                vectors = self._vectors(actor, ids, list(entries.values()))
+            kept = [
+                (memory_id, raw_record(raw), blob)
+                for memory_id, raw, blob in zip(ids, entries.values(), vectors, strict=True)
+                if blob is not None and len(blob) == width
+            ]
+            return (
+                int(cursor),
+                [k[0] for k in kept],
+                [k[1] for k in kept],
+                [k[2] for k in kept if k[2] is not None],
+            )
 
         # The batches allocate tens of thousands of small dicts and lists that hold no cycles;
         # pausing the cyclic collector spares it traversing them again and again (about a
@@ -145,21 +163,20 @@ class ActorIndexes:
         with _collector_paused():
             cursor = 0
             while True:
-                cursor, blobs, ids, raws = fetch(cursor)
-                records = [(i, raw_record(r)) for i, r in zip(ids, raws, strict=True) if r]
+                cursor, ids, records, blobs = fetch(cursor)
                 if records:
-                    vectors = np.frombuffer(
-                        b"".join(blobs[i.encode()] for i, _ in records), dtype=np.float32
-                    ).reshape(len(records), self._store.dimensions)
+                    vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(
+                        len(records), self._store.dimensions
+                    )
                     index.add_many(
-                        [i for i, _ in records],
+                        ids,
                         vectors,
-                        [r[F.text] for _, r in records],
-                        [r[F.type] for _, r in records],
-                        [int(r[F.created_at]) for _, r in records],
-                        [int(r[F.expires_at]) for _, r in records],
-                        [stored_terms(r) for _, r in records],
-                        [raw_facts_if_any(r) for _, r in records],
+                        [r[F.text] for r in records],
+                        [r[F.type] for r in records],
+                        [int(r[F.created_at]) for r in records],
+                        [int(r[F.expires_at]) for r in records],
+                        [stored_terms(r) for r in records],
+                        [raw_facts_if_any(r) for r in records],
                     )
                 if cursor == 0:
                     break
@@ -169,30 +186,50 @@ class ActorIndexes:
             return self._load(actor)  # too much changed meanwhile: read it again
         return index
 
+    def _vectors(
+        self, actor: ActorKeys, ids: Sequence[str], raws: Sequence[bytes | None]
+    ) -> list[bytes | None]:
+        """The vector bytes of stored memories (``raws``, None where there is none): from each
+        memory itself, or, for a record kept before vectors moved into it, from the actor's
+        ``vectors`` hash (one HMGET for all such). None where neither has one."""
+        found: list[bytes | None] = [
+            split_memory(raw)[1] if raw is not None else None for raw in raws
+        ]
+        apart = [i for i, (raw, blob) in enumerate(zip(raws, found, strict=True))
+                 if raw is not None and blob is None]  # fmt: skip
+        if apart:
+            with database_errors():
+                blobs = self._binary.hmget(actor.vectors, [ids[i] for i in apart])
+            for i, blob in zip(apart, blobs, strict=True):
+                found[i] = cast(bytes | None, blob)
+        return found
+
     def rescore(self, bucket: str, hits: Sequence[Hit], vector: NDArray[np.float32]) -> list[Hit]:
         """Exact cosines of a compact index's candidates, from the stored float32 vectors;
         best first."""
         if not hits:
             return []
         ids = [h.memory_id for h in hits]
+        actor = self._keys.actor(bucket)
         with database_errors():
-            blobs = self._binary.hmget(self._keys.actor(bucket).vectors, ids)
+            raws = cast(list[bytes | None], self._binary.hmget(actor.memories, ids))
+            blobs = self._vectors(actor, ids, raws)
         rescored = [
-            Hit(memory_id, float(np.frombuffer(cast(bytes, blob), dtype=np.float32) @ vector))
+            Hit(memory_id, float(np.frombuffer(blob, dtype=np.float32) @ vector))
             for memory_id, blob in zip(ids, blobs, strict=True)
             if blob is not None and len(blob) == vector.nbytes
         ]
         return sorted(rescored, key=lambda h: -h.score)
 
 
-def upsert_row(index: ActorIndex, record: dict[str, Any], blob: bytes) -> None:
+def upsert_row(index: ActorIndex, memory_id: str, record: dict[str, Any], blob: bytes) -> None:
     """Enter (or replace) one raw record and its vector bytes in ``index``; a vector of
     another length (written under another dimension setting) is not searchable here."""
     vector = np.frombuffer(blob, dtype=np.float32)
     if vector.shape[0] != index.dimensions:
         return
     index.upsert(
-        record[F.id],
+        memory_id,
         vector,
         record[F.text],
         record[F.type],

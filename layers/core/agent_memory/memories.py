@@ -62,9 +62,11 @@ from agent_memory.records import (
     StoredSource,
     StoredVersion,
     decode_record,
-    encode_record,
+    encode_memory,
     record_facts,
+    record_json,
     record_view,
+    split_memory,
 )
 from agent_memory.redaction import redact
 from agent_memory.stores import current_entry
@@ -253,7 +255,7 @@ class Memories(MemoryReader):
                         self._binary,
                         self._put,
                         actor.all(),
-                        [memory_id, encode_record(record), vector.tobytes(), gen, LOG_KEEP, mode],
+                        [memory_id, encode_memory(record, vector.tobytes()), gen, LOG_KEEP, mode],
                         lambda pipe: pipe.hget(StoreKeys.registry, self._store.name),
                         before=before,
                     )
@@ -306,7 +308,7 @@ class Memories(MemoryReader):
                     raw_old = self._binary.hget(actor.memories, old_id)
                 if raw_old is None:
                     raise self._not_supersedable(old_id, bucket)
-                old = decode_record(cast(bytes, raw_old))
+                old = decode_record(cast(bytes, raw_old), old_id, bucket)
                 if old.expires_at <= now_ms:
                     raise SupersededNotFound(old_id)
                 if not old.current:
@@ -315,8 +317,8 @@ class Memories(MemoryReader):
                     update={"valid_until": now_ms, "superseded_by": record.id, "updated_at": now_ms}
                 )
                 args: list[EncodableT] = [
-                    record.id, encode_record(record), vector.tobytes(), old_id,
-                    cast(bytes, raw_old), encode_record(closed), LOG_KEEP, mode,
+                    record.id, encode_memory(record, vector.tobytes()), old_id,
+                    cast(bytes, raw_old), record_json(closed), LOG_KEEP, mode,
                 ]  # fmt: skip
                 with database_errors():
                     (written, new_gen), registered = script_then(
@@ -453,7 +455,8 @@ class Memories(MemoryReader):
                 gen, raw, blob = self._read_one(keys=actor.all(), args=[memory_id])
             if raw is None:
                 raise MemoryNotFound(memory_id)
-            record = decode_record(cast(bytes, raw))
+            record = decode_record(cast(bytes, raw), memory_id, bucket)
+            blob = split_memory(cast(bytes, raw))[1] or blob
             now_ms = to_ms(self._clock.now())
             version = StoredVersion(
                 text=record.text,
@@ -483,7 +486,7 @@ class Memories(MemoryReader):
             with database_errors():
                 written, _ = self._put(
                     keys=actor.all(),
-                    args=[memory_id, encode_record(record), vector.tobytes(), int(gen), LOG_KEEP,
+                    args=[memory_id, encode_memory(record, vector.tobytes()), int(gen), LOG_KEEP,
                           "update"],
                 )  # fmt: skip
             if int(written) == 1:

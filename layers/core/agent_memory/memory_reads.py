@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import replace
 from datetime import datetime
+from typing import cast
 
 import numpy as np
 import redis
@@ -170,11 +171,13 @@ class MemoryReader:
             return {}
         now_ms = to_ms(self._clock.now())
         with database_errors():
-            raws = self._redis.hmget(self._keys.actor(bucket).memories, list(ids))
+            raws = cast(
+                list[bytes | None], self._binary.hmget(self._keys.actor(bucket).memories, list(ids))
+            )
         found = {}
         for memory_id, raw in zip(ids, raws, strict=True):
             if raw is not None:
-                record = decode_record(raw)
+                record = decode_record(raw, memory_id, bucket)
                 if record.expires_at > now_ms:
                     found[memory_id] = record
         return found
@@ -189,11 +192,14 @@ class MemoryReader:
         ``MAX_CHAIN_SHOWN`` on each side), read in one step (``LOAD_CHAIN``)."""
         bucket = self._owner(memory_id)
         with database_errors():
-            _, raws = self._load_chain(
+            ids, raws = self._load_chain(
                 keys=self._keys.actor(bucket).all(), args=[memory_id, MAX_CHAIN_SHOWN]
             )
         now_ms = to_ms(self._clock.now())
-        chain = [decode_record(raw) for raw in raws]
+        chain = [
+            decode_record(raw, memory.decode(), bucket)
+            for memory, raw in zip(ids, raws, strict=True)
+        ]
         found = [r for r in chain if r.id == memory_id]
         if not found:
             raise MemoryNotFound(memory_id)
@@ -233,11 +239,13 @@ class MemoryReader:
             self._check_store_wide("listing with these filters")
         buckets = [actor_bucket(actor_id)] if actor_id is not None else self._buckets()
         now_ms = to_ms(self._clock.now())
-        picked: list[tuple[int, str, str | bytes]] = []
+        picked: list[tuple[int, str, str, bytes]] = []
         for bucket in buckets:
             with database_errors():
-                raws = self._redis.hvals(self._keys.actor(bucket).memories)
-            for raw in raws:
+                entries = cast(
+                    dict[bytes, bytes], self._binary.hgetall(self._keys.actor(bucket).memories)
+                )
+            for raw_id, raw in entries.items():
                 fields = raw_record(raw)
                 if selection.admits(
                     now_ms=now_ms,
@@ -246,9 +254,12 @@ class MemoryReader:
                     expires=int(fields[F.expires_at]),
                     facts=raw_facts(fields),
                 ):
-                    picked.append((int(fields[F.created_at]), str(fields[F.id]), raw))
+                    picked.append((int(fields[F.created_at]), raw_id.decode(), bucket, raw))
         picked.sort(reverse=True)
-        page = [record_view(decode_record(raw)) for _, _, raw in picked[offset : offset + limit]]
+        page = [
+            record_view(decode_record(raw, memory_id, bucket))
+            for _, memory_id, bucket, raw in picked[offset : offset + limit]
+        ]
         return MemoryList(
             memories=page,
             next_offset=offset + limit if len(picked) > offset + limit else None,

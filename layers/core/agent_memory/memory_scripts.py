@@ -18,8 +18,16 @@ from string import Template
 from agent_memory.db import FINISHES_WRITE, READ_ONLY, WRITES
 from agent_memory.records import field_names
 
-LOG_KEEP = 10_000
-"""Change-log entries kept per actor; a cache further behind than this reloads the actor."""
+LOG_KEEP = 128
+"""Change-log entries kept per actor at least; a cache further behind than what is kept
+reloads the actor. An entry costs about 118 bytes of Redis memory (a sorted-set member), so
+the log keeps at most ``LOG_KEEP`` or one entry per ``LOG_SHARE`` memories of the actor,
+whichever is more: under 8 bytes per memory of a large actor (a cache of an actor of 100,000
+memories can fall 6,250 changes behind before it reloads), where the 10,000 entries kept
+before cost 118 bytes per memory of an actor of 1,000 (docs/design.md, "What a memory
+costs")."""
+LOG_SHARE = 16
+"""One change-log entry kept per this many memories of the actor, beyond ``LOG_KEEP``."""
 SCRIPT_IDS = 1000
 """Ids per call of a script taking a list of them (Lua's ``unpack`` stops near 8,000)."""
 
@@ -32,22 +40,48 @@ def lua(flags: str, source: str) -> str:
     return flags + Template(source).substitute(quoted)
 
 
-# KEYS: ActorKeys.all(). ARGV: id, json, vector bytes, expected gen ('' = any), log_keep,
-# 'update' (the memory must still exist), 'new', or 'once' (a chosen id that must not exist
-# yet). Returns {1, gen} when written, {0, gen} when the generation had moved, {-1, gen} when
-# an update found no memory (deleted), {-2, gen} when a 'once' id is already kept.
+# The helpers of the actor scripts (KEYS: ActorKeys.all()). ``record_json``: the JSON of a
+# stored memory, which ends at its first line feed (records.encode_memory; a record kept
+# before vectors moved into it is JSON alone). ``vector_tail``: what follows the JSON (the line
+# feed and the vector's bytes), '' for such an older record. ``trim_log``: keep the last
+# max(least, memories / LOG_SHARE) change-log entries.
+ACTOR_HELPERS = f"""
+local function record_json(raw)
+  local at = string.find(raw, '\\n', 1, true)
+  if at then return string.sub(raw, 1, at - 1) end
+  return raw
+end
+local function vector_tail(raw)
+  local at = string.find(raw, '\\n', 1, true)
+  if at then return string.sub(raw, at) end
+  return ''
+end
+local function trim_log(least)
+  local keep = math.max(tonumber(least), math.floor(redis.call('HLEN', KEYS[1]) / {LOG_SHARE}))
+  redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(keep + 1))
+end
+"""
+
+
+# KEYS: ActorKeys.all(). ARGV: id, stored memory (records.encode_memory), expected gen ('' =
+# any), log_keep, 'update' (the memory must still exist), 'new', or 'once' (a chosen id that
+# must not exist yet). Returns {1, gen} when written, {0, gen} when the generation had moved,
+# {-1, gen} when an update found no memory (deleted), {-2, gen} when a 'once' id is already
+# kept. A vector the memory kept in the ``vectors`` hash (written before vectors moved into
+# the record) is dropped: the new entry holds it.
 PUT = lua(
     WRITES,
-    """
+    ACTOR_HELPERS
+    + """
 local gen = tonumber(redis.call('HGET', KEYS[4], 'gen') or '0')
-if ARGV[4] ~= '' and tonumber(ARGV[4]) ~= gen then return {0, gen} end
-if ARGV[6] == 'update' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {-1, gen} end
-if ARGV[6] == 'once' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return {-2, gen} end
+if ARGV[3] ~= '' and tonumber(ARGV[3]) ~= gen then return {0, gen} end
+if ARGV[5] == 'update' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return {-1, gen} end
+if ARGV[5] == 'once' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return {-2, gen} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
+redis.call('HDEL', KEYS[2], ARGV[1])
 gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
 redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':+:' .. ARGV[1])
-redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[5]) + 1))
+trim_log(ARGV[4])
 return {1, gen}
 """,
 )
@@ -55,7 +89,8 @@ return {1, gen}
 # KEYS: ActorKeys.all(). ARGV: log_keep, id... Returns how many of the ids existed.
 REMOVE = lua(
     WRITES,
-    """
+    ACTOR_HELPERS
+    + """
 local removed = 0
 for i = 2, #ARGV do
   if redis.call('HDEL', KEYS[1], ARGV[i]) == 1 then
@@ -65,35 +100,37 @@ for i = 2, #ARGV do
     redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':-:' .. ARGV[i])
   end
 end
-redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[1]) + 1))
+trim_log(ARGV[1])
 return removed
 """,
 )
 
-# KEYS: ActorKeys.all(). ARGV: new id, new json, new vector bytes, old id, the old record as
-# the caller read it, the old record closed (valid_until, superseded_by), log_keep, 'new' or
-# 'once'. Keeps the new memory and closes the old one in one step, so there is never a moment
-# with neither or both current. Returns {1, gen} when done; {-1, gen} when the old record is no
-# longer what the caller read (changed meanwhile: read it again); {-2, gen} when a 'once' id is
-# already kept; {-3, gen} when the old memory is gone; {-4, gen} when it is not current.
+# KEYS: ActorKeys.all(). ARGV: new id, new stored memory, old id, the old stored memory as the
+# caller read it, the old record closed (valid_until, superseded_by; its JSON alone: the script
+# keeps the vector that follows it), log_keep, 'new' or 'once'. Keeps the new memory and
+# closes the old one in one step, so there is never a moment with neither or both current.
+# Returns {1, gen} when done; {-1, gen} when the old record is no longer what the caller read
+# (changed meanwhile: read it again); {-2, gen} when a 'once' id is already kept; {-3, gen}
+# when the old memory is gone; {-4, gen} when it is not current.
 SUPERSEDE = lua(
     WRITES,
-    """
+    ACTOR_HELPERS
+    + """
 local gen = tonumber(redis.call('HGET', KEYS[4], 'gen') or '0')
-if ARGV[8] == 'once' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return {-2, gen} end
-local raw = redis.call('HGET', KEYS[1], ARGV[4])
+if ARGV[7] == 'once' and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return {-2, gen} end
+local raw = redis.call('HGET', KEYS[1], ARGV[3])
 if not raw then return {-3, gen} end
-local until_ = cjson.decode(raw)[$valid_until]
+local until_ = cjson.decode(record_json(raw))[$valid_until]
 if until_ ~= nil and until_ ~= cjson.null then return {-4, gen} end
-if raw ~= ARGV[5] then return {-1, gen} end
+if raw ~= ARGV[4] then return {-1, gen} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('HSET', KEYS[2], ARGV[1], ARGV[3])
-redis.call('HSET', KEYS[1], ARGV[4], ARGV[6])
+redis.call('HDEL', KEYS[2], ARGV[1])
+redis.call('HSET', KEYS[1], ARGV[3], ARGV[5] .. vector_tail(raw))
 gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
 redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':+:' .. ARGV[1])
 gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
-redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':+:' .. ARGV[4])
-redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[7]) + 1))
+redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':+:' .. ARGV[3])
+trim_log(ARGV[6])
 return {1, gen}
 """,
 )
@@ -101,9 +138,11 @@ return {1, gen}
 # The chain of a memory: the ids of the memories it replaced ($supersedes, followed back) and
 # of those that replaced it ($superseded_by, followed on), oldest first, itself included; at
 # most ARGV[2] on each side (0: all). A link to a memory that is no longer kept ends that side.
-_CHAIN = """
+_CHAIN = (
+    ACTOR_HELPERS
+    + """
 local function link(raw, name)
-  local value = cjson.decode(raw)[name]
+  local value = cjson.decode(record_json(raw))[name]
   if value == cjson.null then return nil end
   return value
 end
@@ -134,6 +173,7 @@ local function chain(start, most)
   return ids, raws
 end
 """
+)
 
 # KEYS: ActorKeys.all(). ARGV: id, most per side. {ids, records} of the memory's chain, oldest
 # first, as one consistent read.
@@ -159,12 +199,13 @@ for _, id in ipairs(ids) do
   local gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
   redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':-:' .. id)
 end
-redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[1]) + 1))
+trim_log(ARGV[1])
 return ids
 """,
 )
 
-# KEYS: ActorKeys.all(). ARGV: id. {gen, record, vector} of one memory as one consistent read
+# KEYS: ActorKeys.all(). ARGV: id. {gen, stored memory, vector in the ``vectors`` hash (a
+# record kept before vectors moved into it; else false)} of one memory as one consistent read
 # (a change made from it is written only if the generation is still this one).
 READ_ONE = lua(
     READ_ONLY,
@@ -218,9 +259,10 @@ return live - redis.call('ZCOUNT', KEYS[2], '(' .. ARGV[1], '+inf')
 # {gen, entries, ids, records, vectors}: the actor's generation now, the change-log entries
 # after the given generation up to it (oldest first; the first tells whether the log still
 # reaches back), and, for each id whose last entry is an upsert, its record and vector as they
-# are at that generation (false where there is none). A warm index applying these is exactly
-# the actor's state at ``gen``, never a mix of two moments (which could show a memory closed by
-# a supersede without the memory that replaced it).
+# are at that generation (false where there is none; the vectors are those kept apart, in the
+# ``vectors`` hash, by records of before vectors moved into them). A warm index applying these
+# is exactly the actor's state at ``gen``, never a mix of two moments (which could show a
+# memory closed by a supersede without the memory that replaced it).
 CATCH_UP = lua(
     READ_ONLY,
     """

@@ -43,7 +43,7 @@ from agent_memory.memory_models import (
     UnitInterval,
     VisibleMemoryText,
 )
-from agent_memory.memory_scripts import LOG_KEEP, REMOVE, UNINDEX, lua
+from agent_memory.memory_scripts import ACTOR_HELPERS, LOG_KEEP, REMOVE, UNINDEX, lua
 from agent_memory.models import (
     IMPORT_CLOCK_SKEW_SECONDS,
     MAX_MEMORY_TTL_SECONDS,
@@ -55,7 +55,14 @@ from agent_memory.models import (
     UtcDatetime,
     View,
 )
-from agent_memory.records import MemoryRecord, StoredSource, StoredVersion, encode_record
+from agent_memory.records import (
+    MemoryRecord,
+    StoredSource,
+    StoredVersion,
+    decode_record,
+    encode_memory,
+    split_memory,
+)
 from agent_memory.session_transfer import MAX_SEQ, int_cursor
 from agent_memory.stores import current_entry
 
@@ -218,8 +225,9 @@ class MemoryImportResult(View):
 
 # --- memories ----------------------------------------------------------------------------------
 
-# KEYS: the actor's memories, vectors. ARGV: HSCAN cursor, count. {next cursor, ids, records,
-# vectors} of one HSCAN step, records and vectors read in the same atomic step.
+# KEYS: the actor's memories, vectors. ARGV: HSCAN cursor, count. {next cursor, ids, stored
+# memories, vectors kept apart} of one HSCAN step, read in the same atomic step (the vectors are
+# those of records kept before vectors moved into them; false for the others).
 _EXPORT_MEMORIES = (
     READ_ONLY
     + """
@@ -234,20 +242,22 @@ return {step[1], ids, records, vectors}
 """
 )
 
-# KEYS: ActorKeys.all(). ARGV: log_keep, then id, record, vector triples. Keeps each (replacing
-# what that id held), bumps the generation and logs the change for each, so warm indexes catch
-# up; returns the generation.
+# KEYS: ActorKeys.all(). ARGV: log_keep, then id, stored memory (records.encode_memory) pairs.
+# Keeps each (replacing what that id held, a vector kept apart by an older record included),
+# bumps the generation and logs the change for each, so warm indexes catch up; returns the
+# generation.
 _IMPORT_MEMORIES = lua(
     WRITES,
-    """
+    ACTOR_HELPERS
+    + """
 local gen = 0
-for i = 2, #ARGV, 3 do
+for i = 2, #ARGV, 2 do
   redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
-  redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 2])
+  redis.call('HDEL', KEYS[2], ARGV[i])
   gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
   redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':+:' .. ARGV[i])
 end
-redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(tonumber(ARGV[1]) + 1))
+trim_log(ARGV[1])
 return gen
 """,
 )
@@ -332,11 +342,12 @@ class MemoryTransfer:
         while buckets and len(found) < limit:
             actor = self._keys.actor(buckets[0])
             with database_errors():
-                after, _, records, vectors = self._export(
+                after, ids, records, vectors = self._export(
                     keys=[actor.memories, actor.vectors], args=[step, limit - len(found)]
                 )
-            for raw, blob in zip(records, vectors, strict=True):
-                record = MemoryRecord.model_validate_json(raw)
+            for memory_id, raw, apart in zip(ids, records, vectors, strict=True):
+                record = decode_record(raw, memory_id.decode(), buckets[0])
+                blob = split_memory(raw)[1] or apart
                 if record.expires_at > now_ms and blob:
                     found.append(_exported_memory(record, cast(bytes, blob)))
             step = int(after)
@@ -415,7 +426,7 @@ class MemoryTransfer:
             for bucket, items in by_bucket.items():
                 args: list[str | bytes | int] = [LOG_KEEP]
                 for record, blob in items:
-                    args += [record.id, encode_record(record), blob]
+                    args += [record.id, encode_memory(record, blob)]
                 self._import(keys=self._keys.actor(bucket).all(), args=args)
             raw = self._redis.hget(StoreKeys.registry, self._store.name)
         entry = current_entry(raw, self._store)

@@ -1,13 +1,14 @@
 """The stored memory record: one typed model, and one set of stored field names.
 
-A memory is kept as compact JSON in its actor's ``memories`` hash (``keys.ActorKeys``), one
-record per id. ``MemoryRecord`` is that record. Its field names are the stored names, and
-``MemoryFields`` holds them as constants for the code that reads records without the model (the
-cold build of an index reads tens of thousands of records, where a model per record would cost
-a third of the build) and for the Lua scripts (``memory_scripts``), which are templated with
-these names: renaming a field of the model fails the import of a script that still uses the old
-name, and ``tests/unit/test_records.py`` checks that the constants are exactly the model's
-fields. So Python and Lua can never disagree on what a field is called.
+A memory is kept as compact JSON followed by its vector's bytes in its actor's ``memories``
+hash (``keys.ActorKeys``), one entry per id (``encode_memory``). ``MemoryRecord`` is that
+record. Its field names are the stored names, and ``MemoryFields`` holds them as constants for
+the code that reads records without the model (the cold build of an index reads tens of
+thousands of records, where a model per record would cost a third of the build) and for the
+Lua scripts (``memory_scripts``), which are templated with these names: renaming a field of
+the model fails the import of a script that still uses the old name, and
+``tests/unit/test_records.py`` checks that the constants are exactly the model's fields. So
+Python and Lua can never disagree on what a field is called.
 
 Times are milliseconds since the epoch (UTC), as everywhere in the database.
 """
@@ -20,9 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import from_json
 
 from agent_memory.clock import from_ms
+from agent_memory.keys import NO_ACTOR
 from agent_memory.memory_models import MemoryLink, MemorySource, MemoryVersion, MemoryView
 from agent_memory.selection import NEVER, UNKNOWN, RowFacts, filter_terms
-from agent_memory.tokenizer import TOKENIZER_VERSION, term_counts
+from agent_memory.tokenizer import TOKENIZER_VERSION
 
 
 class StoredSource(BaseModel):
@@ -55,9 +57,9 @@ class MemoryRecord(BaseModel):
     """A memory as kept in Redis. Unknown fields are ignored (a record written by a newer
     version of the code stays readable by an older one).
 
-    ``terms`` is ``[TOKENIZER_VERSION, {token: count}]`` of ``text`` (``tokenizer.term_counts``),
-    so that building an index does not tokenize every text again; counts of another tokenizer
-    version are ignored and computed again."""
+    ``terms`` is ``[TOKENIZER_VERSION, {token: count}]`` of ``text`` (``tokenizer.term_counts``)
+    in records kept before term counts were left out (``encode_memory``); building an index
+    uses them, and computes the counts of every other record from its text."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -126,24 +128,63 @@ def field_names() -> dict[str, str]:
     return {name: name for name in MemoryRecord.model_fields}
 
 
-def encode_record(record: MemoryRecord) -> str:
-    """A memory record as stored: compact JSON (UTF-8 text, not ``\\u`` escapes), with its
-    text's ``term_counts`` under ``terms``, and without the fields that hold their default
-    (no actor, topics, metadata, source, versions, links; ``valid_from`` equal to
-    ``created_at``, which every reader takes for a missing one): about 200 bytes less per
-    memory (a fifth of the record), and a record of before, with every field, reads the same.
-    Readers of raw records use ``.get`` for every field that has a default (``MemoryFields``),
-    and the Lua scripts take a missing field for ``null``."""
-    update: dict[str, Any] = {"terms": (TOKENIZER_VERSION, term_counts(record.text))}
+VECTOR_MARK: Final = b"\n"
+"""Separates a stored memory's JSON from its vector bytes. Compact JSON never holds a raw line
+feed (JSON escapes every control character in a string), so the first one ends the JSON."""
+
+
+def encode_memory(record: MemoryRecord, vector: bytes) -> bytes:
+    """A memory as stored in its actor's ``memories`` hash: the record as compact JSON (UTF-8
+    text, not ``\\u`` escapes), ``VECTOR_MARK``, then the vector's float32 bytes.
+
+    The JSON leaves out what the hash already says or any reader can rebuild: ``id`` (the
+    hash field), ``actor_id`` (the actor bucket of the key), the text's term counts (computed
+    when an index is built, ``tokenizer.term_counts``), the fields that hold their defaults
+    (no topics, metadata, source, versions, links) and ``updated_at`` / ``valid_from`` equal to
+    ``created_at``. Record and vector in one hash entry cost one entry and one allocation
+    instead of two: for a 384-dimension vector and a record of up to 250 bytes, the value
+    fits jemalloc's 1,792-byte size class (docs/design.md, "What a memory costs").
+
+    Records written before this (JSON alone, with every field, the vector in the actor's
+    ``vectors`` hash) read the same (``decode_record``, ``split_memory``)."""
+    return record_json(record) + VECTOR_MARK + vector
+
+
+def record_json(record: MemoryRecord) -> bytes:
+    """The JSON part of ``encode_memory`` (the ``SUPERSEDE`` script appends the vector an old
+    record already has)."""
+    update: dict[str, Any] = {"terms": None}
     if record.valid_from == record.created_at:
         update["valid_from"] = None
-    return record.model_copy(update=update).model_dump_json(exclude_defaults=True)
+    exclude = {"id", "actor_id", "terms"}
+    if record.updated_at == record.created_at:
+        exclude.add("updated_at")
+    compact = record.model_copy(update=update)
+    return compact.model_dump_json(exclude_defaults=True, exclude=exclude).encode()
 
 
-def decode_record(raw: str | bytes) -> MemoryRecord:
-    """A stored record read back (``encode_record``'s output, or a record of an older version
-    of the code: missing fields take their defaults)."""
-    return MemoryRecord.model_validate_json(raw)
+def split_memory(raw: bytes) -> tuple[bytes, bytes | None]:
+    """A stored memory's JSON and vector bytes (None for a record kept before vectors moved
+    into it: its vector is in the actor's ``vectors`` hash)."""
+    json, mark, vector = raw.partition(VECTOR_MARK)
+    return json, vector if mark else None
+
+
+def decode_record(raw: bytes, memory_id: str, bucket: str) -> MemoryRecord:
+    """A stored memory's record read back (``encode_memory``'s output, or a record of an older
+    version of the code: missing fields take their defaults). ``memory_id`` is its hash field
+    and ``bucket`` the actor bucket of the hash (``keys.actor_bucket``)."""
+    return MemoryRecord.model_validate(with_identity(raw_record(raw), memory_id, bucket))
+
+
+def with_identity(record: dict[str, Any], memory_id: str, bucket: str) -> dict[str, Any]:
+    """A raw record (``raw_record``) with what its place in Redis says: its id, its actor, and
+    ``updated_at`` when it was left out (equal to ``created_at``)."""
+    record[F.id] = memory_id
+    record[F.actor_id] = None if bucket == NO_ACTOR else bucket
+    if F.updated_at not in record:
+        record[F.updated_at] = record[F.created_at]
+    return record
 
 
 def stored_terms(record: dict[str, Any]) -> dict[str, int] | None:
@@ -193,10 +234,11 @@ def record_facts(record: MemoryRecord) -> RowFacts:
     )
 
 
-def raw_record(raw: str | bytes) -> dict[str, Any]:
-    """A stored record as a plain dict (keys are ``MemoryFields``), for the paths that read
-    many records and a few fields of each."""
-    record: dict[str, Any] = from_json(raw)
+def raw_record(raw: bytes) -> dict[str, Any]:
+    """A stored memory's record as a plain dict (keys are ``MemoryFields``; no ``id`` or
+    ``actor_id`` unless it was kept before they were left out), for the paths that read many
+    records and a few fields of each."""
+    record: dict[str, Any] = from_json(split_memory(raw)[0])
     return record
 
 
