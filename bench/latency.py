@@ -67,8 +67,8 @@ from tqdm import tqdm  # noqa: E402
 from agent_memory.clock import SystemClock, to_ms  # noqa: E402
 from agent_memory.embeddings import NoEmbedder  # noqa: E402
 from agent_memory.index_cache import IndexCache  # noqa: E402
-from agent_memory.keys import StoreKeys, actor_bucket  # noqa: E402
-from agent_memory.memories import Memories  # noqa: E402
+from agent_memory.keys import actor_bucket  # noqa: E402
+from agent_memory.memories import Memories, queue_store_level  # noqa: E402
 from agent_memory.memory_models import SearchRequest  # noqa: E402
 from agent_memory.memory_reads import unit  # noqa: E402
 from agent_memory.models import StoreConfig  # noqa: E402
@@ -235,11 +235,11 @@ class Seeded:
 
 def seed(binary: redis.Redis, config: StoreConfig, corpus: Corpus, size: int, bar: tqdm) -> Seeded:
     """Write ``size`` memories of ``ACTOR`` straight to Redis, with the keys and records that
-    ``Memories.add`` writes (actor hash, vectors, expiry; the store's listing, expiry and
-    owner indexes; the actor set), then set the actor's generation to 1 with an empty change
+    ``Memories.add`` writes (the actor's memories, with their vectors; the store-level entries
+    of ``memories.queue_store_level``), then set the actor's generation to 1 with an empty change
     log, so that any cache loads the actor in full."""
     rng = np.random.default_rng([SEED, size, corpus.dims])
-    keys = StoreKeys(config.name, config.incarnation)
+    keys = config.keys()
     bucket = actor_bucket(ACTOR)
     actor = keys.actor(bucket)
     ttl_ms = config.memory_ttl_seconds * 1000
@@ -254,9 +254,7 @@ def seed(binary: redis.Redis, config: StoreConfig, corpus: Corpus, size: int, ba
         texts = corpus.texts(rng, clusters)
         matrix[start : start + count] = vectors
         records: dict[Any, Any] = {}
-        expiry: dict[Any, Any] = {}
-        created: dict[Any, Any] = {}
-        owners: dict[Any, Any] = {}
+        rows: list[tuple[str, str, int, int]] = []
         for i in range(count):
             memory_id = "mem_" + rng.bytes(10).hex()
             created_ms = now_ms - (size - start - i) * 1000
@@ -271,17 +269,12 @@ def seed(binary: redis.Redis, config: StoreConfig, corpus: Corpus, size: int, ba
             )
             ids.append(memory_id)
             records[memory_id] = encode_memory(record, vectors[i].tobytes())
-            expiry[memory_id] = created_ms + ttl_ms
-            created[memory_id] = created_ms
-            owners[memory_id] = bucket
+            rows.append((memory_id, bucket, created_ms, created_ms + ttl_ms))
         pipe = binary.pipeline(transaction=False)
-        pipe.zadd(keys.memories, created)
-        pipe.zadd(keys.memory_expiry, expiry)
-        pipe.hset(keys.memory_owners, mapping=owners)
+        queue_store_level(pipe, keys, rows)
         pipe.hset(actor.memories, mapping=records)
         pipe.execute()
         bar.update(count)
-    binary.sadd(keys.memory_actors, bucket)
     binary.hset(actor.meta, "gen", 1)
     return Seeded(ids, matrix)
 

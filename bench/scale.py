@@ -5,16 +5,17 @@ and the local stack on it (control database and instance ``local``), then:
 
 1. **Seeds** one store with ``--actors`` actors x ``--per-actor`` memories of ``--dimensions``
    (default 1,000 x 1,000 x 384 = 1,000,000) by writing the records straight to the cluster
-   with the keys and records ``Memories.add`` writes (``records.MemoryRecord`` as
-   ``encode_record`` stores it, its float32 vector, the actor's generation and change log, the
-   store's listing, expiry, owner and actor indexes), in one pipeline per batch of actors (each
-   actor's keys are one slot; redis-py's cluster pipeline sends each node its own). Adding them
+   with the keys and records ``Memories.add`` writes (``records.MemoryRecord`` with its float32
+   vector as ``encode_memory`` stores it, the actor's generation and the change log entries the
+   scripts keep, the store-level entries of ``memories.queue_store_level``), in one pipeline per
+   batch of actors (each actor's keys are one slot, each index partition's one; redis-py's
+   cluster pipeline sends each node its own). Adding them
    through the API would take hours on this machine: the run measures the API's add rate on
    ``--api-adds`` memories and says how long a million would take that way.
 2. **Memory**: ``used_memory`` (INFO memory) of each primary before and after, per memory and
    against the raw data (the float32 vector plus the text's UTF-8 bytes); keys and memory per
    shard and their max / min; how much of it the store-level indexes take (``MEMORY USAGE``),
-   all on the one slot of the hash tag ``{<store>}``; where one actor's and one session's keys
+   in their partitions (``keys.MemoryIndexKeys``); where one actor's and one session's keys
    are (one slot each) and how the actors and sessions spread over the shards.
 3. **Reads** over HTTP, vectors supplied: recall (hybrid) and semantic search of random
    actors, warm (``--warm-actors`` actors asked again and again) and the first one per actor in
@@ -71,8 +72,9 @@ from tqdm import tqdm  # noqa: E402
 
 from agent_memory.clock import SystemClock, to_ms  # noqa: E402
 from agent_memory.keys import StoreKeys, actor_bucket  # noqa: E402
-from agent_memory.memories import new_memory_id  # noqa: E402
+from agent_memory.memories import new_memory_id, queue_store_level  # noqa: E402
 from agent_memory.memory_reads import STORE_WIDE_MAX_BYTES  # noqa: E402
+from agent_memory.memory_scripts import log_kept  # noqa: E402
 from agent_memory.models import StoreConfig  # noqa: E402
 from agent_memory.records import MemoryRecord, encode_memory  # noqa: E402
 from agent_memory.stores import STORED  # noqa: E402
@@ -122,7 +124,12 @@ class Report:
     seed_seconds: float = 0.0
     api_add_rate: float = 0.0
     store_level_bytes: dict[str, int] = field(default_factory=dict)
+    """Bytes (``MEMORY USAGE``) of the store-level memory indexes, by index, all partitions."""
+    store_level_by_port: dict[int, int] = field(default_factory=dict)
+    """Bytes of the store-level memory indexes on each primary."""
+    partitions_by_port: dict[int, int] = field(default_factory=dict)
     store_slot_port: int = 0
+    """The primary of the store's own slot (session indexes, actor set)."""
     actor_keys: dict[str, int] = field(default_factory=dict)
     latency: dict[str, list[float]] = field(default_factory=dict)
     counts: dict[str, Any] = field(default_factory=dict)
@@ -199,7 +206,7 @@ def check_memory(args: argparse.Namespace) -> str:
 def seed(cluster: Cluster, config: StoreConfig, args: argparse.Namespace, report: Report) -> None:
     """Write every memory straight to the cluster (see the module docstring)."""
     client = cast(redis.Redis, RedisCluster.from_url(cluster.url, decode_responses=False))
-    keys = StoreKeys(config.name, config.incarnation)
+    keys = config.keys()
     corpus = Corpus(args.dimensions, SEED)
     rng = np.random.default_rng(SEED)
     ttl_ms = config.memory_ttl_seconds * 1000
@@ -207,6 +214,7 @@ def seed(cluster: Cluster, config: StoreConfig, args: argparse.Namespace, report
     started = time.monotonic()
     bar = tqdm(total=args.actors * args.per_actor, desc="seed", unit="memory")
     pipe = client.pipeline(transaction=False)
+    rows: list[tuple[str, str, int, int]] = []
     for a in range(args.actors):
         actor_id = f"user-{a:05d}"
         bucket = actor_bucket(actor_id)
@@ -216,9 +224,6 @@ def seed(cluster: Cluster, config: StoreConfig, args: argparse.Namespace, report
         texts = corpus.texts(rng, clusters)
         records: dict[Any, Any] = {}
         log: dict[Any, Any] = {}
-        created: dict[Any, Any] = {}
-        expiry: dict[Any, Any] = {}
-        owners: dict[Any, Any] = {}
         for i in range(args.per_actor):
             memory_id = new_memory_id()
             created_ms = now_ms - (args.per_actor - i) * 1000
@@ -227,20 +232,17 @@ def seed(cluster: Cluster, config: StoreConfig, args: argparse.Namespace, report
                 created_at=created_ms, updated_at=created_ms, expires_at=created_ms + ttl_ms,
             )  # fmt: skip
             records[memory_id] = encode_memory(record, vectors[i].tobytes())
-            log[f"{i + 1}:+:{memory_id}"] = i + 1
-            created[memory_id] = created_ms
-            expiry[memory_id] = created_ms + ttl_ms
-            owners[memory_id] = bucket
+            if i >= args.per_actor - log_kept(args.per_actor):  # what the scripts keep
+                log[f"{i + 1}:+:{memory_id}"] = i + 1
+            rows.append((memory_id, bucket, created_ms, created_ms + ttl_ms))
             report.raw_text_bytes += len(texts[i].encode("utf-8"))
         report.raw_vector_bytes += int(vectors.nbytes)
-        pipe.zadd(keys.memories, created)
-        pipe.zadd(keys.memory_expiry, expiry)
-        pipe.hset(keys.memory_owners, mapping=owners)
-        pipe.sadd(keys.memory_actors, bucket)
         pipe.hset(actor.memories, mapping=records)
         pipe.zadd(actor.log, log)
         pipe.hset(actor.meta, "gen", args.per_actor)
         if (a + 1) % ACTORS_PER_PIPELINE == 0 or a + 1 == args.actors:
+            queue_store_level(pipe, keys, rows)
+            rows = []
             pipe.execute()
             pipe = client.pipeline(transaction=False)
         bar.update(args.per_actor)
@@ -274,7 +276,7 @@ def api_add_rate(url: str, args: argparse.Namespace) -> float:
 def memory_of(
     cluster: Cluster, config: StoreConfig, report: Report, args: argparse.Namespace
 ) -> None:
-    keys = StoreKeys(config.name, config.incarnation)
+    keys = config.keys()
     slot_map = _slot_map(cluster)
     for shard, node in zip(report.shards, _nodes(cluster), strict=True):
         info = node.info("memory")
@@ -282,11 +284,21 @@ def memory_of(
         shard.dataset_after = int(info["used_memory_dataset"])
         shard.rss_after = int(info["used_memory_rss"])
         shard.keys = int(node.dbsize())
-    report.store_slot_port = slot_map[key_slot(keys.memories.encode())]
-    node = cluster.node(report.store_slot_port)
-    for name in ("memories", "memory_expiry", "memory_owners", "memory_actors"):
-        key = getattr(keys, name)
-        report.store_level_bytes[name] = int(node.memory_usage(key, samples=0) or 0)
+    report.store_slot_port = slot_map[key_slot(keys.memory_actors.encode())]
+    for shard in report.shards:
+        report.store_level_by_port[shard.port] = 0
+        report.partitions_by_port[shard.port] = 0
+    for part in keys.memory_partitions():
+        port = slot_map[key_slot(part.memories.encode())]
+        report.partitions_by_port[port] += 1
+        node = cluster.node(port)
+        for name in ("memories", "memory_expiry", "memory_owners", "memories_superseded"):
+            size = int(node.memory_usage(getattr(part, name), samples=0) or 0)
+            report.store_level_bytes[name] = report.store_level_bytes.get(name, 0) + size
+            report.store_level_by_port[port] += size
+    actors = int(cluster.node(report.store_slot_port).memory_usage(keys.memory_actors) or 0)
+    report.store_level_bytes["memory_actors"] = actors
+    report.store_level_by_port[report.store_slot_port] += actors
     sample = keys.actor(actor_bucket("user-00000"))
     node = cluster.node(slot_map[key_slot(sample.memories.encode())])
     for name, key in (("records", sample.memories), ("vectors", sample.vectors),
@@ -465,7 +477,7 @@ def appends(url: str, cluster: Cluster, config: StoreConfig, args: argparse.Name
     report.appends = send_appends(url, sessions, args)
     after = [int(n.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
              for n in _nodes(cluster)]  # fmt: skip
-    keys = StoreKeys(config.name, config.incarnation)
+    keys = config.keys()
     slot_map = _slot_map(cluster)
     by_port = {s.port: s for s in report.shards}
     for session in sessions:
@@ -546,7 +558,7 @@ def run(args: argparse.Namespace) -> Report:
                     started = time.monotonic()
                     client.delete_store(INSTANCE, STORE)
                     report.delete_seconds = time.monotonic() - started
-            pattern = StoreKeys(config.name, config.incarnation).all_pattern
+            pattern = config.keys().all_pattern
             report.keys_left = sum(len(list(n.scan_iter(match=pattern, count=1000)))
                                    for n in _nodes(cluster))  # fmt: skip
         finally:
@@ -585,9 +597,10 @@ def write(report: Report, out: Path, *, plot_it: bool = True) -> str:
         "",
         f"One store, {args.actors:,} actors x {args.per_actor:,} memories of "
         f"{args.dimensions} dimensions = **{n:,} memories**, seeded by writing the records "
-        "straight to the cluster with the keys and records `Memories.add` writes (records, "
-        "vectors, the actor's generation and change log, the store's listing, expiry, owner "
-        f"and actor indexes) in {report.seed_seconds:.0f} s. Through the API, one client "
+        "straight to the cluster with the keys and records `Memories.add` writes (records "
+        "with their vectors, the actor's generation and change log, the store-level listing, "
+        f"expiry and owner indexes in their {sum(report.partitions_by_port.values())} "
+        f"partitions, the actor set) in {report.seed_seconds:.0f} s. Through the API, one client "
         f"keeps {report.api_add_rate:,.0f} memories/s here (measured on {args.api_adds} adds), "
         f"so a million would take about {n / max(report.api_add_rate, 1) / 3600:.1f} h.",
         "",
@@ -600,31 +613,35 @@ def write(report: Report, out: Path, *, plot_it: bool = True) -> str:
         f"| raw data per memory: float32 vector ({args.dimensions * 4:,}) + text (UTF-8, "
         f"{report.raw_text_bytes / n:.0f} on average) | {raw_per_memory:,.0f} |",
         f"| ratio (target <= {TARGET_MEMORY_RATIO}) | **{per_memory / raw_per_memory:.2f}** |",
-        f"| of which the store-level indexes (one slot, `MEMORY USAGE`) | {store_level / n:,.0f} |",
+        f"| of which the store-level indexes (all partitions, `MEMORY USAGE`) | "
+        f"{store_level / n:,.0f} |",
         "",
         f"One actor's keys, `MEMORY USAGE` (its {args.per_actor:,} memories; "
         f"{report.actor_keys.get('slots')} slot): "
         + ", ".join(f"{k} {v:,} B" for k, v in report.actor_keys.items() if k != "slots")
-        + f"; {actor_total / args.per_actor:,.0f} B per memory. Store-level indexes "
-        f"(on the primary of port {report.store_slot_port}): "
+        + f"; {actor_total / args.per_actor:,.0f} B per memory. Store-level indexes, all "
+        "partitions: "
         + ", ".join(f"{k} {v / 2**20:,.1f} MiB" for k, v in report.store_level_bytes.items())
         + ".",
         "",
         "## Shards",
         "",
-        "| primary | keys | actors | `used_memory` (MiB) | dataset (MiB) | RSS (MiB) | sessions "
-        "| messages | EVALSHA calls during the appends |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| primary | keys | actors | index partitions (MiB) | `used_memory` (MiB) | dataset "
+        "(MiB) | RSS (MiB) | sessions | messages | EVALSHA calls during the appends |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for s in report.shards:
-        mark = " (store-level indexes)" if s.port == report.store_slot_port else ""
+        mark = " (the store's slot)" if s.port == report.store_slot_port else ""
         lines.append(
-            f"| {s.port}{mark} | {s.keys:,} | {s.actors} | {s.used_after / 2**20:,.0f} | "
+            f"| {s.port}{mark} | {s.keys:,} | {s.actors} | "
+            f"{report.partitions_by_port.get(s.port, 0)} "
+            f"({report.store_level_by_port.get(s.port, 0) / 2**20:,.0f}) | "
+            f"{s.used_after / 2**20:,.0f} | "
             f"{s.dataset_after / 2**20:,.0f} | {s.rss_after / 2**20:,.0f} | {s.sessions:,} | "
             f"{s.messages:,} | {s.evalsha_calls:,} |"
         )
     used_by = [s.used_after - s.used_before for s in report.shards]
-    without = [u - (store_level if s.port == report.store_slot_port else 0)
+    without = [u - report.store_level_by_port.get(s.port, 0)
                for u, s in zip(used_by, report.shards, strict=True)]  # fmt: skip
     lines += [
         "",
@@ -700,8 +717,7 @@ def plot(report: Report, path: Path) -> None:
     figure, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
     ports = [str(s.port) for s in report.shards]
     used = [(s.used_after - s.used_before) / 2**20 for s in report.shards]
-    store_level = sum(report.store_level_bytes.values()) / 2**20
-    store = [store_level if s.port == report.store_slot_port else 0 for s in report.shards]
+    store = [report.store_level_by_port.get(s.port, 0) / 2**20 for s in report.shards]
     left.bar(ports, [u - x for u, x in zip(used, store, strict=True)], label="actors' keys")
     left.bar(ports, store, bottom=[u - x for u, x in zip(used, store, strict=True)],
              label="store-level indexes")  # fmt: skip

@@ -29,7 +29,13 @@ from agent_memory.errors import (
     ValidationFailed,
 )
 from agent_memory.index_cache import IndexCache
-from agent_memory.keys import PREFIX, ControlKeys, InstanceKeys, StoreKeys, actor_bucket
+from agent_memory.keys import (
+    MEMORY_PARTITIONS,
+    PREFIX,
+    ControlKeys,
+    InstanceKeys,
+    actor_bucket,
+)
 from agent_memory.memories import Memories
 from agent_memory.memory_models import MemoryIn, SearchRequest
 from agent_memory.models import EventIn, EventsRequest, StorePut
@@ -102,7 +108,7 @@ def test_one_sessions_keys_and_one_actors_keys_are_on_one_slot_and_many_spread_o
 ):
     stores, name = filled
     config = stores.get(name)
-    keys = StoreKeys(name, config.incarnation)
+    keys = config.keys()
     by_node = _keys_by_node(cluster, keys.all_pattern)
     owner = {key: port for port, found in by_node.items() for key in found}
     session_nodes, actor_nodes = Counter(), Counter()
@@ -118,8 +124,19 @@ def test_one_sessions_keys_and_one_actors_keys_are_on_one_slot_and_many_spread_o
         assert len({owner[k] for k in actor if k in owner}) == 1
         assert actor[0] in owner and actor[1] not in owner  # vectors live in the records
         actor_nodes[owner[actor[0]]] += 1
-    store_level = [k for k in keys.session_indexes() + keys.memory_indexes() if k in owner]
+    store_level = [k for k in [*keys.session_indexes(), keys.memory_actors] if k in owner]
     assert len({key_slot(k.encode()) for k in store_level}) == 1
+    # The memory indexes: each partition's keys on one slot, the partitions over every shard.
+    partition_nodes: Counter[int] = Counter()
+    for part in keys.memory_partitions():
+        written = [k for k in part.all() if k in owner]
+        assert len({key_slot(k.encode()) for k in part.all()}) == 1
+        assert len({owner[k] for k in written}) <= 1
+        if written:
+            partition_nodes[owner[written[0]]] += 1
+    # 300 memories over 64 partitions leave each empty with a chance of (63/64)^300, 1 in 110
+    assert MEMORY_PARTITIONS - 8 <= sum(partition_nodes.values()) <= MEMORY_PARTITIONS
+    assert sorted(partition_nodes) == sorted(cluster.ports[:3])
     # 300 random ids over three equal slot ranges: about 100 each (a standard deviation is 8)
     for counts in (session_nodes, actor_nodes):
         assert sorted(counts) == sorted(cluster.ports[:3])
@@ -157,7 +174,7 @@ def test_store_delete_removes_every_key_on_every_primary(cluster):
     for i in range(60):
         sessions.append(f"s-{i}", EventsRequest(events=[EventIn(role="user", content="x")]))
         memories.add(MemoryIn(text=f"m {i}", actor_id=f"a-{i}", vector=_vector(i)))
-    pattern = StoreKeys(name, config.incarnation).all_pattern
+    pattern = config.keys().all_pattern
     before = _keys_by_node(cluster, pattern)
     assert all(before.values())  # the store has keys on each of the three primaries
     stores.delete(name)

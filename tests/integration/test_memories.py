@@ -294,8 +294,9 @@ def test_memories_kept_before_vectors_moved_into_records_read_search_change_and_
     assert [link.id for link in fresh.get(new.memory.id).chain] == [
         "mem_0000000000000000000a", new.memory.id,
     ]  # fmt: skip
-    history = fresh.search(SearchRequest(query="deploys", query_vector=_v(1), mode="semantic", actor_id="alice",
-                                         include_superseded=True))  # fmt: skip
+    request = SearchRequest(query="deploys", query_vector=_v(1), mode="semantic",
+                            actor_id="alice", include_superseded=True)  # fmt: skip
+    history = fresh.search(request)
     assert "mem_0000000000000000000a" in [m.id for m in history]
     # Forgetting removes both halves.
     fresh.delete(new.memory.id)

@@ -10,7 +10,6 @@ from agent_memory.clock import SystemClock
 from agent_memory.embeddings import NoEmbedder
 from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
 from agent_memory.index_cache import IndexCache
-from agent_memory.keys import StoreKeys
 from agent_memory.memories import Memories
 from agent_memory.memory_models import RecallRequest
 from agent_memory.models import EventIn, EventsRequest, StorePut
@@ -205,7 +204,7 @@ def test_the_listing_shows_each_sessions_extraction_as_reading_it_does(make_stor
     sessions.append("quiet", _events("one", "two"))
     sessions.append("busy", _events("three"))
     # A background run holds the session's lock while it works.
-    lock = StoreKeys(config.name, config.incarnation).session("busy").lock
+    lock = config.keys().session("busy").lock
     client.set(lock, "token", px=60_000)
     listed = {s.session_id: s.extraction for s in sessions.list(0, 10).sessions}
     assert listed["busy"].status == "running"
@@ -220,7 +219,7 @@ def test_the_listing_does_not_read_the_summaries_it_does_not_show(make_store, cl
     summary = "s" * 8_000  # background_steps.MAX_SUMMARY_CHARS: a long-running session's summary
     for i in range(20):
         sessions.append(f"s{i}", _events("x"))
-        client.hset(StoreKeys(config.name, config.incarnation).session(f"s{i}").meta,
+        client.hset(config.keys().session(f"s{i}").meta,
                     "summary", summary)  # fmt: skip
 
     def sent() -> int:  # bytes the server has sent to its clients so far

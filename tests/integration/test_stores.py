@@ -112,7 +112,7 @@ def test_a_store_created_again_during_a_slow_delete_keeps_its_writes(stores, cli
 
     name = unique("s")
     config, _ = stores.put(name, StorePut())
-    old = StoreKeys(name, config.incarnation)
+    old = config.keys()
     pipe = client.pipeline(transaction=False)
     for i in range(30_000):  # enough keys for the delete to take a while
         pipe.set(f"{old.all_pattern.removesuffix('*')}filler:{i}", "x")

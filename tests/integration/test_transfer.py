@@ -63,7 +63,7 @@ class Side:
         self.memory_transfer = MemoryTransfer(self.client, self.binary, self.config, self.clock)
 
     def keys(self) -> StoreKeys:
-        return StoreKeys(self.name, self.config.incarnation)
+        return self.config.keys()
 
     def export(self) -> tuple[dict, dict]:
         """Every session (all messages) and every memory, as the export routes give them."""

@@ -4,9 +4,11 @@ import itertools
 import re
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from agent_memory.keys import PREFIX, ControlKeys, StoreKeys
+from agent_memory.keys import MEMORY_PARTITIONS, PREFIX, ControlKeys, StoreKeys
 from agent_memory.models import SessionId, StoreName
 
 STORES = ["acme", "acme.ops", "a-b", "a_b", "team", "team_a", "x" * 64]
@@ -92,3 +94,41 @@ def test_actor_keys_share_the_actor_tag_and_no_actor_has_its_own_bucket():
     assert not set(store.actor("a").all()) & set(store.actor(NO_ACTOR).all())
     assert {_slot_tag(k) for k in store.memory_indexes()} == {"acme"}
     assert not set(store.actor("s1").all()) & set(store.session("s1").all())
+
+
+def test_partitioned_memory_indexes_have_one_tag_each_and_meet_no_other_key():
+    store = StoreKeys("acme", "abc123", MEMORY_PARTITIONS)
+    parts = store.memory_partitions()
+    assert len(parts) == MEMORY_PARTITIONS
+    tags = [{_slot_tag(k) for k in part.all()} for part in parts]
+    assert tags == [{f"acme/{p}"} for p in range(MEMORY_PARTITIONS)]
+    # "/" is in neither the store nor the session/actor alphabet: no other tag can be one.
+    with pytest.raises(ValidationError):
+        TypeAdapter(StoreName).validate_python("acme/1")
+    with pytest.raises(ValidationError):
+        TypeAdapter(SessionId).validate_python("acme/1")
+    everything = {k for part in parts for k in part.all()}
+    assert len(everything) == 4 * MEMORY_PARTITIONS
+    other = StoreKeys("acme.ops", "abc123", MEMORY_PARTITIONS)
+    assert not everything & set(other.memory_indexes())
+    assert not everything & set(store.session_indexes() + store.actor("acme/1").all())
+    assert all(k.startswith(store.all_pattern[:-1]) for k in everything)
+
+
+def test_one_partition_is_the_layout_of_before_partitions():
+    """A store created before partitions reads its indexes where they always were."""
+    base = "kividb:mem:acme:abc123:{acme}"
+    assert StoreKeys("acme", "abc123").memory_indexes() == [
+        f"{base}:memories", f"{base}:memories:expiry", f"{base}:memories:owner",
+        f"{base}:memories:superseded", f"{base}:memories:actors",
+    ]  # fmt: skip
+
+
+@given(st.lists(st.from_regex(r"mem_[0-9a-f]{20}", fullmatch=True), max_size=200))
+def test_every_id_has_one_partition_and_grouping_keeps_each_id_once(ids: list[str]):
+    store = StoreKeys("acme", "abc123", MEMORY_PARTITIONS)
+    groups = store.by_partition(ids)
+    assert sorted(i for _, members in groups for i in members) == sorted(set(ids))
+    for part, members in groups:
+        assert all(store.memory_partition(i) is part for i in members)
+    assert [p for p, _ in groups] == [p for p in store.memory_partitions() if p in dict(groups)]

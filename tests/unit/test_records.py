@@ -104,9 +104,9 @@ def test_a_record_of_an_older_version_reads_with_defaults():
 
 
 def test_term_counts_a_record_of_before_kept_are_used():
+    terms = [TOKENIZER_VERSION, term_counts("groups of dogs")]
     old = json.dumps({"id": "m", "text": "groups of dogs", "type": "semantic", "created_at": 1,
-                      "updated_at": 1, "expires_at": 9,
-                      "terms": [TOKENIZER_VERSION, term_counts("groups of dogs")]}).encode()  # fmt: skip
+                      "updated_at": 1, "expires_at": 9, "terms": terms}).encode()  # fmt: skip
     assert stored_terms(raw_record(old)) == term_counts("groups of dogs")
 
 

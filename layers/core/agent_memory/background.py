@@ -237,7 +237,7 @@ def request_extraction(
 ) -> bool:
     """Mark the session's extraction as asked for now (``POST .../extract``), so the run does
     not wait for the quiet period; False when the session does not exist."""
-    keys = StoreKeys(store.name, store.incarnation).session(session_id)
+    keys = store.keys().session(session_id)
     now = to_ms(clock.now())
     with database_errors():
         raw = client.hgetall(keys.meta)

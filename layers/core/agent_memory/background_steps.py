@@ -28,7 +28,7 @@ from pydantic import ValidationError as PydanticValidationError
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.db import database_errors, load_script
 from agent_memory.errors import ModelAnswerInvalid, ValidationFailed
-from agent_memory.keys import SessionKeys, StoreKeys
+from agent_memory.keys import SessionKeys
 from agent_memory.llm import Completion, LanguageModel
 from agent_memory.memories import Memories
 from agent_memory.memory_models import MAX_TOPIC_CHARS, MAX_TOPICS, MemoryIn
@@ -191,7 +191,7 @@ class SessionSteps:
         self._scheduler = scheduler
         self._clock = clock
         self._target = target
-        self._store_keys = StoreKeys(store.name, store.incarnation)
+        self._store_keys = store.keys()
         self._keys: SessionKeys = self._store_keys.session(target.session_id)
         self._advance = load_script(client, _ADVANCE)
         self._fold = load_script(client, _FOLD)

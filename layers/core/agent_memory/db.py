@@ -540,6 +540,37 @@ def load_script(client: redis.Redis, source: str) -> Script:
     return script
 
 
+def scripts_in_pipeline(
+    client: redis.Redis,
+    script: Script,
+    calls: Sequence[tuple[Sequence[str], Sequence[EncodableT]]],
+) -> list[Any]:
+    """Run ``script`` once for each ``(keys, args)`` of ``calls``; returns the replies in order.
+    On a single node they go in one non-transactional pipeline (one round trip; a NOSCRIPT
+    reply, the server having forgotten the script, loads it and sends them all again, so
+    only for scripts that may run twice with the same effect: read-only ones, or writes that
+    set or remove entries). On a cluster one after the other, one round trip each: redis-py's
+    cluster pipeline refuses scripts. Errors: ``redis`` exceptions, as the caller's
+    ``database_errors()`` maps them."""
+    if is_cluster(client):
+        return [script(keys=list(keys), args=list(args), client=client) for keys, args in calls]
+    if not calls:
+        return []
+    for attempt in range(2):
+        pipe = client.pipeline(transaction=False)
+        for keys, args in calls:
+            pipe.evalsha(script.sha, len(keys), *keys, *args)
+        replies: list[Any] = pipe.execute(raise_on_error=False)
+        if attempt == 0 and any(isinstance(r, NoScriptError) for r in replies):
+            client.script_load(script.script)
+            continue
+        for reply in replies:
+            if isinstance(reply, Exception):
+                raise reply
+        return replies
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
 def script_then(
     client: redis.Redis,
     script: Script,

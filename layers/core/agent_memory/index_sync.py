@@ -22,7 +22,7 @@ from numpy.typing import NDArray
 from agent_memory.db import database_errors, load_script
 from agent_memory.fusion import Hit
 from agent_memory.index_cache import IndexCache
-from agent_memory.keys import ActorKeys, StoreKeys
+from agent_memory.keys import ActorKeys
 from agent_memory.memory_scripts import CATCH_UP
 from agent_memory.models import StoreConfig
 from agent_memory.records import (
@@ -55,7 +55,7 @@ class ActorIndexes:
         self._redis = client
         self._binary = binary
         self._store = store
-        self._keys = StoreKeys(store.name, store.incarnation)
+        self._keys = store.keys()
         self._cache = cache
         self._scope = cache_scope
         self._catch_up_script = load_script(binary, CATCH_UP)

@@ -11,17 +11,26 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:session:{<session>}:meta         hash  actor, sequence, times, summary
     kividb:mem:<store>:<inc>:session:{<session>}:messages     zset  "<seq>:<json>" scored by seq
     kividb:mem:<store>:<inc>:session:{<session>}:lock         string  background run's token
-    kividb:mem:<store>:<inc>:{<store>}:memories               zset  current memory id -> created
-    kividb:mem:<store>:<inc>:{<store>}:memories:expiry        zset  memory id -> expiry (ms)
-    kividb:mem:<store>:<inc>:{<store>}:memories:superseded    zset  superseded id -> expiry (ms)
-    kividb:mem:<store>:<inc>:{<store>}:memories:owner         hash  memory id -> actor bucket
+    kividb:mem:<store>:<inc>:{<store>/<p>}:memories           zset  current memory id -> created
+    kividb:mem:<store>:<inc>:{<store>/<p>}:memories:expiry    zset  memory id -> expiry (ms)
+    kividb:mem:<store>:<inc>:{<store>/<p>}:memories:superseded zset superseded id -> expiry (ms)
+    kividb:mem:<store>:<inc>:{<store>/<p>}:memories:owner     hash  memory id -> actor bucket
     kividb:mem:<store>:<inc>:{<store>}:memories:actors        set   actor buckets with memories
-    kividb:mem:<store>:<inc>:actor:{<actor>}:memories         hash  memory id -> memory JSON
+    kividb:mem:<store>:<inc>:actor:{<actor>}:memories         hash  memory id -> JSON + vector
     kividb:mem:<store>:<inc>:actor:{<actor>}:vectors          hash  memory id -> float32 bytes
     kividb:mem:<store>:<inc>:actor:{<actor>}:log              zset  recent changes by generation
     kividb:mem:<store>:<inc>:actor:{<actor>}:meta             hash  gen (change counter)
 
-Memories without an actor live in the bucket ``~``, which no actor id can spell.
+Memories without an actor live in the bucket ``~``, which no actor id can spell. The
+``vectors`` hash holds the vectors of records kept before vectors moved into the records
+(``records.encode_memory``); a write of such a memory moves its vector in.
+
+The store-level memory indexes (listing, expiry, superseded, owner) are split in
+``memory_partitions`` partitions by memory id (``MemoryIndexKeys``; ``<p>`` is
+``crc32(id) mod memory_partitions``), so that on a cluster they spread over the shards instead
+of filling the shard of one slot: at a million memories they are about an eighth of the
+store's memory. A store created before partitions has one, whose keys are the names above
+without ``/<p>``: ``{<store>}:memories`` and so on.
 
 ``<inc>`` is the store's incarnation: 12 hex digits drawn when the store is created. A store
 deleted and created again under the same name gets a new one, so keys of the old store that a
@@ -35,8 +44,10 @@ valid store.
 
 Hash tags (the text between the first ``{`` and ``}``) put the keys of one session in one
 cluster slot (tag: the session id), the keys of one actor's memories in one slot (tag: the
-actor bucket), and the store-level indexes of one store in one slot (tag: the store name), so
-each Lua script or MULTI touches one slot and the design runs on Redis Cluster
+actor bucket), the store-level indexes of one store in one slot (tag: the store name) and
+those of one memory partition in one slot (tag: ``<store>/<p>``; ``/`` is in neither the
+store nor the session alphabet, so it meets no other tag), so each Lua script or MULTI
+touches one slot and the design runs on Redis Cluster
 (https://redis.io/docs/latest/operate/oss_and_stack/reference/cluster-spec/#hash-tags). A step
 that touches two of these (an append, then its index step) is two atomic steps, each on its
 slot, ordered so that either order of failure leaves reads consistent (docs/design.md).
@@ -44,9 +55,9 @@ Every key of a store incarnation starts with ``kividb:mem:<store>:<inc>:``, whic
 finds them all.
 
 Keys of one store that are not one session's or one actor's (the ``{<store>}`` ones above:
-the session and memory indexes, the extraction record) share the store's slot: they are what
-the index scripts update together. On a cluster that puts every store-level index of a store
-on one shard (see docs/design.md, "Cluster mode", for what that costs at scale).
+the session indexes, the actor set, the extraction record) share the store's slot: they are
+what the index scripts update together. On a cluster that puts them on one shard; they are
+small next to memories (see docs/design.md, "Cluster mode", for what they cost at scale).
 
 Two keys of an instance database belong to no store::
 
@@ -97,6 +108,8 @@ as their hash tag, so the scripts that arm and take schedules touch one slot.
 from __future__ import annotations
 
 import secrets
+import zlib
+from collections.abc import Iterable
 
 PREFIX = "kividb:mem:"
 CONTROL_PREFIX = "kividb:control:"
@@ -110,17 +123,76 @@ def new_incarnation() -> str:
     return secrets.token_hex(6)
 
 
+MEMORY_PARTITIONS = 64
+"""Partitions of the store-level memory indexes of a store created now (see above). With 64
+on three shards, a shard holds between about 14 and 29 of them (binomial, two standard
+deviations), a spread of the store's memory under 1.1 when the indexes are an eighth of it;
+a read over the whole store (a count, the store-wide listing, expiry) sends one command per
+partition, in one pipeline."""
+
+
+class MemoryIndexKeys:
+    """The store-level memory indexes of one partition; all share one hash tag."""
+
+    def __init__(self, tagged: str) -> None:
+        self.memories = tagged + ":memories"
+        """zset: memory id -> created (ms) of the current memories (not superseded); the
+        store-wide listing, newest first."""
+        self.memory_expiry = tagged + ":memories:expiry"
+        """zset: memory id -> expiry (ms); exact counts and pruning."""
+        self.memories_superseded = tagged + ":memories:superseded"
+        """zset: memory id -> expiry (ms) of the memories another one superseded; the count
+        of current memories is the live ones of ``memory_expiry`` less these."""
+        self.memory_owners = tagged + ":memories:owner"
+        """hash: memory id -> actor bucket; finds a memory by id alone."""
+
+    def all(self) -> list[str]:
+        """Listing, expiry, owner, superseded: the order ``memory_scripts.UNINDEX`` takes."""
+        return [self.memories, self.memory_expiry, self.memory_owners, self.memories_superseded]
+
+
 class StoreKeys:
-    """Keys of one incarnation of a store. ``store`` must already be a validated store name and
-    ``incarnation`` a hex string (``new_incarnation()``)."""
+    """Keys of one incarnation of a store. ``store`` must already be a validated store name,
+    ``incarnation`` a hex string (``new_incarnation()``) and ``memory_partitions`` the store's
+    (``models.StoreConfig``; 1 for a store of before partitions, ``MEMORY_PARTITIONS`` for one
+    created now): ``StoreConfig.keys()`` gives all three."""
 
     registry = PREFIX + "@stores"
 
-    def __init__(self, store: str, incarnation: str) -> None:
+    def __init__(self, store: str, incarnation: str, memory_partitions: int = 1) -> None:
         if not incarnation or not all(c in "0123456789abcdef" for c in incarnation):
             raise ValueError("a store incarnation is a non-empty lower-case hex string")
+        if memory_partitions < 1:
+            raise ValueError("a store has at least one memory partition")
         self.store = store
         self._base = f"{PREFIX}{store}:{incarnation}:"
+        if memory_partitions == 1:
+            self._partitions = [MemoryIndexKeys(f"{self._base}{{{store}}}")]
+        else:
+            self._partitions = [
+                MemoryIndexKeys(f"{self._base}{{{store}/{p}}}") for p in range(memory_partitions)
+            ]
+
+    def memory_partition(self, memory_id: str) -> MemoryIndexKeys:
+        """The store-level index keys of the partition ``memory_id`` belongs to (CRC-32 of
+        its UTF-8 bytes, ``zlib.crc32``, modulo the partitions)."""
+        return self._partitions[zlib.crc32(memory_id.encode()) % len(self._partitions)]
+
+    def memory_partitions(self) -> list[MemoryIndexKeys]:
+        """Every partition's store-level index keys, in partition order."""
+        return list(self._partitions)
+
+    def by_partition(self, memory_ids: Iterable[str]) -> list[tuple[MemoryIndexKeys, list[str]]]:
+        """``memory_ids`` grouped by partition (each id once, in the order given), partitions
+        in order; only those that hold some."""
+        groups: dict[int, list[str]] = {}
+        seen: set[str] = set()
+        for memory_id in memory_ids:
+            if memory_id not in seen:
+                seen.add(memory_id)
+                p = zlib.crc32(memory_id.encode()) % len(self._partitions)
+                groups.setdefault(p, []).append(memory_id)
+        return [(self._partitions[p], groups[p]) for p in sorted(groups)]
 
     @property
     def all_pattern(self) -> str:
@@ -155,41 +227,13 @@ class StoreKeys:
         return [self.sessions, self.session_expiry, self.deleted_sessions, self.unread_sessions]
 
     @property
-    def memories(self) -> str:
-        """zset: memory id -> created (ms) of the current memories (not superseded); the
-        store-wide listing, newest first."""
-        return f"{self._base}{{{self.store}}}:memories"
-
-    @property
-    def memories_superseded(self) -> str:
-        """zset: memory id -> expiry (ms) of the memories another one superseded; the store's
-        count of current memories is the live ones of ``memory_expiry`` less these."""
-        return f"{self._base}{{{self.store}}}:memories:superseded"
-
-    @property
-    def memory_expiry(self) -> str:
-        """zset: memory id -> expiry (ms); exact counts and pruning."""
-        return f"{self._base}{{{self.store}}}:memories:expiry"
-
-    @property
-    def memory_owners(self) -> str:
-        """hash: memory id -> actor bucket; finds a memory by id alone."""
-        return f"{self._base}{{{self.store}}}:memories:owner"
-
-    @property
     def memory_actors(self) -> str:
         """set: the actor buckets that have (or had) memories; store-wide search walks it."""
         return f"{self._base}{{{self.store}}}:memories:actors"
 
     def memory_indexes(self) -> list[str]:
-        """Every store-slot key of long-term memory."""
-        return [
-            self.memories,
-            self.memory_expiry,
-            self.memory_owners,
-            self.memory_actors,
-            self.memories_superseded,
-        ]
+        """Every store-level key of long-term memory: each partition's and the actor set."""
+        return [key for p in self._partitions for key in p.all()] + [self.memory_actors]
 
     def session(self, session_id: str) -> SessionKeys:
         return SessionKeys(self._base, session_id)

@@ -84,6 +84,23 @@ def new_memory_id() -> str:
     return "mem_" + secrets.token_hex(10)
 
 
+def queue_store_level(
+    pipe: Pipeline, keys: StoreKeys, rows: Sequence[tuple[str, str, int, int]]
+) -> None:
+    """Queue on ``pipe`` the store-level entries of new current memories, ``rows`` of
+    ``(memory id, actor bucket, created ms, expires ms)``: the listing, expiry and owner
+    indexes of each one's partition and the store's actor set (``keys.StoreKeys``), a few
+    commands per partition. Every command sets entries, so sent twice it changes nothing. Bulk
+    seeding uses it too (``bench/``), so that its memories are kept as ``Memories.add`` keeps
+    them."""
+    row_of = {row[0]: row for row in rows}
+    for part, ids in keys.by_partition(row_of):
+        pipe.zadd(part.memories, {i: row_of[i][2] for i in ids})
+        pipe.zadd(part.memory_expiry, {i: row_of[i][3] for i in ids})
+        pipe.hset(part.memory_owners, mapping={i: row_of[i][1] for i in ids})
+    pipe.sadd(keys.memory_actors, *{row[1] for row in rows})
+
+
 @dataclass
 class Kept:
     """What ``Memories.add`` did: the memory kept (the new one, or the one it duplicates)."""
@@ -362,7 +379,7 @@ class Memories(MemoryReader):
         another actor's live memory (``SupersedeActorMismatch``), or there is none
         (``SupersededNotFound``)."""
         with database_errors():
-            owner = self._redis.hget(self._keys.memory_owners, old_id)
+            owner = self._redis.hget(self._keys.memory_partition(old_id).memory_owners, old_id)
         if owner is not None and str(owner) != bucket and self._live([old_id]):
             return SupersedeActorMismatch(old_id)
         return SupersededNotFound(old_id)
@@ -409,10 +426,7 @@ class Memories(MemoryReader):
         on a pipeline."""
 
         def queue(pipe: Pipeline) -> None:
-            pipe.zadd(self._keys.memories, {memory_id: created_ms})
-            pipe.zadd(self._keys.memory_expiry, {memory_id: expires_ms})
-            pipe.hset(self._keys.memory_owners, memory_id, bucket)
-            pipe.sadd(self._keys.memory_actors, bucket)
+            queue_store_level(pipe, self._keys, [(memory_id, bucket, created_ms, expires_ms)])
 
         return queue
 

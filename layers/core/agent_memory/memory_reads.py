@@ -23,9 +23,16 @@ from typing import cast
 import numpy as np
 import redis
 from numpy.typing import NDArray
+from redis.commands.core import Script
+from redis.typing import EncodableT
 
 from agent_memory.clock import Clock, to_ms
-from agent_memory.db import database_errors, load_script, unless_writes_refused
+from agent_memory.db import (
+    database_errors,
+    load_script,
+    scripts_in_pipeline,
+    unless_writes_refused,
+)
 from agent_memory.embeddings import Embedder, validate_vector
 from agent_memory.errors import MemoryNotFound, StoreTooLarge, ValidationFailed, VectorInvalid
 from agent_memory.index_cache import IndexCache
@@ -33,7 +40,6 @@ from agent_memory.index_sync import ActorIndexes
 from agent_memory.keys import NO_ACTOR, StoreKeys, actor_bucket
 from agent_memory.memory_models import MemoryList, MemoryView, SearchRequest
 from agent_memory.memory_scripts import (
-    COUNT_CURRENT,
     LOAD_CHAIN,
     LOG_KEEP,
     PUT,
@@ -46,6 +52,7 @@ from agent_memory.memory_scripts import (
     UNINDEX,
 )
 from agent_memory.models import RESERVED_TYPES, StoreConfig
+from agent_memory.partitioned import merged_window
 from agent_memory.ranking import rank
 from agent_memory.records import (
     F,
@@ -61,6 +68,9 @@ from agent_memory.selection import CURRENT, Selection
 RELATED_TEXT_CHARS = 2000
 """A message longer than this is cut before it is embedded to find related memories (about 500
 tokens; providers refuse single inputs past 8,192 tokens)."""
+PRUNE_BATCH = 1000
+"""Expired memories a read takes out of each partition's indexes at most (the rest, next time;
+reads skip expired memories anyway)."""
 MAX_CHAIN_SHOWN = 50
 """``GET`` of a memory shows at most this many memories of its chain on each side of it."""
 STORE_WIDE_MAX_BYTES = 128 * 1024 * 1024
@@ -102,7 +112,7 @@ class MemoryReader:
         self._redis = client
         self._binary = binary
         self._store = store
-        self._keys = StoreKeys(store.name, store.incarnation)
+        self._keys = store.keys()
         self._clock = clock
         self._embedder = embedder
         self._indexes = ActorIndexes(client, binary, store, cache, cache_scope)
@@ -115,7 +125,6 @@ class MemoryReader:
         self._remove_chain = load_script(client, REMOVE_CHAIN)
         self._unindex_script = load_script(client, UNINDEX)
         self._retire_script = load_script(client, RETIRE)
-        self._count_current = load_script(client, COUNT_CURRENT)
 
     # --- the store's types and vectors -------------------------------------------------------
 
@@ -150,17 +159,28 @@ class MemoryReader:
     # --- reading -----------------------------------------------------------------------------
 
     def _live(self, ids: Iterable[str]) -> set[str]:
-        ids = list(ids)
-        if not ids:
+        """Which of ``ids`` are live memories (in the expiry index, with an expiry to come)."""
+        groups = self._keys.by_partition(ids)
+        if not groups:
             return set()
         now_ms = to_ms(self._clock.now())
         with database_errors():
-            scores = self._redis.zmscore(self._keys.memory_expiry, ids)
-        return {i for i, s in zip(ids, scores, strict=True) if s is not None and s > now_ms}
+            pipe = self._redis.pipeline(transaction=False)
+            for part, members in groups:
+                pipe.zmscore(part.memory_expiry, members)
+            replies = pipe.execute()
+        return {
+            memory_id
+            for (_, members), scores in zip(groups, replies, strict=True)
+            for memory_id, score in zip(members, scores, strict=True)
+            if score is not None and score > now_ms
+        }
 
     def _owner(self, memory_id: str) -> str:
         with database_errors():
-            bucket = self._redis.hget(self._keys.memory_owners, memory_id)
+            bucket = self._redis.hget(
+                self._keys.memory_partition(memory_id).memory_owners, memory_id
+            )
         if bucket is None or not self._live([memory_id]):
             raise MemoryNotFound(memory_id)
         return str(bucket)
@@ -208,12 +228,19 @@ class MemoryReader:
         return view.model_copy(update={"chain": links})
 
     def count(self) -> int:
-        """Exact number of live current memories in the store (superseded ones are not
-        counted): the live ones less the live superseded ones, read in one step."""
+        """Number of live current memories in the store (superseded ones are not counted): the
+        live ones less the live superseded ones, summed over the partitions (one pipeline).
+        Exact whenever no write is half done; during a supersede, whose new memory and whose
+        retired one are in two partitions written one after the other, it may count one
+        memory more for that moment."""
         now_ms = to_ms(self._clock.now())
-        keys = [self._keys.memory_expiry, self._keys.memories_superseded]
         with database_errors():
-            return int(self._count_current(keys=keys, args=[now_ms]))
+            pipe = self._redis.pipeline(transaction=False)
+            for part in self._keys.memory_partitions():
+                pipe.zcount(part.memory_expiry, f"({now_ms}", "+inf")
+                pipe.zcount(part.memories_superseded, f"({now_ms}", "+inf")
+            counts = [int(n) for n in pipe.execute()]
+        return sum(counts[::2]) - sum(counts[1::2])
 
     def page(
         self,
@@ -267,20 +294,22 @@ class MemoryReader:
         )
 
     def _current_page(self, offset: int, limit: int) -> MemoryList:
-        """The store-wide page of current memories, from the store's listing of them. A record
-        found superseded there (a supersede whose second step has not run, or never ran) is
-        left out and taken out of the listing (``RETIRE``, unless the database refuses
-        writes), so the records are the truth and the listing follows them."""
+        """The store-wide page of current memories, from the store's listing of them (its
+        partitions merged, ``partitioned.merged_window``). A record found superseded there (a
+        supersede whose second step has not run, or never ran) is left out and taken out of
+        the listing (``RETIRE``, unless the database refuses writes), so the records are the
+        truth and the listing follows them."""
         with database_errors():
-            ids = [
-                str(i) for i in self._redis.zrevrange(self._keys.memories, offset, offset + limit)
-            ]
-            owners = self._redis.hmget(self._keys.memory_owners, ids[:limit]) if ids else []
+            ids = merged_window(
+                self._redis, [p.memories for p in self._keys.memory_partitions()], offset, limit + 1
+            )
+            owners = self._owners(ids[:limit])
         total = self.count()
         by_bucket: dict[str, list[str]] = {}
-        for memory_id, owner in zip(ids[:limit], owners, strict=True):
+        for memory_id in ids[:limit]:
+            owner = owners.get(memory_id)
             if owner is not None:
-                by_bucket.setdefault(str(owner), []).append(memory_id)
+                by_bucket.setdefault(owner, []).append(memory_id)
         found: dict[str, MemoryRecord] = {}
         for bucket, members in by_bucket.items():
             found.update(self._records(bucket, members))
@@ -293,14 +322,29 @@ class MemoryReader:
             memories=page, next_offset=offset + limit if len(ids) > limit else None, total=total
         )
 
+    def _owners(self, ids: Sequence[str]) -> dict[str, str]:
+        """The actor bucket of each of ``ids`` that has one in the owner index (one pipeline)."""
+        groups = self._keys.by_partition(ids)
+        if not groups:
+            return {}
+        with database_errors():
+            pipe = self._redis.pipeline(transaction=False)
+            for part, members in groups:
+                pipe.hmget(part.memory_owners, members)
+            replies = pipe.execute()
+        return {
+            memory_id: str(owner)
+            for (_, members), owners in zip(groups, replies, strict=True)
+            for memory_id, owner in zip(members, owners, strict=True)
+            if owner is not None
+        }
+
     def _check_store_wide(self, what: str) -> None:
         """``StoreTooLarge`` when a ``what`` without ``actor_id``, which reads every actor's
         memories into the index cache, would read more vectors than ``STORE_WIDE_MAX_BYTES``
         (live memories x dimensions x 4 bytes): such a store is searched actor by actor."""
         most = STORE_WIDE_MAX_BYTES // (self._store.dimensions * 4)
-        now_ms = to_ms(self._clock.now())
-        with database_errors():
-            held = int(self._redis.zcount(self._keys.memory_expiry, f"({now_ms}", "+inf"))
+        held = live_count(self._redis, self._keys, to_ms(self._clock.now()))
         if held > most:
             raise StoreTooLarge(
                 f"A {what} without actor_id reads every memory of the store, and this store "
@@ -317,16 +361,14 @@ class MemoryReader:
         database refuses writes (full, or a read-only replica): reads skip them anyway."""
         now_ms = to_ms(self._clock.now())
         with database_errors():
-            expired = [
-                str(i)
-                for i in self._redis.zrangebyscore(
-                    self._keys.memory_expiry, "-inf", now_ms, start=0, num=1000
-                )
-            ]
-            owners = self._redis.hmget(self._keys.memory_owners, expired) if expired else []
+            pipe = self._redis.pipeline(transaction=False)
+            for part in self._keys.memory_partitions():
+                pipe.zrangebyscore(part.memory_expiry, "-inf", now_ms, start=0, num=PRUNE_BATCH)
+            expired = [str(i) for found in pipe.execute() for i in found]
+        owners = self._owners(expired)
         by_bucket: dict[str, list[str]] = {}
-        for memory_id, owner in zip(expired, owners, strict=True):
-            by_bucket.setdefault(str(owner or NO_ACTOR), []).append(memory_id)
+        for memory_id in expired:
+            by_bucket.setdefault(owners.get(memory_id, NO_ACTOR), []).append(memory_id)
         with unless_writes_refused():
             for bucket, ids in by_bucket.items():
                 self._forget(bucket, ids)
@@ -442,23 +484,42 @@ class MemoryReader:
     def _retire(self, *memory_ids: str) -> None:
         """The store-level step of a supersede (``RETIRE``): the replaced memories leave the
         listing of current memories and are counted as superseded."""
-        keys = [self._keys.memories, self._keys.memory_expiry, self._keys.memories_superseded]
+        calls: list[tuple[Sequence[str], Sequence[EncodableT]]] = []
+        for memory_id in memory_ids:
+            part = self._keys.memory_partition(memory_id)
+            calls.append(
+                ([part.memories, part.memory_expiry, part.memories_superseded], [memory_id])
+            )
         with database_errors():
-            for memory_id in memory_ids:
-                self._retire_script(keys=keys, args=[memory_id])
+            scripts_in_pipeline(self._redis, self._retire_script, calls)
 
     def _unindex(self, *memory_ids: str) -> None:
         """Take ids out of the store's listing, expiry, owner and superseded indexes
-        (``UNINDEX``)."""
-        keys = [
-            self._keys.memories,
-            self._keys.memory_expiry,
-            self._keys.memory_owners,
-            self._keys.memories_superseded,
-        ]
-        with database_errors():
-            for start in range(0, len(memory_ids), SCRIPT_IDS):
-                self._unindex_script(keys=keys, args=memory_ids[start : start + SCRIPT_IDS])
+        (``UNINDEX``, one call per partition and ``SCRIPT_IDS`` ids)."""
+        unindex(self._redis, self._unindex_script, self._keys, memory_ids)
+
+
+def unindex(
+    client: redis.Redis, script: Script, keys: StoreKeys, memory_ids: Iterable[str]
+) -> None:
+    """Take ``memory_ids`` out of the store-level indexes of their partitions (``script`` is
+    ``UNINDEX`` loaded for ``client``), in one pipeline. Errors: ``DatabaseUnavailable``."""
+    calls: list[tuple[Sequence[str], Sequence[EncodableT]]] = []
+    for part, members in keys.by_partition(memory_ids):
+        for start in range(0, len(members), SCRIPT_IDS):
+            calls.append((part.all(), members[start : start + SCRIPT_IDS]))
+    with database_errors():
+        scripts_in_pipeline(client, script, calls)
+
+
+def live_count(client: redis.Redis, keys: StoreKeys, now_ms: int) -> int:
+    """How many memories of the store are live (current or superseded): their expiry is after
+    ``now_ms``; summed over the partitions, one pipeline. Errors: ``DatabaseUnavailable``."""
+    with database_errors():
+        pipe = client.pipeline(transaction=False)
+        for part in keys.memory_partitions():
+            pipe.zcount(part.memory_expiry, f"({now_ms}", "+inf")
+        return sum(int(n) for n in pipe.execute())
 
 
 def search_selection(request: SearchRequest) -> Selection:

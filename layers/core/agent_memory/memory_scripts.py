@@ -28,6 +28,13 @@ before cost 118 bytes per memory of an actor of 1,000 (docs/design.md, "What a m
 costs")."""
 LOG_SHARE = 16
 """One change-log entry kept per this many memories of the actor, beyond ``LOG_KEEP``."""
+
+
+def log_kept(memories: int) -> int:
+    """Change-log entries the scripts keep for an actor of ``memories`` memories."""
+    return max(LOG_KEEP, memories // LOG_SHARE)
+
+
 SCRIPT_IDS = 1000
 """Ids per call of a script taking a list of them (Lua's ``unpack`` stops near 8,000)."""
 
@@ -242,16 +249,6 @@ local expiry = redis.call('ZSCORE', KEYS[2], ARGV[1])
 redis.call('ZREM', KEYS[1], ARGV[1])
 if expiry then redis.call('ZADD', KEYS[3], expiry, ARGV[1]) end
 return 0
-""",
-)
-
-# KEYS: the store's expiry and superseded indexes. ARGV: now (ms). How many live memories are
-# current: live ones less live superseded ones, as one consistent read.
-COUNT_CURRENT = lua(
-    READ_ONLY,
-    """
-local live = redis.call('ZCOUNT', KEYS[1], '(' .. ARGV[1], '+inf')
-return live - redis.call('ZCOUNT', KEYS[2], '(' .. ARGV[1], '+inf')
 """,
 )
 

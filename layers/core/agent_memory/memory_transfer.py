@@ -29,9 +29,10 @@ from typing import Annotated, Any, cast
 import numpy as np
 import redis
 from pydantic import Field, StringConstraints, model_validator
+from redis.typing import EncodableT
 
 from agent_memory.clock import Clock, from_ms, to_ms
-from agent_memory.db import READ_ONLY, WRITES, database_errors, load_script
+from agent_memory.db import READ_ONLY, WRITES, database_errors, load_script, scripts_in_pipeline
 from agent_memory.errors import Conflict, StoreNotFound, ValidationFailed, VectorInvalid
 from agent_memory.keys import StoreKeys, actor_bucket
 from agent_memory.memory_models import (
@@ -43,6 +44,7 @@ from agent_memory.memory_models import (
     UnitInterval,
     VisibleMemoryText,
 )
+from agent_memory.memory_reads import unindex
 from agent_memory.memory_scripts import ACTOR_HELPERS, LOG_KEEP, REMOVE, UNINDEX, lua
 from agent_memory.models import (
     IMPORT_CLOCK_SKEW_SECONDS,
@@ -263,11 +265,12 @@ return gen
 )
 
 
-# KEYS: the store's listing, superseded, expiry and owner indexes and its actor set. ARGV: now,
-# then id, bucket, created_at, expires_at, '1' (current) or '0' (superseded) for each memory.
-# The store-level entries of the memories, claimed in one step: {-1, id} (nothing written) when
-# an id is a live memory of another actor; else {1, id, bucket, ...}: the ids that another
-# actor held but whose time was up (their records are to be taken out of that actor's keys).
+# KEYS: the listing, superseded, expiry and owner indexes of one partition (keys.MemoryIndexKeys).
+# ARGV: now, then id, bucket, created_at, expires_at, '1' (current) or '0' (superseded) for
+# each memory of that partition. The store-level entries of the memories, claimed in one step:
+# {-1, id} (nothing written) when an id is a live memory of another actor; else
+# {1, id, bucket, ...}: the ids that another actor held but whose time was up (their records
+# are to be taken out of that actor's keys).
 _CLAIM_MEMORIES = (
     WRITES
     + """
@@ -293,7 +296,6 @@ for i = 2, #ARGV, 5 do
   end
   redis.call('ZADD', KEYS[3], ARGV[i + 3], id)
   redis.call('HSET', KEYS[4], id, ARGV[i + 1])
-  redis.call('SADD', KEYS[5], ARGV[i + 1])
 end
 return stale
 """
@@ -310,7 +312,7 @@ class MemoryTransfer:
         self._redis = client
         self._binary = binary
         self._store = store
-        self._keys = StoreKeys(store.name, store.incarnation)
+        self._keys = store.keys()
         self._clock = clock
         self._export = load_script(binary, _EXPORT_MEMORIES)
         self._import = load_script(binary, _IMPORT_MEMORIES)
@@ -441,36 +443,54 @@ class MemoryTransfer:
     def _index(
         self, rows: Sequence[tuple[MemoryRecord, bytes]], now_ms: int
     ) -> str | list[tuple[str, str]]:
-        """Claim the store-level entries of ``rows`` in one step (``_CLAIM_MEMORIES``: setting
-        entries, so sent again after a timeout it changes nothing): the id of a row that is a
-        live memory of another actor (nothing written then), else the ``(id, actor bucket)``
-        of the rows another actor held until their time ran out."""
-        args: list[str | int] = [now_ms]
-        for record, _ in rows:
-            args += [record.id, actor_bucket(record.actor_id), record.created_at,
-                     record.expires_at, "1" if record.valid_until is None else "0"]  # fmt: skip
-        keys = self._keys
-        reply = self._claim(
-            keys=[keys.memories, keys.memories_superseded, keys.memory_expiry,
-                  keys.memory_owners, keys.memory_actors],
-            args=args,
-        )  # fmt: skip
-        if int(reply[0]) == -1:
-            return str(reply[1])
-        flat = [str(v) for v in reply[1:]]
-        return list(zip(flat[::2], flat[1::2], strict=True))
+        """Claim the store-level entries of ``rows``: the id of a row that is a live memory of
+        another actor (nothing written then), else the ``(id, actor bucket)`` of the rows
+        another actor held until their time ran out.
+
+        The rows' partitions are first read (owner and expiry of every id, one pipeline), so
+        that a batch with such an id writes nothing; then each partition's entries are claimed
+        in one step (``_CLAIM_MEMORIES``: setting entries, so sent again after a timeout it
+        changes nothing), and the actors entered in the store's actor set. An id made another
+        actor's live memory between the read and the claim (two imports of one id under two
+        actors at once) is refused by its partition's step, after the partitions before it
+        were claimed: their entries then point at records this import does not write, until
+        they expire or an import writes them."""
+        by_part = self._keys.by_partition(record.id for record, _ in rows)
+        row_of = {record.id: record for record, _ in rows}
+        pipe = self._redis.pipeline(transaction=False)
+        for part, ids in by_part:
+            pipe.hmget(part.memory_owners, ids)
+            pipe.zmscore(part.memory_expiry, ids)
+        replies = pipe.execute()
+        for (_, ids), owners, expiries in zip(by_part, replies[::2], replies[1::2], strict=True):
+            for memory_id, owner, expiry in zip(ids, owners, expiries, strict=True):
+                bucket = actor_bucket(row_of[memory_id].actor_id)
+                if owner is not None and owner != bucket and expiry is not None and expiry > now_ms:
+                    return memory_id
+        calls: list[tuple[Sequence[str], Sequence[EncodableT]]] = []
+        for part, ids in by_part:
+            args: list[EncodableT] = [now_ms]
+            for memory_id in ids:
+                record = row_of[memory_id]
+                args += [memory_id, actor_bucket(record.actor_id), record.created_at,
+                         record.expires_at, "1" if record.valid_until is None else "0"]  # fmt: skip
+            calls.append(([part.memories, part.memories_superseded, part.memory_expiry,
+                           part.memory_owners], args))  # fmt: skip
+        self._redis.sadd(self._keys.memory_actors, *{actor_bucket(r.actor_id) for r, _ in rows})
+        stale: list[tuple[str, str]] = []
+        for reply in scripts_in_pipeline(self._redis, self._claim, calls):
+            if int(reply[0]) == -1:
+                return str(reply[1])
+            flat = [str(v) for v in reply[1:]]
+            stale += list(zip(flat[::2], flat[1::2], strict=True))
+        return stale
 
     def _take_back(self, by_bucket: dict[str, list[tuple[MemoryRecord, bytes]]]) -> None:
-        keys = self._keys
         with database_errors():
             for bucket, items in by_bucket.items():
                 ids = [r.id for r, _ in items]
                 self._remove(keys=self._keys.actor(bucket).all(), args=[LOG_KEEP, *ids])
-                self._unindex(
-                    keys=[keys.memories, keys.memory_expiry, keys.memory_owners,
-                          keys.memories_superseded],
-                    args=ids,
-                )  # fmt: skip
+                unindex(self._redis, self._unindex, self._keys, ids)
 
 
 def _exported_memory(record: MemoryRecord, blob: bytes) -> ExportedMemory:

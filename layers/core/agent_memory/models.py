@@ -31,6 +31,7 @@ from pydantic import (
 )
 
 from agent_memory.addresses import not_public
+from agent_memory.keys import StoreKeys
 
 # --- identifiers (DESIGN section 2) ----------------------------------------------------------
 
@@ -349,10 +350,17 @@ class StoreConfig(StoreSettings, ProviderSettings):
     # See keys.StoreKeys: new for every creation of a store under a name. "0" reads documents
     # written before incarnations existed (their old keys are not carried over).
     incarnation: str = "0"
+    # See keys.MemoryIndexKeys: how many partitions the store-level memory indexes have. 1
+    # reads documents of before partitions (whose indexes are the one partition's keys).
+    memory_partitions: int = Field(default=1, ge=1)
     created_at: datetime
     updated_at: datetime
     llm_api_key_ciphertext: str | None = None
     embed_api_key_ciphertext: str | None = None
+
+    def keys(self) -> StoreKeys:
+        """The Redis keys of this incarnation of the store (``keys.StoreKeys``)."""
+        return StoreKeys(self.name, self.incarnation, self.memory_partitions)
 
 
 class StoreCounts(View):

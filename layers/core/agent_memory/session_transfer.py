@@ -34,7 +34,6 @@ from pydantic import Field, StringConstraints, model_validator
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.db import READ_ONLY, WRITES, database_errors, load_script
 from agent_memory.errors import ActorMismatch, Conflict, SessionNotFound, ValidationFailed
-from agent_memory.keys import StoreKeys
 from agent_memory.models import (
     IMPORT_CLOCK_SKEW_SECONDS,
     MAX_MESSAGE_CHARS,
@@ -283,7 +282,7 @@ class SessionTransfer:
     def __init__(self, client: redis.Redis, store: StoreConfig, clock: Clock) -> None:
         self._redis = client
         self._store = store
-        self._keys = StoreKeys(store.name, store.incarnation)
+        self._keys = store.keys()
         self._clock = clock
         self._export = load_script(client, _EXPORT_SESSION)
         self._import = load_script(client, _IMPORT_SESSION.replace("ARM_STALE", str(ARM_STALE_MS)))

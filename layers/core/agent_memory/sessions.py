@@ -27,7 +27,6 @@ from agent_memory.db import (
     unless_writes_refused,
 )
 from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
-from agent_memory.keys import StoreKeys
 from agent_memory.models import (
     MAX_EVENTS_PER_CALL,
     EventsRequest,
@@ -340,7 +339,7 @@ class Sessions:
     def __init__(self, client: redis.Redis, store: StoreConfig, clock: Clock) -> None:
         self._redis = client
         self._store = store
-        self._keys = StoreKeys(store.name, store.incarnation)
+        self._keys = store.keys()
         self._clock = clock
         self._append = load_script(client, _APPEND)
         self._prune = load_script(client, _PRUNE)

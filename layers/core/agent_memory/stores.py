@@ -21,7 +21,7 @@ from agent_memory.db import (
     is_cluster,
 )
 from agent_memory.errors import Conflict, StoreNotFound, ValidationFailed
-from agent_memory.keys import StoreKeys, new_incarnation
+from agent_memory.keys import MEMORY_PARTITIONS, StoreKeys, new_incarnation
 from agent_memory.models import (
     ProviderSettings,
     StoreConfig,
@@ -144,9 +144,11 @@ class Stores:
         may only change while the store holds no memories (``Conflict`` otherwise)."""
         if (before.dimensions, before.embed_model) == (after.dimensions, after.embed_model):
             return
-        keys = StoreKeys(before.name, before.incarnation)
-        now_ms = to_ms(self._clock.now())
-        held = int(self._redis.zcount(keys.memory_expiry, f"({now_ms}", "+inf"))
+        with database_errors():
+            pipe = self._redis.pipeline(transaction=False)
+            for part in before.keys().memory_partitions():
+                pipe.zcount(part.memory_expiry, f"({to_ms(self._clock.now())}", "+inf")
+            held = sum(int(n) for n in pipe.execute())
         if held:
             raise Conflict(
                 f"The store holds {held} memories embedded with {before.dimensions} dimensions"
@@ -160,6 +162,7 @@ class Stores:
             current: dict[str, Any] = {
                 "name": name,
                 "incarnation": new_incarnation(),
+                "memory_partitions": MEMORY_PARTITIONS,
                 "created_at": now,
             }
         else:
@@ -207,7 +210,7 @@ class Stores:
         another incarnation, so its keys are neither hidden nor removed by this delete.
         """
         config = self.get(name)
-        keys = StoreKeys(name, config.incarnation)
+        keys = config.keys()
         redirected = 0
         with database_errors():
             with self._redis.pipeline(transaction=True) as pipe:
