@@ -67,7 +67,7 @@ from tqdm import tqdm  # noqa: E402
 from agent_memory.clock import SystemClock, to_ms  # noqa: E402
 from agent_memory.embeddings import NoEmbedder  # noqa: E402
 from agent_memory.index_cache import IndexCache  # noqa: E402
-from agent_memory.keys import actor_bucket  # noqa: E402
+from agent_memory.keys import actor_bucket, actor_tag  # noqa: E402
 from agent_memory.memories import Memories, queue_store_level  # noqa: E402
 from agent_memory.memory_models import SearchRequest  # noqa: E402
 from agent_memory.memory_reads import unit  # noqa: E402
@@ -256,7 +256,7 @@ def seed(binary: redis.Redis, config: StoreConfig, corpus: Corpus, size: int, ba
         records: dict[Any, Any] = {}
         rows: list[tuple[str, str, int, int]] = []
         for i in range(count):
-            memory_id = "mem_" + rng.bytes(10).hex()
+            memory_id = "mem_" + actor_tag(bucket) + rng.bytes(8).hex()
             created_ms = now_ms - (size - start - i) * 1000
             record = MemoryRecord(
                 id=memory_id,

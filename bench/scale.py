@@ -225,7 +225,7 @@ def seed(cluster: Cluster, config: StoreConfig, args: argparse.Namespace, report
         records: dict[Any, Any] = {}
         log: dict[Any, Any] = {}
         for i in range(args.per_actor):
-            memory_id = new_memory_id()
+            memory_id = new_memory_id(bucket)
             created_ms = now_ms - (args.per_actor - i) * 1000
             record = MemoryRecord(
                 id=memory_id, text=texts[i], type="semantic", actor_id=actor_id,

@@ -13,10 +13,12 @@ from agent_memory.embeddings import NoEmbedder
 from agent_memory.errors import (
     EmbeddingRequired,
     MemoryNotFound,
+    SupersedeActorMismatch,
     ValidationFailed,
     VectorInvalid,
 )
 from agent_memory.index_cache import IndexCache
+from agent_memory.keys import actor_tag
 from agent_memory.memories import Memories
 from agent_memory.memory_models import MemoryIn, MemoryPatch, SearchRequest
 from agent_memory.models import StorePut
@@ -404,3 +406,58 @@ def test_a_cold_load_in_batches_sees_every_memory(make_memories, monkeypatch):
     keyword = fresh.search(SearchRequest(query="memory", mode="keyword", actor_id="alice",
                                          limit=100))  # fmt: skip
     assert len(keyword) == 40
+
+
+def _same_tag_actors() -> tuple[str, str]:
+    """Two actor ids whose tags (keys.actor_tag, 16 bits) are the same."""
+    seen: dict[str, str] = {}
+    for n in range(100_000):
+        actor = f"user-{n}"
+        tag = actor_tag(actor)
+        if tag in seen:
+            return seen[tag], actor
+        seen[tag] = actor
+    raise AssertionError("no two tags met")
+
+
+def test_a_memory_names_its_actor_in_its_id_and_needs_no_owner_entry(make_memories):
+    memories = make_memories()
+    one, other = _same_tag_actors()
+    first = _add(memories, "Deploys on Fridays", _v(1), actor=one).memory
+    second = _add(memories, "Deploys on Mondays", _v(0, 1), actor=other).memory
+    for memory, actor in ((first, one), (second, other)):
+        assert memory.id[4:8] == actor_tag(actor)
+        owners = memories._keys.memory_partition(memory.id).memory_owners
+        assert memories._redis.hget(owners, memory.id) is None
+    # Both actors share the tag: each id is found in the actor that holds it.
+    assert memories.get(first.id).actor_id == one and memories.get(second.id).actor_id == other
+    changed = memories.patch(second.id, MemoryPatch(importance=0.3))
+    assert (changed.actor_id, changed.importance) == (other, 0.3)
+    page = memories.page(0, 10, None, None)
+    assert {(m.id, m.actor_id) for m in page.memories} == {(first.id, one), (second.id, other)}
+    # A supersede naming the other actor's memory is that actor's, not a missing one.
+    with pytest.raises(SupersedeActorMismatch):
+        _add(memories, "Deploys on Sundays", _v(0, 0, 1), actor=one, supersedes=second.id)
+    memories.delete(second.id)
+    with pytest.raises(MemoryNotFound):
+        memories.get(second.id)
+    assert memories.get(first.id).text == "Deploys on Fridays" and memories.count() == 1
+
+
+def test_a_store_of_before_partitions_keeps_its_indexes_where_they_were(make_memories, client):
+    """A store document without ``memory_partitions`` (made before them) has one partition,
+    under the key names of before; everything reads and writes there."""
+    made = make_memories()
+    legacy = make_memories.reopen(made)
+    legacy._store = made._store.model_copy(update={"memory_partitions": 1})
+    legacy.__init__(legacy._redis, legacy._binary, legacy._store, SystemClock(),
+                    NoEmbedder(DIM), IndexCache(), "test")  # fmt: skip
+    kept = _add(legacy, "Deploys on Fridays", _v(1)).memory
+    _add(legacy, "Deploys on Mondays", _v(0, 1), supersedes=kept.id)
+    base = f"kividb:mem:{made._store.name}:{made._store.incarnation}:{{{made._store.name}}}"
+    assert client.zcard(f"{base}:memories") == 1
+    assert client.zcard(f"{base}:memories:expiry") == 2
+    assert client.zcard(f"{base}:memories:superseded") == 1
+    assert legacy.count() == 1 and legacy.get(kept.id).superseded_by is not None
+    assert [m.text for m in legacy.page(0, 10, None, None).memories] == ["Deploys on Mondays"]
+    assert not client.keys(f"kividb:mem:{made._store.name}:*{{{made._store.name}/*")

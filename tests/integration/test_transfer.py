@@ -17,7 +17,7 @@ from agent_memory.clock import SystemClock, to_ms
 from agent_memory.embeddings import NoEmbedder
 from agent_memory.errors import ActorMismatch, Conflict, SessionNotFound, ValidationFailed
 from agent_memory.index_cache import IndexCache
-from agent_memory.keys import StoreKeys
+from agent_memory.keys import StoreKeys, actor_tag
 from agent_memory.memories import Memories
 from agent_memory.memory_models import MemoryIn, MemoryPatch, SearchRequest
 from agent_memory.memory_transfer import MemoryImportBatch, MemoryTransfer
@@ -459,3 +459,31 @@ def test_a_memory_source_that_extraction_could_not_have_written_is_refused(sourc
     body = _imported_memory(source={"session_id": "chat", **source})
     with pytest.raises(ValidationError, match=problem):
         MemoryImportBatch.model_validate({"memories": [body]}, strict=False)
+
+
+def test_a_tagged_id_is_claimed_by_its_actor_alone_and_moves_once_it_expired(plain):
+    """An id carrying its actor's tag has no owner entry; another actor's import of it is
+    still refused while it lives, and takes it over (with an owner entry) once it expired."""
+    tagged = "mem_" + actor_tag("ann") + "000000000000000a"
+    soon = (plain.clock.now() + timedelta(hours=1)).isoformat()
+    plain.memory_transfer.import_batch(
+        _batch(_imported_memory(id=tagged, actor_id="ann", text="Ann tea", expires_at=soon))
+    )
+    owners = plain.keys().memory_partition(tagged).memory_owners
+    assert plain.client.hget(owners, tagged) is None
+    assert plain.memories.get(tagged).actor_id == "ann"
+    with pytest.raises(Conflict, match="another actor's memory"):
+        plain.memory_transfer.import_batch(
+            _batch(_imported_memory(id=tagged, actor_id="bob", text="Bob tea"))
+        )
+    plain.clock.moment += timedelta(hours=2)
+    plain.reload()
+    plain.memory_transfer.import_batch(
+        _batch(_imported_memory(id=tagged, actor_id="bob", text="Bob tea"))
+    )
+    assert plain.client.hget(owners, tagged) == "bob"
+    assert plain.client.hkeys(plain.keys().actor("ann").memories) == []
+    assert plain.memories.get(tagged).actor_id == "bob"
+    assert _search(plain, "bob") == [(tagged, "Bob tea")]
+    plain.memories.delete(tagged)
+    assert plain.export() == ({}, {})

@@ -28,7 +28,7 @@ from pydantic import ValidationError as PydanticValidationError
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.db import database_errors, load_script
 from agent_memory.errors import ModelAnswerInvalid, ValidationFailed
-from agent_memory.keys import SessionKeys
+from agent_memory.keys import SessionKeys, actor_bucket, actor_tag
 from agent_memory.llm import Completion, LanguageModel
 from agent_memory.memories import Memories
 from agent_memory.memory_models import MAX_TOPIC_CHARS, MAX_TOPICS, MemoryIn
@@ -369,7 +369,7 @@ class SessionSteps:
                 report.dropped += 1
                 continue
             bodies.append(body)
-            ids.append(self._memory_id(source, index))
+            ids.append(self._memory_id(source, index, actor_bucket(actor)))
             seqs = item.get("messages")
             sources.append(StoredSource(session_id=self._target.session_id, first_seq=first,
                                         last_seq=last, seqs=seqs))  # fmt: skip
@@ -383,13 +383,15 @@ class SessionSteps:
             if kept.supersede_refused is not None:
                 report.ignored_supersedes += 1
 
-    def _memory_id(self, source: tuple[str, int, int], index: int) -> str:
+    def _memory_id(self, source: tuple[str, int, int], index: int, bucket: str) -> str:
+        """The id of the ``index``-th memory one extraction call kept from ``source``: the same
+        whenever the call is made again, and carrying the actor's tag (``keys.actor_tag``)."""
         started, first, last = source
         seed = "\x00".join(
             [self._store.incarnation, self._target.session_id, started, str(first), str(last),
              str(index)]
         )  # fmt: skip
-        return "mem_" + hashlib.sha256(seed.encode()).hexdigest()[:20]
+        return "mem_" + actor_tag(bucket) + hashlib.sha256(seed.encode()).hexdigest()[:16]
 
     # --- summarization -----------------------------------------------------------------------
 

@@ -16,6 +16,7 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:{<store>/<p>}:memories:superseded zset superseded id -> expiry (ms)
     kividb:mem:<store>:<inc>:{<store>/<p>}:memories:owner     hash  memory id -> actor bucket
     kividb:mem:<store>:<inc>:{<store>}:memories:actors        set   actor buckets with memories
+    kividb:mem:<store>:<inc>:{<store>}:memories:tag:<tag>     set   actor buckets of that tag
     kividb:mem:<store>:<inc>:actor:{<actor>}:memories         hash  memory id -> JSON + vector
     kividb:mem:<store>:<inc>:actor:{<actor>}:vectors          hash  memory id -> float32 bytes
     kividb:mem:<store>:<inc>:actor:{<actor>}:log              zset  recent changes by generation
@@ -31,6 +32,13 @@ The store-level memory indexes (listing, expiry, superseded, owner) are split in
 of filling the shard of one slot: at a million memories they are about an eighth of the
 store's memory. A store created before partitions has one, whose keys are the names above
 without ``/<p>``: ``{<store>}:memories`` and so on.
+
+A memory id is ``mem_``, the 4 hex digits of its actor's tag (``actor_tag``: 16 bits of the
+bucket's CRC-32) and 16 more. The owner index holds only the ids that do not name their
+actor that way (ids made before tags, or imported from such a store): the actor of any other
+id is one of the buckets of its tag's set (``memories:tag:<tag>``, written when an actor gets
+its first memory; usually one bucket), the one whose memories hold the id. That spares the
+owner entry of almost every memory, about 83 bytes (docs/design.md, "What a memory costs").
 
 ``<inc>`` is the store's incarnation: 12 hex digits drawn when the store is created. A store
 deleted and created again under the same name gets a new one, so keys of the old store that a
@@ -226,6 +234,11 @@ class StoreKeys:
         """The store-slot keys every index script takes, in the order the scripts expect."""
         return [self.sessions, self.session_expiry, self.deleted_sessions, self.unread_sessions]
 
+    def actor_tag_set(self, tag: str) -> str:
+        """set: the actor buckets whose ``actor_tag`` is ``tag`` (and that have or had
+        memories); where the owner of an id that carries ``tag`` is looked for."""
+        return f"{self._base}{{{self.store}}}:memories:tag:{tag}"
+
     @property
     def memory_actors(self) -> str:
         """set: the actor buckets that have (or had) memories; store-wide search walks it."""
@@ -244,6 +257,18 @@ class StoreKeys:
 
 
 NO_ACTOR = "~"
+
+
+def actor_tag(bucket: str) -> str:
+    """The tag of an actor bucket: the low 16 bits of the CRC-32 of its UTF-8 bytes
+    (``zlib.crc32``), as 4 lower-case hex digits; the digits after ``mem_`` of the ids of the
+    memories made for it (see above)."""
+    return format(zlib.crc32(bucket.encode()) & 0xFFFF, "04x")
+
+
+def id_tag(memory_id: str) -> str:
+    """The actor tag a memory id carries (``mem_`` and 20 hex digits: the first 4 of them)."""
+    return memory_id[4:8]
 
 
 def actor_bucket(actor_id: str | None) -> str:

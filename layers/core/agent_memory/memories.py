@@ -47,7 +47,7 @@ from agent_memory.errors import (
     SupersedeActorMismatch,
     SupersededNotFound,
 )
-from agent_memory.keys import StoreKeys, actor_bucket
+from agent_memory.keys import StoreKeys, actor_bucket, actor_tag, id_tag
 from agent_memory.memory_models import (
     MAX_TOPIC_CHARS,
     MAX_VERSIONS,
@@ -55,7 +55,7 @@ from agent_memory.memory_models import (
     MemoryPatch,
     MemoryView,
 )
-from agent_memory.memory_reads import MemoryReader, unit
+from agent_memory.memory_reads import MemoryReader, find_owners, unit
 from agent_memory.memory_scripts import LOG_KEEP
 from agent_memory.records import (
     MemoryRecord,
@@ -79,9 +79,11 @@ ADD_ATTEMPTS = 8
 changed between its read and its script."""
 
 
-def new_memory_id() -> str:
-    """``mem_`` and 20 random hex digits (80 bits): opaque, unique, path-safe."""
-    return "mem_" + secrets.token_hex(10)
+def new_memory_id(bucket: str) -> str:
+    """``mem_``, the actor bucket's tag (``keys.actor_tag``, 4 hex digits) and 16 random hex
+    digits (64 bits): opaque, unique, path-safe, and naming the actor's tag, so that the memory
+    needs no owner entry (``keys.py``)."""
+    return "mem_" + actor_tag(bucket) + secrets.token_hex(8)
 
 
 def queue_store_level(
@@ -97,8 +99,15 @@ def queue_store_level(
     for part, ids in keys.by_partition(row_of):
         pipe.zadd(part.memories, {i: row_of[i][2] for i in ids})
         pipe.zadd(part.memory_expiry, {i: row_of[i][3] for i in ids})
-        pipe.hset(part.memory_owners, mapping={i: row_of[i][1] for i in ids})
-    pipe.sadd(keys.memory_actors, *{row[1] for row in rows})
+        untagged: dict[EncodableT, EncodableT] = {
+            i: row_of[i][1] for i in ids if id_tag(i) != actor_tag(row_of[i][1])
+        }
+        if untagged:
+            pipe.hset(part.memory_owners, mapping=untagged)
+    buckets = {row[1] for row in rows}
+    pipe.sadd(keys.memory_actors, *buckets)
+    for bucket in buckets:
+        pipe.sadd(keys.actor_tag_set(actor_tag(bucket)), bucket)
 
 
 @dataclass
@@ -214,7 +223,7 @@ class Memories(MemoryReader):
         now_ms = to_ms(now)
         expires_ms = to_ms(now + timedelta(seconds=self._store.memory_ttl_seconds))
         mode = "once" if memory_id is not None else "new"
-        memory_id = memory_id or new_memory_id()
+        memory_id = memory_id or new_memory_id(bucket)
         record = MemoryRecord(
             id=memory_id,
             text=text,
@@ -378,9 +387,8 @@ class Memories(MemoryReader):
         """Why ``old_id``, absent from the actor's memories, cannot be superseded: it is
         another actor's live memory (``SupersedeActorMismatch``), or there is none
         (``SupersededNotFound``)."""
-        with database_errors():
-            owner = self._redis.hget(self._keys.memory_partition(old_id).memory_owners, old_id)
-        if owner is not None and str(owner) != bucket and self._live([old_id]):
+        owner = find_owners(self._redis, self._keys, [old_id]).get(old_id)
+        if owner is not None and owner != bucket and self._live([old_id]):
             return SupersedeActorMismatch(old_id)
         return SupersededNotFound(old_id)
 

@@ -37,7 +37,7 @@ from agent_memory.embeddings import Embedder, validate_vector
 from agent_memory.errors import MemoryNotFound, StoreTooLarge, ValidationFailed, VectorInvalid
 from agent_memory.index_cache import IndexCache
 from agent_memory.index_sync import ActorIndexes
-from agent_memory.keys import NO_ACTOR, StoreKeys, actor_bucket
+from agent_memory.keys import NO_ACTOR, StoreKeys, actor_bucket, id_tag
 from agent_memory.memory_models import MemoryList, MemoryView, SearchRequest
 from agent_memory.memory_scripts import (
     LOAD_CHAIN,
@@ -177,13 +177,11 @@ class MemoryReader:
         }
 
     def _owner(self, memory_id: str) -> str:
-        with database_errors():
-            bucket = self._redis.hget(
-                self._keys.memory_partition(memory_id).memory_owners, memory_id
-            )
+        """The actor bucket of a live memory (``find_owners``); ``MemoryNotFound`` otherwise."""
+        bucket = find_owners(self._redis, self._keys, [memory_id]).get(memory_id)
         if bucket is None or not self._live([memory_id]):
             raise MemoryNotFound(memory_id)
-        return str(bucket)
+        return bucket
 
     def _records(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryRecord]:
         """The live records of ``ids`` (current or not) in the actor's memories."""
@@ -303,7 +301,7 @@ class MemoryReader:
             ids = merged_window(
                 self._redis, [p.memories for p in self._keys.memory_partitions()], offset, limit + 1
             )
-            owners = self._owners(ids[:limit])
+            owners = find_owners(self._redis, self._keys, ids[:limit])
         total = self.count()
         by_bucket: dict[str, list[str]] = {}
         for memory_id in ids[:limit]:
@@ -321,23 +319,6 @@ class MemoryReader:
         return MemoryList(
             memories=page, next_offset=offset + limit if len(ids) > limit else None, total=total
         )
-
-    def _owners(self, ids: Sequence[str]) -> dict[str, str]:
-        """The actor bucket of each of ``ids`` that has one in the owner index (one pipeline)."""
-        groups = self._keys.by_partition(ids)
-        if not groups:
-            return {}
-        with database_errors():
-            pipe = self._redis.pipeline(transaction=False)
-            for part, members in groups:
-                pipe.hmget(part.memory_owners, members)
-            replies = pipe.execute()
-        return {
-            memory_id: str(owner)
-            for (_, members), owners in zip(groups, replies, strict=True)
-            for memory_id, owner in zip(members, owners, strict=True)
-            if owner is not None
-        }
 
     def _check_store_wide(self, what: str) -> None:
         """``StoreTooLarge`` when a ``what`` without ``actor_id``, which reads every actor's
@@ -365,7 +346,7 @@ class MemoryReader:
             for part in self._keys.memory_partitions():
                 pipe.zrangebyscore(part.memory_expiry, "-inf", now_ms, start=0, num=PRUNE_BATCH)
             expired = [str(i) for found in pipe.execute() for i in found]
-        owners = self._owners(expired)
+        owners = find_owners(self._redis, self._keys, expired)
         by_bucket: dict[str, list[str]] = {}
         for memory_id in expired:
             by_bucket.setdefault(owners.get(memory_id, NO_ACTOR), []).append(memory_id)
@@ -510,6 +491,44 @@ def unindex(
             calls.append((part.all(), members[start : start + SCRIPT_IDS]))
     with database_errors():
         scripts_in_pipeline(client, script, calls)
+
+
+def find_owners(client: redis.Redis, keys: StoreKeys, ids: Iterable[str]) -> dict[str, str]:
+    """The actor bucket of each of ``ids`` that the store keeps, expired or not (missing when
+    there is none): its owner entry when it has one (an id that does not carry its actor's
+    tag), else the bucket of its tag's set (``keys.actor_tag_set``) whose memories hold it.
+    Two round trips: the owner entries and the tags' sets, then one ``HEXISTS`` per bucket of
+    those sets (usually one per id). Errors: ``DatabaseUnavailable``."""
+    wanted = list(dict.fromkeys(ids))
+    if not wanted:
+        return {}
+    tags = sorted({id_tag(i) for i in wanted})
+    groups = keys.by_partition(wanted)
+    with database_errors():
+        pipe = client.pipeline(transaction=False)
+        for tag in tags:
+            pipe.smembers(keys.actor_tag_set(tag))
+        for part, members in groups:
+            pipe.hmget(part.memory_owners, members)
+        replies = pipe.execute()
+    buckets = {
+        tag: sorted(str(b) for b in found)
+        for tag, found in zip(tags, replies[: len(tags)], strict=True)
+    }
+    owners: dict[str, str] = {}
+    for (_, members), found in zip(groups, replies[len(tags) :], strict=True):
+        owners.update((i, str(o)) for i, o in zip(members, found, strict=True) if o is not None)
+    probes = [(i, b) for i in wanted if i not in owners for b in buckets[id_tag(i)]]
+    if probes:
+        with database_errors():
+            pipe = client.pipeline(transaction=False)
+            for memory_id, bucket in probes:
+                pipe.hexists(keys.actor(bucket).memories, memory_id)
+            held = pipe.execute()
+        for (memory_id, bucket), there in zip(probes, held, strict=True):
+            if there:
+                owners.setdefault(memory_id, bucket)
+    return owners
 
 
 def live_count(client: redis.Redis, keys: StoreKeys, now_ms: int) -> int:

@@ -34,7 +34,7 @@ from redis.typing import EncodableT
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.db import READ_ONLY, WRITES, database_errors, load_script, scripts_in_pipeline
 from agent_memory.errors import Conflict, StoreNotFound, ValidationFailed, VectorInvalid
-from agent_memory.keys import StoreKeys, actor_bucket
+from agent_memory.keys import StoreKeys, actor_bucket, actor_tag, id_tag
 from agent_memory.memory_models import (
     MAX_TOPICS,
     MAX_VERSIONS,
@@ -44,7 +44,7 @@ from agent_memory.memory_models import (
     UnitInterval,
     VisibleMemoryText,
 )
-from agent_memory.memory_reads import unindex
+from agent_memory.memory_reads import find_owners, unindex
 from agent_memory.memory_scripts import ACTOR_HELPERS, LOG_KEEP, REMOVE, UNINDEX, lua
 from agent_memory.models import (
     IMPORT_CLOCK_SKEW_SECONDS,
@@ -266,8 +266,9 @@ return gen
 
 
 # KEYS: the listing, superseded, expiry and owner indexes of one partition (keys.MemoryIndexKeys).
-# ARGV: now, then id, bucket, created_at, expires_at, '1' (current) or '0' (superseded) for
-# each memory of that partition. The store-level entries of the memories, claimed in one step:
+# ARGV: now, then id, bucket, created_at, expires_at, '1' (current) or '0' (superseded), and
+# '1' (keep an owner entry: the id does not carry its actor's tag) or '0' (none) for each
+# memory of that partition. The store-level entries of the memories, claimed in one step:
 # {-1, id} (nothing written) when an id is a live memory of another actor; else
 # {1, id, bucket, ...}: the ids that another actor held but whose time was up (their records
 # are to be taken out of that actor's keys).
@@ -276,7 +277,7 @@ _CLAIM_MEMORIES = (
     + """
 local now = tonumber(ARGV[1])
 local stale = {1}
-for i = 2, #ARGV, 5 do
+for i = 2, #ARGV, 6 do
   local owner = redis.call('HGET', KEYS[4], ARGV[i])
   if owner and owner ~= ARGV[i + 1] then
     local expiry = redis.call('ZSCORE', KEYS[3], ARGV[i])
@@ -285,7 +286,7 @@ for i = 2, #ARGV, 5 do
     stale[#stale + 1] = owner
   end
 end
-for i = 2, #ARGV, 5 do
+for i = 2, #ARGV, 6 do
   local id = ARGV[i]
   if ARGV[i + 4] == '1' then
     redis.call('ZADD', KEYS[1], ARGV[i + 2], id)
@@ -295,7 +296,11 @@ for i = 2, #ARGV, 5 do
     redis.call('ZADD', KEYS[2], ARGV[i + 3], id)
   end
   redis.call('ZADD', KEYS[3], ARGV[i + 3], id)
-  redis.call('HSET', KEYS[4], id, ARGV[i + 1])
+  if ARGV[i + 5] == '1' then
+    redis.call('HSET', KEYS[4], id, ARGV[i + 1])
+  else
+    redis.call('HDEL', KEYS[4], id)
+  end
 end
 return stale
 """
@@ -447,8 +452,8 @@ class MemoryTransfer:
         another actor (nothing written then), else the ``(id, actor bucket)`` of the rows
         another actor held until their time ran out.
 
-        The rows' partitions are first read (owner and expiry of every id, one pipeline), so
-        that a batch with such an id writes nothing; then each partition's entries are claimed
+        The rows' owners and expiries are first read (``memory_reads.find_owners``), so that
+        a batch with such an id writes nothing; then each partition's entries are claimed
         in one step (``_CLAIM_MEMORIES``: setting entries, so sent again after a timeout it
         changes nothing), and the actors entered in the store's actor set. An id made another
         actor's live memory between the read and the claim (two imports of one id under two
@@ -457,33 +462,45 @@ class MemoryTransfer:
         they expire or an import writes them."""
         by_part = self._keys.by_partition(record.id for record, _ in rows)
         row_of = {record.id: record for record, _ in rows}
+        owners = find_owners(self._redis, self._keys, row_of)
         pipe = self._redis.pipeline(transaction=False)
         for part, ids in by_part:
-            pipe.hmget(part.memory_owners, ids)
             pipe.zmscore(part.memory_expiry, ids)
-        replies = pipe.execute()
-        for (_, ids), owners, expiries in zip(by_part, replies[::2], replies[1::2], strict=True):
-            for memory_id, owner, expiry in zip(ids, owners, expiries, strict=True):
-                bucket = actor_bucket(row_of[memory_id].actor_id)
-                if owner is not None and owner != bucket and expiry is not None and expiry > now_ms:
+        expiry_of = {
+            memory_id: expiry
+            for (_, ids), expiries in zip(by_part, pipe.execute(), strict=True)
+            for memory_id, expiry in zip(ids, expiries, strict=True)
+        }
+        stale: dict[str, str] = {}
+        for memory_id, owner in owners.items():
+            if owner != actor_bucket(row_of[memory_id].actor_id):
+                expiry = expiry_of.get(memory_id)
+                if expiry is not None and expiry > now_ms:
                     return memory_id
+                stale[memory_id] = owner
         calls: list[tuple[Sequence[str], Sequence[EncodableT]]] = []
         for part, ids in by_part:
             args: list[EncodableT] = [now_ms]
             for memory_id in ids:
                 record = row_of[memory_id]
-                args += [memory_id, actor_bucket(record.actor_id), record.created_at,
-                         record.expires_at, "1" if record.valid_until is None else "0"]  # fmt: skip
+                bucket = actor_bucket(record.actor_id)
+                args += [memory_id, bucket, record.created_at, record.expires_at,
+                         "1" if record.valid_until is None else "0",
+                         "0" if id_tag(memory_id) == actor_tag(bucket) else "1"]  # fmt: skip
             calls.append(([part.memories, part.memories_superseded, part.memory_expiry,
                            part.memory_owners], args))  # fmt: skip
-        self._redis.sadd(self._keys.memory_actors, *{actor_bucket(r.actor_id) for r, _ in rows})
-        stale: list[tuple[str, str]] = []
+        buckets = {actor_bucket(r.actor_id) for r, _ in rows}
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.sadd(self._keys.memory_actors, *buckets)
+        for bucket in buckets:
+            pipe.sadd(self._keys.actor_tag_set(actor_tag(bucket)), bucket)
+        pipe.execute()
         for reply in scripts_in_pipeline(self._redis, self._claim, calls):
             if int(reply[0]) == -1:
                 return str(reply[1])
             flat = [str(v) for v in reply[1:]]
-            stale += list(zip(flat[::2], flat[1::2], strict=True))
-        return stale
+            stale.update(zip(flat[::2], flat[1::2], strict=True))
+        return list(stale.items())
 
     def _take_back(self, by_bucket: dict[str, list[tuple[MemoryRecord, bytes]]]) -> None:
         with database_errors():
