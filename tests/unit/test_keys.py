@@ -132,3 +132,12 @@ def test_every_id_has_one_partition_and_grouping_keeps_each_id_once(ids: list[st
     for part, members in groups:
         assert all(store.memory_partition(i) is part for i in members)
     assert [p for p, _ in groups] == [p for p in store.memory_partitions() if p in dict(groups)]
+
+
+def test_tag_sets_have_tags_of_their_own_and_meet_no_partition():
+    store = StoreKeys("acme", "abc123", MEMORY_PARTITIONS)
+    sets = {store.actor_tag_set(f"{n:04x}") for n in range(65536)}
+    assert len(sets) == 65536
+    assert {_slot_tag(k) for k in sets} == {f"acme/t{n:04x}" for n in range(65536)}
+    assert not sets & set(store.memory_indexes() + store.session_indexes())
+    assert not {_slot_tag(k) for k in sets} & {_slot_tag(k) for k in store.memory_indexes()}

@@ -16,7 +16,7 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:{<store>/<p>}:memories:superseded zset superseded id -> expiry (ms)
     kividb:mem:<store>:<inc>:{<store>/<p>}:memories:owner     hash  memory id -> actor bucket
     kividb:mem:<store>:<inc>:{<store>}:memories:actors        set   actor buckets with memories
-    kividb:mem:<store>:<inc>:{<store>}:memories:tag:<tag>     set   actor buckets of that tag
+    kividb:mem:<store>:<inc>:{<store>/t<tag>}:memories:tag    set   actor buckets of that tag
     kividb:mem:<store>:<inc>:actor:{<actor>}:memories         hash  memory id -> JSON + vector
     kividb:mem:<store>:<inc>:actor:{<actor>}:vectors          hash  memory id -> float32 bytes
     kividb:mem:<store>:<inc>:actor:{<actor>}:log              zset  recent changes by generation
@@ -36,9 +36,11 @@ without ``/<p>``: ``{<store>}:memories`` and so on.
 A memory id is ``mem_``, the 4 hex digits of its actor's tag (``actor_tag``: 16 bits of the
 bucket's CRC-32) and 16 more. The owner index holds only the ids that do not name their
 actor that way (ids made before tags, or imported from such a store): the actor of any other
-id is one of the buckets of its tag's set (``memories:tag:<tag>``, written when an actor gets
-its first memory; usually one bucket), the one whose memories hold the id. That spares the
-owner entry of almost every memory, about 83 bytes (docs/design.md, "What a memory costs").
+id is one of the buckets of its tag's set (``{<store>/t<tag>}:memories:tag``, written when an
+actor gets its first memory; usually one bucket), the one whose memories hold the id. That
+spares the owner entry of almost every memory, about 83 bytes (docs/design.md, "What a memory
+costs"). The tag sets are in slots of their own (``t`` and 4 hex digits never spell a
+partition number), spread over a cluster's shards like the actors.
 
 ``<inc>`` is the store's incarnation: 12 hex digits drawn when the store is created. A store
 deleted and created again under the same name gets a new one, so keys of the old store that a
@@ -236,8 +238,10 @@ class StoreKeys:
 
     def actor_tag_set(self, tag: str) -> str:
         """set: the actor buckets whose ``actor_tag`` is ``tag`` (and that have or had
-        memories); where the owner of an id that carries ``tag`` is looked for."""
-        return f"{self._base}{{{self.store}}}:memories:tag:{tag}"
+        memories); where the owner of an id that carries ``tag`` is looked for. Each in the
+        slot of its own hash tag, so that a store of many actors spreads these keys over a
+        cluster's shards too."""
+        return f"{self._base}{{{self.store}/t{tag}}}:memories:tag"
 
     @property
     def memory_actors(self) -> str:
