@@ -232,6 +232,10 @@ def test_an_add_reloads_its_script_after_the_server_forgot_it(make_memories, cli
     kept = _add(memories, "second", _v(0, 1))
     assert memories.get(kept.memory.id).text == "second"
     assert memories.count() == 2
+    client.script_flush()  # the store-level step of a delete runs its scripts in a pipeline
+    memories.delete(kept.memory.id)
+    assert memories.count() == 1
+    assert [m.text for m in memories.page(0, 10, None, None).memories] == ["first"]
 
 
 def _write_as_before(memories, memory_id, text, vector, actor="alice", terms=None, **extra):

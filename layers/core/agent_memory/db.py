@@ -556,11 +556,26 @@ def scripts_in_pipeline(
         return [script(keys=list(keys), args=list(args), client=client) for keys, args in calls]
     if not calls:
         return []
-    for attempt in range(2):
-        pipe = client.pipeline(transaction=False)
+
+    def queue(pipe: Pipeline, first: bool) -> int:
         for keys, args in calls:
             pipe.evalsha(script.sha, len(keys), *keys, *args)
-        replies: list[Any] = pipe.execute(raise_on_error=False)
+        return 0
+
+    return _with_script_loaded(client, script, queue)
+
+
+def _with_script_loaded(
+    client: redis.Redis, script: Script, queue: Callable[[Pipeline, bool], int]
+) -> list[Any]:
+    """Send what ``queue(pipe, first_attempt)`` queues in one non-transactional pipeline and
+    return the replies after the first ``n`` (``queue`` returns ``n``: replies of commands
+    that are not the caller's concern); a NOSCRIPT reply loads ``script`` and sends again,
+    once. Any other error reply is raised."""
+    for attempt in range(2):
+        pipe = client.pipeline(transaction=False)
+        skip = queue(pipe, attempt == 0)
+        replies: list[Any] = pipe.execute(raise_on_error=False)[skip:]
         if attempt == 0 and any(isinstance(r, NoScriptError) for r in replies):
             client.script_load(script.script)
             continue
@@ -606,21 +621,13 @@ def script_then(
         after = client.pipeline(transaction=False)
         reads(after)
         return [reply, *after.execute()]
-    for attempt in range(2):
-        pipe = client.pipeline(transaction=False)
-        if before is not None and attempt == 0:
-            before(pipe)
+
+    def queue(pipe: Pipeline, first: bool) -> int:
+        if before is not None and first:  # sent again they would not be: they ran
+            before(pipe)  # (NOSCRIPT is the script's own reply)
         skip = len(pipe.command_stack)
         pipe.evalsha(script.sha, len(keys), *keys, *args)
         reads(pipe)
-        replies: list[Any] = pipe.execute(raise_on_error=False)[skip:]
-        if isinstance(replies[0], NoScriptError) and attempt == 0:
-            client.script_load(script.script)
-            if before is not None:
-                before = None  # they ran (NOSCRIPT is the script's own reply)
-            continue
-        for reply in replies:
-            if isinstance(reply, Exception):
-                raise reply
-        return replies
-    raise AssertionError("unreachable")  # pragma: no cover
+        return skip
+
+    return _with_script_loaded(client, script, queue)
