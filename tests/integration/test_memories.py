@@ -23,6 +23,7 @@ from agent_memory.memories import Memories
 from agent_memory.memory_models import MemoryIn, MemoryPatch, SearchRequest
 from agent_memory.models import StorePut
 from agent_memory.secrets import FernetCipher
+from agent_memory.selection import Selection
 from agent_memory.stores import Stores
 from agent_memory.tokenizer import TOKENIZER_VERSION, term_counts
 from tests.conftest import database_client, unique
@@ -467,3 +468,24 @@ def test_a_store_of_before_partitions_keeps_its_indexes_where_they_were(make_mem
     assert not client.keys(
         f"kividb:mem:{made._store.name}:*{{{made._store.name}/[0-9]*"
     )  # no partition
+
+
+def test_an_actors_listing_shows_what_another_container_changed_a_moment_ago(make_memories):
+    """A listing with ``actor_id`` is chosen from the actor's index (only the page's records
+    are read), which catches up at every read: another container's add, change, supersede and
+    delete are in the very next page."""
+    first = make_memories(cache=IndexCache())
+    second = make_memories.reopen(first)
+    kept = _add(first, "Lives in Paris", _v(1)).memory
+    assert [m.text for m in first.page(0, 10, "alice", None).memories] == ["Lives in Paris"]
+    other = _add(second, "Likes green tea", _v(0, 1)).memory
+    second.patch(kept.id, MemoryPatch(text="Lives in Lisbon", vector=_v(1, 0, 1)))
+    listed = first.page(0, 10, "alice", None)
+    assert [m.text for m in listed.memories] == ["Likes green tea", "Lives in Lisbon"]
+    assert listed.total == 2
+    newer = _add(second, "Lives in Porto", _v(0, 0, 0, 1), supersedes=kept.id).memory
+    second.delete(other.id)
+    assert [m.id for m in first.page(0, 10, "alice", None).memories] == [newer.id]
+    every = first.page(0, 1, "alice", None, Selection(include_superseded=True))
+    assert [m.id for m in every.memories] == [newer.id] and every.total == 2
+    assert every.next_offset == 1

@@ -55,11 +55,8 @@ from agent_memory.models import RESERVED_TYPES, StoreConfig
 from agent_memory.partitioned import merged_window
 from agent_memory.ranking import rank
 from agent_memory.records import (
-    F,
     MemoryRecord,
     decode_record,
-    raw_facts,
-    raw_record,
     record_link,
     record_view,
 )
@@ -264,27 +261,24 @@ class MemoryReader:
             self._check_store_wide("listing with these filters")
         buckets = [actor_bucket(actor_id)] if actor_id is not None else self._buckets()
         now_ms = to_ms(self._clock.now())
-        picked: list[tuple[int, str, str, bytes]] = []
+        # The actors' indexes (kept in step, ``index_sync``) say which memories the selection
+        # admits and when each was made; only the page's records are read. (Reading every
+        # record would read every vector too: they are kept inside the records.)
+        picked: list[tuple[int, str, str]] = []
         for bucket in buckets:
-            with database_errors():
-                entries = cast(
-                    dict[bytes, bytes], self._binary.hgetall(self._keys.actor(bucket).memories)
-                )
-            for raw_id, raw in entries.items():
-                fields = raw_record(raw)
-                if selection.admits(
-                    now_ms=now_ms,
-                    memory_type=fields[F.type],
-                    created=int(fields[F.created_at]),
-                    expires=int(fields[F.expires_at]),
-                    facts=raw_facts(fields),
-                ):
-                    picked.append((int(fields[F.created_at]), raw_id.decode(), bucket, raw))
+            index = self._indexes.index(bucket)
+            with index.lock:
+                chosen = index.selected(now_ms, selection)
+            picked += [(created, memory_id, bucket) for created, memory_id in chosen]
         picked.sort(reverse=True)
-        page = [
-            record_view(decode_record(raw, memory_id, bucket))
-            for _, memory_id, bucket, raw in picked[offset : offset + limit]
-        ]
+        window = picked[offset : offset + limit]
+        by_bucket: dict[str, list[str]] = {}
+        for _, memory_id, bucket in window:
+            by_bucket.setdefault(bucket, []).append(memory_id)
+        found: dict[str, MemoryRecord] = {}
+        for bucket, ids in by_bucket.items():
+            found.update(self._records(bucket, ids))
+        page = [record_view(found[i]) for _, i, _ in window if i in found]
         return MemoryList(
             memories=page,
             next_offset=offset + limit if len(picked) > offset + limit else None,

@@ -23,7 +23,7 @@ import threading
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -488,6 +488,13 @@ class ActorIndex:
         scores = np.zeros(size, dtype=np.float32)
         scores[rows] = approx
         return _top(scores, mask, self.candidates(limit), self.ids)
+
+    def selected(self, now_ms: int, where: Selection) -> list[tuple[int, str]]:
+        """``(created ms, id)`` of every memory ``where`` selects (as ``semantic``), in row
+        order: what a listing orders and cuts into pages."""
+        rows = np.flatnonzero(self._eligible(now_ms, where))
+        created = self.created[rows].tolist()
+        return [(c, cast(str, self.ids[r])) for c, r in zip(created, rows.tolist(), strict=True)]
 
     def count(self, now_ms: int, where: Selection | Sequence[str] | None = None) -> int:
         """How many memories ``where`` selects (as ``semantic``)."""
