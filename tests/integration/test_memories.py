@@ -22,6 +22,7 @@ from agent_memory.keys import actor_tag
 from agent_memory.memories import Memories
 from agent_memory.memory_models import MemoryIn, MemoryPatch, SearchRequest
 from agent_memory.models import StorePut
+from agent_memory.records import split_memory
 from agent_memory.secrets import FernetCipher
 from agent_memory.selection import Selection
 from agent_memory.stores import Stores
@@ -296,6 +297,10 @@ def test_memories_kept_before_vectors_moved_into_records_read_search_change_and_
     new = _add(fresh, "Deploys to eu-west-1 on Mondays", _v(1, 1),
                supersedes="mem_0000000000000000000a")  # fmt: skip
     assert new.superseded == "mem_0000000000000000000a"
+    # ... and the closed record takes its vector in, as every write of a record of before does
+    assert cold._binary.hget(actor.vectors, "mem_0000000000000000000a") is None
+    stored = cold._binary.hget(actor.memories, "mem_0000000000000000000a")
+    assert split_memory(stored)[1] == np.array(_v(1), dtype=np.float32).tobytes()
     old = fresh.get("mem_0000000000000000000a")
     assert old.superseded_by == new.memory.id and old.valid_until is not None
     assert [link.id for link in fresh.get(new.memory.id).chain] == [
@@ -305,9 +310,8 @@ def test_memories_kept_before_vectors_moved_into_records_read_search_change_and_
                             actor_id="alice", include_superseded=True)  # fmt: skip
     history = fresh.search(request)
     assert "mem_0000000000000000000a" in [m.id for m in history]
-    # Forgetting removes both halves.
+    # Forgetting removes it.
     fresh.delete(new.memory.id)
-    assert cold._binary.hget(actor.vectors, "mem_0000000000000000000a") is None
     assert cold._binary.hget(actor.memories, "mem_0000000000000000000a") is None
     assert fresh.count() == 1
 

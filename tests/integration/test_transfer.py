@@ -5,6 +5,7 @@ to a Redis Cluster: the whole state read back field by field, idempotence, and t
 from __future__ import annotations
 
 import base64
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -462,15 +463,16 @@ def test_a_memory_source_that_extraction_could_not_have_written_is_refused(sourc
 
 
 def test_a_tagged_id_is_claimed_by_its_actor_alone_and_moves_once_it_expired(plain):
-    """An id carrying its actor's tag has no owner entry; another actor's import of it is
-    still refused while it lives, and takes it over (with an owner entry) once it expired."""
+    """An imported id gets an owner entry even when it carries its actor's tag (what makes two
+    racing imports safe, below); another actor's import of it is refused while it lives, and
+    takes it over once it expired."""
     tagged = "mem_" + actor_tag("ann") + "000000000000000a"
     soon = (plain.clock.now() + timedelta(hours=1)).isoformat()
     plain.memory_transfer.import_batch(
         _batch(_imported_memory(id=tagged, actor_id="ann", text="Ann tea", expires_at=soon))
     )
     owners = plain.keys().memory_partition(tagged).memory_owners
-    assert plain.client.hget(owners, tagged) is None
+    assert plain.client.hget(owners, tagged) == "ann"
     assert plain.memories.get(tagged).actor_id == "ann"
     with pytest.raises(Conflict, match="another actor's memory"):
         plain.memory_transfer.import_batch(
@@ -487,3 +489,36 @@ def test_a_tagged_id_is_claimed_by_its_actor_alone_and_moves_once_it_expired(pla
     assert _search(plain, "bob") == [(tagged, "Bob tea")]
     plain.memories.delete(tagged)
     assert plain.export() == ({}, {})
+
+
+def test_two_imports_of_one_id_under_two_actors_at_once_keep_it_under_one(plain):
+    """The partition's claim checks and writes the id's owner entry in one step: of two
+    imports racing with one id under two actors, one is kept and the other is 409, and a
+    DELETE of the id leaves no copy."""
+
+    def run(actor: str, memory_id: str, start: threading.Barrier, results: list[str]) -> None:
+        start.wait()
+        batch = _batch(_imported_memory(id=memory_id, actor_id=actor, text=f"{actor} tea"))
+        try:
+            plain.memory_transfer.import_batch(batch)
+            results.append(actor)
+        except Conflict:
+            results.append("409")
+
+    for round_ in range(40):
+        memory_id = "mem_" + actor_tag("ann") + format(round_, "016x")
+        results: list[str] = []
+        start = threading.Barrier(2)
+        threads = [threading.Thread(target=run, args=(a, memory_id, start, results))
+                   for a in ("ann", "bob")]  # fmt: skip
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        kept = [a for a in ("ann", "bob")
+                if plain.binary.hexists(plain.keys().actor(a).memories, memory_id)]  # fmt: skip
+        assert sorted(results) in (["409", "ann"], ["409", "bob"]), results
+        assert kept == [r for r in results if r != "409"]
+        plain.memories.delete(memory_id)
+        assert not any(plain.binary.hexists(plain.keys().actor(a).memories, memory_id)
+                       for a in ("ann", "bob"))  # fmt: skip

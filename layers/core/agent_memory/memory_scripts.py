@@ -132,7 +132,13 @@ if until_ ~= nil and until_ ~= cjson.null then return {-4, gen} end
 if raw ~= ARGV[4] then return {-1, gen} end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HDEL', KEYS[2], ARGV[1])
-redis.call('HSET', KEYS[1], ARGV[3], ARGV[5] .. vector_tail(raw))
+local tail = vector_tail(raw)
+if tail == '' then  -- a record of before: its vector moves in from the vectors hash
+  local apart = redis.call('HGET', KEYS[2], ARGV[3])
+  if apart then tail = '\\n' .. apart end
+  redis.call('HDEL', KEYS[2], ARGV[3])
+end
+redis.call('HSET', KEYS[1], ARGV[3], ARGV[5] .. tail)
 gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
 redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':+:' .. ARGV[1])
 gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)

@@ -34,7 +34,7 @@ from redis.typing import EncodableT
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.db import READ_ONLY, WRITES, database_errors, load_script, scripts_in_pipeline
 from agent_memory.errors import Conflict, StoreNotFound, ValidationFailed, VectorInvalid
-from agent_memory.keys import StoreKeys, actor_bucket, actor_tag, id_tag
+from agent_memory.keys import StoreKeys, actor_bucket, actor_tag
 from agent_memory.memory_models import (
     MAX_TOPICS,
     MAX_VERSIONS,
@@ -266,10 +266,12 @@ return gen
 
 
 # KEYS: the listing, superseded, expiry and owner indexes of one partition (keys.MemoryIndexKeys).
-# ARGV: now, then id, bucket, created_at, expires_at, '1' (current) or '0' (superseded), and
-# '1' (keep an owner entry: the id does not carry its actor's tag) or '0' (none) for each
-# memory of that partition. The store-level entries of the memories, claimed in one step:
-# {-1, id} (nothing written) when an id is a live memory of another actor; else
+# ARGV: now, then id, bucket, created_at, expires_at, '1' (current) or '0' (superseded) for
+# each memory of that partition. Every imported memory gets an owner entry, tagged id or not:
+# it is what this step checks, so that two imports of one id under two actors at once cannot
+# both be kept (the owner of a tagged id without an entry is in another slot). The store-level
+# entries of the memories, claimed in one step: {-1, id} (nothing written) when an id is a
+# live memory of another actor; else
 # {1, id, bucket, ...}: the ids that another actor held but whose time was up (their records
 # are to be taken out of that actor's keys).
 _CLAIM_MEMORIES = (
@@ -277,7 +279,7 @@ _CLAIM_MEMORIES = (
     + """
 local now = tonumber(ARGV[1])
 local stale = {1}
-for i = 2, #ARGV, 6 do
+for i = 2, #ARGV, 5 do
   local owner = redis.call('HGET', KEYS[4], ARGV[i])
   if owner and owner ~= ARGV[i + 1] then
     local expiry = redis.call('ZSCORE', KEYS[3], ARGV[i])
@@ -286,7 +288,7 @@ for i = 2, #ARGV, 6 do
     stale[#stale + 1] = owner
   end
 end
-for i = 2, #ARGV, 6 do
+for i = 2, #ARGV, 5 do
   local id = ARGV[i]
   if ARGV[i + 4] == '1' then
     redis.call('ZADD', KEYS[1], ARGV[i + 2], id)
@@ -296,11 +298,7 @@ for i = 2, #ARGV, 6 do
     redis.call('ZADD', KEYS[2], ARGV[i + 3], id)
   end
   redis.call('ZADD', KEYS[3], ARGV[i + 3], id)
-  if ARGV[i + 5] == '1' then
-    redis.call('HSET', KEYS[4], id, ARGV[i + 1])
-  else
-    redis.call('HDEL', KEYS[4], id)
-  end
+  redis.call('HSET', KEYS[4], id, ARGV[i + 1])
 end
 return stale
 """
@@ -455,11 +453,13 @@ class MemoryTransfer:
         The rows' owners and expiries are first read (``memory_reads.find_owners``), so that
         a batch with such an id writes nothing; then each partition's entries are claimed
         in one step (``_CLAIM_MEMORIES``: setting entries, so sent again after a timeout it
-        changes nothing), and the actors entered in the store's actor set. An id made another
-        actor's live memory between the read and the claim (two imports of one id under two
-        actors at once) is refused by its partition's step, after the partitions before it
-        were claimed: their entries then point at records this import does not write, until
-        they expire or an import writes them."""
+        changes nothing), and the actors entered in the store's actor set. Every imported
+        memory gets an owner entry (about 83 bytes, even for an id that carries its actor's
+        tag): the partition's step checks and writes it atomically, so of two imports of one
+        id under two actors at once exactly one is kept. The other is refused by its
+        partition's step, after the partitions before it were claimed: their entries then
+        point at records this import does not write, until they expire or an import writes
+        them."""
         by_part = self._keys.by_partition(record.id for record, _ in rows)
         row_of = {record.id: record for record, _ in rows}
         owners = find_owners(self._redis, self._keys, row_of)
@@ -485,8 +485,7 @@ class MemoryTransfer:
                 record = row_of[memory_id]
                 bucket = actor_bucket(record.actor_id)
                 args += [memory_id, bucket, record.created_at, record.expires_at,
-                         "1" if record.valid_until is None else "0",
-                         "0" if id_tag(memory_id) == actor_tag(bucket) else "1"]  # fmt: skip
+                         "1" if record.valid_until is None else "0"]  # fmt: skip
             calls.append(([part.memories, part.memories_superseded, part.memory_expiry,
                            part.memory_owners], args))  # fmt: skip
         buckets = {actor_bucket(r.actor_id) for r, _ in rows}
