@@ -128,16 +128,17 @@ def read(full: Full, route: str) -> tuple[int, Any]:
 
 
 def refuses_writes(client: redis.Redis) -> bool:
-    """Whether the server answers a write with OOM or MISCONF right now."""
+    """Whether the server answers a write with OOM or MISCONF right now. (A failing save can
+    turn MISCONF on between the probe's write and its removal: then it refuses writes, too.)"""
     try:
         client.set(FILLER + "probe", "x")
+        client.delete(FILLER + "probe")
     except redis.exceptions.OutOfMemoryError:
         return True
     except redis.ResponseError as exc:
         if str(exc).startswith("MISCONF "):
             return True
         raise
-    client.delete(FILLER + "probe")
     return False
 
 

@@ -36,11 +36,12 @@ without ``/<p>``: ``{<store>}:memories`` and so on.
 A memory id is ``mem_``, the 4 hex digits of its actor's tag (``actor_tag``: 16 bits of the
 bucket's CRC-32) and 16 more. The owner index holds only the ids that do not name their
 actor that way (ids made before tags) and imported ones (whose import step checks and writes
-the entry atomically, ``memory_transfer``): the actor of any other id is one of the buckets of its tag's set (``{<store>/t<tag>}:memories:tag``, written when an
-actor gets its first memory; usually one bucket), the one whose memories hold the id. That
-spares the owner entry of almost every memory, about 83 bytes (docs/design.md, "What a memory
-costs"). The tag sets are in slots of their own (``t`` and 4 hex digits never spell a
-partition number), spread over a cluster's shards like the actors.
+the entry atomically, ``memory_transfer``). The actor of any other id is one of the buckets
+of its tag's set (``{<store>/t<tag>}:memories:tag``, written when an actor gets its first
+memory; usually one bucket), the one whose memories hold the id. That spares the owner entry
+of almost every memory, about 83 bytes (docs/design.md, "What a memory costs"). The tag sets
+are in slots of their own (``t`` and 4 hex digits never spell a partition number), spread
+over a cluster's shards like the actors.
 
 ``<inc>`` is the store's incarnation: 12 hex digits drawn when the store is created. A store
 deleted and created again under the same name gets a new one, so keys of the old store that a
