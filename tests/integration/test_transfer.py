@@ -16,7 +16,13 @@ from pydantic import ValidationError
 
 from agent_memory.clock import SystemClock, to_ms
 from agent_memory.embeddings import NoEmbedder
-from agent_memory.errors import ActorMismatch, Conflict, SessionNotFound, ValidationFailed
+from agent_memory.errors import (
+    ActorMismatch,
+    Conflict,
+    ImportBusy,
+    SessionNotFound,
+    ValidationFailed,
+)
 from agent_memory.index_cache import IndexCache
 from agent_memory.keys import StoreKeys, actor_tag
 from agent_memory.memories import Memories
@@ -463,16 +469,15 @@ def test_a_memory_source_that_extraction_could_not_have_written_is_refused(sourc
 
 
 def test_a_tagged_id_is_claimed_by_its_actor_alone_and_moves_once_it_expired(plain):
-    """An imported id gets an owner entry even when it carries its actor's tag (what makes two
-    racing imports safe, below); another actor's import of it is refused while it lives, and
-    takes it over once it expired."""
+    """An id carrying its actor's tag has no owner entry; another actor's import of it is
+    still refused while it lives, and takes it over (with an owner entry) once it expired."""
     tagged = "mem_" + actor_tag("ann") + "000000000000000a"
     soon = (plain.clock.now() + timedelta(hours=1)).isoformat()
     plain.memory_transfer.import_batch(
         _batch(_imported_memory(id=tagged, actor_id="ann", text="Ann tea", expires_at=soon))
     )
     owners = plain.keys().memory_partition(tagged).memory_owners
-    assert plain.client.hget(owners, tagged) == "ann"
+    assert plain.client.hget(owners, tagged) is None
     assert plain.memories.get(tagged).actor_id == "ann"
     with pytest.raises(Conflict, match="another actor's memory"):
         plain.memory_transfer.import_batch(
@@ -492,9 +497,9 @@ def test_a_tagged_id_is_claimed_by_its_actor_alone_and_moves_once_it_expired(pla
 
 
 def test_two_imports_of_one_id_under_two_actors_at_once_keep_it_under_one(plain):
-    """The partition's claim checks and writes the id's owner entry in one step: of two
-    imports racing with one id under two actors, one is kept and the other is 409, and a
-    DELETE of the id leaves no copy."""
+    """Imports of one store run one at a time (its import lock), so that reading an id's owner
+    and claiming it are one step: of two imports racing with one id under two actors, one is
+    kept and the other is 409, and a DELETE of the id leaves no copy."""
 
     def run(actor: str, memory_id: str, start: threading.Barrier, results: list[str]) -> None:
         start.wait()
@@ -522,3 +527,22 @@ def test_two_imports_of_one_id_under_two_actors_at_once_keep_it_under_one(plain)
         plain.memories.delete(memory_id)
         assert not any(plain.binary.hexists(plain.keys().actor(a).memories, memory_id)
                        for a in ("ann", "bob"))  # fmt: skip
+
+
+def test_an_import_waits_for_another_of_the_store_and_answers_503_past_the_wait(plain, monkeypatch):
+    """A batch finds the store's import lock taken: it waits, and when the lock outlives the
+    wait it is a 503 that changes nothing (the client retries it); the lock is the store's
+    alone, and a lock its holder lost is never released by another import."""
+    import agent_memory.memory_transfer as transfer
+
+    monkeypatch.setattr(transfer, "IMPORT_LOCK_WAIT_SECONDS", 0.2)
+    lock = plain.keys().memory_import_lock
+    plain.client.set(lock, "someone-else", px=60_000)
+    with pytest.raises(ImportBusy):
+        plain.memory_transfer.import_batch(_batch(_imported_memory()))
+    assert plain.export() == ({}, {})
+    assert plain.client.get(lock) == "someone-else"  # not released by the refused import
+    plain.client.pexpire(lock, 300)  # the holder's lock runs out while this one waits
+    monkeypatch.setattr(transfer, "IMPORT_LOCK_WAIT_SECONDS", 5.0)
+    assert plain.memory_transfer.import_batch(_batch(_imported_memory())).imported == 1
+    assert plain.client.get(lock) is None

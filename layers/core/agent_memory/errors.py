@@ -162,6 +162,12 @@ class DatabaseUnavailable(AgentMemoryError):
     retry_after_seconds = 1
 
 
+class ImportBusy(DatabaseUnavailable):
+    """Another import into the store held its import lock for as long as an import waits
+    (``memory_transfer.IMPORT_LOCK_WAIT_SECONDS``): the same 503 with Retry-After as
+    ``DatabaseUnavailable``, which the client retries (an import is idempotent)."""
+
+
 class WritesRefused(DatabaseUnavailable):
     """The database answers reads but refuses writes: it is full (``maxmemory`` reached under
     ``noeviction``, reply ``OOM``), a read-only replica (``READONLY``), or cannot persist

@@ -16,6 +16,7 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:{<store>/<p>}:memories:superseded zset superseded id -> expiry (ms)
     kividb:mem:<store>:<inc>:{<store>/<p>}:memories:owner     hash  memory id -> actor bucket
     kividb:mem:<store>:<inc>:{<store>}:memories:actors        set   actor buckets with memories
+    kividb:mem:<store>:<inc>:{<store>}:memories:import        string  running import's token
     kividb:mem:<store>:<inc>:{<store>/t<tag>}:memories:tag    set   actor buckets of that tag
     kividb:mem:<store>:<inc>:actor:{<actor>}:memories         hash  memory id -> JSON + vector
     kividb:mem:<store>:<inc>:actor:{<actor>}:vectors          hash  memory id -> float32 bytes
@@ -35,8 +36,8 @@ without ``/<p>``: ``{<store>}:memories`` and so on.
 
 A memory id is ``mem_``, the 4 hex digits of its actor's tag (``actor_tag``: 16 bits of the
 bucket's CRC-32) and 16 more. The owner index holds only the ids that do not name their
-actor that way (ids made before tags) and imported ones (whose import step checks and writes
-the entry atomically, ``memory_transfer``). The actor of any other id is one of the buckets
+actor that way (ids made before tags, or imported for another actor). The actor of any other
+id is one of the buckets
 of its tag's set (``{<store>/t<tag>}:memories:tag``, written when an actor gets its first
 memory; usually one bucket), the one whose memories hold the id. That spares the owner entry
 of almost every memory, about 83 bytes (docs/design.md, "What a memory costs"). The tag sets
@@ -243,6 +244,12 @@ class StoreKeys:
         slot of its own hash tag, so that a store of many actors spreads these keys over a
         cluster's shards too."""
         return f"{self._base}{{{self.store}/t{tag}}}:memories:tag"
+
+    @property
+    def memory_import_lock(self) -> str:
+        """string: the token of the batch import running in the store (``SET NX PX``); imports
+        of a store run one at a time (``memory_transfer``)."""
+        return f"{self._base}{{{self.store}}}:memories:import"
 
     @property
     def memory_actors(self) -> str:

@@ -22,7 +22,10 @@ from __future__ import annotations
 
 import base64
 import binascii
-from collections.abc import Sequence
+import secrets
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from datetime import datetime
 from typing import Annotated, Any, cast
 
@@ -32,9 +35,22 @@ from pydantic import Field, StringConstraints, model_validator
 from redis.typing import EncodableT
 
 from agent_memory.clock import Clock, from_ms, to_ms
-from agent_memory.db import READ_ONLY, WRITES, database_errors, load_script, scripts_in_pipeline
-from agent_memory.errors import Conflict, StoreNotFound, ValidationFailed, VectorInvalid
-from agent_memory.keys import StoreKeys, actor_bucket, actor_tag
+from agent_memory.db import (
+    FINISHES_WRITE,
+    READ_ONLY,
+    WRITES,
+    database_errors,
+    load_script,
+    scripts_in_pipeline,
+)
+from agent_memory.errors import (
+    Conflict,
+    ImportBusy,
+    StoreNotFound,
+    ValidationFailed,
+    VectorInvalid,
+)
+from agent_memory.keys import StoreKeys, actor_bucket, actor_tag, id_tag
 from agent_memory.memory_models import (
     MAX_TOPICS,
     MAX_VERSIONS,
@@ -265,11 +281,17 @@ return gen
 )
 
 
+IMPORT_LOCK_MS = 30_000
+"""How long a batch import may hold its store's import lock; it expires after that if the
+function died holding it (a batch of ``MAX_IMPORT_MEMORIES`` takes well under a second)."""
+IMPORT_LOCK_WAIT_SECONDS = 5.0
+"""How long an import waits for another import of the same store before it answers 503."""
+
+
 # KEYS: the listing, superseded, expiry and owner indexes of one partition (keys.MemoryIndexKeys).
 # ARGV: now, then id, bucket, created_at, expires_at, '1' (current) or '0' (superseded) for
-# each memory of that partition. Every imported memory gets an owner entry, tagged id or not:
-# it is what this step checks, so that two imports of one id under two actors at once cannot
-# both be kept (the owner of a tagged id without an entry is in another slot). The store-level
+# each memory of that partition, and '1' (keep an owner entry: the id does not carry its
+# actor's tag) or '0' (none, and an entry another actor left is removed). The store-level
 # entries of the memories, claimed in one step: {-1, id} (nothing written) when an id is a
 # live memory of another actor; else
 # {1, id, bucket, ...}: the ids that another actor held but whose time was up (their records
@@ -279,7 +301,7 @@ _CLAIM_MEMORIES = (
     + """
 local now = tonumber(ARGV[1])
 local stale = {1}
-for i = 2, #ARGV, 5 do
+for i = 2, #ARGV, 6 do
   local owner = redis.call('HGET', KEYS[4], ARGV[i])
   if owner and owner ~= ARGV[i + 1] then
     local expiry = redis.call('ZSCORE', KEYS[3], ARGV[i])
@@ -288,7 +310,7 @@ for i = 2, #ARGV, 5 do
     stale[#stale + 1] = owner
   end
 end
-for i = 2, #ARGV, 5 do
+for i = 2, #ARGV, 6 do
   local id = ARGV[i]
   if ARGV[i + 4] == '1' then
     redis.call('ZADD', KEYS[1], ARGV[i + 2], id)
@@ -298,9 +320,23 @@ for i = 2, #ARGV, 5 do
     redis.call('ZADD', KEYS[2], ARGV[i + 3], id)
   end
   redis.call('ZADD', KEYS[3], ARGV[i + 3], id)
-  redis.call('HSET', KEYS[4], id, ARGV[i + 1])
+  if ARGV[i + 5] == '1' then
+    redis.call('HSET', KEYS[4], id, ARGV[i + 1])
+  else
+    redis.call('HDEL', KEYS[4], id)
+  end
 end
 return stale
+"""
+)
+
+# KEYS: the store's import lock. ARGV: the token it was taken with. Deletes the lock if it is
+# still that token's (it may have expired and been taken by another import meanwhile).
+_RELEASE_IMPORT = (
+    FINISHES_WRITE
+    + """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
 """
 )
 
@@ -322,6 +358,7 @@ class MemoryTransfer:
         self._remove = load_script(client, REMOVE)
         self._unindex = load_script(client, UNINDEX)
         self._claim = load_script(client, _CLAIM_MEMORIES)
+        self._release = load_script(client, _RELEASE_IMPORT)
 
     def export(self, cursor: str | None, limit: int) -> MemoryExportPage:
         """About ``limit`` live memories from ``cursor`` on (``"<hscan cursor>:<bucket>"``, or
@@ -416,7 +453,7 @@ class MemoryTransfer:
         by_bucket: dict[str, list[tuple[MemoryRecord, bytes]]] = {}
         for record, blob in rows:
             by_bucket.setdefault(actor_bucket(record.actor_id), []).append((record, blob))
-        with database_errors():
+        with database_errors(), self._exclusive():
             stale = self._index(rows, now_ms)
             if isinstance(stale, str):
                 at = first[stale]
@@ -434,14 +471,34 @@ class MemoryTransfer:
                     args += [record.id, encode_memory(record, blob)]
                 self._import(keys=self._keys.actor(bucket).all(), args=args)
             raw = self._redis.hget(StoreKeys.registry, self._store.name)
-        entry = current_entry(raw, self._store)
-        if entry is None or (entry.get("dimensions"), entry.get("embed_model")) != (
-            self._store.dimensions,
-            self._store.embed_model,
-        ):
-            self._take_back(by_bucket)
-            raise StoreNotFound(self._store.name)
+            entry = current_entry(raw, self._store)
+            if entry is None or (entry.get("dimensions"), entry.get("embed_model")) != (
+                self._store.dimensions,
+                self._store.embed_model,
+            ):
+                self._take_back(by_bucket)
+                raise StoreNotFound(self._store.name)
         return MemoryImportResult(imported=len(rows), expired=expired)
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Hold the store's import lock (``keys.StoreKeys.memory_import_lock``: ``SET NX PX``
+        with a token of this call, released by a script that deletes only that token) for the
+        block, waiting up to ``IMPORT_LOCK_WAIT_SECONDS`` for another import of the store to
+        end: ``ImportBusy`` (503, retried by the client) after that. Imports of one store
+        thus run one at a time, which is what makes reading an id's owner and claiming it one
+        step for them (``_index``), an id made for its actor needing no owner entry."""
+        token = secrets.token_hex(8)
+        lock = self._keys.memory_import_lock
+        deadline = time.monotonic() + IMPORT_LOCK_WAIT_SECONDS
+        while not self._redis.set(lock, token, nx=True, px=IMPORT_LOCK_MS):
+            if time.monotonic() >= deadline:
+                raise ImportBusy("Another import into this store is running; retry in a moment.")
+            time.sleep(0.02)
+        try:
+            yield
+        finally:
+            self._release(keys=[lock], args=[token])
 
     def _index(
         self, rows: Sequence[tuple[MemoryRecord, bytes]], now_ms: int
@@ -453,13 +510,11 @@ class MemoryTransfer:
         The rows' owners and expiries are first read (``memory_reads.find_owners``), so that
         a batch with such an id writes nothing; then each partition's entries are claimed
         in one step (``_CLAIM_MEMORIES``: setting entries, so sent again after a timeout it
-        changes nothing), and the actors entered in the store's actor set. Every imported
-        memory gets an owner entry (about 83 bytes, even for an id that carries its actor's
-        tag): the partition's step checks and writes it atomically, so of two imports of one
-        id under two actors at once exactly one is kept. The other is refused by its
-        partition's step, after the partitions before it were claimed: their entries then
-        point at records this import does not write, until they expire or an import writes
-        them."""
+        changes nothing), and the actors entered in the store's actor set. An id that carries
+        its actor's tag gets no owner entry, so the partition's step cannot see who holds it:
+        the read and the claim are one step for imports because imports of a store run one at
+        a time (``_exclusive``); without that, two imports of one id under two actors at once
+        could both be kept. (Adds make fresh random ids; no import can race them.)"""
         by_part = self._keys.by_partition(record.id for record, _ in rows)
         row_of = {record.id: record for record, _ in rows}
         owners = find_owners(self._redis, self._keys, row_of)
@@ -485,7 +540,8 @@ class MemoryTransfer:
                 record = row_of[memory_id]
                 bucket = actor_bucket(record.actor_id)
                 args += [memory_id, bucket, record.created_at, record.expires_at,
-                         "1" if record.valid_until is None else "0"]  # fmt: skip
+                         "1" if record.valid_until is None else "0",
+                         "0" if id_tag(memory_id) == actor_tag(bucket) else "1"]  # fmt: skip
             calls.append(([part.memories, part.memories_superseded, part.memory_expiry,
                            part.memory_owners], args))  # fmt: skip
         buckets = {actor_bucket(r.actor_id) for r, _ in rows}
