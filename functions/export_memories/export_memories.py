@@ -6,7 +6,7 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
 from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
-from agent_memory.memory_transfer import MAX_IMPORT_MEMORIES, MemoryExportPage
+from agent_memory.memory_transfer_models import MAX_IMPORT_MEMORIES, MemoryExportPage
 
 app = Api()
 

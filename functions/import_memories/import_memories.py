@@ -15,7 +15,7 @@ from agent_memory.api import (
     StorePath,
     metrics,
 )
-from agent_memory.memory_transfer import MemoryImportBatch, MemoryImportResult
+from agent_memory.memory_transfer_models import MemoryImportBatch, MemoryImportResult
 
 app = Api(store_not_found_step=CREATE_STORE_FIRST)
 

@@ -27,7 +27,8 @@ from agent_memory.index_cache import IndexCache
 from agent_memory.keys import StoreKeys, actor_tag
 from agent_memory.memories import Memories
 from agent_memory.memory_models import MemoryIn, MemoryPatch, SearchRequest
-from agent_memory.memory_transfer import MemoryImportBatch, MemoryTransfer
+from agent_memory.memory_transfer import MemoryTransfer
+from agent_memory.memory_transfer_models import MemoryImportBatch
 from agent_memory.models import EventIn, EventsRequest, StorePut
 from agent_memory.secrets import FernetCipher
 from agent_memory.session_transfer import SessionImport, SessionTransfer

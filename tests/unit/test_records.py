@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from agent_memory import memory_scripts
-from agent_memory.db import WRITES
+from agent_memory.db_scripts import WRITES
 from agent_memory.keys import NO_ACTOR
 from agent_memory.records import (
     MemoryFields,

@@ -44,7 +44,8 @@ import redis
 
 from agent_memory.background_steps import IF_LIVE, OutOfTime, RunReport, SessionSteps
 from agent_memory.clock import Clock, to_ms
-from agent_memory.db import database_errors, load_script
+from agent_memory.db import database_errors
+from agent_memory.db_scripts import load_script
 from agent_memory.errors import AgentMemoryError
 from agent_memory.keys import StoreKeys
 from agent_memory.models import StoreConfig

@@ -26,7 +26,8 @@ from pydantic import TypeAdapter
 from pydantic import ValidationError as PydanticValidationError
 
 from agent_memory.clock import Clock, from_ms, to_ms
-from agent_memory.db import database_errors, load_script
+from agent_memory.db import database_errors
+from agent_memory.db_scripts import load_script
 from agent_memory.errors import ModelAnswerInvalid, ValidationFailed
 from agent_memory.keys import SessionKeys, actor_bucket, actor_tag
 from agent_memory.llm import Completion, LanguageModel

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from agent_memory.clock import from_ms, to_ms
-from agent_memory.db import database_errors, load_script
+from agent_memory.db import database_errors
+from agent_memory.db_scripts import load_script
 from agent_memory.errors import Conflict, NotFound, Unauthorized, ValidationFailed
 from agent_memory.instances import (
     Instance,

@@ -25,7 +25,8 @@ from typing import Any, Literal
 import redis
 from redis.connection import parse_url
 
-from agent_memory.db import database_errors, load_script, redis_client, split_cluster_option
+from agent_memory.db import database_errors, redis_client, split_cluster_option
+from agent_memory.db_scripts import load_script
 from agent_memory.errors import DatabaseUnavailable, InstanceConflict, ValidationFailed
 from agent_memory.keys import PREFIX, PROBE_KEY, InstanceKeys
 

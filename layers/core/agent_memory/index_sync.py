@@ -19,7 +19,8 @@ import numpy as np
 import redis
 from numpy.typing import NDArray
 
-from agent_memory.db import database_errors, load_script
+from agent_memory.db import database_errors
+from agent_memory.db_scripts import load_script
 from agent_memory.fusion import Hit
 from agent_memory.index_cache import IndexCache
 from agent_memory.keys import ActorKeys

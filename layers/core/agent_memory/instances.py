@@ -39,13 +39,8 @@ from agent_memory.database_ownership import (
     release_marker,
     undo_marker_claim,
 )
-from agent_memory.db import (
-    check_cluster_option,
-    database_errors,
-    is_cluster,
-    load_script,
-    redis_client,
-)
+from agent_memory.db import check_cluster_option, database_errors, is_cluster, redis_client
+from agent_memory.db_scripts import load_script
 from agent_memory.errors import (
     Conflict,
     CredentialsRefused,

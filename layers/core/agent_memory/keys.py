@@ -77,7 +77,7 @@ Two keys of an instance database belong to no store::
     kividb:mem:@probe                                         (never written)
 
 ``@owner`` marks the database as registered (``instances.InstanceRegistry.register_instance``);
-``@probe`` is the key a read-only test script names (``db._understands_flags``) so that a
+``@probe`` is the key a read-only test script names (``db_scripts._understands_flags``) so that a
 cluster can route it (ElastiCache Serverless refuses scripts without keys). Store names cannot
 hold ``@``, so no store's keys can meet them or ``@stores``.
 
@@ -127,7 +127,7 @@ PREFIX = "kividb:mem:"
 CONTROL_PREFIX = "kividb:control:"
 CONTROL_TAGGED = CONTROL_PREFIX + "{control}:"
 PROBE_KEY = PREFIX + "@probe"
-"""Named by the flags probe script (``db._understands_flags``), which reads nothing."""
+"""Named by the flags probe script (``db_scripts._understands_flags``), which reads nothing."""
 
 
 def new_incarnation() -> str:

@@ -38,7 +38,8 @@ from redis.client import Pipeline
 from redis.typing import EncodableT
 
 from agent_memory.clock import to_ms
-from agent_memory.db import database_errors, script_then
+from agent_memory.db import database_errors
+from agent_memory.db_scripts import script_then
 from agent_memory.errors import (
     AlreadySuperseded,
     Conflict,

@@ -27,12 +27,8 @@ from redis.commands.core import Script
 from redis.typing import EncodableT
 
 from agent_memory.clock import Clock, to_ms
-from agent_memory.db import (
-    database_errors,
-    load_script,
-    scripts_in_pipeline,
-    unless_writes_refused,
-)
+from agent_memory.db import database_errors, unless_writes_refused
+from agent_memory.db_scripts import load_script, scripts_in_pipeline
 from agent_memory.embeddings import Embedder, validate_vector
 from agent_memory.errors import MemoryNotFound, StoreTooLarge, ValidationFailed, VectorInvalid
 from agent_memory.index_cache import IndexCache

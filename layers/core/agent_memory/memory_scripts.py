@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from string import Template
 
-from agent_memory.db import FINISHES_WRITE, READ_ONLY, WRITES
+from agent_memory.db_scripts import FINISHES_WRITE, READ_ONLY, WRITES
 from agent_memory.records import field_names
 
 LOG_KEEP = 128
@@ -40,9 +40,9 @@ SCRIPT_IDS = 1000
 
 
 def lua(flags: str, source: str) -> str:
-    """``flags`` (``db.READ_ONLY``, ``WRITES`` or ``FINISHES_WRITE``) and ``source`` with every
-    ``$field`` replaced by the stored field name as a Lua string literal (``'valid_until'``).
-    ``KeyError`` for a name ``MemoryRecord`` does not have."""
+    """``flags`` (``db_scripts.READ_ONLY``, ``WRITES`` or ``FINISHES_WRITE``) and ``source``
+    with every ``$field`` replaced by the stored field name as a Lua string literal
+    (``'valid_until'``). ``KeyError`` for a name ``MemoryRecord`` does not have."""
     quoted = {name: f"'{stored}'" for name, stored in field_names().items()}
     return flags + Template(source).substitute(quoted)
 

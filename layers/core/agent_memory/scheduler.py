@@ -49,7 +49,8 @@ from typing import Any, Protocol
 import redis
 
 from agent_memory.clock import Clock, SystemClock, to_ms
-from agent_memory.db import database_errors, load_script
+from agent_memory.db import database_errors
+from agent_memory.db_scripts import load_script
 from agent_memory.errors import SchedulerUnavailable
 from agent_memory.keys import LocalScheduleKeys
 from agent_memory.models import INSTANCE_ID_PATTERN, SESSION_ID_PATTERN, STORE_NAME_PATTERN

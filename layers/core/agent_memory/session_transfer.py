@@ -32,7 +32,8 @@ import redis
 from pydantic import Field, StringConstraints, model_validator
 
 from agent_memory.clock import Clock, from_ms, to_ms
-from agent_memory.db import READ_ONLY, WRITES, database_errors, load_script
+from agent_memory.db import database_errors
+from agent_memory.db_scripts import READ_ONLY, WRITES, load_script
 from agent_memory.errors import ActorMismatch, Conflict, SessionNotFound, ValidationFailed
 from agent_memory.models import (
     IMPORT_CLOCK_SKEW_SECONDS,

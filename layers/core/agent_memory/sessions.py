@@ -18,14 +18,8 @@ from typing import Any
 import redis
 
 from agent_memory.clock import Clock, from_ms, to_ms
-from agent_memory.db import (
-    FINISHES_WRITE,
-    READ_ONLY,
-    WRITES,
-    database_errors,
-    load_script,
-    unless_writes_refused,
-)
+from agent_memory.db import database_errors, unless_writes_refused
+from agent_memory.db_scripts import FINISHES_WRITE, READ_ONLY, WRITES, load_script
 from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
 from agent_memory.models import (
     MAX_EVENTS_PER_CALL,
