@@ -26,7 +26,9 @@ superseding memory is not deduplicated (it is meant to replace a named memory; s
 
 from __future__ import annotations
 
+import random
 import secrets
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import timedelta
@@ -75,9 +77,21 @@ from agent_memory.stores import current_entry
 DEDUPE_EPSILON = 1e-6
 """Float32 cosine of two vectors whose true cosine is exactly the threshold can land a hair
 below it; this tolerance keeps "exactly at the threshold is a duplicate" true."""
-ADD_ATTEMPTS = 8
+ADD_ATTEMPTS = 12
 """How many times a write is tried again when the actor's memories (or the memory superseded)
-changed between its read and its script."""
+changed between its read and its script; from the third attempt on, each waits a random moment
+first (``_back_off``), so that a write racing a burst of others (an extraction keeping several
+memories of the actor) lets the burst pass instead of losing to each of its writes."""
+BACK_OFF_SECONDS = 0.003
+"""The most a retried write waits, per attempt already made (so at most about 30 ms in all)."""
+
+
+def _back_off(attempt: int) -> None:
+    """Wait before attempt ``attempt`` (0-based) of an optimistic write: not before the first
+    two, then a random moment of up to ``BACK_OFF_SECONDS`` per attempt made ("full jitter",
+    https://aws.amazon.com/blogs/architecture/exponential-backoff-and-jitter/, linear here)."""
+    if attempt >= 2:
+        time.sleep(random.uniform(0, BACK_OFF_SECONDS * attempt))
 
 
 def new_memory_id(bucket: str) -> str:
@@ -254,7 +268,8 @@ class Memories(MemoryReader):
             self._index_store_level(memory_id, bucket, now_ms, expires_ms) if indexed else None
         )
         try:
-            for _ in range(ADD_ATTEMPTS):
+            for attempt in range(ADD_ATTEMPTS):
+                _back_off(attempt)
                 if index is None:
                     index = self._indexes.index(bucket, known_gen)
                     known_gen = None
@@ -330,7 +345,8 @@ class Memories(MemoryReader):
         self._index_store_level(record.id, bucket, now_ms, record.expires_at)
         kept = False
         try:
-            for _ in range(ADD_ATTEMPTS):
+            for attempt in range(ADD_ATTEMPTS):
+                _back_off(attempt)
                 with database_errors():
                     raw_old = self._binary.hget(actor.memories, old_id)
                 if raw_old is None:
@@ -473,7 +489,8 @@ class Memories(MemoryReader):
         fields = ("text", "type", "topics", "metadata", "importance")
         actor = self._keys.actor(bucket)
         embedded: NDArray[np.float32] | None = None
-        for _ in range(ADD_ATTEMPTS):
+        for attempt in range(ADD_ATTEMPTS):
+            _back_off(attempt)
             with database_errors():
                 gen, raw, blob = self._read_one(keys=actor.all(), args=[memory_id])
             if raw is None:
