@@ -48,7 +48,7 @@ from agent_memory.memory_scripts import (
     UNINDEX,
 )
 from agent_memory.models import RESERVED_TYPES, StoreConfig
-from agent_memory.partitioned import merged_window
+from agent_memory.partitioned import expiries, live_count, merged_window
 from agent_memory.ranking import rank
 from agent_memory.records import (
     MemoryRecord,
@@ -153,21 +153,8 @@ class MemoryReader:
 
     def _live(self, ids: Iterable[str]) -> set[str]:
         """Which of ``ids`` are live memories (in the expiry index, with an expiry to come)."""
-        groups = self._keys.by_partition(ids)
-        if not groups:
-            return set()
         now_ms = to_ms(self._clock.now())
-        with database_errors():
-            pipe = self._redis.pipeline(transaction=False)
-            for part, members in groups:
-                pipe.zmscore(part.memory_expiry, members)
-            replies = pipe.execute()
-        return {
-            memory_id
-            for (_, members), scores in zip(groups, replies, strict=True)
-            for memory_id, score in zip(members, scores, strict=True)
-            if score is not None and score > now_ms
-        }
+        return {i for i, e in expiries(self._redis, self._keys, ids).items() if e > now_ms}
 
     def _owner(self, memory_id: str) -> str:
         """The actor bucket of a live memory (``find_owners``); ``MemoryNotFound`` otherwise."""
@@ -519,16 +506,6 @@ def find_owners(client: redis.Redis, keys: StoreKeys, ids: Iterable[str]) -> dic
             if there:
                 owners.setdefault(memory_id, bucket)
     return owners
-
-
-def live_count(client: redis.Redis, keys: StoreKeys, now_ms: int) -> int:
-    """How many memories of the store are live (current or superseded): their expiry is after
-    ``now_ms``; summed over the partitions, one pipeline. Errors: ``DatabaseUnavailable``."""
-    with database_errors():
-        pipe = client.pipeline(transaction=False)
-        for part in keys.memory_partitions():
-            pipe.zcount(part.memory_expiry, f"({now_ms}", "+inf")
-        return sum(int(n) for n in pipe.execute())
 
 
 def search_selection(request: SearchRequest) -> Selection:

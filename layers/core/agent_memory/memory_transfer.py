@@ -67,6 +67,7 @@ from agent_memory.models import (
     RESERVED_TYPES,
     StoreConfig,
 )
+from agent_memory.partitioned import expiries
 from agent_memory.records import (
     MemoryRecord,
     StoredSource,
@@ -355,14 +356,7 @@ class MemoryTransfer:
         by_part = self._keys.by_partition(record.id for record, _ in rows)
         row_of = {record.id: record for record, _ in rows}
         owners = find_owners(self._redis, self._keys, row_of)
-        pipe = self._redis.pipeline(transaction=False)
-        for part, ids in by_part:
-            pipe.zmscore(part.memory_expiry, ids)
-        expiry_of = {
-            memory_id: expiry
-            for (_, ids), expiries in zip(by_part, pipe.execute(), strict=True)
-            for memory_id, expiry in zip(ids, expiries, strict=True)
-        }
+        expiry_of = expiries(self._redis, self._keys, row_of)
         stale: dict[str, str] = {}
         for memory_id, owner in owners.items():
             if owner != actor_bucket(row_of[memory_id].actor_id):

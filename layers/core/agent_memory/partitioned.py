@@ -1,4 +1,5 @@
-"""A window of a sorted set split in partitions, read as if it were one.
+"""Reads over the store-level memory indexes split in partitions (``keys.MemoryIndexKeys``): a
+window of the listing read as if it were one sorted set, per-id expiries, the live count.
 
 The store-level listing of current memories is split in partitions by memory id
 (``keys.MemoryIndexKeys``), so that on a cluster it spreads over the shards. A page of the
@@ -20,10 +21,13 @@ while memories are added may shift by those memories, as a page taken a moment l
 from __future__ import annotations
 
 import heapq
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis
+
+from agent_memory.db import database_errors
+from agent_memory.keys import StoreKeys
 
 DIRECT_WINDOW = 1000
 """Up to this ``offset + count``, a window reads the top of every partition and merges."""
@@ -87,3 +91,33 @@ def _merge(runs: Sequence[Sequence[tuple[Any, float]]], skip: int, count: int) -
         *[[(score, str(member)) for member, score in run] for run in runs], reverse=True
     )
     return [member for _, member in list(merged)[skip : skip + count]]
+
+
+def expiries(client: redis.Redis, keys: StoreKeys, ids: Iterable[str]) -> dict[str, float]:
+    """The expiry (ms) of each of ``ids`` that the store's expiry index holds (its partition's
+    ``memories:expiry``; missing when it holds none), one ``ZMSCORE`` per partition in one
+    pipeline. Errors: ``DatabaseUnavailable``."""
+    groups = keys.by_partition(ids)
+    if not groups:
+        return {}
+    with database_errors():
+        pipe = client.pipeline(transaction=False)
+        for part, members in groups:
+            pipe.zmscore(part.memory_expiry, members)
+        replies = pipe.execute()
+    return {
+        memory_id: float(score)
+        for (_, members), scores in zip(groups, replies, strict=True)
+        for memory_id, score in zip(members, scores, strict=True)
+        if score is not None
+    }
+
+
+def live_count(client: redis.Redis, keys: StoreKeys, now_ms: int) -> int:
+    """How many memories of the store are live (current or superseded): their expiry is after
+    ``now_ms``; summed over the partitions, one pipeline. Errors: ``DatabaseUnavailable``."""
+    with database_errors():
+        pipe = client.pipeline(transaction=False)
+        for part in keys.memory_partitions():
+            pipe.zcount(part.memory_expiry, f"({now_ms}", "+inf")
+        return sum(int(n) for n in pipe.execute())

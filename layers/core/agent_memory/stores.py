@@ -30,6 +30,7 @@ from agent_memory.models import (
     StoreSettings,
     StoreView,
 )
+from agent_memory.partitioned import live_count
 from agent_memory.secrets import Cipher, KeyPlace, seal
 from agent_memory.sessions import Sessions
 
@@ -144,11 +145,7 @@ class Stores:
         may only change while the store holds no memories (``Conflict`` otherwise)."""
         if (before.dimensions, before.embed_model) == (after.dimensions, after.embed_model):
             return
-        with database_errors():
-            pipe = self._redis.pipeline(transaction=False)
-            for part in before.keys().memory_partitions():
-                pipe.zcount(part.memory_expiry, f"({to_ms(self._clock.now())}", "+inf")
-            held = sum(int(n) for n in pipe.execute())
+        held = live_count(self._redis, before.keys(), to_ms(self._clock.now()))
         if held:
             raise Conflict(
                 f"The store holds {held} memories embedded with {before.dimensions} dimensions"
