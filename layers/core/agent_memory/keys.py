@@ -122,6 +122,7 @@ from __future__ import annotations
 import secrets
 import zlib
 from collections.abc import Iterable
+from functools import cached_property
 
 PREFIX = "kividb:mem:"
 CONTROL_PREFIX = "kividb:control:"
@@ -178,12 +179,15 @@ class StoreKeys:
             raise ValueError("a store has at least one memory partition")
         self.store = store
         self._base = f"{PREFIX}{store}:{incarnation}:"
-        if memory_partitions == 1:
-            self._partitions = [MemoryIndexKeys(f"{self._base}{{{store}}}")]
-        else:
-            self._partitions = [
-                MemoryIndexKeys(f"{self._base}{{{store}/{p}}}") for p in range(memory_partitions)
-            ]
+        self._count = memory_partitions
+
+    @cached_property
+    def _partitions(self) -> list[MemoryIndexKeys]:
+        """Built at first use: a request makes several ``StoreKeys`` (sessions, indexes) that
+        never name a partition, and 64 of them are 256 key names."""
+        if self._count == 1:
+            return [MemoryIndexKeys(f"{self._base}{{{self.store}}}")]
+        return [MemoryIndexKeys(f"{self._base}{{{self.store}/{p}}}") for p in range(self._count)]
 
     def memory_partition(self, memory_id: str) -> MemoryIndexKeys:
         """The store-level index keys of the partition ``memory_id`` belongs to (CRC-32 of
