@@ -33,29 +33,28 @@ from tempfile import TemporaryDirectory
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "layers" / "core"))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import httpx  # noqa: E402
-import redis  # noqa: E402
-from cryptography.fernet import Fernet  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import httpx
+import redis
+from cryptography.fernet import Fernet
+from tqdm import tqdm
 
-from agent_memory.clock import SystemClock  # noqa: E402
-from agent_memory.control import ControlPlane  # noqa: E402
-from agent_memory.models import EventIn, EventsRequest, StorePut  # noqa: E402
-from agent_memory.scheduler import ExtractionTarget  # noqa: E402
-from agent_memory.secrets import FernetCipher  # noqa: E402
-from agent_memory.stores import Stores  # noqa: E402
-from local.bootstrap import free_port, start_redis_server  # noqa: E402
-from local.launch import stop  # noqa: E402
-from tools.replay import DEFAULT_FILES, load_conversation, locomo_sample_ids  # noqa: E402
+from agent_memory.background.scheduler import ExtractionTarget
+from agent_memory.clock import SystemClock
+from agent_memory.control.plane import ControlPlane
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.stores.models import StorePut
+from agent_memory.stores.registry import Stores
+from local.bootstrap import free_port, start_redis_server
+from local.launch import stop
+from tools.replay import DEFAULT_FILES, load_conversation, locomo_sample_ids
 
 RESULTS = ROOT / "bench" / "results"
 INSTANCE = "bench"
 CHILD = """
-import json, os, sys, time
-sys.path.insert(0, {layer!r}); sys.path.insert(0, {root!r})
+import json, os, time
 def rss(field):
     for line in open("/proc/self/status"):
         if line.startswith(field):
@@ -66,7 +65,7 @@ from local.server import LambdaContext
 api = read_http_api(Path({template!r}), json.loads(os.environ["PARAMETERS"]))
 os.environ.update(api.environment)
 handler = api.background.load()
-import agent_memory.runtime, agent_memory.background  # the function's INIT
+import agent_memory.edge.runtime, agent_memory.background.work  # the function's INIT
 baseline = rss("VmRSS")
 started = time.perf_counter()
 answer = handler(json.loads(os.environ["EVENT"]), LambdaContext("BackgroundFunction", 300.0))
@@ -132,13 +131,12 @@ def one_run(url: str, provider: str, events: list[EventIn], keep_recent: int) ->
         "POWERTOOLS_METRICS_DISABLED": "true",
     }  # fmt: skip
     # The run needs no quiet period: ask for it as POST .../extract does.
-    from agent_memory.background import request_extraction
+    from agent_memory.background.work import request_extraction
 
     request_extraction(client, config, session_id, SystemClock())
     child = subprocess.run(
-        [sys.executable, "-c", CHILD.format(layer=str(ROOT / "layers" / "core"), root=str(ROOT),
-                                            template=str(ROOT / "template.yaml"))],
-        env=env, capture_output=True, text=True, timeout=900,
+        [sys.executable, "-c", CHILD.format(template=str(ROOT / "template.yaml"))],
+        env=env, capture_output=True, text=True, timeout=900, cwd=ROOT,
     )  # fmt: skip
     if child.returncode != 0:
         raise RuntimeError(child.stderr[-3000:])

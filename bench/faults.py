@@ -59,13 +59,10 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import Any, Literal
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "layers" / "core"))
+import httpx
+import redis
 
-import httpx  # noqa: E402
-import redis  # noqa: E402
-
-from bench.traffic import (  # noqa: E402
+from bench.traffic import (
     CLIENT_TIMEOUT,
     FUNCTION_TIMEOUT,
     Agent,
@@ -76,10 +73,12 @@ from bench.traffic import (  # noqa: E402
     httpx_transport,
     statuses,
 )
-from kividb_memory import MemoryClient  # noqa: E402
-from local.bootstrap import _parent_death_signal, free_port  # noqa: E402
-from local.launch import running_stack  # noqa: E402
-from tools.scripted_model import ScriptedModel  # noqa: E402
+from kividb_memory import MemoryClient
+from local.bootstrap import _parent_death_signal, free_port
+from local.launch import running_stack
+from tools.scripted_model import ScriptedModel
+
+ROOT = Path(__file__).resolve().parent.parent
 
 RESULTS = ROOT / "bench" / "results"
 API_KEY = "kvm_bench_faults_0123456789abcdefghijklmnop"

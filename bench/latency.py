@@ -51,34 +51,33 @@ from tempfile import TemporaryDirectory
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "layers" / "core"))
 # One BLAS thread, as the stack's functions run (template.yaml, local/__main__.py), so that the
 # in-process baselines compute the same way; before numpy is first imported. The stack inherits
 # this environment: OPENBLAS_NUM_THREADS=2 python -m bench.latency measures both with two.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import httpx  # noqa: E402
-import numpy as np  # noqa: E402
-import redis  # noqa: E402
-from cryptography.fernet import Fernet  # noqa: E402
-from numpy.typing import NDArray  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import httpx
+import numpy as np
+import redis
+from cryptography.fernet import Fernet
+from numpy.typing import NDArray
+from tqdm import tqdm
 
-from agent_memory.clock import SystemClock, to_ms  # noqa: E402
-from agent_memory.embeddings import NoEmbedder  # noqa: E402
-from agent_memory.index_cache import IndexCache  # noqa: E402
-from agent_memory.keys import actor_bucket, actor_tag  # noqa: E402
-from agent_memory.memories import Memories, queue_store_level  # noqa: E402
-from agent_memory.memory_models import SearchRequest  # noqa: E402
-from agent_memory.memory_reads import unit  # noqa: E402
-from agent_memory.models import StoreConfig  # noqa: E402
-from agent_memory.records import MemoryRecord, encode_memory  # noqa: E402
-from agent_memory.secrets import FernetCipher  # noqa: E402
-from agent_memory.stores import Stores  # noqa: E402
-from bench.measure import peak_rss_mb, percentile, timed  # noqa: E402
-from kividb_memory import MemoryClient, NotFoundError, StoreClient  # noqa: E402
-from local.bootstrap import start_redis_server  # noqa: E402
-from local.launch import running_stack  # noqa: E402
+from agent_memory.clock import SystemClock, to_ms
+from agent_memory.database.keys import actor_bucket, actor_tag
+from agent_memory.memories.models import SearchRequest
+from agent_memory.memories.reads import unit
+from agent_memory.memories.records import MemoryRecord, encode_memory
+from agent_memory.memories.writes import Memories, queue_store_level
+from agent_memory.providers.embeddings import NoEmbedder
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.search.cache import IndexCache
+from agent_memory.stores.models import StoreConfig
+from agent_memory.stores.registry import Stores
+from bench.measure import peak_rss_mb, percentile, timed
+from kividb_memory import MemoryClient, NotFoundError, StoreClient
+from local.bootstrap import start_redis_server
+from local.launch import running_stack
 
 RESULTS = ROOT / "bench" / "results"
 LAZY_COLD = "first recall, fresh process, functions imported by it (on-demand cold start)"

@@ -52,17 +52,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+import httpx
+import redis
+
+from bench.measure import percentile
+from bench.traffic import WEIGHTS, Check, Ledger, check_exactly_once, statuses
+from kividb_memory import MemoryClient
+from local.bootstrap import free_port, start_redis_server
+from local.launch import running_stack, stop
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "layers" / "core"))
-
-import httpx  # noqa: E402
-import redis  # noqa: E402
-
-from bench.measure import percentile  # noqa: E402
-from bench.traffic import WEIGHTS, Check, Ledger, check_exactly_once, statuses  # noqa: E402
-from kividb_memory import MemoryClient  # noqa: E402
-from local.bootstrap import free_port, start_redis_server  # noqa: E402
-from local.launch import running_stack, stop  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 API_KEY = "kvm_bench_load_0123456789abcdefghijklmnopqr"

@@ -19,11 +19,8 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from locust import FastHttpUser, between, events, task  # type: ignore[import-not-found,unused-ignore]
 

@@ -55,18 +55,17 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 from typing import cast
 
+import httpx
+from tqdm import tqdm
+
+from agent_memory.memories.ranking import CANDIDATES
+from agent_memory.search.fusion import Hit, fuse
+from kividb_memory import MemoryClient, MemoryView
+from kividb_memory.models import SearchMode
+from local.bootstrap import free_port
+from local.launch import running_stack, stop
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "layers" / "core"))
-
-import httpx  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-from agent_memory.fusion import Hit, fuse  # noqa: E402
-from agent_memory.ranking import CANDIDATES  # noqa: E402
-from kividb_memory import MemoryClient, MemoryView  # noqa: E402
-from kividb_memory.models import SearchMode  # noqa: E402
-from local.bootstrap import free_port  # noqa: E402
-from local.launch import running_stack, stop  # noqa: E402
 
 DATA = (ROOT / "../shared/data/locomo/locomo10.json").resolve()
 RESULTS = ROOT / "bench" / "results"

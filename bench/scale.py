@@ -61,28 +61,27 @@ from tempfile import TemporaryDirectory
 from typing import Any, cast
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "layers" / "core"))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
-import redis  # noqa: E402
-from redis.cluster import RedisCluster  # noqa: E402
-from redis.crc import key_slot  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import numpy as np
+import redis
+from redis.cluster import RedisCluster
+from redis.crc import key_slot
+from tqdm import tqdm
 
-from agent_memory.clock import SystemClock, to_ms  # noqa: E402
-from agent_memory.keys import StoreKeys, actor_bucket  # noqa: E402
-from agent_memory.memories import new_memory_id, queue_store_level  # noqa: E402
-from agent_memory.memory_reads import STORE_WIDE_MAX_BYTES  # noqa: E402
-from agent_memory.memory_scripts import log_kept  # noqa: E402
-from agent_memory.models import StoreConfig  # noqa: E402
-from agent_memory.records import MemoryRecord, encode_memory  # noqa: E402
-from agent_memory.stores import STORED  # noqa: E402
-from bench.latency import Corpus  # noqa: E402
-from bench.measure import percentile  # noqa: E402
-from kividb_memory import ApiConnectionError, ApiError, MemoryClient, StoreClient  # noqa: E402
-from local.bootstrap import Cluster, start_redis_cluster, start_redis_server  # noqa: E402
-from local.launch import running_stack  # noqa: E402
+from agent_memory.clock import SystemClock, to_ms
+from agent_memory.database.keys import StoreKeys, actor_bucket
+from agent_memory.memories.reads import STORE_WIDE_MAX_BYTES
+from agent_memory.memories.records import MemoryRecord, encode_memory
+from agent_memory.memories.scripts import log_kept
+from agent_memory.memories.writes import new_memory_id, queue_store_level
+from agent_memory.stores.models import StoreConfig
+from agent_memory.stores.registry import STORED
+from bench.latency import Corpus
+from bench.measure import percentile
+from kividb_memory import ApiConnectionError, ApiError, MemoryClient, StoreClient
+from local.bootstrap import Cluster, start_redis_cluster, start_redis_server
+from local.launch import running_stack
 
 RESULTS = ROOT / "bench" / "results"
 API_KEY = "kvm_bench_scale_0123456789abcdefghijklmnop"

@@ -42,28 +42,28 @@ from pathlib import Path
 from tempfile import TemporaryDirectory
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "layers" / "core"))
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import redis  # noqa: E402
-from cryptography.fernet import Fernet  # noqa: E402
-from tqdm import tqdm  # noqa: E402
+import redis
+from cryptography.fernet import Fernet
+from tqdm import tqdm
 
-from agent_memory.background import SessionWork  # noqa: E402
-from agent_memory.embeddings import make_embedder  # noqa: E402
-from agent_memory.index_cache import IndexCache  # noqa: E402
-from agent_memory.keys import LocalScheduleKeys  # noqa: E402
-from agent_memory.llm import make_language_model  # noqa: E402
-from agent_memory.memories import Memories  # noqa: E402
-from agent_memory.memory_models import SearchRequest  # noqa: E402
-from agent_memory.models import EventIn, EventsRequest, StorePut  # noqa: E402
-from agent_memory.providers import ProviderClient  # noqa: E402
-from agent_memory.scheduler import ExtractionTarget, LocalScheduler  # noqa: E402
-from agent_memory.secrets import FernetCipher  # noqa: E402
-from agent_memory.selection import Selection  # noqa: E402
-from agent_memory.stores import Stores  # noqa: E402
-from local.bootstrap import start_redis_server  # noqa: E402
-from tools.scripted_model import ScriptedServer  # noqa: E402
+from agent_memory.background.scheduler import ExtractionTarget, LocalScheduler
+from agent_memory.background.work import SessionWork
+from agent_memory.database.keys import LocalScheduleKeys
+from agent_memory.memories.models import SearchRequest
+from agent_memory.memories.writes import Memories
+from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.embeddings import make_embedder
+from agent_memory.providers.language_models import make_language_model
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.search.cache import IndexCache
+from agent_memory.search.selection import Selection
+from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.stores.models import StorePut
+from agent_memory.stores.registry import Stores
+from local.bootstrap import start_redis_server
+from tools.scripted_model import ScriptedServer
 
 RESULTS = ROOT / "bench" / "results"
 DIMENSIONS = 384

@@ -33,21 +33,21 @@ from datetime import UTC, datetime
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+import redis
+from cryptography.fernet import Fernet
+from tqdm import tqdm
+
+from agent_memory.clock import SystemClock
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.stores.models import StorePut
+from agent_memory.stores.registry import Stores
+from bench.measure import peak_rss_mb, percentile, timed
+from kividb_memory import MemoryClient
+from local.bootstrap import start_redis_server
+from local.launch import running_stack
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "layers" / "core"))
-
-import redis  # noqa: E402
-from cryptography.fernet import Fernet  # noqa: E402
-from tqdm import tqdm  # noqa: E402
-
-from agent_memory.clock import SystemClock  # noqa: E402
-from agent_memory.models import EventIn, EventsRequest, StorePut  # noqa: E402
-from agent_memory.secrets import FernetCipher  # noqa: E402
-from agent_memory.stores import Stores  # noqa: E402
-from bench.measure import peak_rss_mb, percentile, timed  # noqa: E402
-from kividb_memory import MemoryClient  # noqa: E402
-from local.bootstrap import start_redis_server  # noqa: E402
-from local.launch import running_stack  # noqa: E402
 
 RESULTS = ROOT / "bench" / "results"
 API_KEY = "kvm_bench_0123456789abcdefghijklmnopqrstuv"

@@ -29,27 +29,26 @@ from pathlib import Path
 from types import FrameType
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "layers" / "core"))
 # As template.yaml sets for every function; it must be set before numpy is first imported.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import redis  # noqa: E402
-import uvicorn  # noqa: E402
-from uvicorn.supervisors import Multiprocess  # noqa: E402
+import redis
+import uvicorn
+from uvicorn.supervisors import Multiprocess
 
-from agent_memory.db import is_cluster, primaries, redis_client  # noqa: E402
-from agent_memory.errors import AgentMemoryError  # noqa: E402
-from agent_memory.url_masking import mask_url, url_secrets  # noqa: E402
-from local.bootstrap import (  # noqa: E402
+from agent_memory.database.client import is_cluster, primaries, redis_client
+from agent_memory.database.urls import mask_url, url_secrets
+from agent_memory.errors import AgentMemoryError
+from local.bootstrap import (
     INSTANCE_ID,
     Database,
     bootstrap,
     secret_key,
     start_database,
 )
-from local.scheduler import SchedulerLoop, describe, start_scheduler_loop  # noqa: E402
-from local.server import PARAMETERS_ENV, SCHEDULER_ENV  # noqa: E402
-from local.template import read_http_api  # noqa: E402
+from local.scheduler import SchedulerLoop, describe, start_scheduler_loop
+from local.server import PARAMETERS_ENV, SCHEDULER_ENV
+from local.template import read_http_api
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 

@@ -26,9 +26,14 @@ from pathlib import Path
 import redis
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import ControlPlane
-from agent_memory.db import check_cluster_option, check_url, redis_client, split_cluster_option
-from agent_memory.secrets import load_key_file
+from agent_memory.control.plane import ControlPlane
+from agent_memory.database.client import (
+    check_cluster_option,
+    check_url,
+    redis_client,
+    split_cluster_option,
+)
+from agent_memory.providers.secrets import load_key_file
 
 ORG_ID = "local"
 INSTANCE_ID = "local"

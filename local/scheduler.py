@@ -35,12 +35,12 @@ from typing import Any
 
 import redis
 
+from agent_memory.background.scheduler import LocalScheduler
 from agent_memory.clock import Clock, SystemClock
-from agent_memory.db import redis_client
+from agent_memory.database.client import redis_client
+from agent_memory.database.keys import LocalScheduleKeys
+from agent_memory.database.urls import url_secrets
 from agent_memory.errors import AgentMemoryError, DatabaseUnavailable
-from agent_memory.keys import LocalScheduleKeys
-from agent_memory.scheduler import LocalScheduler
-from agent_memory.url_masking import url_secrets
 from local.server import LambdaContext
 from local.template import Function
 

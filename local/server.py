@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 import traceback
 import uuid
@@ -155,14 +154,12 @@ class Gateway:
 def create_app() -> Gateway:
     """uvicorn factory: read the template with the parameters the launcher chose, set the
     functions' environment (with ``KIVIDB_SCHEDULER=local``: the local scheduler instead of
-    EventBridge Scheduler), and put the layer on the import path (as Lambda mounts it)."""
+    EventBridge Scheduler). The layer is importable as Lambda mounts it: installed in the
+    virtualenv (``pip install -e .``, pyproject.toml)."""
     parameters = json.loads(os.environ.get(PARAMETERS_ENV, "{}"))
     api = read_http_api(ROOT / "template.yaml", parameters)
     os.environ.update(api.environment)
     os.environ[SCHEDULER_ENV] = "local"
-    layer = str(ROOT / "layers" / "core")
-    if layer not in sys.path:
-        sys.path.insert(0, layer)
     if os.environ.get(LAZY_INIT_ENV) != "1":
         # Lambda's INIT phase (imports, module-level set-up) runs before a container's first
         # invocation; here every worker runs it at start, as provisioned concurrency does, so

@@ -31,8 +31,8 @@ from redis.cluster import RedisCluster
 from redis.retry import Retry
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import ControlPlane
-from agent_memory.db import cluster_mode, split_cluster_option
+from agent_memory.control.plane import ControlPlane
+from agent_memory.database.client import cluster_mode, split_cluster_option
 from agent_memory.errors import NotFound
 from local.bootstrap import Cluster, start_redis_cluster, start_redis_server
 

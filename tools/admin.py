@@ -33,17 +33,14 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "layers" / "core"))
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import ControlPlane
-from agent_memory.database_ownership import MarkerRelease, refuse_foreign_data
-from agent_memory.db import redis_client
+from agent_memory.control.instances import DEFAULT_RELEASE_HOLD_SECONDS
+from agent_memory.control.ownership import MarkerRelease, refuse_foreign_data
+from agent_memory.control.plane import ControlPlane
+from agent_memory.database.client import redis_client
+from agent_memory.database.urls import mask_url
 from agent_memory.errors import AgentMemoryError
-from agent_memory.instances import DEFAULT_RELEASE_HOLD_SECONDS
-from agent_memory.url_masking import mask_url
 
 
 def _parser() -> argparse.ArgumentParser:

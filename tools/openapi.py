@@ -15,11 +15,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from local.template import read_http_api
+
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "layers" / "core"))
 OUTPUT = ROOT / "docs" / "openapi.json"
 
-from local.template import read_http_api  # noqa: E402 - after the path set-up above
 
 TITLE = "KiviDB agent memory"
 VERSION = "1.0.0"

@@ -5,19 +5,19 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory.api import (
+from agent_memory.background.scheduler import ExtractionTarget
+from agent_memory.background.work import schedule_background
+from agent_memory.edge.http_errors import WRITE_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import (
     CREATE_STORE_FIRST,
     SESSION_ROUTE,
-    WRITE_RESPONSES,
-    Api,
     InstancePath,
     SessionPath,
     StorePath,
-    metrics,
 )
-from agent_memory.background import schedule_background
-from agent_memory.models import EventsRequest, EventsResult
-from agent_memory.scheduler import ExtractionTarget
+from agent_memory.observability import metrics
+from agent_memory.sessions.models import EventsRequest, EventsResult
 
 app = Api(store_not_found_step=CREATE_STORE_FIRST)
 

@@ -7,17 +7,11 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory.api import (
-    CREATE_STORE_FIRST,
-    JSON,
-    STORE_ROUTE,
-    Api,
-    InstancePath,
-    StorePath,
-    metrics,
-    responses,
-)
-from agent_memory.memory_models import MemoryIn, MemoryView
+from agent_memory.edge.http_errors import JSON, responses
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import CREATE_STORE_FIRST, STORE_ROUTE, InstancePath, StorePath
+from agent_memory.memories.models import MemoryIn, MemoryView
+from agent_memory.observability import metrics
 
 app = Api(store_not_found_step=CREATE_STORE_FIRST)
 

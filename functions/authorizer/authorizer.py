@@ -4,8 +4,9 @@ from typing import Any
 
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from agent_memory.api import authorize, logger
-from agent_memory.runtime import current_runtime
+from agent_memory.edge.auth import authorize
+from agent_memory.edge.runtime import current_runtime
+from agent_memory.observability import logger
 
 
 @logger.inject_lambda_context

@@ -15,9 +15,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from agent_memory.api import logger, metrics
-from agent_memory.runtime import current_runtime
-from agent_memory.scheduler import ExtractionTarget
+from agent_memory.background.scheduler import ExtractionTarget
+from agent_memory.edge.runtime import current_runtime
+from agent_memory.observability import logger, metrics
 
 _COUNTS = {
     "kept": "MemoriesKept",

@@ -2,15 +2,15 @@
 
 from aws_lambda_powertools.event_handler import Response
 
-from agent_memory.api import (
+from agent_memory.edge.http_errors import responses
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import (
     NOTHING_DELETED,
     SESSION_ROUTE,
-    Api,
     InstancePath,
     SessionPath,
     StorePath,
     no_content,
-    responses,
 )
 
 app = Api(store_not_found_step=NOTHING_DELETED)

@@ -5,8 +5,10 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
-from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
-from agent_memory.memory_transfer_models import MAX_IMPORT_MEMORIES, MemoryExportPage
+from agent_memory.edge.http_errors import ERROR_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
+from agent_memory.memories.transfer_models import MAX_IMPORT_MEMORIES, MemoryExportPage
 
 app = Api()
 

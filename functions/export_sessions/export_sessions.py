@@ -4,8 +4,10 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
-from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
-from agent_memory.session_transfer import SessionIdPage
+from agent_memory.edge.http_errors import ERROR_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
+from agent_memory.sessions.transfer import SessionIdPage
 
 app = Api()
 

@@ -4,20 +4,14 @@ from http import HTTPStatus
 
 from aws_lambda_powertools.event_handler import Response
 
-from agent_memory.api import (
-    JSON,
-    SESSION_ROUTE,
-    Api,
-    InstancePath,
-    SessionPath,
-    StorePath,
-    responses,
-)
-from agent_memory.background import request_extraction
-from agent_memory.db import redis_client
+from agent_memory.background.scheduler import ExtractionTarget
+from agent_memory.background.work import request_extraction
+from agent_memory.database.client import redis_client
+from agent_memory.edge.http_errors import JSON, responses
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import SESSION_ROUTE, InstancePath, SessionPath, StorePath
 from agent_memory.errors import Conflict, SessionNotFound
-from agent_memory.models import ExtractionQueued
-from agent_memory.scheduler import ExtractionTarget
+from agent_memory.sessions.models import ExtractionQueued
 
 app = Api()
 

@@ -1,15 +1,15 @@
 """DELETE .../actors/{actor_id}/memories: forget everything one actor has (data protection)."""
 
-from agent_memory.api import (
-    ERROR_RESPONSES,
+from agent_memory.edge.http_errors import ERROR_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import (
     NOTHING_DELETED,
     STORE_ROUTE,
     ActorPath,
-    Api,
     InstancePath,
     StorePath,
 )
-from agent_memory.memory_models import ActorForgotten
+from agent_memory.memories.models import ActorForgotten
 
 app = Api(store_not_found_step=NOTHING_DELETED)
 

@@ -1,7 +1,9 @@
 """GET .../memories/{memory_id}: one memory with its versions, newest first."""
 
-from agent_memory.api import ERROR_RESPONSES, MEMORY_ROUTE, Api, InstancePath, MemoryPath, StorePath
-from agent_memory.memory_models import MemoryView
+from agent_memory.edge.http_errors import ERROR_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import MEMORY_ROUTE, InstancePath, MemoryPath, StorePath
+from agent_memory.memories.models import MemoryView
 
 app = Api()
 

@@ -4,15 +4,11 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
-from agent_memory.api import (
-    ERROR_RESPONSES,
-    SESSION_ROUTE,
-    Api,
-    InstancePath,
-    SessionPath,
-    StorePath,
-)
-from agent_memory.models import DEFAULT_RECENT, MAX_RECENT, SessionView
+from agent_memory.edge.http_errors import ERROR_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import SESSION_ROUTE, InstancePath, SessionPath, StorePath
+from agent_memory.models import DEFAULT_RECENT, MAX_RECENT
+from agent_memory.sessions.models import SessionView
 
 app = Api()
 

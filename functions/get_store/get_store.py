@@ -1,7 +1,9 @@
 """GET /instances/{instance_id}/agent-memory/{store}: settings and counts of one store."""
 
-from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
-from agent_memory.models import StoreCounts, StoreView
+from agent_memory.edge.http_errors import ERROR_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
+from agent_memory.stores.models import StoreCounts, StoreView
 
 app = Api()
 

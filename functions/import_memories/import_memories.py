@@ -6,16 +6,11 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory.api import (
-    CREATE_STORE_FIRST,
-    STORE_ROUTE,
-    WRITE_RESPONSES,
-    Api,
-    InstancePath,
-    StorePath,
-    metrics,
-)
-from agent_memory.memory_transfer_models import MemoryImportBatch, MemoryImportResult
+from agent_memory.edge.http_errors import WRITE_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import CREATE_STORE_FIRST, STORE_ROUTE, InstancePath, StorePath
+from agent_memory.memories.transfer_models import MemoryImportBatch, MemoryImportResult
+from agent_memory.observability import metrics
 
 app = Api(store_not_found_step=CREATE_STORE_FIRST)
 

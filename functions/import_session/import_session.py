@@ -7,20 +7,20 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory.api import (
+from agent_memory.background.scheduler import ExtractionTarget
+from agent_memory.clock import to_ms
+from agent_memory.edge.http_errors import WRITE_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import (
     CREATE_STORE_FIRST,
     STORE_ROUTE,
-    WRITE_RESPONSES,
-    Api,
     InstancePath,
     SessionPath,
     StorePath,
-    metrics,
 )
-from agent_memory.clock import to_ms
 from agent_memory.errors import AgentMemoryError
-from agent_memory.scheduler import ExtractionTarget
-from agent_memory.session_transfer import SessionImport, SessionImported
+from agent_memory.observability import metrics
+from agent_memory.sessions.transfer import SessionImport, SessionImported
 
 app = Api(store_not_found_step=CREATE_STORE_FIRST)
 logger = logging.getLogger(__name__)

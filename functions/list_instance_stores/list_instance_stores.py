@@ -1,7 +1,9 @@
 """GET /instances/{instance_id}/agent-memory: the stores of one instance."""
 
-from agent_memory.api import ERROR_RESPONSES, Api, InstancePath
-from agent_memory.models import StoreList
+from agent_memory.edge.http_errors import ERROR_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import InstancePath
+from agent_memory.stores.models import StoreList
 
 app = Api()
 

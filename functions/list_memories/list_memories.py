@@ -5,10 +5,12 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
-from agent_memory.api import STORE_ROUTE, WRITE_RESPONSES, Api, InstancePath, StorePath
-from agent_memory.memory_models import MemoryList
+from agent_memory.edge.http_errors import WRITE_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
+from agent_memory.memories.models import MemoryList
+from agent_memory.memories.queries import listing_selection
 from agent_memory.models import DEFAULT_PAGE, MAX_OFFSET, MAX_PAGE, SESSION_ID_PATTERN, UtcDatetime
-from agent_memory.selection import listing_selection
 
 app = Api()
 

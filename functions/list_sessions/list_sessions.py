@@ -4,8 +4,11 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Query
 
-from agent_memory.api import ERROR_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
-from agent_memory.models import DEFAULT_PAGE, MAX_OFFSET, MAX_PAGE, SessionList
+from agent_memory.edge.http_errors import ERROR_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
+from agent_memory.models import DEFAULT_PAGE, MAX_OFFSET, MAX_PAGE
+from agent_memory.sessions.models import SessionList
 
 app = Api()
 

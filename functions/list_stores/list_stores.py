@@ -1,9 +1,10 @@
 """GET /agent-memory: every store of the caller's organization, with its instance; the
 instances that could not be read are listed apart (``agent_memory.listing``)."""
 
-from agent_memory.api import ERROR_RESPONSES, Api
-from agent_memory.listing import list_organization_stores
-from agent_memory.models import OrganizationStoreList
+from agent_memory.edge.http_errors import ERROR_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.stores.listing import list_organization_stores
+from agent_memory.stores.models import OrganizationStoreList
 
 app = Api()
 

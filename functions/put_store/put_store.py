@@ -6,8 +6,10 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
-from agent_memory.api import JSON, STORE_ROUTE, Api, InstancePath, StorePath, responses
-from agent_memory.models import StorePut, StoreView
+from agent_memory.edge.http_errors import JSON, responses
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
+from agent_memory.stores.models import StorePut, StoreView
 
 app = Api()
 

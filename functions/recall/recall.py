@@ -4,9 +4,11 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
-from agent_memory.api import PROVIDER_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
-from agent_memory.memory_models import RecallRequest, RecallView
-from agent_memory.recall import recall as recall_memory
+from agent_memory.edge.http_errors import PROVIDER_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
+from agent_memory.memories.models import RecallRequest, RecallView
+from agent_memory.memories.recall import recall as recall_memory
 
 app = Api()
 

@@ -4,8 +4,10 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
-from agent_memory.api import PROVIDER_RESPONSES, STORE_ROUTE, Api, InstancePath, StorePath
-from agent_memory.memory_models import SearchRequest, SearchResult
+from agent_memory.edge.http_errors import PROVIDER_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
+from agent_memory.memories.models import SearchRequest, SearchResult
 
 app = Api()
 

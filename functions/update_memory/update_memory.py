@@ -4,15 +4,10 @@ from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
-from agent_memory.api import (
-    MEMORY_ROUTE,
-    PROVIDER_RESPONSES,
-    Api,
-    InstancePath,
-    MemoryPath,
-    StorePath,
-)
-from agent_memory.memory_models import MemoryPatch, MemoryView
+from agent_memory.edge.http_errors import PROVIDER_RESPONSES
+from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import MEMORY_ROUTE, InstancePath, MemoryPath, StorePath
+from agent_memory.memories.models import MemoryPatch, MemoryView
 
 app = Api()
 

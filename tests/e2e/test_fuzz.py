@@ -26,7 +26,7 @@ from typing import Any
 import httpx
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import ControlPlane
+from agent_memory.control.plane import ControlPlane
 from tests.conftest import ROOT, database_client, on_database, unique
 from tests.e2e.conftest import Stack
 

@@ -13,7 +13,7 @@ import httpx
 import pytest
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import ControlPlane
+from agent_memory.control.plane import ControlPlane
 from tests.conftest import database_client, on_database, unique
 
 BASE = "/instances/local/agent-memory"

@@ -13,7 +13,7 @@ from urllib.parse import urlsplit
 import pytest
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import ControlPlane
+from agent_memory.control.plane import ControlPlane
 from tests.conftest import database_client, on_database, unique
 from tests.e2e.conftest import Stack
 from tools import admin

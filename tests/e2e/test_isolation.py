@@ -38,7 +38,7 @@ import numpy as np
 import pytest
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import ControlPlane
+from agent_memory.control.plane import ControlPlane
 from local.bootstrap import start_redis_server
 from local.template import load_template
 from tests.conftest import ROOT, database_client, on_database, unique

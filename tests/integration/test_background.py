@@ -17,19 +17,20 @@ from datetime import timedelta
 import pytest
 from cryptography.fernet import Fernet
 
-from agent_memory.background import SessionWork, request_extraction, schedule_background
-from agent_memory.embeddings import make_embedder
-from agent_memory.index_cache import IndexCache
-from agent_memory.keys import LocalScheduleKeys
-from agent_memory.llm import make_language_model
-from agent_memory.memories import Memories
-from agent_memory.memory_models import MemoryIn, SearchRequest
-from agent_memory.models import EventIn, EventsRequest, StorePut
-from agent_memory.providers import ProviderClient
-from agent_memory.scheduler import ExtractionTarget, LocalScheduler
-from agent_memory.secrets import FernetCipher
-from agent_memory.sessions import EXTRACTION_MAX_FAILURES
-from agent_memory.stores import Stores
+from agent_memory.background.scheduler import ExtractionTarget, LocalScheduler
+from agent_memory.background.work import SessionWork, request_extraction, schedule_background
+from agent_memory.database.keys import LocalScheduleKeys
+from agent_memory.memories.models import MemoryIn, SearchRequest
+from agent_memory.memories.writes import Memories
+from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.embeddings import make_embedder
+from agent_memory.providers.language_models import make_language_model
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.search.cache import IndexCache
+from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.sessions.service import EXTRACTION_MAX_FAILURES
+from agent_memory.stores.models import StorePut
+from agent_memory.stores.registry import Stores
 from tests.conftest import database_client, unique
 from tests.integration.test_embeddings import FakeProvider, serving
 from tests.integration.test_sessions import MovableClock
@@ -591,7 +592,7 @@ def test_a_store_given_other_dimensions_mid_run_keeps_no_unusable_memory(make_wo
 
 
 def test_a_long_run_stops_between_calls_and_carries_on(make_world, monkeypatch):
-    from agent_memory import background_steps
+    from agent_memory.background import steps as background_steps
 
     world = make_world()
     world.say("s", *[f"I did thing {i}" for i in range(100)])  # two chunks of 100 and 50

@@ -18,9 +18,20 @@ from redis.cluster import RedisCluster
 from redis.crc import key_slot
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import ControlPlane
-from agent_memory.db import cluster_mode, real_client, redis_client, split_cluster_option
-from agent_memory.embeddings import NoEmbedder
+from agent_memory.control.plane import ControlPlane
+from agent_memory.database.client import (
+    cluster_mode,
+    real_client,
+    redis_client,
+    split_cluster_option,
+)
+from agent_memory.database.keys import (
+    MEMORY_PARTITIONS,
+    PREFIX,
+    ControlKeys,
+    InstanceKeys,
+    actor_bucket,
+)
 from agent_memory.errors import (
     Conflict,
     DatabaseUnavailable,
@@ -28,19 +39,14 @@ from agent_memory.errors import (
     StoreNotFound,
     ValidationFailed,
 )
-from agent_memory.index_cache import IndexCache
-from agent_memory.keys import (
-    MEMORY_PARTITIONS,
-    PREFIX,
-    ControlKeys,
-    InstanceKeys,
-    actor_bucket,
-)
-from agent_memory.memories import Memories
-from agent_memory.memory_models import MemoryIn, SearchRequest
-from agent_memory.models import EventIn, EventsRequest, StorePut
-from agent_memory.secrets import FernetCipher
-from agent_memory.stores import Stores
+from agent_memory.memories.models import MemoryIn, SearchRequest
+from agent_memory.memories.writes import Memories
+from agent_memory.providers.embeddings import NoEmbedder
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.search.cache import IndexCache
+from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.stores.models import StorePut
+from agent_memory.stores.registry import Stores
 from local.bootstrap import Cluster, start_redis_cluster, start_redis_server
 from tests.conftest import unique
 

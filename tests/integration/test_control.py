@@ -18,8 +18,10 @@ import pytest
 import redis
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import ControlPlane, hash_api_key
-from agent_memory.database_ownership import database_address
+from agent_memory.control.api_keys import hash_api_key
+from agent_memory.control.ownership import database_address
+from agent_memory.control.plane import ControlPlane
+from agent_memory.database.keys import ControlKeys, InstanceKeys
 from agent_memory.errors import (
     InstanceConflict,
     InstanceNotFound,
@@ -27,7 +29,6 @@ from agent_memory.errors import (
     Unauthorized,
     ValidationFailed,
 )
-from agent_memory.keys import ControlKeys, InstanceKeys
 from local.bootstrap import low_free_port
 from tests.conftest import ROOT, on_database, unique
 from tools import admin

@@ -24,14 +24,6 @@ from typing import Any
 import numpy as np
 import pytest
 
-from agent_memory import providers
-from agent_memory.embeddings import (
-    CustomEmbedder,
-    NoEmbedder,
-    OpenAIEmbedder,
-    make_embedder,
-    validate_vector,
-)
 from agent_memory.errors import (
     EmbeddingMismatch,
     EmbeddingRequired,
@@ -41,7 +33,15 @@ from agent_memory.errors import (
     ValidationFailed,
     VectorInvalid,
 )
-from agent_memory.providers import ProviderClient
+from agent_memory.providers import client as providers
+from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.embeddings import (
+    CustomEmbedder,
+    NoEmbedder,
+    OpenAIEmbedder,
+    make_embedder,
+    validate_vector,
+)
 
 KEY = "sk-test-0123456789abcdefSECRET"
 DIMS = 8

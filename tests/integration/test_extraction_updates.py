@@ -18,8 +18,8 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from agent_memory.clock import to_ms
-from agent_memory.memory_models import MemoryIn
-from agent_memory.selection import Selection
+from agent_memory.memories.models import MemoryIn
+from agent_memory.search.selection import Selection
 from tests.conftest import database_client
 from tests.integration.test_background import DIMS, World
 from tests.model_servers import ScriptedChatServer

@@ -15,16 +15,17 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agent_memory.clock import SystemClock, to_ms
-from agent_memory.embeddings import NoEmbedder
 from agent_memory.errors import ValidationFailed
-from agent_memory.index_cache import IndexCache
-from agent_memory.memories import Memories
-from agent_memory.memory_models import MemoryIn, RecallRequest, SearchRequest
-from agent_memory.models import StorePut
-from agent_memory.recall import recall
-from agent_memory.secrets import FernetCipher
-from agent_memory.selection import Selection, listing_selection
-from agent_memory.stores import Stores
+from agent_memory.memories.models import MemoryIn, RecallRequest, SearchRequest
+from agent_memory.memories.queries import listing_selection
+from agent_memory.memories.recall import recall
+from agent_memory.memories.writes import Memories
+from agent_memory.providers.embeddings import NoEmbedder
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.search.cache import IndexCache
+from agent_memory.search.selection import Selection
+from agent_memory.stores.models import StorePut
+from agent_memory.stores.registry import Stores
 from tests.conftest import database_client, unique
 
 DIM = 8
@@ -98,7 +99,7 @@ def test_filters_apply_before_the_limit_so_low_ranked_matches_still_come_back(me
 
 
 def test_a_compact_index_filters_before_its_candidates_too(memories, monkeypatch):
-    import agent_memory.search as search
+    import agent_memory.search.index as search
 
     monkeypatch.setattr(search, "COMPACT_ABOVE_BYTES", 256)  # compact from the first rows
     low = _seed_low_ranked(memories, n=80)

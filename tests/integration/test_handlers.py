@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+from agent_memory.background.scheduler import ExtractionTarget, LocalScheduler, schedule_name
 from agent_memory.clock import SystemClock
-from agent_memory.scheduler import ExtractionTarget, LocalScheduler, schedule_name
 from local.server import LambdaContext
 from local.template import read_http_api
 from tests.conftest import ROOT, unique

@@ -11,11 +11,11 @@ from datetime import UTC, datetime
 import pytest
 
 from agent_memory.clock import SystemClock
-from agent_memory.db import redis_client
-from agent_memory.instances import Instance
-from agent_memory.listing import list_organization_stores
-from agent_memory.secrets import FernetCipher
-from agent_memory.stores import Stores
+from agent_memory.control.models import Instance
+from agent_memory.database.client import redis_client
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.stores.listing import list_organization_stores
+from agent_memory.stores.registry import Stores
 from local.server import LambdaContext
 from tests.conftest import unique
 from tests.integration.test_handlers import API, build, invoke, sample

@@ -18,7 +18,7 @@ import pytest
 import redis
 from cryptography.fernet import Fernet
 
-from agent_memory.keys import PREFIX, InstanceKeys, StoreKeys
+from agent_memory.database.keys import PREFIX, InstanceKeys, StoreKeys
 from local.bootstrap import Database, low_free_port, start_redis_server
 from tests.conftest import Tenant, database_client, unique
 from tests.integration.test_handlers import build, invoke

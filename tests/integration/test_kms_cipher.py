@@ -11,10 +11,10 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from moto import mock_aws
 
 from agent_memory.clock import SystemClock
-from agent_memory.keys import StoreKeys
-from agent_memory.models import StoreConfig, StorePut
-from agent_memory.runtime import FunctionSettings, Runtime
-from agent_memory.secrets import (
+from agent_memory.database.keys import StoreKeys
+from agent_memory.edge.runtime import Runtime
+from agent_memory.edge.settings import FunctionSettings
+from agent_memory.providers.secrets import (
     KMS_PREFIX,
     LEGACY_ENCRYPTION_CONTEXT,
     FernetCipher,
@@ -26,7 +26,8 @@ from agent_memory.secrets import (
     SecretUnreadable,
     kms_client,
 )
-from agent_memory.stores import Stores, key_place
+from agent_memory.stores.models import StoreConfig, StorePut
+from agent_memory.stores.registry import Stores, key_place
 from tests.conftest import unique
 
 API_KEY = "sk-live-SECRET-0123456789abcdef"

@@ -11,8 +11,7 @@ from http import HTTPStatus
 
 import pytest
 
-from agent_memory import providers
-from agent_memory.api import error_body, status_of
+from agent_memory.edge.http_errors import error_body, status_of
 from agent_memory.errors import (
     EndpointRefused,
     ModelAnswerInvalid,
@@ -20,7 +19,9 @@ from agent_memory.errors import (
     ProviderUnavailable,
     ValidationFailed,
 )
-from agent_memory.llm import (
+from agent_memory.providers import client as providers
+from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.language_models import (
     JSON_REMINDER,
     AnthropicModel,
     Completion,
@@ -28,7 +29,6 @@ from agent_memory.llm import (
     OpenAIChatModel,
     make_language_model,
 )
-from agent_memory.providers import ProviderClient
 from tests.model_servers import ScriptedChatServer
 
 KEY = "sk-test-llm-0123456789abcdefSECRET"

@@ -4,10 +4,11 @@ import redis
 from cryptography.fernet import Fernet
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import ControlPlane
-from agent_memory.models import EventIn, EventsRequest, StorePut
-from agent_memory.secrets import FernetCipher
-from agent_memory.stores import Stores
+from agent_memory.control.plane import ControlPlane
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.stores.models import StorePut
+from agent_memory.stores.registry import Stores
 from local.bootstrap import bootstrap, start_database, start_embedded, start_redis_server
 
 

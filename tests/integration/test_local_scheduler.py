@@ -13,10 +13,10 @@ from pathlib import Path
 import pytest
 import redis
 
+from agent_memory.background.scheduler import ExtractionTarget, LocalScheduler
 from agent_memory.clock import SystemClock
+from agent_memory.database.keys import LocalScheduleKeys
 from agent_memory.errors import DatabaseUnavailable
-from agent_memory.keys import LocalScheduleKeys
-from agent_memory.scheduler import ExtractionTarget, LocalScheduler
 from local.bootstrap import Database, free_port, start_redis_server
 from local.scheduler import SchedulerLoop, describe, start_scheduler_loop
 from local.template import Function

@@ -9,7 +9,7 @@ import pytest
 from cryptography.fernet import Fernet
 
 from agent_memory.clock import SystemClock
-from agent_memory.embeddings import NoEmbedder
+from agent_memory.database.keys import actor_tag
 from agent_memory.errors import (
     EmbeddingRequired,
     MemoryNotFound,
@@ -17,16 +17,16 @@ from agent_memory.errors import (
     ValidationFailed,
     VectorInvalid,
 )
-from agent_memory.index_cache import IndexCache
-from agent_memory.keys import actor_tag
-from agent_memory.memories import Memories
-from agent_memory.memory_models import MemoryIn, MemoryPatch, SearchRequest
-from agent_memory.models import StorePut
-from agent_memory.records import split_memory
-from agent_memory.secrets import FernetCipher
-from agent_memory.selection import Selection
-from agent_memory.stores import Stores
-from agent_memory.tokenizer import TOKENIZER_VERSION, term_counts
+from agent_memory.memories.models import MemoryIn, MemoryPatch, SearchRequest
+from agent_memory.memories.records import split_memory
+from agent_memory.memories.writes import Memories
+from agent_memory.providers.embeddings import NoEmbedder
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.search.cache import IndexCache
+from agent_memory.search.selection import Selection
+from agent_memory.search.tokenizer import TOKENIZER_VERSION, term_counts
+from agent_memory.stores.models import StorePut
+from agent_memory.stores.registry import Stores
 from tests.conftest import database_client, unique
 from tests.integration.test_sessions import MovableClock
 
@@ -372,7 +372,7 @@ def test_expired_memories_vanish_from_reads_counts_and_search(make_memories):
 
 
 def test_a_compact_index_ranks_and_dedupes_on_exact_rescored_cosines(make_memories, monkeypatch):
-    import agent_memory.search as search
+    import agent_memory.search.index as search
 
     monkeypatch.setattr(search, "COMPACT_ABOVE_BYTES", 256)  # compact from the first rows
     cache = IndexCache()
@@ -398,7 +398,7 @@ def test_a_compact_index_ranks_and_dedupes_on_exact_rescored_cosines(make_memori
 
 
 def test_a_cold_load_in_batches_sees_every_memory(make_memories, monkeypatch):
-    import agent_memory.index_sync as module
+    import agent_memory.memories.indexes as module
 
     monkeypatch.setattr(module, "LOAD_BATCH", 7)
     memories = make_memories()

@@ -28,17 +28,18 @@ import pytest
 import redis
 
 from agent_memory.clock import SystemClock
-from agent_memory.control import ControlPlane
-from agent_memory.db import real_client, redis_client
-from agent_memory.embeddings import NoEmbedder
-from agent_memory.index_cache import IndexCache
-from agent_memory.keys import ControlKeys
-from agent_memory.memories import Memories
-from agent_memory.memory_models import MemoryIn, MemoryPatch, SearchRequest
-from agent_memory.models import EventIn, EventsRequest, StorePut
-from agent_memory.runtime import runtime_for
-from agent_memory.secrets import FernetCipher
-from agent_memory.stores import Stores
+from agent_memory.control.plane import ControlPlane
+from agent_memory.database.client import real_client, redis_client
+from agent_memory.database.keys import ControlKeys
+from agent_memory.edge.runtime import runtime_for
+from agent_memory.memories.models import MemoryIn, MemoryPatch, SearchRequest
+from agent_memory.memories.writes import Memories
+from agent_memory.providers.embeddings import NoEmbedder
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.search.cache import IndexCache
+from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.stores.models import StorePut
+from agent_memory.stores.registry import Stores
 from local.bootstrap import start_embedded, start_redis_server
 from local.server import LambdaContext
 from tests.conftest import Tenant

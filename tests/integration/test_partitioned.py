@@ -6,8 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agent_memory import partitioned
-from agent_memory.partitioned import merged_window
+from agent_memory.database import partitions as partitioned
+from agent_memory.database.partitions import merged_window
 from tests.conftest import unique
 
 

@@ -23,18 +23,18 @@ from typing import Any
 import httpx
 import pytest
 
-from agent_memory import provider_network
-from agent_memory.embeddings import CustomEmbedder, OpenAIEmbedder
-from agent_memory.embeddings import max_answer_bytes as embeddings_cap
 from agent_memory.errors import (
     AgentMemoryError,
     EndpointRefused,
     ProviderRejected,
     ProviderUnavailable,
 )
-from agent_memory.llm import OpenAIChatModel
-from agent_memory.llm import max_answer_bytes as chat_cap
-from agent_memory.providers import ProviderClient
+from agent_memory.providers import network as provider_network
+from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.embeddings import CustomEmbedder, OpenAIEmbedder
+from agent_memory.providers.embeddings import max_answer_bytes as embeddings_cap
+from agent_memory.providers.language_models import OpenAIChatModel
+from agent_memory.providers.language_models import max_answer_bytes as chat_cap
 from tests.conftest import unique
 from tests.integration.test_handlers import build, invoke
 from tests.model_servers import (

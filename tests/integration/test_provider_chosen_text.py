@@ -13,9 +13,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from agent_memory.embeddings import CustomEmbedder
 from agent_memory.errors import EmbeddingMismatch, ProviderUnavailable
-from agent_memory.providers import RETRY_AFTER_MAX_SECONDS, ProviderClient
+from agent_memory.providers.client import RETRY_AFTER_MAX_SECONDS, ProviderClient
+from agent_memory.providers.embeddings import CustomEmbedder
 from tests.conftest import unique
 from tests.integration.test_handlers import build, invoke
 from tests.model_servers import RawHTTPServer, response_bytes, send

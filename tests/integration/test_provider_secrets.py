@@ -26,10 +26,15 @@ from urllib.parse import unquote
 
 import pytest
 
-from agent_memory.embeddings import CustomEmbedder, OpenAIEmbedder
 from agent_memory.errors import AgentMemoryError
-from agent_memory.llm import AnthropicModel, CustomChatModel, OpenAIChatModel, make_language_model
-from agent_memory.providers import ProviderClient
+from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.embeddings import CustomEmbedder, OpenAIEmbedder
+from agent_memory.providers.language_models import (
+    AnthropicModel,
+    CustomChatModel,
+    OpenAIChatModel,
+    make_language_model,
+)
 from tests.conftest import database_client, unique
 from tests.integration.test_background import World
 from tests.integration.test_handlers import build, invoke

@@ -14,15 +14,15 @@ import redis
 from botocore.stub import Stubber
 from moto import mock_aws
 
-from agent_memory.clock import SystemClock
-from agent_memory.errors import SchedulerUnavailable
-from agent_memory.keys import LocalScheduleKeys
-from agent_memory.scheduler import (
+from agent_memory.background.scheduler import (
     EventBridgeScheduler,
     ExtractionTarget,
     LocalScheduler,
     schedule_name,
 )
+from agent_memory.clock import SystemClock
+from agent_memory.database.keys import LocalScheduleKeys
+from agent_memory.errors import SchedulerUnavailable
 from local.scheduler import SchedulerLoop, invoker, start_scheduler_loop
 from local.template import Function
 from tests.conftest import database_client

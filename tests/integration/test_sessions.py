@@ -7,15 +7,16 @@ import pytest
 from cryptography.fernet import Fernet
 
 from agent_memory.clock import SystemClock
-from agent_memory.embeddings import NoEmbedder
 from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
-from agent_memory.index_cache import IndexCache
-from agent_memory.memories import Memories
-from agent_memory.memory_models import RecallRequest
-from agent_memory.models import EventIn, EventsRequest, StorePut
-from agent_memory.recall import EMPTY_CONTEXT, recall
-from agent_memory.secrets import FernetCipher
-from agent_memory.stores import Stores
+from agent_memory.memories.models import RecallRequest
+from agent_memory.memories.recall import EMPTY_CONTEXT, recall
+from agent_memory.memories.writes import Memories
+from agent_memory.providers.embeddings import NoEmbedder
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.search.cache import IndexCache
+from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.stores.models import StorePut
+from agent_memory.stores.registry import Stores
 from tests.conftest import database_client, unique
 
 

@@ -7,17 +7,17 @@ from __future__ import annotations
 import pytest
 from cryptography.fernet import Fernet
 
-from agent_memory import memory_reads
 from agent_memory.clock import SystemClock
-from agent_memory.embeddings import NoEmbedder
 from agent_memory.errors import StoreTooLarge
-from agent_memory.index_cache import IndexCache
-from agent_memory.memories import Memories
-from agent_memory.memory_models import MemoryIn, SearchRequest
-from agent_memory.models import StorePut
-from agent_memory.secrets import FernetCipher
-from agent_memory.selection import Selection
-from agent_memory.stores import Stores
+from agent_memory.memories import reads as memory_reads
+from agent_memory.memories.models import MemoryIn, SearchRequest
+from agent_memory.memories.writes import Memories
+from agent_memory.providers.embeddings import NoEmbedder
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.search.cache import IndexCache
+from agent_memory.search.selection import Selection
+from agent_memory.stores.models import StorePut
+from agent_memory.stores.registry import Stores
 from tests.conftest import database_client, unique
 
 

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from agent_memory.keys import StoreKeys
+from agent_memory.database.keys import StoreKeys
 from tests.conftest import database_client, unique
 from tests.integration.test_handlers import build, invoke
 

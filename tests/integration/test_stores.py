@@ -4,11 +4,12 @@ import pytest
 from cryptography.fernet import Fernet
 
 from agent_memory.clock import SystemClock
+from agent_memory.database.keys import StoreKeys
 from agent_memory.errors import StoreNotFound, ValidationFailed
-from agent_memory.keys import StoreKeys
-from agent_memory.models import EventIn, EventsRequest, StorePut
-from agent_memory.secrets import FernetCipher
-from agent_memory.stores import Stores
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.stores.models import StorePut
+from agent_memory.stores.registry import Stores
 from tests.conftest import unique
 
 

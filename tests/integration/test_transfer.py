@@ -15,7 +15,7 @@ from cryptography.fernet import Fernet
 from pydantic import ValidationError
 
 from agent_memory.clock import SystemClock, to_ms
-from agent_memory.embeddings import NoEmbedder
+from agent_memory.database.keys import StoreKeys, actor_tag
 from agent_memory.errors import (
     ActorMismatch,
     Conflict,
@@ -23,16 +23,17 @@ from agent_memory.errors import (
     SessionNotFound,
     ValidationFailed,
 )
-from agent_memory.index_cache import IndexCache
-from agent_memory.keys import StoreKeys, actor_tag
-from agent_memory.memories import Memories
-from agent_memory.memory_models import MemoryIn, MemoryPatch, SearchRequest
-from agent_memory.memory_transfer import MemoryTransfer
-from agent_memory.memory_transfer_models import MemoryImportBatch
-from agent_memory.models import EventIn, EventsRequest, StorePut
-from agent_memory.secrets import FernetCipher
-from agent_memory.session_transfer import SessionImport, SessionTransfer
-from agent_memory.stores import Stores
+from agent_memory.memories.models import MemoryIn, MemoryPatch, SearchRequest
+from agent_memory.memories.transfer import MemoryTransfer
+from agent_memory.memories.transfer_models import MemoryImportBatch
+from agent_memory.memories.writes import Memories
+from agent_memory.providers.embeddings import NoEmbedder
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.search.cache import IndexCache
+from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.sessions.transfer import SessionImport, SessionTransfer
+from agent_memory.stores.models import StorePut
+from agent_memory.stores.registry import Stores
 from local.bootstrap import Cluster, start_redis_cluster
 from tests.conftest import database_client, unique
 from tests.integration.test_sessions import MovableClock
@@ -534,7 +535,7 @@ def test_an_import_waits_for_another_of_the_store_and_answers_503_past_the_wait(
     """A batch finds the store's import lock taken: it waits, and when the lock outlives the
     wait it is a 503 that changes nothing (the client retries it); the lock is the store's
     alone, and a lock its holder lost is never released by another import."""
-    import agent_memory.memory_transfer as transfer
+    import agent_memory.memories.transfer as transfer
 
     monkeypatch.setattr(transfer, "IMPORT_LOCK_WAIT_SECONDS", 0.2)
     lock = plain.keys().memory_import_lock

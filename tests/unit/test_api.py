@@ -8,7 +8,10 @@ import pytest
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel
 
-from agent_memory.api import Api, principal_from, status_of, strict_json_loads
+from agent_memory.edge.auth import principal_from
+from agent_memory.edge.http_errors import status_of
+from agent_memory.edge.requests import strict_json_loads
+from agent_memory.edge.resolver import Api
 from agent_memory.errors import (
     ActorMismatch,
     DatabaseUnavailable,

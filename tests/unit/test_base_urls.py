@@ -9,8 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from agent_memory.errors import EndpointRefused
-from agent_memory.models import ProviderSettings
-from agent_memory.providers import ProviderClient
+from agent_memory.providers.client import ProviderClient
+from agent_memory.stores.models import ProviderSettings
 
 PRIVATE = {"allow_private_endpoints": True}
 

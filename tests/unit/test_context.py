@@ -2,9 +2,9 @@
 
 from datetime import UTC, datetime
 
-from agent_memory.memory_models import MemoryView
-from agent_memory.models import Message
-from agent_memory.recall import EMPTY_CONTEXT, render_context
+from agent_memory.memories.models import MemoryView
+from agent_memory.memories.recall import EMPTY_CONTEXT, render_context
+from agent_memory.sessions.models import Message
 
 WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 

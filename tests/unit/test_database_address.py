@@ -2,7 +2,7 @@
 
 import pytest
 
-from agent_memory.database_ownership import database_address
+from agent_memory.control.ownership import database_address
 from agent_memory.errors import ValidationFailed
 
 

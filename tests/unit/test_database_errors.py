@@ -9,8 +9,8 @@ import pytest
 import redis
 from redis._parsers.base import BaseParser
 
-from agent_memory.connections import HANDSHAKE_REFUSED, HandshakeFailed
-from agent_memory.db import database_errors, error_code
+from agent_memory.database.client import database_errors, error_code
+from agent_memory.database.connections import HANDSHAKE_REFUSED, HandshakeFailed
 from agent_memory.errors import DatabaseRefused, DatabaseUnavailable, WritesRefused
 
 MISCONF = (

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent_memory.db import check_url
+from agent_memory.database.client import check_url
 from agent_memory.errors import ValidationFailed
 from tools import admin
 

@@ -14,10 +14,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent_memory.addresses import not_public
 from agent_memory.errors import EndpointRefused, ProviderUnavailable, ValidationFailed
-from agent_memory.models import ProviderSettings
-from agent_memory.provider_network import check_endpoint
+from agent_memory.providers.addresses import not_public
+from agent_memory.providers.network import check_endpoint
+from agent_memory.stores.models import ProviderSettings
 
 URL = "https://models.example.test/v1"
 

@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import TypeAdapter, ValidationError
 
-from agent_memory.keys import MEMORY_PARTITIONS, PREFIX, ControlKeys, StoreKeys
+from agent_memory.database.keys import MEMORY_PARTITIONS, PREFIX, ControlKeys, StoreKeys
 from agent_memory.models import SessionId, StoreName
 
 STORES = ["acme", "acme.ops", "a-b", "a_b", "team", "team_a", "x" * 64]
@@ -83,7 +83,7 @@ def test_control_keys_live_outside_the_memory_namespace():
 
 
 def test_actor_keys_share_the_actor_tag_and_no_actor_has_its_own_bucket():
-    from agent_memory.keys import NO_ACTOR, actor_bucket
+    from agent_memory.database.keys import NO_ACTOR, actor_bucket
 
     store = StoreKeys("acme", "abc123")
     keys = store.actor(actor_bucket("team:a@b"))

@@ -4,7 +4,8 @@ ModelAnswerInvalid saying what was wrong (never quoting the answer)."""
 import pytest
 
 from agent_memory.errors import ModelAnswerInvalid, ProviderRejected
-from agent_memory.llm import JSON_REMINDER, _ask_for_json, parse_json_object
+from agent_memory.providers.json_answers import parse_json_object
+from agent_memory.providers.language_models import JSON_REMINDER, _ask_for_json
 
 OBJECT = {"memories": [{"text": "Likes tea {strong}", "type": "preference", "topics": ["tea"]}]}
 TEXT = '{"memories": [{"text": "Likes tea {strong}", "type": "preference", "topics": ["tea"]}]}'

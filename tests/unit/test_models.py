@@ -7,15 +7,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from agent_memory.memory_models import MemoryIn, RecallRequest
-from agent_memory.models import (
-    EventIn,
-    EventsRequest,
-    ProviderSettings,
-    StorePut,
-    StoreSettings,
-    is_invisible,
-)
+from agent_memory.memories.models import MemoryIn, RecallRequest
+from agent_memory.models import is_invisible
+from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.stores.models import ProviderSettings, StorePut, StoreSettings
 
 
 def test_defaults_are_the_seed_table():

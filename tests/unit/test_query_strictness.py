@@ -12,7 +12,7 @@ import pytest
 from aws_lambda_powertools.event_handler.openapi.params import Query
 from pydantic import BaseModel
 
-from agent_memory.api import Api
+from agent_memory.edge.resolver import Api
 from local.template import read_http_api
 from tests.conftest import ROOT
 from tests.unit.test_template import PARAMETERS

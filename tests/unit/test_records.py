@@ -8,10 +8,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_memory import memory_scripts
-from agent_memory.db_scripts import WRITES
-from agent_memory.keys import NO_ACTOR
-from agent_memory.records import (
+from agent_memory.database.keys import NO_ACTOR
+from agent_memory.database.scripts import WRITES
+from agent_memory.memories import scripts as memory_scripts
+from agent_memory.memories.records import (
     MemoryFields,
     MemoryRecord,
     decode_record,
@@ -22,7 +22,7 @@ from agent_memory.records import (
     split_memory,
     stored_terms,
 )
-from agent_memory.tokenizer import TOKENIZER_VERSION, term_counts
+from agent_memory.search.tokenizer import TOKENIZER_VERSION, term_counts
 
 
 def test_the_field_constants_are_exactly_the_records_fields():

@@ -13,8 +13,8 @@ import phonenumbers
 import pytest
 from phonenumbers import Leniency, PhoneNumberMatcher
 
-import agent_memory.redaction as redaction_module
-from agent_memory.redaction import KINDS, MARKERS, Redaction, redact
+import agent_memory.memories.redaction as redaction_module
+from agent_memory.memories.redaction import KINDS, MARKERS, Redaction, redact
 
 E, P, C, S, IP = "[email]", "[phone]", "[card]", "[ssn]", "[ip]"
 

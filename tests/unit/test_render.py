@@ -14,11 +14,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from agent_memory.memory_models import MemoryView
-from agent_memory.models import CustomType, Message
-from agent_memory.prompts import KNOWN_HEADING, extraction_prompt, summary_prompt
-from agent_memory.recall import CONTEXT_PREAMBLE, QUOTED_TEXT_NOTE, render_context
+from agent_memory.background.prompts import KNOWN_HEADING, extraction_prompt, summary_prompt
+from agent_memory.memories.models import MemoryView
+from agent_memory.memories.recall import CONTEXT_PREAMBLE, QUOTED_TEXT_NOTE, render_context
 from agent_memory.render import quote
+from agent_memory.sessions.models import Message
+from agent_memory.stores.models import CustomType
 
 WHEN = datetime(2023, 5, 8, 13, 56, tzinfo=UTC)
 

@@ -13,9 +13,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 from botocore.stub import Stubber
 
-from agent_memory.api import status_of
-from agent_memory.errors import SchedulerUnavailable
-from agent_memory.scheduler import (
+from agent_memory.background.scheduler import (
     EventBridgeScheduler,
     ExtractionTarget,
     LocalScheduler,
@@ -23,6 +21,8 @@ from agent_memory.scheduler import (
     make_scheduler,
     schedule_name,
 )
+from agent_memory.edge.http_errors import status_of
+from agent_memory.errors import SchedulerUnavailable
 
 NAME = re.compile(r"[0-9A-Za-z._-]{1,64}")
 AT = re.compile(r"at\((\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})\)")
@@ -242,7 +242,7 @@ def test_a_conflict_on_update_is_not_taken_for_success(monkeypatch):
 
 
 def test_scheduler_unavailable_answers_503_with_retry_after():
-    from agent_memory.api import Api
+    from agent_memory.edge.resolver import Api
 
     answer = Api()._raw_error(SchedulerUnavailable("Background work could not be scheduled."))
     assert answer["statusCode"] == 503

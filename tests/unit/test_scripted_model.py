@@ -8,9 +8,9 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agent_memory.memory_models import MemoryView
-from agent_memory.models import Message
-from agent_memory.prompts import extraction_prompt
+from agent_memory.background.prompts import extraction_prompt
+from agent_memory.memories.models import MemoryView
+from agent_memory.sessions.models import Message
 from tools.scripted_model import extract, occurred, subject
 
 WHEN = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)

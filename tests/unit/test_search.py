@@ -6,12 +6,13 @@ import re
 import numpy as np
 import pytest
 
-from agent_memory import quantize, tokenizer
-from agent_memory.english import STOP_WORDS, stem
-from agent_memory.fusion import Hit, fuse
-from agent_memory.index_cache import IndexCache
-from agent_memory.search import ActorIndex
-from agent_memory.tokenizer import query_tokens, tokenize
+from agent_memory.search import quantize as quantize
+from agent_memory.search import tokenizer as tokenizer
+from agent_memory.search.cache import IndexCache
+from agent_memory.search.english import STOP_WORDS, stem
+from agent_memory.search.fusion import Hit, fuse
+from agent_memory.search.index import ActorIndex
+from agent_memory.search.tokenizer import query_tokens, tokenize
 
 NOW = 1_700_000_000_000
 LATER = NOW + 10**9

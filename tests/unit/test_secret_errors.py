@@ -3,9 +3,9 @@
 import pytest
 from cryptography.fernet import Fernet
 
-from agent_memory.api import status_of
+from agent_memory.edge.http_errors import status_of
 from agent_memory.errors import KeyServiceUnavailable, StoredKeyUnreadable
-from agent_memory.secrets import FernetCipher, KeyPlace, KeyServiceError, seal, unseal
+from agent_memory.providers.secrets import FernetCipher, KeyPlace, KeyServiceError, seal, unseal
 
 PLACE = KeyPlace("org", "db", "notes", "0123456789ab")
 
@@ -51,7 +51,7 @@ def test_an_error_code_that_echoes_the_key_is_never_kept(key):
     import base64
     import json
 
-    from agent_memory.providers import _provider_code, _secret_values
+    from agent_memory.providers.client import _provider_code, _secret_values
 
     secrets = _secret_values({"Authorization": f"Bearer {key}"})
     for echoed in (

@@ -5,7 +5,7 @@ import stat
 import pytest
 from cryptography.fernet import Fernet
 
-from agent_memory.secrets import FernetCipher, KeyPlace, SecretUnreadable, load_key_file
+from agent_memory.providers.secrets import FernetCipher, KeyPlace, SecretUnreadable, load_key_file
 
 CONTEXT = KeyPlace("org", "db", "notes", "0123456789ab").context("llm_api_key")
 

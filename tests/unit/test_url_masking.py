@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from redis.connection import URL_QUERY_ARGUMENT_PARSERS, parse_url
 
-from agent_memory.url_masking import SHOWN_OPTIONS, mask_url, url_secrets
+from agent_memory.database.urls import SHOWN_OPTIONS, mask_url, url_secrets
 
 CASES = [
     # (url, printed, the secrets in it)

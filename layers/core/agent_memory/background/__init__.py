@@ -1,0 +1,1 @@
+"""Background work on a session: extraction and summarization, and their scheduling."""

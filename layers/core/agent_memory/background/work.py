@@ -1,0 +1,272 @@
+"""Background work on one session: extraction of long-term memories, then summarization. This
+module is the run (when it goes, its lock, its outcome and the next run it arms) and the calls
+the routes make to ask for one; the steps themselves are ``background_steps``.
+
+The background function calls ``SessionWork.run`` when the session's one-shot schedule fires
+(DESIGN section 4), when a client asked for extraction now (``POST .../extract``), and when an
+append made the session outgrow ``summarize_after``. One run at a time per session (a lock
+with a lifetime of the function's timeout); a run that finds the lock taken arms the schedule
+again a little later instead of waiting.
+
+Session state (fields of the session's meta hash, ``keys.SessionKeys.meta``):
+
+- ``read_seq``: the extraction cursor, the last message extraction has read. It only moves,
+  in one compare-and-set script, after the memories of the messages up to it are kept.
+- ``pending``: the memories the model returned for messages ``from..to`` that are not all kept
+  yet. A run that fails after the model answered and is run again keeps these (under the same
+  ids, derived from the store, session and range) instead of asking again, so extracting the
+  same messages twice can never keep a memory twice.
+- ``folded_seq``: the last message folded into ``summary``; messages up to it are gone from
+  the session's message list in the same script that writes the summary, and it never passes
+  ``read_seq`` (no message is summarized before extraction read it).
+- ``armed_due``: the due time of the armed extraction schedule, set by the append that begins
+  a quiet period (at most one schedule per quiet period), cleared by the run it triggers, or
+  moved by a run that fired before the session was quiet (it re-arms for the quiet time).
+- ``fold_requested``, ``requested_at``: summarization and a client's extraction were asked for.
+- ``failures``, ``last_error``, ``last_run_at``: the outcome of runs; a failed run keeps the
+  cursor, records its error and arms a retry with exponential backoff, until
+  ``EXTRACTION_MAX_FAILURES`` failures in a row show the session as ``failed``.
+
+Store-level (the store's slot): ``last_extraction_at`` / ``last_extraction_error`` and the set
+of sessions with unread messages (``counts.waiting_for_extraction``).
+"""
+
+from __future__ import annotations
+
+import logging
+import secrets
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timedelta
+
+import redis
+
+from agent_memory.background.scheduler import ExtractionTarget, Scheduler
+from agent_memory.background.steps import IF_LIVE, OutOfTime, RunReport, SessionSteps
+from agent_memory.clock import Clock, to_ms
+from agent_memory.database.client import database_errors
+from agent_memory.database.keys import StoreKeys
+from agent_memory.database.scripts import load_script
+from agent_memory.errors import AgentMemoryError
+from agent_memory.sessions.service import (
+    EXTRACTION_MAX_FAILURES,
+    Appended,
+    SessionMeta,
+    Sessions,
+    live_meta,
+)
+from agent_memory.stores.models import StoreConfig
+from agent_memory.stores.registry import current_entry
+
+logger = logging.getLogger(__name__)
+
+LOCK_SECONDS = 300
+"""A run's hold on its session; the background function's timeout (template.yaml)."""
+BUSY_RETRY_SECONDS = 30
+"""A run that finds another one working on the session tries again this much later."""
+RETRY_BASE_SECONDS = 60
+RETRY_CAP_SECONDS = 3600
+"""Failed runs are retried after 60 s, 120 s, 240 s... at most an hour."""
+FIRE_TOLERANCE = timedelta(seconds=5)
+
+
+class SessionWork(SessionSteps):
+    """Extraction and summarization of one session of one store.
+
+    ``model`` is the store's language model (None for ``llm_provider`` none: the run then does
+    nothing). ``memories`` keeps what is extracted (redaction, embedding and deduplication are
+    its job). ``scheduler`` arms the session's next run. Errors inside a run are caught and
+    recorded (the run reports ``failed``); ``DatabaseUnavailable`` while recording propagates.
+    """
+
+    # --- the run -----------------------------------------------------------------------------
+
+    def run(self) -> RunReport:
+        """One background run: re-arm if the session is not quiet yet (and nothing else is
+        asked), else extract every unread message and fold what outgrew ``summarize_after``."""
+        report = RunReport(self._target.session_id)
+        meta = self._meta()
+        if meta is None:
+            report.outcome = "gone"
+            return report
+        self._life = meta.life
+        self._started = time.monotonic()
+        if self._model is None:
+            self._hdel("armed_due", "fold_requested", "requested_at")
+            report.outcome = "no_model"
+            return report
+        with self._locked() as held:
+            if not held:
+                self._arm(self._now() + timedelta(seconds=BUSY_RETRY_SECONDS), report)
+                report.outcome = "busy"
+                return report
+            try:
+                self._run(meta, report)
+            except OutOfTime:
+                # Stop between steps, all kept so far: the next run carries on from the cursor.
+                self._arm(self._now() + timedelta(seconds=1), report)
+                report.outcome = "continued"
+            except AgentMemoryError as exc:
+                self._failed(report, exc.message)
+            except Exception as exc:  # recorded, so a session never waits without a trace
+                logger.exception("background run stopped on an unexpected error")
+                self._failed(
+                    report, f"The run stopped on an internal error ({type(exc).__name__})."
+                )
+        return report
+
+    def _run(self, meta: SessionMeta, report: RunReport) -> None:
+        now = self._now()
+        quiet_at = meta.last_event_at + timedelta(seconds=self._store.extraction_delay_seconds)
+        quiet = now >= quiet_at
+        fold_needed = meta.message_count - meta.folded_seq > self._store.summarize_after
+        # A schedule may fire a moment before its due time by this clock: a small tolerance.
+        fired = meta.armed_due is not None and meta.armed_due <= now + FIRE_TOLERANCE
+        if not (quiet or meta.requested or fold_needed):
+            if meta.armed_due is not None and not fired:
+                report.outcome = "early"  # the armed schedule will come
+                return
+            # Fired before the session was quiet (messages came since it was armed).
+            self._arm(quiet_at, report)
+            report.rearmed_for = quiet_at
+            report.outcome = "rearmed"
+            return
+        if fired and quiet:
+            self._hdel("armed_due")
+        elif fired:
+            # Still talking: this run, asked for by a summary or a client, reads what is unread
+            # now, and the schedule comes back once the session is quiet.
+            self._arm(quiet_at, report)
+            report.rearmed_for = quiet_at
+        if meta.requested:
+            self._hdel("requested_at")
+        self._extract(meta.message_count, report)
+        if fold_needed:
+            self._summarize(report)
+        self._hdel("fold_requested")
+        self._succeeded(report)
+        self._cover_late_messages(report)
+
+    def _cover_late_messages(self, report: RunReport) -> None:
+        """Messages appended while this run worked, after it read the session but before it
+        cleared ``armed_due``, armed nothing (a schedule was still armed then): arm one now."""
+        meta = self._meta()
+        if meta is None or meta.unread <= 0 or meta.armed_due is not None:
+            return
+        quiet_at = meta.last_event_at + timedelta(seconds=self._store.extraction_delay_seconds)
+        self._arm(max(quiet_at, self._now()), report)
+
+    # --- outcomes and state ------------------------------------------------------------------
+
+    def _store_still_here(self) -> bool:
+        """Whether the store this run works for still exists (not deleted, not re-created):
+        store-level records of a deleted store would stay forever."""
+        with database_errors():
+            raw = self._redis.hget(StoreKeys.registry, self._store.name)
+        return current_entry(raw, self._store) is not None
+
+    def _succeeded(self, report: RunReport) -> None:
+        now_ms = to_ms(self._now())
+        self._set_field("last_run_at", str(now_ms), "failures", "0", "last_error", "")
+        if not self._store_still_here():
+            return
+        with database_errors():
+            # One key, two commands in order on one connection; not MULTI, whose redirects a
+            # cluster client does not follow (db.TRANSACTION_REDIRECTS). Both may be sent again
+            # after a timeout: they set and clear.
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.hset(self._store_keys.extraction, "last_extraction_at", now_ms)
+            pipe.hdel(self._store_keys.extraction, "last_extraction_error")
+            pipe.execute()
+
+    def _failed(self, report: RunReport, message: str) -> None:
+        """Keep the cursor, record the error, and arm a retry with backoff (until the session
+        has failed ``EXTRACTION_MAX_FAILURES`` times in a row)."""
+        report.outcome = "failed"
+        report.error = message
+        now = self._now()
+        with database_errors():
+            failures = int(self._redis.hget(self._keys.meta, "failures") or 0) + 1
+        self._set_field("last_run_at", str(to_ms(now)), "failures", str(failures),
+                        "last_error", message)  # fmt: skip
+        self._hdel("fold_requested")
+        if self._store_still_here():
+            with database_errors():
+                self._redis.hset(
+                    self._store_keys.extraction,
+                    mapping={
+                        "last_extraction_error": message,
+                        "last_extraction_error_at": to_ms(now),
+                    },
+                )
+        if failures < EXTRACTION_MAX_FAILURES:
+            wait = min(RETRY_CAP_SECONDS, RETRY_BASE_SECONDS * 2 ** (failures - 1))
+            try:
+                self._arm(now + timedelta(seconds=wait), report)
+            except AgentMemoryError as exc:  # cannot even schedule: the next append will
+                report.error = f"{message} (and the retry could not be scheduled: {exc.message})"
+        else:
+            self._hdel("armed_due")
+
+    def _arm(self, due: datetime, report: RunReport) -> None:
+        """Arm the session's schedule for ``due`` (replacing any armed one)."""
+        if not self._set_field("armed_due", str(to_ms(due))):
+            return
+        report.schedule_calls += 1
+        try:
+            self._scheduler.arm(self._target, due)
+        except Exception:
+            self._hdel("armed_due")  # not armed after all: the next append arms again
+            raise
+
+    @contextmanager
+    def _locked(self) -> Iterator[bool]:
+        token = secrets.token_hex(8)
+        with database_errors():
+            held = bool(self._redis.set(self._keys.lock, token, nx=True, ex=LOCK_SECONDS))
+        try:
+            yield held
+        finally:
+            if held:
+                with database_errors():
+                    self._unlock(keys=[self._keys.lock], args=[token])
+
+
+def request_extraction(
+    client: redis.Redis, store: StoreConfig, session_id: str, clock: Clock
+) -> bool:
+    """Mark the session's extraction as asked for now (``POST .../extract``), so the run does
+    not wait for the quiet period; False when the session does not exist."""
+    keys = store.keys().session(session_id)
+    now = to_ms(clock.now())
+    with database_errors():
+        raw = client.hgetall(keys.meta)
+        meta = live_meta(session_id, {str(k): str(v) for k, v in raw.items()}, now)
+        if meta is None:
+            return False
+        script = load_script(client, IF_LIVE)
+        return bool(script(keys=[keys.meta], args=[meta.life, "set", "requested_at", str(now)]))
+
+
+def schedule_background(
+    scheduler: Scheduler, sessions: Sessions, target: ExtractionTarget, appended: Appended
+) -> None:
+    """After an append: arm the session's extraction schedule (the append reserved it) and ask
+    for summarization now when the append called for it.
+
+    A scheduler failure does not fail the append (its messages are kept, and a retried
+    request would add them twice): the reservation is released so that the next append tries
+    again, and the failure is logged on ``agent_memory.background``."""
+    if appended.arm_due is not None:
+        try:
+            scheduler.arm(target, appended.arm_due)
+        except AgentMemoryError as exc:
+            sessions.release(target.session_id, "armed_due", str(to_ms(appended.arm_due)))
+            logger.error("could not arm the extraction schedule: %s", exc.message)
+    if appended.fold:
+        try:
+            scheduler.run_now(target)
+        except AgentMemoryError as exc:
+            sessions.release(target.session_id, "fold_requested")
+            logger.error("could not ask for summarization: %s", exc.message)

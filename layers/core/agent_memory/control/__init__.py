@@ -1,0 +1,1 @@
+"""The control plane: organizations, API keys, database instances and their ownership."""

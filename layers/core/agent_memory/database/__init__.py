@@ -1,0 +1,2 @@
+"""Redis-protocol databases: connections and clients, Lua scripts, every key, partitioned
+reads."""

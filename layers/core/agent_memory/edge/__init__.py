@@ -1,0 +1,2 @@
+"""Where requests come in: the resolver every handler uses, error mapping, authorization and
+the per-container wiring of services."""

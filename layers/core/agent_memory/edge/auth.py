@@ -1,0 +1,52 @@
+"""Who is calling: the REQUEST authorizer's answer for an ``Authorization: Bearer`` key, and the
+caller read back from that answer on every route.
+
+Why the authorizer never denies: API Gateway answers a denial with its own body
+(``{"message": "Forbidden"}``, status 403) and a missing identity source with a bare 401, neither
+in our error shape. So the authorizer always allows and says who the caller is, or why they are
+not anyone, and ``principal_from`` turns "not anyone" into our 401 before any route code runs.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agent_memory.control.api_keys import Principal
+from agent_memory.edge.runtime import Runtime
+from agent_memory.errors import (
+    AgentMemoryError,
+    DatabaseUnavailable,
+    Unauthorized,
+)
+
+
+def principal_from(event: dict[str, Any]) -> Principal:
+    """The caller as the authorizer described it in ``requestContext.authorizer.lambda``."""
+    context = ((event.get("requestContext") or {}).get("authorizer") or {}).get("lambda") or {}
+    if context.get("org_id"):
+        return Principal(org_id=str(context["org_id"]), key_id=str(context.get("key_id", "")))
+    if context.get("error") == DatabaseUnavailable.code:
+        raise DatabaseUnavailable(str(context.get("message", "The database is unavailable.")))
+    raise Unauthorized(str(context.get("message") or "Send 'Authorization: Bearer <api key>'."))
+
+
+def authorize(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
+    """The REQUEST authorizer's answer (payload 2.0, simple responses).
+
+    Always ``isAuthorized: true``; ``context`` holds ``org_id`` and ``key_id`` for a valid key,
+    or ``error`` and ``message`` otherwise (see the module docstring for why). The key itself
+    is never logged or echoed.
+    """
+    headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
+    value = headers.get("authorization", "")
+    scheme, _, token = value.partition(" ")
+    try:
+        if scheme.lower() != "bearer" or not token.strip():
+            raise Unauthorized("Send your API key as 'Authorization: Bearer <key>'.")
+        principal = runtime.control.authenticate(token.strip())
+    except AgentMemoryError as exc:
+        return {"isAuthorized": True, "context": {"error": exc.code, "message": exc.message}}
+    return {
+        "isAuthorized": True,
+        "context": {"org_id": principal.org_id, "key_id": principal.key_id},
+    }

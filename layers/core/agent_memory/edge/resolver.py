@@ -1,0 +1,181 @@
+"""The one resolver factory: ``Api`` builds the Powertools resolver every function uses.
+
+Every function's handler module does::
+
+    app = Api()
+
+    @app.get("/route", ...)
+    def route(...) -> SomeView: ...
+
+    lambda_handler = app.lambda_handler
+
+``Api`` adds, in front of Powertools' routing and validation: a body-size limit (413), the
+caller's identity from the REQUEST authorizer's context (401 / 503, ``auth``), a strict JSON
+parser and strict query parameters (``requests``), one error mapping (``http_errors``), and the
+logger, metrics and tracer of ``observability``. Errors always have the shape
+``{"error", "message", "details"?}``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from functools import partial
+from http import HTTPStatus
+from typing import Any
+
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
+from aws_lambda_powertools.logging import correlation_paths
+from aws_lambda_powertools.metrics.functions import is_metrics_disabled
+from aws_lambda_powertools.shared.json_encoder import Encoder
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from agent_memory.control.api_keys import Principal
+from agent_memory.edge.auth import principal_from
+from agent_memory.edge.http_errors import JSON, error_body, error_headers, status_of
+from agent_memory.edge.requests import (
+    StrictQueryValidation,
+    body_bytes,
+    decode_path,
+    strict_json_loads,
+    utf8_text,
+)
+from agent_memory.edge.runtime import Runtime, current_runtime
+from agent_memory.errors import (
+    AgentMemoryError,
+    PayloadTooLarge,
+    RouteNotFound,
+    StoreNotFound,
+    Unauthorized,
+)
+from agent_memory.observability import logger, metrics
+
+# UTF-8 out, not \u escapes: smaller bodies, and text reads back exactly as it was sent.
+_json_dumps = partial(json.dumps, separators=(",", ":"), ensure_ascii=False, cls=Encoder)
+
+
+class Api(APIGatewayHttpResolver):
+    """The resolver every function uses: validation on, one error mapping, auth and size checks.
+
+    Route code reads ``app.principal`` (who is calling) and ``app.runtime`` (services).
+    """
+
+    def __init__(self, *, store_not_found_step: str = "") -> None:
+        """``store_not_found_step``: the next step a 404 ``store_not_found`` names on this
+        route (``CREATE_STORE_FIRST``, ``NOTHING_DELETED``); by default none."""
+        super().__init__(
+            enable_validation=True,
+            json_body_deserializer=strict_json_loads,
+            serializer=_json_dumps,
+        )
+        # Powertools runs this one before any other middleware and the route (see
+        # StrictQueryValidation); it is the resolver's own slot for its request validation.
+        self._request_validation_middleware = StrictQueryValidation()
+        self._principal: Principal | None = None
+        self._runtime: Runtime | None = None
+        self._store_not_found_step = store_not_found_step
+        self.exception_handler(AgentMemoryError)(self._domain_error)
+        self.exception_handler(RequestValidationError)(self._validation_error)
+        self.exception_handler(NotFoundError)(self._route_not_found)
+        self.not_found(self._route_not_found)
+        self.exception_handler(Exception)(self._bug)
+        self.lambda_handler: Callable[[dict[str, Any], LambdaContext], dict[str, Any]] = (
+            logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)(
+                metrics.log_metrics(self._entry)
+            )
+        )
+
+    @property
+    def principal(self) -> Principal:
+        """The caller of the current request (set before routing); ``Unauthorized`` outside."""
+        if self._principal is None:  # pragma: no cover - _entry always sets it before routing
+            raise Unauthorized("Send your API key as 'Authorization: Bearer <key>'.")
+        return self._principal
+
+    @property
+    def runtime(self) -> Runtime:
+        """The container's services for the current request's settings."""
+        if self._runtime is None:  # pragma: no cover
+            self._runtime = current_runtime()
+        return self._runtime
+
+    def _entry(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        # Every body is read as JSON whatever its Content-Type says (curl -d sends a form type).
+        headers = {**(event.get("headers") or {}), "content-type": JSON}
+        event = {**event, "rawPath": decode_path(event.get("rawPath", "/")), "headers": headers}
+        try:
+            self._runtime = current_runtime()
+            self._principal = principal_from(event)
+            limit = self._runtime.settings.max_body_bytes
+            body = body_bytes(event)
+            if len(body) > limit:
+                raise PayloadTooLarge(f"The request body is larger than {limit} bytes.")
+            event["body"], event["isBase64Encoded"] = utf8_text(body), False
+        except AgentMemoryError as exc:
+            return self._raw_error(exc)
+        try:
+            return self.resolve(event, context)
+        finally:
+            self._principal = None
+            if is_metrics_disabled():
+                # Powertools keeps disabled metrics and prints them every 100 values; drop them.
+                metrics.clear_metrics()
+
+    def _raw_error(self, exc: AgentMemoryError) -> dict[str, Any]:
+        return {
+            "statusCode": int(status_of(exc)),
+            "headers": {"Content-Type": JSON, **error_headers(exc)},
+            "body": error_body(exc.code, exc.message, exc.details),
+            "isBase64Encoded": False,
+        }
+
+    def _domain_error(self, exc: AgentMemoryError) -> Response[str]:
+        if isinstance(exc, StoreNotFound) and self._store_not_found_step:
+            exc = StoreNotFound(exc.store, self._store_not_found_step)
+        status = status_of(exc)
+        if status >= 500:
+            logger.warning("request failed", extra={"error": exc.code, "detail": exc.message})
+        return Response(
+            status_code=int(status),
+            content_type=JSON,
+            body=error_body(exc.code, exc.message, exc.details),
+            headers=error_headers(exc),
+        )
+
+    def _validation_error(self, exc: RequestValidationError) -> Response[str]:
+        details = []
+        for error in exc.errors():
+            loc = [str(part) for part in error.get("loc", ())]
+            if loc and loc[0] in ("body", "query", "path") and len(loc) > 1:
+                loc = loc[1:] if loc[0] == "body" else loc
+            field = ".".join(loc) or "body"
+            problem = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+            if error.get("type") == "json_invalid":
+                field, problem = (
+                    "body",
+                    "The body is not valid JSON: "
+                    + str((error.get("ctx") or {}).get("error", "parse error")),
+                )
+            details.append({"field": field, "problem": problem})
+        return Response(
+            status_code=HTTPStatus.UNPROCESSABLE_ENTITY,
+            content_type=JSON,
+            body=error_body("validation_error", "The request is not valid; see details.", details),
+        )
+
+    def _bug(self, exc: Exception) -> Response[str]:
+        # The top boundary: an unexpected exception is a bug. Log it with its trace, and still
+        # answer in the error shape, never with the request body or any secret.
+        logger.exception("unhandled error")
+        return Response(
+            status_code=HTTPStatus.INTERNAL_SERVER_ERROR,
+            content_type=JSON,
+            body=error_body("internal_error", "Something went wrong on our side; it is logged."),
+        )
+
+    def _route_not_found(self, exc: Exception | None = None) -> Response[str]:
+        event = self.current_event
+        error = RouteNotFound(f"No route for {event.http_method} {event.path}.")
+        return self._domain_error(error)

@@ -1,0 +1,40 @@
+"""What every route shares: its path parameters (validated the same way everywhere), the route
+prefixes, and the 204 answer of a DELETE.
+"""
+
+from __future__ import annotations
+
+from http import HTTPStatus
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Path
+
+from agent_memory.memories.models import MEMORY_ID_PATTERN
+from agent_memory.models import (
+    INSTANCE_ID_PATTERN,
+    SESSION_ID_PATTERN,
+    STORE_NAME_PATTERN,
+)
+
+# Path parameters, validated the same way on every route.
+InstancePath = Annotated[str, Path(pattern=INSTANCE_ID_PATTERN, description="Database instance id")]
+StorePath = Annotated[str, Path(pattern=STORE_NAME_PATTERN, description="Store name")]
+SessionPath = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="Session id")]
+
+MemoryPath = Annotated[str, Path(pattern=MEMORY_ID_PATTERN, description="Memory id")]
+ActorPath = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="Actor id")]
+
+STORE_ROUTE = "/instances/<instance_id>/agent-memory/<store>"
+
+# What a 404 store_not_found tells the caller to do, on the routes where something fits: the
+# routes that write into a store (a store is made with PUT on its own URL), and the deletes.
+CREATE_STORE_FIRST = "create it with PUT first"
+NOTHING_DELETED = "nothing was deleted"
+SESSION_ROUTE = STORE_ROUTE + "/sessions/<session_id>"
+MEMORY_ROUTE = STORE_ROUTE + "/memories/<memory_id>"
+
+
+def no_content() -> Response[None]:
+    """The 204 answer of a DELETE."""
+    return Response(status_code=HTTPStatus.NO_CONTENT, body=None)

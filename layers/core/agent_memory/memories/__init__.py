@@ -1,0 +1,1 @@
+"""Long-term memory: the write path, reads, stored records and scripts, transfer, and recall."""

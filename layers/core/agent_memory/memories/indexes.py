@@ -1,0 +1,253 @@
+"""Actor indexes kept in step with Redis: built in batches, caught up from the change log.
+
+Search runs in this process on an ``ActorIndex`` (``search``) held in the container's bounded
+``IndexCache`` and kept in step by generation: every write of an actor's memories bumps the
+actor's generation and logs ``<gen>:<op>:<id>`` (``memory_scripts``). A search reads the
+actor's generation (one small read) and, when it moved, only the log entries since the cached
+generation and the rows they name; a cache further behind than the log reaches reloads the
+actor. So every container sees every write, however it was made, at its next read.
+"""
+
+from __future__ import annotations
+
+import gc
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, cast
+
+import numpy as np
+import redis
+from numpy.typing import NDArray
+
+from agent_memory.database.client import database_errors
+from agent_memory.database.keys import ActorKeys
+from agent_memory.database.scripts import load_script
+from agent_memory.memories.records import (
+    F,
+    raw_facts,
+    raw_facts_if_any,
+    raw_record,
+    split_memory,
+    stored_terms,
+)
+from agent_memory.memories.scripts import CATCH_UP
+from agent_memory.search.cache import IndexCache
+from agent_memory.search.fusion import Hit
+from agent_memory.search.index import ActorIndex
+from agent_memory.stores.models import StoreConfig
+
+LOAD_BATCH = 2000
+"""Memories read per HSCAN step when an actor's index is built."""
+
+
+class ActorIndexes:
+    """The indexes of one store's actors in this container: ``index`` brings one up to date,
+    ``warm`` gives the cached one as it is, ``rescore`` makes a compact index's candidates
+    exact. Errors: ``DatabaseUnavailable``."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        binary: redis.Redis,
+        store: StoreConfig,
+        cache: IndexCache,
+        cache_scope: str,
+    ) -> None:
+        self._redis = client
+        self._binary = binary
+        self._store = store
+        self._keys = store.keys()
+        self._cache = cache
+        self._scope = cache_scope
+        self._catch_up_script = load_script(binary, CATCH_UP)
+
+    def warm(self, bucket: str) -> ActorIndex | None:
+        """The actor's cached index as it is (no generation read), or None when not cached."""
+        index = self._cache.get(self.cache_key(bucket))
+        if index is None or index.dimensions != self._store.dimensions:
+            return None
+        return index
+
+    def cache_key(self, bucket: str) -> tuple[str, ...]:
+        """An actor's entry in the container's index cache: instance, store incarnation and
+        bucket (a store deleted and created again never meets its old indexes)."""
+        return (self._scope, self._store.name, self._store.incarnation, bucket)
+
+    def index(self, bucket: str, gen: int | None = None) -> ActorIndex:
+        """The actor's index, brought up to the actor's current generation (``gen`` when the
+        caller has just read it)."""
+        key = self.cache_key(bucket)
+        actor = self._keys.actor(bucket)
+        if gen is None:
+            with database_errors():
+                gen = int(self._redis.hget(actor.meta, "gen") or 0)
+        index = self._cache.get(key)
+        if index is not None and index.dimensions == self._store.dimensions:
+            if index.gen == gen:
+                return index
+            if self._catch_up(index, actor, gen):
+                return index
+        index = self._load(actor)
+        self._cache.put(key, index)
+        return index
+
+    def _catch_up(self, index: ActorIndex, actor: ActorKeys, gen: int) -> bool:
+        """Bring ``index`` to the actor's state at a generation at least ``gen`` from the
+        change log (``CATCH_UP``: one consistent read of the entries and the rows they name);
+        False when the log no longer reaches back to the index's generation (reload)."""
+        with database_errors():
+            now_gen, entries, ids, raws, blobs = self._catch_up_script(
+                keys=actor.all(), args=[index.gen]
+            )
+        now_gen = int(now_gen)
+        if now_gen <= index.gen:
+            return True
+        names = [e.decode() if isinstance(e, bytes) else str(e) for e in entries]
+        if not names or int(names[0].split(":", 1)[0]) != index.gen + 1:
+            return False
+        found = [i.decode() if isinstance(i, bytes) else str(i) for i in ids]
+        rows = {}
+        for memory_id, raw, kept_apart in zip(found, raws, blobs, strict=True):
+            blob = split_memory(raw)[1] or kept_apart if raw is not None else None
+            if raw is not None and blob is not None:
+                rows[memory_id] = (raw_record(raw), blob)
+        changed = {name.split(":", 2)[2] for name in names}
+        with index.lock:
+            if index.gen >= now_gen:
+                return True
+            for memory_id in changed:
+                if memory_id in rows:
+                    upsert_row(index, memory_id, *rows[memory_id])
+                else:
+                    index.remove(memory_id)
+            index.gen = now_gen
+        return True
+
+    def _load(self, actor: ActorKeys) -> ActorIndex:
+        """Build the actor's index from Redis in batches (HSCAN of the stored memories, which
+        hold their vectors), so that a large actor never needs all its float32 vectors in
+        memory at once. The generation is read first and the change log applied after, which
+        accounts for writes made while the batches were read."""
+        with database_errors():
+            # Not one transaction (MULTI is refused while the database is full): the count only
+            # sizes the index, and the log read after the batches accounts for any change.
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.hget(actor.meta, "gen")
+            pipe.hlen(actor.memories)
+            raw_gen, count = pipe.execute()
+        gen = int(raw_gen or 0)
+        index = ActorIndex(dimensions=self._store.dimensions, gen=gen)
+        index.reserve(int(count) + int(count) // 20 + 64)  # room for the next writes
+        width = self._store.dimensions * 4
+
+        def fetch(cursor: int) -> tuple[int, list[str], list[dict[str, Any]], list[bytes]]:
+            with database_errors():
+                cursor, scanned = self._binary.hscan(actor.memories, cursor, count=LOAD_BATCH)
+                entries = cast(dict[bytes, bytes], scanned)
+                ids = [k.decode() for k in entries]
+                vectors = self._vectors(actor, ids, list(entries.values()))
+            kept = [
+                (memory_id, raw_record(raw), blob)
+                for memory_id, raw, blob in zip(ids, entries.values(), vectors, strict=True)
+                if blob is not None and len(blob) == width
+            ]
+            return (
+                int(cursor),
+                [k[0] for k in kept],
+                [k[1] for k in kept],
+                [k[2] for k in kept if k[2] is not None],
+            )
+
+        # The batches allocate tens of thousands of small dicts and lists that hold no cycles;
+        # pausing the cyclic collector spares it traversing them again and again (about a
+        # tenth of a cold build of 10,000 memories).
+        with _collector_paused():
+            cursor = 0
+            while True:
+                cursor, ids, records, blobs = fetch(cursor)
+                if records:
+                    vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(
+                        len(records), self._store.dimensions
+                    )
+                    index.add_many(
+                        ids,
+                        vectors,
+                        [r[F.text] for r in records],
+                        [r[F.type] for r in records],
+                        [int(r[F.created_at]) for r in records],
+                        [int(r[F.expires_at]) for r in records],
+                        [stored_terms(r) for r in records],
+                        [raw_facts_if_any(r) for r in records],
+                    )
+                if cursor == 0:
+                    break
+        with database_errors():
+            latest = int(self._redis.hget(actor.meta, "gen") or 0)
+        if latest != gen and not self._catch_up(index, actor, latest):
+            return self._load(actor)  # too much changed meanwhile: read it again
+        return index
+
+    def _vectors(
+        self, actor: ActorKeys, ids: Sequence[str], raws: Sequence[bytes | None]
+    ) -> list[bytes | None]:
+        """The vector bytes of stored memories (``raws``, None where there is none): from each
+        memory itself, or, for a record kept before vectors moved into it, from the actor's
+        ``vectors`` hash (one HMGET for all such). None where neither has one."""
+        found: list[bytes | None] = [
+            split_memory(raw)[1] if raw is not None else None for raw in raws
+        ]
+        apart = [i for i, (raw, blob) in enumerate(zip(raws, found, strict=True))
+                 if raw is not None and blob is None]  # fmt: skip
+        if apart:
+            with database_errors():
+                blobs = self._binary.hmget(actor.vectors, [ids[i] for i in apart])
+            for i, blob in zip(apart, blobs, strict=True):
+                found[i] = cast(bytes | None, blob)
+        return found
+
+    def rescore(self, bucket: str, hits: Sequence[Hit], vector: NDArray[np.float32]) -> list[Hit]:
+        """Exact cosines of a compact index's candidates, from the stored float32 vectors;
+        best first."""
+        if not hits:
+            return []
+        ids = [h.memory_id for h in hits]
+        actor = self._keys.actor(bucket)
+        with database_errors():
+            raws = cast(list[bytes | None], self._binary.hmget(actor.memories, ids))
+            blobs = self._vectors(actor, ids, raws)
+        rescored = [
+            Hit(memory_id, float(np.frombuffer(blob, dtype=np.float32) @ vector))
+            for memory_id, blob in zip(ids, blobs, strict=True)
+            if blob is not None and len(blob) == vector.nbytes
+        ]
+        return sorted(rescored, key=lambda h: -h.score)
+
+
+def upsert_row(index: ActorIndex, memory_id: str, record: dict[str, Any], blob: bytes) -> None:
+    """Enter (or replace) one raw record and its vector bytes in ``index``; a vector of
+    another length (written under another dimension setting) is not searchable here."""
+    vector = np.frombuffer(blob, dtype=np.float32)
+    if vector.shape[0] != index.dimensions:
+        return
+    index.upsert(
+        memory_id,
+        vector,
+        record[F.text],
+        record[F.type],
+        int(record[F.created_at]),
+        int(record[F.expires_at]),
+        stored_terms(record),
+        raw_facts(record),
+    )
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause Python's cyclic garbage collector (if it runs) for the block."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()

@@ -1,0 +1,293 @@
+"""Pydantic models of long-term memory and recall: the bodies of ``POST .../memories``,
+``PATCH`` and search, the memory views, and recall's request and answer, with the limits they
+check (``MAX_MEMORY_CHARS``, ``MAX_TOPICS``, metadata size and depth, ``MAX_VERSIONS``).
+
+Separate from ``models``, which holds what every area shares (identifiers, times, the
+``Model`` / ``View`` bases, text that shows nothing) and the store, session and error models;
+the same conventions hold here: field names follow DESIGN.md section 2, request models forbid
+unknown fields.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import AfterValidator, Field, StringConstraints, model_validator
+
+from agent_memory.models import (
+    MAX_QUERY_CHARS,
+    ActorId,
+    Model,
+    SessionId,
+    UtcDatetime,
+    View,
+    is_blank,
+)
+from agent_memory.sessions.models import Message
+
+MAX_MEMORY_CHARS = 8_000
+MAX_TOPICS = 10
+MAX_TOPIC_CHARS = 64
+MAX_METADATA_BYTES = 4_096
+MAX_METADATA_DEPTH = 5
+MAX_VERSIONS = 50
+MEMORY_ID_PATTERN = r"^mem_[0-9a-f]{20}$"
+
+Topic = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TOPIC_CHARS)]
+MemoryId = Annotated[str, StringConstraints(pattern=MEMORY_ID_PATTERN)]
+UnitInterval = Annotated[float, Field(ge=0, le=1)]
+MemoryText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_MEMORY_CHARS)]
+
+
+def _depth(value: Any) -> int:
+    if isinstance(value, dict):
+        return 1 + max((_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((_depth(v) for v in value), default=0)
+    return 0
+
+
+def _small_metadata(value: dict[str, Any]) -> dict[str, Any]:
+    try:
+        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    except ValueError as exc:
+        raise ValueError("metadata numbers must be finite") from exc
+    size = len(text.encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        raise ValueError(f"metadata is {size} bytes of JSON; at most {MAX_METADATA_BYTES}")
+    if _depth(value) > MAX_METADATA_DEPTH:
+        raise ValueError(f"metadata nests deeper than {MAX_METADATA_DEPTH} levels")
+    return value
+
+
+Metadata = Annotated[dict[str, Any], AfterValidator(_small_metadata)]
+
+
+def _not_blank(value: str) -> str:
+    if is_blank(value):
+        raise ValueError("must not be blank")
+    return value
+
+
+VisibleMemoryText = Annotated[MemoryText, AfterValidator(_not_blank)]
+"""A memory's text as every route that keeps one checks it (add, change, import): 1 to
+``MAX_MEMORY_CHARS`` characters, at least one of them visible (``models.is_blank``)."""
+
+
+class MemoryIn(Model):
+    """Body of ``POST .../memories``. ``type`` is checked against the store's types by the
+    core (the model does not know the store); ``vector`` is required when the store has no
+    embedding model."""
+
+    text: VisibleMemoryText
+    type: Annotated[str, StringConstraints(min_length=1, max_length=40)] = "semantic"
+    actor_id: ActorId | None = None
+    topics: list[Topic] = Field(default_factory=list, max_length=MAX_TOPICS)
+    metadata: Metadata = Field(default_factory=dict)
+    importance: UnitInterval | None = None
+    confidence: UnitInterval | None = None
+    vector: list[float] | None = Field(None, max_length=8192)
+    supersedes: MemoryId | None = Field(
+        None,
+        description="The id of a current memory of the same actor that this one replaces: "
+        "it stops being current (valid_until) in the same atomic step as this one is kept.",
+    )
+    occurred_at: UtcDatetime | None = Field(
+        None, strict=False, description="When the event the memory tells of happened."
+    )
+
+
+class MemoryPatch(Model):
+    """Body of ``PATCH .../memories/{memory}``: the fields to change (at least one)."""
+
+    text: VisibleMemoryText | None = None
+    type: Annotated[str, StringConstraints(min_length=1, max_length=40)] | None = None
+    topics: list[Topic] | None = Field(None, max_length=MAX_TOPICS)
+    metadata: Metadata | None = None
+    importance: UnitInterval | None = None
+    vector: list[float] | None = Field(None, max_length=8192)
+
+    @model_validator(mode="after")
+    def _something(self) -> MemoryPatch:
+        if not self.model_fields_set - {"vector"}:
+            raise ValueError("give at least one of text, type, topics, metadata, importance")
+        for field in ("text", "type", "topics", "metadata", "vector"):
+            if field in self.model_fields_set and getattr(self, field) is None:
+                raise ValueError(f"{field} cannot be null (importance may be, to clear it)")
+        return self
+
+
+class MemorySource(View):
+    """Where a memory came from: the session extraction read it in; the messages (by ``seq``)
+    that extraction call read, ``first_seq`` to ``last_seq``; and ``seqs``, the messages the
+    model said the memory comes from (within that range), when it said."""
+
+    session_id: str
+    first_seq: int | None = Field(None, description="The first message the extraction read.")
+    last_seq: int | None = Field(None, description="The last message the extraction read.")
+    seqs: list[int] | None = Field(
+        None, description="The messages the memory comes from, as the model named them."
+    )
+
+
+class MemoryVersion(View):
+    """The memory as it was before a change made at ``changed_at``."""
+
+    text: str
+    type: str
+    topics: list[str]
+    metadata: dict[str, Any]
+    importance: float | None
+    changed_at: datetime
+
+
+class MemoryLink(View):
+    """One memory of a chain of memories that replaced one another (``MemoryView.chain``)."""
+
+    id: str
+    text: str
+    valid_from: datetime
+    valid_until: datetime | None
+
+
+class MemoryView(View):
+    """A memory as the API shows it (``score`` in search results, ``versions`` and ``chain``
+    on ``GET``). A memory is current while ``valid_until`` is null; one that another memory
+    replaced (``superseded_by``) has ``valid_until``, the moment it was replaced."""
+
+    id: str
+    text: str
+    type: str
+    actor_id: str | None
+    topics: list[str]
+    metadata: dict[str, Any]
+    importance: float | None
+    confidence: float | None
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime
+    source: MemorySource | None
+    occurred_at: datetime | None = Field(
+        None, description="When the event happened, when known (null: unknown)."
+    )
+    valid_from: datetime = Field(description="When the memory became current (when it was kept).")
+    valid_until: datetime | None = Field(
+        None, description="When another memory replaced it; null while it is current."
+    )
+    supersedes: str | None = Field(None, description="The memory this one replaced.")
+    superseded_by: str | None = Field(None, description="The memory that replaced this one.")
+    score: float | None = None
+    duplicate: bool | None = None
+    versions: list[MemoryVersion] | None = None
+    chain: list[MemoryLink] | None = Field(
+        None,
+        description="On GET: every memory of its chain still kept, oldest first, this one "
+        "included (what it replaced, what replaced it).",
+    )
+
+
+class MemoryList(View):
+    """A page of memories, newest first; ``next_offset`` is null on the last page; ``total``
+    is how many live memories match the listing's filters, over all its pages."""
+
+    memories: list[MemoryView]
+    next_offset: int | None
+    total: int = Field(
+        description="Live memories matching the filters (actor_id, type), over all pages."
+    )
+
+
+SearchMode = Literal["semantic", "keyword", "hybrid"]
+
+
+class SearchRequest(Model):
+    """Body of ``POST .../memories/search``. Without ``actor_id`` the whole store is searched."""
+
+    query: Annotated[
+        str, StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS), AfterValidator(_not_blank)
+    ]
+    mode: SearchMode = "hybrid"
+    actor_id: ActorId | None = None
+    types: list[Annotated[str, StringConstraints(min_length=1, max_length=40)]] | None = Field(
+        None, max_length=5
+    )
+    limit: int = Field(10, ge=1, le=100)
+    query_vector: list[float] | None = Field(None, max_length=8192)
+    include_superseded: bool = Field(
+        False, description="Also memories that another memory replaced (valid_until set)."
+    )
+    as_of: UtcDatetime | None = Field(
+        None,
+        strict=False,
+        description="What was current at this time: valid_from <= as_of < valid_until "
+        "(null: still current) and as_of < expires_at.",
+    )
+    topics: list[Topic] | None = Field(
+        None, max_length=MAX_TOPICS, description="Only memories with at least one of these."
+    )
+    metadata: Metadata | None = Field(
+        None,
+        description="Only memories whose metadata has each of these top-level keys with an "
+        "equal value (JSON equality).",
+    )
+    created_after: UtcDatetime | None = Field(
+        None, strict=False, description="Only memories kept at or after this time."
+    )
+    created_before: UtcDatetime | None = Field(
+        None, strict=False, description="Only memories kept before this time."
+    )
+    occurred_after: UtcDatetime | None = Field(
+        None, strict=False, description="Only memories whose event happened at or after this."
+    )
+    occurred_before: UtcDatetime | None = Field(
+        None, strict=False, description="Only memories whose event happened before this."
+    )
+
+
+class SearchResult(View):
+    """Answer of a search: memories best first, each with its ``score``."""
+
+    memories: list[MemoryView]
+
+
+class ActorForgotten(View):
+    """Answer of forgetting an actor: how many memories were deleted."""
+
+    actor_id: str
+    deleted: int
+
+
+# --- recall ----------------------------------------------------------------------------------
+
+
+class RecallRequest(Model):
+    """Body of ``POST .../recall``."""
+
+    session_id: SessionId
+    query: (
+        Annotated[
+            str,
+            StringConstraints(min_length=1, max_length=MAX_QUERY_CHARS),
+            AfterValidator(_not_blank),
+        ]
+        | None
+    ) = None
+    actor_id: ActorId | None = None
+    limit: int = Field(10, ge=1, le=100)
+    query_vector: list[float] | None = Field(None, max_length=8192)
+    types: list[Annotated[str, StringConstraints(min_length=1, max_length=40)]] | None = Field(
+        None, max_length=5, description="Only memories of these types."
+    )
+
+
+class RecallView(View):
+    """Answer of recall: summary, verbatim messages, relevant memories and a ready context."""
+
+    session_id: str
+    actor_id: str | None
+    summary: str | None
+    messages: list[Message]
+    memories: list[MemoryView]
+    context: str

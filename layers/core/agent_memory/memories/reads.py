@@ -1,0 +1,504 @@
+"""Reading one store's long-term memories: get, page, count, search, recall and the related
+memories extraction reads, and the store-level upkeep reads do too.
+
+This is the base of ``memories.Memories``, which adds the write path (add, supersede, patch,
+delete, forget). It is separate because reading and writing share the store's connections and
+checks but little else: reads never take the optimistic generation check, they rank
+``index_sync.ActorIndex`` snapshots (``ranking``) and fetch the records ranked. The store-level
+upkeep is here because reads do it as well: a page prunes expired memories from every index
+(``_forget``) and takes a superseded record out of the listing of current ones (``_retire``).
+
+Reads show current memories unless a ``selection.Selection`` asks for others
+(``include_superseded``, ``as_of``). A search without ``actor_id`` reads every actor's index and
+is bounded (``STORE_WIDE_MAX_BYTES``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
+from typing import cast
+
+import numpy as np
+import redis
+from numpy.typing import NDArray
+from redis.commands.core import Script
+from redis.typing import EncodableT
+
+from agent_memory.clock import Clock, to_ms
+from agent_memory.database.client import database_errors, unless_writes_refused
+from agent_memory.database.keys import NO_ACTOR, StoreKeys, actor_bucket, id_tag
+from agent_memory.database.partitions import expiries, live_count, merged_window
+from agent_memory.database.scripts import load_script, scripts_in_pipeline
+from agent_memory.errors import MemoryNotFound, StoreTooLarge, ValidationFailed, VectorInvalid
+from agent_memory.memories.indexes import ActorIndexes
+from agent_memory.memories.models import MemoryList, MemoryView, SearchRequest
+from agent_memory.memories.queries import search_selection
+from agent_memory.memories.ranking import rank
+from agent_memory.memories.records import MemoryRecord, decode_record, record_link, record_view
+from agent_memory.memories.scripts import (
+    LOAD_CHAIN,
+    LOG_KEEP,
+    PUT,
+    READ_ONE,
+    REMOVE,
+    REMOVE_CHAIN,
+    RETIRE,
+    SCRIPT_IDS,
+    SUPERSEDE,
+    UNINDEX,
+)
+from agent_memory.models import RESERVED_TYPES
+from agent_memory.providers.embeddings import Embedder, validate_vector
+from agent_memory.search.cache import IndexCache
+from agent_memory.search.selection import CURRENT, Selection
+from agent_memory.stores.models import StoreConfig
+
+RELATED_TEXT_CHARS = 2000
+"""A message longer than this is cut before it is embedded to find related memories (about 500
+tokens; providers refuse single inputs past 8,192 tokens)."""
+PRUNE_BATCH = 1000
+"""Expired memories a read takes out of each partition's indexes at most (the rest, next time;
+reads skip expired memories anyway)."""
+MAX_CHAIN_SHOWN = 50
+"""``GET`` of a memory shows at most this many memories of its chain on each side of it."""
+STORE_WIDE_MAX_BYTES = 128 * 1024 * 1024
+"""A search (or a filtered listing) without ``actor_id`` reads every live memory's vector of
+the store into the container's index cache (256 MB by default): it is refused (409
+``store_too_large``) beyond half of that, 87,381 memories of 384 dimensions, 21,845 of 1,536
+(docs/limits.md)."""
+
+
+def unit(vector: NDArray[np.float32], field: str = "vector") -> NDArray[np.float32]:
+    """``vector`` scaled to length 1 (cosine then is a dot product), computed in float64 so
+    that very large or very small finite values neither overflow nor vanish."""
+    wide = vector.astype(np.float64)
+    scale = float(np.max(np.abs(wide))) if wide.size else 0.0
+    if scale == 0.0 or not np.isfinite(scale):
+        raise VectorInvalid(
+            f"'{field}' must be finite and not all zeros.",
+            details=[{"field": field, "problem": "must be finite and not all zeros"}],
+        )
+    wide /= scale
+    return (wide / np.linalg.norm(wide)).astype(np.float32)
+
+
+class MemoryReader:
+    """Reading the memories of one store (the base of ``memories.Memories``). Errors:
+    ``MemoryNotFound``, ``ValidationFailed`` (and its ``VectorInvalid`` / ``EmbeddingRequired``),
+    ``StoreTooLarge``, provider errors from the embedder, ``DatabaseUnavailable``."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        binary: redis.Redis,
+        store: StoreConfig,
+        clock: Clock,
+        embedder: Embedder,
+        cache: IndexCache,
+        cache_scope: str,
+    ) -> None:
+        self._redis = client
+        self._binary = binary
+        self._store = store
+        self._keys = store.keys()
+        self._clock = clock
+        self._embedder = embedder
+        self._indexes = ActorIndexes(client, binary, store, cache, cache_scope)
+        # The scripts of both paths are loaded here, once: ``Memories`` adds no state.
+        self._put = load_script(binary, PUT)
+        self._supersede_script = load_script(binary, SUPERSEDE)
+        self._read_one = load_script(binary, READ_ONE)
+        self._load_chain = load_script(binary, LOAD_CHAIN)
+        self._remove = load_script(client, REMOVE)
+        self._remove_chain = load_script(client, REMOVE_CHAIN)
+        self._unindex_script = load_script(client, UNINDEX)
+        self._retire_script = load_script(client, RETIRE)
+
+    # --- the store's types and vectors -------------------------------------------------------
+
+    @property
+    def types(self) -> list[str]:
+        """The memory types this store accepts."""
+        return [*RESERVED_TYPES, *(t.name for t in self._store.custom_types)]
+
+    def check_types(self, memory_types: Sequence[str] | None, field: str = "types") -> None:
+        """``ValidationFailed`` (naming ``field``) unless each is one of the store's types."""
+        for memory_type in memory_types or ():
+            self._check_type(memory_type, field)
+
+    def _check_type(self, memory_type: str, field: str = "type") -> None:
+        if memory_type not in self.types:
+            allowed = ", ".join(self.types)
+            raise ValidationFailed(
+                f"Type '{memory_type}' is not one of this store's types: {allowed}.",
+                details=[{"field": field, "problem": f"must be one of: {allowed}"}],
+            )
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """The store's embeddings of ``texts`` (one batched provider call where it can), rows
+        in input order; ``EmbeddingRequired`` when the store has no embedding model."""
+        return self._embedder.embed(texts)
+
+    def _vector(self, text: str, given: Sequence[float] | None, field: str) -> NDArray[np.float32]:
+        if given is not None:
+            return unit(validate_vector(given, self._store.dimensions, field), field)
+        return unit(self._embedder.embed([text])[0], field)
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def _live(self, ids: Iterable[str]) -> set[str]:
+        """Which of ``ids`` are live memories (in the expiry index, with an expiry to come)."""
+        now_ms = to_ms(self._clock.now())
+        return {i for i, e in expiries(self._redis, self._keys, ids).items() if e > now_ms}
+
+    def _owner(self, memory_id: str) -> str:
+        """The actor bucket of a live memory (``find_owners``); ``MemoryNotFound`` otherwise."""
+        bucket = find_owners(self._redis, self._keys, [memory_id]).get(memory_id)
+        if bucket is None or not self._live([memory_id]):
+            raise MemoryNotFound(memory_id)
+        return bucket
+
+    def _records(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryRecord]:
+        """The live records of ``ids`` (current or not) in the actor's memories."""
+        if not ids:
+            return {}
+        now_ms = to_ms(self._clock.now())
+        with database_errors():
+            raws = cast(
+                list[bytes | None], self._binary.hmget(self._keys.actor(bucket).memories, list(ids))
+            )
+        found = {}
+        for memory_id, raw in zip(ids, raws, strict=True):
+            if raw is not None:
+                record = decode_record(raw, memory_id, bucket)
+                if record.expires_at > now_ms:
+                    found[memory_id] = record
+        return found
+
+    def _fetch(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryView]:
+        """Views of ``_records``."""
+        return {i: record_view(r) for i, r in self._records(bucket, ids).items()}
+
+    def get(self, memory_id: str) -> MemoryView:
+        """One memory, current or not, with its versions (newest first) and its ``chain``: the
+        live memories it replaced and that replaced it, oldest first, itself included (at most
+        ``MAX_CHAIN_SHOWN`` on each side), read in one step (``LOAD_CHAIN``)."""
+        bucket = self._owner(memory_id)
+        with database_errors():
+            ids, raws = self._load_chain(
+                keys=self._keys.actor(bucket).all(), args=[memory_id, MAX_CHAIN_SHOWN]
+            )
+        now_ms = to_ms(self._clock.now())
+        chain = [
+            decode_record(raw, memory.decode(), bucket)
+            for memory, raw in zip(ids, raws, strict=True)
+        ]
+        found = [r for r in chain if r.id == memory_id]
+        if not found:
+            raise MemoryNotFound(memory_id)
+        view = record_view(found[0], with_versions=True)
+        links = [record_link(r) for r in chain if r.expires_at > now_ms]
+        return view.model_copy(update={"chain": links})
+
+    def count(self) -> int:
+        """Number of live current memories in the store (superseded ones are not counted): the
+        live ones less the live superseded ones, summed over the partitions (one pipeline).
+        Exact whenever no write is half done; during a supersede, whose new memory and whose
+        retired one are in two partitions written one after the other, it may count one
+        memory more for that moment."""
+        now_ms = to_ms(self._clock.now())
+        with database_errors():
+            pipe = self._redis.pipeline(transaction=False)
+            for part in self._keys.memory_partitions():
+                pipe.zcount(part.memory_expiry, f"({now_ms}", "+inf")
+                pipe.zcount(part.memories_superseded, f"({now_ms}", "+inf")
+            counts = [int(n) for n in pipe.execute()]
+        return sum(counts[::2]) - sum(counts[1::2])
+
+    def page(
+        self,
+        offset: int,
+        limit: int,
+        actor_id: str | None,
+        memory_type: str | None,
+        selection: Selection = CURRENT,
+    ) -> MemoryList:
+        """A page of live memories, newest first (by ``created_at``), optionally one actor's
+        and one type's, among those ``selection`` admits (current ones by default), with
+        ``total``, how many memories those filters match over all pages (without filters,
+        the store's ``count``). Filters apply before the page is cut."""
+        if memory_type is not None:
+            self._check_type(memory_type)
+            selection = replace(selection, types=(memory_type,))
+        for wanted in selection.types or ():
+            self._check_type(wanted, "type")
+        self._prune()  # (skipped while the database refuses writes: expired ones are skipped)
+        if actor_id is None and selection == CURRENT:
+            return self._current_page(offset, limit)
+        if actor_id is None:
+            self._check_store_wide("listing with these filters")
+        buckets = [actor_bucket(actor_id)] if actor_id is not None else self._buckets()
+        now_ms = to_ms(self._clock.now())
+        # The actors' indexes (kept in step, ``index_sync``) say which memories the selection
+        # admits and when each was made; only the page's records are read. (Reading every
+        # record would read every vector too: they are kept inside the records.)
+        picked: list[tuple[int, str, str]] = []
+        for bucket in buckets:
+            index = self._indexes.index(bucket)
+            with index.lock:
+                chosen = index.selected(now_ms, selection)
+            picked += [(created, memory_id, bucket) for created, memory_id in chosen]
+        picked.sort(reverse=True)
+        window = picked[offset : offset + limit]
+        by_bucket: dict[str, list[str]] = {}
+        for _, memory_id, bucket in window:
+            by_bucket.setdefault(bucket, []).append(memory_id)
+        found: dict[str, MemoryRecord] = {}
+        for bucket, ids in by_bucket.items():
+            found.update(self._records(bucket, ids))
+        page = [record_view(found[i]) for _, i, _ in window if i in found]
+        return MemoryList(
+            memories=page,
+            next_offset=offset + limit if len(picked) > offset + limit else None,
+            total=len(picked),
+        )
+
+    def _current_page(self, offset: int, limit: int) -> MemoryList:
+        """The store-wide page of current memories, from the store's listing of them (its
+        partitions merged, ``partitioned.merged_window``). A record found superseded there (a
+        supersede whose second step has not run, or never ran) is left out and taken out of
+        the listing (``RETIRE``, unless the database refuses writes), so the records are the
+        truth and the listing follows them."""
+        with database_errors():
+            ids = merged_window(
+                self._redis, [p.memories for p in self._keys.memory_partitions()], offset, limit + 1
+            )
+            owners = find_owners(self._redis, self._keys, ids[:limit])
+        total = self.count()
+        by_bucket: dict[str, list[str]] = {}
+        for memory_id in ids[:limit]:
+            owner = owners.get(memory_id)
+            if owner is not None:
+                by_bucket.setdefault(owner, []).append(memory_id)
+        found: dict[str, MemoryRecord] = {}
+        for bucket, members in by_bucket.items():
+            found.update(self._records(bucket, members))
+        stale = [i for i, r in found.items() if not r.current]
+        if stale:
+            with unless_writes_refused():
+                self._retire(*stale)
+        page = [record_view(found[i]) for i in ids[:limit] if i in found and found[i].current]
+        return MemoryList(
+            memories=page, next_offset=offset + limit if len(ids) > limit else None, total=total
+        )
+
+    def _check_store_wide(self, what: str) -> None:
+        """``StoreTooLarge`` when a ``what`` without ``actor_id``, which reads every actor's
+        memories into the index cache, would read more vectors than ``STORE_WIDE_MAX_BYTES``
+        (live memories x dimensions x 4 bytes): such a store is searched actor by actor."""
+        most = STORE_WIDE_MAX_BYTES // (self._store.dimensions * 4)
+        held = live_count(self._redis, self._keys, to_ms(self._clock.now()))
+        if held > most:
+            raise StoreTooLarge(
+                f"A {what} without actor_id reads every memory of the store, and this store "
+                f"holds {held:,}: at most {most:,} of {self._store.dimensions} dimensions are "
+                "read at once. Pass actor_id."
+            )
+
+    def _buckets(self) -> list[str]:
+        with database_errors():
+            return sorted(str(b) for b in self._redis.smembers(self._keys.memory_actors))
+
+    def _prune(self) -> None:
+        """Remove memories whose time is up (their expiry passed) from every index, unless the
+        database refuses writes (full, or a read-only replica): reads skip them anyway."""
+        now_ms = to_ms(self._clock.now())
+        with database_errors():
+            pipe = self._redis.pipeline(transaction=False)
+            for part in self._keys.memory_partitions():
+                pipe.zrangebyscore(part.memory_expiry, "-inf", now_ms, start=0, num=PRUNE_BATCH)
+            expired = [str(i) for found in pipe.execute() for i in found]
+        owners = find_owners(self._redis, self._keys, expired)
+        by_bucket: dict[str, list[str]] = {}
+        for memory_id in expired:
+            by_bucket.setdefault(owners.get(memory_id, NO_ACTOR), []).append(memory_id)
+        with unless_writes_refused():
+            for bucket, ids in by_bucket.items():
+                self._forget(bucket, ids)
+
+    # --- search ------------------------------------------------------------------------------
+
+    def search(self, request: SearchRequest) -> list[MemoryView]:
+        """The best ``limit`` memories for the query, each with its ``score``.
+
+        ``semantic`` ranks by cosine, ``keyword`` by BM25, ``hybrid`` fuses both. Without
+        ``actor_id`` every actor's memories are searched; with it, only that actor's. Only
+        current memories unless ``include_superseded`` or ``as_of`` (``selection``); the
+        filters apply before the top ``limit`` is cut.
+        """
+        for memory_type in request.types or []:
+            self._check_type(memory_type, "types")
+        if request.actor_id is None:
+            self._check_store_wide("search")
+        query_vector = None
+        if request.mode != "keyword":
+            query_vector = self._vector(request.query, request.query_vector, "query_vector")
+        buckets = (
+            [actor_bucket(request.actor_id)] if request.actor_id is not None else self._buckets()
+        )
+        return self._rank(buckets, request.query, query_vector, request.mode, request.limit,
+                          search_selection(request))  # fmt: skip
+
+    def relevant(
+        self,
+        actor_id: str,
+        query: str,
+        query_vector: Sequence[float] | None,
+        limit: int,
+        types: Sequence[str] | None = None,
+    ) -> list[MemoryView]:
+        """For recall: the actor's current memories (of ``types``, when given) most relevant to
+        ``query`` (hybrid when the store can embed or a vector is given; keyword otherwise)."""
+        for memory_type in types or []:
+            self._check_type(memory_type, "types")
+        vector = None
+        if query_vector is not None or self._store.embed_provider != "none":
+            vector = self._vector(query, query_vector, "query_vector")
+        mode = "hybrid" if vector is not None else "keyword"
+        selection = Selection(types=tuple(types) if types else None)
+        return self._rank([actor_bucket(actor_id)], query, vector, mode, limit, selection)
+
+    def related(self, actor_id: str | None, texts: Sequence[str], limit: int) -> list[MemoryView]:
+        """For extraction: the actor's current memories most related to ``texts`` (the unread
+        messages), at most ``limit``. Each text is a query of a hybrid search (its embedding,
+        one batched call for all, each text cut to ``RELATED_TEXT_CHARS``, and its words); a
+        memory ranks by its best place over the texts, then by its best score. Nothing is
+        embedded when the actor has no current memory. Errors: the embedder's."""
+        bucket = actor_bucket(actor_id)
+        now_ms = to_ms(self._clock.now())
+        index = self._indexes.index(bucket)
+        with index.lock:
+            held = index.count(now_ms, CURRENT)
+        queries = [text for text in texts if text.strip()]
+        if held == 0 or not queries:
+            return []
+        vectors = self.embed([text[:RELATED_TEXT_CHARS] for text in queries])
+        best: dict[str, tuple[int, float, str]] = {}
+        for text, row in zip(queries, vectors, strict=True):
+            vector = unit(row, "vector")
+            ranked = rank(self._indexes, [bucket], text, vector, "hybrid", limit, CURRENT, now_ms)
+            for place, item in enumerate(ranked):
+                key = (place, -item.hit.score, item.hit.memory_id)
+                if item.hit.memory_id not in best or key < best[item.hit.memory_id]:
+                    best[item.hit.memory_id] = key
+        picked = [memory_id for memory_id, _ in sorted(best.items(), key=lambda kv: kv[1])]
+        found = self._fetch(bucket, picked[:limit])
+        return [found[i] for i in picked[:limit] if i in found and found[i].valid_until is None]
+
+    def _rank(
+        self,
+        buckets: Sequence[str],
+        query: str,
+        vector: NDArray[np.float32] | None,
+        mode: str,
+        limit: int,
+        selection: Selection,
+    ) -> list[MemoryView]:
+        """``ranking.rank`` over the indexes, then the views of the memories ranked. The
+        ranking is of the indexes' state at the generation each read (one moment per actor):
+        a memory current then is shown even when its record, read a moment later, says it was
+        superseded since (its ``valid_until`` shows it), so a search racing a supersede shows
+        the old memory or the new one, never neither and never both."""
+        now_ms = to_ms(self._clock.now())
+        ranked = rank(self._indexes, buckets, query, vector, mode, limit, selection, now_ms)
+        by_bucket: dict[str, list[str]] = {}
+        for item in ranked:
+            by_bucket.setdefault(item.bucket, []).append(item.hit.memory_id)
+        found: dict[str, MemoryView] = {}
+        for bucket, ids in by_bucket.items():
+            found.update(self._fetch(bucket, ids))
+        return [
+            found[r.hit.memory_id].model_copy(update={"score": round(r.hit.score, 6)})
+            for r in ranked
+            if r.hit.memory_id in found
+        ]
+
+    # --- store-level upkeep (reads prune and retire too) -----------------------------------
+
+    def _forget(self, bucket: str, ids: list[str]) -> int:
+        """Remove ``ids`` from the actor and the store indexes; returns how many existed."""
+        if not ids:
+            return 0
+        with database_errors():
+            removed = int(self._remove(keys=self._keys.actor(bucket).all(), args=[LOG_KEEP, *ids]))
+        self._unindex(*ids)
+        return removed
+
+    def _retire(self, *memory_ids: str) -> None:
+        """The store-level step of a supersede (``RETIRE``): the replaced memories leave the
+        listing of current memories and are counted as superseded."""
+        calls: list[tuple[Sequence[str], Sequence[EncodableT]]] = []
+        for memory_id in memory_ids:
+            part = self._keys.memory_partition(memory_id)
+            calls.append(
+                ([part.memories, part.memory_expiry, part.memories_superseded], [memory_id])
+            )
+        with database_errors():
+            scripts_in_pipeline(self._redis, self._retire_script, calls)
+
+    def _unindex(self, *memory_ids: str) -> None:
+        """Take ids out of the store's listing, expiry, owner and superseded indexes
+        (``UNINDEX``, one call per partition and ``SCRIPT_IDS`` ids)."""
+        unindex(self._redis, self._unindex_script, self._keys, memory_ids)
+
+
+def unindex(
+    client: redis.Redis, script: Script, keys: StoreKeys, memory_ids: Iterable[str]
+) -> None:
+    """Take ``memory_ids`` out of the store-level indexes of their partitions (``script`` is
+    ``UNINDEX`` loaded for ``client``), in one pipeline. Errors: ``DatabaseUnavailable``."""
+    calls: list[tuple[Sequence[str], Sequence[EncodableT]]] = []
+    for part, members in keys.by_partition(memory_ids):
+        for start in range(0, len(members), SCRIPT_IDS):
+            calls.append((part.all(), members[start : start + SCRIPT_IDS]))
+    with database_errors():
+        scripts_in_pipeline(client, script, calls)
+
+
+def find_owners(client: redis.Redis, keys: StoreKeys, ids: Iterable[str]) -> dict[str, str]:
+    """The actor bucket of each of ``ids`` that the store keeps, expired or not (missing when
+    there is none): its owner entry when it has one (an id that does not carry its actor's
+    tag), else the bucket of its tag's set (``keys.actor_tag_set``) whose memories hold it.
+    Two round trips: the owner entries and the tags' sets, then one ``HEXISTS`` per bucket of
+    those sets (usually one per id). Errors: ``DatabaseUnavailable``."""
+    wanted = list(dict.fromkeys(ids))
+    if not wanted:
+        return {}
+    tags = sorted({id_tag(i) for i in wanted})
+    groups = keys.by_partition(wanted)
+    with database_errors():
+        pipe = client.pipeline(transaction=False)
+        for tag in tags:
+            pipe.smembers(keys.actor_tag_set(tag))
+        for part, members in groups:
+            pipe.hmget(part.memory_owners, members)
+        replies = pipe.execute()
+    buckets = {
+        tag: sorted(str(b) for b in found)
+        for tag, found in zip(tags, replies[: len(tags)], strict=True)
+    }
+    owners: dict[str, str] = {}
+    for (_, members), found in zip(groups, replies[len(tags) :], strict=True):
+        owners.update((i, str(o)) for i, o in zip(members, found, strict=True) if o is not None)
+    probes = [(i, b) for i in wanted if i not in owners for b in buckets[id_tag(i)]]
+    if probes:
+        with database_errors():
+            pipe = client.pipeline(transaction=False)
+            for memory_id, bucket in probes:
+                pipe.hexists(keys.actor(bucket).memories, memory_id)
+            held = pipe.execute()
+        for (memory_id, bucket), there in zip(probes, held, strict=True):
+            if there:
+                owners.setdefault(memory_id, bucket)
+    return owners

@@ -1,0 +1,472 @@
+"""Export and import of a store's memories, losslessly, for moving a store to another database
+(``tools/transfer.py`` over the public API; docs/routes.md, "Export and import"). Its sibling
+``session_transfer`` moves the store's sessions.
+
+Export reads what is kept as it is kept: every memory (current or superseded) with every field,
+its versions and its vector (the stored float32 bytes, base64). Import writes it back under the
+same id and times. Both are paged:
+
+- ``MemoryTransfer.export`` pages every live memory, actor by actor (HSCAN of each actor's
+  records, in one read-only script with their vectors); ``import_batch`` writes up to
+  ``MAX_IMPORT_MEMORIES``.
+
+Import is idempotent: a memory written twice is kept once (a memory is its id). Nothing is
+re-derived: texts are not redacted again, vectors not embedded again, memories not
+deduplicated (the source did all that when it kept them).
+
+Keys: the same as the routes that write (``keys.py``); every script touches one slot: an
+actor's or the store's.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import secrets
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import cast
+
+import numpy as np
+import redis
+from redis.typing import EncodableT
+
+from agent_memory.clock import Clock, from_ms, to_ms
+from agent_memory.database.client import database_errors
+from agent_memory.database.keys import StoreKeys, actor_bucket, actor_tag, id_tag
+from agent_memory.database.partitions import expiries
+from agent_memory.database.scripts import (
+    FINISHES_WRITE,
+    READ_ONLY,
+    WRITES,
+    load_script,
+    scripts_in_pipeline,
+)
+from agent_memory.errors import Conflict, ImportBusy, StoreNotFound, ValidationFailed, VectorInvalid
+from agent_memory.memories.reads import find_owners, unindex
+from agent_memory.memories.records import (
+    MemoryRecord,
+    StoredSource,
+    StoredVersion,
+    decode_record,
+    encode_memory,
+    split_memory,
+)
+from agent_memory.memories.scripts import ACTOR_HELPERS, LOG_KEEP, REMOVE, UNINDEX, lua
+from agent_memory.memories.transfer_models import (
+    VECTOR_NORM_TOLERANCE,
+    ExportedMemory,
+    ExportedSource,
+    ExportedVersion,
+    ImportedMemory,
+    MemoryExportPage,
+    MemoryImportBatch,
+    MemoryImportResult,
+)
+from agent_memory.models import RESERVED_TYPES
+from agent_memory.sessions.transfer import int_cursor
+from agent_memory.stores.models import (
+    IMPORT_CLOCK_SKEW_SECONDS,
+    MAX_MEMORY_TTL_SECONDS,
+    StoreConfig,
+)
+from agent_memory.stores.registry import current_entry
+
+# --- memories ----------------------------------------------------------------------------------
+
+# KEYS: the actor's memories, vectors. ARGV: HSCAN cursor, count. {next cursor, ids, stored
+# memories, vectors kept apart} of one HSCAN step, read in the same atomic step (the vectors are
+# those of records kept before vectors moved into them; false for the others).
+_EXPORT_MEMORIES = (
+    READ_ONLY
+    + """
+local step = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])
+local ids, records, vectors = {}, {}, {}
+for i = 1, #step[2], 2 do
+  ids[#ids + 1] = step[2][i]
+  records[#records + 1] = step[2][i + 1]
+  vectors[#vectors + 1] = redis.call('HGET', KEYS[2], step[2][i]) or false
+end
+return {step[1], ids, records, vectors}
+"""
+)
+
+# KEYS: ActorKeys.all(). ARGV: log_keep, then id, stored memory (records.encode_memory) pairs.
+# Keeps each (replacing what that id held, a vector kept apart by an older record included),
+# bumps the generation and logs the change for each, so warm indexes catch up; returns the
+# generation.
+_IMPORT_MEMORIES = lua(
+    WRITES,
+    ACTOR_HELPERS
+    + """
+local gen = 0
+for i = 2, #ARGV, 2 do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  redis.call('HDEL', KEYS[2], ARGV[i])
+  gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
+  redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':+:' .. ARGV[i])
+end
+trim_log(ARGV[1])
+return gen
+""",
+)
+
+
+IMPORT_LOCK_MS = 30_000
+"""How long a batch import may hold its store's import lock; it expires after that if the
+function died holding it (a batch of ``MAX_IMPORT_MEMORIES`` takes well under a second)."""
+IMPORT_LOCK_WAIT_SECONDS = 5.0
+"""How long an import waits for another import of the same store before it answers 503."""
+
+
+# KEYS: the listing, superseded, expiry and owner indexes of one partition (keys.MemoryIndexKeys).
+# ARGV: now, then id, bucket, created_at, expires_at, '1' (current) or '0' (superseded) for
+# each memory of that partition, and '1' (keep an owner entry: the id does not carry its
+# actor's tag) or '0' (none, and an entry another actor left is removed). The store-level
+# entries of the memories, claimed in one step: {-1, id} (nothing written) when an id is a
+# live memory of another actor; else
+# {1, id, bucket, ...}: the ids that another actor held but whose time was up (their records
+# are to be taken out of that actor's keys).
+_CLAIM_MEMORIES = (
+    WRITES
+    + """
+local now = tonumber(ARGV[1])
+local stale = {1}
+for i = 2, #ARGV, 6 do
+  local owner = redis.call('HGET', KEYS[4], ARGV[i])
+  if owner and owner ~= ARGV[i + 1] then
+    local expiry = redis.call('ZSCORE', KEYS[3], ARGV[i])
+    if expiry and tonumber(expiry) > now then return {-1, ARGV[i]} end
+    stale[#stale + 1] = ARGV[i]
+    stale[#stale + 1] = owner
+  end
+end
+for i = 2, #ARGV, 6 do
+  local id = ARGV[i]
+  if ARGV[i + 4] == '1' then
+    redis.call('ZADD', KEYS[1], ARGV[i + 2], id)
+    redis.call('ZREM', KEYS[2], id)
+  else
+    redis.call('ZREM', KEYS[1], id)
+    redis.call('ZADD', KEYS[2], ARGV[i + 3], id)
+  end
+  redis.call('ZADD', KEYS[3], ARGV[i + 3], id)
+  if ARGV[i + 5] == '1' then
+    redis.call('HSET', KEYS[4], id, ARGV[i + 1])
+  else
+    redis.call('HDEL', KEYS[4], id)
+  end
+end
+return stale
+"""
+)
+
+# KEYS: the store's import lock. ARGV: the token it was taken with. Deletes the lock if it is
+# still that token's (it may have expired and been taken by another import meanwhile).
+_RELEASE_IMPORT = (
+    FINISHES_WRITE
+    + """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+)
+
+
+class MemoryTransfer:
+    """Export and import of one store's memories. Errors: ``ValidationFailed`` (and its
+    ``VectorInvalid``), ``StoreNotFound``, ``DatabaseUnavailable``."""
+
+    def __init__(
+        self, client: redis.Redis, binary: redis.Redis, store: StoreConfig, clock: Clock
+    ) -> None:
+        self._redis = client
+        self._binary = binary
+        self._store = store
+        self._keys = store.keys()
+        self._clock = clock
+        self._export = load_script(binary, _EXPORT_MEMORIES)
+        self._import = load_script(binary, _IMPORT_MEMORIES)
+        self._remove = load_script(client, REMOVE)
+        self._unindex = load_script(client, UNINDEX)
+        self._claim = load_script(client, _CLAIM_MEMORIES)
+        self._release = load_script(client, _RELEASE_IMPORT)
+
+    def export(self, cursor: str | None, limit: int) -> MemoryExportPage:
+        """About ``limit`` live memories from ``cursor`` on (``"<hscan cursor>:<bucket>"``, or
+        None for the first page), actor buckets in order; ``ValidationFailed`` for a cursor
+        that is not one of ours."""
+        step, bucket = 0, None
+        if cursor is not None:
+            head, sep, bucket = cursor.partition(":")
+            if not sep or not bucket:
+                raise ValidationFailed(
+                    "The cursor is not one this API gave.",
+                    details=[{"field": "cursor", "problem": "give the next_cursor of a page"}],
+                )
+            step = int_cursor(head)
+        with database_errors():
+            buckets = sorted(str(b) for b in self._redis.smembers(self._keys.memory_actors))
+        if bucket is not None:
+            buckets = [b for b in buckets if b >= bucket]
+            if not buckets or buckets[0] != bucket:
+                step = 0  # that actor is gone: go on with the next one
+        now_ms = to_ms(self._clock.now())
+        found: list[ExportedMemory] = []
+        while buckets and len(found) < limit:
+            actor = self._keys.actor(buckets[0])
+            with database_errors():
+                after, ids, records, vectors = self._export(
+                    keys=[actor.memories, actor.vectors], args=[step, limit - len(found)]
+                )
+            for memory_id, raw, apart in zip(ids, records, vectors, strict=True):
+                record = decode_record(raw, memory_id.decode(), buckets[0])
+                blob = split_memory(raw)[1] or apart
+                if record.expires_at > now_ms and blob:
+                    found.append(_exported_memory(record, cast(bytes, blob)))
+            step = int(after)
+            if step == 0:
+                buckets.pop(0)
+        next_cursor = f"{step}:{buckets[0]}" if buckets else None
+        return MemoryExportPage(memories=found, next_cursor=next_cursor)
+
+    def import_batch(self, batch: MemoryImportBatch) -> MemoryImportResult:
+        """Keep every memory of ``batch`` under its own id, times and links (replacing what
+        an id held), with the store-level entries a kept memory has (listing of current
+        memories or the superseded index, expiry, owner, actor set). Everything is checked
+        before anything is written: ``ValidationFailed`` with ``details`` naming
+        ``memories.<i>.<field>`` (a type the store lacks, a vector of another length or
+        not finite or all zeros, one that is not base64 float32, an id given twice, an
+        ``expires_at`` past now plus the largest ``memory_ttl_seconds`` and a day). Memories
+        whose ``expires_at`` has passed are left out and named in ``expired``. ``Conflict``
+        (nothing written) when an id is a live memory of another actor in this store: a memory
+        never changes actor, and writing it under the new one would leave the old actor's copy,
+        which a ``DELETE`` of the id would not reach. ``StoreNotFound`` when the store was
+        deleted (or made again) meanwhile: what this call wrote is taken back."""
+        types = {*RESERVED_TYPES, *(t.name for t in self._store.custom_types)}
+        now_ms = to_ms(self._clock.now())
+        latest_ms = now_ms + (MAX_MEMORY_TTL_SECONDS + IMPORT_CLOCK_SKEW_SECONDS) * 1000
+        problems: list[dict[str, str]] = []
+        rows: list[tuple[MemoryRecord, bytes]] = []
+        expired: list[str] = []
+        allowed = f"must be one of: {', '.join(sorted(types))}"
+        first: dict[str, int] = {}
+        for at, memory in enumerate(batch.memories):
+            if memory.id in first:
+                problems.append({"field": f"memories.{at}.id",
+                                 "problem": f"the batch gives this id already, as "
+                                            f"memories.{first[memory.id]}.id"})  # fmt: skip
+            first.setdefault(memory.id, at)
+            if memory.type not in types:
+                problems.append({"field": f"memories.{at}.type", "problem": allowed})
+            for v, version in enumerate(memory.versions):
+                if version.type not in types:
+                    problems.append({"field": f"memories.{at}.versions.{v}.type",
+                                     "problem": allowed})  # fmt: skip
+            try:
+                blob = _vector_bytes(memory.vector, self._store.dimensions)
+            except VectorInvalid as exc:
+                problem = str(exc.details[0]["problem"]) if exc.details else exc.message
+                problems.append({"field": f"memories.{at}.vector", "problem": problem})
+                continue
+            if to_ms(memory.expires_at) > latest_ms:
+                problem = (f"must be at most {MAX_MEMORY_TTL_SECONDS} s (the largest "
+                           "memory_ttl_seconds) and a day from now")  # fmt: skip
+                problems.append({"field": f"memories.{at}.expires_at", "problem": problem})
+                continue
+            if to_ms(memory.expires_at) <= now_ms:
+                expired.append(memory.id)
+                continue
+            rows.append((_record(memory), blob))
+        if problems:
+            raise ValidationFailed("Some memories are not valid; see details.", details=problems)
+        if not rows:
+            return MemoryImportResult(imported=0, expired=expired)
+        by_bucket: dict[str, list[tuple[MemoryRecord, bytes]]] = {}
+        for record, blob in rows:
+            by_bucket.setdefault(actor_bucket(record.actor_id), []).append((record, blob))
+        with database_errors(), self._exclusive():
+            stale = self._index(rows, now_ms)
+            if isinstance(stale, str):
+                at = first[stale]
+                raise Conflict(
+                    f"Memory '{stale}' is another actor's memory in this store; a memory "
+                    "never changes actor. Nothing was written.",
+                    details=[{"field": f"memories.{at}.id",
+                              "problem": "a live memory of another actor has this id"}],
+                )  # fmt: skip
+            for memory_id, bucket in stale:
+                self._remove(keys=self._keys.actor(bucket).all(), args=[LOG_KEEP, memory_id])
+            for bucket, items in by_bucket.items():
+                args: list[str | bytes | int] = [LOG_KEEP]
+                for record, blob in items:
+                    args += [record.id, encode_memory(record, blob)]
+                self._import(keys=self._keys.actor(bucket).all(), args=args)
+            raw = self._redis.hget(StoreKeys.registry, self._store.name)
+            entry = current_entry(raw, self._store)
+            if entry is None or (entry.get("dimensions"), entry.get("embed_model")) != (
+                self._store.dimensions,
+                self._store.embed_model,
+            ):
+                self._take_back(by_bucket)
+                raise StoreNotFound(self._store.name)
+        return MemoryImportResult(imported=len(rows), expired=expired)
+
+    @contextmanager
+    def _exclusive(self) -> Iterator[None]:
+        """Hold the store's import lock (``keys.StoreKeys.memory_import_lock``: ``SET NX PX``
+        with a token of this call, released by a script that deletes only that token) for the
+        block, waiting up to ``IMPORT_LOCK_WAIT_SECONDS`` for another import of the store to
+        end: ``ImportBusy`` (503, retried by the client) after that. Imports of one store
+        thus run one at a time, which is what makes reading an id's owner and claiming it one
+        step for them (``_index``), an id made for its actor needing no owner entry."""
+        token = secrets.token_hex(8)
+        lock = self._keys.memory_import_lock
+        deadline = time.monotonic() + IMPORT_LOCK_WAIT_SECONDS
+        while not self._redis.set(lock, token, nx=True, px=IMPORT_LOCK_MS):
+            if time.monotonic() >= deadline:
+                raise ImportBusy("Another import into this store is running; retry in a moment.")
+            time.sleep(0.02)
+        try:
+            yield
+        finally:
+            self._release(keys=[lock], args=[token])
+
+    def _index(
+        self, rows: Sequence[tuple[MemoryRecord, bytes]], now_ms: int
+    ) -> str | list[tuple[str, str]]:
+        """Claim the store-level entries of ``rows``: the id of a row that is a live memory of
+        another actor (nothing written then), else the ``(id, actor bucket)`` of the rows
+        another actor held until their time ran out.
+
+        The rows' owners and expiries are first read (``memory_reads.find_owners``), so that
+        a batch with such an id writes nothing; then each partition's entries are claimed
+        in one step (``_CLAIM_MEMORIES``: setting entries, so sent again after a timeout it
+        changes nothing), and the actors entered in the store's actor set. An id that carries
+        its actor's tag gets no owner entry, so the partition's step cannot see who holds it:
+        the read and the claim are one step for imports because imports of a store run one at
+        a time (``_exclusive``); without that, two imports of one id under two actors at once
+        could both be kept. (Adds make fresh random ids; no import can race them.)"""
+        by_part = self._keys.by_partition(record.id for record, _ in rows)
+        row_of = {record.id: record for record, _ in rows}
+        owners = find_owners(self._redis, self._keys, row_of)
+        expiry_of = expiries(self._redis, self._keys, row_of)
+        stale: dict[str, str] = {}
+        for memory_id, owner in owners.items():
+            if owner != actor_bucket(row_of[memory_id].actor_id):
+                expiry = expiry_of.get(memory_id)
+                if expiry is not None and expiry > now_ms:
+                    return memory_id
+                stale[memory_id] = owner
+        calls: list[tuple[Sequence[str], Sequence[EncodableT]]] = []
+        for part, ids in by_part:
+            args: list[EncodableT] = [now_ms]
+            for memory_id in ids:
+                record = row_of[memory_id]
+                bucket = actor_bucket(record.actor_id)
+                args += [memory_id, bucket, record.created_at, record.expires_at,
+                         "1" if record.valid_until is None else "0",
+                         "0" if id_tag(memory_id) == actor_tag(bucket) else "1"]  # fmt: skip
+            calls.append(([part.memories, part.memories_superseded, part.memory_expiry,
+                           part.memory_owners], args))  # fmt: skip
+        buckets = {actor_bucket(r.actor_id) for r, _ in rows}
+        pipe = self._redis.pipeline(transaction=False)
+        pipe.sadd(self._keys.memory_actors, *buckets)
+        for bucket in buckets:
+            pipe.sadd(self._keys.actor_tag_set(actor_tag(bucket)), bucket)
+        pipe.execute()
+        for reply in scripts_in_pipeline(self._redis, self._claim, calls):
+            if int(reply[0]) == -1:
+                return str(reply[1])
+            flat = [str(v) for v in reply[1:]]
+            stale.update(zip(flat[::2], flat[1::2], strict=True))
+        return list(stale.items())
+
+    def _take_back(self, by_bucket: dict[str, list[tuple[MemoryRecord, bytes]]]) -> None:
+        with database_errors():
+            for bucket, items in by_bucket.items():
+                ids = [r.id for r, _ in items]
+                self._remove(keys=self._keys.actor(bucket).all(), args=[LOG_KEEP, *ids])
+                unindex(self._redis, self._unindex, self._keys, ids)
+
+
+def _exported_memory(record: MemoryRecord, blob: bytes) -> ExportedMemory:
+    source = record.source
+    return ExportedMemory(
+        id=record.id,
+        text=record.text,
+        type=record.type,
+        actor_id=record.actor_id,
+        topics=record.topics,
+        metadata=record.metadata,
+        importance=record.importance,
+        confidence=record.confidence,
+        created_at=from_ms(record.created_at),
+        updated_at=from_ms(record.updated_at),
+        expires_at=from_ms(record.expires_at),
+        source=ExportedSource(**source.model_dump()) if source is not None else None,
+        versions=[
+            ExportedVersion(**{**v.model_dump(), "changed_at": from_ms(v.changed_at)})
+            for v in record.versions
+        ],
+        occurred_at=from_ms(record.occurred_at) if record.occurred_at is not None else None,
+        valid_from=from_ms(record.valid_from or record.created_at),
+        valid_until=from_ms(record.valid_until) if record.valid_until is not None else None,
+        supersedes=record.supersedes,
+        superseded_by=record.superseded_by,
+        vector=base64.b64encode(blob).decode("ascii"),
+    )
+
+
+def _record(memory: ImportedMemory) -> MemoryRecord:
+    source = memory.source
+    return MemoryRecord(
+        id=memory.id,
+        text=memory.text,
+        type=memory.type,
+        actor_id=memory.actor_id,
+        topics=memory.topics,
+        metadata=memory.metadata,
+        importance=memory.importance,
+        confidence=memory.confidence,
+        created_at=to_ms(memory.created_at),
+        updated_at=to_ms(memory.updated_at),
+        expires_at=to_ms(memory.expires_at),
+        source=StoredSource(**source.model_dump()) if source is not None else None,
+        versions=[
+            StoredVersion(**{**v.model_dump(), "changed_at": to_ms(v.changed_at)})
+            for v in memory.versions
+        ],
+        occurred_at=to_ms(memory.occurred_at) if memory.occurred_at is not None else None,
+        valid_from=to_ms(memory.valid_from or memory.created_at),
+        valid_until=to_ms(memory.valid_until) if memory.valid_until is not None else None,
+        supersedes=memory.supersedes,
+        superseded_by=memory.superseded_by,
+    )
+
+
+def _vector_bytes(text: str, dimensions: int) -> bytes:
+    """The float32 bytes of a base64 vector: ``dimensions`` finite values, not all zeros;
+    kept as they are when of length 1 (within ``VECTOR_NORM_TOLERANCE``), else scaled to it.
+    ``VectorInvalid`` otherwise."""
+
+    def invalid(problem: str) -> VectorInvalid:
+        return VectorInvalid(
+            f"vector: {problem}", details=[{"field": "vector", "problem": problem}]
+        )
+
+    try:
+        blob = base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        raise invalid("must be base64 of little-endian float32 values") from None
+    if len(blob) != dimensions * 4:
+        raise invalid(f"expected {dimensions} dimensions, got {len(blob) / 4:g}")
+    vector = np.frombuffer(blob, dtype="<f4")
+    if not np.all(np.isfinite(vector)):
+        raise invalid("values must be finite")
+    norm = float(np.linalg.norm(vector.astype(np.float64)))
+    if norm == 0.0:
+        raise invalid("must not be all zeros")
+    if abs(norm - 1.0) <= VECTOR_NORM_TOLERANCE:
+        return blob
+    return (vector.astype(np.float64) / norm).astype("<f4").tobytes()

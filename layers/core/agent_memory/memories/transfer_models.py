@@ -1,0 +1,179 @@
+"""The bodies and answers of the memory export and import routes (``memory_transfer`` moves the
+memories; docs/routes.md, "Export and import"): every field of a kept memory, its versions and
+its vector as base64 float32, with the same checks as the routes that write one.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Any
+
+from pydantic import Field, StringConstraints, model_validator
+
+from agent_memory.memories.models import (
+    MAX_TOPICS,
+    MAX_VERSIONS,
+    MemoryId,
+    Metadata,
+    Topic,
+    UnitInterval,
+    VisibleMemoryText,
+)
+from agent_memory.models import ActorId, Model, SessionId, UtcDatetime, View
+from agent_memory.sessions.transfer import MAX_SEQ
+
+MAX_IMPORT_MEMORIES = 100
+"""Memories per import call (and the most an export page holds, ``limit``)."""
+VECTOR_NORM_TOLERANCE = 1e-4
+"""An imported vector whose length is within this of 1 is kept byte for byte (it is what an
+export gave); another is scaled to length 1, as an added memory's is."""
+
+
+# --- models ------------------------------------------------------------------------------------
+
+
+class ExportedSource(View):
+    """Where a memory came from (``MemorySource``), as kept."""
+
+    session_id: str
+    first_seq: int | None = None
+    last_seq: int | None = None
+    seqs: list[int] | None = None
+
+
+class ExportedVersion(View):
+    """A memory's state before a change (``MemoryVersion``), as kept."""
+
+    text: str
+    type: str
+    topics: list[str]
+    metadata: dict[str, Any]
+    importance: float | None
+    changed_at: datetime
+
+
+class ExportedMemory(View):
+    """A memory with every field it keeps: ``MemoryView``'s (current or superseded), its
+    ``versions`` and its ``vector``: the float32 values as kept (length 1), little-endian
+    bytes in base64 (RFC 4648, section 4)."""
+
+    id: str
+    text: str
+    type: str
+    actor_id: str | None
+    topics: list[str]
+    metadata: dict[str, Any]
+    importance: float | None
+    confidence: float | None
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime
+    source: ExportedSource | None
+    versions: list[ExportedVersion]
+    occurred_at: datetime | None
+    valid_from: datetime
+    valid_until: datetime | None
+    supersedes: str | None
+    superseded_by: str | None
+    vector: str
+
+
+class MemoryExportPage(View):
+    """About ``limit`` live memories (an actor's records are read in steps of that size, so a
+    page may hold a few more); ``next_cursor`` is null on the last page. A memory kept for the
+    whole export is on some page; one may be on two."""
+
+    memories: list[ExportedMemory]
+    next_cursor: str | None
+
+
+Seq = Annotated[int, Field(ge=1, le=MAX_SEQ)]
+
+
+class ImportedSource(Model):
+    """Where an extracted memory came from, as extraction records it: the messages the call
+    read (``first_seq`` to ``last_seq``) and those the memory comes from (``seqs``, among
+    them), each a sequence number a session import takes (at most ``MAX_SEQ``)."""
+
+    session_id: SessionId
+    first_seq: Seq | None = None
+    last_seq: Seq | None = None
+    seqs: list[Seq] | None = Field(None, max_length=1000)
+
+    @model_validator(mode="after")
+    def _within(self) -> ImportedSource:
+        low, high = self.first_seq, self.last_seq
+        if low is not None and high is not None and low > high:
+            raise ValueError("needs first_seq <= last_seq")
+        outside = [
+            n for n in self.seqs or []
+            if (low is not None and n < low) or (high is not None and n > high)
+        ]  # fmt: skip
+        if outside:
+            raise ValueError(f"seqs {outside[0]} is outside first_seq to last_seq")
+        return self
+
+
+TypeName = Annotated[str, StringConstraints(min_length=1, max_length=40)]
+
+
+class ImportedVersion(Model):
+    text: VisibleMemoryText
+    type: TypeName
+    topics: list[Topic] = Field(default_factory=list, max_length=MAX_TOPICS)
+    metadata: Metadata = Field(default_factory=dict)
+    importance: UnitInterval | None = None
+    changed_at: UtcDatetime = Field(strict=False)
+
+
+class ImportedMemory(Model):
+    """A memory to import: an ``ExportedMemory``, checked as an added one is (text, type,
+    topics, metadata, importance, confidence; the vector against the store's dimensions), and
+    its times and links for consistency. Its ``type`` must be one of the store's types."""
+
+    id: MemoryId
+    text: VisibleMemoryText
+    type: TypeName = "semantic"
+    actor_id: ActorId | None = None
+    topics: list[Topic] = Field(default_factory=list, max_length=MAX_TOPICS)
+    metadata: Metadata = Field(default_factory=dict)
+    importance: UnitInterval | None = None
+    confidence: UnitInterval | None = None
+    created_at: UtcDatetime = Field(strict=False)
+    updated_at: UtcDatetime = Field(strict=False)
+    expires_at: UtcDatetime = Field(strict=False)
+    source: ImportedSource | None = None
+    versions: list[ImportedVersion] = Field(default_factory=list, max_length=MAX_VERSIONS)
+    occurred_at: UtcDatetime | None = Field(None, strict=False)
+    valid_from: UtcDatetime | None = Field(None, strict=False)
+    valid_until: UtcDatetime | None = Field(None, strict=False)
+    supersedes: MemoryId | None = None
+    superseded_by: MemoryId | None = None
+    vector: Annotated[str, StringConstraints(min_length=1, max_length=44_000)]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ImportedMemory:
+        if self.updated_at < self.created_at:
+            raise ValueError("needs created_at <= updated_at")
+        start = self.valid_from or self.created_at
+        if self.valid_until is not None and self.valid_until < start:
+            raise ValueError("needs valid_from <= valid_until")
+        if (self.valid_until is None) != (self.superseded_by is None):
+            raise ValueError("a memory has both valid_until and superseded_by, or neither")
+        if self.id in (self.supersedes, self.superseded_by):
+            raise ValueError("a memory cannot supersede itself")
+        return self
+
+
+class MemoryImportBatch(Model):
+    """Body of ``POST .../import/memories``: 1 to ``MAX_IMPORT_MEMORIES`` memories."""
+
+    memories: list[ImportedMemory] = Field(min_length=1, max_length=MAX_IMPORT_MEMORIES)
+
+
+class MemoryImportResult(View):
+    """Answer of a memory import: how many were written (a memory imported again is written
+    again, the same), and the ids left out because their time was up (``expires_at`` passed)."""
+
+    imported: int
+    expired: list[str]

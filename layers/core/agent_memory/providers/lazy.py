@@ -1,0 +1,41 @@
+"""A store's language model and embedder built at their first call, so that a request or a run
+that calls neither never decrypts a provider key nor fails on a provider's settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from agent_memory.providers.embeddings import Embedder, Vectors
+from agent_memory.providers.language_models import Completion, LanguageModel
+
+
+class LazyLanguageModel:
+    """Builds the store's language model (and decrypts its key) at its first call."""
+
+    def __init__(self, build: Callable[[], LanguageModel]) -> None:
+        self._build = build
+        self._model: LanguageModel | None = None
+
+    def complete_json(self, system: str, user: str, *, max_tokens: int = 4096) -> Completion:
+        """``LanguageModel.complete_json`` of the model built (and its key decrypted) now if
+        not yet; errors as that method and as ``secrets.unseal``."""
+        if self._model is None:
+            self._model = self._build()
+        return self._model.complete_json(system, user, max_tokens=max_tokens)
+
+
+class LazyEmbedder:
+    """Builds the store's embedder (and decrypts its key) only when something is embedded, so
+    reads that need no embedding never fail on a provider's settings."""
+
+    def __init__(self, dimensions: int, build: Callable[[], Embedder]) -> None:
+        self.dimensions = dimensions
+        self._build = build
+        self._embedder: Embedder | None = None
+
+    def embed(self, texts: Sequence[str]) -> Vectors:
+        """``Embedder.embed`` of the embedder built (and its key decrypted) now if not yet."""
+        if self._embedder is None:
+            self._embedder = self._build()
+        return self._embedder.embed(texts)

@@ -1,0 +1,1 @@
+"""Search over one actor's memories in memory: vectors, BM25 keywords, filters and fusion."""

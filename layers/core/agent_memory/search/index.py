@@ -1,0 +1,570 @@
+"""In-memory search over one actor's memories: exact cosine and BM25 keywords.
+
+An ``ActorIndex`` holds, for the memories of one actor (or one store's memories without an
+actor), unit-length float32 vectors in one matrix, and an inverted index for BM25. It is built
+from Redis and then kept in step with it by ``index_sync.ActorIndexes``, which applies the
+actor's change log instead of reloading (so a warm search fetches no vector it already has).
+
+Scores:
+- semantic: cosine similarity of unit vectors, i.e. a dot product (exact, float32; the scans
+  and the compact form are in ``quantize``);
+- keyword: Okapi BM25 with k1 = 1.2, b = 0.75 and the non-negative idf
+  ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (Robertson and Zaragoza, "The Probabilistic
+  Relevance Framework: BM25 and Beyond", 2009), over the tokens of ``tokenizer``;
+- hybrid: ``fusion.fuse``, see its docstring.
+
+The container's cache of these indexes is ``index_cache.IndexCache``.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar, cast
+
+import numpy as np
+from numpy.typing import NDArray
+
+from agent_memory.search.fusion import Hit
+from agent_memory.search.quantize import (
+    BLOCK,
+    bit_bytes,
+    dot,
+    exact_rows,
+    hamming,
+    parallel,
+    parallel_int8_scores,
+    quantize_rows,
+)
+from agent_memory.search.selection import CURRENT, NEVER, UNKNOWN, RowFacts, Selection
+from agent_memory.search.tokenizer import query_tokens, term_counts
+
+K1 = 1.2
+B = 0.75
+
+COMPACT_ABOVE_BYTES = 128 * 1024 * 1024
+"""An actor whose float32 vectors would take more than this is held compactly instead: int8
+codes with a scale per row (4x smaller) and packed sign bits (32x smaller) for a pre-filter.
+Its semantic results are then candidates that the caller rescores exactly (``exact`` False)."""
+PREFILTER_ABOVE = 20_000
+"""Compact actors with more rows than this are pre-filtered by the Hamming distance of sign bits
+(Charikar, "Similarity estimation techniques from rounding algorithms", STOC 2002) before the
+int8 scores; smaller ones are scored in int8 directly."""
+PREFILTER_KEEP_DIVISOR = 3
+"""The pre-filter keeps a third of the rows (at least 2,000 and 50 per result): on clustered
+1,536-dimension data that keeps about 99% of the exact top ten among the int8 candidates, whose
+exact rescoring then orders them exactly (see tests/unit/test_search.py)."""
+
+
+@dataclass
+class ActorIndex:
+    """Vectors and postings of one actor's memories, at generation ``gen`` of the actor's log.
+
+    Rows are reused after removals; ``alive`` marks rows in use. Thread-safety: the cache
+    serialises updates and searches of one index with ``lock``.
+    """
+
+    dimensions: int
+    gen: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    ids: list[str | None] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    types: list[str] = field(default_factory=list)
+    matrix: NDArray[np.float32] = field(init=False)
+    expires: NDArray[np.int64] = field(init=False)
+    created: NDArray[np.int64] = field(init=False)
+    alive: NDArray[np.bool_] = field(init=False)
+    doclen: NDArray[np.float32] = field(init=False)
+    # For selections (``selection.Selection``): when each row became current and stopped being
+    # so (``NEVER`` while current), when its event happened (``UNKNOWN``), and for topics and
+    # metadata pairs, the rows holding each filter term (rows without any cost nothing).
+    valid_from: NDArray[np.int64] = field(init=False)
+    valid_until: NDArray[np.int64] = field(init=False)
+    occurred: NDArray[np.int64] = field(init=False)
+    filter_rows: dict[str, set[int]] = field(default_factory=dict, repr=False)
+    row_filters: list[tuple[str, ...]] = field(default_factory=list, repr=False)
+    # The keyword side, kept compact (a 100,000-memory actor must fit the cache with its
+    # vectors): token -> id; per token id, its rows (int32) and term frequencies (uint16) in
+    # two growable C arrays that a query reads in place (``np.frombuffer``, no copy); per row,
+    # the ids of its tokens, to take the row out of those postings when it is removed.
+    vocabulary: dict[str, int] = field(default_factory=dict)
+    posting_rows: list[array[int]] = field(default_factory=list, repr=False)
+    posting_tfs: list[array[int]] = field(default_factory=list, repr=False)
+    row_tokens: list[array[int] | None] = field(default_factory=list, repr=False)
+    total_len: float = 0.0
+    free: list[int] = field(default_factory=list)
+    compact_above_bytes: int | None = None  # None: the module's COMPACT_ABOVE_BYTES
+    compact: bool = False
+    codes: NDArray[np.int8] = field(init=False)
+    scales: NDArray[np.float32] = field(init=False)
+    bits: NDArray[np.uint8] = field(init=False)
+    _posting_entries: int = field(default=0, repr=False)
+    _filter_entries: int = field(default=0, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.compact_above_bytes is None:
+            self.compact_above_bytes = COMPACT_ABOVE_BYTES
+        self.codes = np.zeros((0, self.dimensions), dtype=np.int8)
+        self.scales = np.zeros(0, dtype=np.float32)
+        self.bits = np.zeros((0, bit_bytes(self.dimensions)), dtype=np.uint8)
+        self.matrix = np.zeros((0, self.dimensions), dtype=np.float32)
+        self.expires = np.zeros(0, dtype=np.int64)
+        self.created = np.zeros(0, dtype=np.int64)
+        self.alive = np.zeros(0, dtype=np.bool_)
+        self.doclen = np.zeros(0, dtype=np.float32)
+        self.valid_from = np.zeros(0, dtype=np.int64)
+        self.valid_until = np.zeros(0, dtype=np.int64)
+        self.occurred = np.zeros(0, dtype=np.int64)
+
+    # --- maintenance -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @property
+    def nbytes(self) -> int:
+        """Approximate memory held, in bytes (what the cache's budget counts): the arrays,
+        the posting and row-token arrays (6 bytes an entry, 4 a row token, ~70 each array
+        object), the vocabulary (~120 a token), the ids (~150 a row: the string and its
+        two references) and the filter terms (~100 a term and row, ~200 a distinct term)."""
+        vectors = self.matrix.nbytes + self.codes.nbytes + self.scales.nbytes + self.bits.nbytes
+        columns = self.expires.nbytes + self.created.nbytes + self.alive.nbytes
+        columns += self.doclen.nbytes + self.valid_from.nbytes + self.valid_until.nbytes
+        columns += self.occurred.nbytes
+        entries = self._posting_entries
+        keyword = entries * 6 + entries * 4 + len(self.posting_rows) * (2 * 70 + 120)
+        keyword += len(self.row_tokens) * 70
+        filters = self._filter_entries * 100 + len(self.filter_rows) * 200
+        return int(vectors + columns + keyword + filters + len(self.ids) * 150)
+
+    def reserve(self, rows: int) -> None:
+        """Capacity for exactly ``rows`` rows when it has less (a cold load knows its size)."""
+        if rows > self.expires.shape[0]:
+            self._resize_to(rows)
+
+    def _reserve(self, rows: int) -> None:
+        """Capacity for at least ``rows`` rows, growing by half (a quarter once compact, where
+        the spare rows are most of the budget), going compact past the threshold."""
+        if rows <= self.expires.shape[0]:
+            return
+        factor = 1.25 if self.compact else 1.5
+        capacity = max(16, self.expires.shape[0])
+        while capacity < rows:
+            capacity = int(capacity * factor) + 1
+        self._resize_to(capacity)
+
+    def _grow(self) -> int:
+        if self.free:
+            return self.free.pop()
+        row = len(self.ids)
+        if row >= self.expires.shape[0]:
+            self._reserve(row + 1)
+        self.ids.append(None)
+        self.types.append("")
+        self.row_tokens.append(None)
+        self.row_filters.append(())
+        return row
+
+    def _resize_to(self, capacity: int) -> None:
+        limit = self.compact_above_bytes or COMPACT_ABOVE_BYTES
+        if not self.compact and capacity * self.dimensions * 4 > limit:
+            self._go_compact()
+        if self.compact:
+            self.codes = _resize(self.codes, (capacity, self.dimensions))
+            self.scales = _resize(self.scales, (capacity,))
+            self.bits = _resize(self.bits, (capacity, self.bits.shape[1]))
+        else:
+            self.matrix = _resize(self.matrix, (capacity, self.dimensions))
+        self.expires = _resize(self.expires, (capacity,))
+        self.created = _resize(self.created, (capacity,))
+        self.alive = _resize(self.alive, (capacity,))
+        self.doclen = _resize(self.doclen, (capacity,))
+        self.valid_from = _resize(self.valid_from, (capacity,))
+        self.valid_until = _resize(self.valid_until, (capacity,))
+        self.occurred = _resize(self.occurred, (capacity,))
+
+    def upsert(
+        self,
+        memory_id: str,
+        vector: NDArray[np.float32],
+        text: str,
+        memory_type: str,
+        created_ms: int,
+        expires_ms: int,
+        terms: dict[str, int] | None = None,
+        facts: RowFacts | None = None,
+    ) -> None:
+        """Add a memory, or replace it when ``memory_id`` is already indexed. ``terms`` are the
+        text's ``term_counts`` when the caller has them; ``facts`` what selections read (by
+        default: current since ``created_ms``, no event time, no topics or metadata)."""
+        if memory_id in self.rows:
+            self.remove(memory_id)
+        row = self._grow()
+        self.ids[row] = memory_id
+        self.rows[memory_id] = row
+        self.types[row] = memory_type
+        if self.compact:
+            self._store_compact(row, vector[None, :])
+        else:
+            self.matrix[row] = vector
+        self.expires[row] = expires_ms
+        self.created[row] = created_ms
+        self.alive[row] = True
+        self._set_facts(row, facts or RowFacts(valid_from=created_ms))
+        counts = terms if terms is not None else term_counts(text)
+        self.row_tokens[row] = self._post(row, counts)
+        length = float(sum(counts.values()))
+        self.doclen[row] = length
+        self.total_len += length
+
+    def add_many(
+        self,
+        memory_ids: Sequence[str],
+        vectors: NDArray[np.float32],
+        texts: Sequence[str],
+        memory_types: Sequence[str],
+        created_ms: Sequence[int],
+        expires_ms: Sequence[int],
+        terms: Sequence[dict[str, int] | None] | None = None,
+        facts: Sequence[RowFacts | None] | None = None,
+    ) -> None:
+        """Append memories not yet indexed, in bulk (a cold load): rows of ``vectors`` are
+        unit vectors, one per id; vector work is done per block, not per row. ``terms``, where
+        given, are the texts' ``term_counts`` (None items are counted here); ``facts`` as for
+        ``upsert`` (None items: the defaults, set in bulk)."""
+        fresh = [i for i, memory_id in enumerate(memory_ids) if memory_id not in self.rows]
+        if len(fresh) < len(memory_ids):  # already indexed: replace them one by one
+            for i in set(range(len(memory_ids))) - set(fresh):
+                self.upsert(memory_ids[i], vectors[i], texts[i], memory_types[i],
+                            created_ms[i], expires_ms[i], terms[i] if terms else None,
+                            facts[i] if facts else None)  # fmt: skip
+        if not fresh:
+            return
+        start = len(self.ids)
+        count = len(fresh)
+        self._reserve(start + count)
+        picked = vectors if len(fresh) == len(memory_ids) else vectors[fresh]  # no copy if all
+        end = start + count
+        if self.compact:
+            self._store_compact(start, picked)
+        else:
+            self.matrix[start:end] = picked
+        self.expires[start:end] = [expires_ms[i] for i in fresh]
+        self.created[start:end] = [created_ms[i] for i in fresh]
+        self.alive[start:end] = True
+        picked_ids = [memory_ids[i] for i in fresh]
+        self.ids.extend(picked_ids)
+        self.rows.update(zip(picked_ids, range(start, end), strict=True))
+        self.types.extend(memory_types[i] for i in fresh)
+        self.row_filters.extend(() for _ in fresh)
+        self.valid_from[start:end] = self.created[start:end]
+        self.valid_until[start:end] = NEVER
+        self.occurred[start:end] = UNKNOWN
+        if facts is not None:
+            for row, i in enumerate(fresh, start):
+                row_facts = facts[i]
+                if row_facts is not None:
+                    self._set_facts(row, row_facts)
+        all_counts = []
+        for i in fresh:
+            given = terms[i] if terms is not None else None
+            all_counts.append(given if given is not None else term_counts(texts[i]))
+        lengths = self._post_many(start, all_counts)
+        self.doclen[start:end] = lengths
+        self.total_len += float(lengths.sum())
+
+    def _post_many(self, first_row: int, all_counts: list[dict[str, int]]) -> NDArray[np.float32]:
+        """``_post`` for consecutive rows from ``first_row``, in bulk: the postings of each
+        token grow by one slice of a sorted array instead of one entry at a time (a cold load
+        of 10,000 memories spends a fraction of the time). Returns the rows' lengths."""
+        tokens: list[str] = []
+        frequencies: list[int] = []
+        sizes: list[int] = []
+        for counts in all_counts:
+            tokens.extend(counts)
+            frequencies.extend(counts.values())
+            sizes.append(len(counts))
+        vocabulary = self.vocabulary
+        token_ids = [vocabulary.get(token, -1) for token in tokens]
+        for at in [at for at, token_id in enumerate(token_ids) if token_id == -1]:
+            token = tokens[at]  # new to the index (maybe twice in this batch)
+            token_id = vocabulary.get(token, -1)
+            if token_id == -1:
+                token_id = vocabulary[token] = len(self.posting_rows)
+                self.posting_rows.append(array("i"))
+                self.posting_tfs.append(array("H"))
+            token_ids[at] = token_id
+        ids = np.array(token_ids, dtype=np.int32)
+        tf = np.minimum(np.array(frequencies, dtype=np.int64), 65_535)
+        rows = np.repeat(np.arange(first_row, first_row + len(sizes), dtype=np.int32), sizes)
+        order = np.argsort(ids, kind="stable")  # rows stay in order within a token
+        ids_sorted, rows_sorted, tf_sorted = ids[order], rows[order], tf[order].astype(np.uint16)
+        cuts = (np.flatnonzero(np.diff(ids_sorted)) + 1).tolist()
+        for begin, stop in zip([0, *cuts], [*cuts, ids_sorted.size], strict=True):
+            token_id = int(ids_sorted[begin])
+            self.posting_rows[token_id].frombytes(rows_sorted[begin:stop].tobytes())
+            self.posting_tfs[token_id].frombytes(tf_sorted[begin:stop].tobytes())
+        packed = ids.tobytes()
+        offset = 0
+        for size in sizes:
+            row_ids = array("i")
+            row_ids.frombytes(packed[offset * 4 : (offset + size) * 4])
+            self.row_tokens.append(row_ids)
+            offset += size
+        self._posting_entries += len(token_ids)
+        lengths: NDArray[np.float32] = np.bincount(
+            rows - first_row, weights=tf, minlength=len(sizes)
+        ).astype(np.float32)
+        return lengths
+
+    def _post(self, row: int, counts: dict[str, int]) -> array[int]:
+        """Enter ``row`` in the postings of its tokens; the ids of those tokens."""
+        vocabulary, rows, tfs = self.vocabulary, self.posting_rows, self.posting_tfs
+        token_ids = []
+        for token, tf in counts.items():
+            token_id = vocabulary.get(token)
+            if token_id is None:
+                token_id = vocabulary[token] = len(rows)
+                rows.append(array("i"))
+                tfs.append(array("H"))
+            rows[token_id].append(row)
+            tfs[token_id].append(tf if tf < 65_535 else 65_535)
+            token_ids.append(token_id)
+        self._posting_entries += len(token_ids)
+        return array("i", token_ids)
+
+    def remove(self, memory_id: str) -> None:
+        """Forget a memory; unknown ids are ignored."""
+        row = self.rows.pop(memory_id, None)
+        if row is None:
+            return
+        for token_id in self.row_tokens[row] or ():
+            rows = self.posting_rows[token_id]
+            at = rows.index(row)  # C scan of one token's rows; removals are rare
+            del rows[at]
+            del self.posting_tfs[token_id][at]
+            self._posting_entries -= 1
+        self.total_len -= float(self.doclen[row])
+        self.row_tokens[row] = None
+        self._set_terms(row, ())
+        self.ids[row] = None
+        self.alive[row] = False
+        if self.compact:
+            self.codes[row] = 0
+            self.scales[row] = 0.0
+        else:
+            self.matrix[row] = 0.0
+        self.free.append(row)
+
+    def _set_facts(self, row: int, facts: RowFacts) -> None:
+        self.valid_from[row] = facts.valid_from
+        self.valid_until[row] = facts.valid_until
+        self.occurred[row] = facts.occurred
+        self._set_terms(row, facts.terms)
+
+    def _set_terms(self, row: int, terms: tuple[str, ...]) -> None:
+        for term in self.row_filters[row]:
+            rows = self.filter_rows[term]
+            rows.discard(row)
+            if not rows:
+                del self.filter_rows[term]
+        self._filter_entries += len(terms) - len(self.row_filters[row])
+        self.row_filters[row] = terms
+        for term in terms:
+            self.filter_rows.setdefault(term, set()).add(row)
+
+    def close(self, memory_id: str, valid_until_ms: int) -> None:
+        """Mark an indexed memory as replaced at ``valid_until_ms`` (no longer current); unknown
+        ids are ignored."""
+        row = self.rows.get(memory_id)
+        if row is not None:
+            self.valid_until[row] = valid_until_ms
+
+    # --- queries -----------------------------------------------------------------------------
+
+    def _eligible(self, now_ms: int, where: Selection | Sequence[str] | None) -> NDArray[np.bool_]:
+        """The rows ``where`` selects (``selection.Selection.admits``, for every row at once);
+        a sequence of types or None stands for the current memories of those types."""
+        selection = (
+            where
+            if isinstance(where, Selection)
+            else Selection(types=tuple(where) if where else None)
+        )
+        size = len(self.ids)
+        expires = self.expires[:size]
+        mask = self.alive[:size] & (expires > now_ms)
+        if selection.as_of is None:
+            if not selection.include_superseded:
+                mask &= self.valid_until[:size] == NEVER
+        else:
+            moment = selection.as_of
+            mask &= (self.valid_from[:size] <= moment) & (expires > moment)
+            if not selection.include_superseded:
+                mask &= self.valid_until[:size] > moment
+        if selection.types:
+            wanted = set(selection.types)
+            mask &= np.fromiter((t in wanted for t in self.types), dtype=np.bool_, count=size)
+        created = self.created[:size]
+        if selection.created_after is not None:
+            mask &= created >= selection.created_after
+        if selection.created_before is not None:
+            mask &= created < selection.created_before
+        if selection.wants_occurred:
+            occurred = self.occurred[:size]
+            mask &= occurred != UNKNOWN
+            if selection.occurred_after is not None:
+                mask &= occurred >= selection.occurred_after
+            if selection.occurred_before is not None:
+                mask &= occurred < selection.occurred_before
+        if selection.topics:
+            rows: set[int] = set()
+            for term in selection.topic_terms:
+                rows |= self.filter_rows.get(term, set())
+            mask &= self._rows_mask(rows, size)
+        for term in selection.metadata_terms:
+            mask &= self._rows_mask(self.filter_rows.get(term, set()), size)
+        return mask
+
+    @staticmethod
+    def _rows_mask(rows: set[int], size: int) -> NDArray[np.bool_]:
+        mask = np.zeros(size, dtype=np.bool_)
+        if rows:
+            mask[np.fromiter(rows, dtype=np.intp, count=len(rows))] = True
+        return mask
+
+    def _go_compact(self) -> None:
+        """Switch to the compact form, converting the rows held so far."""
+        rows = self.matrix.shape[0]
+        self.codes = np.zeros((rows, self.dimensions), dtype=np.int8)
+        self.scales = np.zeros(rows, dtype=np.float32)
+        self.bits = np.zeros((rows, bit_bytes(self.dimensions)), dtype=np.uint8)
+        for start in range(0, rows, BLOCK):
+            self._store_compact(start, self.matrix[start : start + BLOCK])
+        self.matrix = np.zeros((0, self.dimensions), dtype=np.float32)
+        self.compact = True
+
+    def _store_compact(self, start: int, block: NDArray[np.float32]) -> None:
+        """Rows ``start..`` in the compact form: int8 codes, scales and packed sign bits of
+        the unit vectors in ``block`` (one per row)."""
+        end = start + block.shape[0]
+        self.codes[start:end], self.scales[start:end] = quantize_rows(block)
+        self.bits[start:end] = np.packbits(block > 0, axis=1)
+
+    def semantic(
+        self,
+        query: NDArray[np.float32],
+        limit: int,
+        now_ms: int,
+        types: Selection | Sequence[str] | None,
+    ) -> list[Hit]:
+        """The ``limit`` best memories by cosine with the unit vector ``query``, best first,
+        among those ``types`` selects (a ``Selection``, or the current memories of a sequence of
+        types; None: all current ones).
+
+        Exact unless the index is compact; then (see ``exact``) these are the ``candidates()``
+        best by approximate score, for the caller to rescore with the stored float32 vectors.
+        """
+        size = len(self.ids)
+        if size == 0:
+            return []
+        eligible = self._eligible(now_ms, types)
+        if not self.compact:
+            scores = parallel(dot, self.matrix[:size], query, min_rows=exact_rows(query))
+            return _top(scores, eligible, limit, self.ids)
+        rows = np.flatnonzero(eligible)
+        if rows.size > PREFILTER_ABOVE:
+            # Every row's distance (a slice, no gather: cheaper than picking the eligible rows
+            # first), the ineligible ones pushed to the end.
+            distance = parallel(hamming, self.bits[:size], np.packbits(query > 0))
+            distance[~eligible] = np.iinfo(np.uint16).max
+            keep = min(rows.size, max(limit * 50, 2000, rows.size // PREFILTER_KEEP_DIVISOR))
+            rows = np.argpartition(distance, keep - 1)[:keep]
+        approx = parallel_int8_scores(self.codes, self.scales, rows, query)
+        mask = np.zeros(size, dtype=np.bool_)
+        mask[rows] = True
+        scores = np.zeros(size, dtype=np.float32)
+        scores[rows] = approx
+        return _top(scores, mask, self.candidates(limit), self.ids)
+
+    def selected(self, now_ms: int, where: Selection) -> list[tuple[int, str]]:
+        """``(created ms, id)`` of every memory ``where`` selects (as ``semantic``), in row
+        order: what a listing orders and cuts into pages."""
+        rows = np.flatnonzero(self._eligible(now_ms, where))
+        created = self.created[rows].tolist()
+        return [(c, cast(str, self.ids[r])) for c, r in zip(created, rows.tolist(), strict=True)]
+
+    def count(self, now_ms: int, where: Selection | Sequence[str] | None = None) -> int:
+        """How many memories ``where`` selects (as ``semantic``)."""
+        return int(np.count_nonzero(self._eligible(now_ms, where)))
+
+    @property
+    def exact(self) -> bool:
+        """Whether ``semantic`` scores are exact cosines (False when the index is compact)."""
+        return not self.compact
+
+    @staticmethod
+    def candidates(limit: int) -> int:
+        """How many approximate candidates a compact index returns for ``limit`` results."""
+        return max(limit * 4, 40)
+
+    def keyword(
+        self, text: str, limit: int, now_ms: int, types: Selection | Sequence[str] | None
+    ) -> list[Hit]:
+        """The ``limit`` best memories by BM25 of the query's tokens (``query_tokens``), best
+        first, among those ``types`` selects (as ``semantic``); memories sharing no token with
+        the query are not returned."""
+        size = len(self.ids)
+        count = len(self.rows)
+        if size == 0 or count == 0:
+            return []
+        avgdl = max(self.total_len / count, 1e-9)
+        scores = np.zeros(size, dtype=np.float32)
+        matched = np.zeros(size, dtype=np.bool_)
+        for token in set(query_tokens(text)):
+            token_id = self.vocabulary.get(token)
+            if token_id is None or not self.posting_rows[token_id]:
+                continue
+            # Views of the C arrays, released when this loop moves on (an array that exports
+            # its buffer cannot grow; updates hold the same lock as this search).
+            rows = np.frombuffer(self.posting_rows[token_id], dtype=np.int32)
+            tf = np.frombuffer(self.posting_tfs[token_id], dtype=np.uint16).astype(np.float32)
+            df = rows.size
+            idf = math.log(1.0 + (count - df + 0.5) / (df + 0.5))
+            norm = K1 * (1.0 - B + B * self.doclen[rows] / avgdl)
+            scores[rows] += idf * tf * (K1 + 1.0) / (tf + norm)
+            matched[rows] = True
+        return _top(scores, self._eligible(now_ms, types) & matched, limit, self.ids)
+
+    def best_match(self, query: NDArray[np.float32], now_ms: int) -> list[Hit]:
+        """Candidates for the most similar current memory (for deduplication): the one best
+        when the index is exact, else ``candidates(1)`` to rescore."""
+        return self.semantic(query, 1, now_ms, CURRENT)
+
+
+_T = TypeVar("_T", bound=np.generic)
+
+
+def _resize(array: NDArray[_T], shape: tuple[int, ...]) -> NDArray[_T]:
+    grown = np.zeros(shape, dtype=array.dtype)
+    grown[: array.shape[0]] = array
+    return grown
+
+
+def _top(
+    scores: NDArray[np.float32],
+    mask: NDArray[np.bool_],
+    limit: int,
+    ids: Sequence[str | None],
+) -> list[Hit]:
+    candidates = np.flatnonzero(mask)
+    if candidates.size == 0:
+        return []
+    picked = scores[candidates]
+    if candidates.size > limit:
+        part = np.argpartition(-picked, limit - 1)[:limit]
+        candidates, picked = candidates[part], picked[part]
+    order = np.argsort(-picked, kind="stable")
+    return [Hit(str(ids[int(candidates[i])]), float(picked[i])) for i in order]

@@ -1,0 +1,1 @@
+"""Working memory: sessions of messages, their summaries and state, export and import."""

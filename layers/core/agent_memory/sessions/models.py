@@ -1,0 +1,152 @@
+"""Pydantic models of working memory: events in, messages, and the views of a session, of its
+extraction and of a page of sessions.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import (
+    AfterValidator,
+    Field,
+    StringConstraints,
+)
+
+from agent_memory.models import (
+    MAX_MESSAGE_CHARS,
+    MAX_NAME_CHARS,
+    ActorId,
+    Model,
+    UtcDatetime,
+    View,
+    is_blank,
+)
+
+# --- working memory --------------------------------------------------------------------------
+
+Role = Literal["user", "assistant", "system", "tool"]
+
+
+_NAME_REFUSED_CATEGORIES = {
+    "Cc": "a control character",
+    "Cf": "an invisible format character",
+    "Cs": "a lone surrogate",
+    "Zl": "a line separator",
+    "Zp": "a paragraph separator",
+}
+
+
+def _speaker_name(value: str) -> str:
+    """A message's ``name``: printable text on one line (DESIGN section 4b). Control (Cc, which
+    holds tab, CR, LF, VT, FF, U+001C-U+001E and U+0085), format (Cf: bidirectional controls,
+    zero-width characters, tags), surrogate (Cs) and line or paragraph separator (Zl, Zp)
+    characters are refused, as is a name that shows nothing (``is_blank``: spaces, joiners,
+    Hangul fillers). The zero-width joiner and non-joiner (U+200D, U+200C) are kept: emoji
+    sequences and several scripts need them."""
+    for position, char in enumerate(value):
+        kind = _NAME_REFUSED_CATEGORIES.get(unicodedata.category(char))
+        if kind is not None and char not in "\u200c\u200d":
+            raise ValueError(
+                f"must not contain {kind} (U+{ord(char):04X} at position {position}); "
+                "a name is one line of printable text"
+            )
+    if is_blank(value):
+        raise ValueError("must show at least one visible character")
+    return value
+
+
+SpeakerName = Annotated[
+    str,
+    StringConstraints(min_length=1, max_length=MAX_NAME_CHARS),
+    AfterValidator(_speaker_name),
+]
+
+
+class EventIn(Model):
+    """One message to add. ``created_at`` defaults to the time the server receives it.
+
+    ``name`` (who spoke, when the role alone does not say) is 1 to ``MAX_NAME_CHARS``
+    characters of one-line printable text (``_speaker_name``)."""
+
+    role: Role
+    content: Annotated[str, StringConstraints(min_length=1, max_length=MAX_MESSAGE_CHARS)]
+    name: SpeakerName | None = None
+    created_at: UtcDatetime | None = Field(None, strict=False)
+
+
+class EventsRequest(Model):
+    """Body of ``POST .../sessions/{session}/events``."""
+
+    actor_id: ActorId | None = None
+    events: list[EventIn] = Field(min_length=1)
+
+
+class EventsResult(View):
+    """Answer of ``POST .../events``: messages added and the session's ``message_count``."""
+
+    session_id: str
+    added: int
+    message_count: int
+
+
+class ExtractionQueued(View):
+    """Answer of ``POST .../sessions/{session_id}/extract`` (202)."""
+
+    session_id: str
+    status: Literal["queued"] = "queued"
+
+
+class Message(View):
+    """A message kept verbatim. ``seq`` is its position in the session, from 1."""
+
+    seq: int
+    role: Role
+    content: str
+    name: str | None = None
+    created_at: datetime
+
+
+class ExtractionStatus(View):
+    """A session's background extraction: ``status``, the armed schedule's ``due_at``, the last
+    run's time and error, and how many messages are ``unread``."""
+
+    status: Literal["idle", "waiting", "running", "failed"]
+    due_at: datetime | None = None
+    last_run_at: datetime | None = None
+    last_error: str | None = None
+    unread: int
+
+
+class SessionView(View):
+    """A session: its summary, newest messages (oldest first), counts, times and extraction."""
+
+    session_id: str
+    actor_id: str | None
+    summary: str | None
+    messages: list[Message]
+    message_count: int
+    created_at: datetime
+    last_event_at: datetime
+    expires_at: datetime
+    extraction: ExtractionStatus
+
+
+class SessionSummary(View):
+    """A session as the listing shows it, with its extraction status (as ``SessionView``)."""
+
+    session_id: str
+    actor_id: str | None
+    message_count: int
+    created_at: datetime
+    last_event_at: datetime
+    expires_at: datetime
+    extraction: ExtractionStatus
+
+
+class SessionList(View):
+    """A page of sessions, most recent first; ``next_offset`` is null on the last page."""
+
+    sessions: list[SessionSummary]
+    next_offset: int | None

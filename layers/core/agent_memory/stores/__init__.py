@@ -1,0 +1,1 @@
+"""Stores: their settings and provider configuration, registered in one database."""

@@ -1,0 +1,325 @@
+"""Pydantic models of stores: their settings (the product seed's settings table), provider
+settings, the ``PUT`` body, the stored ``StoreConfig`` and the views of one store and of many.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from datetime import datetime
+from typing import Annotated, Literal
+from urllib.parse import urlsplit
+
+from pydantic import (
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
+
+from agent_memory.database.keys import StoreKeys
+from agent_memory.models import (
+    RESERVED_TYPES,
+    Model,
+    View,
+)
+from agent_memory.providers.addresses import not_public
+
+# --- stores ----------------------------------------------------------------------------------
+
+
+class CustomType(Model):
+    """A store-specific memory type: ``{"name": "order_issue", "description": "..."}``."""
+
+    name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,39}$")] = Field(
+        description="Lower-case letters, digits and '_', starting with a letter; 1-40 characters."
+    )
+    description: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+
+    @field_validator("name")
+    @classmethod
+    def _not_reserved(cls, value: str) -> str:
+        if value in RESERVED_TYPES:
+            raise ValueError(f"'{value}' is a built-in type; custom types need another name")
+        return value
+
+
+# The settings' ranges, shared by the stored settings and the PUT body (so the OpenAPI document
+# shows them on the body a client sends).
+ExtractionDelaySeconds = Annotated[int, Field(ge=30, le=3600)]
+SummarizeAfter = Annotated[int, Field(ge=1, le=1000)]
+KeepRecent = Annotated[int, Field(ge=0, le=999)]
+MAX_SESSION_TTL_SECONDS = 31_536_000
+MAX_MEMORY_TTL_SECONDS = 315_360_000
+SessionTtlSeconds = Annotated[int, Field(ge=60, le=MAX_SESSION_TTL_SECONDS)]
+MemoryTtlSeconds = Annotated[int, Field(ge=60, le=MAX_MEMORY_TTL_SECONDS)]
+IMPORT_CLOCK_SKEW_SECONDS = 86_400
+"""How far past now plus the largest TTL an imported ``expires_at`` may be: an export's times
+come from another clock. Later is refused, or an import could keep data for ever."""
+DedupeThreshold = Annotated[float, Field(gt=0, le=1)]
+CustomTypes = Annotated[list[CustomType], Field(max_length=3)]
+Dimensions = Annotated[int, Field(ge=1, le=8192)]
+
+
+class StoreSettings(Model):
+    """The seed's settings table, with its defaults and the ranges this project enforces."""
+
+    extraction_delay_seconds: ExtractionDelaySeconds = 300
+    summarize_after: SummarizeAfter = 40
+    keep_recent: KeepRecent = 12
+    session_ttl_seconds: SessionTtlSeconds = 3600
+    memory_ttl_seconds: MemoryTtlSeconds = 31_536_000
+    dedupe_threshold: DedupeThreshold = 0.92
+    custom_types: CustomTypes = Field(default_factory=list)
+    redact_pii: bool = True
+
+    @model_validator(mode="after")
+    def _coherent(self) -> StoreSettings:
+        if self.keep_recent >= self.summarize_after:
+            raise ValueError(
+                f"keep_recent ({self.keep_recent}) must be below summarize_after "
+                f"({self.summarize_after})"
+            )
+        if self.session_ttl_seconds <= self.extraction_delay_seconds:
+            raise ValueError(
+                f"session_ttl_seconds ({self.session_ttl_seconds}) must exceed "
+                f"extraction_delay_seconds ({self.extraction_delay_seconds}), or sessions "
+                "would expire before extraction reads them"
+            )
+        names = [t.name for t in self.custom_types]
+        if len(set(names)) != len(names):
+            raise ValueError("custom_types names must be unique")
+        return self
+
+
+LlmProvider = Literal["none", "openai", "anthropic", "custom"]
+EmbedProvider = Literal["none", "openai", "custom"]
+ModelName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
+BaseUrl = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
+
+
+_HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
+
+
+def _check_base_url(field: str, url: str, *, allow_private: bool = False) -> None:
+    """A custom endpoint's base URL: ``https://`` (with ``allow_private``, the local stack's
+    KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1, also ``http://``) with a host, a valid port and a path,
+    nothing else: no credentials, no whitespace or control characters, no query and no fragment
+    (the call appends ``/embeddings`` or ``/chat/completions`` to it, which a query or fragment
+    would swallow: ``https://example.com#@127.0.0.1/v1``), and a host the HTTP client can build
+    a request for (``provider_network.request_problem``: a punycode label that does not decode,
+    say).
+
+    Without ``allow_private``, also a valid public host: IP literals must pass
+    ``addresses.not_public``, the same rule the call applies to every address a name resolves
+    to (``provider_network.check_endpoint``), so a literal saved here is never refused at the
+    first call. Names that later resolve to private addresses are caught when the endpoint is
+    called.
+    """
+    if any(ch.isspace() or not ch.isprintable() for ch in url):
+        raise ValueError(f"{field} must not contain spaces or control characters")
+    if "?" in url or "#" in url:
+        raise ValueError(
+            f"{field} must not have a query or a fragment ('?' or '#'); give the base URL only"
+        )
+    parts = urlsplit(url)
+    schemes = ("http", "https") if allow_private else ("https",)
+    if allow_private and (parts.scheme not in schemes or not parts.hostname):
+        raise ValueError(f"{field} must be an http(s):// URL with a host name")
+    if parts.scheme not in schemes or not parts.hostname:
+        raise ValueError(
+            f"{field} must be an https:// URL with a host name (a local stack started with "
+            "KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 also takes http:// and private addresses)"
+        )
+    if parts.username is not None or parts.password is not None:
+        raise ValueError(f"{field} must not hold credentials; send the key as the api_key field")
+    try:
+        port = parts.port
+    except ValueError as exc:
+        raise ValueError(f"{field} has an invalid port") from exc
+    if port == 0:
+        raise ValueError(f"{field} has an invalid port")
+    # Imported here: the models need the HTTP client only to check a custom base URL.
+    from agent_memory.providers.network import request_problem
+
+    unsendable = request_problem(url)
+    if unsendable is not None:
+        raise ValueError(
+            f"{field} has a host name the HTTP client cannot send a request to ({unsendable})"
+        )
+    if allow_private:
+        return
+    host = parts.hostname.rstrip(".")
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        labels = host.split(".")
+        if len(host) > 253 or not all(_HOST_LABEL.match(label) for label in labels):
+            raise ValueError(f"{field} has an invalid host name") from None
+        # A top-level label is never numeric (RFC 3696 section 2); refusing one also refuses
+        # the shorthand IPv4 forms resolvers accept: 127.1, 2130706433, 0x7f000001.
+        if labels[-1].isdigit() or re.fullmatch(r"0x[0-9a-fA-F]+", labels[-1]):
+            raise ValueError(f"{field} must name a host or give a full IP address") from None
+        if labels[-1].lower() == "localhost":
+            raise ValueError(
+                f"{field} must be a public address, not localhost (a local stack started with "
+                "KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 allows it)"
+            ) from None
+        return
+    reason = not_public(address)
+    if reason:
+        raise ValueError(
+            f"{field} must be a public address, not {address}, which is {reason} (a local "
+            "stack started with KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 allows it)"
+        )
+
+
+class ProviderSettings(Model):
+    """Which language model and embedding model a store calls (DESIGN section 5).
+
+    Custom base URLs must be clean public https URLs, unless validation runs with the context
+    ``{"allow_private_endpoints": True}`` (the local stack's KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1),
+    which admits plain http and private addresses so tests can use loopback servers."""
+
+    llm_provider: LlmProvider = "none"
+    llm_model: ModelName | None = None
+    llm_base_url: BaseUrl | None = None
+    embed_provider: EmbedProvider = "none"
+    embed_model: ModelName | None = None
+    embed_base_url: BaseUrl | None = None
+    dimensions: Dimensions = 1536
+
+    @model_validator(mode="after")
+    def _coherent_providers(self, info: ValidationInfo) -> ProviderSettings:
+        for kind, provider, model, base_url in (
+            ("llm", self.llm_provider, self.llm_model, self.llm_base_url),
+            ("embed", self.embed_provider, self.embed_model, self.embed_base_url),
+        ):
+            if provider != "none" and model is None:
+                raise ValueError(f"{kind}_model is required when {kind}_provider is '{provider}'")
+            if provider == "custom":
+                if base_url is None:
+                    raise ValueError(
+                        f"{kind}_base_url is required when {kind}_provider is 'custom'"
+                    )
+                context = info.context or {}
+                if not context.get("stored"):  # else checked when saved; calls check it again
+                    _check_base_url(
+                        f"{kind}_base_url",
+                        base_url,
+                        allow_private=bool(context.get("allow_private_endpoints")),
+                    )
+            elif base_url is not None:
+                raise ValueError(f"{kind}_base_url is only used when {kind}_provider is 'custom'")
+        return self
+
+
+class StorePut(Model):
+    """Body of ``PUT .../agent-memory/{store}``. Omitted fields keep their value (or default).
+
+    ``llm_api_key`` / ``embed_api_key`` are write-only; ``null`` removes a stored key.
+    """
+
+    llm_provider: LlmProvider | None = None
+    llm_model: ModelName | None = None
+    llm_base_url: BaseUrl | None = None
+    llm_api_key: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = Field(
+        None, repr=False
+    )
+    embed_provider: EmbedProvider | None = None
+    embed_model: ModelName | None = None
+    embed_base_url: BaseUrl | None = None
+    embed_api_key: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = Field(
+        None, repr=False
+    )
+    dimensions: Dimensions | None = None
+    extraction_delay_seconds: ExtractionDelaySeconds | None = None
+    summarize_after: SummarizeAfter | None = None
+    keep_recent: KeepRecent | None = None
+    session_ttl_seconds: SessionTtlSeconds | None = None
+    memory_ttl_seconds: MemoryTtlSeconds | None = None
+    dedupe_threshold: DedupeThreshold | None = None
+    custom_types: CustomTypes | None = None
+    redact_pii: bool | None = None
+
+
+class StoreConfig(StoreSettings, ProviderSettings):
+    """A store as kept in ``kividb:mem:@stores``; API keys only as ciphertext."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    name: str
+    # See keys.StoreKeys: new for every creation of a store under a name. "0" reads documents
+    # written before incarnations existed (their old keys are not carried over).
+    incarnation: str = "0"
+    # See keys.MemoryIndexKeys: how many partitions the store-level memory indexes have. 1
+    # reads documents of before partitions (whose indexes are the one partition's keys).
+    memory_partitions: int = Field(default=1, ge=1)
+    created_at: datetime
+    updated_at: datetime
+    llm_api_key_ciphertext: str | None = None
+    embed_api_key_ciphertext: str | None = None
+
+    def keys(self) -> StoreKeys:
+        """The Redis keys of this incarnation of the store (``keys.StoreKeys``)."""
+        return StoreKeys(self.name, self.incarnation, self.memory_partitions)
+
+
+class StoreCounts(View):
+    """Live sessions, live memories, and live sessions with messages extraction has not read."""
+
+    sessions: int
+    memories: int
+    waiting_for_extraction: int
+
+
+class StoreView(View):
+    """What clients see of a store. Never carries an API key, only ``has_*_api_key``."""
+
+    name: str
+    instance_id: str
+    llm_provider: LlmProvider
+    llm_model: str | None
+    llm_base_url: str | None
+    has_llm_api_key: bool
+    embed_provider: EmbedProvider
+    embed_model: str | None
+    embed_base_url: str | None
+    has_embed_api_key: bool
+    dimensions: int
+    extraction_delay_seconds: int
+    summarize_after: int
+    keep_recent: int
+    session_ttl_seconds: int
+    memory_ttl_seconds: int
+    dedupe_threshold: float
+    custom_types: list[CustomType]
+    redact_pii: bool
+    created_at: datetime
+    updated_at: datetime
+    counts: StoreCounts | None = None
+    last_extraction_at: datetime | None = None
+    last_extraction_error: str | None = None
+
+
+class StoreList(View):
+    """Answer of the store listings."""
+
+    stores: list[StoreView]
+
+
+class UnreachableInstance(View):
+    """An instance whose stores ``GET /agent-memory`` could not list, and why (the database
+    could not be reached, refused, or did not answer in time)."""
+
+    instance_id: str
+    message: str
+
+
+class OrganizationStoreList(StoreList):
+    """Answer of ``GET /agent-memory``: the stores of every instance that answered, by instance
+    then name, and the instances that did not (empty when all answered)."""
+
+    unreachable: list[UnreachableInstance]

@@ -1,0 +1,274 @@
+"""Stores: their settings, provider configuration and encrypted API keys, in one database.
+
+A store's document lives in the hash ``kividb:mem:@stores`` of the instance it belongs to.
+Deleting a store removes that entry first (so new writes answer 404), then every key under
+``kividb:mem:<store>:<incarnation>:``, on every primary when the database is a cluster.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, cast
+
+import redis
+from pydantic import ValidationError
+
+from agent_memory.clock import Clock, to_ms
+from agent_memory.database.client import (
+    TRANSACTION_ATTEMPTS,
+    TRANSACTION_REDIRECTS,
+    database_errors,
+    is_cluster,
+)
+from agent_memory.database.keys import MEMORY_PARTITIONS, StoreKeys, new_incarnation
+from agent_memory.database.partitions import live_count
+from agent_memory.errors import Conflict, StoreNotFound, ValidationFailed
+from agent_memory.providers.secrets import Cipher, KeyPlace, seal
+from agent_memory.sessions.service import Sessions
+from agent_memory.stores.models import (
+    ProviderSettings,
+    StoreConfig,
+    StoreCounts,
+    StorePut,
+    StoreSettings,
+    StoreView,
+)
+
+_SECRET_FIELDS = {
+    "llm_api_key": "llm_api_key_ciphertext",
+    "embed_api_key": "embed_api_key_ciphertext",
+}
+_DEFAULTABLE = set(StoreSettings.model_fields) | {"llm_provider", "embed_provider", "dimensions"}
+_SCAN_BATCH = 1000
+_CLUSTER_DELETE_PASSES = 3
+STORED = {"stored": True}  # validation context: read back what was validated when saved
+
+
+def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
+    """pydantic errors as ``[{"field": "a.b", "problem": "..."}]`` (the API's ``details``)."""
+    details = []
+    for error in exc.errors(include_url=False):
+        field = ".".join(str(part) for part in error["loc"]) or "body"
+        problem = str(error["msg"]).removeprefix("Value error, ")
+        details.append({"field": field, "problem": problem})
+    return details
+
+
+def key_place(org_id: str, instance_id: str, config: StoreConfig) -> KeyPlace:
+    """Where ``config``'s provider API keys belong: their encryption is bound to it
+    (``secrets.KeyPlace``), so they open only for this organization, instance and store
+    incarnation."""
+    return KeyPlace(org_id, instance_id, config.name, config.incarnation)
+
+
+def current_entry(raw: str | bytes | None, store: StoreConfig) -> dict[str, Any] | None:
+    """The registry entry ``raw`` (as read from ``StoreKeys.registry`` under ``store``'s name)
+    as a dict, when it still is ``store``'s incarnation; None when the store was deleted, or
+    deleted and created again, since ``store`` was read (a write made meanwhile must not stay)."""
+    if raw is None:
+        return None
+    entry: dict[str, Any] = json.loads(raw)
+    return entry if entry.get("incarnation", "0") == store.incarnation else None
+
+
+class Stores:
+    """The stores of one instance (``instance_id``) of organization ``org_id``, which the
+    provider API keys they store are bound to (``key_place``). Errors: ``StoreNotFound``,
+    ``ValidationFailed``, ``DatabaseUnavailable``."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        instance_id: str,
+        cipher: Cipher,
+        clock: Clock,
+        *,
+        allow_private_endpoints: bool = False,
+        org_id: str = "",
+    ) -> None:
+        self._allow_private = allow_private_endpoints
+        self._redis = client
+        self.org_id = org_id
+        self.instance_id = instance_id
+        self._cipher = cipher
+        self._clock = clock
+
+    def get(self, name: str) -> StoreConfig:
+        """The store's settings; ``StoreNotFound`` when there is no store of that name."""
+        with database_errors():
+            raw = self._redis.hget(StoreKeys.registry, name)
+        if raw is None:
+            raise StoreNotFound(name)
+        return StoreConfig.model_validate_json(raw, context=STORED)
+
+    def all(self) -> list[StoreConfig]:
+        """Every store of this instance, by name."""
+        with database_errors():
+            raw = self._redis.hgetall(StoreKeys.registry)
+        return [StoreConfig.model_validate_json(raw[name], context=STORED) for name in sorted(raw)]
+
+    def put(self, name: str, change: StorePut) -> tuple[StoreConfig, bool]:
+        """Create ``name`` or change it; returns ``(config, created)``.
+
+        Omitted fields keep their value (or take the default on create); a setting sent as
+        ``null`` returns to its default; ``llm_api_key``/``embed_api_key`` as ``null`` removes
+        the stored key. The merged whole is validated before anything is written
+        (``ValidationFailed`` with ``details``). A WATCH transaction makes concurrent PUTs of the
+        same store apply one after the other; on a cluster, one that met a redirect (the
+        registry's slot moved) is made again.
+        """
+        given = change.model_dump(exclude_unset=True)
+        redirected = 0
+        with database_errors(), self._redis.pipeline(transaction=True) as pipe:
+            while True:
+                try:
+                    pipe.watch(StoreKeys.registry)  # type: ignore[no-untyped-call]
+                    raw = cast(str | None, pipe.hget(StoreKeys.registry, name))
+                    config = self._merge(name, raw, given)
+                    if raw is not None:
+                        before = StoreConfig.model_validate_json(raw, context=STORED)
+                        self._check_dimensions(before, config)
+                    pipe.multi()
+                    pipe.hset(StoreKeys.registry, name, config.model_dump_json())
+                    pipe.execute()
+                    return config, raw is None
+                except redis.WatchError:
+                    continue
+                except TRANSACTION_REDIRECTS:
+                    redirected += 1
+                    if redirected >= TRANSACTION_ATTEMPTS:
+                        raise
+                    pipe.reset()
+
+    def _check_dimensions(self, before: StoreConfig, after: StoreConfig) -> None:
+        """Vectors of another length cannot be compared: ``dimensions`` (or the embedding model)
+        may only change while the store holds no memories (``Conflict`` otherwise)."""
+        if (before.dimensions, before.embed_model) == (after.dimensions, after.embed_model):
+            return
+        held = live_count(self._redis, before.keys(), to_ms(self._clock.now()))
+        if held:
+            raise Conflict(
+                f"The store holds {held} memories embedded with {before.dimensions} dimensions"
+                f" ({before.embed_model or 'client vectors'}); dimensions and embed_model can "
+                "only change in an empty store. Create a new store for the new model."
+            )
+
+    def _merge(self, name: str, raw: str | None, given: dict[str, Any]) -> StoreConfig:
+        now = self._clock.now()
+        if raw is None:
+            current: dict[str, Any] = {
+                "name": name,
+                "incarnation": new_incarnation(),
+                "memory_partitions": MEMORY_PARTITIONS,
+                "created_at": now,
+            }
+        else:
+            current = StoreConfig.model_validate_json(raw, context=STORED).model_dump()
+        for kind in ("llm", "embed"):
+            # A key belongs to the provider and endpoint it was given for: a change of either
+            # without a new key drops the stored one, so that it is never sent to another
+            # server (the client sends the key again, or none for a keyless endpoint).
+            moved = any(
+                f"{kind}_{part}" in given
+                and given[f"{kind}_{part}"] != current.get(f"{kind}_{part}")
+                for part in ("provider", "base_url")
+            )
+            if moved and f"{kind}_api_key" not in given:
+                current[f"{kind}_api_key_ciphertext"] = None
+        place = KeyPlace(self.org_id, self.instance_id, name, current["incarnation"])
+        for field, value in given.items():
+            if field in _SECRET_FIELDS:
+                target = _SECRET_FIELDS[field]
+                current[target] = None if value is None else seal(self._cipher, value, place, field)
+            elif value is None and field in _DEFAULTABLE:
+                current.pop(field, None)
+            else:
+                current[field] = value
+        current["updated_at"] = now
+        settings = {k: v for k, v in current.items() if k in StoreSettings.model_fields}
+        providers = {k: v for k, v in current.items() if k in ProviderSettings.model_fields}
+        try:
+            StoreSettings.model_validate(settings)
+            ProviderSettings.model_validate(
+                providers, context={"allow_private_endpoints": self._allow_private}
+            )
+        except ValidationError as exc:
+            raise ValidationFailed(
+                "The store's settings are not valid; see details.",
+                details=validation_details(exc),
+            ) from exc
+        return StoreConfig.model_validate(current, context=STORED)
+
+    def delete(self, name: str) -> None:
+        """Delete the store and every key it owns; ``StoreNotFound`` if there is none.
+
+        The registry entry goes first, so the store answers 404 at once; the keys of its
+        incarnation are removed after. A store created again under the same name meanwhile has
+        another incarnation, so its keys are neither hidden nor removed by this delete.
+        """
+        config = self.get(name)
+        keys = config.keys()
+        redirected = 0
+        with database_errors():
+            with self._redis.pipeline(transaction=True) as pipe:
+                while True:
+                    try:
+                        pipe.watch(StoreKeys.registry)  # type: ignore[no-untyped-call]
+                        raw = cast(str | None, pipe.hget(StoreKeys.registry, name))
+                        if raw is None or StoreConfig.model_validate_json(
+                            raw, context=STORED
+                        ).incarnation != (config.incarnation):
+                            raise StoreNotFound(name)
+                        pipe.multi()
+                        pipe.hdel(StoreKeys.registry, name)
+                        pipe.execute()
+                        break
+                    except redis.WatchError:
+                        continue
+                    except TRANSACTION_REDIRECTS:
+                        redirected += 1
+                        if redirected >= TRANSACTION_ATTEMPTS:
+                            raise
+                        pipe.reset()
+            passes = _CLUSTER_DELETE_PASSES if is_cluster(self._redis) else 1
+            for _ in range(passes):
+                if not self._unlink_matching(keys.all_pattern):
+                    break
+
+    def _unlink_matching(self, pattern: str) -> int:
+        """UNLINK every key that SCAN MATCH ``pattern`` finds, in batches; returns how many.
+
+        On a cluster, redis-py's ``scan_iter`` scans every primary in turn and ``unlink``
+        sends one UNLINK per slot of a batch (pipelined, each node its own). A key that a
+        resharding moves from a node not scanned yet to one already scanned is missed by one
+        pass, so ``delete`` scans again until a pass finds nothing (at most
+        ``_CLUSTER_DELETE_PASSES``); on a single node one SCAN finds every key that exists for
+        its whole duration, and the store's keys can no longer be created (its registry entry
+        is gone, and a write racing the delete takes itself back)."""
+        found = 0
+        batch: list[str] = []
+        for key in self._redis.scan_iter(match=pattern, count=_SCAN_BATCH):
+            batch.append(key)
+            if len(batch) >= _SCAN_BATCH:
+                found += len(batch)
+                self._redis.unlink(*batch)
+                batch.clear()
+        if batch:
+            found += len(batch)
+            self._redis.unlink(*batch)
+        return found
+
+    def sessions(self, config: StoreConfig) -> Sessions:
+        """The working memory of a store of this instance."""
+        return Sessions(self._redis, config, self._clock)
+
+    def view(self, config: StoreConfig, counts: StoreCounts | None = None) -> StoreView:
+        """The client-facing view: settings, ``has_*_api_key`` flags, never a key."""
+        data = config.model_dump(exclude={"llm_api_key_ciphertext", "embed_api_key_ciphertext"})
+        return StoreView(
+            **data,
+            instance_id=self.instance_id,
+            has_llm_api_key=config.llm_api_key_ciphertext is not None,
+            has_embed_api_key=config.embed_api_key_ciphertext is not None,
+            counts=counts,
+        )
