@@ -15,6 +15,10 @@ $(STAMP): requirements-dev.txt layers/core/requirements.txt client/pyproject.tom
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements-dev.txt
+	@# The layer on the import path, as Lambda mounts it at /opt/python: a .pth file naming
+	@# layers/core, so that the local stack, the tools, the benchmarks and the tests import
+	@# agent_memory without editing sys.path.
+	$(PY) -c "import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], 'kividb-layer.pth').write_text(str(pathlib.Path('layers/core').resolve()) + '\\n')"
 	touch $(STAMP)
 
 # The web console (docs/console.md): console/src/ built by esbuild into functions/console/static/

@@ -154,8 +154,8 @@ class Gateway:
 def create_app() -> Gateway:
     """uvicorn factory: read the template with the parameters the launcher chose, set the
     functions' environment (with ``KIVIDB_SCHEDULER=local``: the local scheduler instead of
-    EventBridge Scheduler). The layer is importable as Lambda mounts it: installed in the
-    virtualenv (``pip install -e .``, pyproject.toml)."""
+    EventBridge Scheduler). The layer is on the import path as Lambda mounts it: the
+    virtualenv's ``kividb-layer.pth`` names ``layers/core`` (Makefile)."""
     parameters = json.loads(os.environ.get(PARAMETERS_ENV, "{}"))
     api = read_http_api(ROOT / "template.yaml", parameters)
     os.environ.update(api.environment)
