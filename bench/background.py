@@ -45,6 +45,7 @@ from agent_memory.clock import SystemClock
 from agent_memory.control.plane import ControlPlane
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.sessions.service import Sessions
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import free_port, start_redis_server
@@ -108,7 +109,7 @@ def one_run(url: str, provider: str, events: list[EventIn], keep_recent: int) ->
         embed_provider="custom", embed_model="scripted", embed_base_url=provider,
         dimensions=384, summarize_after=1000, keep_recent=keep_recent,
     ))  # fmt: skip
-    sessions = stores.sessions(config)
+    sessions = Sessions(stores.client, config, stores.clock)
     session_id = "bench-session"
     arms = 0
     for start in range(0, len(events), 100):

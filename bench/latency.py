@@ -68,7 +68,8 @@ from agent_memory.database.keys import actor_bucket, actor_tag
 from agent_memory.memories.models import SearchRequest
 from agent_memory.memories.reads import unit
 from agent_memory.memories.records import MemoryRecord, encode_memory
-from agent_memory.memories.writes import Memories, queue_store_level
+from agent_memory.memories.service import Memories
+from agent_memory.memories.store_level import queue_store_level
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache

@@ -74,7 +74,8 @@ from agent_memory.database.keys import StoreKeys, actor_bucket
 from agent_memory.memories.reads import STORE_WIDE_MAX_BYTES
 from agent_memory.memories.records import MemoryRecord, encode_memory
 from agent_memory.memories.scripts import log_kept
-from agent_memory.memories.writes import new_memory_id, queue_store_level
+from agent_memory.memories.store_level import queue_store_level
+from agent_memory.memories.writes import new_memory_id
 from agent_memory.stores.models import StoreConfig
 from agent_memory.stores.registry import STORED
 from bench.latency import Corpus

@@ -52,7 +52,7 @@ from agent_memory.background.scheduler import ExtractionTarget, LocalScheduler
 from agent_memory.background.work import SessionWork
 from agent_memory.database.keys import LocalScheduleKeys
 from agent_memory.memories.models import SearchRequest
-from agent_memory.memories.writes import Memories
+from agent_memory.memories.service import Memories
 from agent_memory.providers.client import ProviderClient
 from agent_memory.providers.embeddings import make_embedder
 from agent_memory.providers.language_models import make_language_model
@@ -60,6 +60,7 @@ from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.selection import Selection
 from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.sessions.service import Sessions
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import start_redis_server
@@ -252,7 +253,7 @@ def run_store(url: str, server: ScriptedServer, actors: list[Actor], mode: str) 
     model = make_language_model("custom", "scripted", server.url, None, allow_private=True,
                                 client=provider)  # fmt: skip
     memories = Memories(client, binary, config, clock, embedder, IndexCache(), "bench")
-    sessions = stores.sessions(config)
+    sessions = Sessions(stores.client, config, stores.clock)
     scheduler = LocalScheduler(client, clock, keys=LocalScheduleKeys(name))
     outcome = Outcome(mode)
     started = time.perf_counter()

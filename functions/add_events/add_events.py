@@ -5,8 +5,6 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory.background.scheduler import ExtractionTarget
-from agent_memory.background.work import schedule_background
 from agent_memory.edge.http_errors import WRITE_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import (
@@ -36,17 +34,9 @@ def add_events(
 ) -> EventsResult:
     """Append the events' messages (200 ``EventsResult``); then arm the session's extraction
     schedule or ask for summarization when the append calls for it. 409 ``actor_mismatch``."""
-    _, sessions = app.runtime.sessions(app.principal, instance_id, store)
-    appended = sessions.append_events(session_id, body)
-    metrics.add_metric(name="MessagesAdded", unit=MetricUnit.Count, value=appended.result.added)
-    if appended.arm_due is not None or appended.fold:
-        schedule_background(
-            app.runtime.scheduler,
-            sessions,
-            ExtractionTarget(instance_id, store, session_id),
-            appended,
-        )
-    return appended.result
+    result = app.runtime.store(app.principal, instance_id, store).add_events(session_id, body)
+    metrics.add_metric(name="MessagesAdded", unit=MetricUnit.Count, value=result.added)
+    return result
 
 
 lambda_handler = app.lambda_handler

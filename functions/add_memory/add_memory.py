@@ -29,7 +29,7 @@ def add_memory(
     instance_id: InstancePath, store: StorePath, body: Annotated[MemoryIn, Body()]
 ) -> Response[MemoryView]:
     """Keep a memory (201), or answer the one it duplicates (200, ``duplicate`` true)."""
-    _, memories = app.runtime.memories(app.principal, instance_id, store)
+    memories = app.runtime.store(app.principal, instance_id, store).memories
     kept = memories.add(body)
     metrics.add_metric(name="MemoriesDeduplicated" if kept.duplicate else "MemoriesKept",
                        unit=MetricUnit.Count, value=1)  # fmt: skip

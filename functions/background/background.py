@@ -15,6 +15,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from agent_memory.background.runs import RunBudget
 from agent_memory.background.scheduler import ExtractionTarget
 from agent_memory.edge.runtime import current_runtime
 from agent_memory.observability import logger, metrics
@@ -44,11 +45,13 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             logger.error("not a background event", extra={"problem": str(exc)})
             return {"outcome": "invalid"}
         logger.append_keys(store=target.store, session_id=target.session_id)
-        work = current_runtime().session_work(target)
-        if work is None:
+        handle = current_runtime().store_of(target)
+        if handle is None:
             logger.info("the instance or store is gone; nothing to do")
             return {"outcome": "gone"}
-        report = work.run()
+        report = handle.session_work(target).run(
+            RunBudget.from_remaining(context.get_remaining_time_in_millis())
+        )
         metrics.add_metric(name="BackgroundRuns", unit=MetricUnit.Count, value=1)
         if report.outcome == "failed":
             metrics.add_metric(name="BackgroundFailures", unit=MetricUnit.Count, value=1)

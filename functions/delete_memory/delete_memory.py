@@ -26,7 +26,7 @@ def delete_memory(
     instance_id: InstancePath, store: StorePath, memory_id: MemoryPath
 ) -> Response[None]:
     """Forget one memory (204); 404 ``memory_not_found``."""
-    _, memories = app.runtime.memories(app.principal, instance_id, store)
+    memories = app.runtime.store(app.principal, instance_id, store).memories
     memories.delete(memory_id)
     return no_content()
 

@@ -25,7 +25,7 @@ app = Api(store_not_found_step=NOTHING_DELETED)
 def delete_session(
     instance_id: InstancePath, store: StorePath, session_id: SessionPath
 ) -> Response[None]:
-    _, sessions = app.runtime.sessions(app.principal, instance_id, store)
+    sessions = app.runtime.store(app.principal, instance_id, store).sessions
     sessions.delete(session_id)
     return no_content()
 

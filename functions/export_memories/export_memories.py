@@ -27,8 +27,8 @@ def export_memories(
 ) -> MemoryExportPage:
     """About ``limit`` live memories, current and superseded, actor by actor, from ``cursor``
     on (the ``next_cursor`` of the page before; none for the first)."""
-    transfer = app.runtime.transfer(app.principal, instance_id, store)
-    return transfer.memory_transfer.export(cursor, limit)
+    memory_transfer = app.runtime.store(app.principal, instance_id, store).memory_transfer
+    return memory_transfer.export(cursor, limit)
 
 
 lambda_handler = app.lambda_handler

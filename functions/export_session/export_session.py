@@ -29,8 +29,8 @@ def export_session(
     """The session's state (summary, counters, extraction cursor and outcome) and its
     messages after ``after_seq``, at most ``limit``, oldest first (``next_after_seq`` for the
     next page). 404 ``session_not_found``."""
-    transfer = app.runtime.transfer(app.principal, instance_id, store)
-    return transfer.session_transfer.export(session_id, after_seq, limit)
+    session_transfer = app.runtime.store(app.principal, instance_id, store).session_transfer
+    return session_transfer.export(session_id, after_seq, limit)
 
 
 lambda_handler = app.lambda_handler

@@ -28,8 +28,8 @@ def export_sessions(
 ) -> SessionIdPage:
     """About ``limit`` live session ids (in no order; one may be listed twice), from
     ``cursor`` on (the ``next_cursor`` of the page before; none for the first)."""
-    transfer = app.runtime.transfer(app.principal, instance_id, store)
-    return transfer.session_transfer.ids(cursor, limit)
+    session_transfer = app.runtime.store(app.principal, instance_id, store).session_transfer
+    return session_transfer.ids(cursor, limit)
 
 
 lambda_handler = app.lambda_handler

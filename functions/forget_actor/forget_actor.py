@@ -24,7 +24,7 @@ def forget_actor(
     instance_id: InstancePath, store: StorePath, actor_id: ActorPath
 ) -> ActorForgotten:
     """Forget every memory of one actor (200 with how many)."""
-    _, memories = app.runtime.memories(app.principal, instance_id, store)
+    memories = app.runtime.store(app.principal, instance_id, store).memories
     return ActorForgotten(actor_id=actor_id, deleted=memories.delete_actor(actor_id))
 
 

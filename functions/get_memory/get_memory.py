@@ -11,7 +11,7 @@ app = Api()
 @app.get(MEMORY_ROUTE, summary="Get a memory", tags=["memories"], responses=ERROR_RESPONSES)
 def get_memory(instance_id: InstancePath, store: StorePath, memory_id: MemoryPath) -> MemoryView:
     """One memory with its versions, newest first; 404 ``memory_not_found``."""
-    _, memories = app.runtime.memories(app.principal, instance_id, store)
+    memories = app.runtime.store(app.principal, instance_id, store).memories
     return memories.get(memory_id)
 
 

@@ -20,7 +20,7 @@ def get_session(
     session_id: SessionPath,
     recent: Annotated[int, Query(ge=1, le=MAX_RECENT)] = DEFAULT_RECENT,
 ) -> SessionView:
-    _, sessions = app.runtime.sessions(app.principal, instance_id, store)
+    sessions = app.runtime.store(app.principal, instance_id, store).sessions
     return sessions.get(session_id, recent)
 
 

@@ -1,14 +1,11 @@
 """PUT .../{store}/import/sessions/{session_id}: write an exported session (a page of its
 messages at a time) under its own id, sequence numbers and times."""
 
-import logging
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
-from agent_memory.background.scheduler import ExtractionTarget
-from agent_memory.clock import to_ms
 from agent_memory.edge.http_errors import WRITE_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import (
@@ -18,12 +15,10 @@ from agent_memory.edge.routes import (
     SessionPath,
     StorePath,
 )
-from agent_memory.errors import AgentMemoryError
 from agent_memory.observability import metrics
 from agent_memory.sessions.transfer import SessionImport, SessionImported
 
 app = Api(store_not_found_step=CREATE_STORE_FIRST)
-logger = logging.getLogger(__name__)
 
 
 @app.put(
@@ -42,19 +37,10 @@ def import_session(
     is kept once). When its messages are not all read by extraction and the store has a
     language model, its extraction is armed as after an append. 409 when another session holds
     the id or a sequence number holds another message; 422 when its time is up."""
-    transfer = app.runtime.transfer(app.principal, instance_id, store)
-    outcome = transfer.session_transfer.import_page(session_id, body)
-    metrics.add_metric(
-        name="MessagesImported", unit=MetricUnit.Count, value=outcome.result.messages_added
-    )
-    if outcome.arm_due is not None:
-        target = ExtractionTarget(instance_id, store, session_id)
-        try:
-            app.runtime.scheduler.arm(target, outcome.arm_due)
-        except AgentMemoryError as exc:  # the next append arms it again
-            transfer.sessions.release(session_id, "armed_due", str(to_ms(outcome.arm_due)))
-            logger.error("could not arm the extraction schedule: %s", exc.message)
-    return outcome.result
+    handle = app.runtime.store(app.principal, instance_id, store)
+    result = handle.import_session(session_id, body)
+    metrics.add_metric(name="MessagesImported", unit=MetricUnit.Count, value=result.messages_added)
+    return result
 
 
 lambda_handler = app.lambda_handler

@@ -15,8 +15,7 @@ app = Api()
     responses=ERROR_RESPONSES,
 )
 def list_instance_stores(instance_id: InstancePath) -> StoreList:
-    stores = app.runtime.stores(app.principal, instance_id)
-    return StoreList(stores=[stores.view(config) for config in stores.all()])
+    return app.runtime.stores(app.principal, instance_id).views()
 
 
 lambda_handler = app.lambda_handler

@@ -9,7 +9,6 @@ from agent_memory.edge.http_errors import WRITE_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
 from agent_memory.memories.models import MemoryList
-from agent_memory.memories.queries import listing_selection
 from agent_memory.models import DEFAULT_PAGE, MAX_OFFSET, MAX_PAGE, SESSION_ID_PATTERN, UtcDatetime
 
 app = Api()
@@ -65,8 +64,12 @@ def list_memories(
 ) -> MemoryList:
     """A page of memories, newest first, among those the filters select; current ones
     unless ``include_superseded`` or ``as_of``."""
-    _, memories = app.runtime.memories(app.principal, instance_id, store)
-    selection = listing_selection(
+    memories = app.runtime.store(app.principal, instance_id, store).memories
+    return memories.listing(
+        offset,
+        limit,
+        actor_id,
+        type,
         include_superseded=include_superseded,
         as_of=as_of,
         topics=topics,
@@ -76,7 +79,6 @@ def list_memories(
         occurred_after=occurred_after,
         occurred_before=occurred_before,
     )
-    return memories.page(offset, limit, actor_id, type, selection)
 
 
 lambda_handler = app.lambda_handler

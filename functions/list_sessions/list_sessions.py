@@ -23,7 +23,7 @@ def list_sessions(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
 ) -> SessionList:
     """A page of live sessions, most recent first."""
-    _, sessions = app.runtime.sessions(app.principal, instance_id, store)
+    sessions = app.runtime.store(app.principal, instance_id, store).sessions
     return sessions.list(offset, limit)
 
 

@@ -23,8 +23,8 @@ def recall(
     instance_id: InstancePath, store: StorePath, body: Annotated[RecallRequest, Body()]
 ) -> RecallView:
     """Summary, recent messages, relevant memories and a context string for the session."""
-    config, sessions, memories = app.runtime.store(app.principal, instance_id, store)
-    return recall_memory(sessions, memories, config, body)
+    handle = app.runtime.store(app.principal, instance_id, store)
+    return recall_memory(handle.sessions, handle.memories, handle.config, body)
 
 
 lambda_handler = app.lambda_handler

@@ -22,7 +22,7 @@ def search_memories(
     instance_id: InstancePath, store: StorePath, body: Annotated[SearchRequest, Body()]
 ) -> SearchResult:
     """Memories best first for the query, by meaning, keyword or both."""
-    _, memories = app.runtime.memories(app.principal, instance_id, store)
+    memories = app.runtime.store(app.principal, instance_id, store).memories
     return SearchResult(memories=memories.search(body))
 
 

@@ -20,7 +20,7 @@ def update_memory(
     body: Annotated[MemoryPatch, Body()],
 ) -> MemoryView:
     """Change a memory, keeping its previous state as a version."""
-    _, memories = app.runtime.memories(app.principal, instance_id, store)
+    memories = app.runtime.store(app.principal, instance_id, store).memories
     return memories.patch(memory_id, body)
 
 

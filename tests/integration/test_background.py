@@ -21,20 +21,21 @@ from agent_memory.background.scheduler import ExtractionTarget, LocalScheduler
 from agent_memory.background.work import SessionWork, request_extraction, schedule_background
 from agent_memory.database.keys import LocalScheduleKeys
 from agent_memory.memories.models import MemoryIn, SearchRequest
-from agent_memory.memories.writes import Memories
+from agent_memory.memories.service import Memories
 from agent_memory.providers.client import ProviderClient
 from agent_memory.providers.embeddings import make_embedder
 from agent_memory.providers.language_models import make_language_model
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
 from agent_memory.sessions.models import EventIn, EventsRequest
-from agent_memory.sessions.service import EXTRACTION_MAX_FAILURES
+from agent_memory.sessions.records import EXTRACTION_MAX_FAILURES
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from tests.conftest import database_client, unique
 from tests.integration.test_embeddings import FakeProvider, serving
 from tests.integration.test_sessions import MovableClock
 from tests.model_servers import ScriptedChatServer
+from tests.support.stores import sessions_of
 
 DIMS = 16
 
@@ -82,7 +83,7 @@ class World:
                 dimensions=DIMS, **settings,
             ),
         )  # fmt: skip
-        self.sessions = stores.sessions(self.config)
+        self.sessions = sessions_of(stores, self.config)
         provider = ProviderClient(max_retries=0, read_timeout=10)
         embedder = make_embedder("custom", "fake", DIMS, embed_server.url, None,
                                  allow_private=True, client=provider)  # fmt: skip
@@ -236,7 +237,7 @@ def test_the_same_messages_extracted_twice_never_keep_a_memory_twice(make_world,
     )
     world.quiet()
     calls = {"n": 0}
-    real_keep = world.memories._keep  # the write of one memory
+    real_keep = world.memories.writer._keep  # the write of one memory
 
     def keep_then_crash(*args, **kwargs):
         calls["n"] += 1
@@ -244,11 +245,11 @@ def test_the_same_messages_extracted_twice_never_keep_a_memory_twice(make_world,
             raise Killed("the function died here (a timeout: nothing else runs)")
         return real_keep(*args, **kwargs)
 
-    monkeypatch.setattr(world.memories, "_keep", keep_then_crash)
+    monkeypatch.setattr(world.memories.writer, "_keep", keep_then_crash)
     with pytest.raises(Killed):
         world.run("s")
     assert world.meta("s").extraction.unread == 2  # the cursor did not move
-    monkeypatch.setattr(world.memories, "_keep", real_keep)
+    monkeypatch.setattr(world.memories.writer, "_keep", real_keep)
     world.model_server.reply(memories_answer("Alice owns a cat called Tom", "Something else"))
     report = world.run("s")
     assert report.outcome == "done"
@@ -341,7 +342,7 @@ def test_a_store_without_a_model_arms_nothing_and_extracts_nothing(make_world, c
     world = make_world()
     stores = world.stores
     plain, _ = stores.put(unique("plain"), StorePut(dimensions=DIMS))
-    sessions = stores.sessions(plain)
+    sessions = sessions_of(stores, plain)
     appended = sessions.append_events(
         "s", EventsRequest(events=[EventIn(role="user", content="hi")] * 50)
     )
@@ -578,21 +579,21 @@ def test_a_store_given_other_dimensions_mid_run_keeps_no_unusable_memory(make_wo
     world.say("s", "I like tea")
     world.model_server.reply(memories_answer("Alice likes tea"))
     world.quiet()
-    real_embed = world.memories.embed
+    real_embed = world.memories.reader.embed  # the embedding of every write and read
 
     def embed_then_change(texts):
         vectors = real_embed(texts)
         world.stores.put(world.name, StorePut(dimensions=8))  # while the run holds the vectors
         return vectors
 
-    monkeypatch.setattr(world.memories, "embed", embed_then_change)
+    monkeypatch.setattr(world.memories.reader, "embed", embed_then_change)
     report = world.run("s")
     assert report.outcome == "failed" and "dimensions" in report.error
     assert world.memories.count() == 0 and world.meta("s").extraction.unread == 1
 
 
 def test_a_long_run_stops_between_calls_and_carries_on(make_world, monkeypatch):
-    from agent_memory.background import steps as background_steps
+    from agent_memory.background import runs as background_steps
 
     world = make_world()
     world.say("s", *[f"I did thing {i}" for i in range(100)])  # two chunks of 100 and 50

@@ -40,7 +40,7 @@ from agent_memory.errors import (
     ValidationFailed,
 )
 from agent_memory.memories.models import MemoryIn, SearchRequest
-from agent_memory.memories.writes import Memories
+from agent_memory.memories.service import Memories
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
@@ -49,6 +49,7 @@ from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import Cluster, start_redis_cluster, start_redis_server
 from tests.conftest import unique
+from tests.support.stores import sessions_of
 
 SESSIONS = 300
 ACTORS = 300
@@ -94,7 +95,7 @@ def filled(cluster: Cluster) -> Iterator[tuple[Stores, str]]:
     stores = _stores(cluster.url)
     name = unique("spread")
     config, _ = stores.put(name, StorePut(dimensions=DIM))
-    sessions = stores.sessions(config)
+    sessions = sessions_of(stores, config)
     for i in range(SESSIONS):
         events = [
             EventIn(role="user", content=f"hello {i}"),
@@ -152,7 +153,7 @@ def test_one_sessions_keys_and_one_actors_keys_are_on_one_slot_and_many_spread_o
 def test_the_store_reads_and_searches_the_same_as_on_one_node(cluster, filled):
     stores, name = filled
     config = stores.get(name)
-    sessions = stores.sessions(config)
+    sessions = sessions_of(stores, config)
     assert sessions.count() == SESSIONS
     listed = sessions.list(0, 1000).sessions
     assert sorted(s.session_id for s in listed) == sorted(f"chat-{i}" for i in range(SESSIONS))
@@ -175,7 +176,7 @@ def test_store_delete_removes_every_key_on_every_primary(cluster):
     stores = _stores(cluster.url)
     name = unique("gone")
     config, _ = stores.put(name, StorePut(dimensions=DIM))
-    sessions = stores.sessions(config)
+    sessions = sessions_of(stores, config)
     memories = _memories(cluster.url, config)
     for i in range(60):
         sessions.append(f"s-{i}", EventsRequest(events=[EventIn(role="user", content="x")]))
@@ -239,7 +240,7 @@ def test_the_cluster_option_of_the_url_wins_and_a_wrong_one_is_a_503_not_a_500(c
     names = [unique("s") for _ in range(12)]  # keys on every node: some answer MOVED
     with pytest.raises(DatabaseUnavailable, match="says cluster=0"):
         for name in names:
-            stores.sessions(_stores(cluster.url).put(name, StorePut())[0]).count()
+            sessions_of(stores, _stores(cluster.url).put(name, StorePut())[0]).count()
     for name in names:
         with contextlib.suppress(StoreNotFound):
             _stores(cluster.url).delete(name)

@@ -19,7 +19,7 @@ from agent_memory.errors import ValidationFailed
 from agent_memory.memories.models import MemoryIn, RecallRequest, SearchRequest
 from agent_memory.memories.queries import listing_selection
 from agent_memory.memories.recall import recall
-from agent_memory.memories.writes import Memories
+from agent_memory.memories.service import Memories
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
@@ -27,6 +27,7 @@ from agent_memory.search.selection import Selection
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from tests.conftest import database_client, unique
+from tests.support.stores import sessions_of
 
 DIM = 8
 MODES = ("semantic", "keyword", "hybrid")
@@ -191,7 +192,7 @@ def test_listing_filters_that_cannot_be_read_are_refused_naming_the_parameter(gi
 
 def test_recall_takes_types(client, store, memories):
     stores, config, _ = store
-    sessions = stores.sessions(config)
+    sessions = sessions_of(stores, config)
     memories.add(MemoryIn(text="report fact", actor_id="alice", vector=QUERY))
     episode = memories.add(MemoryIn(text="report trip", actor_id="alice", type="episodic",
                                     vector=[0.0, 1.0] + [0.0] * 6)).memory  # fmt: skip

@@ -10,6 +10,7 @@ from agent_memory.sessions.models import EventIn, EventsRequest
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import bootstrap, start_database, start_embedded, start_redis_server
+from tests.support.stores import sessions_of
 
 
 def _round_trip(url: str, local_dir) -> None:
@@ -25,7 +26,7 @@ def _round_trip(url: str, local_dir) -> None:
         SystemClock(),
     )
     config, _ = stores.put("demo", StorePut())
-    sessions = stores.sessions(config)
+    sessions = sessions_of(stores, config)
     sessions.append("a:b", EventsRequest(actor_id="u", events=[EventIn(role="user", content="é")]))
     assert [m.content for m in sessions.get("a:b", recent=5).messages] == ["é"]
     assert sessions.count() == 1

@@ -19,7 +19,7 @@ from agent_memory.errors import (
 )
 from agent_memory.memories.models import MemoryIn, MemoryPatch, SearchRequest
 from agent_memory.memories.records import split_memory
-from agent_memory.memories.writes import Memories
+from agent_memory.memories.service import Memories
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
@@ -57,7 +57,7 @@ def make_memories(client, redis_url):
     def reopen(memories, cache=None):
         """The same store in a fresh container: an empty index cache."""
         return Memories(
-            client, binary, memories._store, SystemClock(), NoEmbedder(DIM),
+            client, binary, memories.config, SystemClock(), NoEmbedder(DIM),
             cache or IndexCache(), "test",
         )  # fmt: skip
 
@@ -220,7 +220,7 @@ def test_an_add_updates_this_containers_index_itself(make_memories, monkeypatch)
     def no_catch_up(*args):
         raise AssertionError("the add's own write should not need a catch-up read")
 
-    monkeypatch.setattr(memories._indexes, "_catch_up", no_catch_up)
+    monkeypatch.setattr(memories.indexes, "_catch_up", no_catch_up)
     kept = _add(memories, "second", _v(0, 1))
     request = SearchRequest(query="second", mode="keyword", actor_id="alice")
     assert [m.id for m in memories.search(request)] == [kept.memory.id]
@@ -244,8 +244,8 @@ def _write_as_before(memories, memory_id, text, vector, actor="alice", terms=Non
     """A memory as the code before vectors moved into records kept it: JSON with every field
     (id, actor, term counts) in the actor's memories hash, the vector in its vectors hash, and
     the store-level entries an add makes."""
-    binary = memories._binary
-    keys = memories._keys
+    binary = memories.binary
+    keys = memories.store_keys
     actor_keys = keys.actor(actor)
     now_ms = int(SystemClock().now().timestamp() * 1000)
     record = {"id": memory_id, "text": text, "type": "semantic", "actor_id": actor,
@@ -258,7 +258,7 @@ def _write_as_before(memories, memory_id, text, vector, actor="alice", terms=Non
     binary.hset(actor_keys.vectors, memory_id, unit.tobytes())
     gen = binary.hincrby(actor_keys.meta, "gen", 1)
     binary.zadd(actor_keys.log, {f"{gen}:+:{memory_id}": gen})
-    memories._index_store_level(memory_id, actor, now_ms, now_ms + 86_400_000)
+    memories.store_level.index(memory_id, actor, now_ms, now_ms + 86_400_000)
     return unit
 
 
@@ -286,8 +286,8 @@ def test_memories_kept_before_vectors_moved_into_records_read_search_change_and_
     # A change that keeps the text keeps the old vector, now inside the record.
     changed = cold.patch("mem_0000000000000000000b", MemoryPatch(importance=0.5))
     assert changed.importance == 0.5
-    actor = cold._keys.actor("alice")
-    assert cold._binary.hget(actor.vectors, "mem_0000000000000000000b") is None
+    actor = cold.store_keys.actor("alice")
+    assert cold.binary.hget(actor.vectors, "mem_0000000000000000000b") is None
     fresh = make_memories.reopen(memories)
     near = fresh.search(
         SearchRequest(query="tea", query_vector=_v(0, 1), mode="semantic", actor_id="alice")
@@ -298,8 +298,8 @@ def test_memories_kept_before_vectors_moved_into_records_read_search_change_and_
                supersedes="mem_0000000000000000000a")  # fmt: skip
     assert new.superseded == "mem_0000000000000000000a"
     # ... and the closed record takes its vector in, as every write of a record of before does
-    assert cold._binary.hget(actor.vectors, "mem_0000000000000000000a") is None
-    stored = cold._binary.hget(actor.memories, "mem_0000000000000000000a")
+    assert cold.binary.hget(actor.vectors, "mem_0000000000000000000a") is None
+    stored = cold.binary.hget(actor.memories, "mem_0000000000000000000a")
     assert split_memory(stored)[1] == np.array(_v(1), dtype=np.float32).tobytes()
     old = fresh.get("mem_0000000000000000000a")
     assert old.superseded_by == new.memory.id and old.valid_until is not None
@@ -312,7 +312,7 @@ def test_memories_kept_before_vectors_moved_into_records_read_search_change_and_
     assert "mem_0000000000000000000a" in [m.id for m in history]
     # Forgetting removes it.
     fresh.delete(new.memory.id)
-    assert cold._binary.hget(actor.memories, "mem_0000000000000000000a") is None
+    assert cold.binary.hget(actor.memories, "mem_0000000000000000000a") is None
     assert fresh.count() == 1
 
 
@@ -407,7 +407,7 @@ def test_a_cold_load_in_batches_sees_every_memory(make_memories, monkeypatch):
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     for i, v in enumerate(vectors):
         _add(memories, f"memory {i}", [float(x) for x in v])
-    fresh = Memories(memories._redis, memories._binary, memories._store, SystemClock(),
+    fresh = Memories(memories.client, memories.binary, memories.config, SystemClock(),
                      NoEmbedder(DIM), IndexCache(), "other")  # fmt: skip
     request = SearchRequest(query="x", mode="semantic", actor_id="alice", limit=40,
                             query_vector=[float(x) for x in vectors[0]])  # fmt: skip
@@ -436,8 +436,8 @@ def test_a_memory_names_its_actor_in_its_id_and_needs_no_owner_entry(make_memori
     second = _add(memories, "Deploys on Mondays", _v(0, 1), actor=other).memory
     for memory, actor in ((first, one), (second, other)):
         assert memory.id[4:8] == actor_tag(actor)
-        owners = memories._keys.memory_partition(memory.id).memory_owners
-        assert memories._redis.hget(owners, memory.id) is None
+        owners = memories.store_keys.memory_partition(memory.id).memory_owners
+        assert memories.client.hget(owners, memory.id) is None
     # Both actors share the tag: each id is found in the actor that holds it.
     assert memories.get(first.id).actor_id == one and memories.get(second.id).actor_id == other
     changed = memories.patch(second.id, MemoryPatch(importance=0.3))
@@ -458,19 +458,19 @@ def test_a_store_of_before_partitions_keeps_its_indexes_where_they_were(make_mem
     under the key names of before; everything reads and writes there."""
     made = make_memories()
     legacy = make_memories.reopen(made)
-    legacy._store = made._store.model_copy(update={"memory_partitions": 1})
-    legacy.__init__(legacy._redis, legacy._binary, legacy._store, SystemClock(),
-                    NoEmbedder(DIM), IndexCache(), "test")  # fmt: skip
+    legacy = Memories(made.client, made.binary,
+                      made.config.model_copy(update={"memory_partitions": 1}), SystemClock(),
+                      NoEmbedder(DIM), IndexCache(), "test")  # fmt: skip
     kept = _add(legacy, "Deploys on Fridays", _v(1)).memory
     _add(legacy, "Deploys on Mondays", _v(0, 1), supersedes=kept.id)
-    base = f"kividb:mem:{made._store.name}:{made._store.incarnation}:{{{made._store.name}}}"
+    base = f"kividb:mem:{made.config.name}:{made.config.incarnation}:{{{made.config.name}}}"
     assert client.zcard(f"{base}:memories") == 1
     assert client.zcard(f"{base}:memories:expiry") == 2
     assert client.zcard(f"{base}:memories:superseded") == 1
     assert legacy.count() == 1 and legacy.get(kept.id).superseded_by is not None
     assert [m.text for m in legacy.page(0, 10, None, None).memories] == ["Deploys on Mondays"]
     assert not client.keys(
-        f"kividb:mem:{made._store.name}:*{{{made._store.name}/[0-9]*"
+        f"kividb:mem:{made.config.name}:*{{{made.config.name}/[0-9]*"
     )  # no partition
 
 

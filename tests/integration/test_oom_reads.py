@@ -33,7 +33,7 @@ from agent_memory.database.client import real_client, redis_client
 from agent_memory.database.keys import ControlKeys
 from agent_memory.edge.runtime import runtime_for
 from agent_memory.memories.models import MemoryIn, MemoryPatch, SearchRequest
-from agent_memory.memories.writes import Memories
+from agent_memory.memories.service import Memories
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
@@ -45,6 +45,7 @@ from local.server import LambdaContext
 from tests.conftest import Tenant
 from tests.integration.test_handlers import API, build, invoke, sample
 from tests.integration.test_sessions import MovableClock
+from tests.support.stores import sessions_of
 
 STORE = "notes"
 ACTOR = "user-7"
@@ -217,7 +218,7 @@ def seed_live(url: str, instance_id: str, secret_key: str, warm: list[Memories])
     )
     stores, memories = _core(url, instance_id, secret_key, SystemClock())
     warm.append(_core(url, instance_id, secret_key, SystemClock())[1])
-    sessions = stores.sessions(stores.get(STORE))
+    sessions = sessions_of(stores, stores.get(STORE))
     sessions.append("chat-1", _events("We deploy to eu-west-1 on Fridays.", actor=ACTOR))
     sessions.append("chat-2", _events("Delete me.", actor=ACTOR))
     sessions.delete("chat-2")
@@ -239,7 +240,7 @@ def seed_expired(url: str, instance_id: str, secret_key: str) -> str:
     past = MovableClock()
     past.moment -= timedelta(hours=2)
     stores, memories = _core(url, instance_id, secret_key, past)
-    sessions = stores.sessions(stores.get(STORE))
+    sessions = sessions_of(stores, stores.get(STORE))
     for n in range(3):
         sessions.append(f"old-{n}", _events("long gone", actor=ACTOR))
     old = MemoryIn(text="Deploys to us-east-1.", actor_id="user-9", vector=[1.0, 0.0, 0.0])
@@ -430,7 +431,7 @@ def test_the_embedded_server_runs_the_flagged_scripts_without_their_flags(secret
         cipher = FernetCipher(secret_key.encode("ascii"))
         Stores(client, "db", cipher, SystemClock()).put(STORE, StorePut(dimensions=3))
         stores, memories = _core(url, "db", secret_key, SystemClock())
-        sessions = stores.sessions(stores.get(STORE))
+        sessions = sessions_of(stores, stores.get(STORE))
         assert sessions.append("s1", _events("one", "two", actor=ACTOR)).message_count == 2
         assert [m.content for m in sessions.get("s1", recent=1).messages] == ["two"]
         assert [s.session_id for s in sessions.list(0, 10).sessions] == ["s1"]

@@ -10,7 +10,7 @@ from agent_memory.clock import SystemClock
 from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
 from agent_memory.memories.models import RecallRequest
 from agent_memory.memories.recall import EMPTY_CONTEXT, recall
-from agent_memory.memories.writes import Memories
+from agent_memory.memories.service import Memories
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
@@ -18,6 +18,7 @@ from agent_memory.sessions.models import EventIn, EventsRequest
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from tests.conftest import database_client, unique
+from tests.support.stores import sessions_of
 
 
 class MovableClock:
@@ -58,7 +59,7 @@ def make_store(client):
         name = unique("s")
         config, _ = stores.put(name, StorePut(**settings))
         made.append((stores, name))
-        return config, stores.sessions(config)
+        return config, sessions_of(stores, config)
 
     yield make
     for stores, name in made:

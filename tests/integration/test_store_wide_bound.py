@@ -11,7 +11,7 @@ from agent_memory.clock import SystemClock
 from agent_memory.errors import StoreTooLarge
 from agent_memory.memories import reads as memory_reads
 from agent_memory.memories.models import MemoryIn, SearchRequest
-from agent_memory.memories.writes import Memories
+from agent_memory.memories.service import Memories
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache

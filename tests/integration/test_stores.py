@@ -11,6 +11,7 @@ from agent_memory.sessions.models import EventIn, EventsRequest
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from tests.conftest import unique
+from tests.support.stores import sessions_of
 
 
 @pytest.fixture
@@ -84,7 +85,7 @@ def test_delete_removes_every_key_the_store_owns_and_nothing_else(stores, client
     for store in (name, neighbour):
         config, _ = stores.put(store, StorePut())
         patterns[store] = StoreKeys(store, config.incarnation).all_pattern
-        sessions = stores.sessions(config)
+        sessions = sessions_of(stores, config)
         for session in ("a", "b:c", "d@e"):
             sessions.append(session, EventsRequest(events=[EventIn(role="user", content="hi")]))
     assert list(client.scan_iter(match=patterns[name]))
@@ -127,12 +128,12 @@ def test_a_store_created_again_during_a_slow_delete_keeps_its_writes(stores, cli
             break
     config, created = stores.put(name, StorePut(summarize_after=33))
     assert created
-    stores.sessions(config).append(
+    sessions_of(stores, config).append(
         "keep", EventsRequest(events=[EventIn(role="user", content="acknowledged")])
     )
     deleting.join()
     assert stores.get(name).summarize_after == 33
-    kept = stores.sessions(stores.get(name)).get("keep", recent=5)
+    kept = sessions_of(stores, stores.get(name)).get("keep", recent=5)
     assert [m.content for m in kept.messages] == ["acknowledged"]
     assert list(client.scan_iter(match=old.all_pattern, count=1000)) == []
     stores.delete(name)

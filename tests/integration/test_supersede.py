@@ -26,7 +26,7 @@ from agent_memory.errors import (
     SupersededNotFound,
 )
 from agent_memory.memories.models import MemoryIn, MemoryPatch, SearchRequest
-from agent_memory.memories.writes import Memories
+from agent_memory.memories.service import Memories
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
@@ -61,7 +61,7 @@ def make_memories(client, redis_url):
 
     def reopen(memories, clock=None):
         """The same store in another container: an index cache of its own."""
-        return Memories(client, binary, memories._store, clock or SystemClock(),
+        return Memories(client, binary, memories.config, clock or SystemClock(),
                         NoEmbedder(DIM), IndexCache(), "test")  # fmt: skip
 
     make.reopen = reopen
@@ -92,9 +92,9 @@ def _texts(views):
 
 def _snapshot(memories):
     """Every key of the store and its value, to prove a refused request changed nothing."""
-    client = memories._binary
+    client = memories.binary
     found = {}
-    for key in client.scan_iter(match=memories._keys.all_pattern):
+    for key in client.scan_iter(match=memories.store_keys.all_pattern):
         kind = client.type(key).decode()
         if kind == "hash":
             found[key] = client.hgetall(key)
@@ -363,7 +363,10 @@ def test_forgetting_any_memory_of_a_chain_forgets_the_whole_chain(make_memories,
     all_kept = memories.page(0, 10, "alice", None, Selection(include_superseded=True))
     assert [m.id for m in all_kept.memories] == [unrelated.id]
     assert memories.count() == 1
-    assert sum(client.zcard(p.memories_superseded) for p in memories._keys.memory_partitions()) == 0
+    assert (
+        sum(client.zcard(p.memories_superseded) for p in memories.store_keys.memory_partitions())
+        == 0
+    )
     assert _search(memories, "one two three", include_superseded=True) == []
     d = _add(memories, "four", _v(1)).memory
     e = _add(memories, "five", _v(0, 1), supersedes=d.id).memory

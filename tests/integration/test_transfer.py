@@ -24,9 +24,9 @@ from agent_memory.errors import (
     ValidationFailed,
 )
 from agent_memory.memories.models import MemoryIn, MemoryPatch, SearchRequest
+from agent_memory.memories.service import Memories
 from agent_memory.memories.transfer import MemoryTransfer
 from agent_memory.memories.transfer_models import MemoryImportBatch
-from agent_memory.memories.writes import Memories
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
@@ -37,6 +37,7 @@ from agent_memory.stores.registry import Stores
 from local.bootstrap import Cluster, start_redis_cluster
 from tests.conftest import database_client, unique
 from tests.integration.test_sessions import MovableClock
+from tests.support.stores import sessions_of
 
 DIM = 4
 SETTINGS = {"dimensions": DIM, "summarize_after": 20, "keep_recent": 4, "dedupe_threshold": 1.0}
@@ -65,7 +66,7 @@ class Side:
 
     def reload(self) -> None:
         self.config = self.stores.get(self.name)
-        self.sessions = self.stores.sessions(self.config)
+        self.sessions = sessions_of(self.stores, self.config)
         self.memories = Memories(self.client, self.binary, self.config, self.clock,
                                  NoEmbedder(DIM), IndexCache(), "transfer")  # fmt: skip
         self.session_transfer = SessionTransfer(self.client, self.config, self.clock)

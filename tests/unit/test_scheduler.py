@@ -22,6 +22,7 @@ from agent_memory.background.scheduler import (
     schedule_name,
 )
 from agent_memory.edge.http_errors import status_of
+from agent_memory.edge.settings import FunctionSettings
 from agent_memory.errors import SchedulerUnavailable
 
 NAME = re.compile(r"[0-9A-Za-z._-]{1,64}")
@@ -165,11 +166,19 @@ def test_schedule_request_has_every_field_eventbridge_needs():
     }
 
 
-def test_from_environ_names_what_is_missing():
+def _scheduler_settings(environ):
+    """The scheduler settings a function reads from ``environ`` (FunctionSettings)."""
+    return FunctionSettings.from_environ(
+        {"KIVIDB_CONTROL_URL": "redis://control:6379/0", **environ}
+    ).scheduler_settings()
+
+
+def test_the_settings_name_what_is_missing():
+    settings = _scheduler_settings(
+        {"KIVIDB_SCHEDULE_GROUP": "g", "KIVIDB_BACKGROUND_FUNCTION_ARN": FUNCTION_ARN}
+    )
     with pytest.raises(ValueError, match="KIVIDB_SCHEDULER_ROLE_ARN"):
-        EventBridgeScheduler.from_environ(
-            {"KIVIDB_SCHEDULE_GROUP": "g", "KIVIDB_BACKGROUND_FUNCTION_ARN": FUNCTION_ARN}
-        )
+        make_scheduler(settings, lambda url: pytest.fail("no Redis client in AWS"))
 
 
 def test_make_scheduler_picks_eventbridge_outside_the_local_stack():
@@ -179,7 +188,9 @@ def test_make_scheduler_picks_eventbridge_outside_the_local_stack():
         "KIVIDB_SCHEDULER_ROLE_ARN": ROLE_ARN,
         "KIVIDB_CONTROL_URL": "redis://control:6379/0",
     }
-    scheduler = make_scheduler(environ, lambda url: pytest.fail("no Redis client in AWS"))
+    scheduler = make_scheduler(
+        _scheduler_settings(environ), lambda url: pytest.fail("no Redis client in AWS")
+    )
     assert isinstance(scheduler, EventBridgeScheduler)
     assert (scheduler.group, scheduler.function_arn, scheduler.role_arn) == (
         "stack-extraction",
@@ -196,7 +207,7 @@ def test_make_scheduler_picks_the_local_scheduler_on_the_control_database():
         return object()
 
     environ = {"KIVIDB_SCHEDULER": "local", "KIVIDB_CONTROL_URL": "redis://127.0.0.1:1/0"}
-    scheduler = make_scheduler(environ, client_for)
+    scheduler = make_scheduler(_scheduler_settings(environ), client_for)
     assert isinstance(scheduler, LocalScheduler)
     assert asked == ["redis://127.0.0.1:1/0"]
 

@@ -270,7 +270,7 @@ def test_large_compact_scoring_split_over_threads_gives_the_same_scores(monkeypa
     query = _unit(rng, 1, 64)[0]
     single = quantize.int8_scores(codes, scales, rows, query)
     monkeypatch.setattr(quantize, "PARALLEL_ABOVE", 100)
-    monkeypatch.setenv("KIVIDB_SEARCH_THREADS", "3")
+    monkeypatch.setattr(quantize, "_configured_threads", 3)  # KIVIDB_SEARCH_THREADS=3
     split = quantize.parallel_int8_scores(codes, scales, rows, query)
     assert quantize._pool is not None and quantize._pool_size == 2
     np.testing.assert_allclose(split, single, rtol=1e-5, atol=1e-6)  # BLAS blocks may round apart
@@ -285,7 +285,7 @@ def test_large_compact_scoring_split_over_threads_gives_the_same_scores(monkeypa
 
 def test_an_exact_scan_split_over_threads_ranks_as_numpy_does(monkeypatch):
     monkeypatch.setattr(quantize, "EXACT_PARALLEL_BYTES", 64)  # a handful of rows per thread
-    monkeypatch.setenv("KIVIDB_SEARCH_THREADS", "3")
+    monkeypatch.setattr(quantize, "_configured_threads", 3)  # KIVIDB_SEARCH_THREADS=3
     rng = np.random.default_rng(5)
     vectors = _unit(rng, 500, 32)
     index = _index(vectors)

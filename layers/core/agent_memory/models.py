@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Annotated, Any
 
@@ -89,6 +90,14 @@ def _utc(value: datetime) -> datetime:
 
 
 UtcDatetime = Annotated[datetime, BeforeValidator(_iso_text), AfterValidator(_utc)]
+
+
+@dataclass(frozen=True)
+class Principal:
+    """Who is calling: the organization an API key belongs to, and which key it was."""
+
+    org_id: str
+    key_id: str
 
 
 class Model(BaseModel):

@@ -58,7 +58,7 @@ MAX_QUOTED_CHARS = 40_000
 """The longest a quoted text may be, quotes and escapes included. Escapes make a text longer
 than it is (a tag character takes 12 characters as ``\\udb40\\udc41``), so a 32,000-character
 message could otherwise become 384,000 characters of prompt; cut, it stays within a model call's
-budget (``background_steps.CHUNK_CHARS`` counts what is rendered)."""
+budget (``background.session_state.CHUNK_CHARS`` counts what is rendered)."""
 
 
 def _quoted(text: str) -> str:

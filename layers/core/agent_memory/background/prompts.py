@@ -16,8 +16,14 @@ data, never instructions.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
-from agent_memory.memories.models import MemoryView
+from pydantic import BaseModel, ConfigDict, TypeAdapter, ValidationError, field_validator
+
+from agent_memory.clock import to_ms
+from agent_memory.errors import ModelAnswerInvalid
+from agent_memory.memories.models import MAX_TOPIC_CHARS, MAX_TOPICS, MemoryView
+from agent_memory.models import UtcDatetime, is_blank
 from agent_memory.render import minute, quote, speaker
 from agent_memory.sessions.models import Message
 from agent_memory.stores.models import CustomType
@@ -192,3 +198,139 @@ def summary_prompt(messages: Sequence[Message], summary: str | None) -> tuple[st
             summary=quote(summary) if summary else "(empty)", messages=render_messages(messages)
         ),
     )
+
+
+# --- the answers ----------------------------------------------------------------------------
+# A model's answer is read leniently, item by item: an item that is not a memory (no text) is
+# dropped and counted, a field that is not what was asked for is read as absent, and nothing
+# of the answer is ever quoted in an error (it may hold the conversation's text).
+
+_MOMENT: TypeAdapter[Any] = TypeAdapter(UtcDatetime)
+
+
+class ExtractedMemory(BaseModel):
+    """One item of an extraction answer, as kept: ``text`` stripped and cut to
+    ``MAX_MEMORY_CHARS`` (an item whose text shows nothing is not a memory: ``ValueError``);
+    ``type`` as the model named it (None when not a string; the caller maps an unknown one to
+    ``semantic``); ``topics`` lower-cased, stripped and cut (``MAX_TOPICS`` of
+    ``MAX_TOPIC_CHARS``); ``supersedes`` as given (the caller checks it names a memory shown);
+    ``occurred_at`` in ms when an ISO 8601 date or time between 1900 and 9000, else None;
+    ``messages`` the whole numbers given, once each, in order (None for none). A bare string
+    item is a memory of that text."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    text: str
+    type: str | None = None
+    topics: list[str] = []
+    supersedes: Any = None
+    occurred_at: int | None = None
+    messages: list[int] | None = None
+
+    @classmethod
+    def read(cls, item: object) -> ExtractedMemory | None:
+        """The memory of one answer item, or None when it is not one."""
+        fields = {"text": item} if isinstance(item, str) else item
+        if not isinstance(fields, dict):
+            return None
+        try:
+            return cls.model_validate(fields)
+        except ValidationError:
+            return None
+
+    @field_validator("text", mode="before")
+    @classmethod
+    def _text(cls, value: object) -> str:
+        if not isinstance(value, str) or is_blank(value):
+            raise ValueError("no text")
+        return value.strip()[:MAX_MEMORY_CHARS]
+
+    @field_validator("type", mode="before")
+    @classmethod
+    def _type(cls, value: object) -> str | None:
+        return value if isinstance(value, str) else None
+
+    @field_validator("topics", mode="before")
+    @classmethod
+    def _topics(cls, value: object) -> list[str]:
+        if not isinstance(value, list):
+            return []
+        topics = [t.strip().lower()[:MAX_TOPIC_CHARS] for t in value
+                  if isinstance(t, str) and t.strip()]  # fmt: skip
+        return topics[:MAX_TOPICS]
+
+    @field_validator("occurred_at", mode="before")
+    @classmethod
+    def _occurred_at(cls, value: object) -> int | None:
+        if not isinstance(value, str):
+            return None
+        try:
+            return to_ms(_MOMENT.validate_python(value.strip()))
+        except ValidationError:
+            return None
+
+    @field_validator("messages", mode="before")
+    @classmethod
+    def _messages(cls, value: object) -> list[int] | None:
+        if not isinstance(value, list):
+            return None
+        seqs = sorted({n for n in value if isinstance(n, int) and not isinstance(n, bool)})
+        return seqs or None
+
+
+class ExtractionAnswer(BaseModel):
+    """An extraction answer: ``{"memories": [...]}``; its items are read one by one
+    (``ExtractedMemory.read``), the first ``MAX_MEMORIES_PER_RUN``."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    memories: list[Any]
+
+    @classmethod
+    def read(cls, data: dict[str, Any]) -> ExtractionAnswer:
+        """``ModelAnswerInvalid`` when ``data`` has no ``memories`` list."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ModelAnswerInvalid(
+                "The model's answer has no 'memories' list (expected "
+                '{"memories": [{"text", "type", "topics", "occurred_at"?, "supersedes"?}]}).'
+            ) from exc
+
+    def items(self) -> tuple[list[ExtractedMemory], int]:
+        """The memories of the answer and how many items were dropped (past
+        ``MAX_MEMORIES_PER_RUN``, or not a memory)."""
+        kept = []
+        dropped = max(0, len(self.memories) - MAX_MEMORIES_PER_RUN)
+        for item in self.memories[:MAX_MEMORIES_PER_RUN]:
+            memory = ExtractedMemory.read(item)
+            if memory is None:
+                dropped += 1
+            else:
+                kept.append(memory)
+        return kept, dropped
+
+
+class SummaryAnswer(BaseModel):
+    """A summarization answer: ``{"summary": "..."}`` with text that is not blank (stripped)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    summary: str
+
+    @field_validator("summary", mode="before")
+    @classmethod
+    def _summary(cls, value: object) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise ValueError("no summary text")
+        return value.strip()
+
+    @classmethod
+    def read(cls, data: dict[str, Any]) -> SummaryAnswer:
+        """``ModelAnswerInvalid`` when ``data`` has no summary text."""
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            raise ModelAnswerInvalid(
+                'The model\'s answer has no "summary" text (expected {"summary": "..."}).'
+            ) from exc

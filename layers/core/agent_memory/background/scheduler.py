@@ -44,9 +44,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 
 import redis
+from pydantic import BaseModel, ConfigDict
 
 from agent_memory.clock import Clock, SystemClock, to_ms
 from agent_memory.database.client import database_errors
@@ -247,21 +248,6 @@ class EventBridgeScheduler:
         self._scheduler_client = scheduler_client
         self._lambda_client = lambda_client
 
-    @classmethod
-    def from_environ(cls, environ: Mapping[str, str]) -> EventBridgeScheduler:
-        """From ``KIVIDB_SCHEDULE_GROUP``, ``KIVIDB_BACKGROUND_FUNCTION_ARN`` and
-        ``KIVIDB_SCHEDULER_ROLE_ARN`` (template.yaml sets them); ``ValueError`` names the
-        missing ones."""
-        names = (SCHEDULE_GROUP_ENV, BACKGROUND_FUNCTION_ARN_ENV, SCHEDULER_ROLE_ARN_ENV)
-        missing = [name for name in names if not environ.get(name)]
-        if missing:
-            raise ValueError("set " + ", ".join(missing) + " to schedule background work")
-        return cls(
-            group=environ[SCHEDULE_GROUP_ENV],
-            function_arn=environ[BACKGROUND_FUNCTION_ARN_ENV],
-            role_arn=environ[SCHEDULER_ROLE_ARN_ENV],
-        )
-
     @property
     def scheduler_client(self) -> Any:
         """The boto3 ``scheduler`` client, made at first use (``_aws_client``)."""
@@ -457,19 +443,45 @@ class LocalScheduler:
         return result
 
 
+class SchedulerSettings(BaseModel):
+    """Which scheduler a function uses, and its settings (``edge.settings.FunctionSettings``
+    reads them from ``KIVIDB_SCHEDULER``, ``KIVIDB_SCHEDULE_GROUP``,
+    ``KIVIDB_BACKGROUND_FUNCTION_ARN``, ``KIVIDB_SCHEDULER_ROLE_ARN`` and
+    ``KIVIDB_CONTROL_URL``): ``kind`` ``local`` (the local stack sets it) or ``aws``."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["aws", "local"] = "aws"
+    control_url: str | None = None
+    schedule_group: str | None = None
+    background_function_arn: str | None = None
+    scheduler_role_arn: str | None = None
+
+
 def make_scheduler(
-    environ: Mapping[str, str],
+    settings: SchedulerSettings,
     redis_client_for_local: Callable[[str], redis.Redis],
     clock: Clock | None = None,
 ) -> Scheduler:
-    """The scheduler a function uses: ``KIVIDB_SCHEDULER=local`` (the local stack sets it) is a
-    :class:`LocalScheduler` on the control database, ``redis_client_for_local(
-    KIVIDB_CONTROL_URL)`` (e.g. ``agent_memory.db.redis_client``); anything else is
-    :meth:`EventBridgeScheduler.from_environ`. ``ValueError`` when a needed variable is unset.
-    """
-    if environ.get(SCHEDULER_ENV) == "local":
-        url = environ.get(CONTROL_URL_ENV)
-        if not url:
+    """The scheduler a function uses: ``kind`` local is a :class:`LocalScheduler` on the
+    control database, ``redis_client_for_local(control_url)`` (e.g.
+    ``agent_memory.database.client.redis_client``); aws is an :class:`EventBridgeScheduler`
+    of ``schedule_group``, ``background_function_arn`` and ``scheduler_role_arn``.
+    ``ValueError`` names the variables a needed setting comes from when it is unset."""
+    if settings.kind == "local":
+        if not settings.control_url:
             raise ValueError(f"set {CONTROL_URL_ENV} for the local scheduler")
-        return LocalScheduler(redis_client_for_local(url), clock or SystemClock())
-    return EventBridgeScheduler.from_environ(environ)
+        return LocalScheduler(redis_client_for_local(settings.control_url), clock or SystemClock())
+    needed = {
+        SCHEDULE_GROUP_ENV: settings.schedule_group,
+        BACKGROUND_FUNCTION_ARN_ENV: settings.background_function_arn,
+        SCHEDULER_ROLE_ARN_ENV: settings.scheduler_role_arn,
+    }
+    missing = [name for name, value in needed.items() if not value]
+    if missing:
+        raise ValueError("set " + ", ".join(missing) + " to schedule background work")
+    return EventBridgeScheduler(
+        group=str(settings.schedule_group),
+        function_arn=str(settings.background_function_arn),
+        role_arn=str(settings.scheduler_role_arn),
+    )

@@ -1,6 +1,7 @@
 """Background work on one session: extraction of long-term memories, then summarization. This
 module is the run (when it goes, its lock, its outcome and the next run it arms) and the calls
-the routes make to ask for one; the steps themselves are ``background_steps``.
+the routes make to ask for one; the steps themselves are ``extraction.Extraction`` and
+``summarization.Summarization``, which share the run's ``session_state.SessionState``.
 
 The background function calls ``SessionWork.run`` when the session's one-shot schedule fires
 (DESIGN section 4), when a client asked for extraction now (``POST .../extract``), and when an
@@ -35,27 +36,33 @@ from __future__ import annotations
 
 import logging
 import secrets
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
 import redis
 
+from agent_memory.background.extraction import Extraction
+from agent_memory.background.runs import OutOfTime, RunBudget, RunReport
 from agent_memory.background.scheduler import ExtractionTarget, Scheduler
-from agent_memory.background.steps import IF_LIVE, OutOfTime, RunReport, SessionSteps
+from agent_memory.background.session_state import SessionState
+from agent_memory.background.summarization import Summarization
 from agent_memory.clock import Clock, to_ms
 from agent_memory.database.client import database_errors
 from agent_memory.database.keys import StoreKeys
 from agent_memory.database.scripts import load_script
 from agent_memory.errors import AgentMemoryError
-from agent_memory.sessions.service import (
+from agent_memory.memories.service import Memories
+from agent_memory.providers.language_models import LanguageModel
+from agent_memory.sessions import scripts
+from agent_memory.sessions.records import (
     EXTRACTION_MAX_FAILURES,
-    Appended,
+    ExtractionFields,
+    SessionFields,
     SessionMeta,
-    Sessions,
     live_meta,
 )
+from agent_memory.sessions.service import Appended, Sessions
 from agent_memory.stores.models import StoreConfig
 from agent_memory.stores.registry import current_entry
 
@@ -71,41 +78,68 @@ RETRY_CAP_SECONDS = 3600
 FIRE_TOLERANCE = timedelta(seconds=5)
 
 
-class SessionWork(SessionSteps):
+class SessionWork:
     """Extraction and summarization of one session of one store.
 
     ``model`` is the store's language model (None for ``llm_provider`` none: the run then does
     nothing). ``memories`` keeps what is extracted (redaction, embedding and deduplication are
     its job). ``scheduler`` arms the session's next run. Errors inside a run are caught and
     recorded (the run reports ``failed``); ``DatabaseUnavailable`` while recording propagates.
+
+    Its collaborators: the session's ``SessionState`` (shared by the steps), and, for each run,
+    an ``Extraction`` and a ``Summarization`` with the run's ``RunBudget``.
     """
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        store: StoreConfig,
+        memories: Memories,
+        model: LanguageModel | None,
+        scheduler: Scheduler,
+        clock: Clock,
+        target: ExtractionTarget,
+    ) -> None:
+        self._redis = client
+        self._store = store
+        self._memories = memories
+        self._model = model
+        self._scheduler = scheduler
+        self._target = target
+        self._state = SessionState(client, store.keys(), target.session_id, clock)
+        self._unlock = load_script(client, scripts.UNLOCK)
 
     # --- the run -----------------------------------------------------------------------------
 
-    def run(self) -> RunReport:
+    def run(self, budget: RunBudget | None = None) -> RunReport:
         """One background run: re-arm if the session is not quiet yet (and nothing else is
-        asked), else extract every unread message and fold what outgrew ``summarize_after``."""
+        asked), else extract every unread message and fold what outgrew ``summarize_after``,
+        starting no model call after ``budget`` (default ``RunBudget.from_remaining(None)``)."""
         report = RunReport(self._target.session_id)
-        meta = self._meta()
+        meta = self._state.meta()
         if meta is None:
             report.outcome = "gone"
             return report
-        self._life = meta.life
-        self._started = time.monotonic()
+        self._state.life = meta.life
+        budget = budget or RunBudget.from_remaining(None)
         if self._model is None:
-            self._hdel("armed_due", "fold_requested", "requested_at")
+            self._state.hdel(
+                SessionFields.armed_due, SessionFields.fold_requested, SessionFields.requested_at
+            )
             report.outcome = "no_model"
             return report
         with self._locked() as held:
             if not held:
-                self._arm(self._now() + timedelta(seconds=BUSY_RETRY_SECONDS), report)
+                self._arm(self._state.now() + timedelta(seconds=BUSY_RETRY_SECONDS), report)
                 report.outcome = "busy"
                 return report
+            extraction = Extraction(self._state, self._store, self._memories, self._model, budget)
+            summarization = Summarization(self._state, self._store, self._model, extraction, budget)
             try:
-                self._run(meta, report)
+                self._run(meta, report, extraction, summarization)
             except OutOfTime:
                 # Stop between steps, all kept so far: the next run carries on from the cursor.
-                self._arm(self._now() + timedelta(seconds=1), report)
+                self._arm(self._state.now() + timedelta(seconds=1), report)
                 report.outcome = "continued"
             except AgentMemoryError as exc:
                 self._failed(report, exc.message)
@@ -116,8 +150,14 @@ class SessionWork(SessionSteps):
                 )
         return report
 
-    def _run(self, meta: SessionMeta, report: RunReport) -> None:
-        now = self._now()
+    def _run(
+        self,
+        meta: SessionMeta,
+        report: RunReport,
+        extraction: Extraction,
+        summarization: Summarization,
+    ) -> None:
+        now = self._state.now()
         quiet_at = meta.last_event_at + timedelta(seconds=self._store.extraction_delay_seconds)
         quiet = now >= quiet_at
         fold_needed = meta.message_count - meta.folded_seq > self._store.summarize_after
@@ -133,29 +173,29 @@ class SessionWork(SessionSteps):
             report.outcome = "rearmed"
             return
         if fired and quiet:
-            self._hdel("armed_due")
+            self._state.hdel(SessionFields.armed_due)
         elif fired:
             # Still talking: this run, asked for by a summary or a client, reads what is unread
             # now, and the schedule comes back once the session is quiet.
             self._arm(quiet_at, report)
             report.rearmed_for = quiet_at
         if meta.requested:
-            self._hdel("requested_at")
-        self._extract(meta.message_count, report)
+            self._state.hdel(SessionFields.requested_at)
+        extraction.extract(meta.message_count, report)
         if fold_needed:
-            self._summarize(report)
-        self._hdel("fold_requested")
+            summarization.summarize(report)
+        self._state.hdel(SessionFields.fold_requested)
         self._succeeded(report)
         self._cover_late_messages(report)
 
     def _cover_late_messages(self, report: RunReport) -> None:
         """Messages appended while this run worked, after it read the session but before it
         cleared ``armed_due``, armed nothing (a schedule was still armed then): arm one now."""
-        meta = self._meta()
+        meta = self._state.meta()
         if meta is None or meta.unread <= 0 or meta.armed_due is not None:
             return
         quiet_at = meta.last_event_at + timedelta(seconds=self._store.extraction_delay_seconds)
-        self._arm(max(quiet_at, self._now()), report)
+        self._arm(max(quiet_at, self._state.now()), report)
 
     # --- outcomes and state ------------------------------------------------------------------
 
@@ -167,8 +207,15 @@ class SessionWork(SessionSteps):
         return current_entry(raw, self._store) is not None
 
     def _succeeded(self, report: RunReport) -> None:
-        now_ms = to_ms(self._now())
-        self._set_field("last_run_at", str(now_ms), "failures", "0", "last_error", "")
+        now_ms = to_ms(self._state.now())
+        self._state.set_field(
+            SessionFields.last_run_at,
+            str(now_ms),
+            SessionFields.failures,
+            "0",
+            SessionFields.last_error,
+            "",
+        )
         if not self._store_still_here():
             return
         with database_errors():
@@ -176,8 +223,10 @@ class SessionWork(SessionSteps):
             # cluster client does not follow (db.TRANSACTION_REDIRECTS). Both may be sent again
             # after a timeout: they set and clear.
             pipe = self._redis.pipeline(transaction=False)
-            pipe.hset(self._store_keys.extraction, "last_extraction_at", now_ms)
-            pipe.hdel(self._store_keys.extraction, "last_extraction_error")
+            pipe.hset(
+                self._state.store_keys.extraction, ExtractionFields.last_extraction_at, now_ms
+            )
+            pipe.hdel(self._state.store_keys.extraction, ExtractionFields.last_extraction_error)
             pipe.execute()
 
     def _failed(self, report: RunReport, message: str) -> None:
@@ -185,19 +234,21 @@ class SessionWork(SessionSteps):
         has failed ``EXTRACTION_MAX_FAILURES`` times in a row)."""
         report.outcome = "failed"
         report.error = message
-        now = self._now()
+        now = self._state.now()
         with database_errors():
-            failures = int(self._redis.hget(self._keys.meta, "failures") or 0) + 1
-        self._set_field("last_run_at", str(to_ms(now)), "failures", str(failures),
-                        "last_error", message)  # fmt: skip
-        self._hdel("fold_requested")
+            failures = int(self._redis.hget(self._state.keys.meta, SessionFields.failures) or 0) + 1
+        self._state.set_field(
+            SessionFields.last_run_at, str(to_ms(now)), SessionFields.failures, str(failures),
+            SessionFields.last_error, message,
+        )  # fmt: skip
+        self._state.hdel(SessionFields.fold_requested)
         if self._store_still_here():
             with database_errors():
                 self._redis.hset(
-                    self._store_keys.extraction,
+                    self._state.store_keys.extraction,
                     mapping={
-                        "last_extraction_error": message,
-                        "last_extraction_error_at": to_ms(now),
+                        ExtractionFields.last_extraction_error: message,
+                        ExtractionFields.last_extraction_error_at: to_ms(now),
                     },
                 )
         if failures < EXTRACTION_MAX_FAILURES:
@@ -207,30 +258,32 @@ class SessionWork(SessionSteps):
             except AgentMemoryError as exc:  # cannot even schedule: the next append will
                 report.error = f"{message} (and the retry could not be scheduled: {exc.message})"
         else:
-            self._hdel("armed_due")
+            self._state.hdel(SessionFields.armed_due)
 
     def _arm(self, due: datetime, report: RunReport) -> None:
         """Arm the session's schedule for ``due`` (replacing any armed one)."""
-        if not self._set_field("armed_due", str(to_ms(due))):
+        if not self._state.set_field(SessionFields.armed_due, str(to_ms(due))):
             return
         report.schedule_calls += 1
         try:
             self._scheduler.arm(self._target, due)
         except Exception:
-            self._hdel("armed_due")  # not armed after all: the next append arms again
+            self._state.hdel(
+                SessionFields.armed_due
+            )  # not armed after all: the next append arms again
             raise
 
     @contextmanager
     def _locked(self) -> Iterator[bool]:
         token = secrets.token_hex(8)
         with database_errors():
-            held = bool(self._redis.set(self._keys.lock, token, nx=True, ex=LOCK_SECONDS))
+            held = bool(self._redis.set(self._state.keys.lock, token, nx=True, ex=LOCK_SECONDS))
         try:
             yield held
         finally:
             if held:
                 with database_errors():
-                    self._unlock(keys=[self._keys.lock], args=[token])
+                    self._unlock(keys=[self._state.keys.lock], args=[token])
 
 
 def request_extraction(
@@ -245,8 +298,10 @@ def request_extraction(
         meta = live_meta(session_id, {str(k): str(v) for k, v in raw.items()}, now)
         if meta is None:
             return False
-        script = load_script(client, IF_LIVE)
-        return bool(script(keys=[keys.meta], args=[meta.life, "set", "requested_at", str(now)]))
+        script = load_script(client, scripts.IF_LIVE)
+        return bool(
+            script(keys=[keys.meta], args=[meta.life, "set", SessionFields.requested_at, str(now)])
+        )
 
 
 def schedule_background(
@@ -259,14 +314,23 @@ def schedule_background(
     request would add them twice): the reservation is released so that the next append tries
     again, and the failure is logged on ``agent_memory.background``."""
     if appended.arm_due is not None:
-        try:
-            scheduler.arm(target, appended.arm_due)
-        except AgentMemoryError as exc:
-            sessions.release(target.session_id, "armed_due", str(to_ms(appended.arm_due)))
-            logger.error("could not arm the extraction schedule: %s", exc.message)
+        arm_reserved(scheduler, sessions, target, appended.arm_due)
     if appended.fold:
         try:
             scheduler.run_now(target)
         except AgentMemoryError as exc:
-            sessions.release(target.session_id, "fold_requested")
+            sessions.release(target.session_id, SessionFields.fold_requested)
             logger.error("could not ask for summarization: %s", exc.message)
+
+
+def arm_reserved(
+    scheduler: Scheduler, sessions: Sessions, target: ExtractionTarget, due: datetime
+) -> None:
+    """Arm the session's extraction schedule for ``due``, which an append or an import
+    reserved (``armed_due``); when the scheduler fails, release the reservation (the next
+    append arms again) and log it, without failing the write that reserved it."""
+    try:
+        scheduler.arm(target, due)
+    except AgentMemoryError as exc:
+        sessions.release(target.session_id, SessionFields.armed_due, str(to_ms(due)))
+        logger.error("could not arm the extraction schedule: %s", exc.message)

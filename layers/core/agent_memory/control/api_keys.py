@@ -19,6 +19,7 @@ from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.database.client import database_errors
 from agent_memory.database.keys import ControlKeys
 from agent_memory.errors import NotFound, Unauthorized, ValidationFailed
+from agent_memory.models import Principal
 
 if TYPE_CHECKING:
     from agent_memory.control.database import ControlDatabase
@@ -27,14 +28,6 @@ if TYPE_CHECKING:
 KEY_PREFIX = "kvm_"
 MIN_KEY_CHARS = 16
 MAX_KEY_CHARS = 512
-
-
-@dataclass(frozen=True)
-class Principal:
-    """Who is calling: the organization an API key belongs to, and which key it was."""
-
-    org_id: str
-    key_id: str
 
 
 @dataclass(frozen=True)
@@ -55,11 +48,24 @@ class ApiKeys:
     ``ValidationFailed``, ``DatabaseUnavailable``."""
 
     def __init__(
-        self, database: ControlDatabase, clock: Clock, organizations: Organizations
+        self,
+        database: ControlDatabase,
+        clock: Clock,
+        organizations: Organizations | None = None,
     ) -> None:
+        """``organizations``: the control plane's, which managing keys checks; made at first
+        use when not given (the authorizer only authenticates, and never needs it)."""
         self._database = database
         self._clock = clock
-        self._organizations = organizations
+        self._given_organizations = organizations
+
+    @property
+    def _organizations(self) -> Organizations:
+        if self._given_organizations is None:
+            from agent_memory.control.organizations import Organizations
+
+            self._given_organizations = Organizations(self._database, self._clock)
+        return self._given_organizations
 
     def issue(self, org_id: str) -> tuple[str, str]:
         """Make a new key for ``org_id``; returns ``(key_id, api_key)``. The key is shown once."""

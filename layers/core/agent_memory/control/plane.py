@@ -12,7 +12,7 @@ from __future__ import annotations
 import redis
 
 from agent_memory.clock import Clock
-from agent_memory.control.api_keys import ApiKeyInfo, ApiKeys, Principal
+from agent_memory.control.api_keys import ApiKeyInfo, ApiKeys
 from agent_memory.control.database import ControlDatabase
 from agent_memory.control.instances import DEFAULT_RELEASE_HOLD_SECONDS, InstanceRegistry
 from agent_memory.control.models import (
@@ -25,6 +25,7 @@ from agent_memory.control.models import (
 )
 from agent_memory.control.organizations import Organizations
 from agent_memory.errors import Conflict, NotFound
+from agent_memory.models import Principal
 
 _ATTEMPTS = 5
 

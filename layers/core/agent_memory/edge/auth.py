@@ -9,15 +9,13 @@ not anyone, and ``principal_from`` turns "not anyone" into our 401 before any ro
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from agent_memory.control.api_keys import Principal
-from agent_memory.edge.runtime import Runtime
-from agent_memory.errors import (
-    AgentMemoryError,
-    DatabaseUnavailable,
-    Unauthorized,
-)
+from agent_memory.errors import AgentMemoryError, DatabaseUnavailable, Unauthorized
+from agent_memory.models import Principal
+
+if TYPE_CHECKING:
+    from agent_memory.edge.runtime import Runtime
 
 
 def principal_from(event: dict[str, Any]) -> Principal:
@@ -43,7 +41,7 @@ def authorize(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
     try:
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("Send your API key as 'Authorization: Bearer <key>'.")
-        principal = runtime.control.authenticate(token.strip())
+        principal = runtime.api_keys.authenticate(token.strip())
     except AgentMemoryError as exc:
         return {"isAuthorized": True, "context": {"error": exc.code, "message": exc.message}}
     return {

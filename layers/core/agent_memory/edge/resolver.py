@@ -32,7 +32,6 @@ from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.shared.json_encoder import Encoder
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
-from agent_memory.control.api_keys import Principal
 from agent_memory.edge.auth import principal_from
 from agent_memory.edge.http_errors import JSON, error_body, error_headers, status_of
 from agent_memory.edge.requests import (
@@ -50,6 +49,7 @@ from agent_memory.errors import (
     StoreNotFound,
     Unauthorized,
 )
+from agent_memory.models import Principal
 from agent_memory.observability import logger, metrics
 
 # UTF-8 out, not \u escapes: smaller bodies, and text reads back exactly as it was sent.

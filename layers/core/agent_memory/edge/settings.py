@@ -6,8 +6,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, SecretStr
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
+
+if TYPE_CHECKING:
+    from agent_memory.background.scheduler import SchedulerSettings
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 
@@ -27,6 +31,11 @@ class FunctionSettings(BaseModel):
     ``allow_private_endpoints``: let custom model endpoints be plain http or private addresses
     (``KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1``); the template never sets it, and the local stack
     passes it on only when it is started with it (tests and the README's try-out do).
+    ``scheduler``: ``aws`` (EventBridge Scheduler, with ``schedule_group``,
+    ``background_function_arn`` and ``scheduler_role_arn``, which template.yaml sets) or
+    ``local`` (the local stack's scheduler on the control database).
+    ``search_threads``: threads of a large compact search (``search.quantize``); unset (or not
+    a positive whole number, which is ignored): the CPUs the process may use, at most 4.
     """
 
     model_config = ConfigDict(frozen=True, extra="ignore")
@@ -39,6 +48,31 @@ class FunctionSettings(BaseModel):
     instance_cache_seconds: float = Field(30.0, ge=0, le=3600)
     index_cache_mb: int = Field(256, ge=1, le=10_240)
     allow_private_endpoints: bool = False
+    scheduler: Literal["aws", "local"] = "aws"
+    schedule_group: str | None = None
+    background_function_arn: str | None = None
+    scheduler_role_arn: str | None = None
+    search_threads: int | None = None
+
+    @field_validator("search_threads", mode="before")
+    @classmethod
+    def _positive_or_unset(cls, value: object) -> int | None:
+        # Any other value is ignored (docs/limits.md), rather than failing every invocation.
+        if isinstance(value, str) and value.isdigit() and int(value) > 0:
+            return int(value)
+        return value if isinstance(value, int) and value > 0 else None
+
+    def scheduler_settings(self) -> SchedulerSettings:
+        """The settings of ``background.scheduler.make_scheduler``."""
+        from agent_memory.background.scheduler import SchedulerSettings  # only who schedules
+
+        return SchedulerSettings(
+            kind=self.scheduler,
+            control_url=self.control_url,
+            schedule_group=self.schedule_group,
+            background_function_arn=self.background_function_arn,
+            scheduler_role_arn=self.scheduler_role_arn,
+        )
 
     @classmethod
     def from_environ(cls, environ: Mapping[str, str]) -> FunctionSettings:

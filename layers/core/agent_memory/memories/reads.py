@@ -1,65 +1,49 @@
 """Reading one store's long-term memories: get, page, count, search, recall and the related
-memories extraction reads, and the store-level upkeep reads do too.
+memories extraction reads.
 
-This is the base of ``memories.Memories``, which adds the write path (add, supersede, patch,
-delete, forget). It is separate because reading and writing share the store's connections and
-checks but little else: reads never take the optimistic generation check, they rank
-``index_sync.ActorIndex`` snapshots (``ranking``) and fetch the records ranked. The store-level
-upkeep is here because reads do it as well: a page prunes expired memories from every index
-(``_forget``) and takes a superseded record out of the listing of current ones (``_retire``).
+``MemoryReader`` is one of the collaborators of ``service.Memories``: the writer
+(``writes.MemoryWriter``) asks it for what a write reads first (the owner of an id, records,
+the store's types, a text's vector), and both keep the store-level indexes up through
+``store_level.StoreLevel`` (a page prunes expired memories and takes a superseded record out of
+the listing of current ones). Reads never take the optimistic generation check: they rank
+``indexes.ActorIndexes`` snapshots (``ranking``) and fetch the records ranked.
 
-Reads show current memories unless a ``selection.Selection`` asks for others
-(``include_superseded``, ``as_of``). A search without ``actor_id`` reads every actor's index and
-is bounded (``STORE_WIDE_MAX_BYTES``).
+Reads show current memories unless a ``Selection`` asks for others (``include_superseded``,
+``as_of``). A search without ``actor_id`` reads every actor's index and is bounded
+(``STORE_WIDE_MAX_BYTES``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import cast
 
 import numpy as np
 import redis
 from numpy.typing import NDArray
-from redis.commands.core import Script
-from redis.typing import EncodableT
 
 from agent_memory.clock import Clock, to_ms
 from agent_memory.database.client import database_errors, unless_writes_refused
-from agent_memory.database.keys import NO_ACTOR, StoreKeys, actor_bucket, id_tag
-from agent_memory.database.partitions import expiries, live_count, merged_window
-from agent_memory.database.scripts import load_script, scripts_in_pipeline
+from agent_memory.database.keys import actor_bucket
+from agent_memory.database.partitions import live_count, merged_window
+from agent_memory.database.scripts import load_script
 from agent_memory.errors import MemoryNotFound, StoreTooLarge, ValidationFailed, VectorInvalid
 from agent_memory.memories.indexes import ActorIndexes
 from agent_memory.memories.models import MemoryList, MemoryView, SearchRequest
 from agent_memory.memories.queries import search_selection
 from agent_memory.memories.ranking import rank
 from agent_memory.memories.records import MemoryRecord, decode_record, record_link, record_view
-from agent_memory.memories.scripts import (
-    LOAD_CHAIN,
-    LOG_KEEP,
-    PUT,
-    READ_ONE,
-    REMOVE,
-    REMOVE_CHAIN,
-    RETIRE,
-    SCRIPT_IDS,
-    SUPERSEDE,
-    UNINDEX,
-)
+from agent_memory.memories.scripts import LOAD_CHAIN
+from agent_memory.memories.store_level import StoreLevel
 from agent_memory.models import RESERVED_TYPES
 from agent_memory.providers.embeddings import Embedder, validate_vector
-from agent_memory.search.cache import IndexCache
 from agent_memory.search.selection import CURRENT, Selection
 from agent_memory.stores.models import StoreConfig
 
 RELATED_TEXT_CHARS = 2000
 """A message longer than this is cut before it is embedded to find related memories (about 500
 tokens; providers refuse single inputs past 8,192 tokens)."""
-PRUNE_BATCH = 1000
-"""Expired memories a read takes out of each partition's indexes at most (the rest, next time;
-reads skip expired memories anyway)."""
 MAX_CHAIN_SHOWN = 50
 """``GET`` of a memory shows at most this many memories of its chain on each side of it."""
 STORE_WIDE_MAX_BYTES = 128 * 1024 * 1024
@@ -84,7 +68,7 @@ def unit(vector: NDArray[np.float32], field: str = "vector") -> NDArray[np.float
 
 
 class MemoryReader:
-    """Reading the memories of one store (the base of ``memories.Memories``). Errors:
+    """Reading the memories of one store. Errors:
     ``MemoryNotFound``, ``ValidationFailed`` (and its ``VectorInvalid`` / ``EmbeddingRequired``),
     ``StoreTooLarge``, provider errors from the embedder, ``DatabaseUnavailable``."""
 
@@ -95,8 +79,8 @@ class MemoryReader:
         store: StoreConfig,
         clock: Clock,
         embedder: Embedder,
-        cache: IndexCache,
-        cache_scope: str,
+        indexes: ActorIndexes,
+        store_level: StoreLevel,
     ) -> None:
         self._redis = client
         self._binary = binary
@@ -104,16 +88,9 @@ class MemoryReader:
         self._keys = store.keys()
         self._clock = clock
         self._embedder = embedder
-        self._indexes = ActorIndexes(client, binary, store, cache, cache_scope)
-        # The scripts of both paths are loaded here, once: ``Memories`` adds no state.
-        self._put = load_script(binary, PUT)
-        self._supersede_script = load_script(binary, SUPERSEDE)
-        self._read_one = load_script(binary, READ_ONE)
+        self._indexes = indexes
+        self._store_level = store_level
         self._load_chain = load_script(binary, LOAD_CHAIN)
-        self._remove = load_script(client, REMOVE)
-        self._remove_chain = load_script(client, REMOVE_CHAIN)
-        self._unindex_script = load_script(client, UNINDEX)
-        self._retire_script = load_script(client, RETIRE)
 
     # --- the store's types and vectors -------------------------------------------------------
 
@@ -125,9 +102,11 @@ class MemoryReader:
     def check_types(self, memory_types: Sequence[str] | None, field: str = "types") -> None:
         """``ValidationFailed`` (naming ``field``) unless each is one of the store's types."""
         for memory_type in memory_types or ():
-            self._check_type(memory_type, field)
+            self.check_type(memory_type, field)
 
-    def _check_type(self, memory_type: str, field: str = "type") -> None:
+    def check_type(self, memory_type: str, field: str = "type") -> None:
+        """``ValidationFailed`` (naming ``field``) unless ``memory_type`` is one of the
+        store's types."""
         if memory_type not in self.types:
             allowed = ", ".join(self.types)
             raise ValidationFailed(
@@ -140,26 +119,24 @@ class MemoryReader:
         in input order; ``EmbeddingRequired`` when the store has no embedding model."""
         return self._embedder.embed(texts)
 
-    def _vector(self, text: str, given: Sequence[float] | None, field: str) -> NDArray[np.float32]:
+    def vector(self, text: str, given: Sequence[float] | None, field: str) -> NDArray[np.float32]:
+        """The unit-length vector of ``text``: ``given`` (checked against the store's
+        dimensions; ``VectorInvalid`` names ``field``) or the store's embedding of ``text``."""
         if given is not None:
             return unit(validate_vector(given, self._store.dimensions, field), field)
         return unit(self._embedder.embed([text])[0], field)
 
     # --- reading -----------------------------------------------------------------------------
 
-    def _live(self, ids: Iterable[str]) -> set[str]:
-        """Which of ``ids`` are live memories (in the expiry index, with an expiry to come)."""
-        now_ms = to_ms(self._clock.now())
-        return {i for i, e in expiries(self._redis, self._keys, ids).items() if e > now_ms}
-
-    def _owner(self, memory_id: str) -> str:
-        """The actor bucket of a live memory (``find_owners``); ``MemoryNotFound`` otherwise."""
-        bucket = find_owners(self._redis, self._keys, [memory_id]).get(memory_id)
-        if bucket is None or not self._live([memory_id]):
+    def owner(self, memory_id: str) -> str:
+        """The actor bucket of a live memory (``store_level.find_owners``); ``MemoryNotFound``
+        otherwise."""
+        bucket = self._store_level.owners([memory_id]).get(memory_id)
+        if bucket is None or not self._store_level.live([memory_id]):
             raise MemoryNotFound(memory_id)
         return bucket
 
-    def _records(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryRecord]:
+    def records(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryRecord]:
         """The live records of ``ids`` (current or not) in the actor's memories."""
         if not ids:
             return {}
@@ -176,15 +153,15 @@ class MemoryReader:
                     found[memory_id] = record
         return found
 
-    def _fetch(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryView]:
+    def fetch(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryView]:
         """Views of ``_records``."""
-        return {i: record_view(r) for i, r in self._records(bucket, ids).items()}
+        return {i: record_view(r) for i, r in self.records(bucket, ids).items()}
 
     def get(self, memory_id: str) -> MemoryView:
         """One memory, current or not, with its versions (newest first) and its ``chain``: the
         live memories it replaced and that replaced it, oldest first, itself included (at most
         ``MAX_CHAIN_SHOWN`` on each side), read in one step (``LOAD_CHAIN``)."""
-        bucket = self._owner(memory_id)
+        bucket = self.owner(memory_id)
         with database_errors():
             ids, raws = self._load_chain(
                 keys=self._keys.actor(bucket).all(), args=[memory_id, MAX_CHAIN_SHOWN]
@@ -229,16 +206,17 @@ class MemoryReader:
         ``total``, how many memories those filters match over all pages (without filters,
         the store's ``count``). Filters apply before the page is cut."""
         if memory_type is not None:
-            self._check_type(memory_type)
+            self.check_type(memory_type)
             selection = replace(selection, types=(memory_type,))
         for wanted in selection.types or ():
-            self._check_type(wanted, "type")
-        self._prune()  # (skipped while the database refuses writes: expired ones are skipped)
+            self.check_type(wanted, "type")
+        # (skipped while the database refuses writes: expired ones are skipped)
+        self._store_level.prune()
         if actor_id is None and selection == CURRENT:
             return self._current_page(offset, limit)
         if actor_id is None:
             self._check_store_wide("listing with these filters")
-        buckets = [actor_bucket(actor_id)] if actor_id is not None else self._buckets()
+        buckets = [actor_bucket(actor_id)] if actor_id is not None else self._store_level.buckets()
         now_ms = to_ms(self._clock.now())
         # The actors' indexes (kept in step, ``index_sync``) say which memories the selection
         # admits and when each was made; only the page's records are read. (Reading every
@@ -256,7 +234,7 @@ class MemoryReader:
             by_bucket.setdefault(bucket, []).append(memory_id)
         found: dict[str, MemoryRecord] = {}
         for bucket, ids in by_bucket.items():
-            found.update(self._records(bucket, ids))
+            found.update(self.records(bucket, ids))
         page = [record_view(found[i]) for _, i, _ in window if i in found]
         return MemoryList(
             memories=page,
@@ -274,7 +252,7 @@ class MemoryReader:
             ids = merged_window(
                 self._redis, [p.memories for p in self._keys.memory_partitions()], offset, limit + 1
             )
-            owners = find_owners(self._redis, self._keys, ids[:limit])
+            owners = self._store_level.owners(ids[:limit])
         total = self.count()
         by_bucket: dict[str, list[str]] = {}
         for memory_id in ids[:limit]:
@@ -283,11 +261,11 @@ class MemoryReader:
                 by_bucket.setdefault(owner, []).append(memory_id)
         found: dict[str, MemoryRecord] = {}
         for bucket, members in by_bucket.items():
-            found.update(self._records(bucket, members))
+            found.update(self.records(bucket, members))
         stale = [i for i, r in found.items() if not r.current]
         if stale:
             with unless_writes_refused():
-                self._retire(*stale)
+                self._store_level.retire(*stale)
         page = [record_view(found[i]) for i in ids[:limit] if i in found and found[i].current]
         return MemoryList(
             memories=page, next_offset=offset + limit if len(ids) > limit else None, total=total
@@ -306,27 +284,6 @@ class MemoryReader:
                 "read at once. Pass actor_id."
             )
 
-    def _buckets(self) -> list[str]:
-        with database_errors():
-            return sorted(str(b) for b in self._redis.smembers(self._keys.memory_actors))
-
-    def _prune(self) -> None:
-        """Remove memories whose time is up (their expiry passed) from every index, unless the
-        database refuses writes (full, or a read-only replica): reads skip them anyway."""
-        now_ms = to_ms(self._clock.now())
-        with database_errors():
-            pipe = self._redis.pipeline(transaction=False)
-            for part in self._keys.memory_partitions():
-                pipe.zrangebyscore(part.memory_expiry, "-inf", now_ms, start=0, num=PRUNE_BATCH)
-            expired = [str(i) for found in pipe.execute() for i in found]
-        owners = find_owners(self._redis, self._keys, expired)
-        by_bucket: dict[str, list[str]] = {}
-        for memory_id in expired:
-            by_bucket.setdefault(owners.get(memory_id, NO_ACTOR), []).append(memory_id)
-        with unless_writes_refused():
-            for bucket, ids in by_bucket.items():
-                self._forget(bucket, ids)
-
     # --- search ------------------------------------------------------------------------------
 
     def search(self, request: SearchRequest) -> list[MemoryView]:
@@ -338,14 +295,16 @@ class MemoryReader:
         filters apply before the top ``limit`` is cut.
         """
         for memory_type in request.types or []:
-            self._check_type(memory_type, "types")
+            self.check_type(memory_type, "types")
         if request.actor_id is None:
             self._check_store_wide("search")
         query_vector = None
         if request.mode != "keyword":
-            query_vector = self._vector(request.query, request.query_vector, "query_vector")
+            query_vector = self.vector(request.query, request.query_vector, "query_vector")
         buckets = (
-            [actor_bucket(request.actor_id)] if request.actor_id is not None else self._buckets()
+            [actor_bucket(request.actor_id)]
+            if request.actor_id is not None
+            else self._store_level.buckets()
         )
         return self._rank(buckets, request.query, query_vector, request.mode, request.limit,
                           search_selection(request))  # fmt: skip
@@ -361,10 +320,10 @@ class MemoryReader:
         """For recall: the actor's current memories (of ``types``, when given) most relevant to
         ``query`` (hybrid when the store can embed or a vector is given; keyword otherwise)."""
         for memory_type in types or []:
-            self._check_type(memory_type, "types")
+            self.check_type(memory_type, "types")
         vector = None
         if query_vector is not None or self._store.embed_provider != "none":
-            vector = self._vector(query, query_vector, "query_vector")
+            vector = self.vector(query, query_vector, "query_vector")
         mode = "hybrid" if vector is not None else "keyword"
         selection = Selection(types=tuple(types) if types else None)
         return self._rank([actor_bucket(actor_id)], query, vector, mode, limit, selection)
@@ -393,7 +352,7 @@ class MemoryReader:
                 if item.hit.memory_id not in best or key < best[item.hit.memory_id]:
                     best[item.hit.memory_id] = key
         picked = [memory_id for memory_id, _ in sorted(best.items(), key=lambda kv: kv[1])]
-        found = self._fetch(bucket, picked[:limit])
+        found = self.fetch(bucket, picked[:limit])
         return [found[i] for i in picked[:limit] if i in found and found[i].valid_until is None]
 
     def _rank(
@@ -417,88 +376,9 @@ class MemoryReader:
             by_bucket.setdefault(item.bucket, []).append(item.hit.memory_id)
         found: dict[str, MemoryView] = {}
         for bucket, ids in by_bucket.items():
-            found.update(self._fetch(bucket, ids))
+            found.update(self.fetch(bucket, ids))
         return [
             found[r.hit.memory_id].model_copy(update={"score": round(r.hit.score, 6)})
             for r in ranked
             if r.hit.memory_id in found
         ]
-
-    # --- store-level upkeep (reads prune and retire too) -----------------------------------
-
-    def _forget(self, bucket: str, ids: list[str]) -> int:
-        """Remove ``ids`` from the actor and the store indexes; returns how many existed."""
-        if not ids:
-            return 0
-        with database_errors():
-            removed = int(self._remove(keys=self._keys.actor(bucket).all(), args=[LOG_KEEP, *ids]))
-        self._unindex(*ids)
-        return removed
-
-    def _retire(self, *memory_ids: str) -> None:
-        """The store-level step of a supersede (``RETIRE``): the replaced memories leave the
-        listing of current memories and are counted as superseded."""
-        calls: list[tuple[Sequence[str], Sequence[EncodableT]]] = []
-        for memory_id in memory_ids:
-            part = self._keys.memory_partition(memory_id)
-            calls.append(
-                ([part.memories, part.memory_expiry, part.memories_superseded], [memory_id])
-            )
-        with database_errors():
-            scripts_in_pipeline(self._redis, self._retire_script, calls)
-
-    def _unindex(self, *memory_ids: str) -> None:
-        """Take ids out of the store's listing, expiry, owner and superseded indexes
-        (``UNINDEX``, one call per partition and ``SCRIPT_IDS`` ids)."""
-        unindex(self._redis, self._unindex_script, self._keys, memory_ids)
-
-
-def unindex(
-    client: redis.Redis, script: Script, keys: StoreKeys, memory_ids: Iterable[str]
-) -> None:
-    """Take ``memory_ids`` out of the store-level indexes of their partitions (``script`` is
-    ``UNINDEX`` loaded for ``client``), in one pipeline. Errors: ``DatabaseUnavailable``."""
-    calls: list[tuple[Sequence[str], Sequence[EncodableT]]] = []
-    for part, members in keys.by_partition(memory_ids):
-        for start in range(0, len(members), SCRIPT_IDS):
-            calls.append((part.all(), members[start : start + SCRIPT_IDS]))
-    with database_errors():
-        scripts_in_pipeline(client, script, calls)
-
-
-def find_owners(client: redis.Redis, keys: StoreKeys, ids: Iterable[str]) -> dict[str, str]:
-    """The actor bucket of each of ``ids`` that the store keeps, expired or not (missing when
-    there is none): its owner entry when it has one (an id that does not carry its actor's
-    tag), else the bucket of its tag's set (``keys.actor_tag_set``) whose memories hold it.
-    Two round trips: the owner entries and the tags' sets, then one ``HEXISTS`` per bucket of
-    those sets (usually one per id). Errors: ``DatabaseUnavailable``."""
-    wanted = list(dict.fromkeys(ids))
-    if not wanted:
-        return {}
-    tags = sorted({id_tag(i) for i in wanted})
-    groups = keys.by_partition(wanted)
-    with database_errors():
-        pipe = client.pipeline(transaction=False)
-        for tag in tags:
-            pipe.smembers(keys.actor_tag_set(tag))
-        for part, members in groups:
-            pipe.hmget(part.memory_owners, members)
-        replies = pipe.execute()
-    buckets = {
-        tag: sorted(str(b) for b in found)
-        for tag, found in zip(tags, replies[: len(tags)], strict=True)
-    }
-    owners: dict[str, str] = {}
-    for (_, members), found in zip(groups, replies[len(tags) :], strict=True):
-        owners.update((i, str(o)) for i, o in zip(members, found, strict=True) if o is not None)
-    probes = [(i, b) for i in wanted if i not in owners for b in buckets[id_tag(i)]]
-    if probes:
-        with database_errors():
-            pipe = client.pipeline(transaction=False)
-            for memory_id, bucket in probes:
-                pipe.hexists(keys.actor(bucket).memories, memory_id)
-            held = pipe.execute()
-        for (memory_id, bucket), there in zip(probes, held, strict=True):
-            if there:
-                owners.setdefault(memory_id, bucket)
-    return owners

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 from agent_memory.errors import ActorMismatch
 from agent_memory.memories.models import MemoryView, RecallRequest, RecallView
-from agent_memory.memories.writes import Memories
+from agent_memory.memories.service import Memories
 from agent_memory.models import is_blank
 from agent_memory.render import minute, quote, speaker
 from agent_memory.sessions.models import Message

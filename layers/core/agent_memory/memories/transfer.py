@@ -44,7 +44,6 @@ from agent_memory.database.scripts import (
     scripts_in_pipeline,
 )
 from agent_memory.errors import Conflict, ImportBusy, StoreNotFound, ValidationFailed, VectorInvalid
-from agent_memory.memories.reads import find_owners, unindex
 from agent_memory.memories.records import (
     MemoryRecord,
     StoredSource,
@@ -54,6 +53,7 @@ from agent_memory.memories.records import (
     split_memory,
 )
 from agent_memory.memories.scripts import ACTOR_HELPERS, LOG_KEEP, REMOVE, UNINDEX, lua
+from agent_memory.memories.store_level import find_owners, unindex
 from agent_memory.memories.transfer_models import (
     VECTOR_NORM_TOLERANCE,
     ExportedMemory,

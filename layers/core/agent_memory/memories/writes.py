@@ -1,27 +1,23 @@
 """Long-term memory, the write path: keep (redacted, embedded, deduplicated), supersede, change
-and forget. ``Memories`` is the class callers use; its reads (get, page, count, search, recall,
-related) are those of its base, ``memory_reads.MemoryReader``.
+and forget (``MemoryWriter``, one of the collaborators of ``service.Memories``).
 
 Storage (keys.ActorKeys): one actor's memories share a hash tag, so every write is one Lua
-script on one slot (``memory_scripts``) that also bumps the actor's generation and appends to
-its change log; the store-level indexes (listing, counts, owner of an id) follow in a second
-step on the store's slot. Records are ``records.MemoryRecord``; vectors are kept as unit-length
-float32 bytes.
+script on one slot (``scripts``) that also bumps the actor's generation and appends to its
+change log; the store-level indexes (listing, counts, owner of an id: ``store_level``) follow
+in a second step on the store's slots. Records are ``records.MemoryRecord``; vectors are kept
+as unit-length float32 bytes.
 
-Search (``memory_reads``) runs in this process on the actor's ``ActorIndex`` kept in step by
-``index_sync`` and ordered by ``ranking``. Deduplication uses the same index under an optimistic
-check: the add script refuses to write when the actor's generation moved since the index was
-read, and the add retries against the fresh index, so two concurrent adds of the same text
-cannot both be kept.
+Deduplication uses the actor's index (``indexes``) under an optimistic check: the add script
+refuses to write when the actor's generation moved since the index was read, and the add
+retries against the fresh index, so two concurrent adds of the same text cannot both be kept.
 
 Memories that change: a memory body may name, in ``supersedes``, a current memory of the same
-actor that it replaces. One script (``memory_scripts.SUPERSEDE``) keeps the new memory and
-closes the old one (``valid_until``, ``superseded_by``) together, on the actor's slot, and only
-if the old one is still current and unchanged since it was read: there is never a moment with
-neither or both current, and of concurrent supersedes of one memory exactly one is kept. A
-superseding memory is not deduplicated (it is meant to replace a named memory; see
-``docs/design.md``, "Memories that change"). Reads show current memories unless a
-``selection.Selection`` asks for others (``include_superseded``, ``as_of``).
+actor that it replaces. One script (``scripts.SUPERSEDE``) keeps the new memory and closes the
+old one (``valid_until``, ``superseded_by``) together, on the actor's slot, and only if the old
+one is still current and unchanged since it was read: there is never a moment with neither or
+both current, and of concurrent supersedes of one memory exactly one is kept. A superseding
+memory is not deduplicated (it is meant to replace a named memory; see ``docs/design.md``,
+"Memories that change").
 """
 
 from __future__ import annotations
@@ -29,20 +25,20 @@ from __future__ import annotations
 import random
 import secrets
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any, cast
 
 import numpy as np
+import redis
 from numpy.typing import NDArray
-from redis.client import Pipeline
 from redis.typing import EncodableT
 
-from agent_memory.clock import to_ms
+from agent_memory.clock import Clock, to_ms
 from agent_memory.database.client import database_errors
-from agent_memory.database.keys import StoreKeys, actor_bucket, actor_tag, id_tag
-from agent_memory.database.scripts import script_then
+from agent_memory.database.keys import StoreKeys, actor_bucket, actor_tag
+from agent_memory.database.scripts import load_script, script_then
 from agent_memory.errors import (
     AlreadySuperseded,
     Conflict,
@@ -51,6 +47,7 @@ from agent_memory.errors import (
     SupersedeActorMismatch,
     SupersededNotFound,
 )
+from agent_memory.memories.indexes import ActorIndexes
 from agent_memory.memories.models import (
     MAX_TOPIC_CHARS,
     MAX_VERSIONS,
@@ -58,7 +55,7 @@ from agent_memory.memories.models import (
     MemoryPatch,
     MemoryView,
 )
-from agent_memory.memories.reads import MemoryReader, find_owners, unit
+from agent_memory.memories.reads import MemoryReader, unit
 from agent_memory.memories.records import (
     MemoryRecord,
     StoredSource,
@@ -71,7 +68,9 @@ from agent_memory.memories.records import (
     split_memory,
 )
 from agent_memory.memories.redaction import redact
-from agent_memory.memories.scripts import LOG_KEEP
+from agent_memory.memories.scripts import LOG_KEEP, PUT, READ_ONE, REMOVE_CHAIN, SUPERSEDE
+from agent_memory.memories.store_level import StoreLevel
+from agent_memory.stores.models import StoreConfig
 from agent_memory.stores.registry import current_entry
 
 DEDUPE_EPSILON = 1e-6
@@ -101,33 +100,9 @@ def new_memory_id(bucket: str) -> str:
     return "mem_" + actor_tag(bucket) + secrets.token_hex(8)
 
 
-def queue_store_level(
-    pipe: Pipeline, keys: StoreKeys, rows: Sequence[tuple[str, str, int, int]]
-) -> None:
-    """Queue on ``pipe`` the store-level entries of new current memories, ``rows`` of
-    ``(memory id, actor bucket, created ms, expires ms)``: the listing, expiry and owner
-    indexes of each one's partition and the store's actor set (``keys.StoreKeys``), a few
-    commands per partition. Every command sets entries, so sent twice it changes nothing. Bulk
-    seeding uses it too (``bench/``), so that its memories are kept as ``Memories.add`` keeps
-    them."""
-    row_of = {row[0]: row for row in rows}
-    for part, ids in keys.by_partition(row_of):
-        pipe.zadd(part.memories, {i: row_of[i][2] for i in ids})
-        pipe.zadd(part.memory_expiry, {i: row_of[i][3] for i in ids})
-        untagged: dict[EncodableT, EncodableT] = {
-            i: row_of[i][1] for i in ids if id_tag(i) != actor_tag(row_of[i][1])
-        }
-        if untagged:
-            pipe.hset(part.memory_owners, mapping=untagged)
-    buckets = {row[1] for row in rows}
-    pipe.sadd(keys.memory_actors, *buckets)
-    for bucket in buckets:
-        pipe.sadd(keys.actor_tag_set(actor_tag(bucket)), bucket)
-
-
 @dataclass
 class Kept:
-    """What ``Memories.add`` did: the memory kept (the new one, or the one it duplicates)."""
+    """What ``MemoryWriter.add`` did: the memory kept (the new one, or the one it duplicates)."""
 
     memory: MemoryView
     duplicate: bool
@@ -139,10 +114,35 @@ class Kept:
     memory was kept as a plain add instead)."""
 
 
-class Memories(MemoryReader):
-    """The memories of one store: the write path here, the reads of ``MemoryReader``. Errors:
-    ``MemoryNotFound``, ``ValidationFailed`` (and its ``VectorInvalid`` /
-    ``EmbeddingRequired``), provider errors from the embedder, ``DatabaseUnavailable``."""
+class MemoryWriter:
+    """Writing the memories of one store. It reads what a write needs through ``reader`` and
+    keeps the store-level indexes through ``store_level``; the actors' warm indexes are
+    ``indexes``. Errors: ``MemoryNotFound``, ``ValidationFailed`` (and its ``VectorInvalid`` /
+    ``EmbeddingRequired``), the supersede errors, ``Conflict``, ``StoreNotFound``, provider
+    errors from the embedder, ``DatabaseUnavailable``."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        binary: redis.Redis,
+        store: StoreConfig,
+        clock: Clock,
+        reader: MemoryReader,
+        indexes: ActorIndexes,
+        store_level: StoreLevel,
+    ) -> None:
+        self._redis = client
+        self._binary = binary
+        self._store = store
+        self._keys = store.keys()
+        self._clock = clock
+        self._reader = reader
+        self._indexes = indexes
+        self._store_level = store_level
+        self._put = load_script(binary, PUT)
+        self._supersede_script = load_script(binary, SUPERSEDE)
+        self._read_one = load_script(binary, READ_ONE)
+        self._remove_chain = load_script(client, REMOVE_CHAIN)
 
     def add(
         self, body: MemoryIn, source_session: str | None = None, *, memory_id: str | None = None
@@ -159,13 +159,13 @@ class Memories(MemoryReader):
         ``memory_id`` chooses the id (background extraction derives it from what it read): a
         memory already kept under it is returned with ``duplicate`` true and nothing changes.
         """
-        self._check_type(body.type)
+        self._reader.check_type(body.type)
         if memory_id is not None:
-            existing = self._fetch(actor_bucket(body.actor_id), [memory_id]).get(memory_id)
+            existing = self._reader.fetch(actor_bucket(body.actor_id), [memory_id]).get(memory_id)
             if existing is not None:
                 return Kept(existing, True, {})
         text, topics, counts = self._redacted(body)
-        vector = self._vector(text, body.vector, "vector")
+        vector = self._reader.vector(text, body.vector, "vector")
         source = StoredSource(session_id=source_session) if source_session else None
         return self._keep(body, text, topics, counts, vector, source, memory_id)
 
@@ -183,16 +183,16 @@ class Memories(MemoryReader):
         (``supersede_refused``): a model's stale suggestion must not lose the memory. Other
         errors as ``add``."""
         for body in bodies:
-            self._check_type(body.type)
+            self._reader.check_type(body.type)
         kept: dict[int, Kept] = {}
         for at, (body, memory_id) in enumerate(zip(bodies, memory_ids, strict=True)):
-            existing = self._fetch(actor_bucket(body.actor_id), [memory_id]).get(memory_id)
+            existing = self._reader.fetch(actor_bucket(body.actor_id), [memory_id]).get(memory_id)
             if existing is not None:
                 kept[at] = Kept(existing, True, {})
         todo = [at for at in range(len(bodies)) if at not in kept]
         redacted = {at: self._redacted(bodies[at]) for at in todo}
         to_embed = [at for at in todo if bodies[at].vector is None]
-        embedded = self.embed([redacted[at][0] for at in to_embed]) if to_embed else None
+        embedded = self._reader.embed([redacted[at][0] for at in to_embed]) if to_embed else None
         row = {at: n for n, at in enumerate(to_embed)}
         for at in todo:
             body = bodies[at]
@@ -200,7 +200,7 @@ class Memories(MemoryReader):
             if body.vector is None and embedded is not None:
                 vector = unit(embedded[row[at]], "vector")
             else:
-                vector = self._vector(text, body.vector, "vector")
+                vector = self._reader.vector(text, body.vector, "vector")
             try:
                 kept[at] = self._keep(body, text, topics, counts, vector, sources[at],
                                       memory_ids[at])  # fmt: skip
@@ -265,7 +265,7 @@ class Memories(MemoryReader):
         index = self._indexes.warm(bucket)
         indexed = index is None
         known_gen = (
-            self._index_store_level(memory_id, bucket, now_ms, expires_ms) if indexed else None
+            self._store_level.index(memory_id, bucket, now_ms, expires_ms) if indexed else None
         )
         try:
             for attempt in range(ADD_ATTEMPTS):
@@ -283,14 +283,14 @@ class Memories(MemoryReader):
                     return Kept(record_view(record), False, counts)  # our own write, seen again
                 threshold = self._store.dedupe_threshold - DEDUPE_EPSILON
                 if best is not None and best.score >= threshold:
-                    kept = self._fetch(bucket, [best.memory_id]).get(best.memory_id)
+                    kept = self._reader.fetch(bucket, [best.memory_id]).get(best.memory_id)
                     if kept is not None:
                         if indexed:
-                            self._unindex(memory_id)
+                            self._store_level.unindex(memory_id)
                         return Kept(kept, True, counts)
                 before = None
                 if not indexed:
-                    before = self._store_level_commands(memory_id, bucket, now_ms, expires_ms)
+                    before = self._store_level.commands(memory_id, bucket, now_ms, expires_ms)
                     indexed = True
                 with database_errors():
                     (written, new_gen), registered = script_then(
@@ -302,7 +302,7 @@ class Memories(MemoryReader):
                         before=before,
                     )
                 if int(written) == -2:  # kept meanwhile under this chosen id: leave it be
-                    kept = self._fetch(bucket, [memory_id]).get(memory_id)
+                    kept = self._reader.fetch(bucket, [memory_id]).get(memory_id)
                     if kept is not None:
                         return Kept(kept, True, counts)
                     continue
@@ -317,9 +317,9 @@ class Memories(MemoryReader):
                 index = None  # the generation moved: catch up and check again
         except BaseException:
             if indexed:
-                self._unindex(memory_id)
+                self._store_level.unindex(memory_id)
             raise
-        self._unindex(memory_id)
+        self._store_level.unindex(memory_id)
         raise Conflict("The actor's memories kept changing during this add; retry.")
 
     def _supersede(
@@ -342,7 +342,7 @@ class Memories(MemoryReader):
         assert old_id is not None
         actor = self._keys.actor(bucket)
         now_ms = record.created_at
-        self._index_store_level(record.id, bucket, now_ms, record.expires_at)
+        self._store_level.index(record.id, bucket, now_ms, record.expires_at)
         kept = False
         try:
             for attempt in range(ADD_ATTEMPTS):
@@ -373,7 +373,7 @@ class Memories(MemoryReader):
                     )
                 written = int(written)
                 if written == -2:  # kept meanwhile under this chosen id: leave it be
-                    existing = self._fetch(bucket, [record.id]).get(record.id)
+                    existing = self._reader.fetch(bucket, [record.id]).get(record.id)
                     if existing is not None:
                         kept = True
                         return Kept(existing, True, counts)
@@ -383,7 +383,7 @@ class Memories(MemoryReader):
                 if written == 1:
                     kept = True
                     self._check_store_still_here(bucket, record.id, registered)
-                    self._retire(old_id)
+                    self._store_level.retire(old_id)
                     index = self._indexes.warm(bucket)
                     if index is not None:
                         with index.lock:
@@ -398,14 +398,14 @@ class Memories(MemoryReader):
             raise Conflict(f"Memory '{old_id}' kept changing during this supersede; retry.")
         finally:
             if not kept:
-                self._unindex(record.id)
+                self._store_level.unindex(record.id)
 
     def _not_supersedable(self, old_id: str, bucket: str) -> Exception:
         """Why ``old_id``, absent from the actor's memories, cannot be superseded: it is
         another actor's live memory (``SupersedeActorMismatch``), or there is none
         (``SupersededNotFound``)."""
-        owner = find_owners(self._redis, self._keys, [old_id]).get(old_id)
-        if owner is not None and owner != bucket and self._live([old_id]):
+        owner = self._store_level.owners([old_id]).get(old_id)
+        if owner is not None and owner != bucket and self._store_level.live([old_id]):
             return SupersedeActorMismatch(old_id)
         return SupersededNotFound(old_id)
 
@@ -430,7 +430,7 @@ class Memories(MemoryReader):
         registry entry read right after the write (None when it is gone)."""
         now = current_entry(raw, self._store)
         if now is None:
-            self._forget(bucket, [memory_id])
+            self._store_level.forget(bucket, [memory_id])
             raise StoreNotFound(self._store.name)
         if (now.get("dimensions"), now.get("embed_model")) != (
             self._store.dimensions,
@@ -438,35 +438,11 @@ class Memories(MemoryReader):
         ):
             # The store was given another embedding space while this memory was embedded: its
             # vector would be found by nothing, and would block the next change as "not empty".
-            self._forget(bucket, [memory_id])
+            self._store_level.forget(bucket, [memory_id])
             raise Conflict(
                 "The store's dimensions or embedding model changed while this memory was being "
                 "kept; it was not kept. Add it again."
             )
-
-    def _store_level_commands(
-        self, memory_id: str, bucket: str, created_ms: int, expires_ms: int
-    ) -> Callable[[Pipeline], object]:
-        """Queue the store-level entries of a new memory (listing, expiry, owner, actor set)
-        on a pipeline."""
-
-        def queue(pipe: Pipeline) -> None:
-            queue_store_level(pipe, self._keys, [(memory_id, bucket, created_ms, expires_ms)])
-
-        return queue
-
-    def _index_store_level(
-        self, memory_id: str, bucket: str, created_ms: int, expires_ms: int
-    ) -> int:
-        """Enter a memory in the store's listing, expiry and owner indexes; returns the actor's
-        generation, read in the same round trip (a pipeline, not a transaction: the actor's
-        keys live in another cluster slot than the store's)."""
-        with database_errors():
-            pipe = self._redis.pipeline(transaction=False)
-            self._store_level_commands(memory_id, bucket, created_ms, expires_ms)(pipe)
-            pipe.hget(self._keys.actor(bucket).meta, "gen")
-            gen = pipe.execute()[-1]
-        return int(gen or 0)
 
     def patch(self, memory_id: str, change: MemoryPatch) -> MemoryView:
         """Change a memory's text, type, topics, metadata or importance; the previous state is
@@ -475,10 +451,10 @@ class Memories(MemoryReader):
         in a chain and its ``valid_from`` / ``valid_until``: the change is written only if the
         actor's generation is still the one the record was read at (else it is made again on
         the fresh record), so a supersede racing it is never undone."""
-        bucket = self._owner(memory_id)
+        bucket = self._reader.owner(memory_id)
         given = change.model_dump(exclude_unset=True)
         if "type" in given:
-            self._check_type(change.type or "")
+            self._reader.check_type(change.type or "")
         new_text = None
         if change.text is not None:
             new_text = redact(change.text).text if self._store.redact_pii else change.text
@@ -517,7 +493,7 @@ class Memories(MemoryReader):
             record = record.model_copy(update={"updated_at": now_ms, "versions": versions})
             if text_changed or change.vector is not None:
                 if embedded is None:
-                    embedded = self._vector(text, change.vector, "vector")
+                    embedded = self._reader.vector(text, change.vector, "vector")
                 vector = embedded
             elif blob is not None:
                 vector = np.frombuffer(cast(bytes, blob), dtype=np.float32)
@@ -539,7 +515,7 @@ class Memories(MemoryReader):
         """Forget one memory and its whole chain (``REMOVE_CHAIN``): every memory it replaced
         and every memory that replaced it, in one step; ``MemoryNotFound`` when there is none
         (or it expired)."""
-        bucket = self._owner(memory_id)
+        bucket = self._reader.owner(memory_id)
         with database_errors():
             removed = [
                 str(i)
@@ -547,7 +523,7 @@ class Memories(MemoryReader):
                     keys=self._keys.actor(bucket).all(), args=[LOG_KEEP, memory_id]
                 )
             ]
-        self._unindex(*removed)
+        self._store_level.unindex(*removed)
         if not removed:
             raise MemoryNotFound(memory_id)
 
@@ -557,7 +533,7 @@ class Memories(MemoryReader):
         actor = self._keys.actor(bucket)
         with database_errors():
             ids = [str(i) for i in self._redis.hkeys(actor.memories)]
-        live = self._live(ids)
+        live = self._store_level.live(ids)
         for start in range(0, len(ids), 500):
-            self._forget(bucket, ids[start : start + 500])
+            self._store_level.forget(bucket, ids[start : start + 500])
         return len(live)

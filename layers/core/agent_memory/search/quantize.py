@@ -49,14 +49,24 @@ _pool_size = 0
 _pool_lock = threading.Lock()
 
 
+_configured_threads: int | None = None
+
+
+def configure_search_threads(threads: int | None) -> None:
+    """Set the threads of a large compact search (the function setting ``search_threads``,
+    ``KIVIDB_SEARCH_THREADS``); None: the default of ``search_threads``."""
+    global _configured_threads
+    _configured_threads = threads if threads is not None and threads > 0 else None
+
+
 def search_threads() -> int:
-    """Threads a large compact search uses: ``KIVIDB_SEARCH_THREADS`` when set, else the CPUs
-    this process may run on, at most 4. Lambda gives a function more than one vCPU above
-    1,769 MB of memory (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html);
-    with one, the split is skipped."""
-    configured = os.environ.get("KIVIDB_SEARCH_THREADS", "")
-    if configured.isdigit() and int(configured) > 0:
-        return int(configured)
+    """Threads a large compact search uses: the configured number
+    (``configure_search_threads``) when there is one, else the CPUs this process may run on,
+    at most 4. Lambda gives a function more than one vCPU above 1,769 MB of memory
+    (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html); with one, the
+    split is skipped."""
+    if _configured_threads is not None:
+        return _configured_threads
     return max(1, min(4, len(os.sched_getaffinity(0))))
 
 

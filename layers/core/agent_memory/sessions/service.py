@@ -1,228 +1,48 @@
-"""Working memory: sessions of messages with sequence numbers, TTLs and listings.
+"""Working memory: ``Sessions``, the sessions of one store, with their messages in order,
+their TTLs and listings.
 
-Concurrency: every append is one Lua script on the session's slot. It takes the next sequence
-numbers with HINCRBY and writes the messages in the same atomic step, so concurrent writers can
-neither lose, duplicate nor reorder messages (each writer's messages keep its own order, and the
-sequence is a total order of the session). Listings read store-level indexes that are updated
-right after, in the store's slot.
+Concurrency: every append is one Lua script on the session's slot (``scripts.APPEND``). It takes
+the next sequence numbers with HINCRBY and writes the messages in the same atomic step, so
+concurrent writers can neither lose, duplicate nor reorder messages (each writer's messages keep
+its own order, and the sequence is a total order of the session). Listings read store-level
+indexes that are updated right after, in the store's slot (``scripts.TOUCH``). What is stored,
+and under which names: ``records``.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-from typing import Any
 
 import redis
 
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.database.client import database_errors, unless_writes_refused
-from agent_memory.database.scripts import FINISHES_WRITE, READ_ONLY, WRITES, load_script
+from agent_memory.database.scripts import load_script
 from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
 from agent_memory.models import MAX_EVENTS_PER_CALL
+from agent_memory.sessions import scripts
 from agent_memory.sessions.models import (
     EventsRequest,
     EventsResult,
-    ExtractionStatus,
     Message,
     SessionList,
-    SessionSummary,
     SessionView,
+)
+from agent_memory.sessions.records import (
+    LIST_FIELDS,
+    ExtractionFields,
+    SessionMeta,
+    decode_member,
+    encode_message,
+    live_meta,
 )
 from agent_memory.stores.models import StoreConfig
 
-# KEYS: meta, messages. ARGV: actor ('' for none), now_ms, expires_ms, arm delay in ms ('' when
-# the store has no language model), summarize_after ('' likewise), payload...
-# Returns {last_seq, owner, expires_ms, arm_due_ms, fold}; last_seq 0 means the session belongs
-# to another actor. arm_due_ms is non-zero when this append is the first of a quiet period (no
-# schedule armed, or one reserved more than ARM_STALE ms before its due time passed: the
-# function that reserved it died before arming it, since a schedule fires within a minute and a
-# run re-arms or clears it): the caller arms one for that time. New messages also give a
-# session whose extraction failed EXTRACTION_MAX_FAILURES times in a row a fresh start. fold is
-# 1 when the session now holds more than summarize_after verbatim messages and no summarization
-# was asked for yet (one asked for more than FOLD_REQUEST_STALE_MS ago counts as lost).
-# A session's expiry only ever grows, across deletes too (a deleted session leaves its last
-# expiry in `deleted_expires`), so every append of one session id has a distinct expiry: the
-# index scripts below tell appends apart by it.
-_APPEND = (
-    WRITES
-    + """
-local meta, messages = KEYS[1], KEYS[2]
-local actor, now, expires = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
-local old_expiry = redis.call('HGET', meta, 'expires_at')
-if old_expiry and tonumber(old_expiry) <= now then
-  redis.call('DEL', meta, messages)
-  old_expiry = false
-end
-if not old_expiry then
-  -- A new session, maybe on the tombstone of a deleted one: nothing of an earlier life stays.
-  redis.call('HDEL', meta, 'seq', 'created_at', 'actor_id', 'summary', 'read_seq',
-    'folded_seq', 'pending', 'armed_due', 'fold_requested', 'requested_at', 'failures',
-    'last_run_at', 'last_error')
-end
-local floor = old_expiry or redis.call('HGET', meta, 'deleted_expires')
-if floor and expires <= tonumber(floor) then expires = tonumber(floor) + 1 end
-local owner = redis.call('HGET', meta, 'actor_id')
-if actor ~= '' then
-  if owner and owner ~= actor then return {0, owner, 0, 0, 0} end
-  if not owner then
-    redis.call('HSET', meta, 'actor_id', actor)
-    owner = actor
-  end
-end
-local n = #ARGV - 5
-local last = redis.call('HINCRBY', meta, 'seq', n)
-for i = 1, n do
-  local seq = last - n + i
-  redis.call('ZADD', messages, seq, string.format('%d', seq) .. ':' .. ARGV[5 + i])
-end
-local stamp = string.format('%d', expires)
-redis.call('HDEL', meta, 'deleted_expires')
-redis.call('HSETNX', meta, 'created_at', ARGV[2])
-redis.call('HSET', meta, 'last_event_at', ARGV[2], 'expires_at', stamp)
-local arm = 0
-if ARGV[4] ~= '' then
-  local armed = redis.call('HGET', meta, 'armed_due')
-  if not armed or tonumber(armed) < now - ARM_STALE then
-    arm = now + tonumber(ARGV[4])
-    redis.call('HSET', meta, 'armed_due', string.format('%d', arm))
-  end
-  if tonumber(redis.call('HGET', meta, 'failures') or '0') >= MAX_FAILURES then
-    redis.call('HSET', meta, 'failures', '0')
-  end
-end
-local fold = 0
-if ARGV[5] ~= '' then
-  local verbatim = last - tonumber(redis.call('HGET', meta, 'folded_seq') or '0')
-  local asked = redis.call('HGET', meta, 'fold_requested')
-  if verbatim > tonumber(ARGV[5]) and (not asked or tonumber(asked) < now - FOLD_STALE) then
-    redis.call('HSET', meta, 'fold_requested', ARGV[2])
-    fold = 1
-  end
-end
-redis.call('PEXPIREAT', meta, stamp)
-redis.call('PEXPIREAT', messages, stamp)
-return {last, owner or '', stamp, arm, fold}
-"""
-)
-
-# The store's three indexes (one slot): sessions (by recency), sessions:expiry and
-# sessions:deleted (tombstones: a deleted session's last expiry). Every script on them first
-# drops up to ARGV[2] expired ids and the tombstones that have run out. ARGV[1] is now (ms).
-# A listing prunes on its way unless the database refuses writes (full, or a replica): then it
-# lists without pruning (it skips expired ids anyway).
-_PRUNE_LUA = """
-local expired = redis.call('ZRANGEBYSCORE', KEYS[2], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])
-for _, id in ipairs(expired) do
-  redis.call('ZREM', KEYS[1], id)
-  redis.call('ZREM', KEYS[2], id)
-end
-redis.call('ZREMRANGEBYSCORE', KEYS[3], '-inf', ARGV[1])
-redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[1])
-"""
-_PRUNE = WRITES + _PRUNE_LUA + "return #expired\n"
-
-# After an append: record the session's activity (ARGV[3] id, ARGV[4] its new expiry), unless
-# a delete already covered that append (tombstone at or after this expiry). GT keeps a late
-# touch of an older append from moving the session back in time. ARGV[5] '1': the session now
-# has messages extraction has not read (the store has a language model). It completes the append,
-# so it runs even when that append filled the database (FINISHES_WRITE).
-_TOUCH = (
-    FINISHES_WRITE
-    + _PRUNE_LUA
-    + """
-local tomb = redis.call('ZSCORE', KEYS[3], ARGV[3])
-if tomb and tonumber(tomb) >= tonumber(ARGV[4]) then return #expired end
-redis.call('ZADD', KEYS[1], 'GT', ARGV[1], ARGV[3])
-redis.call('ZADD', KEYS[2], 'GT', ARGV[4], ARGV[3])
-if ARGV[5] == '1' then redis.call('ZADD', KEYS[4], 'GT', ARGV[4], ARGV[3]) end
-if tomb then redis.call('ZREM', KEYS[3], ARGV[3]) end
-return #expired
-"""
-)
-
-TOUCH_INDEXES = _TOUCH
-"""The store-index step after a write of a session's messages, for the other writers of
-sessions (``transfer``): KEYS ``StoreKeys.session_indexes()``; ARGV last event (ms), prune
-batch, session id, its expiry (ms), ``'1'`` when it has unread messages."""
-
-# After a delete of a session whose expiry was ARGV[4]: drop it from the indexes unless a
-# newer incarnation of the session was indexed meanwhile, and leave a tombstone so that a
-# touch of an append the delete removed cannot bring the entry back. It completes the delete.
-_FORGET = (
-    FINISHES_WRITE
-    + _PRUNE_LUA
-    + """
-local score = redis.call('ZSCORE', KEYS[2], ARGV[3])
-if score and tonumber(score) <= tonumber(ARGV[4]) then
-  redis.call('ZREM', KEYS[1], ARGV[3])
-  redis.call('ZREM', KEYS[2], ARGV[3])
-end
-local unread = redis.call('ZSCORE', KEYS[4], ARGV[3])
-if unread and tonumber(unread) <= tonumber(ARGV[4]) then redis.call('ZREM', KEYS[4], ARGV[3]) end
-redis.call('ZADD', KEYS[3], 'GT', ARGV[4], ARGV[3])
-return #expired
-"""
-)
-
-# KEYS: meta, messages. Deletes both, keeping the expiry the session had as `deleted_expires`
-# in a meta hash that lives until then (the floor for the next append's expiry); returns it.
-_DELETE = (
-    WRITES
-    + """
-local expires = redis.call('HGET', KEYS[1], 'expires_at')
-if not expires then return '' end
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('HSET', KEYS[1], 'deleted_expires', expires)
-redis.call('PEXPIREAT', KEYS[1], expires)
-return expires
-"""
-)
-# KEYS: meta. ARGV: field, value ('' = any). Deletes the field if it holds the value. It takes
-# back a reservation of an append already made (FINISHES_WRITE).
-_RELEASE = (
-    FINISHES_WRITE
-    + """
-local held = redis.call('HGET', KEYS[1], ARGV[1])
-if held and (ARGV[2] == '' or held == ARGV[2]) then redis.call('HDEL', KEYS[1], ARGV[1]) end
-return 0
-"""
-)
-# KEYS: meta, messages, lock. ARGV: recent. A session as one consistent read (an append between
-# the metadata and the messages would show a count the messages disagree with): {the meta hash
-# as a field, value list, its newest `recent` messages oldest first, 1 when a run holds the lock}.
-_READ = (
-    READ_ONLY
-    + """
-return {redis.call('HGETALL', KEYS[1]), redis.call('ZRANGE', KEYS[2], -tonumber(ARGV[1]), -1),
-  redis.call('EXISTS', KEYS[3])}
-"""
-)
-FOLD_REQUEST_STALE_MS = 600_000
-"""A summarization asked for this long ago (ms) without finishing is asked for again."""
-ARM_STALE_MS = 900_000
-"""A reserved schedule whose due time passed this long ago (ms) counts as never armed."""
-EXTRACTION_MAX_FAILURES = 5
-"""After this many failed runs in a row a session's extraction shows ``failed`` and is not
-retried until new messages arrive (which give it a fresh start)."""
-_APPEND = (
-    _APPEND.replace("FOLD_STALE", str(FOLD_REQUEST_STALE_MS))
-    .replace("ARM_STALE", str(ARM_STALE_MS))
-    .replace("MAX_FAILURES", str(EXTRACTION_MAX_FAILURES))
-)
 PRUNE_BATCH = 1000
 TOUCH_PRUNE_BATCH = 100
-
-_META_FIELDS = (
-    "actor_id", "seq", "created_at", "last_event_at", "expires_at",
-    # extraction status (SessionMeta.extraction)
-    "read_seq", "armed_due", "failures", "last_run_at", "last_error",
-)  # fmt: skip
-"""The meta fields a listing reads: what ``SessionSummary`` shows. Not ``summary``, which the
-listing does not show and which may hold 8,000 characters a session (``GET`` of one session
-reads it): with it, listing 200 such sessions read 1.6 MB from the database."""
+"""Expired ids a listing prunes from the store's indexes per script call, and an append on its
+way (so that a store whose sessions are never listed does not keep every id it ever had)."""
 
 
 @dataclass(frozen=True)
@@ -236,96 +56,6 @@ class Appended:
     fold: bool
 
 
-def encode_message(event: dict[str, Any]) -> str:
-    """A message's stored JSON (``role``, ``content``, ``name``?, ``created_at`` in ms), the
-    part of a ``messages`` member after ``<seq>:``."""
-    # ensure_ascii=False keeps text byte for byte as UTF-8 (emoji, ZWJ sequences, CJK).
-    return json.dumps(event, ensure_ascii=False, separators=(",", ":"))
-
-
-def decode_member(member: str) -> Message:
-    """A message from its stored form ``<seq>:<json>``."""
-    seq, _, payload = member.partition(":")
-    doc = json.loads(payload)
-    return Message(
-        seq=int(seq),
-        role=doc["role"],
-        content=doc["content"],
-        name=doc.get("name"),
-        created_at=from_ms(doc["created_at"]),
-    )
-
-
-def live_meta(session_id: str, raw: Mapping[str, str], now_ms: int) -> SessionMeta | None:
-    """The metadata of a live session from its meta hash ``raw`` (``HGETALL`` or the fields
-    of ``_META_FIELDS``), or None when there is none: absent, deleted (only a tombstone with
-    ``deleted_expires`` is left) or expired (``expires_at`` at or before ``now_ms``)."""
-    if "seq" not in raw or int(raw.get("expires_at", 0)) <= now_ms:
-        return None
-    return SessionMeta(session_id, dict(raw))
-
-
-class SessionMeta:
-    """A session's metadata hash, decoded. ``None`` fields were never written."""
-
-    def __init__(self, session_id: str, raw: dict[str, str]) -> None:
-        self.session_id = session_id
-        self.running = False
-        self.actor_id = raw.get("actor_id") or None
-        self.message_count = int(raw.get("seq", 0))
-        self.created_at = from_ms(raw.get("created_at", 0))
-        self.last_event_at = from_ms(raw.get("last_event_at", 0))
-        self.expires_at = from_ms(raw.get("expires_at", 0))
-        self.summary = raw.get("summary") or None
-        self.read_seq = int(raw.get("read_seq", 0))
-        self.folded_seq = int(raw.get("folded_seq", 0))
-        armed = raw.get("armed_due")
-        self.armed_due = from_ms(armed) if armed else None
-        self.failures = int(raw.get("failures", 0))
-        last_run = raw.get("last_run_at")
-        self.last_run_at = from_ms(last_run) if last_run else None
-        self.last_error = raw.get("last_error") or None
-        self.requested = bool(raw.get("requested_at"))
-        self.life = raw.get("created_at", "")
-        """The raw ``created_at``: which life of the session id this is (background runs
-        change the session only while it is the same one)."""
-
-    @property
-    def unread(self) -> int:
-        """Messages extraction has not read yet."""
-        return self.message_count - self.read_seq
-
-    def extraction(self, *, running: bool, has_model: bool) -> ExtractionStatus:
-        """The session's extraction status (``SessionView.extraction``)."""
-        if running:
-            status = "running"
-        elif self.failures >= EXTRACTION_MAX_FAILURES:
-            status = "failed"
-        elif has_model and (self.unread > 0 or self.armed_due is not None):
-            status = "waiting"
-        else:
-            status = "idle"
-        return ExtractionStatus(
-            status=status,
-            due_at=self.armed_due,
-            last_run_at=self.last_run_at,
-            last_error=self.last_error,
-            unread=self.unread,
-        )
-
-    def summary_view(self, *, has_model: bool) -> SessionSummary:
-        """The session as a listing shows it (``running`` as set by the reader)."""
-        return SessionSummary(
-            session_id=self.session_id,
-            actor_id=self.actor_id,
-            message_count=self.message_count,
-            created_at=self.created_at,
-            last_event_at=self.last_event_at,
-            expires_at=self.expires_at,
-            extraction=self.extraction(running=self.running, has_model=has_model),
-        )
-
-
 class Sessions:
     """The sessions of one store. Errors: ``SessionNotFound``, ``ActorMismatch``,
     ``PayloadTooLarge``, ``DatabaseUnavailable``."""
@@ -335,13 +65,13 @@ class Sessions:
         self._store = store
         self._keys = store.keys()
         self._clock = clock
-        self._append = load_script(client, _APPEND)
-        self._prune = load_script(client, _PRUNE)
-        self._touch = load_script(client, _TOUCH)
-        self._forget = load_script(client, _FORGET)
-        self._delete = load_script(client, _DELETE)
-        self._release = load_script(client, _RELEASE)
-        self._read_script = load_script(client, _READ)
+        self._append = load_script(client, scripts.APPEND)
+        self._prune = load_script(client, scripts.PRUNE)
+        self._touch = load_script(client, scripts.TOUCH)
+        self._forget = load_script(client, scripts.FORGET)
+        self._delete = load_script(client, scripts.DELETE)
+        self._release = load_script(client, scripts.RELEASE)
+        self._read_script = load_script(client, scripts.READ)
 
     @property
     def has_model(self) -> bool:
@@ -370,13 +100,15 @@ class Sessions:
         now = self._clock.now()
         now_ms = to_ms(now)
         expires_ms = to_ms(now + timedelta(seconds=self._store.session_ttl_seconds))
-        payloads = []
-        for event in request.events:
-            doc: dict[str, Any] = {"role": event.role, "content": event.content}
-            if event.name is not None:
-                doc["name"] = event.name
-            doc["created_at"] = to_ms(event.created_at) if event.created_at else now_ms
-            payloads.append(encode_message(doc))
+        payloads = [
+            encode_message(
+                event.role,
+                event.content,
+                event.name,
+                to_ms(event.created_at) if event.created_at else now_ms,
+            )
+            for event in request.events
+        ]
         keys = self._keys.session(session_id)
         model = self.has_model
         delay_ms = self._store.extraction_delay_seconds * 1000 if model else ""
@@ -405,10 +137,9 @@ class Sessions:
                 keys=[keys.meta, keys.messages, keys.lock], args=[recent]
             )
         raw = dict(zip(flat[::2], flat[1::2], strict=True))
-        meta = live_meta(session_id, raw, to_ms(self._clock.now()))
+        meta = live_meta(session_id, raw, to_ms(self._clock.now()), running=bool(locked))
         if meta is None:
             return None
-        meta.running = bool(locked)
         return meta, [decode_member(m) for m in members]
 
     def get(self, session_id: str, recent: int) -> SessionView:
@@ -476,16 +207,15 @@ class Sessions:
             pipe = self._redis.pipeline(transaction=False)
             for session_id in ids[:limit]:
                 keys = self._keys.session(session_id)
-                pipe.hmget(keys.meta, _META_FIELDS)
+                pipe.hmget(keys.meta, LIST_FIELDS)
                 pipe.exists(keys.lock)
             rows = pipe.execute()
         now_ms = to_ms(self._clock.now())
         sessions = []
         for session_id, values, locked in zip(ids[:limit], rows[::2], rows[1::2], strict=True):
-            raw = {k: v for k, v in zip(_META_FIELDS, values, strict=True) if v is not None}
-            meta = live_meta(session_id, raw, now_ms)
+            raw = {k: v for k, v in zip(LIST_FIELDS, values, strict=True) if v is not None}
+            meta = live_meta(session_id, raw, now_ms, running=bool(locked))
             if meta is not None:
-                meta.running = bool(locked)
                 sessions.append(meta.summary_view(has_model=self.has_model))
         return SessionList(
             sessions=sessions, next_offset=offset + limit if len(ids) > limit else None
@@ -510,7 +240,8 @@ class Sessions:
         latest failed run, cleared by the next run that succeeds)."""
         with database_errors():
             at, error = self._redis.hmget(
-                self._keys.extraction, ["last_extraction_at", "last_extraction_error"]
+                self._keys.extraction,
+                [ExtractionFields.last_extraction_at, ExtractionFields.last_extraction_error],
             )
         return (from_ms(int(at)) if at else None), (str(error) if error else None)
 

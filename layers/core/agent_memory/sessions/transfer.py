@@ -26,23 +26,20 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any
+from typing import Annotated
 
 import redis
 from pydantic import Field, StringConstraints, model_validator
 
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.database.client import database_errors
-from agent_memory.database.scripts import READ_ONLY, WRITES, load_script
+from agent_memory.database.scripts import load_script
 from agent_memory.errors import ActorMismatch, Conflict, SessionNotFound, ValidationFailed
 from agent_memory.models import MAX_MESSAGE_CHARS, MAX_RECENT, ActorId, Model, UtcDatetime, View
+from agent_memory.sessions import scripts
 from agent_memory.sessions.models import Role, SpeakerName
-from agent_memory.sessions.service import (
-    ARM_STALE_MS,
-    TOUCH_INDEXES,
-    TOUCH_PRUNE_BATCH,
-    encode_message,
-)
+from agent_memory.sessions.records import encode_message, live_meta, member_fields, message_member
+from agent_memory.sessions.service import TOUCH_PRUNE_BATCH
 from agent_memory.stores.models import (
     IMPORT_CLOCK_SKEW_SECONDS,
     MAX_SESSION_TTL_SECONDS,
@@ -177,95 +174,6 @@ class SessionImported(View):
     messages_added: int
 
 
-# --- sessions ----------------------------------------------------------------------------------
-
-# KEYS: meta, messages. ARGV: after_seq, limit. The session's meta hash (field, value list) and
-# its messages after after_seq (at most limit + 1), oldest first, as one consistent read.
-_EXPORT_SESSION = (
-    READ_ONLY
-    + """
-return {redis.call('HGETALL', KEYS[1]),
-  redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'LIMIT', 0, tonumber(ARGV[2]) + 1)}
-"""
-)
-
-# KEYS: meta, messages. ARGV: now, created_at, actor ('' none), message_count, read_seq,
-# folded_seq, last_event_at, expires_at, summary ('' none), failures, last_run_at ('' none),
-# last_error ('' none), pending ('' none), arm delay ('' when the store has no language model),
-# then seq, member pairs. Returns {1, message_count, expires_at, arm_due (0: none), added},
-# {-1} when another live session holds the id, {-2, seq} when seq holds another message,
-# {-3, actor} when the live session belongs to another actor.
-_IMPORT_SESSION = (
-    WRITES
-    + """
-local meta, messages = KEYS[1], KEYS[2]
-local now = tonumber(ARGV[1])
-local expiry = redis.call('HGET', meta, 'expires_at')
-if expiry and tonumber(expiry) > now and redis.call('HGET', meta, 'seq') then
-  if redis.call('HGET', meta, 'created_at') ~= ARGV[2] then return {-1} end
-  local held = redis.call('HGET', meta, 'actor_id')
-  if ARGV[3] ~= '' and held and held ~= ARGV[3] then return {-3, held} end
-else
-  local floor = redis.call('HGET', meta, 'deleted_expires')
-  if expiry and tonumber(expiry) > now then floor = expiry end
-  redis.call('DEL', meta, messages)
-  if floor and tonumber(ARGV[8]) <= tonumber(floor) then
-    ARGV[8] = string.format('%d', tonumber(floor) + 1)
-  end
-end
-for i = 15, #ARGV, 2 do
-  local found = redis.call('ZRANGEBYSCORE', messages, ARGV[i], ARGV[i])
-  if #found > 0 and found[1] ~= ARGV[i + 1] then return {-2, tonumber(ARGV[i])} end
-end
-local function grow(field, value)
-  local kept = tonumber(redis.call('HGET', meta, field) or '0')
-  if tonumber(value) > kept then redis.call('HSET', meta, field, value) end
-  return math.max(kept, tonumber(value))
-end
-local read_before = tonumber(redis.call('HGET', meta, 'read_seq') or '-1')
-local folded_before = tonumber(redis.call('HGET', meta, 'folded_seq') or '-1')
-redis.call('HSET', meta, 'created_at', ARGV[2])
-if ARGV[3] ~= '' then redis.call('HSETNX', meta, 'actor_id', ARGV[3]) end
-local seq = grow('seq', ARGV[4])
-local read = grow('read_seq', ARGV[5])
-local folded = grow('folded_seq', ARGV[6])
-grow('last_event_at', ARGV[7])
-local expires = grow('expires_at', ARGV[8])
-if tonumber(ARGV[6]) >= folded_before then
-  if ARGV[9] ~= '' then redis.call('HSET', meta, 'summary', ARGV[9])
-  else redis.call('HDEL', meta, 'summary') end
-end
-if tonumber(ARGV[5]) >= read_before then
-  redis.call('HSET', meta, 'failures', ARGV[10])
-  for i, field in ipairs({'last_run_at', 'last_error', 'pending'}) do
-    if ARGV[10 + i] ~= '' then redis.call('HSET', meta, field, ARGV[10 + i])
-    else redis.call('HDEL', meta, field) end
-  end
-end
-local added = 0
-for i = 15, #ARGV, 2 do
-  if tonumber(ARGV[i]) > folded then
-    added = added + redis.call('ZADD', messages, ARGV[i], ARGV[i + 1])
-  end
-end
-redis.call('ZREMRANGEBYSCORE', messages, '-inf', folded)
-redis.call('HDEL', meta, 'deleted_expires')
-local stamp = string.format('%d', expires)
-redis.call('PEXPIREAT', meta, stamp)
-if redis.call('EXISTS', messages) == 1 then redis.call('PEXPIREAT', messages, stamp) end
-local arm = 0
-if ARGV[14] ~= '' and read < seq then
-  local armed = redis.call('HGET', meta, 'armed_due')
-  if not armed or tonumber(armed) < now - ARM_STALE then
-    arm = now + tonumber(ARGV[14])
-    redis.call('HSET', meta, 'armed_due', string.format('%d', arm))
-  end
-end
-return {1, seq, stamp, arm, added}
-"""
-)
-
-
 @dataclass(frozen=True)
 class SessionImportOutcome:
     """What ``SessionTransfer.import_page`` did: its answer, and the time to arm the session's
@@ -284,9 +192,9 @@ class SessionTransfer:
         self._store = store
         self._keys = store.keys()
         self._clock = clock
-        self._export = load_script(client, _EXPORT_SESSION)
-        self._import = load_script(client, _IMPORT_SESSION.replace("ARM_STALE", str(ARM_STALE_MS)))
-        self._touch = load_script(client, TOUCH_INDEXES)
+        self._export = load_script(client, scripts.EXPORT)
+        self._import = load_script(client, scripts.IMPORT)
+        self._touch = load_script(client, scripts.TOUCH)
 
     def ids(self, cursor: str | None, limit: int) -> SessionIdPage:
         """A page of live session ids (``ZSCAN`` of the store's expiry index, about ``limit``
@@ -305,26 +213,25 @@ class SessionTransfer:
         with database_errors():
             flat, members = self._export(keys=keys.all(), args=[after_seq, limit])
         raw = dict(zip(flat[::2], flat[1::2], strict=True))
-        now_ms = to_ms(self._clock.now())
-        if "seq" not in raw or int(raw.get("expires_at", 0)) <= now_ms:
+        meta = live_meta(session_id, raw, to_ms(self._clock.now()))
+        if meta is None:
             raise SessionNotFound(session_id)
-        messages = [_exported_message(str(m)) for m in members[:limit]]
+        messages = [ExportedMessage(**member_fields(str(m))) for m in members[:limit]]
         more = len(members) > limit
-        last_run = raw.get("last_run_at")
         return SessionExport(
             session_id=session_id,
-            actor_id=raw.get("actor_id") or None,
-            summary=raw.get("summary") or None,
-            message_count=int(raw["seq"]),
-            created_at=from_ms(raw.get("created_at", 0)),
-            last_event_at=from_ms(raw.get("last_event_at", 0)),
-            expires_at=from_ms(raw["expires_at"]),
-            read_seq=int(raw.get("read_seq", 0)),
-            folded_seq=int(raw.get("folded_seq", 0)),
-            failures=int(raw.get("failures", 0)),
-            last_error=raw.get("last_error") or None,
-            last_run_at=from_ms(last_run) if last_run else None,
-            pending=raw.get("pending") or None,
+            actor_id=meta.actor_id,
+            summary=meta.summary,
+            message_count=meta.message_count,
+            created_at=meta.created_at,
+            last_event_at=meta.last_event_at,
+            expires_at=meta.expires_at,
+            read_seq=meta.read_seq,
+            folded_seq=meta.folded_seq,
+            failures=meta.failures,
+            last_error=meta.last_error,
+            last_run_at=meta.last_run_at,
+            pending=meta.record.pending,
             messages=messages,
             next_after_seq=messages[-1].seq if more else None,
         )
@@ -355,11 +262,10 @@ class SessionTransfer:
             )  # fmt: skip
         pairs: list[str | int] = []
         for message in body.messages:
-            doc: dict[str, Any] = {"role": message.role, "content": message.content}
-            if message.name is not None:
-                doc["name"] = message.name
-            doc["created_at"] = to_ms(message.created_at)
-            pairs += [message.seq, f"{message.seq}:{encode_message(doc)}"]
+            stored = encode_message(
+                message.role, message.content, message.name, to_ms(message.created_at)
+            )
+            pairs += [message.seq, message_member(message.seq, stored)]
         model = self._store.llm_provider != "none"
         keys = self._keys.session(session_id)
         args: list[str | int] = [
@@ -399,18 +305,6 @@ class SessionTransfer:
             messages_added=added,
         )
         return SessionImportOutcome(result, from_ms(arm) if arm else None)
-
-
-def _exported_message(member: str) -> ExportedMessage:
-    seq, _, payload = member.partition(":")
-    doc = json.loads(payload)
-    return ExportedMessage(
-        seq=int(seq),
-        role=doc["role"],
-        content=doc["content"],
-        name=doc.get("name"),
-        created_at=from_ms(doc["created_at"]),
-    )
 
 
 def int_cursor(cursor: str | None) -> int:

@@ -24,11 +24,11 @@ from agent_memory.database.keys import MEMORY_PARTITIONS, StoreKeys, new_incarna
 from agent_memory.database.partitions import live_count
 from agent_memory.errors import Conflict, StoreNotFound, ValidationFailed
 from agent_memory.providers.secrets import Cipher, KeyPlace, seal
-from agent_memory.sessions.service import Sessions
 from agent_memory.stores.models import (
     ProviderSettings,
     StoreConfig,
     StoreCounts,
+    StoreList,
     StorePut,
     StoreSettings,
     StoreView,
@@ -87,10 +87,13 @@ class Stores:
         org_id: str = "",
     ) -> None:
         self._allow_private = allow_private_endpoints
+        self.client = client
+        """The instance's database (text replies)."""
         self._redis = client
         self.org_id = org_id
         self.instance_id = instance_id
         self._cipher = cipher
+        self.clock = clock
         self._clock = clock
 
     def get(self, name: str) -> StoreConfig:
@@ -258,9 +261,9 @@ class Stores:
             self._redis.unlink(*batch)
         return found
 
-    def sessions(self, config: StoreConfig) -> Sessions:
-        """The working memory of a store of this instance."""
-        return Sessions(self._redis, config, self._clock)
+    def views(self) -> StoreList:
+        """Every store of this instance as ``view`` shows it, by name."""
+        return StoreList(stores=[self.view(config) for config in self.all()])
 
     def view(self, config: StoreConfig, counts: StoreCounts | None = None) -> StoreView:
         """The client-facing view: settings, ``has_*_api_key`` flags, never a key."""

@@ -1,0 +1,234 @@
+"""One store as a handler uses it: ``StoreHandle``, its config and its parts (sessions,
+memories, transfer, language model), each built on first use, and the use cases that take
+several steps across them (a store's overview, adding events and scheduling what they call for,
+extraction now, a session's import), so that every handler calls one function.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+from typing import TYPE_CHECKING
+
+from agent_memory.stores.models import StoreConfig, StoreCounts, StoreView
+
+if TYPE_CHECKING:
+    from agent_memory.background.scheduler import ExtractionTarget
+    from agent_memory.background.work import SessionWork
+    from agent_memory.control.models import Instance
+    from agent_memory.edge.runtime import Runtime
+    from agent_memory.memories.service import Memories
+    from agent_memory.memories.transfer import MemoryTransfer
+    from agent_memory.providers.client import ProviderClient
+    from agent_memory.providers.embeddings import Embedder
+    from agent_memory.providers.language_models import LanguageModel
+    from agent_memory.providers.secrets import KeyPlace
+    from agent_memory.sessions.models import EventsRequest, EventsResult, ExtractionQueued
+    from agent_memory.sessions.service import Sessions
+    from agent_memory.sessions.transfer import SessionImport, SessionImported, SessionTransfer
+    from agent_memory.stores.registry import Stores
+
+
+class StoreHandle:
+    """Store ``config`` of the instance ``stores`` is on, with the container's ``runtime``.
+    Its parts are built when first read; errors are those of the parts."""
+
+    def __init__(
+        self, runtime: Runtime, instance: Instance, config: StoreConfig, stores: Stores
+    ) -> None:
+        self.runtime = runtime
+        self.instance = instance
+        self.config = config
+        self.stores = stores
+
+    @property
+    def instance_id(self) -> str:
+        """The instance the store is on."""
+        return self.instance.instance_id
+
+    # --- parts -------------------------------------------------------------------------------
+
+    @cached_property
+    def sessions(self) -> Sessions:
+        """The store's working memory."""
+        from agent_memory.sessions.service import Sessions
+
+        return Sessions(self.stores.client, self.config, self.runtime.clock)
+
+    @cached_property
+    def memories(self) -> Memories:
+        """The store's long-term memories, embedding through the in-request provider client."""
+        return self._memories(self.runtime.provider_client)
+
+    @cached_property
+    def session_transfer(self) -> SessionTransfer:
+        """The export and import of the store's sessions."""
+        from agent_memory.sessions.transfer import SessionTransfer
+
+        return SessionTransfer(self.stores.client, self.config, self.runtime.clock)
+
+    @cached_property
+    def memory_transfer(self) -> MemoryTransfer:
+        """The export and import of the store's memories."""
+        from agent_memory.database.client import redis_client
+        from agent_memory.memories.transfer import MemoryTransfer
+
+        binary = redis_client(self.instance.url, binary=True)
+        return MemoryTransfer(self.stores.client, binary, self.config, self.runtime.clock)
+
+    def _key_place(self) -> KeyPlace:
+        from agent_memory.stores.registry import key_place
+
+        return key_place(self.instance.org_id, self.instance_id, self.config)
+
+    def _memories(self, client: ProviderClient) -> Memories:
+        """The ``Memories`` of the store; its embeddings go through ``client``, with the
+        embedding key as stored for the instance's organization (``stores.key_place``),
+        decrypted only when something is embedded."""
+        from agent_memory.database.client import redis_client
+        from agent_memory.memories.service import Memories
+        from agent_memory.providers.embeddings import make_embedder
+        from agent_memory.providers.lazy import LazyEmbedder
+        from agent_memory.providers.secrets import unseal
+
+        config, runtime = self.config, self.runtime
+
+        def embedder() -> Embedder:
+            api_key = None
+            if config.embed_api_key_ciphertext is not None:
+                api_key = unseal(
+                    runtime.cipher, config.embed_api_key_ciphertext, self._key_place(),
+                    "embed_api_key",
+                )  # fmt: skip
+            return make_embedder(
+                config.embed_provider,
+                config.embed_model,
+                config.dimensions,
+                config.embed_base_url,
+                api_key,
+                allow_private=runtime.settings.allow_private_endpoints,
+                client=client,
+            )
+
+        return Memories(
+            self.stores.client,
+            redis_client(self.instance.url, binary=True),
+            config,
+            runtime.clock,
+            LazyEmbedder(config.dimensions, embedder),
+            runtime.index_cache,
+            self.instance_id,
+        )
+
+    def language_model(self) -> LanguageModel | None:
+        """The store's language model, or None without one. Its key (as stored for the
+        instance's organization) is decrypted when it is first called, so a key that cannot
+        be read fails the run that needs it (and is recorded there) rather than the
+        function."""
+        if self.config.llm_provider == "none":
+            return None
+        from agent_memory.providers.language_models import make_language_model
+        from agent_memory.providers.lazy import LazyLanguageModel
+        from agent_memory.providers.secrets import unseal
+
+        config, runtime = self.config, self.runtime
+
+        def build() -> LanguageModel:
+            api_key = None
+            if config.llm_api_key_ciphertext is not None:
+                api_key = unseal(
+                    runtime.cipher, config.llm_api_key_ciphertext, self._key_place(),
+                    "llm_api_key",
+                )  # fmt: skip
+            model = make_language_model(
+                config.llm_provider,
+                config.llm_model,
+                config.llm_base_url,
+                api_key,
+                allow_private=runtime.settings.allow_private_endpoints,
+                client=runtime.background_provider_client,
+            )
+            assert model is not None  # llm_provider is not "none" here
+            return model
+
+        return LazyLanguageModel(build)
+
+    def target(self, session_id: str) -> ExtractionTarget:
+        """What the background function is invoked with for ``session_id`` of this store."""
+        from agent_memory.background.scheduler import ExtractionTarget
+
+        return ExtractionTarget(self.instance_id, self.config.name, session_id)
+
+    # --- use cases ---------------------------------------------------------------------------
+
+    def overview(self) -> StoreView:
+        """The store's settings, its counts and its last extraction (``GET`` of a store)."""
+        sessions = self.sessions
+        counts = StoreCounts(
+            sessions=sessions.count(),
+            memories=self.memories.count(),
+            # A store whose language model was removed extracts nothing: nothing is waiting.
+            waiting_for_extraction=sessions.waiting_for_extraction() if sessions.has_model else 0,
+        )
+        last_at, last_error = sessions.extraction_record()
+        return self.stores.view(self.config, counts).model_copy(
+            update={"last_extraction_at": last_at, "last_extraction_error": last_error}
+        )
+
+    def add_events(self, session_id: str, request: EventsRequest) -> EventsResult:
+        """Append ``request``'s messages to the session, then arm its extraction schedule or
+        ask for summarization when the append calls for it (``background.work``)."""
+        from agent_memory.background.work import schedule_background
+
+        appended = self.sessions.append_events(session_id, request)
+        if appended.arm_due is not None or appended.fold:
+            schedule_background(
+                self.runtime.scheduler, self.sessions, self.target(session_id), appended
+            )
+        return appended.result
+
+    def extract_now(self, session_id: str) -> ExtractionQueued:
+        """Queue the session's extraction now; ``Conflict`` without a language model,
+        ``SessionNotFound`` without the session."""
+        from agent_memory.background.work import request_extraction
+        from agent_memory.errors import Conflict, SessionNotFound
+        from agent_memory.sessions.models import ExtractionQueued
+
+        if self.config.llm_provider == "none":
+            raise Conflict(
+                "This store has no language model (llm_provider is 'none'), so it extracts "
+                "nothing; set llm_provider and llm_model (and llm_api_key or llm_base_url, as "
+                "the provider needs) on the store first."
+            )
+        if not request_extraction(self.stores.client, self.config, session_id, self.runtime.clock):
+            raise SessionNotFound(session_id)
+        # An asynchronous invoke of the background function in AWS; due now locally.
+        self.runtime.scheduler.run_now(self.target(session_id))
+        return ExtractionQueued(session_id=session_id)
+
+    def import_session(self, session_id: str, body: SessionImport) -> SessionImported:
+        """Write a page of an exported session; when its messages are not all read and the
+        store has a language model, arm its extraction as an append does
+        (``background.work.arm_reserved``)."""
+        from agent_memory.background.work import arm_reserved
+
+        outcome = self.session_transfer.import_page(session_id, body)
+        if outcome.arm_due is not None:
+            arm_reserved(
+                self.runtime.scheduler, self.sessions, self.target(session_id), outcome.arm_due
+            )
+        return outcome.result
+
+    def session_work(self, target: ExtractionTarget) -> SessionWork:
+        """The background run for ``target`` (a session of this store), embedding through the
+        background provider client."""
+        from agent_memory.background.work import SessionWork
+
+        return SessionWork(
+            self.stores.client,
+            self.config,
+            self._memories(self.runtime.background_provider_client),
+            self.language_model(),
+            self.runtime.scheduler,
+            self.runtime.clock,
+            target,
+        )

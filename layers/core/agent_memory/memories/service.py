@@ -1,0 +1,179 @@
+"""The long-term memories of one store, as callers use them: ``Memories``.
+
+``Memories`` is made of collaborators with their own state, built together on one store:
+``indexes`` (the actors' search indexes, kept in step with the database), ``store_level`` (the
+store-level indexes and their upkeep), ``reader`` (get, page, count, search, recall, related)
+and ``writer`` (add, supersede, patch, delete, forget an actor), which reads through
+``reader``. It forwards each call to the one that owns it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from datetime import datetime
+
+import numpy as np
+import redis
+from numpy.typing import NDArray
+
+from agent_memory.clock import Clock
+from agent_memory.memories.indexes import ActorIndexes
+from agent_memory.memories.models import (
+    MemoryIn,
+    MemoryList,
+    MemoryPatch,
+    MemoryView,
+    SearchRequest,
+)
+from agent_memory.memories.queries import listing_selection
+from agent_memory.memories.reads import MemoryReader
+from agent_memory.memories.records import StoredSource
+from agent_memory.memories.store_level import StoreLevel
+from agent_memory.memories.writes import Kept, MemoryWriter
+from agent_memory.providers.embeddings import Embedder
+from agent_memory.search.cache import IndexCache
+from agent_memory.search.selection import CURRENT, Selection
+from agent_memory.stores.models import StoreConfig
+
+
+class Memories:
+    """The memories of one store. ``client`` and ``binary`` are clients of the store's
+    database (text and bytes replies), ``embedder`` its embedding model, ``cache`` the
+    container's index cache, shared by the stores whose ``cache_scope`` (the instance id)
+    keeps their actors apart. Errors: those of ``MemoryReader`` and ``MemoryWriter``."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        binary: redis.Redis,
+        store: StoreConfig,
+        clock: Clock,
+        embedder: Embedder,
+        cache: IndexCache,
+        cache_scope: str,
+    ) -> None:
+        self.config = store
+        self.client = client
+        self.binary = binary
+        self.store_keys = store.keys()
+        self.indexes = ActorIndexes(client, binary, store, cache, cache_scope)
+        self.store_level = StoreLevel(client, store, clock)
+        self.reader = MemoryReader(
+            client, binary, store, clock, embedder, self.indexes, self.store_level
+        )
+        self.writer = MemoryWriter(
+            client, binary, store, clock, self.reader, self.indexes, self.store_level
+        )
+
+    # --- reads -------------------------------------------------------------------------------
+
+    @property
+    def types(self) -> list[str]:
+        """The memory types this store accepts."""
+        return self.reader.types
+
+    def check_types(self, memory_types: Sequence[str] | None, field: str = "types") -> None:
+        """``MemoryReader.check_types``."""
+        self.reader.check_types(memory_types, field)
+
+    def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
+        """``MemoryReader.embed``: the store's embeddings of ``texts``."""
+        return self.reader.embed(texts)
+
+    def get(self, memory_id: str) -> MemoryView:
+        """``MemoryReader.get``: one memory with its versions and chain."""
+        return self.reader.get(memory_id)
+
+    def count(self) -> int:
+        """``MemoryReader.count``: live current memories of the store."""
+        return self.reader.count()
+
+    def page(
+        self,
+        offset: int,
+        limit: int,
+        actor_id: str | None,
+        memory_type: str | None,
+        selection: Selection = CURRENT,
+    ) -> MemoryList:
+        """``MemoryReader.page``: a page of memories, newest first."""
+        return self.reader.page(offset, limit, actor_id, memory_type, selection)
+
+    def listing(
+        self,
+        offset: int,
+        limit: int,
+        actor_id: str | None = None,
+        memory_type: str | None = None,
+        *,
+        include_superseded: bool = False,
+        as_of: datetime | None = None,
+        topics: str | None = None,
+        metadata: str | None = None,
+        created_after: datetime | None = None,
+        created_before: datetime | None = None,
+        occurred_after: datetime | None = None,
+        occurred_before: datetime | None = None,
+    ) -> MemoryList:
+        """A page of memories for a listing's query parameters (``GET .../memories``): the
+        filters read by ``queries.listing_selection`` (``ValidationFailed`` naming
+        ``query.topics`` / ``query.metadata``), then ``page``."""
+        selection = listing_selection(
+            include_superseded=include_superseded,
+            as_of=as_of,
+            topics=topics,
+            metadata=metadata,
+            created_after=created_after,
+            created_before=created_before,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
+        )
+        return self.reader.page(offset, limit, actor_id, memory_type, selection)
+
+    def search(self, request: SearchRequest) -> list[MemoryView]:
+        """``MemoryReader.search``: the best memories for a query, with scores."""
+        return self.reader.search(request)
+
+    def relevant(
+        self,
+        actor_id: str,
+        query: str,
+        query_vector: Sequence[float] | None,
+        limit: int,
+        types: Sequence[str] | None = None,
+    ) -> list[MemoryView]:
+        """``MemoryReader.relevant``: for recall, the actor's most relevant memories."""
+        return self.reader.relevant(actor_id, query, query_vector, limit, types)
+
+    def related(self, actor_id: str | None, texts: Sequence[str], limit: int) -> list[MemoryView]:
+        """``MemoryReader.related``: for extraction, the actor's memories related to texts."""
+        return self.reader.related(actor_id, texts, limit)
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def add(
+        self, body: MemoryIn, source_session: str | None = None, *, memory_id: str | None = None
+    ) -> Kept:
+        """``MemoryWriter.add``: keep a memory (or name the one it duplicates)."""
+        return self.writer.add(body, source_session, memory_id=memory_id)
+
+    def add_many(
+        self,
+        bodies: Sequence[MemoryIn],
+        sources: Sequence[StoredSource],
+        memory_ids: Sequence[str],
+    ) -> list[Kept]:
+        """``MemoryWriter.add_many``: ``add`` of each, the texts embedded in one call."""
+        return self.writer.add_many(bodies, sources, memory_ids)
+
+    def patch(self, memory_id: str, change: MemoryPatch) -> MemoryView:
+        """``MemoryWriter.patch``: change a memory, keeping its previous state as a version."""
+        return self.writer.patch(memory_id, change)
+
+    def delete(self, memory_id: str) -> None:
+        """``MemoryWriter.delete``: forget a memory and its whole chain."""
+        self.writer.delete(memory_id)
+
+    def delete_actor(self, actor_id: str) -> int:
+        """``MemoryWriter.delete_actor``: forget every memory of an actor; how many."""
+        return self.writer.delete_actor(actor_id)
