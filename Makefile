@@ -80,11 +80,14 @@ integration: $(STAMP)
 e2e: $(STAMP) $(CONSOLE_OUT)
 	$(PY) -m pytest -q tests/e2e
 
-## lint: ruff (style, imports) and mypy (strict, pydantic plugin)
+## lint: ruff (style, imports, complexity at most 12), mypy (strict, pydantic plugin), the
+## layer's import rules (import-linter, pyproject.toml) and the generated sync client
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy layers/core client/src local tools functions bench
+	$(VENV)/bin/lint-imports --no-cache
+	$(PY) -m tools.unasync_client --check
 
 format: $(STAMP)
 	$(PY) -m ruff format .

@@ -421,66 +421,81 @@ def check_exactly_once(client: MemoryClient, ledger: Ledger) -> Check:
     for item in ledger.appends:
         by_session.setdefault(item.session_id, []).append(item)
     for session_id, items in by_session.items():
-        stored: list[str] = []
-        count = 0
-        try:
-            view = store.get_session(session_id, recent=1000)
-        except NotFoundError:
-            pass
-        else:
-            stored = [m.content for m in view.messages]
-            count = view.message_count
-        sent = [c for item in items for c in item.contents]
-        acked = {c for item in items if acknowledged(item.status) for c in item.contents}
-        check.messages_acknowledged += len(acked)
-        counts = Counter(stored)
-        lost = [c for c in acked if counts[c] == 0]
-        check.messages_lost += len(lost)
-        check.messages_duplicated += sum(n - 1 for n in counts.values() if n > 1)
-        known = set(sent)
-        check.messages_unknown += sum(1 for c in counts if c not in known)
-        check.messages_kept_unacknowledged += sum(1 for c in known - acked if counts[c] > 0)
-        if [c for c in dict.fromkeys(stored) if c in known] != [c for c in sent if c in counts]:
-            check.sessions_out_of_order += 1
-            check.problems.append(f"session {session_id}: messages out of order")
-        if count != len(stored):
-            check.count_mismatches += 1
-            check.problems.append(
-                f"session {session_id}: message_count {count}, {len(stored)} kept"
-            )
-        if lost:
-            check.problems.append(f"session {session_id}: lost {lost[:3]}")
+        _check_session(check, store, session_id, items)
     actors = sorted({a.actor_id for a in ledger.appends} | {m.actor_id for m in ledger.adds})
     for actor in actors:
-        listed = list_memories(store, actor)
-        by_id = {m.id: m for m in listed}
-        texts = Counter(m.text for m in listed)
-        check.memories_duplicated += sum(n - 1 for n in texts.values() if n > 1)
-        extracted = [m.text for m in listed if m.source]
-        check.extracted += len(extracted)
-        check.extracted_duplicated += sum(n - 1 for n in Counter(extracted).values() if n > 1)
-        for add in (m for m in ledger.adds if m.actor_id == actor):
-            if acknowledged(add.status):
-                check.memories_acknowledged += 1
-                kept = by_id.get(add.memory_id or "")
-                if kept is None and add.memory_id:  # not listed: ask for it by id
-                    try:
-                        kept = store.get_memory(add.memory_id)
-                    except NotFoundError:
-                        kept = None
-                    if kept is not None:
-                        check.memories_unlisted += 1
-                        check.problems.append(f"memory {add.memory_id} kept but not listed")
-                if kept is None:
-                    check.memories_lost += 1
-                    check.problems.append(f"memory {add.memory_id} ({add.token}) lost")
-                elif not add.duplicate and kept.text != add.text:
-                    check.memories_wrong_text += 1
-            elif texts[add.text] > 0:
-                check.memories_kept_unacknowledged += 1
-            elif _found_by_search(store, add):
-                check.memories_found_not_listed += 1
+        _check_actor(check, store, actor, [m for m in ledger.adds if m.actor_id == actor])
     return check
+
+
+def _check_session(check: Check, store: StoreClient, session_id: str, items: list[Append]) -> None:
+    """Count into ``check`` what one session keeps against the appends sent to it."""
+    stored: list[str] = []
+    count = 0
+    try:
+        view = store.get_session(session_id, recent=1000)
+    except NotFoundError:
+        pass
+    else:
+        stored = [m.content for m in view.messages]
+        count = view.message_count
+    sent = [c for item in items for c in item.contents]
+    acked = {c for item in items if acknowledged(item.status) for c in item.contents}
+    check.messages_acknowledged += len(acked)
+    counts = Counter(stored)
+    lost = [c for c in acked if counts[c] == 0]
+    check.messages_lost += len(lost)
+    check.messages_duplicated += sum(n - 1 for n in counts.values() if n > 1)
+    known = set(sent)
+    check.messages_unknown += sum(1 for c in counts if c not in known)
+    check.messages_kept_unacknowledged += sum(1 for c in known - acked if counts[c] > 0)
+    if [c for c in dict.fromkeys(stored) if c in known] != [c for c in sent if c in counts]:
+        check.sessions_out_of_order += 1
+        check.problems.append(f"session {session_id}: messages out of order")
+    if count != len(stored):
+        check.count_mismatches += 1
+        check.problems.append(f"session {session_id}: message_count {count}, {len(stored)} kept")
+    if lost:
+        check.problems.append(f"session {session_id}: lost {lost[:3]}")
+
+
+def _check_actor(check: Check, store: StoreClient, actor: str, adds: list[MemoryAdd]) -> None:
+    """Count into ``check`` what one actor keeps against the memories added for it."""
+    listed = list_memories(store, actor)
+    by_id = {m.id: m for m in listed}
+    texts = Counter(m.text for m in listed)
+    check.memories_duplicated += sum(n - 1 for n in texts.values() if n > 1)
+    extracted = [m.text for m in listed if m.source]
+    check.extracted += len(extracted)
+    check.extracted_duplicated += sum(n - 1 for n in Counter(extracted).values() if n > 1)
+    for add in adds:
+        if acknowledged(add.status):
+            check.memories_acknowledged += 1
+            _check_acknowledged_add(check, store, add, by_id.get(add.memory_id or ""))
+        elif texts[add.text] > 0:
+            check.memories_kept_unacknowledged += 1
+        elif _found_by_search(store, add):
+            check.memories_found_not_listed += 1
+
+
+def _check_acknowledged_add(
+    check: Check, store: StoreClient, add: MemoryAdd, kept: MemoryView | None
+) -> None:
+    """Count into ``check`` whether an acknowledged add is kept (``kept``: the memory the
+    listing has under its id), lost, or kept but not listed."""
+    if kept is None and add.memory_id:  # not listed: ask for it by id
+        try:
+            kept = store.get_memory(add.memory_id)
+        except NotFoundError:
+            kept = None
+        if kept is not None:
+            check.memories_unlisted += 1
+            check.problems.append(f"memory {add.memory_id} kept but not listed")
+    if kept is None:
+        check.memories_lost += 1
+        check.problems.append(f"memory {add.memory_id} ({add.token}) lost")
+    elif not add.duplicate and kept.text != add.text:
+        check.memories_wrong_text += 1
 
 
 def list_memories(store: StoreClient, actor_id: str) -> list[MemoryView]:

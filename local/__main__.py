@@ -48,7 +48,7 @@ from local.bootstrap import (
 )
 from local.scheduler import SchedulerLoop, describe, start_scheduler_loop
 from local.server import PARAMETERS_ENV, SCHEDULER_ENV
-from local.template import read_http_api
+from local.template import HttpApi, read_http_api
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
@@ -115,7 +115,102 @@ class _Server(uvicorn.Server):
         super().handle_exit(sig, frame)
 
 
+def _open_database(local_dir: Path) -> tuple[Database, str, str]:
+    """The stack's database, and the API key of organization ``local`` with where it came
+    from; exits (status 2) saying why when the database cannot be reached or used."""
+    try:
+        database = start_database(local_dir)
+        api_key, origin = bootstrap(database.url, local_dir, os.environ.get("KIVIDB_API_KEY"))
+    except (redis.RedisError, AgentMemoryError) as exc:
+        url = os.environ.get("REDIS_URL", "")
+        if isinstance(exc, AgentMemoryError):  # reached, but refused (a URL option, say)
+            what, reason = "cannot use", exc.message
+        else:
+            verb = "reach" if isinstance(exc, redis.ConnectionError) else "use"
+            what, reason = f"cannot {verb}", describe(exc, url_secrets(url))
+        print(
+            f"local stack: {what} the database at REDIS_URL={mask_url(url)}: {reason}",
+            file=sys.stderr,
+        )
+        raise SystemExit(2) from None
+    return database, api_key, origin
+
+
+def _function_environment(database: Database, local_dir: Path) -> HttpApi:
+    """Set the functions' environment in this process (the background function runs here,
+    and the workers inherit it and set the same again in ``local.server.create_app``); the
+    template's HTTP API with the parameters chosen."""
+    # Provider API keys are encrypted with the key file .local/secret.key here (made on the
+    # first start); AWS uses KMS (KIVIDB_KMS_KEY_ID, which stays unset locally).
+    secret_key(local_dir)
+    os.environ["KIVIDB_SECRET_KEY_FILE"] = str(local_dir / "secret.key")
+    os.environ.pop("KIVIDB_SECRET_KEY", None)
+    parameters = {
+        "ControlRedisUrl": database.url,
+        "SubnetIds": "",
+        "SecurityGroupIds": "",
+        "LogRetentionDays": "30",
+        "LogLevel": os.environ.get("LOG_LEVEL", "WARN"),
+    }
+    os.environ[PARAMETERS_ENV] = json.dumps(parameters)
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    api = read_http_api(ROOT / "template.yaml", parameters)
+    os.environ.update(api.environment)
+    os.environ[SCHEDULER_ENV] = "local"
+    return api
+
+
+def _banner(
+    port: int, workers: int, database: Database, api_key: str, origin: str, scheduler: str
+) -> str:
+    """What the stack prints once it is set up."""
+    base = f"http://127.0.0.1:{port}"
+    endpoints = (
+        "custom model endpoints may be http:// and private (KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1)"
+        if os.environ.get("KIVIDB_ALLOW_PRIVATE_ENDPOINTS", "").lower()
+        in ("1", "true", "yes", "on")
+        else "custom model endpoints must be public https:// (KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 "
+        "allows loopback servers)"
+    )
+    return (
+        f"KiviDB agent memory, local stack\n"
+        f"  API:       {base}  (routes from template.yaml, {workers} worker processes)\n"
+        f"  database:  {mask_url(database.url)}  ({database.description}"
+        f"{cluster_note(database.url)})\n"
+        f"  instance:  {INSTANCE_ID}  (organization local)\n"
+        f"  API key:   {api_key}  ({origin})\n"
+        f"  scheduler: {scheduler}\n"
+        f"  endpoints: {endpoints}\n"
+        f"  console:   {base}/console  (sign in with the API key above)\n"
+        f"  try:       curl -H 'Authorization: Bearer {api_key}' {base}/agent-memory"
+    )
+
+
+def _serve(port: int, workers: int, sock: socket.socket, shutdown: Shutdown) -> None:
+    """Serve the API on ``sock`` until a stop signal (or a worker that cannot start)."""
+    config = uvicorn.Config(
+        "local.server:create_app",
+        factory=True,
+        host="127.0.0.1",
+        port=port,
+        workers=workers,
+        http="httptools",
+        access_log=os.environ.get("KIVIDB_ACCESS_LOG") == "1",
+        log_level="warning",
+    )
+    if workers > 1:
+        supervisor = Multiprocess(config, sockets=[sock])  # installs its signal handlers
+        shutdown.forward()
+        supervisor.run()
+    else:
+        for signum in STOP_SIGNALS:
+            signal.signal(signum, lambda sig, frame: shutdown.note(sig))
+        _Server(config, shutdown).run(sockets=[sock])
+
+
 def main() -> None:
+    """Start the database, set up organization ``local``, print the banner, serve the API
+    and the scheduler loop, and on a stop signal stop them in order (docs: README)."""
     port = int(os.environ.get("PORT", "3000"))
     workers = int(os.environ.get("KIVIDB_WORKERS", "2"))
     local_dir = Path(os.environ.get("KIVIDB_LOCAL_DIR", ROOT / ".local")).resolve()
@@ -135,84 +230,15 @@ def main() -> None:
     loop = None
     serving = served = False
     try:
-        try:
-            database = start_database(local_dir)
-            api_key, origin = bootstrap(database.url, local_dir, os.environ.get("KIVIDB_API_KEY"))
-        except (redis.RedisError, AgentMemoryError) as exc:
-            url = os.environ.get("REDIS_URL", "")
-            if isinstance(exc, AgentMemoryError):  # reached, but refused (a URL option, say)
-                what, reason = "cannot use", exc.message
-            else:
-                verb = "reach" if isinstance(exc, redis.ConnectionError) else "use"
-                what, reason = f"cannot {verb}", describe(exc, url_secrets(url))
-            print(
-                f"local stack: {what} the database at REDIS_URL={mask_url(url)}: {reason}",
-                file=sys.stderr,
-            )
-            raise SystemExit(2) from None
-        # Provider API keys are encrypted with the key file .local/secret.key here (made on the
-        # first start); AWS uses KMS (KIVIDB_KMS_KEY_ID, which stays unset locally).
-        secret_key(local_dir)
-        os.environ["KIVIDB_SECRET_KEY_FILE"] = str(local_dir / "secret.key")
-        os.environ.pop("KIVIDB_SECRET_KEY", None)
-        parameters = {
-            "ControlRedisUrl": database.url,
-            "SubnetIds": "",
-            "SecurityGroupIds": "",
-            "LogRetentionDays": "30",
-            "LogLevel": os.environ.get("LOG_LEVEL", "WARN"),
-        }
-        os.environ[PARAMETERS_ENV] = json.dumps(parameters)
-        os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-        # The functions' environment, here too: the background function runs in this process
-        # (the workers inherit it, and set the same again in local.server.create_app).
-        api = read_http_api(ROOT / "template.yaml", parameters)
-        os.environ.update(api.environment)
-        os.environ[SCHEDULER_ENV] = "local"
+        database, api_key, origin = _open_database(local_dir)
+        api = _function_environment(database, local_dir)
         scheduler = "none (the template has no BackgroundFunction)"
         if api.background is not None:
             loop = shutdown.loop = start_scheduler_loop(database.url, api.background)
             scheduler = f"local loop in this process, invokes {api.background.logical_id}"
-        base = f"http://127.0.0.1:{port}"
-        endpoints = (
-            "custom model endpoints may be http:// and private (KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1)"
-            if os.environ.get("KIVIDB_ALLOW_PRIVATE_ENDPOINTS", "").lower()
-            in ("1", "true", "yes", "on")
-            else "custom model endpoints must be public https:// (KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 "
-            "allows loopback servers)"
-        )
-        print(
-            f"KiviDB agent memory, local stack\n"
-            f"  API:       {base}  (routes from template.yaml, {workers} worker processes)\n"
-            f"  database:  {mask_url(database.url)}  ({database.description}"
-            f"{cluster_note(database.url)})\n"
-            f"  instance:  {INSTANCE_ID}  (organization local)\n"
-            f"  API key:   {api_key}  ({origin})\n"
-            f"  scheduler: {scheduler}\n"
-            f"  endpoints: {endpoints}\n"
-            f"  console:   {base}/console  (sign in with the API key above)\n"
-            f"  try:       curl -H 'Authorization: Bearer {api_key}' {base}/agent-memory",
-            flush=True,
-        )
-        config = uvicorn.Config(
-            "local.server:create_app",
-            factory=True,
-            host="127.0.0.1",
-            port=port,
-            workers=workers,
-            http="httptools",
-            access_log=os.environ.get("KIVIDB_ACCESS_LOG") == "1",
-            log_level="warning",
-        )
+        print(_banner(port, workers, database, api_key, origin, scheduler), flush=True)
         serving = True
-        if workers > 1:
-            supervisor = Multiprocess(config, sockets=[sock])  # installs its signal handlers
-            shutdown.forward()
-            supervisor.run()
-        else:
-            for signum in STOP_SIGNALS:
-                signal.signal(signum, lambda sig, frame: shutdown.note(sig))
-            _Server(config, shutdown).run(sockets=[sock])
+        _serve(port, workers, sock, shutdown)
         served = True
     except KeyboardInterrupt:  # a stop signal before the server ran (Shutdown.interrupt)
         pass

@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from collections.abc import Callable
 
 from agent_memory.clock import SystemClock
 from agent_memory.control.instances import DEFAULT_RELEASE_HOLD_SECONDS
@@ -89,7 +90,62 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _create_org(control: ControlPlane, args: argparse.Namespace) -> None:
+    created = control.create_organization(args.org, args.name)
+    print(f"organization {args.org} {'created' if created else 'already exists'}")
+
+
+def _issue_key(control: ControlPlane, args: argparse.Namespace) -> None:
+    key_id, api_key = control.issue_api_key(args.org)
+    print(f"key id:  {key_id}\nAPI key: {api_key}\n(shown once; only its hash is kept)")
+
+
+def _list_keys(control: ControlPlane, args: argparse.Namespace) -> None:
+    for info in control.list_api_keys(args.org):
+        print(f"{info.key_id}\tcreated {info.created_at.isoformat()}")
+
+
+def _revoke_key(control: ControlPlane, args: argparse.Namespace) -> None:
+    control.revoke_api_key(args.org, args.key_id)
+    print(f"revoked {args.key_id}")
+
+
+def _list_instances(control: ControlPlane, args: argparse.Namespace) -> None:
+    for instance in control.list_instances(args.org):
+        print(f"{instance.instance_id}\t{mask_url(instance.url)}")
+
+
+def _remove_instance(control: ControlPlane, args: argparse.Namespace) -> None:
+    removal = control.remove_instance(args.org, args.instance_id)
+    print(
+        f"instance {removal.instance_id} removed from {args.org}; its data stays in "
+        f"{mask_url(removal.url)} (nothing was deleted there: empty it before "
+        "another organization registers it)"
+    )
+    _after_release(args)
+    _marker_note(removal.marker)
+
+
+def _delete_org(control: ControlPlane, args: argparse.Namespace) -> None:
+    deleted = control.delete_organization(args.org)
+    print(
+        f"organization {args.org} deleted: {deleted.keys_revoked} API key(s) revoked "
+        f"(refused from the next request), {len(deleted.removed)} instance(s) removed"
+    )
+    for removal in deleted.removed:
+        print(f"  {removal.instance_id}: its data stays in {mask_url(removal.url)}")
+        _marker_note(removal.marker, indent="    ")
+    if deleted.removed:
+        print(
+            "(nothing was deleted in the databases: empty them before another "
+            "organization registers them)"
+        )
+        _after_release(args)
+
+
 def main(argv: list[str] | None = None) -> int:
+    """Run one command (``--help`` lists them); 0 when done, 1 on a refusal (printed as
+    ``<code>: <message>``), 2 on bad arguments."""
     args = _parser().parse_args(argv)
     if not args.control_url:
         print("Set KIVIDB_CONTROL_URL or pass --control-url.", file=sys.stderr)
@@ -101,47 +157,7 @@ def main(argv: list[str] | None = None) -> int:
         control = ControlPlane(
             redis_client(args.control_url), SystemClock(), release_hold_seconds=args.release_hold
         )
-        if args.command == "create-org":
-            created = control.create_organization(args.org, args.name)
-            print(f"organization {args.org} {'created' if created else 'already exists'}")
-        elif args.command == "issue-key":
-            key_id, api_key = control.issue_api_key(args.org)
-            print(f"key id:  {key_id}\nAPI key: {api_key}\n(shown once; only its hash is kept)")
-        elif args.command == "list-keys":
-            for info in control.list_api_keys(args.org):
-                print(f"{info.key_id}\tcreated {info.created_at.isoformat()}")
-        elif args.command == "revoke-key":
-            control.revoke_api_key(args.org, args.key_id)
-            print(f"revoked {args.key_id}")
-        elif args.command == "register-instance":
-            _registered(control, args)
-        elif args.command == "list-instances":
-            for instance in control.list_instances(args.org):
-                print(f"{instance.instance_id}\t{mask_url(instance.url)}")
-        elif args.command == "remove-instance":
-            removal = control.remove_instance(args.org, args.instance_id)
-            print(
-                f"instance {removal.instance_id} removed from {args.org}; its data stays in "
-                f"{mask_url(removal.url)} (nothing was deleted there: empty it before "
-                "another organization registers it)"
-            )
-            _after_release(args)
-            _marker_note(removal.marker)
-        elif args.command == "delete-org":
-            deleted = control.delete_organization(args.org)
-            print(
-                f"organization {args.org} deleted: {deleted.keys_revoked} API key(s) revoked "
-                f"(refused from the next request), {len(deleted.removed)} instance(s) removed"
-            )
-            for removal in deleted.removed:
-                print(f"  {removal.instance_id}: its data stays in {mask_url(removal.url)}")
-                _marker_note(removal.marker, indent="    ")
-            if deleted.removed:
-                print(
-                    "(nothing was deleted in the databases: empty them before another "
-                    "organization registers them)"
-                )
-                _after_release(args)
+        COMMANDS[args.command](control, args)
     except AgentMemoryError as exc:
         print(f"{exc.code}: {exc.message}", file=sys.stderr)
         return 1
@@ -210,6 +226,19 @@ def _marker_note(marker: MarkerRelease, *, database: str = "database", indent: s
             "(kividb:mem:@owner) may still be in it; the next registration of that database "
             "replaces it."
         )
+
+
+COMMANDS: dict[str, Callable[[ControlPlane, argparse.Namespace], None]] = {
+    "create-org": _create_org,
+    "issue-key": _issue_key,
+    "list-keys": _list_keys,
+    "revoke-key": _revoke_key,
+    "register-instance": _registered,
+    "list-instances": _list_instances,
+    "remove-instance": _remove_instance,
+    "delete-org": _delete_org,
+}
+"""What each command of ``_parser`` does."""
 
 
 if __name__ == "__main__":

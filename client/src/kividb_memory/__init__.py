@@ -12,9 +12,10 @@
 the MCP server (``python -m kividb_memory.mcp``).
 """
 
+from kividb_memory._base import UNSET
 from kividb_memory._http import __version__
 from kividb_memory.async_client import AsyncMemoryClient, AsyncStoreClient
-from kividb_memory.client import UNSET, MemoryClient, StoreClient
+from kividb_memory.client import MemoryClient, StoreClient
 from kividb_memory.errors import (
     ApiConnectionError,
     ApiError,

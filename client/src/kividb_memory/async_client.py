@@ -1,6 +1,4 @@
-"""``AsyncMemoryClient`` and its store handle ``AsyncStoreClient``: the same methods as the
-synchronous ``kividb_memory.client.MemoryClient`` and ``StoreClient``, awaited, over an
-``httpx.AsyncClient``.
+"""``AsyncMemoryClient`` (asynchronous) and its store handle ``AsyncStoreClient``.
 
 ::
 
@@ -9,9 +7,16 @@ synchronous ``kividb_memory.client.MemoryClient`` and ``StoreClient``, awaited, 
     async with AsyncMemoryClient() as client:  # KIVIDB_API_URL and KIVIDB_API_KEY
         store = client.store("local", "support-agent")
         memory = await store.recall("chat-1", query="When do we deploy?", actor_id="user-7")
+        await store.add_events("chat-1", [{"role": "user", "content": "..."}], actor_id="user-7")
 
-Separate from ``client`` so that each module holds one way of sending; the request bodies are
-built by the same helpers (``client``'s), so the two clients send the same requests.
+One client holds one connection pool (an ``httpx.AsyncClient``) for every store handle made
+from it; close it with ``await client.aclose()`` or an ``async with`` block. Every method sends
+one request (more when it is retried, see ``kividb_memory._http.retry_wait``) and returns the
+answer's model, or raises a :mod:`kividb_memory.errors` exception. The request bodies are built
+by ``_base``'s helpers.
+
+This module is the source of the synchronous client: ``client.py`` is generated from it by
+``python -m tools.unasync_client`` (``make lint`` checks that it is up to date).
 """
 
 from __future__ import annotations
@@ -26,8 +31,10 @@ import httpx
 
 from kividb_memory import _http
 from kividb_memory import models as m
-from kividb_memory.client import (
-    UNSET,
+from kividb_memory._base import (
+    UNSET as UNSET,  # re-exported: update_memory's default, kividb_memory.client.UNSET
+)
+from kividb_memory._base import (
     T,
     When,
     _Base,
@@ -41,9 +48,14 @@ from kividb_memory.client import (
 
 
 class AsyncMemoryClient(_Base):
-    """The asynchronous client: the same methods as :class:`MemoryClient`, awaited. Use it as
-    ``async with AsyncMemoryClient() as client:`` or close it with ``await client.aclose()``;
-    ``http_client`` is an ``httpx.AsyncClient`` of your own."""
+    """The asynchronous client.
+
+    ``base_url`` and ``api_key`` default to ``KIVIDB_API_URL`` and ``KIVIDB_API_KEY``
+    (``ValueError`` when neither gives one). ``timeout``: seconds (or an ``httpx.Timeout``) per
+    attempt, default 30 s to read and 5 s to connect. ``max_retries`` (default 2) and
+    ``max_retry_wait`` (default 20 s, the longest ``Retry-After`` honoured) bound the retries.
+    ``http_client``: an ``httpx.AsyncClient`` of your own (proxies, certificates, transports);
+    the client then uses it without closing it."""
 
     def __init__(
         self,
@@ -109,29 +121,33 @@ class AsyncMemoryClient(_Base):
 
     async def _answer(self, call: _http.Call[T]) -> T:
         answer = await self.send(call)
-        assert answer is not None
+        assert answer is not None  # every call built with an answer model has one
         return answer
+
+    # --- stores ---
 
     @overload
     async def list_stores(self, instance_id: None = None) -> m.OrganizationStoreList: ...
     @overload
     async def list_stores(self, instance_id: str) -> m.StoreList: ...
     async def list_stores(self, instance_id: str | None = None) -> m.StoreList:
-        """As :meth:`MemoryClient.list_stores`."""
+        """Every store of the organization (with the instances that could not be read in
+        ``unreachable``), or the stores of one instance."""
         if instance_id is None:
             return await self._answer(_http.list_organization_stores())
         return await self._answer(_http.list_instance_stores(instance_id))
 
     async def put_store(self, instance_id: str, name: str, **settings: Any) -> m.StoreView:
-        """As :meth:`MemoryClient.put_store`."""
+        """Create the store or change its settings (the fields of :class:`StorePut`; the ones
+        not given keep their value). ``pydantic.ValidationError`` for an unknown setting."""
         return await self._answer(_http.put_store(instance_id, name, settings))
 
     async def get_store(self, instance_id: str, name: str) -> m.StoreView:
-        """As :meth:`MemoryClient.get_store`."""
+        """The store's settings, counts and last extraction."""
         return await self._answer(_http.get_store(instance_id, name))
 
     async def delete_store(self, instance_id: str, name: str) -> None:
-        """As :meth:`MemoryClient.delete_store`."""
+        """Delete the store and everything it keeps."""
         await self.send(_http.delete_store(instance_id, name))
 
     def store(self, instance_id: str, name: str) -> AsyncStoreClient:
@@ -140,8 +156,7 @@ class AsyncMemoryClient(_Base):
 
 
 class AsyncStoreClient:
-    """The routes of one store, awaited (``async_client.store(instance_id, name)``); each
-    method as its :class:`StoreClient` twin."""
+    """The routes of one store (``client.store(instance_id, name)``)."""
 
     def __init__(self, client: AsyncMemoryClient, instance_id: str, name: str) -> None:
         self._client = client
@@ -158,7 +173,8 @@ class AsyncStoreClient:
         events: Sequence[m.EventIn | Mapping[str, Any]],
         actor_id: str | None = None,
     ) -> m.EventsResult:
-        """As :meth:`StoreClient.add_events`."""
+        """Add a turn's messages (dicts ``{"role", "content", "name"?, "created_at"?}`` or
+        :class:`EventIn`) to the session. Not retried after it may have reached the server."""
         call = _http.add_events(self._prefix, session_id, events, actor_id)
         return await self._client._answer(call)
 
@@ -172,26 +188,27 @@ class AsyncStoreClient:
         *,
         types: Sequence[str] | None = None,
     ) -> m.RecallView:
-        """As :meth:`StoreClient.recall`."""
+        """What the agent needs before its next model call: summary, recent messages, the
+        actor's relevant memories, and ``context`` (all of it as one text)."""
         call = _http.recall(self._prefix, session_id, query, actor_id, limit, query_vector, types)
         return await self._client._answer(call)
 
     async def list_sessions(
         self, offset: int | None = None, limit: int | None = None
     ) -> m.SessionList:
-        """As :meth:`StoreClient.list_sessions`."""
+        """A page of sessions, most recent first."""
         return await self._client._answer(_http.list_sessions(self._prefix, offset, limit))
 
     async def get_session(self, session_id: str, recent: int | None = None) -> m.SessionView:
-        """As :meth:`StoreClient.get_session`."""
+        """The session's summary, its newest ``recent`` messages (default 50) and extraction."""
         return await self._client._answer(_http.get_session(self._prefix, session_id, recent))
 
     async def delete_session(self, session_id: str) -> None:
-        """As :meth:`StoreClient.delete_session`."""
+        """Forget the session's working memory."""
         await self._client.send(_http.delete_session(self._prefix, session_id))
 
     async def extract(self, session_id: str) -> m.ExtractionQueued:
-        """As :meth:`StoreClient.extract`."""
+        """Start the session's extraction now instead of after the delay."""
         return await self._client._answer(_http.extract(self._prefix, session_id))
 
     async def add_memory(
@@ -208,7 +225,9 @@ class AsyncStoreClient:
         supersedes: str | None = None,
         occurred_at: datetime | str | None = None,
     ) -> m.MemoryView:
-        """As :meth:`StoreClient.add_memory`."""
+        """Keep a memory (redacted, deduplicated: ``duplicate`` is true when the actor already
+        had it); ``supersedes`` names a memory of the actor it replaces. Not retried after it
+        may have reached the server."""
         memory = _memory(
             text, actor_id, type, topics, vector, metadata, importance, confidence,
             supersedes, occurred_at,
@@ -231,7 +250,8 @@ class AsyncStoreClient:
         occurred_after: When = None,
         occurred_before: When = None,
     ) -> m.MemoryList:
-        """As :meth:`StoreClient.list_memories`."""
+        """A page of memories, newest first, optionally of one actor and one type; the current
+        ones unless ``include_superseded``, or what was current ``as_of`` a time."""
         filters = _filters(
             include_superseded=include_superseded,
             as_of=as_of,
@@ -246,7 +266,7 @@ class AsyncStoreClient:
         return await self._client._answer(call)
 
     async def get_memory(self, memory_id: str) -> m.MemoryView:
-        """As :meth:`StoreClient.get_memory`."""
+        """One memory, with its previous versions."""
         return await self._client._answer(_http.get_memory(self._prefix, memory_id))
 
     async def update_memory(
@@ -260,7 +280,8 @@ class AsyncStoreClient:
         importance: float | None = UNSET,
         vector: Sequence[float] = UNSET,
     ) -> m.MemoryView:
-        """As :meth:`StoreClient.update_memory`."""
+        """Change the fields given (``importance=None`` clears it); the previous state is kept
+        as a version. Not retried after it may have reached the server."""
         patch = _patch(
             text=text,
             type=type,
@@ -272,7 +293,7 @@ class AsyncStoreClient:
         return await self._client._answer(_http.update_memory(self._prefix, memory_id, patch))
 
     async def delete_memory(self, memory_id: str) -> None:
-        """As :meth:`StoreClient.delete_memory`."""
+        """Forget one memory. A retry after a lost answer can raise ``NotFoundError``."""
         await self._client.send(_http.delete_memory(self._prefix, memory_id))
 
     async def search(
@@ -293,7 +314,8 @@ class AsyncStoreClient:
         occurred_after: When = None,
         occurred_before: When = None,
     ) -> m.SearchResult:
-        """As :meth:`StoreClient.search`."""
+        """Memories best first for ``query``: by meaning, keyword or both (current ones unless
+        ``include_superseded``, or what was current ``as_of`` a time)."""
         filters = _filters(
             include_superseded=include_superseded,
             as_of=as_of,
@@ -308,40 +330,47 @@ class AsyncStoreClient:
         return await self._client._answer(_http.search(self._prefix, request))
 
     async def forget_actor(self, actor_id: str) -> m.ActorForgotten:
-        """As :meth:`StoreClient.forget_actor`."""
+        """Forget every memory of one actor."""
         return await self._client._answer(_http.forget_actor(self._prefix, actor_id))
+
+    # --- export and import (moving a store: tools/transfer.py) ----------------------------
 
     async def export_session_ids(
         self, cursor: str | None = None, limit: int | None = None
     ) -> m.SessionIdPage:
-        """As :meth:`StoreClient.export_session_ids`."""
+        """A page of the store's live session ids (in no order; drop repeats); pass the
+        page's ``next_cursor`` for the next one."""
         call = _http.export_session_ids(self._prefix, cursor, limit)
         return await self._client._answer(call)
 
     async def export_session(
         self, session_id: str, after_seq: int | None = None, limit: int | None = None
     ) -> m.SessionExport:
-        """As :meth:`StoreClient.export_session`."""
+        """A session's whole state and its messages after ``after_seq`` (oldest first, at
+        most ``limit``, 1,000 by default); ``next_after_seq`` for the next page."""
         call = _http.export_session(self._prefix, session_id, after_seq, limit)
         return await self._client._answer(call)
 
     async def import_session(
         self, session_id: str, session: m.SessionImport | Mapping[str, Any]
     ) -> m.SessionImported:
-        """As :meth:`StoreClient.import_session`."""
+        """Write an exported session's state and one page of its messages under its own id,
+        sequence numbers and times (idempotent: retried like a read)."""
         body = session if isinstance(session, m.SessionImport) else _session_import(session)
         return await self._client._answer(_http.import_session(self._prefix, session_id, body))
 
     async def export_memories(
         self, cursor: str | None = None, limit: int | None = None
     ) -> m.MemoryExportPage:
-        """As :meth:`StoreClient.export_memories`."""
+        """A page of the store's live memories with every field, versions and vectors (drop
+        repeats by id); pass the page's ``next_cursor`` for the next one."""
         call = _http.export_memories(self._prefix, cursor, limit)
         return await self._client._answer(call)
 
     async def import_memories(
         self, memories: Sequence[m.ImportedMemory | Mapping[str, Any]]
     ) -> m.MemoryImportResult:
-        """As :meth:`StoreClient.import_memories`."""
+        """Keep 1 to 100 exported memories under their own ids, times, links and vectors
+        (idempotent: retried like a read)."""
         call = _http.import_memories(self._prefix, _batch(memories))
         return await self._client._answer(call)

@@ -1,5 +1,6 @@
-"""``MemoryClient`` (sync) and its store handle ``StoreClient``, and the request-body helpers
-that ``async_client.AsyncMemoryClient`` (async, the same methods awaited) shares.
+# Generated from async_client.py by `python -m tools.unasync_client`: do not edit by hand
+# (`make lint` fails when this file is not what that command writes).
+"""``MemoryClient`` (synchronous) and its store handle ``StoreClient``.
 
 ::
 
@@ -10,10 +11,14 @@ that ``async_client.AsyncMemoryClient`` (async, the same methods awaited) shares
         memory = store.recall("chat-1", query="When do we deploy?", actor_id="user-7")
         store.add_events("chat-1", [{"role": "user", "content": "..."}], actor_id="user-7")
 
-One client holds one connection pool (an ``httpx.Client``, or the ``httpx.AsyncClient`` of the
-async one) for every store handle made from it; close it with ``close()`` or a ``with`` block.
-Every method sends one request (more when it is retried, see ``kividb_memory._http.retry_wait``)
-and returns the answer's model, or raises a :mod:`kividb_memory.errors` exception.
+One client holds one connection pool (an ``httpx.Client``) for every store handle made
+from it; close it with ``client.close()`` or a ``with`` block. Every method sends
+one request (more when it is retried, see ``kividb_memory._http.retry_wait``) and returns the
+answer's model, or raises a :mod:`kividb_memory.errors` exception. The request bodies are built
+by ``_base``'s helpers.
+
+This module is generated from ``async_client.py``, the asynchronous client, by
+``python -m tools.unasync_client`` (``make lint`` checks that it is up to date).
 """
 
 from __future__ import annotations
@@ -22,135 +27,26 @@ import time
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, TypeVar, overload
+from typing import Any, overload
 
 import httpx
-import pydantic
 
 from kividb_memory import _http
 from kividb_memory import models as m
-
-T = TypeVar("T", bound=pydantic.BaseModel)
-
-
-class _Unset:
-    """The default of ``update_memory``'s fields: not sent (``None`` is sent as ``null``)."""
-
-    def __repr__(self) -> str:
-        return "UNSET"
-
-
-UNSET: Any = _Unset()
-
-
-def _patch(**fields: Any) -> m.MemoryPatch:
-    return m.MemoryPatch.model_validate(
-        {name: value for name, value in fields.items() if value is not UNSET}
-    )
-
-
-def _memory(
-    text: str,
-    actor_id: str | None,
-    type: str | None,
-    topics: Sequence[str] | None,
-    vector: Sequence[float] | None,
-    metadata: Mapping[str, Any] | None,
-    importance: float | None,
-    confidence: float | None,
-    supersedes: str | None = None,
-    occurred_at: datetime | str | None = None,
-) -> m.MemoryIn:
-    return m.MemoryIn(
-        supersedes=supersedes,
-        occurred_at=occurred_at,
-        text=text,
-        actor_id=actor_id,
-        type=type,
-        topics=list(topics) if topics is not None else None,
-        vector=list(vector) if vector is not None else None,
-        metadata=dict(metadata) if metadata is not None else None,
-        importance=importance,
-        confidence=confidence,
-    )
-
-
-def _search(
-    query: str,
-    mode: m.SearchMode,
-    actor_id: str | None,
-    types: Sequence[str] | None,
-    limit: int | None,
-    query_vector: Sequence[float] | None,
-    filters: Mapping[str, Any],
-) -> m.SearchRequest:
-    given = dict(filters)
-    if given.get("topics") is not None:
-        given["topics"] = list(given["topics"])
-    if given.get("metadata") is not None:
-        given["metadata"] = dict(given["metadata"])
-    return m.SearchRequest(
-        query=query,
-        mode=mode,
-        actor_id=actor_id,
-        types=list(types) if types is not None else None,
-        limit=limit,
-        query_vector=list(query_vector) if query_vector is not None else None,
-        **given,
-    )
-
-
-def _session_import(session: Mapping[str, Any]) -> m.SessionImport:
-    """A ``SessionImport`` from an exported session's fields (``session_id`` and
-    ``next_after_seq``, which it has no place for, left out)."""
-    fields = {k: v for k, v in session.items() if k not in ("session_id", "next_after_seq")}
-    return m.SessionImport.model_validate(fields)
-
-
-def _batch(memories: Sequence[m.ImportedMemory | Mapping[str, Any]]) -> m.MemoryImportBatch:
-    return m.MemoryImportBatch(
-        memories=[
-            memory
-            if isinstance(memory, m.ImportedMemory)
-            else m.ImportedMemory.model_validate(memory)
-            for memory in memories
-        ]
-    )
-
-
-When = datetime | str | None
-"""A time: a ``datetime`` (naive ones are UTC) or ISO 8601 text."""
-
-
-def _filters(**given: Any) -> dict[str, Any]:
-    """The memory filters of a search or a listing, by name (``None``: not given)."""
-    return given
-
-
-class _Base:
-    def __init__(
-        self,
-        base_url: str | None,
-        api_key: str | None,
-        timeout: float | httpx.Timeout | None,
-        max_retries: int,
-        max_retry_wait: float,
-    ) -> None:
-        self._config = _http.resolve_config(base_url, api_key, max_retries, max_retry_wait)
-        if timeout is None:
-            self._timeout = _http.DEFAULT_TIMEOUT
-        elif isinstance(timeout, httpx.Timeout):
-            self._timeout = timeout
-        else:
-            self._timeout = httpx.Timeout(timeout)
-
-    @property
-    def base_url(self) -> str:
-        """The API's base URL, without a trailing ``/``."""
-        return self._config.base_url
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self._config.base_url!r}, api_key='***')"
+from kividb_memory._base import (
+    UNSET as UNSET,  # re-exported: update_memory's default, kividb_memory.client.UNSET
+)
+from kividb_memory._base import (
+    T,
+    When,
+    _Base,
+    _batch,
+    _filters,
+    _memory,
+    _patch,
+    _search,
+    _session_import,
+)
 
 
 class MemoryClient(_Base):
@@ -160,8 +56,8 @@ class MemoryClient(_Base):
     (``ValueError`` when neither gives one). ``timeout``: seconds (or an ``httpx.Timeout``) per
     attempt, default 30 s to read and 5 s to connect. ``max_retries`` (default 2) and
     ``max_retry_wait`` (default 20 s, the longest ``Retry-After`` honoured) bound the retries.
-    ``http_client``: an ``httpx.Client`` of your own (proxies, certificates, transports); the
-    client then uses it without closing it."""
+    ``http_client``: an ``httpx.Client`` of your own (proxies, certificates, transports);
+    the client then uses it without closing it."""
 
     def __init__(
         self,
@@ -281,7 +177,8 @@ class StoreClient:
     ) -> m.EventsResult:
         """Add a turn's messages (dicts ``{"role", "content", "name"?, "created_at"?}`` or
         :class:`EventIn`) to the session. Not retried after it may have reached the server."""
-        return self._client._answer(_http.add_events(self._prefix, session_id, events, actor_id))
+        call = _http.add_events(self._prefix, session_id, events, actor_id)
+        return self._client._answer(call)
 
     def recall(
         self,
@@ -443,7 +340,8 @@ class StoreClient:
     ) -> m.SessionIdPage:
         """A page of the store's live session ids (in no order; drop repeats); pass the
         page's ``next_cursor`` for the next one."""
-        return self._client._answer(_http.export_session_ids(self._prefix, cursor, limit))
+        call = _http.export_session_ids(self._prefix, cursor, limit)
+        return self._client._answer(call)
 
     def export_session(
         self, session_id: str, after_seq: int | None = None, limit: int | None = None
@@ -466,11 +364,13 @@ class StoreClient:
     ) -> m.MemoryExportPage:
         """A page of the store's live memories with every field, versions and vectors (drop
         repeats by id); pass the page's ``next_cursor`` for the next one."""
-        return self._client._answer(_http.export_memories(self._prefix, cursor, limit))
+        call = _http.export_memories(self._prefix, cursor, limit)
+        return self._client._answer(call)
 
     def import_memories(
         self, memories: Sequence[m.ImportedMemory | Mapping[str, Any]]
     ) -> m.MemoryImportResult:
         """Keep 1 to 100 exported memories under their own ids, times, links and vectors
         (idempotent: retried like a read)."""
-        return self._client._answer(_http.import_memories(self._prefix, _batch(memories)))
+        call = _http.import_memories(self._prefix, _batch(memories))
+        return self._client._answer(call)

@@ -46,6 +46,7 @@ from agent_memory.errors import (
     ValidationFailed,
     WritesRefused,
 )
+from agent_memory.observability import subsegment
 
 SOCKET_TIMEOUT_SECONDS = 2.0
 _TRANSIENT_CODES = frozenset({"BUSY", "MASTERDOWN", "TRYAGAIN", "CLUSTERDOWN", "LOADING"})
@@ -381,9 +382,11 @@ def database_errors() -> Iterator[None]:
     that is not the Redis protocol is ``DatabaseRefused``, a ``DatabaseUnavailable`` whose
     message names the reason (``CredentialsRefused`` for credentials). Other
     ``RedisClusterException`` errors (keys of several slots in one step, a command the client
-    cannot route) are bugs, and pass."""
+    cannot route) are bugs, and pass. The block is a trace subsegment ``redis``
+    (``observability.subsegment``) when the function traces."""
     try:
-        yield
+        with subsegment("redis"):
+            yield
     except HandshakeFailed as exc:
         raise exc.domain(exc.message) from exc
     except redis.AuthenticationError as exc:

@@ -19,6 +19,7 @@ logger, metrics and tracer of ``observability``. Errors always have the shape
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from functools import partial
 from http import HTTPStatus
@@ -50,7 +51,26 @@ from agent_memory.errors import (
     Unauthorized,
 )
 from agent_memory.models import Principal
-from agent_memory.observability import logger, metrics
+from agent_memory.observability import (
+    REQUEST_ID_HEADER,
+    annotate,
+    clear_annotations,
+    logger,
+    metrics,
+    request_trace,
+)
+
+_cold = True
+"""Whether this container has answered no request yet (the trace's ``ColdStart``)."""
+_STORE_IN_PATH = re.compile(r"^/instances/[^/]+/agent-memory/([^/]+)")
+
+
+def store_of_path(raw_path: str) -> str | None:
+    """The store a request's path names (``/instances/<id>/agent-memory/<store>...``), for
+    its trace annotations; None on routes of no store."""
+    found = _STORE_IN_PATH.match(raw_path)
+    return found.group(1) if found else None
+
 
 # UTF-8 out, not \u escapes: smaller bodies, and text reads back exactly as it was sent.
 _json_dumps = partial(json.dumps, separators=(",", ":"), ensure_ascii=False, cls=Encoder)
@@ -102,12 +122,29 @@ class Api(APIGatewayHttpResolver):
         return self._runtime
 
     def _entry(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+        global _cold
+        cold, _cold = _cold, False
+        request = event.get("requestContext") or {}
+        request_id = str(request.get("requestId") or "")
+        annotate(route=str(event.get("routeKey") or request.get("routeKey") or ""))
+        try:
+            with request_trace("lambda_handler", cold_start=cold):
+                answer = self._answer(event, context)
+        finally:
+            clear_annotations()
+        if request_id:
+            answer["headers"] = {**(answer.get("headers") or {}), REQUEST_ID_HEADER: request_id}
+        return answer
+
+    def _answer(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         # Every body is read as JSON whatever its Content-Type says (curl -d sends a form type).
         headers = {**(event.get("headers") or {}), "content-type": JSON}
         event = {**event, "rawPath": decode_path(event.get("rawPath", "/")), "headers": headers}
+        annotate(store=store_of_path(event["rawPath"]))
         try:
             self._runtime = current_runtime()
             self._principal = principal_from(event)
+            annotate(organization=self._principal.org_id)
             limit = self._runtime.settings.max_body_bytes
             body = body_bytes(event)
             if len(body) > limit:

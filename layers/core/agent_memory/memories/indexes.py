@@ -31,6 +31,7 @@ from agent_memory.memories.records import (
     stored_terms,
 )
 from agent_memory.memories.scripts import CATCH_UP
+from agent_memory.observability import subsegment
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.fusion import Hit
 from agent_memory.search.index import ActorIndex
@@ -87,7 +88,8 @@ class ActorIndexes:
                 return index
             if self._catch_up(index, actor, gen):
                 return index
-        index = self._load(actor)
+        with subsegment("index_build"):
+            index = self._load(actor)
         self._cache.put(key, index)
         return index
 

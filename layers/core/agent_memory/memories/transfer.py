@@ -243,8 +243,20 @@ class MemoryTransfer:
         never changes actor, and writing it under the new one would leave the old actor's copy,
         which a ``DELETE`` of the id would not reach. ``StoreNotFound`` when the store was
         deleted (or made again) meanwhile: what this call wrote is taken back."""
-        types = {*RESERVED_TYPES, *(t.name for t in self._store.custom_types)}
         now_ms = to_ms(self._clock.now())
+        rows, expired, first = self._checked(batch, now_ms)
+        if not rows:
+            return MemoryImportResult(imported=0, expired=expired)
+        self._write(rows, first, now_ms)
+        return MemoryImportResult(imported=len(rows), expired=expired)
+
+    def _checked(
+        self, batch: MemoryImportBatch, now_ms: int
+    ) -> tuple[list[tuple[MemoryRecord, bytes]], list[str], dict[str, int]]:
+        """The records and vector bytes of ``batch``'s memories to keep, the ids of those whose
+        time is up, and the first place of each id in the batch; ``ValidationFailed`` naming
+        every problem (see ``import_batch``)."""
+        types = {*RESERVED_TYPES, *(t.name for t in self._store.custom_types)}
         latest_ms = now_ms + (MAX_MEMORY_TTL_SECONDS + IMPORT_CLOCK_SKEW_SECONDS) * 1000
         problems: list[dict[str, str]] = []
         rows: list[tuple[MemoryRecord, bytes]] = []
@@ -257,12 +269,11 @@ class MemoryTransfer:
                                  "problem": f"the batch gives this id already, as "
                                             f"memories.{first[memory.id]}.id"})  # fmt: skip
             first.setdefault(memory.id, at)
-            if memory.type not in types:
-                problems.append({"field": f"memories.{at}.type", "problem": allowed})
-            for v, version in enumerate(memory.versions):
-                if version.type not in types:
-                    problems.append({"field": f"memories.{at}.versions.{v}.type",
-                                     "problem": allowed})  # fmt: skip
+            wrong_types = [f"memories.{at}.type"] if memory.type not in types else []
+            wrong_types += [f"memories.{at}.versions.{v}.type"
+                            for v, version in enumerate(memory.versions)
+                            if version.type not in types]  # fmt: skip
+            problems += [{"field": field, "problem": allowed} for field in wrong_types]
             try:
                 blob = _vector_bytes(memory.vector, self._store.dimensions)
             except VectorInvalid as exc:
@@ -273,15 +284,21 @@ class MemoryTransfer:
                 problem = (f"must be at most {MAX_MEMORY_TTL_SECONDS} s (the largest "
                            "memory_ttl_seconds) and a day from now")  # fmt: skip
                 problems.append({"field": f"memories.{at}.expires_at", "problem": problem})
-                continue
-            if to_ms(memory.expires_at) <= now_ms:
+            elif to_ms(memory.expires_at) <= now_ms:
                 expired.append(memory.id)
-                continue
-            rows.append((_record(memory), blob))
+            else:
+                rows.append((_record(memory), blob))
         if problems:
             raise ValidationFailed("Some memories are not valid; see details.", details=problems)
-        if not rows:
-            return MemoryImportResult(imported=0, expired=expired)
+        return rows, expired, first
+
+    def _write(
+        self, rows: list[tuple[MemoryRecord, bytes]], first: dict[str, int], now_ms: int
+    ) -> None:
+        """Write checked ``rows`` under the store's import lock: the store-level entries, the
+        records actor by actor, then the check that the store is still the one they were
+        checked for (else they are taken back: ``StoreNotFound``). ``Conflict`` (nothing
+        written) for an id that is a live memory of another actor."""
         by_bucket: dict[str, list[tuple[MemoryRecord, bytes]]] = {}
         for record, blob in rows:
             by_bucket.setdefault(actor_bucket(record.actor_id), []).append((record, blob))
@@ -310,7 +327,6 @@ class MemoryTransfer:
             ):
                 self._take_back(by_bucket)
                 raise StoreNotFound(self._store.name)
-        return MemoryImportResult(imported=len(rows), expired=expired)
 
     @contextmanager
     def _exclusive(self) -> Iterator[None]:

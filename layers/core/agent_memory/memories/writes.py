@@ -70,6 +70,7 @@ from agent_memory.memories.records import (
 from agent_memory.memories.redaction import redact
 from agent_memory.memories.scripts import LOG_KEEP, PUT, READ_ONE, REMOVE_CHAIN, SUPERSEDE
 from agent_memory.memories.store_level import StoreLevel
+from agent_memory.search.index import ActorIndex
 from agent_memory.stores.models import StoreConfig
 from agent_memory.stores.registry import current_entry
 
@@ -273,21 +274,11 @@ class MemoryWriter:
                 if index is None:
                     index = self._indexes.index(bucket, known_gen)
                     known_gen = None
-                with index.lock:
-                    candidates = index.best_match(vector, now_ms)
-                    gen, exact = index.gen, index.exact
-                if not exact:
-                    candidates = self._indexes.rescore(bucket, candidates, vector)
-                best = candidates[0] if candidates else None
-                if best is not None and best.memory_id == memory_id:
-                    return Kept(record_view(record), False, counts)  # our own write, seen again
-                threshold = self._store.dedupe_threshold - DEDUPE_EPSILON
-                if best is not None and best.score >= threshold:
-                    kept = self._reader.fetch(bucket, [best.memory_id]).get(best.memory_id)
-                    if kept is not None:
-                        if indexed:
-                            self._store_level.unindex(memory_id)
-                        return Kept(kept, True, counts)
+                gen, found = self._already_kept(index, bucket, vector, record, counts)
+                if found is not None:
+                    if found.duplicate and indexed:
+                        self._store_level.unindex(memory_id)
+                    return found
                 before = None
                 if not indexed:
                     before = self._store_level.commands(memory_id, bucket, now_ms, expires_ms)
@@ -308,11 +299,7 @@ class MemoryWriter:
                     continue
                 if int(written) == 1:
                     self._check_store_still_here(bucket, memory_id, registered)
-                    with index.lock:
-                        if index.gen == gen:  # apply our own write: no catch-up read later
-                            index.upsert(memory_id, vector, text, body.type, now_ms,
-                                         expires_ms, None, record_facts(record))  # fmt: skip
-                            index.gen = int(new_gen)
+                    self._apply_own_write(index, gen, int(new_gen), record, vector)
                     return Kept(record_view(record), False, counts)
                 index = None  # the generation moved: catch up and check again
         except BaseException:
@@ -321,6 +308,46 @@ class MemoryWriter:
             raise
         self._store_level.unindex(memory_id)
         raise Conflict("The actor's memories kept changing during this add; retry.")
+
+    @staticmethod
+    def _apply_own_write(
+        index: ActorIndex, gen: int, new_gen: int, record: MemoryRecord, vector: NDArray[np.float32]
+    ) -> None:
+        """Put the memory just written into the warm ``index`` when nothing else changed the
+        actor since ``gen`` (no catch-up read later)."""
+        with index.lock:
+            if index.gen == gen:
+                index.upsert(record.id, vector, record.text, record.type, record.created_at,
+                             record.expires_at, None, record_facts(record))  # fmt: skip
+                index.gen = new_gen
+
+    def _already_kept(
+        self,
+        index: ActorIndex,
+        bucket: str,
+        vector: NDArray[np.float32],
+        record: MemoryRecord,
+        counts: dict[str, int],
+    ) -> tuple[int, Kept | None]:
+        """The index's generation, and what ``record`` (not written yet) is already: itself,
+        written by an earlier attempt of this add and seen again (not a duplicate); a memory of
+        the actor at least ``dedupe_threshold`` similar (a duplicate); or None (new). Scores
+        from a compact index are rescored exactly first."""
+        with index.lock:
+            candidates = index.best_match(vector, record.created_at)
+            gen, exact = index.gen, index.exact
+        if not exact:
+            candidates = self._indexes.rescore(bucket, candidates, vector)
+        best = candidates[0] if candidates else None
+        if best is None:
+            return gen, None
+        if best.memory_id == record.id:
+            return gen, Kept(record_view(record), False, counts)  # our own write, seen again
+        if best.score >= self._store.dedupe_threshold - DEDUPE_EPSILON:
+            kept = self._reader.fetch(bucket, [best.memory_id]).get(best.memory_id)
+            if kept is not None:
+                return gen, Kept(kept, True, counts)
+        return gen, None
 
     def _supersede(
         self,

@@ -34,6 +34,7 @@ import httpx
 
 from agent_memory.clock import Clock, SystemClock
 from agent_memory.errors import EndpointRefused, ProviderRejected, ProviderUnavailable
+from agent_memory.observability import subsegment
 from agent_memory.providers.network import (
     LAST_MOMENT,
     CallDeadline,
@@ -80,6 +81,10 @@ class _Answer:
     status: int
     headers: httpx.Headers
     body: bytes
+
+
+_AGAIN = object()
+"""``ProviderClient._read``'s answer when the call is to be made once more."""
 
 
 class ProviderClient:
@@ -186,6 +191,27 @@ class ProviderClient:
         2xx answer over ``max_bytes``, compressed, or not JSON; ``EndpointRefused`` for a custom
         endpoint that is not allowed.
         """
+        with subsegment("provider"):
+            return self._post_json(
+                url,
+                payload,
+                max_bytes=max_bytes,
+                headers=headers,
+                custom=custom,
+                allow_private=allow_private,
+            )
+
+    def _post_json(
+        self,
+        url: str,
+        payload: Mapping[str, Any],
+        *,
+        max_bytes: int,
+        headers: Mapping[str, str] | None = None,
+        custom: bool = False,
+        allow_private: bool = False,
+    ) -> object:
+        """``post_json`` itself, in its trace subsegment ``provider``."""
         host = urlsplit(url).hostname or "?"
         call = CallDeadline(
             self._monotonic() + self.deadline, self._monotonic, custom and not allow_private
@@ -216,92 +242,124 @@ class ProviderClient:
         sent = {**headers, "Accept-Encoding": "identity"}
         retry = 0
         while True:
-            try:
-                answer = self._attempt(call, host, url, payload, max_bytes, sent)
-            except _RETRYABLE_TRANSPORT as exc:
-                if call.left() < LAST_MOMENT:
-                    raise self._late(host) from None
-                problem = type(exc).__name__
-                if retry >= self.max_retries:
-                    raise ProviderUnavailable(
-                        f"The provider at {host} could not be reached after {retry + 1} "
-                        f"attempts ({problem}); try again later."
-                    ) from None
-                if not self._pause(call, host, problem, retry, None):
-                    raise self._no_time_to_retry(host, problem, None) from None
-                retry += 1
-                continue
-            except httpx.TimeoutException as exc:
-                if call.left() < LAST_MOMENT:
-                    raise self._late(host) from None
-                raise ProviderUnavailable(
-                    f"The provider at {host} did not answer in time ({type(exc).__name__}); "
-                    "try again later."
-                ) from None
-            except httpx.InvalidURL:
-                raise EndpointRefused(f"The provider URL for host '{host}' is not valid.") from None
-            except httpx.HTTPError as exc:
-                raise ProviderUnavailable(
-                    f"The call to the provider at {host} failed ({type(exc).__name__})."
-                ) from None
+            answer = self._attempt_or_pause(call, host, url, payload, max_bytes, sent, retry)
+            if answer is not None:
+                read = self._read(call, host, payload, answer, secrets, retry)
+                if read is not _AGAIN:
+                    return read
+            retry += 1
 
-            status = answer.status
-            if 200 <= status < 300:
-                try:
-                    return json.loads(answer.body)
-                except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
-                    raise ProviderRejected(
-                        f"The provider at {host} answered HTTP {status} with a body that is "
-                        "not JSON.",
-                        status=status,
-                    ) from None
-            code = _provider_code(answer.body, secrets)
-            said = f" ({code})" if code else ""
-            if status == 429 and code == "insufficient_quota":
+    def _attempt_or_pause(
+        self,
+        call: CallDeadline,
+        host: str,
+        url: str,
+        payload: Mapping[str, Any],
+        max_bytes: int,
+        sent: Mapping[str, str],
+        retry: int,
+    ) -> _Answer | None:
+        """One attempt's answer; None when it failed in a way worth another attempt, after the
+        pause before it. Raises when the failure is final."""
+        try:
+            return self._attempt(call, host, url, payload, max_bytes, sent)
+        except _RETRYABLE_TRANSPORT as exc:
+            if call.left() < LAST_MOMENT:
+                raise self._late(host) from None
+            problem = type(exc).__name__
+            if retry >= self.max_retries:
+                raise ProviderUnavailable(
+                    f"The provider at {host} could not be reached after {retry + 1} "
+                    f"attempts ({problem}); try again later."
+                ) from None
+            if not self._pause(call, host, problem, retry, None):
+                raise self._no_time_to_retry(host, problem, None) from None
+            return None
+        except httpx.TimeoutException as exc:
+            if call.left() < LAST_MOMENT:
+                raise self._late(host) from None
+            raise ProviderUnavailable(
+                f"The provider at {host} did not answer in time ({type(exc).__name__}); "
+                "try again later."
+            ) from None
+        except httpx.InvalidURL:
+            raise EndpointRefused(f"The provider URL for host '{host}' is not valid.") from None
+        except httpx.HTTPError as exc:
+            raise ProviderUnavailable(
+                f"The call to the provider at {host} failed ({type(exc).__name__})."
+            ) from None
+
+    def _read(
+        self,
+        call: CallDeadline,
+        host: str,
+        payload: Mapping[str, Any],
+        answer: _Answer,
+        secrets: list[str],
+        retry: int,
+    ) -> object:
+        """The JSON of a 2xx answer; ``_AGAIN`` after the pause before another attempt (a 429
+        or 5xx worth retrying); else the error the answer is, raised."""
+        status = answer.status
+        if 200 <= status < 300:
+            try:
+                return json.loads(answer.body)
+            except (ValueError, RecursionError):  # RecursionError: absurdly deep nesting
                 raise ProviderRejected(
-                    f"The provider at {host} answered HTTP 429 (insufficient_quota): the quota "
-                    "is exhausted.",
+                    f"The provider at {host} answered HTTP {status} with a body that is not JSON.",
                     status=status,
-                    provider_code=code,
-                )
-            if status == 429 or status >= 500:
-                problem = f"HTTP {status}{said}"
-                wait_at_least = retry_after_seconds(answer.headers.get("retry-after"), self._clock)
-                asked = passed_on_wait(wait_at_least)
-                too_long = wait_at_least is not None and wait_at_least > self.max_retry_after
-                if asked is not None and too_long:
-                    more = " or more" if asked >= RETRY_AFTER_MAX_SECONDS else ""
-                    raise ProviderUnavailable(
-                        f"The provider at {host} answered {problem} and asked to wait "
-                        f"{asked} s{more}; try again later.",
-                        retry_after_seconds=asked,
-                    )
-                if retry >= self.max_retries:
-                    raise ProviderUnavailable(
-                        f"The provider at {host} answered {problem} after {retry + 1} "
-                        "attempts; try again later.",
-                        retry_after_seconds=asked,
-                    )
-                if not self._pause(call, host, problem, retry, wait_at_least):
-                    raise self._no_time_to_retry(host, problem, asked)
-                retry += 1
-                continue
-            if 300 <= status < 400:
-                raise ProviderRejected(
-                    f"The provider at {host} answered with a redirect (HTTP {status}), which is "
-                    "not followed; configure the final URL.",
-                    status=status,
-                )
+                ) from None
+        code = _provider_code(answer.body, secrets)
+        said = f" ({code})" if code else ""
+        if status == 429 and code == "insufficient_quota":
             raise ProviderRejected(
-                f"The provider at {host} rejected the request with HTTP {status}{said}.",
+                f"The provider at {host} answered HTTP 429 (insufficient_quota): the quota "
+                "is exhausted.",
                 status=status,
                 provider_code=code,
-                mentions=frozenset(
-                    name
-                    for name in payload
-                    if name.isascii() and name.encode("ascii") in answer.body
-                ),
             )
+        if status == 429 or status >= 500:
+            self._pause_for_status(call, host, answer, f"HTTP {status}{said}", retry)
+            return _AGAIN
+        if 300 <= status < 400:
+            raise ProviderRejected(
+                f"The provider at {host} answered with a redirect (HTTP {status}), which is "
+                "not followed; configure the final URL.",
+                status=status,
+            )
+        raise ProviderRejected(
+            f"The provider at {host} rejected the request with HTTP {status}{said}.",
+            status=status,
+            provider_code=code,
+            mentions=frozenset(
+                name for name in payload if name.isascii() and name.encode("ascii") in answer.body
+            ),
+        )
+
+    def _pause_for_status(
+        self, call: CallDeadline, host: str, answer: _Answer, problem: str, retry: int
+    ) -> None:
+        """Pause before another attempt after a 429 or 5xx answer (``problem``), honouring its
+        ``Retry-After``; ``ProviderUnavailable`` when it asks too long a wait, when the retries
+        are used up, or when the call's deadline leaves no time for one more."""
+        wait_at_least = retry_after_seconds(answer.headers.get("retry-after"), self._clock)
+        asked = passed_on_wait(wait_at_least)
+        too_long = wait_at_least is not None and wait_at_least > self.max_retry_after
+        if asked is not None and too_long:
+            more = " or more" if asked >= RETRY_AFTER_MAX_SECONDS else ""
+            raise ProviderUnavailable(
+                f"The provider at {host} answered {problem} and asked to wait "
+                f"{asked} s{more}; try again later.",
+                retry_after_seconds=asked,
+            )
+        if retry >= self.max_retries:
+            raise ProviderUnavailable(
+                f"The provider at {host} answered {problem} after {retry + 1} "
+                "attempts; try again later.",
+                retry_after_seconds=asked,
+            )
+        if not self._pause(call, host, problem, retry, wait_at_least):
+            raise self._no_time_to_retry(host, problem, asked)
 
     def _attempt(
         self,

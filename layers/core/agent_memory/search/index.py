@@ -386,8 +386,9 @@ class ActorIndex:
     # --- queries -----------------------------------------------------------------------------
 
     def _eligible(self, now_ms: int, where: Selection | Sequence[str] | None) -> NDArray[np.bool_]:
-        """The rows ``where`` selects (``selection.Selection.admits``, for every row at once);
-        a sequence of types or None stands for the current memories of those types."""
+        """The rows ``where`` selects (``selection.Selection.admits``, for every row at once, in
+        the same three parts); a sequence of types or None stands for the current memories of
+        those types."""
         selection = (
             where
             if isinstance(where, Selection)
@@ -395,18 +396,27 @@ class ActorIndex:
         )
         size = len(self.ids)
         expires = self.expires[:size]
-        mask = self.alive[:size] & (expires > now_ms)
-        if selection.as_of is None:
-            if not selection.include_superseded:
-                mask &= self.valid_until[:size] == NEVER
-        else:
-            moment = selection.as_of
-            mask &= (self.valid_from[:size] <= moment) & (expires > moment)
-            if not selection.include_superseded:
-                mask &= self.valid_until[:size] > moment
+        mask = self.alive[:size] & (expires > now_ms) & self._in_time(selection, size)
         if selection.types:
             wanted = set(selection.types)
             mask &= np.fromiter((t in wanted for t in self.types), dtype=np.bool_, count=size)
+        return mask & self._in_ranges(selection, size) & self._with_terms(selection, size)
+
+    def _in_time(self, selection: Selection, size: int) -> NDArray[np.bool_]:
+        """``Selection._admits_in_time`` of every row."""
+        if selection.as_of is None:
+            if selection.include_superseded:
+                return np.ones(size, dtype=np.bool_)
+            return np.asarray(self.valid_until[:size] == NEVER)
+        moment = selection.as_of
+        mask = (self.valid_from[:size] <= moment) & (self.expires[:size] > moment)
+        if not selection.include_superseded:
+            mask &= self.valid_until[:size] > moment
+        return np.asarray(mask)
+
+    def _in_ranges(self, selection: Selection, size: int) -> NDArray[np.bool_]:
+        """``Selection._admits_ranges`` of every row."""
+        mask = np.ones(size, dtype=np.bool_)
         created = self.created[:size]
         if selection.created_after is not None:
             mask &= created >= selection.created_after
@@ -419,6 +429,11 @@ class ActorIndex:
                 mask &= occurred >= selection.occurred_after
             if selection.occurred_before is not None:
                 mask &= occurred < selection.occurred_before
+        return mask
+
+    def _with_terms(self, selection: Selection, size: int) -> NDArray[np.bool_]:
+        """``Selection._admits_terms`` of every row."""
+        mask = np.ones(size, dtype=np.bool_)
         if selection.topics:
             rows: set[int] = set()
             for term in selection.topic_terms:

@@ -129,30 +129,38 @@ class Selection:
         expires: int,
         facts: RowFacts,
     ) -> bool:
-        """Whether one memory is selected (the rule the index applies to all its rows)."""
-        if expires <= now_ms:
+        """Whether one memory is selected (the rule the index applies to all its rows:
+        ``search.index.ActorIndex``, in the same three parts)."""
+        if expires <= now_ms or not self._admits_in_time(expires, facts):
             return False
-        if self.as_of is None:
-            if not self.include_superseded and facts.valid_until != NEVER:
-                return False
-        else:
-            if not (facts.valid_from <= self.as_of < expires):
-                return False
-            if not self.include_superseded and not self.as_of < facts.valid_until:
-                return False
         if self.types and memory_type not in self.types:
             return False
+        return self._admits_ranges(created, facts) and self._admits_terms(facts)
+
+    def _admits_in_time(self, expires: int, facts: RowFacts) -> bool:
+        """Current (or kept, with ``include_superseded``), now or ``as_of``."""
+        if self.as_of is None:
+            return self.include_superseded or facts.valid_until == NEVER
+        if not (facts.valid_from <= self.as_of < expires):
+            return False
+        return self.include_superseded or self.as_of < facts.valid_until
+
+    def _admits_ranges(self, created: int, facts: RowFacts) -> bool:
+        """Inside the ``created_*`` and ``occurred_*`` ranges."""
         if self.created_after is not None and created < self.created_after:
             return False
         if self.created_before is not None and created >= self.created_before:
             return False
-        if self.wants_occurred:
-            if facts.occurred == UNKNOWN:
-                return False
-            if self.occurred_after is not None and facts.occurred < self.occurred_after:
-                return False
-            if self.occurred_before is not None and facts.occurred >= self.occurred_before:
-                return False
+        if not self.wants_occurred:
+            return True
+        return (
+            facts.occurred != UNKNOWN
+            and (self.occurred_after is None or facts.occurred >= self.occurred_after)
+            and (self.occurred_before is None or facts.occurred < self.occurred_before)
+        )
+
+    def _admits_terms(self, facts: RowFacts) -> bool:
+        """One of the ``topics`` and every ``metadata`` pair."""
         terms = set(facts.terms)
         if self.topics and not terms.intersection(self.topic_terms):
             return False

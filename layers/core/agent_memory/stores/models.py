@@ -149,9 +149,13 @@ def _check_base_url(field: str, url: str, *, allow_private: bool = False) -> Non
         raise ValueError(
             f"{field} has a host name the HTTP client cannot send a request to ({unsendable})"
         )
-    if allow_private:
-        return
-    host = parts.hostname.rstrip(".")
+    if not allow_private:
+        _check_public_host(field, parts.hostname.rstrip("."))
+
+
+def _check_public_host(field: str, host: str) -> None:
+    """The host of a custom endpoint saved without ``allow_private``: a valid public name, or
+    an IP literal that ``addresses.not_public`` passes (``ValueError`` says why not)."""
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
