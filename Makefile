@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test unit integration e2e lint format validate openapi build deploy replay fuzz \
 	console console-screenshots bench bench-working-memory bench-retrieval bench-latency bench-background bench-updates bench-faults \
-	bench-load clean
+	bench-load bench-imports clean
 
 $(STAMP): requirements-dev.txt layers/core/requirements.txt client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -133,7 +133,7 @@ $(BENCH_STAMP): $(STAMP) bench/requirements.txt
 	touch $(BENCH_STAMP)
 
 ## bench: every benchmark; each writes a table and a plot under bench/results/
-bench: bench-working-memory bench-latency bench-retrieval bench-background bench-updates bench-faults bench-load
+bench: bench-working-memory bench-latency bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports
 
 ## bench-working-memory: add events and recall through the local stack, vs in-process baselines
 bench-working-memory: $(BENCH_STAMP)
@@ -161,6 +161,11 @@ bench-faults: $(BENCH_STAMP)
 ## memory, and the exactly-once check afterwards
 bench-load: $(BENCH_STAMP)
 	$(PY) -m bench.load $(ARGS)
+
+## bench-imports: a new container per function: layer modules loaded and time to import and answer
+## its sample event, against the layout before the packages (--baseline), interleaved
+bench-imports: $(BENCH_STAMP)
+	$(PY) -m bench.imports $(ARGS)
 
 ## bench-scale: 1,000,000 memories of 384 dimensions on a three-primary cluster: memory per
 ## memory and per shard, reads warm and cold, counts, 10,000 sessions appending, DELETE

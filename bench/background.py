@@ -132,7 +132,7 @@ def one_run(url: str, provider: str, events: list[EventIn], keep_recent: int) ->
         "POWERTOOLS_METRICS_DISABLED": "true",
     }  # fmt: skip
     # The run needs no quiet period: ask for it as POST .../extract does.
-    from agent_memory.background.work import request_extraction
+    from agent_memory.background.triggers import request_extraction
 
     request_extraction(client, config, session_id, SystemClock())
     child = subprocess.run(

@@ -194,7 +194,7 @@ class Corpus:
         self.centres = centres / np.linalg.norm(centres, axis=1, keepdims=True)
 
     def vectors(self, rng: np.random.Generator, clusters: NDArray[np.int64]) -> NDArray[np.float32]:
-        """Unit float32 rows, normalised as ``memories.unit`` does (in float64)."""
+        """Unit float32 rows, normalised as ``memories.reads.unit`` does (in float64)."""
         noise = rng.standard_normal((clusters.size, self.dims)) * (NOISE / np.sqrt(self.dims))
         wide = self.centres[clusters] + noise
         wide /= np.max(np.abs(wide), axis=1, keepdims=True)
@@ -235,9 +235,9 @@ class Seeded:
 
 def seed(binary: redis.Redis, config: StoreConfig, corpus: Corpus, size: int, bar: tqdm) -> Seeded:
     """Write ``size`` memories of ``ACTOR`` straight to Redis, with the keys and records that
-    ``Memories.add`` writes (the actor's memories, with their vectors; the store-level entries
-    of ``memories.queue_store_level``), then set the actor's generation to 1 with an empty change
-    log, so that any cache loads the actor in full."""
+    ``Memories.add`` writes (the actor's memories, with their vectors; the store-level entries of
+    ``memories.store_level.queue_store_level``), then set the actor's generation to 1 with an empty
+    change log, so that any cache loads the actor in full."""
     rng = np.random.default_rng([SEED, size, corpus.dims])
     keys = config.keys()
     bucket = actor_bucket(ACTOR)

@@ -29,7 +29,7 @@ hit@10 when the store's ``fuse`` weight is chosen afterwards, per question, as t
 0.1, ..., 1 (the ceiling of any weight setting, even one that adapts to the query).
 
 Keyword search (and the keyword half of hybrid) is the store's own: BM25 over light-stemmed
-tokens, the query's English stop words dropped (``agent_memory.search``).
+tokens, the query's English stop words dropped (``agent_memory.search.tokenizer``).
 
 Writes ``bench/results/retrieval.md`` and ``retrieval.png``.
 

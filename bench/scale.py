@@ -4,23 +4,23 @@ Starts a Redis Cluster of three primaries on loopback (``local.bootstrap.start_r
 and the local stack on it (control database and instance ``local``), then:
 
 1. **Seeds** one store with ``--actors`` actors x ``--per-actor`` memories of ``--dimensions``
-   (default 1,000 x 1,000 x 384 = 1,000,000) by writing the records straight to the cluster
-   with the keys and records ``Memories.add`` writes (``records.MemoryRecord`` with its float32
+   (default 1,000 x 1,000 x 384 = 1,000,000) by writing the records straight to the cluster with the
+   keys and records ``Memories.add`` writes (``memories.records.MemoryRecord`` with its float32
    vector as ``encode_memory`` stores it, the actor's generation and the change log entries the
-   scripts keep, the store-level entries of ``memories.queue_store_level``), in one pipeline per
-   batch of actors (each actor's keys are one slot, each index partition's one; redis-py's
-   cluster pipeline sends each node its own). Adding them
-   through the API would take hours on this machine: the run measures the API's add rate on
-   ``--api-adds`` memories and says how long a million would take that way.
+   scripts keep, the store-level entries of ``memories.store_level.queue_store_level``), in one
+   pipeline per batch of actors (each actor's keys are one slot, each index partition's one;
+   redis-py's cluster pipeline sends each node its own). Adding them through the API would take
+   hours on this machine: the run measures the API's add rate on ``--api-adds`` memories and says
+   how long a million would take that way.
 2. **Memory**: ``used_memory`` (INFO memory) of each primary before and after, per memory and
    against the raw data (the float32 vector plus the text's UTF-8 bytes); keys and memory per
    shard and their max / min; how much of it the store-level indexes take (``MEMORY USAGE``),
-   in their partitions (``keys.MemoryIndexKeys``); where one actor's and one session's keys
+   in their partitions (``database.keys.MemoryIndexKeys``); where one actor's and one session's keys
    are (one slot each) and how the actors and sessions spread over the shards.
 3. **Reads** over HTTP, vectors supplied: recall (hybrid) and semantic search of random
    actors, warm (``--warm-actors`` actors asked again and again) and the first one per actor in
    a fresh stack process; the store's counts (``GET`` of the store); a store-wide search
-   without ``actor_id`` (refused past ``memory_reads.STORE_WIDE_MAX_BYTES``: its answer and time).
+   without ``actor_id`` (refused past ``memories.reads.STORE_WIDE_MAX_BYTES``: its answer and time).
 4. **Appends**: ``--sessions`` sessions (default 10,000) each getting ``--appends`` turns of
    two messages from ``--processes`` client processes at once: messages per second overall and
    per shard (the sessions each primary holds, and the calls of ``INFO commandstats``).

@@ -1,7 +1,7 @@
 """Knowledge updates through extraction: does the newer fact win, and does the stale one go?
 
 Scripted fact pairs (an old value, a newer value, a question) for many actors go through the
-real background extraction (``agent_memory.background.SessionWork``, in this process, on a
+real background extraction (``agent_memory.background.work.SessionWork``, in this process, on a
 ``redis-server`` of its own) with ``tools.scripted_model`` as language and embedding model on
 loopback HTTP (a rule-based OpenAI-shaped server, see its docstring: it names a shown memory in
 ``supersedes`` when a sentence has the same subject). Each actor says, in a first session, the

@@ -263,7 +263,7 @@ def main() -> None:
 
 def cluster_note(url: str) -> str:
     """``", a Redis Cluster of N primaries"`` for the banner when ``url`` is a cluster (as the
-    stack's database client found it: ``db.cluster_mode``), else nothing."""
+    stack's database client found it: ``database.client.cluster_mode``), else nothing."""
     client = redis_client(url)
     if not is_cluster(client):
         return ""

@@ -1,10 +1,10 @@
 """Start or reach the database and make the local organization, instance and API key.
 
-Order of preference (DESIGN section 6): ``REDIS_URL``; else a ``redis-server`` child process
-keeping its data under ``.local/redis``; else an embedded in-process server (fakeredis over TCP,
-in memory only). ``REDIS_URL`` may name a Redis or Valkey Cluster (any node of it; see
-``agent_memory.db.cluster_mode``). :func:`start_redis_cluster` starts one on loopback for the
-tests and benchmarks.
+Order of preference (DESIGN section 6): ``REDIS_URL``; else a ``redis-server`` child process keeping
+its data under ``.local/redis``; else an embedded in-process server (fakeredis over TCP, in memory
+only). ``REDIS_URL`` may name a Redis or Valkey Cluster (any node of it; see
+``agent_memory.database.client.cluster_mode``). :func:`start_redis_cluster` starts one on loopback
+for the tests and benchmarks.
 """
 
 from __future__ import annotations

@@ -1,13 +1,13 @@
 """The local stack's stand-in for EventBridge Scheduler: a loop that fires due schedules.
 
-Functions of the local stack run with ``KIVIDB_SCHEDULER=local``, so arming a session's
-extraction (``agent_memory.scheduler.LocalScheduler``) keeps an entry in the stack's database.
-This loop, a daemon thread of the launcher process (``python -m local``), polls that database
-about every 100 ms with :meth:`LocalScheduler.take_due`, which removes what it returns (as
+Functions of the local stack run with ``KIVIDB_SCHEDULER=local``, so arming a session's extraction
+(``agent_memory.background.scheduler.LocalScheduler``) keeps an entry in the stack's database. This
+loop, a daemon thread of the launcher process (``python -m local``), polls that database about every
+100 ms with :meth:`LocalScheduler.take_due`, which removes what it returns (as
 ``ActionAfterCompletion: DELETE`` removes a fired schedule), and invokes the template's
-``BackgroundFunction`` handler with each event, exactly the JSON object EventBridge Scheduler
-would deliver (the schedule target's ``Input``: ``ExtractionTarget.event()``), and a
-``LambdaContext`` with the function's timeout and memory.
+``BackgroundFunction`` handler with each event, exactly the JSON object EventBridge Scheduler would
+deliver (the schedule target's ``Input``: ``ExtractionTarget.event()``), and a ``LambdaContext``
+with the function's timeout and memory.
 
 One invocation at a time, in the launcher process (one warm "container" of the background
 function, imported on its first event). A handler that raises is printed with its traceback
@@ -221,14 +221,13 @@ def start_scheduler_loop(
     keys: LocalScheduleKeys | None = None,
     interval: float = POLL_SECONDS,
 ) -> SchedulerLoop:
-    """The launcher's loop: the stack's database at ``database_url`` (the same control
-    database the functions' ``LocalScheduler`` writes to) and the template's background
-    function. Started before it is returned. The client does not retry a command (the loop's
-    backoff does), and the URL's credentials are masked in the loop's lines
-    (``agent_memory.url_masking.url_secrets``: its user part's password, its ``password=``
-    query option...). The database may be a
-    cluster (``agent_memory.db.redis_client``'s cluster client, which it then connects to
-    here: ``DatabaseUnavailable`` when it cannot)."""
+    """The launcher's loop: the stack's database at ``database_url`` (the same control database the
+    functions' ``LocalScheduler`` writes to) and the template's background function. Started before
+    it is returned. The client does not retry a command (the loop's backoff does), and the URL's
+    credentials are masked in the loop's lines (``agent_memory.database.urls.url_secrets``: its user
+    part's password, its ``password=`` query option...). The database may be a cluster
+    (``agent_memory.database.client.redis_client``'s cluster client, which it then connects to here:
+    ``DatabaseUnavailable`` when it cannot)."""
     client = redis_client(database_url)
     scheduler = LocalScheduler(client, SystemClock(), keys=keys)
     loop = SchedulerLoop(

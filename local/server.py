@@ -29,8 +29,9 @@ ROOT = Path(__file__).resolve().parent.parent
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway HTTP API payload limit
 PARAMETERS_ENV = "KIVIDB_LOCAL_PARAMETERS"
 LAZY_INIT_ENV = "KIVIDB_LAZY_INIT"
-# The functions' scheduler (agent_memory.scheduler.make_scheduler): "local" serves the port from
-# the stack's database, where the launcher's scheduler loop (local/scheduler.py) takes it up.
+# The functions' scheduler (agent_memory.background.scheduler.make_scheduler): "local" serves
+# the port from the stack's database, where the launcher's scheduler loop (local/scheduler.py)
+# takes it up.
 SCHEDULER_ENV = "KIVIDB_SCHEDULER"
 
 Scope = MutableMapping[str, Any]

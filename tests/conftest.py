@@ -6,65 +6,33 @@ it: every test works under names of its own (random organization, instance and s
 
 With ``KIVIDB_TEST_CLUSTER=1`` (and ``REDIS_URL`` unset) the database is a Redis Cluster of
 three primaries that the suite starts (``local.bootstrap.start_redis_cluster``), and each other
-"database number" a test asks for (:func:`on_database`) is another such cluster, started when
-first asked for: a cluster has only database 0, and a database is one organization's. Clients
-of the tests come from :func:`database_client`, a ``RedisCluster`` there. docs/testing.md
-names the tests ``make test`` runs this way.
+"database number" a test asks for (``tests.support.databases.on_database``) is another such
+cluster, started when first asked for: a cluster has only database 0, and a database is one
+organization's. Clients of the tests come from ``tests.support.databases.database_client``, a
+``RedisCluster`` there. docs/testing.md names the tests ``make test`` runs this way.
+
+The helpers that these fixtures and the tests share are in ``tests.support``.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
-import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
-from pathlib import Path
-from typing import cast
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import redis
 from cryptography.fernet import Fernet
-from redis.backoff import NoBackoff
-from redis.cluster import RedisCluster
-from redis.retry import Retry
 
 from agent_memory.clock import SystemClock
 from agent_memory.control.plane import ControlPlane
-from agent_memory.database.client import cluster_mode, split_cluster_option
 from agent_memory.errors import NotFound
-from local.bootstrap import Cluster, start_redis_cluster, start_redis_server
+from local.bootstrap import start_redis_server
+from tests.support.common import unique
+from tests.support.databases import CLUSTERS, Clusters, Tenant, database_client, on_database
 
 ON_CLUSTER = os.environ.get("KIVIDB_TEST_CLUSTER", "").lower() in ("1", "yes", "true", "on")
 """The suite runs on Redis Clusters it starts (``KIVIDB_TEST_CLUSTER=1``)."""
-
-
-class Clusters:
-    """The clusters of a cluster run, one per database number a test uses (0 first)."""
-
-    def __init__(self, data_dir: Path) -> None:
-        self.data_dir = data_dir
-        self.by_number: dict[int, Cluster] = {}
-
-    def url(self, number: int) -> str:
-        if number not in self.by_number:
-            self.by_number[number] = start_redis_cluster(self.data_dir / f"cluster-{number}")
-        return self.by_number[number].url
-
-    def number_of(self, url: str) -> int | None:
-        base = urlsplit(split_cluster_option(url)[0])
-        for number, cluster in self.by_number.items():
-            if urlsplit(cluster.url).netloc == base.netloc.rsplit("@", 1)[-1]:
-                return number
-        return None
-
-    def stop(self) -> None:
-        for cluster in self.by_number.values():
-            cluster.stop()
-
-
-_CLUSTERS: list[Clusters] = []
 
 
 @pytest.fixture(scope="session")
@@ -75,32 +43,18 @@ def redis_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         return
     if ON_CLUSTER:
         clusters = Clusters(tmp_path_factory.mktemp("clusters"))
-        _CLUSTERS.append(clusters)
+        CLUSTERS.append(clusters)
         try:
             yield clusters.url(0)
         finally:
             clusters.stop()
-            _CLUSTERS.remove(clusters)
+            CLUSTERS.remove(clusters)
         return
     database = start_redis_server(tmp_path_factory.mktemp("redis"), persist=False)
     try:
         yield database.url
     finally:
         database.stop()
-
-
-def database_client(url: str, *, binary: bool = False, **options: object) -> redis.Redis:
-    """A new client of the database at ``url`` (answers ``str``, or ``bytes`` with
-    ``binary``): a ``RedisCluster`` when it is a cluster (typed as ``redis.Redis``, as
-    ``agent_memory.db.redis_client`` does), else ``redis.Redis``. Not cached: a test may close
-    it or point it at a server it stops."""
-    plain, _ = split_cluster_option(url)
-    if cluster_mode(url):
-        cluster = RedisCluster.from_url(
-            plain, decode_responses=not binary, retry=Retry(NoBackoff(), retries=0), **options
-        )
-        return cast(redis.Redis, cluster)
-    return redis.Redis.from_url(plain, decode_responses=not binary, **options)
 
 
 @pytest.fixture(scope="session")
@@ -111,31 +65,6 @@ def secret_key() -> str:
 @pytest.fixture
 def client(redis_url: str) -> redis.Redis:
     return database_client(redis_url)
-
-
-def unique(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:12]}"
-
-
-@dataclass
-class Tenant:
-    """An organization with one instance (on the test server) and one API key."""
-
-    org_id: str
-    instance_id: str
-    api_key: str
-    key_id: str
-    control: ControlPlane
-    url: str
-
-
-def on_database(url: str, db: int) -> str:
-    """``url`` with its database number set to ``db`` (the path; a query is dropped). In a
-    cluster run, the URL of the cluster that stands for database ``db``."""
-    for clusters in _CLUSTERS:
-        if clusters.number_of(url) is not None:
-            return clusters.url(db)
-    return urlunsplit(urlsplit(url)._replace(path=f"/{db}", query=""))
 
 
 TENANT_DB = 1
@@ -171,13 +100,3 @@ def function_env(monkeypatch: pytest.MonkeyPatch, redis_url: str, secret_key: st
     monkeypatch.setenv("POWERTOOLS_METRICS_DISABLED", "true")
     # These tests re-point instances and expect the next request to see it at once.
     monkeypatch.setenv("KIVIDB_INSTANCE_CACHE_SECONDS", "0")
-
-
-ROOT = Path(__file__).resolve().parent.parent
-from tools.replay import DEFAULT_FILES  # noqa: E402  (after ROOT, which it does not need)
-
-needs_data = pytest.mark.skipif(
-    not all(path.is_file() for path in DEFAULT_FILES.values()),
-    reason="the LoCoMo / MemoryBank files are not in $KIVIDB_DATA_DIR (default ../shared/data)",
-)
-"""For tests that replay the real datasets, which are never copied into the project."""

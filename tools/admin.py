@@ -14,13 +14,13 @@ Usage (``KIVIDB_CONTROL_URL`` or ``--control-url`` names the control database)::
 Exit status 0 on success, 1 on a refused request (``<code>: <message>`` on stderr: a missing
 organization or instance, a database another organization has, ...), 2 on bad usage.
 Instance URLs can hold passwords, so the tool prints them with every credential masked
-(``agent_memory.url_masking.mask_url``: the user part's password, ``password=`` and
+(``agent_memory.database.urls.mask_url``: the user part's password, ``password=`` and
 ``ssl_password=`` query options, and anything else that may hold a piece of one).
 
 A database belongs to one organization: ``register-instance`` refuses one that another
 organization has registered (compared by normalized address, and by an ownership marker the
 tool writes in the database when it can reach it), and one that already holds agent-memory data
-not known to be ORG's (``database_ownership.refuse_foreign_data``: left by another
+not known to be ORG's (``control.ownership.refuse_foreign_data``: left by another
 organization, or with no marker saying whose it is) unless ``--adopt-existing-data`` says ORG
 may have that data. A database an instance leaves (removed, re-pointed, or its organization
 deleted) stays reserved for that organization for ``--release-hold`` seconds (default
@@ -171,7 +171,7 @@ def _registered(control: ControlPlane, args: argparse.Namespace) -> None:
     for warning in registration.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     # The URL as stored (masked) says how the functions connect, TLS included; the address
-    # (database_ownership.database_address) is only the database's identity, always spelled
+    # (control.ownership.database_address) is only the database's identity, always spelled
     # redis://.
     url = mask_url(args.url)
     if registration.created:

@@ -2,11 +2,11 @@
 
 ``python -m tools.scripted_model [--port 8765]`` serves OpenAI's shapes on loopback:
 
-- ``POST /v1/chat/completions``: answers the prompts of ``agent_memory.prompts`` by rule, not
-  by a model. Extraction: every message line of the prompt (``[seq] role "name", date UTC:
-  "text"``, the quoted parts JSON strings) of the user, or of a named speaker, whose text says
-  something about the speaker ("I ...", "my ...", "we ...") becomes a memory "<name> said on
-  <date>: <first such sentence>" (episodic when the sentence mentions a time word, else
+- ``POST /v1/chat/completions``: answers the prompts of ``agent_memory.background.prompts`` by
+  rule, not by a model. Extraction: every message line of the prompt (``[seq] role "name",
+  date UTC: "text"``, the quoted parts JSON strings) of the user, or of a named speaker, whose
+  text says something about the speaker ("I ...", "my ...", "we ...") becomes a memory "<name>
+  said on <date>: <first such sentence>" (episodic when the sentence mentions a time word, else
   semantic), with ``messages`` naming that line's number; like a model following the prompt,
   it reads only the line's own speaker, never one the text claims. Updates (``update_rule``):
   a sentence has a *subject*, the words between "my" or "our" and "is", "are", "was" or

@@ -5,8 +5,8 @@ module (``sam build`` ships the folder with the function). These two routes have
 the page must load before a person signs in, and it holds nothing but code. Every call it makes
 afterwards goes to the API's authorized routes with ``Authorization: Bearer <key>``.
 
-Built on Powertools' HTTP API resolver directly rather than ``agent_memory.api.Api``, which
-authenticates before routing and reads and answers JSON only (see docs/console.md).
+Built on Powertools' HTTP API resolver directly rather than ``agent_memory.edge.resolver.Api``,
+which authenticates before routing and reads and answers JSON only (see docs/console.md).
 
 Only the files found in ``static/`` at cold start are served, looked up by exact name in that
 table, so no request path can reach another file (``..``, encoded slashes, absolute paths and

@@ -1,5 +1,5 @@
 """GET /agent-memory: every store of the caller's organization, with its instance; the
-instances that could not be read are listed apart (``agent_memory.listing``)."""
+instances that could not be read are listed apart (``agent_memory.stores.listing``)."""
 
 from agent_memory.edge.http_errors import ERROR_RESPONSES
 from agent_memory.edge.resolver import Api

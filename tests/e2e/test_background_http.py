@@ -18,8 +18,8 @@ import httpx
 import pytest
 
 from kividb_memory import ConflictError, MemoryClient, NotFoundError
-from tests.conftest import ROOT, needs_data, unique
-from tests.e2e.conftest import API_KEY, model_store
+from tests.support.common import ROOT, needs_data, unique
+from tests.support.stack import API_KEY, model_store
 
 SESSION = "locomo:conv-26:session-1"
 

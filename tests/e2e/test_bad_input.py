@@ -12,9 +12,9 @@ import pytest
 
 from local.bootstrap import start_redis_server
 from local.launch import running_stack
-from tests.conftest import unique
-from tests.e2e.conftest import API_KEY
-from tests.e2e.test_http import BASE, assert_error
+from tests.support.common import unique
+from tests.support.http import BASE, assert_error
+from tests.support.stack import API_KEY
 
 EVENT = {"role": "user", "content": "x"}
 

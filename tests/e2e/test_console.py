@@ -32,8 +32,8 @@ import pytest
 from playwright import sync_api as playwright_api
 from playwright.sync_api import expect
 
-from tests.conftest import ROOT, unique
-from tests.e2e.conftest import API_KEY, Stack, model_store
+from tests.support.common import ROOT, unique
+from tests.support.stack import API_KEY, Stack, model_store
 from tools import admin
 from tools.replay import DEFAULT_FILES
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from local.template import read_http_api
-from tests.conftest import ROOT
+from tests.support.common import ROOT
 
 STATIC = ROOT / "functions" / "console" / "static"
 

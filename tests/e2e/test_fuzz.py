@@ -27,8 +27,9 @@ import httpx
 
 from agent_memory.clock import SystemClock
 from agent_memory.control.plane import ControlPlane
-from tests.conftest import ROOT, database_client, on_database, unique
-from tests.e2e.conftest import Stack
+from tests.support.common import ROOT, unique
+from tests.support.databases import database_client, on_database
+from tests.support.stack import Stack
 
 EXAMPLES = int(os.environ.get("KIVIDB_FUZZ_EXAMPLES", "20"))
 MIN_CASES = int(os.environ.get("KIVIDB_FUZZ_MIN_CASES", "600"))

@@ -14,18 +14,9 @@ import pytest
 
 from agent_memory.clock import SystemClock
 from agent_memory.control.plane import ControlPlane
-from tests.conftest import database_client, on_database, unique
-
-BASE = "/instances/local/agent-memory"
-
-
-def assert_error(response: httpx.Response, status: int, code: str) -> dict:
-    assert response.status_code == status, response.text
-    assert response.headers["content-type"].startswith("application/json")
-    body = response.json()
-    assert body["error"] == code and isinstance(body["message"], str) and body["message"]
-    assert set(body) <= {"error", "message", "details"}
-    return body
+from tests.support.common import unique
+from tests.support.databases import database_client, on_database
+from tests.support.http import BASE, assert_error
 
 
 def test_readme_session_create_add_recall(api, store):

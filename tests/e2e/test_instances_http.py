@@ -14,8 +14,9 @@ import pytest
 
 from agent_memory.clock import SystemClock
 from agent_memory.control.plane import ControlPlane
-from tests.conftest import database_client, on_database, unique
-from tests.e2e.conftest import Stack
+from tests.support.common import unique
+from tests.support.databases import database_client, on_database
+from tests.support.stack import Stack
 from tools import admin
 
 DEAD = "redis://127.0.0.1:1/0"

@@ -10,7 +10,8 @@ For every route of ``docs/openapi.json`` and every method it does not declare, e
 the same request twice with one id changed: once an id that is real somewhere the caller must
 not reach (another organization's instance, store, session, memory or actor; another instance's
 store, session or memory; another store's session or memory), once an id of the same length
-that exists nowhere. The two answers must be the same: status, headers (but ``Date``) and body,
+that exists nowhere. The two answers must be the same: status, headers (but ``Date`` and
+``X-Request-Id``, which name the moment and the request) and body,
 once the id each request named is replaced by a placeholder (messages name the id that was
 asked for, which the caller already knows; they must not tell "exists elsewhere" from "does
 not exist"). Where the answer is a success in the caller's own store (creating a store, a
@@ -41,8 +42,12 @@ from agent_memory.clock import SystemClock
 from agent_memory.control.plane import ControlPlane
 from local.bootstrap import start_redis_server
 from local.template import load_template
-from tests.conftest import ROOT, database_client, on_database, unique
-from tests.e2e.conftest import Stack
+from tests.support.common import ROOT, unique
+from tests.support.databases import database_client, on_database
+from tests.support.stack import Stack
+
+PER_REQUEST = {"date", "x-request-id"}
+"""Headers that differ on every answer: the moment, and the request's id."""
 
 SOON = (datetime.now(UTC) + timedelta(days=30)).isoformat()
 """An expires_at an import takes: within every TTL a store can have."""
@@ -538,7 +543,7 @@ def ask(client: httpx.Client, route: tuple[str, str], t: Target, probed: str) ->
         method, path, params=_query(method, template, t), json=_body(method, template, t)
     )
     text = response.text.replace(getattr(t, probed), "<probed>")
-    headers = {k: v for k, v in response.headers.items() if k != "date"}
+    headers = {k: v for k, v in response.headers.items() if k not in PER_REQUEST}
     if response.is_success:
         _undo(client, route, path, response)
         for pattern, placeholder in _GENERATED:
@@ -729,7 +734,7 @@ def call_tool(client: httpx.Client, tool: str, t: Target, probed: str) -> Answer
     response = client.post("/mcp", headers=MCP_HEADERS, json=request)
     assert response.status_code == 200, response.text
     text = response.text.replace(getattr(t, probed), "<probed>")
-    headers = {k: v for k, v in response.headers.items() if k != "date"}
+    headers = {k: v for k, v in response.headers.items() if k not in PER_REQUEST}
     result = response.json()["result"]
     if not result["isError"]:
         if spec.route == ("POST", SS + "/events"):
@@ -785,7 +790,7 @@ def test_the_mcp_server_has_the_tools_the_matrix_probes_and_no_other(world: Worl
             assert {t["name"] for t in listed.json()["result"]["tools"]} == set(TOOLS)
             for method in ("GET", "DELETE"):  # 405 whatever the caller
                 response = client.request(method, "/mcp", headers=MCP_HEADERS)
-                headers = {k: v for k, v in response.headers.items() if k != "date"}
+                headers = {k: v for k, v in response.headers.items() if k not in PER_REQUEST}
                 answers.add((method, response.status_code, tuple(sorted(headers.items()))))
     assert {(m, status) for m, status, _ in answers} == {("GET", 405), ("DELETE", 405)}
     assert len(answers) == 2
@@ -818,7 +823,7 @@ def test_store_listings_show_only_the_callers_own_stores(world: World) -> None:
         for label in world.orgs:
             with world.client(label) as client:
                 response = client.request(method, "/agent-memory")
-            headers = {k: v for k, v in response.headers.items() if k != "date"}
+            headers = {k: v for k, v in response.headers.items() if k not in PER_REQUEST}
             answers.add((response.status_code, tuple(sorted(headers.items())), response.text))
         assert len(answers) == 1 and next(iter(answers))[0] == 404, method
 

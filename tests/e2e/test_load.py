@@ -9,8 +9,8 @@ import time
 
 from bench.traffic import Agent, Ledger, check_exactly_once, httpx_transport, statuses
 from kividb_memory import MemoryClient
-from tests.conftest import unique
-from tests.e2e.conftest import model_store
+from tests.support.common import unique
+from tests.support.stack import model_store
 
 AGENTS = 4
 SECONDS = 6.0

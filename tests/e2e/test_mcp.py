@@ -28,8 +28,8 @@ from mcp.client.streamable_http import streamable_http_client
 
 from kividb_memory import MemoryClient
 from kividb_memory.mcp.tools import TOOL_NAMES
-from tests.conftest import unique
-from tests.e2e.conftest import Stack, model_store
+from tests.support.common import unique
+from tests.support.stack import Stack, model_store
 
 TRANSPORTS = ["stdio", "remote"]
 

@@ -8,8 +8,8 @@ from datetime import timedelta
 import pytest
 
 from kividb_memory import ConflictError, NotFoundError, StoreClient, ValidationError
-from tests.conftest import unique
-from tests.e2e.test_http import BASE, assert_error
+from tests.support.common import unique
+from tests.support.http import BASE, assert_error
 
 DIM = 4
 

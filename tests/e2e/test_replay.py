@@ -4,7 +4,7 @@ import re
 import subprocess
 import sys
 
-from tests.conftest import ROOT, needs_data, unique
+from tests.support.common import ROOT, needs_data, unique
 
 pytestmark = needs_data
 

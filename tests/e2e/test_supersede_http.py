@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from tests.conftest import unique
-from tests.e2e.conftest import model_store
-from tests.e2e.test_http import BASE, assert_error
+from tests.support.common import unique
+from tests.support.http import BASE, assert_error
+from tests.support.stack import model_store
 
 DIM = 4
 

@@ -18,8 +18,8 @@ import pytest
 from kividb_memory import MemoryClient
 from local.bootstrap import start_redis_cluster
 from local.launch import running_stack
-from tests.conftest import unique
-from tests.e2e.conftest import Stack
+from tests.support.common import unique
+from tests.support.stack import Stack
 from tools import transfer
 
 CLUSTER_KEY = "kvm_e2e_cluster_transfer_0123456789abcdefghijk"

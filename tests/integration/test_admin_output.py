@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import unique
+from tests.support.common import unique
 from tools import admin
 
 SECRET = "hunter2-Zq9"

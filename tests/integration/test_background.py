@@ -1,9 +1,10 @@
 """Background extraction and summarization on a real Redis, with loopback model servers.
 
-The language model is ``tests.model_servers.ScriptedChatServer`` (OpenAI's chat shape, scripted
-answers), the embedding model the fake OpenAI-shaped embeddings server of test_embeddings
-(a vector per text from its hash: equal texts are duplicates, others are not), the scheduler
-the local one on this Redis. The clock is moved by hand.
+The language model is ``tests.support.model_servers.ScriptedChatServer`` (OpenAI's chat shape,
+scripted answers), the embedding model the fake OpenAI-shaped embeddings server of
+``tests.support.embeddings`` (a vector per text from its hash: equal texts are duplicates, others
+are not), the scheduler the local one on this Redis. The clock is moved by hand. The store and
+its parts are a ``tests.support.background.World``.
 """
 
 from __future__ import annotations
@@ -15,119 +16,22 @@ import time
 from datetime import timedelta
 
 import pytest
-from cryptography.fernet import Fernet
 
-from agent_memory.background.scheduler import ExtractionTarget, LocalScheduler
-from agent_memory.background.work import SessionWork, request_extraction, schedule_background
-from agent_memory.database.keys import LocalScheduleKeys
+from agent_memory.background.triggers import request_extraction
 from agent_memory.memories.models import MemoryIn, SearchRequest
-from agent_memory.memories.service import Memories
-from agent_memory.providers.client import ProviderClient
-from agent_memory.providers.embeddings import make_embedder
-from agent_memory.providers.language_models import make_language_model
-from agent_memory.providers.secrets import FernetCipher
-from agent_memory.search.cache import IndexCache
 from agent_memory.sessions.models import EventIn, EventsRequest
 from agent_memory.sessions.records import EXTRACTION_MAX_FAILURES
 from agent_memory.stores.models import StorePut
-from agent_memory.stores.registry import Stores
-from tests.conftest import database_client, unique
-from tests.integration.test_embeddings import FakeProvider, serving
-from tests.integration.test_sessions import MovableClock
-from tests.model_servers import ScriptedChatServer
+from tests.support.background import DIMS, World
+from tests.support.common import unique
+from tests.support.databases import database_client
+from tests.support.embeddings import FakeProvider, serving
+from tests.support.model_servers import ScriptedChatServer
 from tests.support.stores import sessions_of
-
-DIMS = 16
 
 
 class Killed(BaseException):
     """What the end of a Lambda invocation is to the code: nothing after it runs."""
-
-
-class CountingScheduler:
-    """The local scheduler, counting the calls made to it (the port's calls, not a fake)."""
-
-    def __init__(self, inner: LocalScheduler) -> None:
-        self.inner = inner
-        self.arms: list = []
-        self.runs: list = []
-
-    def arm(self, target, due):
-        self.arms.append((target, due))
-        self.inner.arm(target, due)
-
-    def run_now(self, target):
-        self.runs.append(target)
-        self.inner.run_now(target)
-
-
-class World:
-    def __init__(self, client, binary, model_server, embed_server, **settings):
-        self.client = client
-        self.clock = MovableClock()
-        moment = self.clock.moment  # whole milliseconds, as the store keeps times
-        self.clock.moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
-        self.model_server = model_server
-        stores = Stores(
-            client, "db", FernetCipher(Fernet.generate_key()), self.clock,
-            allow_private_endpoints=True,
-        )  # fmt: skip
-        self.stores = stores
-        self.name = unique("bg")
-        settings.setdefault("extraction_delay_seconds", 60)
-        self.config, _ = stores.put(
-            self.name,
-            StorePut(
-                llm_provider="custom", llm_model="scripted", llm_base_url=model_server.url,
-                embed_provider="custom", embed_model="fake", embed_base_url=embed_server.url,
-                dimensions=DIMS, **settings,
-            ),
-        )  # fmt: skip
-        self.sessions = sessions_of(stores, self.config)
-        provider = ProviderClient(max_retries=0, read_timeout=10)
-        embedder = make_embedder("custom", "fake", DIMS, embed_server.url, None,
-                                 allow_private=True, client=provider)  # fmt: skip
-        self.memories = Memories(client, binary, self.config, self.clock, embedder,
-                                 IndexCache(), "test")  # fmt: skip
-        self.model = make_language_model("custom", "scripted", model_server.url, None,
-                                         allow_private=True, client=provider)  # fmt: skip
-        self.scheduler = CountingScheduler(
-            LocalScheduler(client, self.clock, keys=LocalScheduleKeys(unique("ns")))
-        )
-
-    def target(self, session_id):
-        return ExtractionTarget("db", self.name, session_id)
-
-    def say(self, session_id, *contents, actor="alice"):
-        appended = self.sessions.append_events(
-            session_id,
-            EventsRequest(
-                actor_id=actor, events=[EventIn(role="user", content=c) for c in contents]
-            ),
-        )
-        # What the events function does after an append (functions/add_events).
-        schedule_background(self.scheduler, self.sessions, self.target(session_id), appended)
-        return appended
-
-    def run(self, session_id, *, model=...):
-        work = SessionWork(
-            self.client, self.config, self.memories,
-            self.model if model is ... else model, self.scheduler, self.clock,
-            self.target(session_id),
-        )  # fmt: skip
-        return work.run()
-
-    def quiet(self):
-        self.clock.moment += timedelta(seconds=self.config.extraction_delay_seconds + 1)
-
-    def texts(self, actor="alice"):
-        return sorted(m.text for m in self.memories.page(0, 100, actor, None).memories)
-
-    def meta(self, session_id):
-        return self.sessions.get(session_id, 1000)
-
-    def close(self):
-        self.stores.delete(self.name)
 
 
 def memories_answer(*texts, kind="semantic"):

@@ -48,7 +48,7 @@ from agent_memory.sessions.models import EventIn, EventsRequest
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import Cluster, start_redis_cluster, start_redis_server
-from tests.conftest import unique
+from tests.support.common import unique
 from tests.support.stores import sessions_of
 
 SESSIONS = 300

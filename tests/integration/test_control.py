@@ -30,7 +30,8 @@ from agent_memory.errors import (
     ValidationFailed,
 )
 from local.bootstrap import low_free_port
-from tests.conftest import ROOT, on_database, unique
+from tests.support.common import ROOT, unique
+from tests.support.databases import on_database
 from tools import admin
 
 DEAD = "redis://127.0.0.1:1/0"  # nothing listens on port 1: refused at once

@@ -20,9 +20,9 @@ import pytest
 from agent_memory.clock import to_ms
 from agent_memory.memories.models import MemoryIn
 from agent_memory.search.selection import Selection
-from tests.conftest import database_client
-from tests.integration.test_background import DIMS, World
-from tests.model_servers import ScriptedChatServer
+from tests.support.background import DIMS, World
+from tests.support.databases import database_client
+from tests.support.model_servers import ScriptedChatServer
 from tools.scripted_model import ScriptedServer
 
 

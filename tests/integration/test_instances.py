@@ -17,8 +17,8 @@ from agent_memory.providers.secrets import FernetCipher
 from agent_memory.stores.listing import list_organization_stores
 from agent_memory.stores.registry import Stores
 from local.server import LambdaContext
-from tests.conftest import unique
-from tests.integration.test_handlers import API, build, invoke, sample
+from tests.support.common import unique
+from tests.support.handlers import API, build, invoke, sample
 
 DEAD = "redis://127.0.0.1:1/0"
 UNREACHABLE = "The database cannot be reached right now; retry in a moment."

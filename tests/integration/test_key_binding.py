@@ -20,9 +20,10 @@ from cryptography.fernet import Fernet
 
 from agent_memory.database.keys import PREFIX, InstanceKeys, StoreKeys
 from local.bootstrap import Database, low_free_port, start_redis_server
-from tests.conftest import Tenant, database_client, unique
-from tests.integration.test_handlers import build, invoke
-from tests.model_servers import RawHTTPServer, response_bytes, send
+from tests.support.common import unique
+from tests.support.databases import Tenant, database_client
+from tests.support.handlers import build, invoke
+from tests.support.model_servers import RawHTTPServer, response_bytes, send
 from tools import admin
 
 KEY = "sk-bound-0123456789abcdef"

@@ -28,7 +28,7 @@ from agent_memory.providers.secrets import (
 )
 from agent_memory.stores.models import StoreConfig, StorePut
 from agent_memory.stores.registry import Stores, key_place
-from tests.conftest import unique
+from tests.support.common import unique
 
 API_KEY = "sk-live-SECRET-0123456789abcdef"
 PLACE = KeyPlace("org-a", "db-a", "notes", "0123456789ab")

@@ -1,5 +1,5 @@
-"""Language models against real HTTP servers on loopback (``tests/model_servers.py``) that speak
-OpenAI's chat-completions shape and Anthropic's Messages shape with scripted answers.
+"""Language models against real HTTP servers on loopback (``tests/support/model_servers.py``)
+that speak OpenAI's chat-completions shape and Anthropic's Messages shape with scripted answers.
 
 Retries sleep through an injected recorder, except the one test that checks a real
 ``Retry-After: 2`` is honoured (measured from the server's own arrival times).
@@ -29,7 +29,7 @@ from agent_memory.providers.language_models import (
     OpenAIChatModel,
     make_language_model,
 )
-from tests.model_servers import ScriptedChatServer
+from tests.support.model_servers import ScriptedChatServer
 
 KEY = "sk-test-llm-0123456789abcdefSECRET"
 SYSTEM = 'Extract memories. Answer with a JSON object {"memories": [...]}.'

@@ -15,6 +15,7 @@ hours ago"), which a listing prunes when it can.
 
 from __future__ import annotations
 
+import gc
 import itertools
 import shutil
 import time
@@ -42,9 +43,9 @@ from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import start_embedded, start_redis_server
 from local.server import LambdaContext
-from tests.conftest import Tenant
-from tests.integration.test_handlers import API, build, invoke, sample
-from tests.integration.test_sessions import MovableClock
+from tests.support.clocks import MovableClock
+from tests.support.databases import Tenant
+from tests.support.handlers import API, build, invoke, sample
 from tests.support.stores import sessions_of
 
 STORE = "notes"
@@ -55,7 +56,7 @@ DEPLOYS = "Deploys to eu-west-1 on Fridays."
 SHORT = "Prefers short answers."
 NO_ACTOR = "A note without an actor."
 
-# Each read route, with the request options of tests.integration.test_handlers.build;
+# Each read route, with the request options of tests.support.handlers.build;
 # "memory" puts the id of the memory DEPLOYS in the path.
 READS: dict[str, tuple[str, dict[str, Any]]] = {
     "get_store": ("get_store", {}),
@@ -147,7 +148,11 @@ def refuses_writes(client: redis.Redis) -> bool:
 def fill(client: redis.Redis) -> None:
     """Write 8 KB strings until the server answers OOM. Then lower ``maxmemory`` a little below
     what is used: the server frees a few kilobytes on its own now and then (it shrinks idle
-    clients' buffers), which would let writes through again half-way through the tests."""
+    clients' buffers), which would let writes through again half-way through the tests. The
+    clients the seeding made and dropped are collected first: redis-py's clients are reference
+    cycles, so their connections stay open until the garbage collector runs, and closing a
+    dozen of them mid-test frees more than that margin."""
+    gc.collect()
     client.config_set("maxmemory-policy", "noeviction")
     client.config_set("maxmemory", int(client.info("memory")["used_memory"]) + 256 * 1024)
     value = b"x" * 8192

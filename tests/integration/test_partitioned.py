@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from agent_memory.database import partitions as partitioned
 from agent_memory.database.partitions import merged_window
-from tests.conftest import unique
+from tests.support.common import unique
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Provider calls as a whole: one deadline for everything a call does, and a cap on the size of
-an answer, against raw loopback servers (``tests.model_servers.RawHTTPServer``) that trickle,
-flood, lie in ``Content-Length``, read slowly or answer a name slowly.
+an answer, against raw loopback servers (``tests.support.model_servers.RawHTTPServer``) that
+trickle, flood, lie in ``Content-Length``, read slowly or answer a name slowly.
 
 Bounds are asserted as "finished within the deadline + ``MARGIN``", a generous margin for a
 loaded 2-core machine (the implementation's own overshoot is milliseconds). Each misbehaving
@@ -35,9 +35,9 @@ from agent_memory.providers.embeddings import CustomEmbedder, OpenAIEmbedder
 from agent_memory.providers.embeddings import max_answer_bytes as embeddings_cap
 from agent_memory.providers.language_models import OpenAIChatModel
 from agent_memory.providers.language_models import max_answer_bytes as chat_cap
-from tests.conftest import unique
-from tests.integration.test_handlers import build, invoke
-from tests.model_servers import (
+from tests.support.common import unique
+from tests.support.handlers import build, invoke
+from tests.support.model_servers import (
     RawAnswer,
     RawHTTPServer,
     flood,

@@ -16,9 +16,9 @@ import pytest
 from agent_memory.errors import EmbeddingMismatch, ProviderUnavailable
 from agent_memory.providers.client import RETRY_AFTER_MAX_SECONDS, ProviderClient
 from agent_memory.providers.embeddings import CustomEmbedder
-from tests.conftest import unique
-from tests.integration.test_handlers import build, invoke
-from tests.model_servers import RawHTTPServer, response_bytes, send
+from tests.support.common import unique
+from tests.support.handlers import build, invoke
+from tests.support.model_servers import RawHTTPServer, response_bytes, send
 
 DIMS = 4
 

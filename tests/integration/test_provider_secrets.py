@@ -35,10 +35,11 @@ from agent_memory.providers.language_models import (
     OpenAIChatModel,
     make_language_model,
 )
-from tests.conftest import database_client, unique
-from tests.integration.test_background import World
-from tests.integration.test_handlers import build, invoke
-from tests.model_servers import RawHTTPServer, ScriptedChatServer, response_bytes, send
+from tests.support.background import World
+from tests.support.common import unique
+from tests.support.databases import database_client
+from tests.support.handlers import build, invoke
+from tests.support.model_servers import RawHTTPServer, ScriptedChatServer, response_bytes, send
 
 KEY = "sk-Echo_Test-0123456789abcdefGHIJklmnOPQR"
 DIMS = 8

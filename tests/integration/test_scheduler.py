@@ -25,7 +25,7 @@ from agent_memory.database.keys import LocalScheduleKeys
 from agent_memory.errors import SchedulerUnavailable
 from local.scheduler import SchedulerLoop, invoker, start_scheduler_loop
 from local.template import Function
-from tests.conftest import database_client
+from tests.support.databases import database_client
 
 REGION = "us-east-1"
 GROUP = "kividb-test-extraction"

@@ -1,7 +1,7 @@
 """Working memory on a real Redis server: order under concurrency, actors, expiry, paging."""
 
 import threading
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 
 import pytest
 from cryptography.fernet import Fernet
@@ -17,18 +17,10 @@ from agent_memory.search.cache import IndexCache
 from agent_memory.sessions.models import EventIn, EventsRequest
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
-from tests.conftest import database_client, unique
+from tests.support.clocks import MovableClock
+from tests.support.common import unique
+from tests.support.databases import database_client
 from tests.support.stores import sessions_of
-
-
-class MovableClock:
-    """A clock the test moves by hand (the store's keys still expire on Redis's own clock)."""
-
-    def __init__(self) -> None:
-        self.moment = datetime.now(UTC)
-
-    def now(self) -> datetime:
-        return self.moment
 
 
 def _memories(config):

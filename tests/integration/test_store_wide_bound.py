@@ -18,7 +18,8 @@ from agent_memory.search.cache import IndexCache
 from agent_memory.search.selection import Selection
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
-from tests.conftest import database_client, unique
+from tests.support.common import unique
+from tests.support.databases import database_client
 
 
 @pytest.fixture

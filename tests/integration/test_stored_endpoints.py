@@ -10,8 +10,9 @@ import json
 import pytest
 
 from agent_memory.database.keys import StoreKeys
-from tests.conftest import database_client, unique
-from tests.integration.test_handlers import build, invoke
+from tests.support.common import unique
+from tests.support.databases import database_client
+from tests.support.handlers import build, invoke
 
 DIMS = 4
 

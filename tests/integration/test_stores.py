@@ -10,7 +10,7 @@ from agent_memory.providers.secrets import FernetCipher
 from agent_memory.sessions.models import EventIn, EventsRequest
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
-from tests.conftest import unique
+from tests.support.common import unique
 from tests.support.stores import sessions_of
 
 

@@ -33,8 +33,9 @@ from agent_memory.search.cache import IndexCache
 from agent_memory.search.selection import Selection
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
-from tests.conftest import database_client, unique
-from tests.integration.test_sessions import MovableClock
+from tests.support.clocks import MovableClock
+from tests.support.common import unique
+from tests.support.databases import database_client
 
 DIM = 8
 MODES = ("semantic", "keyword", "hybrid")

@@ -14,9 +14,9 @@ from aws_xray_sdk.core.context import Context
 from aws_xray_sdk.core.recorder import AWSXRayRecorder
 
 from agent_memory import observability
-from tests.conftest import unique
-from tests.integration.test_embeddings import DIMS, FakeProvider, serving
-from tests.integration.test_handlers import build, invoke
+from tests.support.common import unique
+from tests.support.embeddings import DIMS, FakeProvider, serving
+from tests.support.handlers import build, invoke
 
 
 class Daemon:

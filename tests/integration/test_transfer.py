@@ -35,8 +35,9 @@ from agent_memory.sessions.transfer import SessionImport, SessionTransfer
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import Cluster, start_redis_cluster
-from tests.conftest import database_client, unique
-from tests.integration.test_sessions import MovableClock
+from tests.support.clocks import MovableClock
+from tests.support.common import unique
+from tests.support.databases import database_client
 from tests.support.stores import sessions_of
 
 DIM = 4

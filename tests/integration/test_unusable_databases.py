@@ -36,8 +36,9 @@ from agent_memory.providers.secrets import FernetCipher
 from agent_memory.stores.listing import list_organization_stores
 from agent_memory.stores.registry import Stores
 from local.bootstrap import Cluster, low_free_port, start_redis_cluster
-from tests.conftest import Tenant, unique
-from tests.integration.test_handlers import HANDLERS, build, invoke
+from tests.support.common import unique
+from tests.support.databases import Tenant
+from tests.support.handlers import HANDLERS, build, invoke
 from tools import admin
 
 DB_NUMBER = (

@@ -23,8 +23,8 @@ from agent_memory.errors import (
     ValidationFailed,
 )
 from local.template import read_http_api
-from tests.conftest import ROOT
-from tests.unit.test_template import PARAMETERS
+from tests.support.common import ROOT
+from tests.support.template import PARAMETERS
 
 HTTP_API = read_http_api(ROOT / "template.yaml", PARAMETERS)
 

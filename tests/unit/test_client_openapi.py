@@ -21,7 +21,7 @@ import pytest
 import kividb_memory
 from kividb_memory import AsyncMemoryClient, AsyncStoreClient, MemoryClient, StoreClient
 from kividb_memory import models as client_models
-from tests.conftest import ROOT
+from tests.support.common import ROOT
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
 DOC = json.loads((ROOT / "docs" / "openapi.json").read_text())

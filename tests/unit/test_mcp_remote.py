@@ -14,16 +14,8 @@ import pytest
 
 from kividb_memory.mcp.remote import LambdaAdapter, api_base, response_of, scope_of
 from kividb_memory.mcp.tools import TOOL_NAMES
-from local.template import Function
-from tests.conftest import ROOT
-
-FUNCTION = Function("McpFunction", ROOT / "functions" / "mcp", "mcp_handler.lambda_handler")
-
-
-def sample(name: str = "mcp_handler", **changes: Any) -> dict[str, Any]:
-    event = json.loads((ROOT / "events" / f"{name}.json").read_text())
-    event.update(changes)
-    return event
+from tests.support.common import ROOT
+from tests.support.mcp import FUNCTION, sample
 
 
 def rpc(method: str, params: dict[str, Any] | None = None, **headers: str) -> dict[str, Any]:

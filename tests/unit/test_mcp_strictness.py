@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from kividb_memory.mcp.remote import MAX_BODY_BYTES
-from tests.unit.test_mcp_remote import FUNCTION, sample
+from tests.support.mcp import FUNCTION, sample
 
 
 @pytest.fixture(scope="module")

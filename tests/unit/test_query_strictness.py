@@ -14,8 +14,8 @@ from pydantic import BaseModel
 
 from agent_memory.edge.resolver import Api
 from local.template import read_http_api
-from tests.conftest import ROOT
-from tests.unit.test_template import PARAMETERS
+from tests.support.common import ROOT
+from tests.support.template import PARAMETERS
 
 HTTP_API = read_http_api(ROOT / "template.yaml", PARAMETERS)
 INVALID = {"error": "validation_error", "message": "The request is not valid; see details."}

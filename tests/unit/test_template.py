@@ -8,15 +8,8 @@ from pathlib import Path
 import pytest
 
 from local.template import load_template, read_http_api
-from tests.conftest import ROOT
-
-PARAMETERS = {
-    "ControlRedisUrl": "redis://127.0.0.1:1/0",
-    "SubnetIds": "",
-    "SecurityGroupIds": "",
-    "LogRetentionDays": "30",
-    "LogLevel": "INFO",
-}
+from tests.support.common import ROOT
+from tests.support.template import PARAMETERS
 
 EXPECTED_ROUTES = {
     "GET /agent-memory",

@@ -1,7 +1,7 @@
-"""Domain errors. Plain exceptions with a stable code; ``api.error_response`` maps them to HTTP.
+"""Domain errors. Plain exceptions with a stable code; ``edge.http_errors`` maps them to HTTP.
 
 Each class carries ``code`` (the stable machine-readable string clients switch on) and a message
-a person can act on. No class knows a status code: that mapping lives in ``api`` only.
+a person can act on. No class knows a status code: that mapping lives in ``edge.http_errors`` only.
 """
 
 from __future__ import annotations
@@ -42,8 +42,8 @@ class InstanceNotFound(NotFound):
 
 
 class StoreNotFound(NotFound):
-    """No store of that name on the instance. ``next_step``: what the caller can do about it on
-    the route that answers (``api.Api``'s ``store_not_found_step``), '' where nothing fits."""
+    """No store of that name on the instance. ``next_step``: what the caller can do about it on the
+    route that answers (``edge.resolver.Api``'s ``store_not_found_step``), '' where nothing fits."""
 
     code = "store_not_found"
 
@@ -89,7 +89,7 @@ class Conflict(AgentMemoryError):
 
 class StoreTooLarge(Conflict):
     """A search or a filtered listing without ``actor_id`` would read more of the store than
-    one call may (``memory_reads.STORE_WIDE_MAX_BYTES``)."""
+    one call may (``memories.reads.STORE_WIDE_MAX_BYTES``)."""
 
     code = "store_too_large"
 
@@ -164,7 +164,7 @@ class DatabaseUnavailable(AgentMemoryError):
 
 class ImportBusy(DatabaseUnavailable):
     """Another import into the store held its import lock for as long as an import waits
-    (``memory_transfer.IMPORT_LOCK_WAIT_SECONDS``): the same 503 with Retry-After as
+    (``memories.transfer.IMPORT_LOCK_WAIT_SECONDS``): the same 503 with Retry-After as
     ``DatabaseUnavailable``, which the client retries (an import is idempotent)."""
 
 
@@ -173,7 +173,7 @@ class WritesRefused(DatabaseUnavailable):
     ``noeviction``, reply ``OOM``), a read-only replica (``READONLY``), or cannot persist
     (``MISCONF``: a failed RDB save under ``stop-writes-on-bgsave-error``). The same 503 with
     Retry-After as ``DatabaseUnavailable``; a read skips the writes it makes on the side (see
-    ``db.unless_writes_refused``)."""
+    ``database.client.unless_writes_refused``)."""
 
 
 class DatabaseRefused(DatabaseUnavailable):
@@ -181,7 +181,7 @@ class DatabaseRefused(DatabaseUnavailable):
     connection handshake (``HELLO``), the credentials (``AUTH``) or the database number
     (``SELECT``), or it does not answer in the Redis protocol. The instance's problem, so the
     same 503 with Retry-After as ``DatabaseUnavailable`` on the routes; registering such a
-    database is refused (``instances.InstanceRegistry.register_instance``), except for
+    database is refused (``control.instances.InstanceRegistry.register_instance``), except for
     ``CredentialsRefused``. The message names the reason, never the URL or a password."""
 
 
@@ -192,8 +192,8 @@ class CredentialsRefused(DatabaseRefused):
 
 
 class SchedulerUnavailable(AgentMemoryError):
-    """Background work could not be scheduled or started: EventBridge Scheduler or Lambda
-    answered an error or could not be reached (``agent_memory.scheduler``). The client should
+    """Background work could not be scheduled or started: EventBridge Scheduler or Lambda answered
+    an error or could not be reached (``agent_memory.background.scheduler``). The client should
     retry later; nothing the request wrote is lost."""
 
     code = "scheduler_unavailable"
@@ -232,7 +232,7 @@ class ProviderUnavailable(AgentMemoryError):
     retries ran out; the client may retry later.
 
     ``retry_after_seconds`` is the provider's own ``Retry-After`` when it gave one we would not
-    wait for (whole seconds rounded up, at most ``providers.RETRY_AFTER_MAX_SECONDS``: an
+    wait for (whole seconds rounded up, at most ``providers.client.RETRY_AFTER_MAX_SECONDS``: an
     hour), else ``None``.
     """
 
@@ -253,11 +253,11 @@ class ProviderRejected(AgentMemoryError):
     """A model provider refused the request (a 4xx other than 429: bad key, unknown model, input
     too long...) or answered something unusable. Retrying the same request will not help.
 
-    ``status`` is the provider's HTTP status when there was one; ``provider_code`` the
-    provider's own error code when it had one of a strict shape (``invalid_api_key``,
-    ``rate_limit_error``; see ``providers.ProviderClient``); ``mentions`` the names of our own
-    request fields that the provider's error body names (``{"response_format"}``), so a caller
-    can react to a refused field without reading provider text.
+    ``status`` is the provider's HTTP status when there was one; ``provider_code`` the provider's
+    own error code when it had one of a strict shape (``invalid_api_key``, ``rate_limit_error``; see
+    ``providers.client.ProviderClient``); ``mentions`` the names of our own request fields that the
+    provider's error body names (``{"response_format"}``), so a caller can react to a refused field
+    without reading provider text.
     """
 
     code = "provider_rejected"

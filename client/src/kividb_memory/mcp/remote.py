@@ -68,12 +68,12 @@ def _rpc_error(code: int, message: str) -> bytes:
 
 
 def strict_json_problem(body: bytes) -> str | None:
-    """Why ``body`` is not strict JSON, or None when it is: the rules of the API's request
-    bodies (``agent_memory.api.strict_json_loads``, RFC 8259 with I-JSON, RFC 7493): no name
-    given twice in one object at any depth (the SDK's parser keeps the last, dropping data
-    without a word), no ``NaN`` or ``Infinity``, no lone surrogate; one pass of jiter. The
-    problem is jiter's message (``Detected duplicate key "id" at line 1 column 20``), which
-    names a position, never the request's content."""
+    """Why ``body`` is not strict JSON, or None when it is: the rules of the API's request bodies
+    (``agent_memory.edge.requests.strict_json_loads``, RFC 8259 with I-JSON, RFC 7493): no name
+    given twice in one object at any depth (the SDK's parser keeps the last, dropping data without a
+    word), no ``NaN`` or ``Infinity``, no lone surrogate; one pass of jiter. The problem is jiter's
+    message (``Detected duplicate key "id" at line 1 column 20``), which names a position, never the
+    request's content."""
     try:
         jiter.from_json(body, allow_inf_nan=False, catch_duplicate_keys=True)
     except ValueError as exc:

@@ -5,7 +5,8 @@
 in ``connect``, which gives a tool call its :class:`~kividb_memory.MemoryClient`: the process's
 own for stdio, one with the caller's key for the remote server. Every tool makes exactly one API
 call through that client, with each of its arguments in the request (the parity test,
-``tests/e2e/test_mcp_parity.py``, checks every argument on the wire).
+``test_every_argument_of_every_tool_reaches_the_api`` in ``tests/e2e/test_mcp.py``, checks
+every argument on the wire).
 
 Errors: the API's errors come back as tool errors (``isError``) with the API's status, code and
 message (and each field's problem, named as the tool's argument); arguments that do not fit the

@@ -1,13 +1,12 @@
 """Extraction: the unread messages of a session become long-term memories of its actor.
 
-The unread messages are read in chunks (``session_state.CHUNK_MESSAGES`` / ``CHUNK_CHARS``),
-one model call each, the model shown the actor's related memories with their ids
-(``Memories.related``); the answer (``prompts.ExtractionAnswer``) is checked item by item, kept
-as the session's ``pending`` answer, then kept with ``Memories.add_many`` (redacted, embedded,
-deduplicated), and only then does the cursor (``read_seq``) move (``scripts.ADVANCE``). A run
-that fails after the model answered keeps ``pending`` and, run again, keeps those memories under
-the same ids instead of asking again, so extracting the same messages twice can never keep a
-memory twice.
+The unread messages are read in chunks (``session_state.CHUNK_MESSAGES`` / ``CHUNK_CHARS``), one
+model call each, the model shown the actor's related memories with their ids (``Memories.related``);
+the answer (``background.prompts.ExtractionAnswer``) is checked item by item, kept as the session's
+``pending`` answer, then kept with ``Memories.add_many`` (redacted, embedded, deduplicated), and
+only then does the cursor (``read_seq``) move (``sessions.scripts.ADVANCE``). A run that fails after
+the model answered keeps ``pending`` and, run again, keeps those memories under the same ids instead
+of asking again, so extracting the same messages twice can never keep a memory twice.
 """
 
 from __future__ import annotations
@@ -216,7 +215,8 @@ class Extraction:
 
     def _memory_id(self, source: tuple[str, int, int], index: int, bucket: str) -> str:
         """The id of the ``index``-th memory one extraction call kept from ``source``: the same
-        whenever the call is made again, and carrying the actor's tag (``keys.actor_tag``)."""
+        whenever the call is made again, and carrying the actor's tag
+        (``database.keys.actor_tag``)."""
         started, first, last = source
         seed = "\x00".join(
             [self._store.incarnation, self._state.session_id, started, str(first), str(last),

@@ -14,8 +14,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from agent_memory.providers.language_models import Completion
+if TYPE_CHECKING:
+    from agent_memory.providers.language_models import Completion
 
 STEP_RESERVE_SECONDS = 190.0
 """What one step may take once it has started: four provider calls of 45 s and 10 s of

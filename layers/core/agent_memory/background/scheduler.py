@@ -368,13 +368,13 @@ class LocalScheduler:
 
     One entry per schedule name (:func:`schedule_name`): a sorted set of names scored by due
     time (ms since the epoch) and a hash of name -> event JSON (keys in
-    :class:`agent_memory.keys.LocalScheduleKeys`). Arming again replaces the due time, as
+    :class:`agent_memory.database.keys.LocalScheduleKeys`). Arming again replaces the due time, as
     ``UpdateSchedule`` does; :meth:`take_due` removes what it returns, as
     ``ActionAfterCompletion: DELETE`` does. Due times keep their milliseconds (no rounding and
     no 60-second precision: locally a schedule fires within the loop's poll interval).
 
-    ``keys`` defaults to the stack's one schedule namespace; tests pass their own.
-    Database failures raise ``DatabaseUnavailable`` (``agent_memory.db.database_errors``).
+    ``keys`` defaults to the stack's one schedule namespace; tests pass their own. Database failures
+    raise ``DatabaseUnavailable`` (``agent_memory.database.client.database_errors``).
     """
 
     def __init__(

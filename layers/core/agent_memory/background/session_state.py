@@ -3,7 +3,7 @@ fields, changed only while it is the session the run began with (its life).
 
 ``Extraction``, ``Summarization`` and ``SessionWork`` share one ``SessionState`` per run: the
 run sets ``life`` when it reads the session first, and every change after that goes through
-``scripts.IF_LIVE`` (or a script taking the life), so a session deleted, expired or started
+``sessions.scripts.IF_LIVE`` (or a script taking the life), so a session deleted, expired or started
 again under the same id while the run works is never changed by it.
 """
 
@@ -57,7 +57,7 @@ class SessionState:
         return live_meta(self.session_id, fields, to_ms(self.now()))
 
     def record(self, *fields: str) -> SessionRecord:
-        """The meta record's ``fields`` (``records.SessionFields``) read now, the others at
+        """The meta record's ``fields`` (``sessions.records.SessionFields``) read now, the others at
         their defaults."""
         with database_errors():
             values = self.client.hmget(self.keys.meta, list(fields))

@@ -2,9 +2,9 @@
 
 Once a session holds more than ``summarize_after`` verbatim messages, the oldest ones (all but
 ``keep_recent``) are folded, in chunks, each one model call given the summary so far
-(``prompts.summary_prompt``, answer ``prompts.SummaryAnswer``); each chunk's summary replaces the
-old one and its messages leave the session in one script (``scripts.FOLD``), never past the
-extraction cursor: extraction reads them first.
+(``background.prompts.summary_prompt``, answer ``background.prompts.SummaryAnswer``); each chunk's
+summary replaces the old one and its messages leave the session in one script
+(``sessions.scripts.FOLD``), never past the extraction cursor: extraction reads them first.
 """
 
 from __future__ import annotations

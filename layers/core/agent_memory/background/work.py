@@ -1,6 +1,6 @@
-"""Background work on one session: extraction of long-term memories, then summarization. This
-module is the run (when it goes, its lock, its outcome and the next run it arms) and the calls
-the routes make to ask for one; the steps themselves are ``extraction.Extraction`` and
+"""Background work on one session: extraction of long-term memories, then summarization. This module
+is the run (when it goes, its lock, its outcome and the next run it arms); the calls the routes make
+to ask for one are in ``triggers``, and the steps themselves are ``extraction.Extraction`` and
 ``summarization.Summarization``, which share the run's ``session_state.SessionState``.
 
 The background function calls ``SessionWork.run`` when the session's one-shot schedule fires
@@ -9,7 +9,7 @@ append made the session outgrow ``summarize_after``. One run at a time per sessi
 with a lifetime of the function's timeout); a run that finds the lock taken arms the schedule
 again a little later instead of waiting.
 
-Session state (fields of the session's meta hash, ``keys.SessionKeys.meta``):
+Session state (fields of the session's meta hash, ``database.keys.SessionKeys.meta``):
 
 - ``read_seq``: the extraction cursor, the last message extraction has read. It only moves,
   in one compare-and-set script, after the memories of the messages up to it are kept.
@@ -60,13 +60,12 @@ from agent_memory.sessions.records import (
     ExtractionFields,
     SessionFields,
     SessionMeta,
-    live_meta,
 )
-from agent_memory.sessions.service import Appended, Sessions
 from agent_memory.stores.models import StoreConfig
 from agent_memory.stores.registry import current_entry
 
-logger = logging.getLogger(__name__)
+# The background work's one log, whichever of its modules writes.
+logger = logging.getLogger("agent_memory.background")
 
 LOCK_SECONDS = 300
 """A run's hold on its session; the background function's timeout (template.yaml)."""
@@ -219,8 +218,8 @@ class SessionWork:
         if not self._store_still_here():
             return
         with database_errors():
-            # One key, two commands in order on one connection; not MULTI, whose redirects a
-            # cluster client does not follow (db.TRANSACTION_REDIRECTS). Both may be sent again
+            # One key, two commands in order on one connection; not MULTI, whose redirects a cluster
+            # client does not follow (database.client.TRANSACTION_REDIRECTS). Both may be sent again
             # after a timeout: they set and clear.
             pipe = self._redis.pipeline(transaction=False)
             pipe.hset(
@@ -284,53 +283,3 @@ class SessionWork:
             if held:
                 with database_errors():
                     self._unlock(keys=[self._state.keys.lock], args=[token])
-
-
-def request_extraction(
-    client: redis.Redis, store: StoreConfig, session_id: str, clock: Clock
-) -> bool:
-    """Mark the session's extraction as asked for now (``POST .../extract``), so the run does
-    not wait for the quiet period; False when the session does not exist."""
-    keys = store.keys().session(session_id)
-    now = to_ms(clock.now())
-    with database_errors():
-        raw = client.hgetall(keys.meta)
-        meta = live_meta(session_id, {str(k): str(v) for k, v in raw.items()}, now)
-        if meta is None:
-            return False
-        script = load_script(client, scripts.IF_LIVE)
-        return bool(
-            script(keys=[keys.meta], args=[meta.life, "set", SessionFields.requested_at, str(now)])
-        )
-
-
-def schedule_background(
-    scheduler: Scheduler, sessions: Sessions, target: ExtractionTarget, appended: Appended
-) -> None:
-    """After an append: arm the session's extraction schedule (the append reserved it) and ask
-    for summarization now when the append called for it.
-
-    A scheduler failure does not fail the append (its messages are kept, and a retried
-    request would add them twice): the reservation is released so that the next append tries
-    again, and the failure is logged on ``agent_memory.background``."""
-    if appended.arm_due is not None:
-        arm_reserved(scheduler, sessions, target, appended.arm_due)
-    if appended.fold:
-        try:
-            scheduler.run_now(target)
-        except AgentMemoryError as exc:
-            sessions.release(target.session_id, SessionFields.fold_requested)
-            logger.error("could not ask for summarization: %s", exc.message)
-
-
-def arm_reserved(
-    scheduler: Scheduler, sessions: Sessions, target: ExtractionTarget, due: datetime
-) -> None:
-    """Arm the session's extraction schedule for ``due``, which an append or an import
-    reserved (``armed_due``); when the scheduler fails, release the reservation (the next
-    append arms again) and log it, without failing the write that reserved it."""
-    try:
-        scheduler.arm(target, due)
-    except AgentMemoryError as exc:
-        sessions.release(target.session_id, SessionFields.armed_due, str(to_ms(due)))
-        logger.error("could not arm the extraction schedule: %s", exc.message)

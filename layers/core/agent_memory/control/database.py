@@ -28,8 +28,8 @@ class ControlDatabase:
 
     def _upgrade_layout(self) -> None:
         """Rename the control keys written before they had the ``{control}`` hash tag
-        (``keys.legacy_control_key``) to their current names, once per control database: the
-        ``layout`` key says it was done. One GET when it was.
+        (``database.keys.legacy_control_key``) to their current names, once per control database:
+        the ``layout`` key says it was done. One GET when it was.
 
         Only on a single node, where such keys can exist (nothing worked on a cluster before
         the tag) and where RENAMENX takes a key to any name; a key whose new name already

@@ -3,11 +3,11 @@ the control database, and the guards that keep a database one registration's (do
 "One database, one instance"):
 
 - the address index in the control database: the normalized address of every instance
-  (``database_ownership.database_address``) names the instance that holds it; a Lua script
+  (``control.ownership.database_address``) names the instance that holds it; a Lua script
   checks it and writes it with the instance record, so of two registrations of one address
   exactly one wins;
 - an ownership marker inside the database itself (``InstanceKeys.owner``; its scripts are in
-  ``database_ownership``), written when the database can be reached. It catches the aliases no
+  ``control.ownership``), written when the database can be reached. It catches the aliases no
   normalization can (two DNS names for one server, a TCP port and a unix socket of one server).
 
 Releasing a database (``remove_instance``, ``delete_organization``, re-pointing an instance)
@@ -61,7 +61,7 @@ if TYPE_CHECKING:
 
 DEFAULT_RELEASE_HOLD_SECONDS = 30.0
 """How long a released database stays reserved for the organization that released it: the
-functions' default ``KIVIDB_INSTANCE_CACHE_SECONDS`` (``runtime.FunctionSettings``)."""
+functions' default ``KIVIDB_INSTANCE_CACHE_SECONDS`` (``edge.settings.FunctionSettings``)."""
 _ATTEMPTS = 5
 
 
@@ -175,20 +175,20 @@ class InstanceRegistry:
     def register_instance(self, org_id: str, instance_id: str, url: str) -> Registration:
         """Register ``instance_id`` of ``org_id`` at ``url``, or re-point it there.
 
-        Refused with ``InstanceConflict`` (and nothing changed, neither here nor in the
-        database) when the database is another registration's: by its normalized address
-        (:func:`database_address`), or by the ownership marker in the database (any alias);
-        also when ``instance_id`` is another organization's. Registering the same database
-        again for the same instance changes nothing. Re-pointing releases the database the
-        instance leaves (held for ``org_id`` for ``release_hold_seconds``). A database that
-        cannot be reached is registered without a marker. ``NotFound`` without the
-        organization, ``ValidationFailed`` for a bad id or URL, and for a database that was
-        reached but cannot be used (``connections.UsableConnection``: a database number it does not
-        have, a refused handshake, not the Redis protocol): nothing changed. Refused
-        credentials are registered without a marker, as a database that cannot be reached.
-        ``ValidationFailed`` too for a URL whose ``cluster`` option contradicts the server
-        (``db.check_cluster_option``: ``cluster=0`` of a cluster node would read as unreachable
-        and release the marker of the instance's own cluster).
+        Refused with ``InstanceConflict`` (and nothing changed, neither here nor in the database)
+        when the database is another registration's: by its normalized address
+        (:func:`database_address`), or by the ownership marker in the database (any alias); also
+        when ``instance_id`` is another organization's. Registering the same database again for the
+        same instance changes nothing. Re-pointing releases the database the instance leaves (held
+        for ``org_id`` for ``release_hold_seconds``). A database that cannot be reached is
+        registered without a marker. ``NotFound`` without the organization, ``ValidationFailed`` for
+        a bad id or URL, and for a database that was reached but cannot be used
+        (``database.connections.UsableConnection``: a database number it does not have, a refused
+        handshake, not the Redis protocol): nothing changed. Refused credentials are registered
+        without a marker, as a database that cannot be reached. ``ValidationFailed`` too for a URL
+        whose ``cluster`` option contradicts the server (``database.client.check_cluster_option``:
+        ``cluster=0`` of a cluster node would read as unreachable and release the marker of the
+        instance's own cluster).
         """
         check_id(INSTANCE_ID, "instance id", instance_id)
         address = database_address(url)

@@ -1,5 +1,5 @@
 """Which database an instance URL names, and the ownership marker inside that database: the
-two facts the registry (``instances.InstanceRegistry``) guards "one database, one instance"
+two facts the registry (``control.instances.InstanceRegistry``) guards "one database, one instance"
 with (docs/design.md, "One database, one instance").
 
 - :func:`database_address`: the normalized address of the database a URL names, the same for
@@ -76,14 +76,13 @@ def _host(raw: str) -> str:
 def database_address(url: str) -> str:
     """The normalized address of the database ``url`` names, the same for every spelling of it.
 
-    ``redis://`` and ``rediss://``: ``redis://<host>:<port>/<db>``, the port 6379 when the URL
-    has none, the database number from ``?db=N`` or else the path ``/N`` (0 when neither);
-    read with redis-py's own ``parse_url``, so it is what the client connects to. User names,
-    passwords, TLS and the ``cluster`` option (``db.split_cluster_option``) do not change the
-    database; a cluster's address is the one of the node the URL names (another node of the
-    same cluster is caught by the ownership marker, which lives in the cluster). ``unix://``:
-    ``unix://<path>?db=<db>`` with the socket path normalized. The host is normalized by
-    ``_host``.
+    ``redis://`` and ``rediss://``: ``redis://<host>:<port>/<db>``, the port 6379 when the URL has
+    none, the database number from ``?db=N`` or else the path ``/N`` (0 when neither); read with
+    redis-py's own ``parse_url``, so it is what the client connects to. User names, passwords, TLS
+    and the ``cluster`` option (``database.client.split_cluster_option``) do not change the
+    database; a cluster's address is the one of the node the URL names (another node of the same
+    cluster is caught by the ownership marker, which lives in the cluster). ``unix://``:
+    ``unix://<path>?db=<db>`` with the socket path normalized. The host is normalized by ``_host``.
     ``ValidationFailed`` for a URL that is not one of these or cannot be read.
     """
     if not url.startswith(("redis://", "rediss://", "unix://")):

@@ -375,15 +375,14 @@ def error_code(exc: redis.ResponseError) -> str:
 
 @contextmanager
 def database_errors() -> Iterator[None]:
-    """Turn redis-py connection failures, timeouts, a cluster's failover and resharding
-    answers, READONLY, OOM and MISCONF answers into ``DatabaseUnavailable`` (HTTP 503 with
-    Retry-After upstream). A server that was reached but refused to set up a connection
-    (handshake, credentials, database number: ``connections.UsableConnection``) or answers something
-    that is not the Redis protocol is ``DatabaseRefused``, a ``DatabaseUnavailable`` whose
-    message names the reason (``CredentialsRefused`` for credentials). Other
-    ``RedisClusterException`` errors (keys of several slots in one step, a command the client
-    cannot route) are bugs, and pass. The block is a trace subsegment ``redis``
-    (``observability.subsegment``) when the function traces."""
+    """Turn redis-py connection failures, timeouts, a cluster's failover and resharding answers,
+    READONLY, OOM and MISCONF answers into ``DatabaseUnavailable`` (HTTP 503 with Retry-After
+    upstream). A server that was reached but refused to set up a connection (handshake, credentials,
+    database number: ``database.connections.UsableConnection``) or answers something that is not the
+    Redis protocol is ``DatabaseRefused``, a ``DatabaseUnavailable`` whose message names the reason
+    (``CredentialsRefused`` for credentials). Other ``RedisClusterException`` errors (keys of
+    several slots in one step, a command the client cannot route) are bugs, and pass. The block is a
+    trace subsegment ``redis`` (``observability.subsegment``) when the function traces."""
     try:
         with subsegment("redis"):
             yield

@@ -1,13 +1,13 @@
 """Setting up a connection to a single Redis-protocol server, step by step, so that a server
 that answers but cannot be used says why.
 
-redis-py's own connection setup sends ``HELLO 3`` (with ``AUTH``), the client name, a ``PING``
-and ``SELECT`` as one step, and anything unexpected in the answers surfaces as whatever Python
-error its parsing meets. :class:`UsableConnection` runs the same handshake, then ``SELECT`` on
-its own, and raises :class:`HandshakeFailed` naming the step that was refused
-(``db.database_errors`` makes it ``DatabaseRefused``: a 503 naming the reason, never the URL).
-Separate from ``db`` (clients, error mapping, scripts) because it is redis-py connection
-plumbing with its own reasons; ``db`` picks :func:`connection_class` for every single-node
+redis-py's own connection setup sends ``HELLO 3`` (with ``AUTH``), the client name, a ``PING`` and
+``SELECT`` as one step, and anything unexpected in the answers surfaces as whatever Python error its
+parsing meets. :class:`UsableConnection` runs the same handshake, then ``SELECT`` on its own, and
+raises :class:`HandshakeFailed` naming the step that was refused
+(``database.client.database_errors`` makes it ``DatabaseRefused``: a 503 naming the reason, never
+the URL). Separate from ``client`` (clients and error mapping) because it is redis-py connection
+plumbing with its own reasons; ``client`` picks :func:`connection_class` for every single-node
 client.
 """
 

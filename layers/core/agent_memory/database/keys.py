@@ -25,7 +25,7 @@ Layout of a store's data, in the database (instance) the store lives in::
 
 Memories without an actor live in the bucket ``~``, which no actor id can spell. The
 ``vectors`` hash holds the vectors of records kept before vectors moved into the records
-(``records.encode_memory``); a write of such a memory moves its vector in.
+(``memories.records.encode_memory``); a write of such a memory moves its vector in.
 
 The store-level memory indexes (listing, expiry, superseded, owner) are split in
 ``memory_partitions`` partitions by memory id (``MemoryIndexKeys``; ``<p>`` is
@@ -76,10 +76,11 @@ Two keys of an instance database belong to no store::
     kividb:mem:@owner                                         string  "<org>/<instance>/<token>"
     kividb:mem:@probe                                         (never written)
 
-``@owner`` marks the database as registered (``instances.InstanceRegistry.register_instance``);
-``@probe`` is the key a read-only test script names (``db_scripts._understands_flags``) so that a
-cluster can route it (ElastiCache Serverless refuses scripts without keys). Store names cannot
-hold ``@``, so no store's keys can meet them or ``@stores``.
+``@owner`` marks the database as registered
+(``control.instances.InstanceRegistry.register_instance``); ``@probe`` is the key a read-only test
+script names (``database.scripts._understands_flags``) so that a cluster can route it (ElastiCache
+Serverless refuses scripts without keys). Store names cannot hold ``@``, so no store's keys can meet
+them or ``@stores``.
 
 The control plane (organizations, API keys, instances) lives in the control database under
 ``kividb:control:``; it is not memory, so it is kept apart from the ``kividb:mem:`` namespace.
@@ -98,17 +99,18 @@ instance and API key)::
     kividb:control:{control}:address-index        string  "1" once every instance is indexed
     kividb:control:{control}:layout               string  "2": the keys above are in this form
 
-``<address>`` is the normalized database address (``database_ownership.database_address``),
+``<address>`` is the normalized database address (``control.ownership.database_address``),
 such as ``redis://localhost:6379/0`` or ``unix:///run/redis.sock?db=0``. Organization and
 instance ids hold no ``:`` (``[A-Za-z0-9_-]``), so ``org:<org>:keys`` is injective.
 
 Before the ``{control}`` tag, the same keys were ``kividb:control:orgs``,
 ``kividb:control:org:{<org>}:keys`` and so on (:func:`legacy_control_key` maps them);
-``instances.InstanceRegistry`` renames them once, on a single node, when it finds no
+``control.instances.InstanceRegistry`` renames them once, on a single node, when it finds no
 ``layout`` key.
 
-The local stack's scheduler (standing in for EventBridge Scheduler; ``agent_memory.scheduler``)
-keeps its one-shot schedules in the control database too, under ``kividb:scheduler:``::
+The local stack's scheduler (standing in for EventBridge Scheduler;
+``agent_memory.background.scheduler``) keeps its one-shot schedules in the control database too,
+under ``kividb:scheduler:``::
 
     kividb:scheduler:{<namespace>}:due       zset  schedule name -> due time (ms)
     kividb:scheduler:{<namespace>}:events    hash  schedule name -> event JSON
@@ -128,7 +130,8 @@ PREFIX = "kividb:mem:"
 CONTROL_PREFIX = "kividb:control:"
 CONTROL_TAGGED = CONTROL_PREFIX + "{control}:"
 PROBE_KEY = PREFIX + "@probe"
-"""Named by the flags probe script (``db_scripts._understands_flags``), which reads nothing."""
+"""Named by the flags probe script (``database.scripts._understands_flags``), which reads
+nothing."""
 
 
 def new_incarnation() -> str:
@@ -160,15 +163,15 @@ class MemoryIndexKeys:
         """hash: memory id -> actor bucket; finds a memory by id alone."""
 
     def all(self) -> list[str]:
-        """Listing, expiry, owner, superseded: the order ``memory_scripts.UNINDEX`` takes."""
+        """Listing, expiry, owner, superseded: the order ``memories.scripts.UNINDEX`` takes."""
         return [self.memories, self.memory_expiry, self.memory_owners, self.memories_superseded]
 
 
 class StoreKeys:
     """Keys of one incarnation of a store. ``store`` must already be a validated store name,
     ``incarnation`` a hex string (``new_incarnation()``) and ``memory_partitions`` the store's
-    (``models.StoreConfig``; 1 for a store of before partitions, ``MEMORY_PARTITIONS`` for one
-    created now): ``StoreConfig.keys()`` gives all three."""
+    (``stores.models.StoreConfig``; 1 for a store of before partitions, ``MEMORY_PARTITIONS`` for
+    one created now): ``StoreConfig.keys()`` gives all three."""
 
     registry = PREFIX + "@stores"
 
@@ -252,7 +255,7 @@ class StoreKeys:
     @property
     def memory_import_lock(self) -> str:
         """string: the token of the batch import running in the store (``SET NX PX``); imports
-        of a store run one at a time (``memory_transfer``)."""
+        of a store run one at a time (``memories.transfer``)."""
         return f"{self._base}{{{self.store}}}:memories:import"
 
     @property
@@ -402,7 +405,7 @@ SCHEDULER_PREFIX = "kividb:scheduler:"
 
 
 class LocalScheduleKeys:
-    """Keys of the local scheduler's one-shot schedules (``agent_memory.scheduler``).
+    """Keys of the local scheduler's one-shot schedules (``agent_memory.background.scheduler``).
 
     ``due`` zset: schedule name -> due time (ms); ``events`` hash: schedule name -> the event
     JSON the background function receives. ``namespace`` must not hold ``{`` or ``}``.

@@ -1,8 +1,9 @@
-"""Reads over the store-level memory indexes split in partitions (``keys.MemoryIndexKeys``): a
-window of the listing read as if it were one sorted set, per-id expiries, the live count.
+"""Reads over the store-level memory indexes split in partitions
+(``database.keys.MemoryIndexKeys``): a window of the listing read as if it were one sorted set,
+per-id expiries, the live count.
 
 The store-level listing of current memories is split in partitions by memory id
-(``keys.MemoryIndexKeys``), so that on a cluster it spreads over the shards. A page of the
+(``database.keys.MemoryIndexKeys``), so that on a cluster it spreads over the shards. A page of the
 store-wide listing is a window of the merged order: highest score first and, among equal
 scores, the greatest member first, which is exactly ``ZREVRANGE``'s order in each partition,
 so the merge of the partitions' orders is the order one sorted set holding every member would
@@ -37,7 +38,7 @@ def merged_window(client: redis.Redis, keys: Sequence[str], offset: int, count: 
     """Members ``offset`` to ``offset + count - 1`` (0-based) of the sorted sets ``keys`` merged
     in ``ZREVRANGE`` order (score descending, then member descending); fewer at the end.
     Scores must be integers (the deep window bisects over them). Errors: ``redis``
-    exceptions (the caller maps them, ``db.database_errors``)."""
+    exceptions (the caller maps them, ``database.client.database_errors``)."""
     if count <= 0:
         return []
     if len(keys) == 1:

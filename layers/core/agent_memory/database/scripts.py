@@ -1,5 +1,5 @@
 """Lua scripts on Redis-protocol databases: their first-line flags, loading them once per client,
-and running them in pipelines (``db`` holds the clients and the error mapping).
+and running them in pipelines (``client`` holds the clients and the error mapping).
 
 A script may begin with ``READ_ONLY``, ``WRITES`` or ``FINISHES_WRITE`` (Redis 7 script flags);
 on a server that does not read them (Redis 6, the local stack's embedded server) the line is

@@ -82,7 +82,7 @@ class StoreHandle:
 
     def _memories(self, client: ProviderClient) -> Memories:
         """The ``Memories`` of the store; its embeddings go through ``client``, with the
-        embedding key as stored for the instance's organization (``stores.key_place``),
+        embedding key as stored for the instance's organization (``stores.registry.key_place``),
         decrypted only when something is embedded."""
         from agent_memory.database.client import redis_client
         from agent_memory.memories.service import Memories
@@ -177,7 +177,7 @@ class StoreHandle:
     def add_events(self, session_id: str, request: EventsRequest) -> EventsResult:
         """Append ``request``'s messages to the session, then arm its extraction schedule or
         ask for summarization when the append calls for it (``background.work``)."""
-        from agent_memory.background.work import schedule_background
+        from agent_memory.background.triggers import schedule_background
 
         appended = self.sessions.append_events(session_id, request)
         if appended.arm_due is not None or appended.fold:
@@ -189,7 +189,7 @@ class StoreHandle:
     def extract_now(self, session_id: str) -> ExtractionQueued:
         """Queue the session's extraction now; ``Conflict`` without a language model,
         ``SessionNotFound`` without the session."""
-        from agent_memory.background.work import request_extraction
+        from agent_memory.background.triggers import request_extraction
         from agent_memory.errors import Conflict, SessionNotFound
         from agent_memory.sessions.models import ExtractionQueued
 
@@ -208,8 +208,8 @@ class StoreHandle:
     def import_session(self, session_id: str, body: SessionImport) -> SessionImported:
         """Write a page of an exported session; when its messages are not all read and the
         store has a language model, arm its extraction as an append does
-        (``background.work.arm_reserved``)."""
-        from agent_memory.background.work import arm_reserved
+        (``background.triggers.arm_reserved``)."""
+        from agent_memory.background.triggers import arm_reserved
 
         outcome = self.session_transfer.import_page(session_id, body)
         if outcome.arm_due is not None:

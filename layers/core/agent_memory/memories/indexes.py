@@ -1,8 +1,8 @@
 """Actor indexes kept in step with Redis: built in batches, caught up from the change log.
 
-Search runs in this process on an ``ActorIndex`` (``search``) held in the container's bounded
+Search runs in this process on an ``ActorIndex`` (``search.index``) held in the container's bounded
 ``IndexCache`` and kept in step by generation: every write of an actor's memories bumps the
-actor's generation and logs ``<gen>:<op>:<id>`` (``memory_scripts``). A search reads the
+actor's generation and logs ``<gen>:<op>:<id>`` (``scripts``). A search reads the
 actor's generation (one small read) and, when it moved, only the log entries since the cached
 generation and the rows they name; a cache further behind than the log reaches reloads the
 actor. So every container sees every write, however it was made, at its next read.

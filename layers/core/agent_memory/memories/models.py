@@ -2,8 +2,8 @@
 ``PATCH`` and search, the memory views, and recall's request and answer, with the limits they
 check (``MAX_MEMORY_CHARS``, ``MAX_TOPICS``, metadata size and depth, ``MAX_VERSIONS``).
 
-Separate from ``models``, which holds what every area shares (identifiers, times, the
-``Model`` / ``View`` bases, text that shows nothing) and the store, session and error models;
+Separate from ``agent_memory.models``, which holds what every package shares (identifiers,
+times, the ``Model`` / ``View`` bases, text that shows nothing, the error shape);
 the same conventions hold here: field names follow DESIGN.md section 2, request models forbid
 unknown fields.
 """
@@ -73,7 +73,7 @@ def _not_blank(value: str) -> str:
 
 VisibleMemoryText = Annotated[MemoryText, AfterValidator(_not_blank)]
 """A memory's text as every route that keeps one checks it (add, change, import): 1 to
-``MAX_MEMORY_CHARS`` characters, at least one of them visible (``models.is_blank``)."""
+``MAX_MEMORY_CHARS`` characters, at least one of them visible (``agent_memory.models.is_blank``)."""
 
 
 class MemoryIn(Model):

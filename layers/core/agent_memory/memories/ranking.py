@@ -1,8 +1,8 @@
 """Ranking memories for a query over one or more actors' indexes: semantic, keyword, hybrid.
 
-``rank`` asks each actor's index (``index_sync.ActorIndexes``) for its best candidates, makes
+``rank`` asks each actor's index (``memories.indexes.ActorIndexes``) for its best candidates, makes
 a compact index's semantic candidates exact (``ActorIndexes.rescore``), then orders them: by
-cosine (semantic), by BM25 (keyword), or by ``fusion.fuse`` of the two lists (hybrid), where
+cosine (semantic), by BM25 (keyword), or by ``search.fusion.fuse`` of the two lists (hybrid), where
 each mode contributes ``CANDIDATES * limit`` candidates.
 """
 

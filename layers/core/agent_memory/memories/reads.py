@@ -154,7 +154,7 @@ class MemoryReader:
         return found
 
     def fetch(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryView]:
-        """Views of ``_records``."""
+        """Views of ``records``."""
         return {i: record_view(r) for i, r in self.records(bucket, ids).items()}
 
     def get(self, memory_id: str) -> MemoryView:
@@ -218,7 +218,7 @@ class MemoryReader:
             self._check_store_wide("listing with these filters")
         buckets = [actor_bucket(actor_id)] if actor_id is not None else self._store_level.buckets()
         now_ms = to_ms(self._clock.now())
-        # The actors' indexes (kept in step, ``index_sync``) say which memories the selection
+        # The actors' indexes (kept in step, ``indexes``) say which memories the selection
         # admits and when each was made; only the page's records are read. (Reading every
         # record would read every vector too: they are kept inside the records.)
         picked: list[tuple[int, str, str]] = []
@@ -243,11 +243,11 @@ class MemoryReader:
         )
 
     def _current_page(self, offset: int, limit: int) -> MemoryList:
-        """The store-wide page of current memories, from the store's listing of them (its
-        partitions merged, ``partitioned.merged_window``). A record found superseded there (a
-        supersede whose second step has not run, or never ran) is left out and taken out of
-        the listing (``RETIRE``, unless the database refuses writes), so the records are the
-        truth and the listing follows them."""
+        """The store-wide page of current memories, from the store's listing of them (its partitions
+        merged, ``database.partitions.merged_window``). A record found superseded there (a supersede
+        whose second step has not run, or never ran) is left out and taken out of the listing
+        (``RETIRE``, unless the database refuses writes), so the records are the truth and the
+        listing follows them."""
         with database_errors():
             ids = merged_window(
                 self._redis, [p.memories for p in self._keys.memory_partitions()], offset, limit + 1
@@ -291,7 +291,7 @@ class MemoryReader:
 
         ``semantic`` ranks by cosine, ``keyword`` by BM25, ``hybrid`` fuses both. Without
         ``actor_id`` every actor's memories are searched; with it, only that actor's. Only
-        current memories unless ``include_superseded`` or ``as_of`` (``selection``); the
+        current memories unless ``include_superseded`` or ``as_of`` (``search.selection``); the
         filters apply before the top ``limit`` is cut.
         """
         for memory_type in request.types or []:
@@ -364,7 +364,7 @@ class MemoryReader:
         limit: int,
         selection: Selection,
     ) -> list[MemoryView]:
-        """``ranking.rank`` over the indexes, then the views of the memories ranked. The
+        """``memories.ranking.rank`` over the indexes, then the views of the memories ranked. The
         ranking is of the indexes' state at the generation each read (one moment per actor):
         a memory current then is shown even when its record, read a moment later, says it was
         superseded since (its ``valid_until`` shows it), so a search racing a supersede shows

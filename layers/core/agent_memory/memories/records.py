@@ -1,11 +1,11 @@
 """The stored memory record: one typed model, and one set of stored field names.
 
 A memory is kept as compact JSON followed by its vector's bytes in its actor's ``memories``
-hash (``keys.ActorKeys``), one entry per id (``encode_memory``). ``MemoryRecord`` is that
+hash (``database.keys.ActorKeys``), one entry per id (``encode_memory``). ``MemoryRecord`` is that
 record. Its field names are the stored names, and ``MemoryFields`` holds them as constants for
 the code that reads records without the model (the cold build of an index reads tens of
 thousands of records, where a model per record would cost a third of the build) and for the
-Lua scripts (``memory_scripts``), which are templated with these names: renaming a field of
+Lua scripts (``scripts``), which are templated with these names: renaming a field of
 the model fails the import of a script that still uses the old name, and
 ``tests/unit/test_records.py`` checks that the constants are exactly the model's fields. So
 Python and Lua can never disagree on what a field is called.
@@ -57,9 +57,10 @@ class MemoryRecord(BaseModel):
     """A memory as kept in Redis. Unknown fields are ignored (a record written by a newer
     version of the code stays readable by an older one).
 
-    ``terms`` is ``[TOKENIZER_VERSION, {token: count}]`` of ``text`` (``tokenizer.term_counts``)
-    in records kept before term counts were left out (``encode_memory``); building an index
-    uses them, and computes the counts of every other record from its text."""
+    ``terms`` is ``[TOKENIZER_VERSION, {token: count}]`` of ``text``
+    (``search.tokenizer.term_counts``) in records kept before term counts were left out
+    (``encode_memory``); building an index uses them, and computes the counts of every other record
+    from its text."""
 
     model_config = ConfigDict(extra="ignore")
 
@@ -124,7 +125,7 @@ F = MemoryFields
 
 def field_names() -> dict[str, str]:
     """``{name: name}`` of every stored field: the mapping Lua sources are templated with
-    (``memory_scripts.lua``), taken from the model itself."""
+    (``memories.scripts.lua``), taken from the model itself."""
     return {name: name for name in MemoryRecord.model_fields}
 
 
@@ -139,7 +140,7 @@ def encode_memory(record: MemoryRecord, vector: bytes) -> bytes:
 
     The JSON leaves out what the hash already says or any reader can rebuild: ``id`` (the
     hash field), ``actor_id`` (the actor bucket of the key), the text's term counts (computed
-    when an index is built, ``tokenizer.term_counts``), the fields that hold their defaults
+    when an index is built, ``search.tokenizer.term_counts``), the fields that hold their defaults
     (no topics, metadata, source, versions, links) and ``updated_at`` / ``valid_from`` equal to
     ``created_at``. Record and vector in one hash entry cost one entry and one allocation
     instead of two: for a 384-dimension vector and a record of up to 250 bytes, the value
@@ -173,7 +174,7 @@ def split_memory(raw: bytes) -> tuple[bytes, bytes | None]:
 def decode_record(raw: bytes, memory_id: str, bucket: str) -> MemoryRecord:
     """A stored memory's record read back (``encode_memory``'s output, or a record of an older
     version of the code: missing fields take their defaults). ``memory_id`` is its hash field
-    and ``bucket`` the actor bucket of the hash (``keys.actor_bucket``)."""
+    and ``bucket`` the actor bucket of the hash (``database.keys.actor_bucket``)."""
     return MemoryRecord.model_validate(with_identity(raw_record(raw), memory_id, bucket))
 
 

@@ -1,12 +1,12 @@
 """The Lua scripts of long-term memory, templated with the stored field names.
 
-Every write of an actor's memories is one script on the actor's hash slot (``keys.ActorKeys``:
-the keys of one actor share a hash tag), which also bumps the actor's generation and appends to
-its change log, so a warm index anywhere can catch up (``index_sync``). The store-level indexes
-(listing, expiry, owner) live on the store's slot and follow in a second step.
+Every write of an actor's memories is one script on the actor's hash slot
+(``database.keys.ActorKeys``: the keys of one actor share a hash tag), which also bumps the actor's
+generation and appends to its change log, so a warm index anywhere can catch up (``indexes``). The
+store-level indexes (listing, expiry, owner) live on the store's slot and follow in a second step.
 
 A script that reads a field of a stored record names it ``$field`` in its source; ``lua``
-replaces each with the quoted stored name from ``records.MemoryRecord`` and fails
+replaces each with the quoted stored name from ``memories.records.MemoryRecord`` and fails
 (``KeyError``, at import) on a name the record does not have, so a renamed field cannot leave a
 script behind (``$$`` is a literal ``$``).
 """
@@ -40,7 +40,7 @@ SCRIPT_IDS = 1000
 
 
 def lua(flags: str, source: str) -> str:
-    """``flags`` (``db_scripts.READ_ONLY``, ``WRITES`` or ``FINISHES_WRITE``) and ``source``
+    """``flags`` (``database.scripts.READ_ONLY``, ``WRITES`` or ``FINISHES_WRITE``) and ``source``
     with every ``$field`` replaced by the stored field name as a Lua string literal
     (``'valid_until'``). ``KeyError`` for a name ``MemoryRecord`` does not have."""
     quoted = {name: f"'{stored}'" for name, stored in field_names().items()}

@@ -1,9 +1,9 @@
 """The store-level indexes of a store's memories, and their upkeep.
 
-An actor's memories live on the actor's slot (``keys.ActorKeys``); the store keeps, on its
-partitions' slots (``keys.MemoryIndexKeys``), the listing of current memories, their expiries,
-the owner of each id that does not carry its actor's tag, and the superseded ones. Writes enter
-a new memory here first (``StoreLevel.index``, ``queue_store_level``); reads and writes both
+An actor's memories live on the actor's slot (``database.keys.ActorKeys``); the store keeps, on its
+partitions' slots (``database.keys.MemoryIndexKeys``), the listing of current memories, their
+expiries, the owner of each id that does not carry its actor's tag, and the superseded ones. Writes
+enter a new memory here first (``StoreLevel.index``, ``queue_store_level``); reads and writes both
 take expired, forgotten and superseded memories out (``forget``, ``prune``, ``retire``,
 ``unindex``). ``find_owners`` says which actor holds an id.
 """
@@ -35,7 +35,7 @@ def queue_store_level(
 ) -> None:
     """Queue on ``pipe`` the store-level entries of new current memories, ``rows`` of
     ``(memory id, actor bucket, created ms, expires ms)``: the listing, expiry and owner
-    indexes of each one's partition and the store's actor set (``keys.StoreKeys``), a few
+    indexes of each one's partition and the store's actor set (``database.keys.StoreKeys``), a few
     commands per partition. Every command sets entries, so sent twice it changes nothing. Bulk
     seeding uses it too (``bench/``), so that its memories are kept as ``Memories.add`` keeps
     them."""
@@ -68,11 +68,11 @@ def unindex(
 
 
 def find_owners(client: redis.Redis, keys: StoreKeys, ids: Iterable[str]) -> dict[str, str]:
-    """The actor bucket of each of ``ids`` that the store keeps, expired or not (missing when
-    there is none): its owner entry when it has one (an id that does not carry its actor's
-    tag), else the bucket of its tag's set (``keys.actor_tag_set``) whose memories hold it.
-    Two round trips: the owner entries and the tags' sets, then one ``HEXISTS`` per bucket of
-    those sets (usually one per id). Errors: ``DatabaseUnavailable``."""
+    """The actor bucket of each of ``ids`` that the store keeps, expired or not (missing when there
+    is none): its owner entry when it has one (an id that does not carry its actor's tag), else the
+    bucket of its tag's set (``database.keys.StoreKeys.actor_tag_set``) whose memories hold it. Two
+    round trips: the owner entries and the tags' sets, then one ``HEXISTS`` per bucket of those sets
+    (usually one per id). Errors: ``DatabaseUnavailable``."""
     wanted = list(dict.fromkeys(ids))
     if not wanted:
         return {}

@@ -1,6 +1,6 @@
 """Export and import of a store's memories, losslessly, for moving a store to another database
 (``tools/transfer.py`` over the public API; docs/routes.md, "Export and import"). Its sibling
-``session_transfer`` moves the store's sessions.
+``sessions.transfer`` moves the store's sessions.
 
 Export reads what is kept as it is kept: every memory (current or superseded) with every field,
 its versions and its vector (the stored float32 bytes, base64). Import writes it back under the
@@ -14,7 +14,7 @@ Import is idempotent: a memory written twice is kept once (a memory is its id). 
 re-derived: texts are not redacted again, vectors not embedded again, memories not
 deduplicated (the source did all that when it kept them).
 
-Keys: the same as the routes that write (``keys.py``); every script touches one slot: an
+Keys: the same as the routes that write (``database/keys.py``); every script touches one slot: an
 actor's or the store's.
 """
 
@@ -120,7 +120,8 @@ IMPORT_LOCK_WAIT_SECONDS = 5.0
 """How long an import waits for another import of the same store before it answers 503."""
 
 
-# KEYS: the listing, superseded, expiry and owner indexes of one partition (keys.MemoryIndexKeys).
+# KEYS: the listing, superseded, expiry and owner indexes of one partition
+# (database.keys.MemoryIndexKeys).
 # ARGV: now, then id, bucket, created_at, expires_at, '1' (current) or '0' (superseded) for
 # each memory of that partition, and '1' (keep an owner entry: the id does not carry its
 # actor's tag) or '0' (none, and an entry another actor left is removed). The store-level
@@ -330,12 +331,12 @@ class MemoryTransfer:
 
     @contextmanager
     def _exclusive(self) -> Iterator[None]:
-        """Hold the store's import lock (``keys.StoreKeys.memory_import_lock``: ``SET NX PX``
-        with a token of this call, released by a script that deletes only that token) for the
-        block, waiting up to ``IMPORT_LOCK_WAIT_SECONDS`` for another import of the store to
-        end: ``ImportBusy`` (503, retried by the client) after that. Imports of one store
-        thus run one at a time, which is what makes reading an id's owner and claiming it one
-        step for them (``_index``), an id made for its actor needing no owner entry."""
+        """Hold the store's import lock (``database.keys.StoreKeys.memory_import_lock``:
+        ``SET NX PX`` with a token of this call, released by a script that deletes only that token)
+        for the block, waiting up to ``IMPORT_LOCK_WAIT_SECONDS`` for another import of the store to
+        end: ``ImportBusy`` (503, retried by the client) after that. Imports of one store thus run
+        one at a time, which is what makes reading an id's owner and claiming it one step for them
+        (``_index``), an id made for its actor needing no owner entry."""
         token = secrets.token_hex(8)
         lock = self._keys.memory_import_lock
         deadline = time.monotonic() + IMPORT_LOCK_WAIT_SECONDS
@@ -355,7 +356,7 @@ class MemoryTransfer:
         another actor (nothing written then), else the ``(id, actor bucket)`` of the rows
         another actor held until their time ran out.
 
-        The rows' owners and expiries are first read (``memory_reads.find_owners``), so that
+        The rows' owners and expiries are first read (``memories.store_level.find_owners``), so that
         a batch with such an id writes nothing; then each partition's entries are claimed
         in one step (``_CLAIM_MEMORIES``: setting entries, so sent again after a timeout it
         changes nothing), and the actors entered in the store's actor set. An id that carries

@@ -1,4 +1,4 @@
-"""The bodies and answers of the memory export and import routes (``memory_transfer`` moves the
+"""The bodies and answers of the memory export and import routes (``transfer`` moves the
 memories; docs/routes.md, "Export and import"): every field of a kept memory, its versions and
 its vector as base64 float32, with the same checks as the routes that write one.
 """

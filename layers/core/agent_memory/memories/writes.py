@@ -1,11 +1,11 @@
 """Long-term memory, the write path: keep (redacted, embedded, deduplicated), supersede, change
 and forget (``MemoryWriter``, one of the collaborators of ``service.Memories``).
 
-Storage (keys.ActorKeys): one actor's memories share a hash tag, so every write is one Lua
-script on one slot (``scripts``) that also bumps the actor's generation and appends to its
-change log; the store-level indexes (listing, counts, owner of an id: ``store_level``) follow
-in a second step on the store's slots. Records are ``records.MemoryRecord``; vectors are kept
-as unit-length float32 bytes.
+Storage (``database.keys.ActorKeys``): one actor's memories share a hash tag, so every write is one
+Lua script on one slot (``scripts``) that also bumps the actor's generation and appends to its
+change log; the store-level indexes (listing, counts, owner of an id: ``store_level``) follow in a
+second step on the store's slots. Records are ``memories.records.MemoryRecord``; vectors are kept as
+unit-length float32 bytes.
 
 Deduplication uses the actor's index (``indexes``) under an optimistic check: the add script
 refuses to write when the actor's generation moved since the index was read, and the add
@@ -95,9 +95,9 @@ def _back_off(attempt: int) -> None:
 
 
 def new_memory_id(bucket: str) -> str:
-    """``mem_``, the actor bucket's tag (``keys.actor_tag``, 4 hex digits) and 16 random hex
-    digits (64 bits): opaque, unique, path-safe, and naming the actor's tag, so that the memory
-    needs no owner entry (``keys.py``)."""
+    """``mem_``, the actor bucket's tag (``database.keys.actor_tag``, 4 hex digits) and 16 random
+    hex digits (64 bits): opaque, unique, path-safe, and naming the actor's tag, so that the memory
+    needs no owner entry (``database/keys.py``)."""
     return "mem_" + actor_tag(bucket) + secrets.token_hex(8)
 
 

@@ -1,6 +1,6 @@
 """Which IP addresses a custom provider endpoint may reach: one rule for saving a store
-(``models._check_base_url``, IP literals in the URL) and for calling it
-(``provider_network.check_endpoint`` and the connection itself, every address a name resolves
+(``stores.models._check_base_url``, IP literals in the URL) and for calling it
+(``providers.network.check_endpoint`` and the connection itself, every address a name resolves
 to).
 
 Pure standard library (``ipaddress``), so the pydantic models can use it without importing the

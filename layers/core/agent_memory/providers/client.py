@@ -1,7 +1,7 @@
 """What every call to a model provider shares (DESIGN section 5): one HTTP client with a deadline
 per call, a cap on the size of an answer, and retries. The network it runs on (bounded name
 resolution, the endpoint guard for custom base URLs, connections that keep the deadline and the
-public-address rule) is ``provider_network``.
+public-address rule) is ``network``.
 
 ``ProviderClient`` POSTs JSON within one deadline per call (connect, send, every read, the
 retries and their waits), reads at most the bytes a legitimate answer can take, retries 429 /

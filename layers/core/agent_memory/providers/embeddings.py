@@ -11,7 +11,7 @@ embeddings/create): request ``{"model": str, "input": [str, ...], "encoding_form
 "usage": {...}}``. An input array holds at most 2048 items, none of them empty, and all
 embedding models take at most 300,000 tokens summed over one request's inputs.
 
-Each request goes through ``providers.ProviderClient`` (one deadline per call, retries) and
+Each request goes through ``providers.client.ProviderClient`` (one deadline per call, retries) and
 reads at most ``max_answer_bytes(batch, dimensions)`` bytes of answer.
 """
 

@@ -14,12 +14,12 @@ as ``{"memories": [...]}`` or ``{"summary": "..."}``; any capable model can serv
   the request for JSON and the answer is parsed leniently.
 - ``custom``: any server with OpenAI's chat-completions wire shape at
   ``{base_url}/chat/completions`` (vLLM, Ollama, llama.cpp, LiteLLM, ...), checked with
-  ``provider_network.check_endpoint`` at every call (and its addresses again when the call
+  ``providers.network.check_endpoint`` at every call (and its addresses again when the call
   connects).
   It sends JSON mode until the server refuses the field, then does without it.
 - ``none``: the store has no language model (``make_language_model`` returns ``None``).
 
-Every call goes through ``providers.ProviderClient`` (one deadline per call, retries of 429 /
+Every call goes through ``providers.client.ProviderClient`` (one deadline per call, retries of 429 /
 5xx with full-jitter backoff honouring ``Retry-After``), reading at most
 ``max_answer_bytes(max_tokens)`` bytes. ``complete_json`` asks once more when an answer is cut
 off at its token limit or holds no parseable JSON object, then raises ``ModelAnswerInvalid``.

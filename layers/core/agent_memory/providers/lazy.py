@@ -19,7 +19,7 @@ class LazyLanguageModel:
 
     def complete_json(self, system: str, user: str, *, max_tokens: int = 4096) -> Completion:
         """``LanguageModel.complete_json`` of the model built (and its key decrypted) now if
-        not yet; errors as that method and as ``secrets.unseal``."""
+        not yet; errors as that method and as ``providers.secrets.unseal``."""
         if self._model is None:
             self._model = self._build()
         return self._model.complete_json(system, user, max_tokens=max_tokens)

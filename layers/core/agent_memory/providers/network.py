@@ -1,4 +1,4 @@
-"""The network under every call to a model provider (``providers.ProviderClient``): name
+"""The network under every call to a model provider (``providers.client.ProviderClient``): name
 resolution with a bound, the endpoint guard for custom base URLs, and the connection machinery
 that keeps a call's deadline and the public-address rule on every socket operation.
 
@@ -6,7 +6,7 @@ that keeps a call's deadline and the public-address rule on every socket operati
 the connection itself (``DeadlineTransport``, the backend of the one shared ``httpx`` client)
 applies the same rule to the addresses it connects to, and cuts every blocking socket operation
 (resolve, connect, TLS, each send and read) to the time left to the thread's current call
-(``current_call``). This is separate from ``providers`` because it is what a call runs on, not
+(``current_call``). This is separate from ``client`` because it is what a call runs on, not
 what a call does: ``ProviderClient`` sets the deadline, sends, retries and reads the answer;
 nothing here knows a status code or a provider.
 """
@@ -123,12 +123,12 @@ def request_problem(url: str) -> str | None:
 def check_endpoint(url: str, *, allow_private: bool, timeout: float = RESOLVE_TIMEOUT) -> None:
     """Refuse a custom provider endpoint that is not ``https://`` or not public.
 
-    The host is resolved (``resolve``, waiting at most ``timeout`` seconds) and every answer
-    must pass ``addresses.not_public``, the rule a store's base URL is saved with: refused are
-    loopback, private, link-local (with the cloud metadata service 169.254.169.254), carrier
-    NAT, unspecified, multicast, reserved and site-local addresses, Teredo, and IPv6 forms that
-    embed a non-public IPv4 address (IPv4-mapped, IPv4-compatible, 6to4, NAT64). One non-public
-    answer among public ones is enough to refuse.
+    The host is resolved (``resolve``, waiting at most ``timeout`` seconds) and every answer must
+    pass ``providers.addresses.not_public``, the rule a store's base URL is saved with: refused are
+    loopback, private, link-local (with the cloud metadata service 169.254.169.254), carrier NAT,
+    unspecified, multicast, reserved and site-local addresses, Teredo, and IPv6 forms that embed a
+    non-public IPv4 address (IPv4-mapped, IPv4-compatible, 6to4, NAT64). One non-public answer among
+    public ones is enough to refuse.
 
     With ``allow_private`` (local stack only) both rules are lifted: ``http://`` is accepted and
     the host is not resolved here at all (an unknown host then fails when it is called).

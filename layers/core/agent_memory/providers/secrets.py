@@ -1,15 +1,15 @@
 """Encryption of provider API keys at rest (DESIGN section 5).
 
-Every stored key is bound to where it belongs (``KeyPlace``): the organization, the instance and
-the store (name and incarnation, ``keys.StoreKeys``) whose settings hold it, and which key it is
-(``llm_api_key`` or ``embed_api_key``). That binding is the encryption context of every
+Every stored key is bound to where it belongs (``KeyPlace``): the organization, the instance and the
+store (name and incarnation, ``database.keys.StoreKeys``) whose settings hold it, and which key it
+is (``llm_api_key`` or ``embed_api_key``). That binding is the encryption context of every
 ``encrypt`` and ``decrypt`` (``KeyPlace.context``), authenticated by both formats: a key read
-anywhere else, say after its database was registered to another organization or as another
-instance, or copied into another store or field, cannot be decrypted (``SecretUnreadable``,
-answered as 409 ``stored_key_unreadable``). Keys stored before the binding (formats ``kms1:``
-and bare Fernet tokens, under the one context ``LEGACY_ENCRYPTION_CONTEXT``) are refused as
-``LegacySecret``: nothing records where they were stored, so they are never read again; sending
-the key again with ``PUT`` stores it bound (docs/deploy.md, "Secrets").
+anywhere else, say after its database was registered to another organization or as another instance,
+or copied into another store or field, cannot be decrypted (``SecretUnreadable``, answered as 409
+``stored_key_unreadable``). Keys stored before the binding (formats ``kms1:`` and bare Fernet
+tokens, under the one context ``LEGACY_ENCRYPTION_CONTEXT``) are refused as ``LegacySecret``:
+nothing records where they were stored, so they are never read again; sending the key again with
+``PUT`` stores it bound (docs/deploy.md, "Secrets").
 
 The ``Cipher`` port has three implementations here:
 
@@ -131,7 +131,7 @@ _UNREADABLE_CODES: Final = frozenset({"InvalidCiphertextException", "IncorrectKe
 @dataclass(frozen=True)
 class KeyPlace:
     """Where a stored provider API key belongs: the organization, the instance and the store
-    (its name and incarnation, ``models.StoreConfig``) whose settings hold it."""
+    (its name and incarnation, ``stores.models.StoreConfig``) whose settings hold it."""
 
     org_id: str
     instance_id: str

@@ -1,7 +1,7 @@
 """Search results and the hybrid ranking: ``Hit`` and the fusion of semantic and keyword lists.
 
-Scores (higher is better): semantic is the cosine similarity of unit vectors (``search``),
-keyword is Okapi BM25 (``search``, tokens from ``tokenizer``), and hybrid is ``fuse`` of the two.
+Scores (higher is better): semantic is the cosine similarity of unit vectors (``index``),
+keyword is Okapi BM25 (``index``, tokens from ``tokenizer``), and hybrid is ``fuse`` of the two.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 An ``ActorIndex`` holds, for the memories of one actor (or one store's memories without an
 actor), unit-length float32 vectors in one matrix, and an inverted index for BM25. It is built
-from Redis and then kept in step with it by ``index_sync.ActorIndexes``, which applies the
+from Redis and then kept in step with it by ``memories.indexes.ActorIndexes``, which applies the
 actor's change log instead of reloading (so a warm search fetches no vector it already has).
 
 Scores:
@@ -11,9 +11,9 @@ Scores:
 - keyword: Okapi BM25 with k1 = 1.2, b = 0.75 and the non-negative idf
   ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (Robertson and Zaragoza, "The Probabilistic
   Relevance Framework: BM25 and Beyond", 2009), over the tokens of ``tokenizer``;
-- hybrid: ``fusion.fuse``, see its docstring.
+- hybrid: ``search.fusion.fuse``, see its docstring.
 
-The container's cache of these indexes is ``index_cache.IndexCache``.
+The container's cache of these indexes is ``search.cache.IndexCache``.
 """
 
 from __future__ import annotations
@@ -78,8 +78,8 @@ class ActorIndex:
     created: NDArray[np.int64] = field(init=False)
     alive: NDArray[np.bool_] = field(init=False)
     doclen: NDArray[np.float32] = field(init=False)
-    # For selections (``selection.Selection``): when each row became current and stopped being
-    # so (``NEVER`` while current), when its event happened (``UNKNOWN``), and for topics and
+    # For selections (``search.selection.Selection``): when each row became current and stopped
+    # being so (``NEVER`` while current), when its event happened (``UNKNOWN``), and for topics and
     # metadata pairs, the rows holding each filter term (rows without any cost nothing).
     valid_from: NDArray[np.int64] = field(init=False)
     valid_until: NDArray[np.int64] = field(init=False)
@@ -386,8 +386,8 @@ class ActorIndex:
     # --- queries -----------------------------------------------------------------------------
 
     def _eligible(self, now_ms: int, where: Selection | Sequence[str] | None) -> NDArray[np.bool_]:
-        """The rows ``where`` selects (``selection.Selection.admits``, for every row at once, in
-        the same three parts); a sequence of types or None stands for the current memories of
+        """The rows ``where`` selects (``search.selection.Selection.admits``, for every row at once,
+        in the same three parts); a sequence of types or None stands for the current memories of
         those types."""
         selection = (
             where

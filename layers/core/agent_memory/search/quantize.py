@@ -1,7 +1,7 @@
 """Vector scans of an ``ActorIndex``: the exact float32 dot product, the compact forms (int8
 codes with a scale per row, packed sign bits) and their scores, split over threads when large.
 
-The compact form (``search.COMPACT_ABOVE_BYTES``) keeps 100,000 vectors of 1,536 dimensions
+The compact form (``search.index.COMPACT_ABOVE_BYTES``) keeps 100,000 vectors of 1,536 dimensions
 within the cache's budget: int8 codes are 4x smaller than float32 and the sign bits 32x; the
 Hamming distance of sign bits (Charikar, "Similarity estimation techniques from rounding
 algorithms", STOC 2002) pre-filters very large actors before the int8 scores.

@@ -2,7 +2,7 @@
 
 A ``Selection`` says which of the live memories (not expired) a search, a listing or recall
 looks at, before any ranking or paging, so a filter never drops results after the top ``limit``
-was cut. The index applies it as a mask over its rows (``search.ActorIndex``), listings apply
+was cut. The index applies it as a mask over its rows (``search.index.ActorIndex``), listings apply
 ``Selection.admits`` to stored records; both follow the definitions here.
 
 Time (all in ms since the epoch, UTC):

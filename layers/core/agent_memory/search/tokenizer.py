@@ -1,14 +1,14 @@
 """Tokens for BM25: what a memory's text and a query are split into.
 
-Tokens are Unicode-aware (``str.casefold`` and ``\\w``), CJK runs give overlapping character
-bigrams (they have no spaces), and whitespace-separated chunks holding punctuation
-(``ORD-2291``, ``a@b.c``, ``[email]``, ``(``) are tokens too, so every character of a query is
-literal: nothing is query syntax. Words of ASCII letters are light-stemmed (Porter's step 1:
-plurals, ``-ed``, ``-ing``; ``english.stem``) in memories and queries alike, so ``groups``
-finds ``group``; punctuated chunks are kept as they are. Queries drop English stop words
-(``english.STOP_WORDS``, the Snowball list) unless nothing else is left, so ``What did the dog
-do?`` searches for ``dog`` while ``the`` alone still finds the memories holding ``the``;
-memories keep theirs (document lengths are unchanged).
+Tokens are Unicode-aware (``str.casefold`` and ``\\w``), CJK runs give overlapping character bigrams
+(they have no spaces), and whitespace-separated chunks holding punctuation (``ORD-2291``, ``a@b.c``,
+``[email]``, ``(``) are tokens too, so every character of a query is literal: nothing is query
+syntax. Words of ASCII letters are light-stemmed (Porter's step 1: plurals, ``-ed``, ``-ing``;
+``search.english.stem``) in memories and queries alike, so ``groups`` finds ``group``; punctuated
+chunks are kept as they are. Queries drop English stop words (``search.english.STOP_WORDS``, the
+Snowball list) unless nothing else is left, so ``What did the dog do?`` searches for ``dog`` while
+``the`` alone still finds the memories holding ``the``; memories keep theirs (document lengths are
+unchanged).
 
 Measured on LoCoMo (``bench/retrieval.py``, 1,535 questions, all-MiniLM-L6-v2): keyword
 hit@10 rose from 0.584 to 0.653 (0.592 to 0.650 on the first half of the conversations,
@@ -93,15 +93,15 @@ def _new_stem(token: str) -> str:
 
 
 def tokenize(text: str) -> list[str]:
-    """Tokens of a memory's ``text`` for BM25: its words, light-stemmed (``english.stem``), then
-    its punctuated chunks as they are, with repeats (term frequency counts them)."""
+    """Tokens of a memory's ``text`` for BM25: its words, light-stemmed (``search.english.stem``),
+    then its punctuated chunks as they are, with repeats (term frequency counts them)."""
     return _stemmed(_surface(text))
 
 
 def query_tokens(text: str) -> list[str]:
-    """Tokens of a query: as ``tokenize``, without English stop words (``english.STOP_WORDS``),
-    unless the query holds nothing else (then they are all kept, so that it still finds the
-    memories that hold them)."""
+    """Tokens of a query: as ``tokenize``, without English stop words
+    (``search.english.STOP_WORDS``), unless the query holds nothing else (then they are all kept, so
+    that it still finds the memories that hold them)."""
     tokens = _surface(text)
     kept = [token for token in tokens if token not in STOP_WORDS]
     return _stemmed(kept or tokens)

@@ -2,10 +2,10 @@
 ``SessionFields``) and its messages (``encode_message`` / ``decode_member``, the names in
 ``MessageFields``), typed in one place for Python and for the Lua of ``sessions.scripts``.
 
-The meta hash (``keys.SessionKeys.meta``) holds text values, as Redis does: numbers as decimal
-digits (times in ms since the epoch, UTC), a field that holds nothing is absent (or, for a few
-written by older code, empty). A message is a member ``<seq>:<json>`` of the session's sorted set
-of messages, scored by its sequence number; the JSON has ``role``, ``content``, ``name`` (only
+The meta hash (``database.keys.SessionKeys.meta``) holds text values, as Redis does: numbers as
+decimal digits (times in ms since the epoch, UTC), a field that holds nothing is absent (or, for a
+few written by older code, empty). A message is a member ``<seq>:<json>`` of the session's sorted
+set of messages, scored by its sequence number; the JSON has ``role``, ``content``, ``name`` (only
 when given) and ``created_at`` (ms).
 
 What the background fields mean (``read_seq``, ``pending``, ``folded_seq``, ``armed_due``...):
@@ -95,8 +95,8 @@ class SessionFields:
 
 
 class ExtractionFields:
-    """The fields of a store's extraction record (``keys.StoreKeys.extraction``): the outcome of
-    the store's latest background runs."""
+    """The fields of a store's extraction record (``database.keys.StoreKeys.extraction``): the
+    outcome of the store's latest background runs."""
 
     last_extraction_at: Final = "last_extraction_at"
     last_extraction_error: Final = "last_extraction_error"

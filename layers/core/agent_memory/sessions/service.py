@@ -172,7 +172,7 @@ class Sessions:
         """Forget the session's working memory; ``SessionNotFound`` if there is none.
 
         Two steps on two slots: delete the session's keys (reading the expiry they had), then
-        drop it from the store's indexes with a tombstone. See ``_FORGET`` for why an append
+        drop it from the store's indexes with a tombstone. See ``scripts.FORGET`` for why an append
         racing the delete leaves listings, counts and reads in agreement either way.
         """
         keys = self._keys.session(session_id)

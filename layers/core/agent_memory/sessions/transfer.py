@@ -1,6 +1,6 @@
 """Export and import of a store's sessions, losslessly, for moving a store to another database
 (``tools/transfer.py`` over the public API; docs/routes.md, "Export and import"). Its sibling
-``memory_transfer`` moves the store's memories; the two share nothing but the cursor check
+``memories.transfer`` moves the store's memories; the two share nothing but the cursor check
 (``int_cursor``, here) and the rules below.
 
 Export reads what is kept as it is kept: a session's whole state (its messages with their
@@ -17,7 +17,7 @@ summary, a pending answer and the extraction outcome are taken only from a state
 far as the one kept). It refuses (409) a session id that another session holds in the target
 store, or a sequence number that holds another message there. Nothing is re-derived.
 
-Keys: the same as the routes that write (``keys.py``); every script touches one slot, the
+Keys: the same as the routes that write (``database/keys.py``); every script touches one slot, the
 session's.
 """
 
@@ -62,8 +62,8 @@ MAX_SUMMARY_CHARS = 8_000
 MAX_ERROR_CHARS = 2_000
 MAX_PENDING_CHARS = 256_000
 """A pending extraction answer (the model's memories not all kept yet), as the session keeps
-it: JSON of at most ``prompts.MAX_MEMORIES_PER_RUN`` (50) items of at most
-``prompts.MAX_MEMORY_CHARS`` (2,000) characters of text and their topics, about 150,000
+it: JSON of at most ``background.prompts.MAX_MEMORIES_PER_RUN`` (50) items of at most
+``background.prompts.MAX_MEMORY_CHARS`` (2,000) characters of text and their topics, about 150,000
 characters at most; the bound keeps a body that passes it well under the 1 MiB limit."""
 
 
@@ -308,7 +308,7 @@ class SessionTransfer:
 
 
 def int_cursor(cursor: str | None) -> int:
-    """The number in a paging cursor this API gave (0 for none; ``memory_transfer`` uses it for
+    """The number in a paging cursor this API gave (0 for none; ``memories.transfer`` uses it for
     the HSCAN half of its cursors); ``ValidationFailed`` for any other text."""
     if cursor is None:
         return 0

@@ -5,10 +5,10 @@ the listing waits at most ``WAIT_SECONDS`` for them: an instance that cannot be 
 or has not answered by then is listed in ``unreachable`` instead of failing the whole answer.
 Only a control database that cannot be reached fails it (503).
 
-Worst case: with the database client's 2 s connect and 2 s socket timeouts (``db.py``), a dead
-instance costs about 2 s (a refused connection much less); a database that accepts connections
-and then answers slowly could cost more, which ``WAIT_SECONDS`` bounds. So a listing with N
-unreachable instances takes at most about ``WAIT_SECONDS`` (5 s) plus the control database's
+Worst case: with the database client's 2 s connect and 2 s socket timeouts (``database/client.py``),
+a dead instance costs about 2 s (a refused connection much less); a database that accepts
+connections and then answers slowly could cost more, which ``WAIT_SECONDS`` bounds. So a listing
+with N unreachable instances takes at most about ``WAIT_SECONDS`` (5 s) plus the control database's
 look-ups, whatever N is; one reading them one after another would take N x 2 s or more.
 """
 
@@ -42,13 +42,13 @@ def list_organization_stores(
     read in ``unreachable``, both by instance id.
 
     ``open_stores`` gives an instance's ``Stores``; it is called here, on the calling thread, and
-    may look the instance up in the control database: its ``DatabaseUnavailable`` fails the
-    listing, and an instance removed meanwhile (``InstanceNotFound``) is left out. Only reading
-    each instance's stores runs on the threads. An instance whose database cannot be used is
-    listed as unreachable with the reason: ``DatabaseUnavailable`` (``DatabaseRefused``
-    included: a refused handshake, credentials or database number, not the Redis protocol) and
-    ``Conflict`` (a cluster URL with a database number, ``db.redis_client``). Other errors from
-    an instance (a bug, a ``NOPERM`` reply) are raised, as for any route.
+    may look the instance up in the control database: its ``DatabaseUnavailable`` fails the listing,
+    and an instance removed meanwhile (``InstanceNotFound``) is left out. Only reading each
+    instance's stores runs on the threads. An instance whose database cannot be used is listed as
+    unreachable with the reason: ``DatabaseUnavailable`` (``DatabaseRefused`` included: a refused
+    handshake, credentials or database number, not the Redis protocol) and ``Conflict`` (a cluster
+    URL with a database number, ``database.client.redis_client``). Other errors from an instance (a
+    bug, a ``NOPERM`` reply) are raised, as for any route.
     """
     opened: list[Stores] = []
     for instance in instances:

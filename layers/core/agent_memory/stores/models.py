@@ -7,6 +7,7 @@ from __future__ import annotations
 import ipaddress
 import re
 from datetime import datetime
+from functools import lru_cache
 from typing import Annotated, Literal
 from urllib.parse import urlsplit
 
@@ -109,13 +110,13 @@ def _check_base_url(field: str, url: str, *, allow_private: bool = False) -> Non
     nothing else: no credentials, no whitespace or control characters, no query and no fragment
     (the call appends ``/embeddings`` or ``/chat/completions`` to it, which a query or fragment
     would swallow: ``https://example.com#@127.0.0.1/v1``), and a host the HTTP client can build
-    a request for (``provider_network.request_problem``: a punycode label that does not decode,
+    a request for (``providers.network.request_problem``: a punycode label that does not decode,
     say).
 
     Without ``allow_private``, also a valid public host: IP literals must pass
-    ``addresses.not_public``, the same rule the call applies to every address a name resolves
-    to (``provider_network.check_endpoint``), so a literal saved here is never refused at the
-    first call. Names that later resolve to private addresses are caught when the endpoint is
+    ``providers.addresses.not_public``, the same rule the call applies to every address a name
+    resolves to (``providers.network.check_endpoint``), so a literal saved here is never refused at
+    the first call. Names that later resolve to private addresses are caught when the endpoint is
     called.
     """
     if any(ch.isspace() or not ch.isprintable() for ch in url):
@@ -155,7 +156,7 @@ def _check_base_url(field: str, url: str, *, allow_private: bool = False) -> Non
 
 def _check_public_host(field: str, host: str) -> None:
     """The host of a custom endpoint saved without ``allow_private``: a valid public name, or
-    an IP literal that ``addresses.not_public`` passes (``ValueError`` says why not)."""
+    an IP literal that ``providers.addresses.not_public`` passes (``ValueError`` says why not)."""
     try:
         address = ipaddress.ip_address(host)
     except ValueError:
@@ -255,10 +256,10 @@ class StoreConfig(StoreSettings, ProviderSettings):
     model_config = ConfigDict(extra="ignore")
 
     name: str
-    # See keys.StoreKeys: new for every creation of a store under a name. "0" reads documents
-    # written before incarnations existed (their old keys are not carried over).
+    # See database.keys.StoreKeys: new for every creation of a store under a name. "0" reads
+    # documents written before incarnations existed (their old keys are not carried over).
     incarnation: str = "0"
-    # See keys.MemoryIndexKeys: how many partitions the store-level memory indexes have. 1
+    # See database.keys.MemoryIndexKeys: how many partitions the store-level memory indexes have. 1
     # reads documents of before partitions (whose indexes are the one partition's keys).
     memory_partitions: int = Field(default=1, ge=1)
     created_at: datetime
@@ -267,8 +268,15 @@ class StoreConfig(StoreSettings, ProviderSettings):
     embed_api_key_ciphertext: str | None = None
 
     def keys(self) -> StoreKeys:
-        """The Redis keys of this incarnation of the store (``keys.StoreKeys``)."""
-        return StoreKeys(self.name, self.incarnation, self.memory_partitions)
+        """The Redis keys of this incarnation of the store (``database.keys.StoreKeys``), one
+        object per incarnation in this process (its key names, the partitions' 256 among them,
+        are built once and shared by the sessions, memories and indexes of every request)."""
+        return _store_keys(self.name, self.incarnation, self.memory_partitions)
+
+
+@lru_cache(maxsize=1024)
+def _store_keys(name: str, incarnation: str, memory_partitions: int) -> StoreKeys:
+    return StoreKeys(name, incarnation, memory_partitions)
 
 
 class StoreCounts(View):

@@ -56,7 +56,7 @@ def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
 
 def key_place(org_id: str, instance_id: str, config: StoreConfig) -> KeyPlace:
     """Where ``config``'s provider API keys belong: their encryption is bound to it
-    (``secrets.KeyPlace``), so they open only for this organization, instance and store
+    (``providers.secrets.KeyPlace``), so they open only for this organization, instance and store
     incarnation."""
     return KeyPlace(org_id, instance_id, config.name, config.incarnation)
 
