@@ -5,7 +5,9 @@ The tracer is Powertools' ``Tracer`` on a real X-Ray recorder whose daemon is a 
 loopback (what the recorder sends, parsed as the daemon would), installed with
 ``observability.use_tracer``; outside Lambda no tracer is made (``tracing_on``)."""
 
+import io
 import json
+import logging
 import socket
 
 import pytest
@@ -111,11 +113,36 @@ def test_a_search_traces_its_index_build(tenant, function_env, traced):
     traced("delete_store", build("delete_store", tenant, store))
 
 
-def test_every_answer_names_its_request_and_so_do_its_log_lines(tenant, function_env, capsys):
-    event = build("get_store", tenant, unique("missing"))
-    event["requestContext"]["requestId"] = "req-1234"
-    status, _, headers = invoke("get_store", event)
-    assert status == 404 and headers[observability.REQUEST_ID_HEADER] == "req-1234"
+def test_every_answer_names_its_request_and_so_do_its_log_lines(tenant, function_env):
+    # What the functions' logger writes, formatted as Powertools formats it (JSON lines).
+    written = io.StringIO()
+    handler = logging.StreamHandler(written)
+    handler.setFormatter(observability.logger.registered_formatter)
+    observability.logger.addHandler(handler)
+    # A database that cannot be reached answers 503, which is logged (a 4xx is not).
+    tenant.control.register_instance(tenant.org_id, "down", "redis://127.0.0.1:1/0")
+    try:
+        for name, instance, request_id, status in (
+            ("get_store", tenant.instance_id, "req-1", 404),
+            ("list_instance_stores", "down", "req-2", 503),
+        ):
+            event = build(name, tenant, unique("store"))
+            path = event["rawPath"].replace(
+                f"/instances/{tenant.instance_id}/", f"/instances/{instance}/"
+            )
+            event["rawPath"] = event["requestContext"]["http"]["path"] = path
+            event["requestContext"]["requestId"] = request_id
+            written.seek(0)
+            written.truncate()
+            answer = invoke(name, event)
+            assert (answer[0], answer[2][observability.REQUEST_ID_HEADER]) == (status, request_id)
+            lines = [json.loads(line) for line in written.getvalue().splitlines() if line]
+            assert all(line["correlation_id"] == request_id for line in lines), lines
+            assert [line["message"] for line in lines] == (
+                ["request failed"] if status == 503 else []
+            )
+    finally:
+        observability.logger.removeHandler(handler)
 
 
 def test_outside_lambda_no_tracer_is_made(monkeypatch):
