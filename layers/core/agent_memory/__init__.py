@@ -14,6 +14,6 @@ it; docs/design.md draws the graph, and ``make lint`` checks it with import-lint
 - ``edge``: the resolver every handler uses, error mapping, authorization, wiring.
 
 The top-level modules are what every package shares: ``errors``, ``clock``, ``models``
-(pydantic bases, identifiers, limits), ``render`` (the one quoting rule of text from callers)
-and ``observability`` (logger, metrics, tracer).
+(pydantic bases, identifiers, limits), ``render`` (the one quoting rule of text from callers),
+``answers`` (what an answer may weigh) and ``observability`` (logger, metrics, tracer).
 """

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
+from agent_memory.answers import DEFAULT_ANSWER_BUDGET, LAMBDA_PAYLOAD_LIMIT
+
 if TYPE_CHECKING:
     from agent_memory.background.scheduler import SchedulerSettings
 
@@ -34,6 +36,9 @@ class FunctionSettings(BaseModel):
     ``scheduler``: ``aws`` (EventBridge Scheduler, with ``schedule_group``,
     ``background_function_arn`` and ``scheduler_role_arn``, which template.yaml sets) or
     ``local`` (the local stack's scheduler on the control database).
+    ``answer_budget_bytes``: the most an answer's body may weigh as Lambda carries it
+    (``answers.wire_bytes``; Lambda refuses a response over 6 MB): recall, a session and export
+    pages cut what they hold to it and say so.
     ``search_threads``: threads of a large compact search (``search.quantize``); unset (or not
     a positive whole number, which is ignored): the CPUs the process may use, at most 4.
     """
@@ -53,6 +58,7 @@ class FunctionSettings(BaseModel):
     background_function_arn: str | None = None
     scheduler_role_arn: str | None = None
     search_threads: int | None = None
+    answer_budget_bytes: int = Field(DEFAULT_ANSWER_BUDGET, ge=65_536, le=LAMBDA_PAYLOAD_LIMIT)
 
     @field_validator("search_threads", mode="before")
     @classmethod
