@@ -53,7 +53,8 @@ CLUSTER_TESTS := tests/integration/test_sessions.py tests/integration/test_store
 	tests/integration/test_handlers.py tests/integration/test_background.py \
 	tests/integration/test_memories.py tests/integration/test_supersede.py \
 	tests/integration/test_scheduler.py tests/integration/test_instances.py \
-	tests/integration/test_transfer.py tests/e2e/test_http.py tests/e2e/test_memories_http.py \
+	tests/integration/test_transfer.py tests/integration/test_ownership_guard.py \
+	tests/e2e/test_http.py tests/e2e/test_memories_http.py \
 	tests/e2e/test_background_http.py tests/e2e/test_supersede_http.py \
 	--deselect tests/e2e/test_background_http.py::test_a_replayed_conversation_is_summarized_and_extracted_on_its_own
 # What cannot run on a cluster (docs/testing.md): numbered databases of one server, a server's

@@ -33,6 +33,10 @@ LAZY_INIT_ENV = "KIVIDB_LAZY_INIT"
 # the port from the stack's database, where the launcher's scheduler loop (local/scheduler.py)
 # takes it up.
 SCHEDULER_ENV = "KIVIDB_SCHEDULER"
+# The API the MCP function's tool calls go to (template.yaml sets it for McpFunction in AWS):
+# here, this stack itself, on the loopback address and port the launcher serves
+# (local/__main__.py), never an address taken from a request.
+MCP_API_URL_ENV = "KIVIDB_MCP_API_URL"
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -155,12 +159,14 @@ class Gateway:
 def create_app() -> Gateway:
     """uvicorn factory: read the template with the parameters the launcher chose, set the
     functions' environment (with ``KIVIDB_SCHEDULER=local``: the local scheduler instead of
-    EventBridge Scheduler). The layer is on the import path as Lambda mounts it: the
-    virtualenv's ``kividb-layer.pth`` names ``layers/core`` (Makefile)."""
+    EventBridge Scheduler; ``KIVIDB_MCP_API_URL``: this stack, for the MCP function). The layer
+    is on the import path as Lambda mounts it: the virtualenv's ``kividb-layer.pth`` names
+    ``layers/core`` (Makefile)."""
     parameters = json.loads(os.environ.get(PARAMETERS_ENV, "{}"))
     api = read_http_api(ROOT / "template.yaml", parameters)
     os.environ.update(api.environment)
     os.environ[SCHEDULER_ENV] = "local"
+    os.environ[MCP_API_URL_ENV] = f"http://127.0.0.1:{int(os.environ.get('PORT', '3000'))}"
     if os.environ.get(LAZY_INIT_ENV) != "1":
         # Lambda's INIT phase (imports, module-level set-up) runs before a container's first
         # invocation; here every worker runs it at start, as provisioned concurrency does, so

@@ -7,6 +7,7 @@ Usage (``KIVIDB_CONTROL_URL`` or ``--control-url`` names the control database)::
     python -m tools.admin list-keys ORG
     python -m tools.admin revoke-key ORG KEY_ID
     python -m tools.admin register-instance ORG INSTANCE_ID URL [--adopt-existing-data]
+                                                [--allow-unreachable]
     python -m tools.admin list-instances ORG
     python -m tools.admin remove-instance ORG INSTANCE_ID   # the data in the database stays
     python -m tools.admin delete-org ORG           # its keys (revoked at once) and instances
@@ -22,8 +23,11 @@ organization has registered (compared by normalized address, and by an ownership
 tool writes in the database when it can reach it), and one that already holds agent-memory data
 not known to be ORG's (``control.ownership.refuse_foreign_data``: left by another
 organization, or with no marker saying whose it is) unless ``--adopt-existing-data`` says ORG
-may have that data. A database an instance leaves (removed, re-pointed, or its organization
-deleted) stays reserved for that organization for ``--release-hold`` seconds (default
+may have that data. A database that cannot be reached is refused too, since its ownership
+marker cannot be written, unless ``--allow-unreachable`` says to register it anyway: its first
+use then writes the marker, or refuses the database if another registration's marker (or data
+of an unknown owner) is there. A database an instance leaves (removed, re-pointed, or its
+organization deleted) stays reserved for that organization for ``--release-hold`` seconds (default
 ``$KIVIDB_INSTANCE_CACHE_SECONDS``, else 30: the time warm functions may still use a cached
 instance record).
 """
@@ -75,6 +79,12 @@ def _parser() -> argparse.ArgumentParser:
         "--adopt-existing-data",
         action="store_true",
         help="register a database that already holds agent-memory data not known to be ORG's",
+    )
+    register.add_argument(
+        "--allow-unreachable",
+        action="store_true",
+        help="register a database that cannot be reached now (its first use writes the "
+        "ownership marker, or refuses the database if another registration holds it)",
     )
     commands.add_parser("list-instances", help="list an organization's instances").add_argument(
         "org"
@@ -167,7 +177,9 @@ def main(argv: list[str] | None = None) -> int:
 def _registered(control: ControlPlane, args: argparse.Namespace) -> None:
     if not args.adopt_existing_data:
         refuse_foreign_data(args.org, args.url, is_current=control.marker_is_current)
-    registration = control.register_instance(args.org, args.instance_id, args.url)
+    registration = control.register_instance(
+        args.org, args.instance_id, args.url, allow_unreachable=args.allow_unreachable
+    )
     for warning in registration.warnings:
         print(f"warning: {warning}", file=sys.stderr)
     # The URL as stored (masked) says how the functions connect, TLS included; the address
@@ -195,9 +207,10 @@ def _registered(control: ControlPlane, args: argparse.Namespace) -> None:
     if not registration.marked:
         print(
             "note: the database could not be reached (or refused the URL's credentials or the "
-            "script), so no ownership marker of this instance stays in it; other organizations "
-            "are refused this URL's address, but not other names of the same server. Register "
-            "it again once it is reachable."
+            "script), so no ownership marker of this instance is in it yet: the first use that "
+            "reaches it writes one, or refuses the database (every request to the instance then "
+            "answers 404) if another registration's marker, or agent-memory data of an unknown "
+            "owner, is there."
         )
 
 

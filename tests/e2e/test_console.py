@@ -388,7 +388,19 @@ def test_every_store_is_listed_with_its_database_and_an_unreachable_one_is_named
 ):
     dead = unique("dead")
     control = ["--control-url", world.stack.redis_url, "--release-hold", "0"]
-    assert admin.main([*control, "register-instance", "local", dead, "redis://127.0.0.1:1/0"]) == 0
+    assert (
+        admin.main(
+            [
+                *control,
+                "register-instance",
+                "local",
+                dead,
+                "redis://127.0.0.1:1/0",
+                "--allow-unreachable",
+            ]
+        )
+        == 0
+    )
     try:
         console.sign_in()
         page = console.page

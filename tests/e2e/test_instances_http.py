@@ -46,7 +46,10 @@ def new_org(stack: Stack, control: ControlPlane, capsys) -> tuple[str, str]:
 
 def test_the_listing_is_200_with_an_unreachable_instance_named(stack, api, store, capsys):
     dead = unique("dead")
-    assert run_admin(stack, capsys, "register-instance", "local", dead, DEAD)[0] == 0
+    assert (
+        run_admin(stack, capsys, "register-instance", "local", dead, DEAD, "--allow-unreachable")[0]
+        == 0
+    )
     try:
         response = api.get("/agent-memory")
         assert response.status_code == 200, response.text

@@ -3,9 +3,12 @@
 - stdio: ``python -m kividb_memory.mcp`` as a child process (KIVIDB_API_URL at the stack);
 - remote: Streamable HTTP at the stack's ``POST /mcp`` (the template's McpFunction).
 
-Both go through a recording proxy in front of the stack, so each test can also see the API
-requests a tool call made: the parity tests check that every argument of every tool reaches
-the API, identically over both transports."""
+Both go through a recording proxy in front of the stack. The stdio server calls the API through
+it too, so a test can see the API requests a tool call made; the stack's McpFunction calls only
+its own API (KIVIDB_MCP_API_URL, never the address the MCP request came to), so the tests that
+look at those requests serve the remote transport with the same server class in process
+(``RemoteServer(api_url=<the proxy>)``): the parity tests check that every argument of every
+tool reaches the API, identically over both transports."""
 
 from __future__ import annotations
 
@@ -27,6 +30,7 @@ from mcp import Client, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
 from kividb_memory import MemoryClient
+from kividb_memory.mcp.remote import RemoteServer
 from kividb_memory.mcp.tools import TOOL_NAMES
 from tests.support.common import unique
 from tests.support.stack import Stack, model_store
@@ -46,8 +50,9 @@ class Recorded:
 class Proxy:
     """A loopback reverse proxy to the stack that records every API request (not ``/mcp``).
 
-    It forwards the ``Host`` it was called on, so the remote server, which calls back the API
-    it was reached at, calls through the proxy too."""
+    It forwards the ``Host`` it was called on; the stack's remote server ignores it and calls
+    the stack itself (so only the in-process ``RemoteServer(api_url=proxy.url)`` of
+    ``recording_remote`` makes requests the proxy records)."""
 
     target: str
     records: list[Recorded] = field(default_factory=list)
@@ -101,6 +106,13 @@ def proxy(open_stack: Stack) -> Iterator[Proxy]:
 
 
 @pytest.fixture(scope="module")
+def recording_remote(proxy: Proxy) -> RemoteServer:
+    """The remote server (the class McpFunction serves) in process, calling the API through
+    the recording proxy: the remote transport of the tests that look at the API requests."""
+    return RemoteServer(api_url=proxy.url)
+
+
+@pytest.fixture(scope="module")
 def lab(open_stack: Stack, provider) -> Iterator[str]:
     """A store whose texts the scripted provider embeds (so memory_add needs no vector)."""
     with MemoryClient(open_stack.url, open_stack.api_key) as client:
@@ -111,9 +123,15 @@ def lab(open_stack: Stack, provider) -> Iterator[str]:
 
 @contextlib.asynccontextmanager
 async def connect(
-    transport: str, url: str, key: str, instance: str | None = None, store: str | None = None
+    transport: str,
+    url: str,
+    key: str,
+    instance: str | None = None,
+    store: str | None = None,
+    app: RemoteServer | None = None,
 ) -> AsyncIterator[Client]:
-    """An MCP session with the server over ``transport``, the API at ``url``."""
+    """An MCP session with the server over ``transport``, the API at ``url``: for ``remote``,
+    the stack's ``POST /mcp`` at ``url``, or ``app`` in process when given."""
     if transport == "stdio":
         env = {"KIVIDB_API_URL": url, "KIVIDB_API_KEY": key}
         env.update({"KIVIDB_INSTANCE": instance} if instance else {})
@@ -127,9 +145,11 @@ async def connect(
     headers = {"Authorization": f"Bearer {key}"}
     headers.update({"X-KiviDB-Instance": instance} if instance else {})
     headers.update({"X-KiviDB-Store": store} if store else {})
+    transport_of = {} if app is None else {"transport": httpx2.ASGITransport(app=app)}
+    endpoint = f"{url}/mcp" if app is None else "http://mcp.test/mcp"
     async with (
-        httpx2.AsyncClient(headers=headers, timeout=60) as http,
-        Client(streamable_http_client(f"{url}/mcp", http_client=http)) as client,
+        httpx2.AsyncClient(headers=headers, timeout=60, **transport_of) as http,
+        Client(streamable_http_client(endpoint, http_client=http)) as client,
     ):
         yield client
 
@@ -163,6 +183,8 @@ def test_both_transports_list_the_six_tools_with_described_arguments_and_hints(
         assert tools[name].annotations.read_only_hint is True
     assert tools["memory_forget"].annotations.destructive_hint is True
     assert tools["memory_forget"].annotations.read_only_hint is False
+    assert "with its whole chain" in tools["memory_forget"].description
+    assert "deleted_ids" in tools["memory_forget"].output_schema["properties"]
     assert tools["memory_add_messages"].annotations.read_only_hint is False
     assert tools["memory_search"].input_schema["properties"]["mode"]["enum"] == [
         "semantic", "keyword", "hybrid",
@@ -218,8 +240,10 @@ def test_add_messages_recall_add_search_and_forget_a_memory(proxy, open_stack, l
     assert [m["id"] for m in found.structured_content["memories"]] == [
         kept.structured_content["id"]
     ]
-    assert forgotten.structured_content == {"memory_id": kept.structured_content["id"],
-                                           "deleted": True}  # fmt: skip
+    memory_id = kept.structured_content["id"]
+    assert forgotten.structured_content == {
+        "memory_id": memory_id, "deleted": True, "deleted_ids": [memory_id], "complete": True,
+    }  # fmt: skip
     assert again.structured_content == {"memories": []}
     assert gone.is_error and "404 memory_not_found" in text(gone)
     assert lab in [s["name"] for s in listed.structured_content["stores"]]
@@ -310,11 +334,108 @@ def test_forgetting_a_dot_segment_id_is_a_tool_error_and_the_store_stays(
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_a_default_instance_and_store_let_the_tools_omit_them(proxy, open_stack, lab, transport):
+def test_a_dot_segment_store_or_instance_is_a_tool_error_naming_it(proxy, open_stack, transport):
+    # Before: "Error executing tool memory_recall", and no reason.
+    async def go() -> list[Any]:
+        async with connect(transport, proxy.url, open_stack.api_key) as client:
+            return [
+                await client.call_tool("memory_recall", {"session_id": "s", **where})
+                for where in ({"instance_id": "local", "store": ".."},
+                              {"instance_id": "..", "store": "x"})
+            ]  # fmt: skip
+
+    store, instance = run(go())
+    assert store.is_error and text(store) == (
+        "Error executing tool memory_recall: store cannot be '..': no id of this API is '.' or '..'"
+    )
+    assert instance.is_error and text(instance).startswith(
+        "Error executing tool memory_recall: instance_id cannot be '..'"
+    )
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_forgetting_a_superseded_memory_forgets_its_chain_and_lists_every_id(
+    proxy, open_stack, lab, transport
+):
+    # The API forgets a memory's whole chain. Before, the tool said it forgot the one memory
+    # asked for, while the current version that replaced it went too.
+    actor = unique("user")
+    with MemoryClient(open_stack.url, open_stack.api_key) as api:
+        memories = api.store("local", lab)
+        first = memories.add_memory("Ann is vegetarian", actor_id=actor).id
+        second = memories.add_memory("Ann eats fish now", actor_id=actor, supersedes=first).id
+        third = memories.add_memory("Ann is vegan", actor_id=actor, supersedes=second).id
+        other = memories.add_memory("Ann lives in Lyon", actor_id=actor).id
+
+        async def go() -> Any:
+            async with connect(transport, proxy.url, open_stack.api_key) as client:
+                return await client.call_tool(
+                    "memory_forget", {"memory_id": second, "instance_id": "local", "store": lab}
+                )
+
+        forgotten = run(go())
+        listed = memories.list_memories(actor_id=actor, include_superseded=True)
+    assert not forgotten.is_error, text(forgotten)
+    assert forgotten.structured_content == {
+        "memory_id": second, "deleted": True, "deleted_ids": [first, second, third],
+        "complete": True,
+    }  # fmt: skip
+    assert [m.id for m in listed.memories] == [other]
+
+
+def test_a_remote_tool_call_goes_to_the_stacks_own_api_whatever_the_host_header(open_stack):
+    # Before: the API's address was the MCP request's URL less /mcp, so "Host: 127.0.0.1:<port>"
+    # sent the tool call, with the caller's key, to any loopback port, and part of that
+    # server's answer came back in the tool's result.
+    seen: list[tuple[str, str | None]] = []
+
+    class Attacker(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            seen.append((self.path, self.headers.get("authorization")))
+            body = b'{"error": "stolen", "message": "the attacker answered"}'
+            self.send_response(400)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+    attacker = ThreadingHTTPServer(("127.0.0.1", 0), Attacker)
+    threading.Thread(target=attacker.serve_forever, daemon=True).start()
+    params = {"name": "list_memory_stores", "arguments": {"instance_id": "local"}}
+    call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": params}
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+    try:
+        with open_stack.client() as api:
+            answers = [
+                api.post("/mcp", json=call, headers={**headers, "Host": host})
+                for host in (f"127.0.0.1:{attacker.server_address[1]}", "[abc]", "[::1")
+            ]
+    finally:
+        attacker.shutdown()
+        attacker.server_close()
+    assert seen == []
+    for answer in answers:  # "Host: [abc]" was a 500
+        assert answer.status_code == 200, answer.text
+        result = answer.json()["result"]
+        assert result["isError"] is False, result
+        assert [s["instance_id"] for s in result["structuredContent"]["stores"]] == (
+            ["local"] * len(result["structuredContent"]["stores"])
+        )
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_default_instance_and_store_let_the_tools_omit_them(
+    proxy, recording_remote, open_stack, lab, transport
+):
     session = unique("chat")
 
     async def go():
-        async with connect(transport, proxy.url, open_stack.api_key, "local", lab) as client:
+        async with connect(
+            transport, proxy.url, open_stack.api_key, "local", lab, app=recording_remote
+        ) as client:
             return await client.call_tool("memory_recall", {"session_id": session})
 
     proxy.records.clear()
@@ -359,9 +480,9 @@ def test_both_transports_list_the_same_tools_with_the_same_schemas(proxy, open_s
     assert [t["name"] for t in stdio] == list(TOOL_NAMES)
 
 
-def _calls(lab: str, memory_id: str) -> list[tuple[str, dict[str, Any], Recorded]]:
+def _calls(lab: str, memory_id: str) -> list[tuple[str, dict[str, Any], Any]]:
     """Each tool with every argument it has set to a value of its own, and the API request
-    that call must make, exactly."""
+    that call must make, exactly (memory_forget: the two, reading the chain first)."""
     s = f"/instances/local/agent-memory/{lab}"
     where = {"instance_id": "local", "store": lab}
     return [
@@ -388,17 +509,22 @@ def _calls(lab: str, memory_id: str) -> list[tuple[str, dict[str, Any], Recorded
              "text": "t-4 likes tea", "actor_id": "actor-p", "type": "episodic",
              "topics": ["tea"]})),
         ("memory_forget", {"memory_id": memory_id, **where},
-         Recorded("DELETE", f"{s}/memories/{memory_id}", "", None)),
+         [Recorded("GET", f"{s}/memories/{memory_id}", "", None),
+          Recorded("DELETE", f"{s}/memories/{memory_id}", "", None)]),
     ]  # fmt: skip
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
-def test_every_argument_of_every_tool_reaches_the_api(proxy, open_stack, lab, transport):
+def test_every_argument_of_every_tool_reaches_the_api(
+    proxy, recording_remote, open_stack, lab, transport
+):
     with MemoryClient(open_stack.url, open_stack.api_key) as client:
         memory_id = client.store("local", lab).add_memory(f"parity {unique('m')}").id
 
     async def go():
-        async with connect(transport, proxy.url, open_stack.api_key) as client:
+        async with connect(
+            transport, proxy.url, open_stack.api_key, app=recording_remote
+        ) as client:
             schemas = {t.name: t.input_schema for t in (await client.list_tools()).tools}
             made = []
             for name, args, expected in _calls(lab, memory_id):
@@ -410,7 +536,7 @@ def test_every_argument_of_every_tool_reaches_the_api(proxy, open_stack, lab, tr
             return made
 
     for name, records, expected in run(go()):
-        assert records == [expected], name
+        assert records == (expected if isinstance(expected, list) else [expected]), name
 
 
 def test_concurrent_remote_calls_beyond_the_workers_all_complete(proxy, open_stack, lab):

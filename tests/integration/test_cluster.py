@@ -197,14 +197,16 @@ def test_the_control_plane_works_on_a_cluster_and_its_marker_catches_another_nod
     control.create_organization(stranger)
     _, api_key = control.issue_api_key(org)
     assert control.authenticate(api_key).org_id == org
-    registration = control.register_instance(org, "cluster", cluster.url)
+    registration = control.register_instance(org, "cluster", cluster.url, allow_unreachable=True)
     assert registration.created and registration.marked
     # another node of the same cluster is another address, but the same ownership marker
     other_node = f"redis://127.0.0.1:{cluster.ports[1]}"
     with pytest.raises(InstanceConflict, match="registered to another organization"):
-        control.register_instance(stranger, "mine", other_node)
+        control.register_instance(stranger, "mine", other_node, allow_unreachable=True)
     with pytest.raises(InstanceConflict, match="registered to another organization"):
-        control.register_instance(stranger, "mine", cluster.url + "?cluster=1")
+        control.register_instance(
+            stranger, "mine", cluster.url + "?cluster=1", allow_unreachable=True
+        )
     every_key = [str(k) for k in real_client(redis_client(cluster.url)).scan_iter(
         match=ControlKeys.instance("*"))]  # fmt: skip
     assert ControlKeys.instance("cluster") in every_key
@@ -213,7 +215,7 @@ def test_the_control_plane_works_on_a_cluster_and_its_marker_catches_another_nod
     }
     assert control.instance(org, "cluster").url == cluster.url
     control.delete_organization(org)
-    assert control.register_instance(stranger, "mine", other_node).created
+    assert control.register_instance(stranger, "mine", other_node, allow_unreachable=True).created
     control.delete_organization(stranger)
 
 
@@ -222,7 +224,7 @@ def test_a_cluster_url_with_a_database_number_is_a_409_naming_the_limit(cluster,
     with pytest.raises(Conflict, match="a cluster has only database 0"):
         _stores(url).all()
     with pytest.raises(Conflict, match="a cluster has only database 0"):
-        tenant.control.register_instance(tenant.org_id, unique("db"), url)
+        tenant.control.register_instance(tenant.org_id, unique("db"), url, allow_unreachable=True)
 
 
 def test_the_cluster_option_of_the_url_wins_and_a_wrong_one_is_a_503_not_a_500(cluster):
@@ -252,23 +254,27 @@ def test_a_cluster_option_that_contradicts_the_server_is_refused_and_nothing_cha
     control = ControlPlane(redis_client(cluster.url), SystemClock(), release_hold_seconds=0)
     org = unique("org")
     control.create_organization(org)
-    registration = control.register_instance(org, "prod", cluster.url)
+    registration = control.register_instance(org, "prod", cluster.url, allow_unreachable=True)
     assert registration.marked
     marker = real_client(redis_client(cluster.url)).get(InstanceKeys.owner)
     # re-pointing the instance to its own cluster, told it is no cluster: it read as a database
     # that could not be reached, so the marker was released and the data locked out
     other_node = f"redis://127.0.0.1:{cluster.ports[1]}?cluster=0"
     with pytest.raises(ValidationFailed, match="the URL says cluster=0: remove the option"):
-        control.register_instance(org, "prod", other_node)
+        control.register_instance(org, "prod", other_node, allow_unreachable=True)
     assert control.instance(org, "prod").url == cluster.url
     assert real_client(redis_client(cluster.url)).get(InstanceKeys.owner) == marker
     single = start_redis_server(tmp_path / "redis", persist=False)
     try:
         with pytest.raises(ValidationFailed, match="the database is not a cluster node"):
-            control.register_instance(org, "single", single.url + "?cluster=1")
+            control.register_instance(
+                org, "single", single.url + "?cluster=1", allow_unreachable=True
+            )
         with pytest.raises(DatabaseUnavailable, match="the database is not a cluster node"):
             _stores(single.url + "?cluster=1").all()  # a registration of before: 503, not 500
-        assert control.register_instance(org, "single", single.url + "?cluster=0").marked
+        assert control.register_instance(
+            org, "single", single.url + "?cluster=0", allow_unreachable=True
+        ).marked
     finally:
         single.stop()
         control.delete_organization(org)

@@ -113,7 +113,9 @@ def test_admin_command_creates_issues_registers_and_revokes(redis_url, tenant):
     key_id = issued.stdout.split("key id:  ")[1].split()[0]
     assert tenant.control.authenticate(key).org_id == org
     url = on_database(redis_url, 3).replace("redis://", "redis://user:hunter2@")
-    registered = _admin(redis_url, "register-instance", org, unique("db"), url)
+    registered = _admin(
+        redis_url, "register-instance", org, unique("db"), url, "--allow-unreachable"
+    )
     assert registered.returncode == 0 and "hunter2" not in registered.stdout
     listed = _admin(redis_url, "list-instances", org)
     assert "hunter2" not in listed.stdout and "***" in listed.stdout
@@ -130,14 +132,16 @@ def test_admin_command_creates_issues_registers_and_revokes(redis_url, tenant):
 def test_found_instances_are_cached_for_the_configured_time_and_missing_ones_never(tenant):
     cached = ControlPlane(tenant.control._redis, SystemClock(), instance_cache_seconds=0.5)
     assert cached.instance(tenant.org_id, tenant.instance_id).url == tenant.url
-    tenant.control.register_instance(tenant.org_id, tenant.instance_id, DEAD)
+    tenant.control.register_instance(
+        tenant.org_id, tenant.instance_id, DEAD, allow_unreachable=True
+    )
     assert cached.instance(tenant.org_id, tenant.instance_id).url == tenant.url
     time.sleep(0.6)
     assert cached.instance(tenant.org_id, tenant.instance_id).url == DEAD
     later = unique("db")
     with pytest.raises(InstanceNotFound):
         cached.instance(tenant.org_id, later)
-    tenant.control.register_instance(tenant.org_id, later, tenant.url)
+    tenant.control.register_instance(tenant.org_id, later, tenant.url, allow_unreachable=True)
     assert cached.instance(tenant.org_id, later).url == tenant.url
     with pytest.raises(InstanceNotFound):
         cached.instance(unique("org"), tenant.instance_id)
@@ -225,12 +229,12 @@ def test_every_spelling_of_another_organizations_database_is_a_409_and_changes_n
 ):
     owner, stranger = other_org(control), other_org(control)
     url = on_database(redis_url, 3)
-    control.register_instance(owner, "owned", url)
+    control.register_instance(owner, "owned", url, allow_unreachable=True)
     database = redis.Redis.from_url(url, decode_responses=True)
     before = snapshot(client, database)
     alias = aliases(redis_url, 3)[index]
     with pytest.raises(InstanceConflict) as refused:
-        control.register_instance(stranger, unique("db"), alias)
+        control.register_instance(stranger, unique("db"), alias, allow_unreachable=True)
     address = f"redis://localhost:{port_of(redis_url)}/3"
     assert refused.value.code == "instance_conflict"
     assert refused.value.message == TAKEN.format(address)
@@ -258,12 +262,14 @@ def test_every_spelling_of_another_organizations_database_is_a_409_and_changes_n
 def test_default_port_and_database_are_the_same_database(control, url, same):
     """A host that does not resolve: no marker is written, the address alone decides."""
     first, second = other_org(control), other_org(control)
-    control.register_instance(first, unique("db"), "redis://db.invalid:6379/0")
+    control.register_instance(
+        first, unique("db"), "redis://db.invalid:6379/0", allow_unreachable=True
+    )
     if same:
         with pytest.raises(InstanceConflict, match="registered to another organization"):
-            control.register_instance(second, unique("db"), url)
+            control.register_instance(second, unique("db"), url, allow_unreachable=True)
     else:
-        assert control.register_instance(second, unique("db"), url).created
+        assert control.register_instance(second, unique("db"), url, allow_unreachable=True).created
 
 
 def test_an_instance_id_of_another_organization_is_a_409_and_changes_nothing(
@@ -272,7 +278,9 @@ def test_an_instance_id_of_another_organization_is_a_409_and_changes_nothing(
     stranger = other_org(control)
     before = snapshot(client)
     with pytest.raises(InstanceConflict) as refused:
-        control.register_instance(stranger, tenant.instance_id, on_database(tenant.url, 4))
+        control.register_instance(
+            stranger, tenant.instance_id, on_database(tenant.url, 4), allow_unreachable=True
+        )
     assert refused.value.message == (
         f"Instance id '{tenant.instance_id}' is another organization's; choose another id."
     )
@@ -284,15 +292,15 @@ def test_the_same_registration_again_changes_nothing(control, client, redis_url)
     org = other_org(control)
     url = on_database(redis_url, 4)
     database = redis.Redis.from_url(url, decode_responses=True)
-    first = control.register_instance(org, "again", url)
+    first = control.register_instance(org, "again", url, allow_unreachable=True)
     assert (first.created, first.marked, first.released) == (True, True, None)
     before = snapshot(client, database)
-    second = control.register_instance(org, "again", url)
+    second = control.register_instance(org, "again", url, allow_unreachable=True)
     assert (second.created, second.marked, second.released) == (False, True, None)
     assert snapshot(client, database) == before
     # another spelling of the same database (a new password, say) only updates the URL
     moved = url.replace("redis://", "redis://:new-password@").replace("127.0.0.1", "localhost")
-    third = control.register_instance(org, "again", moved)
+    third = control.register_instance(org, "again", moved, allow_unreachable=True)
     assert third.released is None and control.instance(org, "again").url == moved
     assert database.get(InstanceKeys.owner) == before[f"db0:{InstanceKeys.owner}"][0]
 
@@ -300,9 +308,9 @@ def test_the_same_registration_again_changes_nothing(control, client, redis_url)
 def test_one_organization_cannot_register_one_database_twice(control, redis_url):
     org = other_org(control)
     url = on_database(redis_url, 4)
-    control.register_instance(org, "first", url)
+    control.register_instance(org, "first", url, allow_unreachable=True)
     with pytest.raises(InstanceConflict) as refused:
-        control.register_instance(org, "second", aliases(redis_url, 4)[0])
+        control.register_instance(org, "second", aliases(redis_url, 4)[0], allow_unreachable=True)
     assert refused.value.message == (
         f"Database redis://localhost:{port_of(redis_url)}/4 is already instance 'first' of "
         f"organization '{org}'; a database can be registered once: re-point or remove that "
@@ -316,21 +324,25 @@ def test_re_pointing_releases_the_old_database_after_the_hold(control, client, r
     owner, stranger = other_org(held), other_org(held)
     old, new = on_database(redis_url, 5), on_database(redis_url, 6)
     old_db = redis.Redis.from_url(old, decode_responses=True)
-    held.register_instance(owner, "moving", old)
-    moved = held.register_instance(owner, "moving", new)
+    held.register_instance(owner, "moving", old, allow_unreachable=True)
+    moved = held.register_instance(owner, "moving", new, allow_unreachable=True)
     assert moved.released == database_address(old) and not moved.created
     assert client.get(ControlKeys.address(database_address(old))) == f"{owner}/"
     assert old_db.get(InstanceKeys.owner).endswith("/released")
     with pytest.raises(InstanceConflict, match="registered to another organization"):
-        held.register_instance(stranger, unique("db"), old)  # warm functions may still use it
+        held.register_instance(
+            stranger, unique("db"), old, allow_unreachable=True
+        )  # warm functions may still use it
     time.sleep(0.6)
-    taken = held.register_instance(stranger, "taker", old)
+    taken = held.register_instance(stranger, "taker", old, allow_unreachable=True)
     assert taken.created and taken.marked
     assert old_db.get(InstanceKeys.owner).startswith(f"{stranger}/taker/")
 
 
 def test_an_unreachable_database_is_registered_without_a_marker(control):
-    registration = control.register_instance(other_org(control), unique("db"), DEAD)
+    registration = control.register_instance(
+        other_org(control), unique("db"), DEAD, allow_unreachable=True
+    )
     assert registration.created and not registration.marked
     assert registration.address == "redis://localhost:1/0"
 
@@ -342,11 +354,13 @@ def test_a_refused_registration_leaves_no_marker_in_a_database_it_could_reach(
     owner, stranger = other_org(control), other_org(control)
     url = on_database(redis_url, 7)
     database = redis.Redis.from_url(url, decode_responses=True)
-    control.register_instance(owner, unique("db"), url)
+    control.register_instance(owner, unique("db"), url, allow_unreachable=True)
     database.delete(InstanceKeys.owner)  # as if it had been unreachable when registered
     before = snapshot(client, database)
     with pytest.raises(InstanceConflict):
-        control.register_instance(stranger, unique("db"), aliases(redis_url, 7)[1])
+        control.register_instance(
+            stranger, unique("db"), aliases(redis_url, 7)[1], allow_unreachable=True
+        )
     assert snapshot(client, database) == before
 
 
@@ -362,12 +376,14 @@ def test_bad_urls_are_422(control):
         ("unix://", "A unix:// instance URL must name the socket's path."),
     ]:
         with pytest.raises(ValidationFailed) as refused:
-            control.register_instance(org, unique("db"), url)
+            control.register_instance(org, unique("db"), url, allow_unreachable=True)
         assert refused.value.message == message
     with pytest.raises(
         ValidationFailed, match=r"has an option that no redis:// connection takes: 'foo'"
     ):
-        control.register_instance(org, unique("db"), "redis://127.0.0.1:1/0?foo=bar")
+        control.register_instance(
+            org, unique("db"), "redis://127.0.0.1:1/0?foo=bar", allow_unreachable=True
+        )
     assert control.instances(org) == []
 
 
@@ -406,19 +422,19 @@ def test_two_names_of_one_server_are_caught_by_the_ownership_marker(control, cli
     assert database_address(tcp) != database_address(unix)
     owner, stranger = other_org(control), other_org(control)
     database = redis.Redis.from_url(tcp, decode_responses=True)
-    registered = control.register_instance(owner, "by-tcp", tcp)
+    registered = control.register_instance(owner, "by-tcp", tcp, allow_unreachable=True)
     assert registered.marked
     marker = database.get(InstanceKeys.owner)
     assert marker.startswith(f"{owner}/by-tcp/") and database.pttl(InstanceKeys.owner) == -1
     before = snapshot(client, database)
     with pytest.raises(InstanceConflict) as refused:
-        control.register_instance(stranger, unique("db"), unix)
+        control.register_instance(stranger, unique("db"), unix, allow_unreachable=True)
     assert refused.value.message == TAKEN.format(database_address(unix))
     assert snapshot(client, database) == before
     # the same organization cannot register it twice either, but may re-point to the alias
     with pytest.raises(InstanceConflict, match="already instance 'by-tcp'"):
-        control.register_instance(owner, "by-socket", unix)
-    moved = control.register_instance(owner, "by-tcp", unix)
+        control.register_instance(owner, "by-socket", unix, allow_unreachable=True)
+    moved = control.register_instance(owner, "by-tcp", unix, allow_unreachable=True)
     assert moved.released == database_address(tcp) and moved.marked
     assert database.get(InstanceKeys.owner).startswith(f"{owner}/by-tcp/")
     assert database.get(InstanceKeys.owner) != marker
@@ -429,7 +445,7 @@ def test_a_marker_whose_registration_is_gone_is_replaced(control, two_names):
     first, second = other_org(control), other_org(control)
     database = redis.Redis.from_url(tcp, decode_responses=True)
     database.set(InstanceKeys.owner, f"{first}/long-gone/0123456789abcdef")
-    assert control.register_instance(second, "new-owner", unix).marked
+    assert control.register_instance(second, "new-owner", unix, allow_unreachable=True).marked
     assert database.get(InstanceKeys.owner).startswith(f"{second}/new-owner/")
     control.remove_instance(second, "new-owner")
     assert database.get(InstanceKeys.owner) is None  # no hold here: released at once
@@ -439,12 +455,14 @@ def test_unix_socket_paths_are_normalized(control, two_names):
     _, unix = two_names
     path = unix.removeprefix("unix://").removesuffix("?db=0")
     owner, stranger = other_org(control), other_org(control)
-    control.register_instance(owner, unique("db"), f"unix://{path}")
+    control.register_instance(owner, unique("db"), f"unix://{path}", allow_unreachable=True)
     folder, name = path.rsplit("/", 1)
     for alias in (f"unix://{folder}//./{name}?db=0", f"unix://user:pw@{folder}/x/../{name}"):
         with pytest.raises(InstanceConflict, match="registered to another organization"):
-            control.register_instance(stranger, unique("db"), alias)
-    assert control.register_instance(stranger, unique("db"), f"unix://{path}?db=1").created
+            control.register_instance(stranger, unique("db"), alias, allow_unreachable=True)
+    assert control.register_instance(
+        stranger, unique("db"), f"unix://{path}?db=1", allow_unreachable=True
+    ).created
 
 
 # --- concurrency -------------------------------------------------------------------------------
@@ -482,7 +500,10 @@ def test_two_organizations_registering_one_database_at_once_exactly_one_wins(
         else:
             urls = ["redis://127.0.0.1:2/0", "redis://localhost:2"]
         results = race(
-            lambda i, url, orgs=orgs: control.register_instance(orgs[i], f"racer{i}", url), urls
+            lambda i, url, orgs=orgs: control.register_instance(
+                orgs[i], f"racer{i}", url, allow_unreachable=True
+            ),
+            urls,
         )
         won = [i for i, r in enumerate(results) if not isinstance(r, InstanceConflict)]
         assert len(won) == 1
@@ -500,7 +521,9 @@ def test_two_organizations_registering_two_names_of_one_server_at_once_exactly_o
     for _ in range(15):
         orgs = [other_org(control), other_org(control)]
         results = race(
-            lambda i, url, orgs=orgs: control.register_instance(orgs[i], unique("db"), url),
+            lambda i, url, orgs=orgs: control.register_instance(
+                orgs[i], unique("db"), url, allow_unreachable=True
+            ),
             list(two_names),
         )
         winners = [orgs[i] for i, r in enumerate(results) if not isinstance(r, InstanceConflict)]
@@ -519,7 +542,7 @@ def test_removing_an_instance_unregisters_it_and_keeps_its_data(control, client,
     url = on_database(redis_url, 9)
     database = redis.Redis.from_url(url, decode_responses=True)
     database.set("kividb:mem:@test-data", "kept")
-    control.register_instance(org, "leaving", url)
+    control.register_instance(org, "leaving", url, allow_unreachable=True)
     removal = control.remove_instance(org, "leaving")
     assert (removal.url, removal.address, removal.marker) == (
         url,
@@ -534,7 +557,9 @@ def test_removing_an_instance_unregisters_it_and_keeps_its_data(control, client,
     assert database.get(InstanceKeys.owner) is None
     assert database.get("kividb:mem:@test-data") == "kept"
     # another organization can register that database now
-    assert control.register_instance(other_org(control), "arriving", url).created
+    assert control.register_instance(
+        other_org(control), "arriving", url, allow_unreachable=True
+    ).created
     database.delete("kividb:mem:@test-data")
 
 
@@ -561,8 +586,8 @@ def test_deleting_an_organization_revokes_its_keys_and_removes_its_instances(
     org = other_org(control)
     keys = [control.issue_api_key(org)[1] for _ in range(3)]
     url = on_database(redis_url, 9)
-    control.register_instance(org, "one", url)
-    control.register_instance(org, "two", DEAD)
+    control.register_instance(org, "one", url, allow_unreachable=True)
+    control.register_instance(org, "two", DEAD, allow_unreachable=True)
     deleted = control.delete_organization(org)
     assert deleted.keys_revoked == 3
     assert sorted(r.instance_id for r in deleted.removed) == ["one", "two"]
@@ -575,7 +600,9 @@ def test_deleting_an_organization_revokes_its_keys_and_removes_its_instances(
     assert [h for h in held if h and h.startswith(f"{org}/")] == []
     for name in ("one", "two"):
         assert not client.exists(ControlKeys.instance(name))
-    assert control.register_instance(other_org(control), "next-owner", url).created
+    assert control.register_instance(
+        other_org(control), "next-owner", url, allow_unreachable=True
+    ).created
     with pytest.raises(NotFound):
         control.delete_organization(org)
 
@@ -584,7 +611,7 @@ def test_a_removal_half_done_is_finished_by_deleting_again(control, client):
     """An organization whose record is gone but whose instances are left (a failure half-way
     through delete-org) is still found and finished."""
     org = other_org(control)
-    control.register_instance(org, "left-over", DEAD)
+    control.register_instance(org, "left-over", DEAD, allow_unreachable=True)
     client.hdel(ControlKeys.organizations, org)
     deleted = control.delete_organization(org)
     assert [r.instance_id for r in deleted.removed] == ["left-over"]
@@ -599,18 +626,25 @@ def test_instances_from_before_the_index_are_indexed_and_shared_ones_reported(co
         client.sadd(ControlKeys.org_instances(org), instance_id)
     client.delete(ControlKeys.address_index_complete)
     try:
-        registration = control.register_instance(other_org(control), unique("db"), DEAD)
+        registration = control.register_instance(
+            other_org(control), unique("db"), DEAD, allow_unreachable=True
+        )
         assert len(registration.warnings) == 1
         assert "share database redis://legacy.invalid:6379/0" in registration.warnings[0]
         assert not client.get(ControlKeys.address_index_complete)
         holder = client.get(ControlKeys.address(database_address(url)))
         assert holder in (f"{owner}/legacy-a", f"{intruder}/legacy-b")
         with pytest.raises(InstanceConflict):
-            control.register_instance(other_org(control), unique("db"), "redis://LEGACY.invalid")
+            control.register_instance(
+                other_org(control), unique("db"), "redis://LEGACY.invalid", allow_unreachable=True
+            )
         loser = "legacy-b" if holder.endswith("legacy-a") else "legacy-a"
         control.remove_instance(intruder if loser == "legacy-b" else owner, loser)
         assert (
-            control.register_instance(owner, unique("db"), DEAD.replace("/0", "/1")).warnings == []
+            control.register_instance(
+                owner, unique("db"), DEAD.replace("/0", "/1"), allow_unreachable=True
+            ).warnings
+            == []
         )
         assert client.get(ControlKeys.address_index_complete) == "1"
     finally:
@@ -693,7 +727,8 @@ def test_admin_remove_instance_says_what_became_of_the_marker(control, redis_url
     database = redis.Redis.from_url(url, decode_responses=True)
     for instance, gone in (("marked", False), ("unmarked", True), ("far", None)):
         target = DEAD if gone is None else url
-        assert run_admin(redis_url, capsys, "register-instance", org, instance, target)[0] == 0
+        given = ("register-instance", org, instance, target, "--allow-unreachable")
+        assert run_admin(redis_url, capsys, *given)[0] == 0
         if gone:  # as if the database had been out of reach when it was registered
             database.delete(InstanceKeys.owner)
         status, out, err = run_admin(redis_url, capsys, "remove-instance", org, instance)
@@ -705,7 +740,12 @@ def test_admin_remove_instance_says_what_became_of_the_marker(control, redis_url
 
 def test_admin_re_pointing_says_when_the_old_database_kept_its_marker(control, redis_url, capsys):
     org = other_org(control)
-    assert run_admin(redis_url, capsys, "register-instance", org, "moving", DEAD)[0] == 0
+    assert (
+        run_admin(
+            redis_url, capsys, "register-instance", org, "moving", DEAD, "--allow-unreachable"
+        )[0]
+        == 0
+    )
     url = on_database(redis_url, 3)
     status, out, _ = run_admin(redis_url, capsys, "register-instance", org, "moving", url)
     assert status == 0 and "re-pointed to" in out
@@ -718,7 +758,7 @@ def test_admin_re_pointing_says_when_the_old_database_kept_its_marker(control, r
 def test_admin_deletes_an_organization(control, redis_url, capsys):
     org = other_org(control)
     _, key = control.issue_api_key(org)
-    control.register_instance(org, "with-org", DEAD)
+    control.register_instance(org, "with-org", DEAD, allow_unreachable=True)
     status, out, err = run_admin(redis_url, capsys, "delete-org", org)
     assert status == 0 and err == ""
     assert out.startswith(
@@ -735,20 +775,26 @@ def test_admin_prints_the_registered_url_masked_with_its_scheme(control, redis_u
     org = other_org(control)
     tls = "rediss://:pw-123@127.0.0.1:1/0"  # unreachable: registered without a marker
     address = "(compared with other registrations by its address, redis://localhost:1/0, "
-    status, out, _ = run_admin(redis_url, capsys, "register-instance", org, "tls", tls)
+    status, out, _ = run_admin(
+        redis_url, capsys, "register-instance", org, "tls", tls, "--allow-unreachable"
+    )
     assert status == 0 and "pw-123" not in out
     assert out.startswith(
         f"instance tls registered for {org} at rediss://:***@127.0.0.1:1/0 {address}"
         "which leaves out TLS and credentials)\n"
     )
     # the same database without TLS: the URL stored is the new one, and the line says so
-    status, out, _ = run_admin(redis_url, capsys, "register-instance", org, "tls", DEAD)
+    status, out, _ = run_admin(
+        redis_url, capsys, "register-instance", org, "tls", DEAD, "--allow-unreachable"
+    )
     assert status == 0
     assert out.startswith(
         f"instance tls of {org} is at {DEAD}: the same database as before (address "
         "redis://localhost:1/0), its URL now as given\n"
     )
-    status, out, _ = run_admin(redis_url, capsys, "register-instance", org, "tls", tls[:-1] + "4")
+    status, out, _ = run_admin(
+        redis_url, capsys, "register-instance", org, "tls", tls[:-1] + "4", "--allow-unreachable"
+    )
     assert status == 0
     assert out.startswith(
         f"instance tls of {org} re-pointed to rediss://:***@127.0.0.1:1/4; its previous "
@@ -756,10 +802,21 @@ def test_admin_prints_the_registered_url_masked_with_its_scheme(control, redis_u
     )
 
 
+def test_admin_refuses_a_database_it_cannot_reach_unless_told(control, redis_url, capsys):
+    org = other_org(control)
+    status, out, err = run_admin(redis_url, capsys, "register-instance", org, "far", DEAD)
+    assert status == 1 and out == ""
+    assert err.startswith("database_unavailable: Database redis://localhost:1/0 cannot be reached")
+    assert "--allow-unreachable" in err and "nothing was registered" in err
+    assert control.instances(org) == []
+
+
 def test_admin_notes_a_database_it_could_not_reach(control, redis_url, capsys):
     org = other_org(control)
-    status, out, _ = run_admin(redis_url, capsys, "register-instance", org, "far", DEAD)
+    status, out, _ = run_admin(
+        redis_url, capsys, "register-instance", org, "far", DEAD, "--allow-unreachable"
+    )
     assert status == 0
     assert out.startswith(f"instance far registered for {org} at {DEAD} (compared with other")
     assert "\nnote: " in out
-    assert "so no ownership marker of this instance stays in it" in out
+    assert "so no ownership marker of this instance is in it yet" in out

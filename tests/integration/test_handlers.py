@@ -105,11 +105,15 @@ def test_a_lone_surrogate_is_a_422_and_stores_nothing(tenant, store):
 
 
 def test_database_outage_is_a_503_with_retry_after(tenant, store, monkeypatch):
-    tenant.control.register_instance(tenant.org_id, tenant.instance_id, "redis://127.0.0.1:1/0")
+    tenant.control.register_instance(
+        tenant.org_id, tenant.instance_id, "redis://127.0.0.1:1/0", allow_unreachable=True
+    )
     status, body, headers = invoke("get_store", build("get_store", tenant, store))
     assert status == 503 and body["error"] == "database_unavailable"
     assert headers["Retry-After"] == "1"
-    tenant.control.register_instance(tenant.org_id, tenant.instance_id, tenant.url)
+    tenant.control.register_instance(
+        tenant.org_id, tenant.instance_id, tenant.url, allow_unreachable=True
+    )
 
 
 def test_the_background_sample_event_runs_and_reports(tenant, store, monkeypatch):

@@ -49,7 +49,7 @@ def silent() -> Iterator[int]:
 
 def test_the_listing_lists_what_it_reaches_and_names_what_it_cannot(tenant, store):
     dead = unique("dead")
-    tenant.control.register_instance(tenant.org_id, dead, DEAD)
+    tenant.control.register_instance(tenant.org_id, dead, DEAD, allow_unreachable=True)
     status, body, _ = invoke("list_stores", build("list_stores", tenant))
     assert status == 200
     assert body["unreachable"] == [{"instance_id": dead, "message": UNREACHABLE}]
@@ -73,7 +73,10 @@ def test_stalled_instances_are_waited_for_together(tenant, store, silent):
         list(
             pool.map(
                 lambda pair: tenant.control.register_instance(
-                    tenant.org_id, pair[1], f"redis://127.0.0.1:{silent}/{pair[0]}"
+                    tenant.org_id,
+                    pair[1],
+                    f"redis://127.0.0.1:{silent}/{pair[0]}",
+                    allow_unreachable=True,
                 ),
                 enumerate(stalled, start=1),
             )
@@ -130,7 +133,9 @@ def test_a_removed_instance_is_a_404_and_its_data_stays(tenant, store, client):
     status, body, _ = invoke("list_stores", build("list_stores", tenant))
     assert status == 200 and body == {"stores": [], "unreachable": []}
     # the store is still in the database: registered again, it is back as it was
-    tenant.control.register_instance(tenant.org_id, tenant.instance_id, tenant.url)
+    tenant.control.register_instance(
+        tenant.org_id, tenant.instance_id, tenant.url, allow_unreachable=True
+    )
     assert invoke("get_store", build("get_store", tenant, store))[0] == 200
 
 

@@ -274,7 +274,7 @@ def full(
                 patch.setenv(name, value)
             control = ControlPlane(client, SystemClock())
             control.create_organization("full-org")
-            control.register_instance("full-org", "full-db", url)
+            control.register_instance("full-org", "full-db", url, allow_unreachable=True)
             key_id, api_key = control.issue_api_key("full-org")
             tenant = Tenant("full-org", "full-db", api_key, key_id, control, url)
             warm: list[Memories] = []

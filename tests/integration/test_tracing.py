@@ -120,7 +120,9 @@ def test_every_answer_names_its_request_and_so_do_its_log_lines(tenant, function
     handler.setFormatter(observability.logger.registered_formatter)
     observability.logger.addHandler(handler)
     # A database that cannot be reached answers 503, which is logged (a 4xx is not).
-    tenant.control.register_instance(tenant.org_id, "down", "redis://127.0.0.1:1/0")
+    tenant.control.register_instance(
+        tenant.org_id, "down", "redis://127.0.0.1:1/0", allow_unreachable=True
+    )
     try:
         for name, instance, request_id, status in (
             ("get_store", tenant.instance_id, "req-1", 404),

@@ -149,7 +149,9 @@ def unusable(request, tenant, function_env, tmp_path) -> Iterator[Unusable]:
     credentials, message = REAL.get(request.param, ("", ""))
     url = f"redis://{credentials}127.0.0.1:{port}/{number}"
     instance_id = unique("bad")
-    registration = tenant.control.register_instance(tenant.org_id, instance_id, url)
+    registration = tenant.control.register_instance(
+        tenant.org_id, instance_id, url, allow_unreachable=True
+    )
     assert not registration.marked  # nothing listened yet
     redis_client.cache_clear()  # the clients of other tests' databases are not involved
     pointed = dataclasses.replace(tenant, instance_id=instance_id)
@@ -195,10 +197,11 @@ def test_the_admin_tool_refuses_to_register_it_and_removes_it_without_a_tracebac
     status = admin.main([*argv, "register-instance", org, fresh, another_number])
     out, err = capsys.readouterr()
     registered = [i.instance_id for i in unusable.tenant.control.instances(org)]
-    if unusable.message == CREDENTIALS:  # registered as unreachable: they may be set later
-        assert (status, err) == (0, "")
-        assert "or refused the URL's credentials" in out and fresh in registered
-        assert PASSWORD not in out and "wrong-pass" not in out
+    if unusable.message == CREDENTIALS:  # as unreachable: refused unless --allow-unreachable
+        assert (status, out) == (1, "")
+        assert err.startswith("database_unavailable: Database ") and "--allow-unreachable" in err
+        assert "or refused the URL's credentials" in err and fresh not in registered
+        assert PASSWORD not in err and "wrong-pass" not in err
     else:
         assert (status, out) == (1, "")
         assert err == f"validation_error: {unusable.message} Nothing was registered.\n"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -15,6 +16,9 @@ from redis.retry import Retry
 from agent_memory.control.plane import ControlPlane
 from agent_memory.database.client import cluster_mode, split_cluster_option
 from local.bootstrap import Cluster, start_redis_cluster
+
+ON_CLUSTER = os.environ.get("KIVIDB_TEST_CLUSTER", "").lower() in ("1", "yes", "true", "on")
+"""The suite runs on Redis Clusters it starts (``KIVIDB_TEST_CLUSTER=1``)."""
 
 
 class Clusters:

@@ -8,12 +8,23 @@ import base64
 import importlib.metadata
 import json
 import re
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
+from mcp.server.mcpserver.exceptions import ToolError
 
-from kividb_memory.mcp.remote import LambdaAdapter, api_base, response_of, scope_of
+from kividb_memory.mcp.remote import (
+    API_URL_ENV,
+    LambdaAdapter,
+    configured_api_url,
+    response_of,
+    scope_of,
+)
 from kividb_memory.mcp.tools import TOOL_NAMES
+from local.template import load_template
 from tests.support.common import ROOT
 from tests.support.mcp import FUNCTION, sample
 
@@ -96,21 +107,48 @@ def test_the_handler_can_be_awaited_on_a_running_loop_as_the_local_stack_does(ha
 
 def test_the_scope_takes_host_scheme_path_query_cookies_and_client_from_the_event():
     event = sample(rawPath="/v1/mcp", rawQueryString="a=1&b=%20", cookies=["x=1", "y=2"])
-    event["headers"]["host"] = "abc123.execute-api.us-east-1.amazonaws.com"
     scope = scope_of(event)
     headers = dict(scope["headers"])
     assert (scope["method"], scope["scheme"], scope["path"]) == ("POST", "https", "/v1/mcp")
     assert (scope["query_string"], scope["client"]) == (b"a=1&b=%20", ("127.0.0.1", 0))
     assert headers[b"cookie"] == b"x=1; y=2"
+    assert headers[b"host"] == b"abc123.execute-api.us-east-1.amazonaws.com"
+    assert scope["server"] == ("abc123.execute-api.us-east-1.amazonaws.com", 443)
+    assert scope["aws.event"] is event
+
+
+# The Host header is the caller's: the host of the scope is always the event's domainName (API
+# Gateway's own record), whatever the header says, well formed or not.
+HOSTILE_HOSTS = [
+    "attacker.example",
+    "abc123.execute-api.us-east-1.amazonaws.com:8443",
+    "abc123.execute-api.us-east-1.amazonaws.com/evil?",
+    "127.0.0.1:9",
+    "[abc]",
+    "[::1",
+    "",
+]
+
+
+@pytest.mark.parametrize("host", HOSTILE_HOSTS)
+def test_the_host_header_never_makes_the_scopes_host(host):
+    event = sample()
+    event["headers"]["host"] = host
+    scope = scope_of(event)
+    assert [v for k, v in scope["headers"] if k == b"host"] == [
+        b"abc123.execute-api.us-east-1.amazonaws.com"
+    ]
     assert scope["server"] == ("abc123.execute-api.us-east-1.amazonaws.com", 443)
 
 
-def test_a_host_header_naming_another_domain_gives_way_to_the_events_domain_name():
+@pytest.mark.parametrize("host", ["[abc]", "[::1", "attacker.example:1"])
+def test_a_malformed_host_header_changes_nothing(handler, host):
+    # "Host: [abc]" was a 500: the adapter parsed it as a URL (ValueError: Invalid IPv6 URL).
     event = sample()
-    event["headers"]["host"] = "attacker.example"
-    assert (
-        dict(scope_of(event)["headers"])[b"host"] == b"abc123.execute-api.us-east-1.amazonaws.com"
-    )
+    event["headers"]["host"] = host
+    answer = handler(event, None)
+    assert answer["statusCode"] == 200
+    assert [t["name"] for t in json.loads(answer["body"])["result"]["tools"]] == list(TOOL_NAMES)
 
 
 @pytest.mark.parametrize(
@@ -124,25 +162,126 @@ def test_the_scheme_is_the_last_forwarded_proto_and_https_without_one(proto, sch
     assert scope_of(event)["scheme"] == scheme
 
 
-def test_the_local_stacks_host_keeps_its_port():
-    event = sample()
-    event["headers"].update({"host": "127.0.0.1:3000", "x-forwarded-proto": "http"})
-    event["requestContext"]["domainName"] = "127.0.0.1"
-    scope = scope_of(event)
-    assert dict(scope["headers"])[b"host"] == b"127.0.0.1:3000"
-    assert scope["server"] == ("127.0.0.1", 3000)
+# --- where tool calls go: the configured API only ----------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("url", "base"),
-    [
-        ("https://h.example/mcp", "https://h.example"),
-        ("https://h.example/v1/mcp?x=1", "https://h.example/v1"),
-        ("http://127.0.0.1:3000/mcp", "http://127.0.0.1:3000"),
-    ],
-)
-def test_the_api_base_is_the_mcp_url_less_its_final_mcp(url, base):
-    assert api_base(url) == base
+class Recorder:
+    """A loopback HTTP server that records each request (path and Authorization) and answers
+    what an API answers to GET /agent-memory, plus a marker of its own."""
+
+    def __init__(self, marker: str) -> None:
+        self.requests: list[tuple[str, str, str | None]] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                recorder.requests.append(
+                    (self.command, self.path, self.headers.get("authorization"))
+                )
+                body = json.dumps(
+                    {"stores": [], "unreachable": [{"instance_id": marker, "error": "x",
+                                                    "message": marker}]}
+                ).encode()  # fmt: skip
+                self.send_response(200)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, format: str, *args: Any) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.host = self.url.removeprefix("http://")
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def servers() -> Iterator[tuple[Recorder, Recorder]]:
+    api, attacker = Recorder("the-api"), Recorder("the-attacker")
+    yield api, attacker
+    api.close()
+    attacker.close()
+
+
+def list_stores_event(host: str) -> dict[str, Any]:
+    event = rpc("tools/call", {"name": "list_memory_stores", "arguments": {}})
+    event["headers"].update({"host": host, "x-forwarded-proto": "http"})
+    event["requestContext"]["domainName"] = "127.0.0.1"  # as the local stack sets it
+    return event
+
+
+def test_tool_calls_go_to_the_configured_api_never_to_the_host_the_caller_names(
+    handler, servers, monkeypatch
+):
+    # Before: the API's address was the MCP request's URL less /mcp, so "Host: 127.0.0.1:<port>"
+    # sent the caller's key to any loopback port, and its answer came back in the tool's result.
+    api, attacker = servers
+    monkeypatch.setenv(API_URL_ENV, api.url)
+    answer = json.loads(handler(list_stores_event(attacker.host), None)["body"])
+    assert answer["result"]["isError"] is False
+    assert answer["result"]["structuredContent"]["unreachable"][0]["instance_id"] == "the-api"
+    assert attacker.requests == []
+    assert api.requests == [
+        ("GET", "/agent-memory", "Bearer kvm_example_not_a_real_key_000000000000000000")
+    ]
+
+
+def test_without_a_configured_api_a_tool_call_is_a_tool_error_and_calls_nothing(
+    handler, servers, monkeypatch
+):
+    _, attacker = servers
+    monkeypatch.delenv(API_URL_ENV, raising=False)
+    answer = json.loads(handler(list_stores_event(attacker.host), None)["body"])
+    assert answer["result"]["isError"] is True
+    assert answer["result"]["content"][0]["text"] == (
+        "Error executing tool list_memory_stores: this MCP server has no API to call: "
+        f"{API_URL_ENV} is not set in its environment (template.yaml sets it for McpFunction, "
+        "the local stack for itself)"
+    )
+    assert attacker.requests == []
+
+
+def scope_from(api_id: Any) -> dict[str, Any]:
+    return {"aws.event": {"requestContext": {"apiId": api_id}}}
+
+
+def test_the_configured_api_names_the_invoking_api_gateway_api_by_its_id():
+    template = "https://{api_id}.execute-api.us-east-1.amazonaws.com"
+    assert configured_api_url(template, scope_from("abc123")) == (
+        "https://abc123.execute-api.us-east-1.amazonaws.com"
+    )
+    assert configured_api_url("http://127.0.0.1:3000/", {}) == "http://127.0.0.1:3000"
+
+
+@pytest.mark.parametrize("api_id", [None, "", "evil.example/x", "a@b", "abc123:1", 5.5])
+def test_an_api_id_that_is_not_one_is_a_tool_error(api_id):
+    with pytest.raises(ToolError, match="did not come from API Gateway with its API id"):
+        configured_api_url("https://{api_id}.execute-api.x.amazonaws.com", scope_from(api_id))
+
+
+def test_the_template_configures_the_mcp_functions_api_without_a_circular_reference():
+    template = load_template(ROOT / "template.yaml")
+    variables = template["Resources"]["McpFunction"]["Properties"]["Environment"]["Variables"]
+    assert variables[API_URL_ENV] == {
+        "!Sub": "https://{api_id}.execute-api.${AWS::Region}.${AWS::URLSuffix}"
+    }
+
+
+def test_a_key_that_is_not_printable_ascii_is_a_tool_error_naming_the_header(handler, monkeypatch):
+    monkeypatch.setenv(API_URL_ENV, "http://127.0.0.1:9")
+    event = rpc("tools/call", {"name": "list_memory_stores", "arguments": {}})
+    event["headers"]["authorization"] = "Bearer kvm_\u00e9t\u00e9"
+    text = json.loads(handler(event, None)["body"])["result"]["content"][0]["text"]
+    assert text.endswith(
+        "the API key of the MCP request's header 'Authorization: Bearer <key>' must be "
+        "printable ASCII without spaces"
+    )
 
 
 def test_the_response_joins_repeated_headers_moves_cookies_and_base64s_binary_bodies():

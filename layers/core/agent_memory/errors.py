@@ -168,6 +168,11 @@ class ImportBusy(DatabaseUnavailable):
     ``DatabaseUnavailable``, which the client retries (an import is idempotent)."""
 
 
+class UnreachableDatabase(DatabaseUnavailable):
+    """An instance's database could not be reached while it was registered, so its ownership
+    marker could not be written; nothing was registered (``register_instance``)."""
+
+
 class WritesRefused(DatabaseUnavailable):
     """The database answers reads but refuses writes: it is full (``maxmemory`` reached under
     ``noeviction``, reply ``OOM``), a read-only replica (``READONLY``), or cannot persist

@@ -3,7 +3,9 @@
 Environment: ``KIVIDB_API_URL`` (the API, e.g. ``http://127.0.0.1:3000`` for ``make run``) and
 ``KIVIDB_API_KEY`` (required), ``KIVIDB_INSTANCE`` and ``KIVIDB_STORE`` (optional: the instance
 and store a tool uses when the call names none). A missing setting is one line on stderr and
-exit status 2, before the server reads anything from stdin.
+exit status 2, before the server reads anything from stdin. Each line of stdin is checked as
+the remote server checks a body (:mod:`kividb_memory.mcp.stdio`): one that is not one JSON-RPC
+message is answered with JSON-RPC's parse error or invalid request error, never with silence.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import sys
 def main() -> None:
     """Serve the tools over stdin/stdout until stdin closes."""
     try:
+        from kividb_memory.mcp.stdio import serve
         from kividb_memory.mcp.tools import (
             INSTANCE_ENV,
             STORE_ENV,
@@ -30,6 +33,8 @@ def main() -> None:
             file=sys.stderr,
         )
         raise SystemExit(2) from None
+    import anyio  # the SDK's own dependency
+
     from kividb_memory.client import MemoryClient
 
     try:
@@ -41,7 +46,7 @@ def main() -> None:
     connection = Connection(client, defaults)
     server = build_server(lambda ctx: connection, defaults)
     try:
-        server.run("stdio")
+        anyio.run(serve, server)
     finally:
         client.close()
 

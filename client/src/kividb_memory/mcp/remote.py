@@ -9,31 +9,39 @@ with ``Allow: POST``, as the Streamable HTTP transport specifies for a server th
 neither (https://modelcontextprotocol.io/specification/2025-06-18/basic/transports).
 
 Each tool call uses the caller's own API key (``Authorization: Bearer <key>`` of the MCP
-request) against the API this server is part of: the base URL is the one the MCP request came
-to, less its final ``/mcp`` (``KIVIDB_API_URL`` overrides it). ``X-KiviDB-Instance`` and
-``X-KiviDB-Store`` request headers give the tools a default instance and store, as
-``KIVIDB_INSTANCE`` and ``KIVIDB_STORE`` do for stdio. Why HTTP and not the domain core
-directly: ``docs/mcp.md``.
+request) against the API this server is part of, at the address configured for the function:
+``KIVIDB_MCP_API_URL`` (``template.yaml`` sets it for ``McpFunction``, the local stack to
+itself). Nothing of the request (its ``Host`` header, its URL) chooses where a tool call goes:
+that would send the caller's key, and show part of the answer, to a server the caller names.
+``X-KiviDB-Instance`` and ``X-KiviDB-Store`` request headers give the tools a default instance
+and store, as ``KIVIDB_INSTANCE`` and ``KIVIDB_STORE`` do for stdio. Why HTTP and not the
+domain core directly: ``docs/mcp.md``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import os
+import re
 import threading
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
-from urllib.parse import unquote, urlsplit
+from urllib.parse import unquote
 
 import httpx
-import jiter
 from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.transport_security import TransportSecuritySettings
 
 from kividb_memory.client import MemoryClient
+from kividb_memory.mcp.jsonrpc import (
+    INVALID_REQUEST,
+    MAX_MESSAGE_BYTES,
+    TOO_LARGE,
+    refusal,
+    rpc_error,
+)
 from kividb_memory.mcp.tools import Connection, Defaults, build_server
 
 Scope = MutableMapping[str, Any]
@@ -42,11 +50,17 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 
 MCP_PATH = "/mcp"
-API_URL_ENV = "KIVIDB_API_URL"
+API_URL_ENV = "KIVIDB_MCP_API_URL"
+"""The API this server's tool calls go to. ``{api_id}`` in it stands for the id of the API
+Gateway API that invoked the function (``requestContext.apiId`` of the event, API Gateway's own
+record, never the caller's): the template cannot name its own API in the function's environment
+(the API's definition names the function, a circular dependency)."""
+API_ID_PLACEHOLDER = "{api_id}"
+_API_ID = re.compile(r"[A-Za-z0-9]{1,64}")
+_KEY = re.compile(r"[\x21-\x7e]+")
 INSTANCE_HEADER = "x-kividb-instance"
 STORE_HEADER = "x-kividb-store"
-MAX_BODY_BYTES = 2 * 1024 * 1024
-"""A tool call's API request is at most 1 MiB (the API's body limit); JSON-RPC adds a little."""
+MAX_BODY_BYTES = MAX_MESSAGE_BYTES
 # Within the function's 30 s: one attempt of at most 12 s, one retry after at most 2 s.
 API_TIMEOUT = httpx.Timeout(12.0, connect=3.0)
 API_RETRIES = 1
@@ -56,75 +70,40 @@ _NOT_ALLOWED = (
     b'{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"Method Not Allowed: this '
     b'stateless server takes POST only (no SSE stream, no session to end)"}}'
 )
-PARSE_ERROR = -32700
-INVALID_REQUEST = -32600
-"""JSON-RPC 2.0 error codes (https://www.jsonrpc.org/specification#error_object)."""
 
 
-def _rpc_error(code: int, message: str) -> bytes:
-    """A JSON-RPC error object answering no request id (the request could not be read)."""
-    error = {"jsonrpc": "2.0", "id": None, "error": {"code": code, "message": message}}
-    return json.dumps(error, separators=(",", ":")).encode("utf-8")
-
-
-def strict_json_problem(body: bytes) -> str | None:
-    """Why ``body`` is not strict JSON, or None when it is: the rules of the API's request bodies
-    (``agent_memory.edge.requests.strict_json_loads``, RFC 8259 with I-JSON, RFC 7493): no name
-    given twice in one object at any depth (the SDK's parser keeps the last, dropping data without a
-    word), no ``NaN`` or ``Infinity``, no lone surrogate; one pass of jiter. The problem is jiter's
-    message (``Detected duplicate key "id" at line 1 column 20``), which names a position, never the
-    request's content."""
-    try:
-        jiter.from_json(body, allow_inf_nan=False, catch_duplicate_keys=True)
-    except ValueError as exc:
-        return str(exc)
-    return None
-
-
-def envelope_problem(message: Any) -> str | None:
-    """Why ``message`` (a strict JSON body, parsed) is not one JSON-RPC 2.0 message this server
-    answers, or None when it is: an object whose ``jsonrpc`` is ``"2.0"``; a request or
-    notification (one with ``method``) has a string ``method``, an ``id`` (when it has one)
-    that is a string or an integer (MCP: never null; JSON-RPC: no fractional part) and
-    ``params`` (when given) that are an object. A batch (an array) is refused: MCP 2025-06-18
-    took batching out, and the SDK answers none of it. The SDK alone read a request with a
-    null, fractional or object ``id`` as a notification and answered 202 with no body, so its
-    client waited for an answer that never came; and it answered a batch or a scalar with a
-    pydantic error that repeated the body's content. The problem names the rule only."""
-    if isinstance(message, list):
-        return "a batch (a JSON array) is not supported: send one JSON-RPC message per request"
-    if not isinstance(message, dict):
-        return "the body must be one JSON-RPC message, a JSON object"
-    if message.get("jsonrpc") != "2.0":
-        return 'the message must have "jsonrpc": "2.0"'
-    if "method" not in message:
-        return None  # a response or an error of the client's: the SDK takes it (202)
-    if not isinstance(message["method"], str):
-        return '"method" must be a string'
-    if "id" in message:
-        ident = message["id"]
-        if isinstance(ident, bool) or not isinstance(ident, str | int):
-            return '"id" must be a string or an integer (not null, a fraction or a structure)'
-    if "params" in message and not isinstance(message["params"], dict):
-        return '"params" must be an object'
-    return None
-
-
-def api_base(url: str) -> str:
-    """The API's base URL for an MCP request to ``url``: the URL less its query and its final
-    ``/mcp`` (``https://h/mcp`` -> ``https://h``; ``https://h/v1/mcp`` -> ``https://h/v1``)."""
-    parts = urlsplit(url)
-    path = parts.path[: -len(MCP_PATH)] if parts.path.endswith(MCP_PATH) else parts.path
-    return f"{parts.scheme}://{parts.netloc}{path.rstrip('/')}"
+def configured_api_url(configured: str | None, scope: Scope) -> str:
+    """The API a tool call of the request ``scope`` goes to: ``configured`` (the server's
+    ``api_url``, else ``KIVIDB_MCP_API_URL``), its ``{api_id}`` replaced with the id of the API
+    Gateway API whose event this is. ``ToolError`` when there is none: nothing of the request
+    is ever used instead."""
+    url = configured or os.environ.get(API_URL_ENV, "")
+    if not url:
+        raise ToolError(
+            f"this MCP server has no API to call: {API_URL_ENV} is not set in its environment "
+            "(template.yaml sets it for McpFunction, the local stack for itself)"
+        )
+    if API_ID_PLACEHOLDER in url:
+        event = scope.get("aws.event") or {}
+        api_id = str((event.get("requestContext") or {}).get("apiId") or "")
+        if not _API_ID.fullmatch(api_id):
+            raise ToolError(
+                f"this MCP server has no API to call: {API_URL_ENV} names {API_ID_PLACEHOLDER}, "
+                "and the request did not come from API Gateway with its API id"
+            )
+        url = url.replace(API_ID_PLACEHOLDER, api_id)
+    return url.rstrip("/")
 
 
 class RemoteServer:
     """The remote server's ASGI app (``await server(scope, receive, send)``).
 
     One ``httpx.Client`` (connection pool) per process serves every tool call, each with the
-    caller's key; it is made at the first call, not at import."""
+    caller's key; it is made at the first call, not at import. ``api_url``: the API the tools
+    call (default: ``KIVIDB_MCP_API_URL``, read at each call)."""
 
-    def __init__(self) -> None:
+    def __init__(self, api_url: str | None = None) -> None:
+        self.api_url = api_url
         self.mcp = build_server(self._connect)
         self._pool: httpx.Client | None = None
         self._lock = threading.Lock()
@@ -145,15 +124,23 @@ class RemoteServer:
                 "KiviDB API error 401 unauthorized: send your API key as the MCP request's "
                 "header 'Authorization: Bearer <key>'"
             )
-        base = os.environ.get(API_URL_ENV) or api_base(str(request.url))
-        client = MemoryClient(
-            base,
-            key.strip(),
-            timeout=API_TIMEOUT,
-            max_retries=API_RETRIES,
-            max_retry_wait=API_RETRY_WAIT,
-            http_client=self._http(),
-        )
+        if not _KEY.fullmatch(key.strip()):
+            raise ToolError(
+                "KiviDB API error 401 unauthorized: the API key of the MCP request's header "
+                "'Authorization: Bearer <key>' must be printable ASCII without spaces"
+            )
+        base = configured_api_url(self.api_url, request.scope)
+        try:
+            client = MemoryClient(
+                base,
+                key.strip(),
+                timeout=API_TIMEOUT,
+                max_retries=API_RETRIES,
+                max_retry_wait=API_RETRY_WAIT,
+                http_client=self._http(),
+            )
+        except ValueError as exc:  # a configured URL that is not http(s)://
+            raise ToolError(f"this MCP server's {API_URL_ENV} is not usable: {exc}") from exc
         defaults = Defaults(
             request.headers.get(INSTANCE_HEADER) or None, request.headers.get(STORE_HEADER) or None
         )
@@ -170,16 +157,11 @@ class RemoteServer:
             return
         body = await _body(scope, receive)
         if body is None:
-            too_large = f"Request body too large: at most {MAX_BODY_BYTES} bytes"
-            await _answer(send, 413, [], _rpc_error(INVALID_REQUEST, too_large))
+            await _answer(send, 413, [], rpc_error(INVALID_REQUEST, TOO_LARGE))
             return
-        problem = strict_json_problem(body)
-        if problem is not None:
-            await _answer(send, 400, [], _rpc_error(PARSE_ERROR, f"Parse error: {problem}"))
-            return
-        problem = envelope_problem(jiter.from_json(body))
-        if problem is not None:
-            await _answer(send, 400, [], _rpc_error(INVALID_REQUEST, f"Invalid Request: {problem}"))
+        refused = refusal(body)
+        if refused is not None:
+            await _answer(send, 400, [], rpc_error(*refused))
             return
         receive = _replay(body, receive)
         # A session manager per request: stateless, so nothing outlives the request, and the
@@ -261,10 +243,11 @@ _TEXT_TYPES = ("json", "text/", "xml", "javascript")
 
 
 def scope_of(event: dict[str, Any]) -> Scope:
-    """The ASGI HTTP scope of a payload 2.0 request event.
+    """The ASGI HTTP scope of a payload 2.0 request event, with the event as ``aws.event``.
 
-    The host is the request's ``Host`` header when its name is the event's ``domainName``
-    (API Gateway's own record of the domain the request came to), else ``domainName``; the
+    The host is the event's ``domainName`` (API Gateway's own record of the domain the request
+    came to), never the request's ``Host`` header, which the caller writes: nothing here uses
+    the host to reach anything, and a malformed one (``[abc]``) cannot fail the request. The
     scheme is the last ``X-Forwarded-Proto`` value, ``https`` when there is none (API Gateway
     serves only HTTPS; the local stack sets ``http``). ``cookies`` become one ``cookie``
     header. Shapes: https://docs.aws.amazon.com/apigateway/latest/developerguide/http-api-develop-integrations-lambda.html
@@ -272,16 +255,15 @@ def scope_of(event: dict[str, Any]) -> Scope:
     context = event.get("requestContext") or {}
     http = context.get("http") or {}
     headers = {str(k).lower(): str(v) for k, v in (event.get("headers") or {}).items()}
-    domain = str(context.get("domainName") or "")
-    host = headers.get("host", "")
-    if domain and urlsplit(f"//{host}").hostname != domain.lower():
+    domain = str(context.get("domainName") or "").lower()
+    headers.pop("host", None)
+    if domain:
         headers["host"] = domain
     proto = headers.get("x-forwarded-proto", "https").split(",")[-1].strip().lower()
     scheme = "http" if proto == "http" else "https"
     if event.get("cookies"):
         headers["cookie"] = "; ".join(event["cookies"])
     raw_path = str(event.get("rawPath") or "/")
-    hostname = urlsplit(f"//{headers.get('host', '')}")
     return {
         "type": "http",
         "asgi": {"version": "3.0", "spec_version": "2.3"},
@@ -293,10 +275,12 @@ def scope_of(event: dict[str, Any]) -> Scope:
         "root_path": "",
         "query_string": str(event.get("rawQueryString") or "").encode("latin-1", "replace"),
         "headers": [
-            (k.encode("latin-1"), v.encode("latin-1", "replace")) for k, v in headers.items()
+            (k.encode("latin-1", "replace"), v.encode("latin-1", "replace"))
+            for k, v in headers.items()
         ],
-        "server": (hostname.hostname or "", hostname.port or (443 if scheme == "https" else 80)),
+        "server": (domain, 443 if scheme == "https" else 80),
         "client": (str(http.get("sourceIp", "")), 0),
+        "aws.event": event,
     }
 
 

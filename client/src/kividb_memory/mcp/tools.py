@@ -3,16 +3,19 @@
 :func:`build_server` makes the SDK's ``MCPServer`` with six tools; the stdio server
 (``python -m kividb_memory.mcp``) and the remote one (``POST /mcp``, :mod:`.remote`) differ only
 in ``connect``, which gives a tool call its :class:`~kividb_memory.MemoryClient`: the process's
-own for stdio, one with the caller's key for the remote server. Every tool makes exactly one API
-call through that client, with each of its arguments in the request (the parity test,
+own for stdio, one with the caller's key for the remote server. Every tool makes one API call
+through that client, with each of its arguments in the request, but ``memory_forget``, which
+reads the memory's chain (``GET``) before it deletes it (``DELETE`` forgets the whole chain and
+answers no body), so that its answer lists every memory it forgot (the parity test,
 ``test_every_argument_of_every_tool_reaches_the_api`` in ``tests/e2e/test_mcp.py``, checks
-every argument on the wire).
+every request on the wire).
 
 Errors: the API's errors come back as tool errors (``isError``) with the API's status, code and
 message (and each field's problem, named as the tool's argument); arguments that do not fit the
-schema (an unknown argument, or a value of another type: arguments are never coerced) are tool
-errors naming the argument; an API that cannot be
-reached is a tool error too. Nothing a caller sends makes the server fail.
+schema (an unknown argument, or a value of another type: arguments are never coerced), or that
+the client cannot put in a request (an id ``.`` or ``..``), are tool errors naming the argument
+and the problem; an API that cannot be reached is a tool error too. Nothing a caller sends
+makes the server fail, and no tool error is the SDK's bare ``Error executing tool <name>``.
 """
 
 from __future__ import annotations
@@ -88,11 +91,32 @@ class MessageArg(BaseModel):
     ] = None
 
 
-class MemoryForgotten(BaseModel):
-    """What ``memory_forget`` answers (the API's answer is 204, no body)."""
+MAX_CHAIN_SHOWN = 50
+"""How many memories of a chain the API's GET of a memory shows on each side of it."""
 
-    memory_id: str
-    deleted: bool
+
+class MemoryForgotten(BaseModel):
+    """What ``memory_forget`` answers: the API's DELETE of a memory forgets its whole chain
+    (every version it replaced and every memory that replaced it) and answers 204 with no body,
+    so the ids come from the chain the API's GET showed just before."""
+
+    memory_id: Annotated[str, Field(description="The memory asked to be forgotten.")]
+    deleted: Annotated[bool, Field(description="Always true: the whole chain is gone.")]
+    deleted_ids: Annotated[
+        list[str],
+        Field(
+            description="Every memory forgotten, oldest first: memory_id and the memories of "
+            "its chain (the versions it replaced and the memories that replaced it)."
+        ),
+    ]
+    complete: Annotated[
+        bool,
+        Field(
+            description="false when the chain may have been longer than the API shows (at "
+            "most 50 memories on each side of memory_id): then more memories may have been "
+            "forgotten than deleted_ids lists."
+        ),
+    ]
 
 
 class StoresListed(BaseModel):
@@ -214,7 +238,8 @@ class _Tools:
                 "stdio server, the X-KiviDB-Store header for the remote one); "
                 "list_memory_stores shows the stores"
             )
-        return connection.client.store(instance, name)
+        # The client refuses an id it cannot put in a path ("store cannot be '..': ...").
+        return self._call(lambda: connection.client.store(instance, name))
 
     @staticmethod
     def _call(fn: Callable[[], R]) -> R:
@@ -363,10 +388,22 @@ class _Tools:
         instance_id: InstanceArg = None,
         store: StoreArg = None,
     ) -> MemoryForgotten:
-        """Forget (delete) one long-term memory, for good."""
+        """Forget (delete) a long-term memory for good, with its whole chain: the earlier
+        versions it replaced and the later memories that replaced it, the current one included
+        (the API forgets a fact's whole history; it cannot delete one version alone). The answer
+        lists the id of every memory forgotten (deleted_ids)."""
         handle = self._store(ctx, instance_id, store)
+        # Read the chain first: the API's DELETE answers 204 with no body.
+        found: m.MemoryView = self._call(lambda: handle.get_memory(memory_id))
+        chain = [link.id for link in found.chain or []] or [found.id]
+        if found.id not in chain:  # pragma: no cover - the API's chain includes the memory
+            chain.append(found.id)
+        place = chain.index(found.id)
+        complete = place < MAX_CHAIN_SHOWN and len(chain) - 1 - place < MAX_CHAIN_SHOWN
         self._call(lambda: handle.delete_memory(memory_id))
-        return MemoryForgotten(memory_id=memory_id, deleted=True)
+        return MemoryForgotten(
+            memory_id=memory_id, deleted=True, deleted_ids=chain, complete=complete
+        )
 
 
 _ANNOTATIONS: dict[str, tuple[str, ToolAnnotations]] = {
@@ -375,7 +412,7 @@ _ANNOTATIONS: dict[str, tuple[str, ToolAnnotations]] = {
     "memory_recall": ("Recall memory for a session", READ),
     "memory_search": ("Search memories", READ),
     "memory_add": ("Remember a fact", WRITE),
-    "memory_forget": ("Forget a memory", FORGET),
+    "memory_forget": ("Forget a memory and its whole chain", FORGET),
 }
 
 

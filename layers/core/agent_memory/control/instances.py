@@ -52,6 +52,7 @@ from agent_memory.errors import (
     InstanceConflict,
     InstanceNotFound,
     NotFound,
+    UnreachableDatabase,
     ValidationFailed,
 )
 
@@ -172,7 +173,9 @@ class InstanceRegistry:
         for cached in [k for k in self._instances if k[0] == org_id]:
             del self._instances[cached]
 
-    def register_instance(self, org_id: str, instance_id: str, url: str) -> Registration:
+    def register_instance(
+        self, org_id: str, instance_id: str, url: str, *, allow_unreachable: bool = False
+    ) -> Registration:
         """Register ``instance_id`` of ``org_id`` at ``url``, or re-point it there.
 
         Refused with ``InstanceConflict`` (and nothing changed, neither here nor in the database)
@@ -207,6 +210,14 @@ class InstanceRegistry:
             token = old_token if same else secrets.token_hex(8)
             self._check_index(org_id, instance_id, address)
             marked, replaced = self._claim(url, org_id, instance_id, token, address)
+            if not marked and not allow_unreachable:
+                raise UnreachableDatabase(
+                    f"Database {address} cannot be reached right now (or refused the URL's "
+                    "credentials), so its ownership marker cannot be written: nothing was "
+                    "registered. Register it once it answers, or on purpose without the marker "
+                    "(tools.admin register-instance --allow-unreachable): its first use then "
+                    "writes the marker, or refuses the database if another registration holds it."
+                )
             reply = self._write(
                 org_id, instance_id, url, address, token, old_address, old_token, self._hold_ms
             )
@@ -526,7 +537,11 @@ class InstanceRegistry:
         if not raw or raw.get("org_id") != org_id:
             raise InstanceNotFound(instance_id)
         instance = Instance(
-            instance_id, org_id, str(raw["url"]), from_ms(str(raw.get("created_at", 0)))
+            instance_id,
+            org_id,
+            str(raw["url"]),
+            from_ms(str(raw.get("created_at", 0))),
+            str(raw.get("token", "")),
         )
         if self._instance_cache_seconds > 0:
             self._instances[(org_id, instance_id)] = (now, instance)

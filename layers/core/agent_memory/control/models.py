@@ -7,7 +7,9 @@ import re
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from agent_memory.control.ownership import MarkerRelease
+from agent_memory.control.ownership import MarkerRelease, marker_value
+from agent_memory.database.connections import OwnerGuard
+from agent_memory.database.keys import PROBE_KEY, InstanceKeys
 from agent_memory.errors import ValidationFailed
 
 ORG_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
@@ -16,12 +18,28 @@ INSTANCE_ID = re.compile(r"^[A-Za-z0-9_\-]{1,64}$")
 
 @dataclass(frozen=True)
 class Instance:
-    """A database instance: its id, owning organization and connection URL (may hold a password)."""
+    """A database instance: its id, owning organization and connection URL (may hold a
+    password), and the token of its registration ('' for one made before ownership markers)."""
 
     instance_id: str
     org_id: str
     url: str
     created_at: datetime
+    token: str = ""
+
+    @property
+    def guard(self) -> OwnerGuard | None:
+        """What its database must hold to be used for it: its registration's ownership marker
+        (``database.connections.OwnerGuard``; checked on every new connection), or None for a
+        registration from before markers, whose database is used unchecked."""
+        if not self.token:
+            return None
+        return OwnerGuard(
+            InstanceKeys.owner,
+            marker_value(self.org_id, self.instance_id, self.token),
+            self.instance_id,
+            frozenset({InstanceKeys.owner, PROBE_KEY}),
+        )
 
 
 @dataclass(frozen=True)

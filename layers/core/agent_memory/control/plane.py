@@ -130,9 +130,13 @@ class ControlPlane:
 
     # instances
 
-    def register_instance(self, org_id: str, instance_id: str, url: str) -> Registration:
+    def register_instance(
+        self, org_id: str, instance_id: str, url: str, *, allow_unreachable: bool = False
+    ) -> Registration:
         """``InstanceRegistry.register_instance``."""
-        return self.registry.register_instance(org_id, instance_id, url)
+        return self.registry.register_instance(
+            org_id, instance_id, url, allow_unreachable=allow_unreachable
+        )
 
     def remove_instance(self, org_id: str, instance_id: str) -> Removal:
         """``InstanceRegistry.remove_instance``."""

@@ -36,8 +36,10 @@ from agent_memory.database.connections import (
     CREDENTIALS_REFUSED,
     NOT_REDIS_PROTOCOL,
     HandshakeFailed,
+    OwnerGuard,
     connection_class,
 )
+from agent_memory.database.keys import PREFIX
 from agent_memory.errors import (
     Conflict,
     CredentialsRefused,
@@ -223,7 +225,9 @@ def _probe(url: str, ask: Callable[[redis.Redis], Any]) -> Any:
 class ClientFactory:
     """``redis_client``: one cached client per URL (and ``binary``)."""
 
-    def __call__(self, url: str, *, binary: bool = False) -> redis.Redis:
+    def __call__(
+        self, url: str, *, binary: bool = False, guard: OwnerGuard | None = None
+    ) -> redis.Redis:
         """A cached client for ``url`` (``redis://`` or ``rediss://``, with a user and
         password for AUTH when the URL has them), answering ``str`` values, or ``bytes`` with
         ``binary`` (for vectors, which are raw float32 bytes).
@@ -249,14 +253,18 @@ class ClientFactory:
         ``Conflict`` for a cluster URL with a database number other than 0 (a cluster has only
         database 0). ``ValidationFailed`` here for a URL of which no client can be made
         (:func:`check_url`).
+
+        With ``guard``, the database must pass ``guard``'s check (``connections.OwnerGuard``:
+        the instance's ownership marker) on every new connection of a single node, and when a
+        cluster client is made; a database that fails it answers ``InstanceNotFound``.
         """
         check_url(url)  # a URL of which no client can be made fails now, not at its first use
-        return self._cached(url, binary)
+        return self._cached(url, binary, guard)
 
     @staticmethod
     @lru_cache(maxsize=64)
-    def _cached(url: str, binary: bool) -> redis.Redis:
-        return cast(redis.Redis, LazyClient(url, binary))
+    def _cached(url: str, binary: bool, guard: OwnerGuard | None = None) -> redis.Redis:
+        return cast(redis.Redis, LazyClient(url, binary, guard))
 
     def cache_clear(self) -> None:
         """Forget every client (and the scripts they loaded), as a new container starts."""
@@ -269,9 +277,10 @@ class LazyClient:
     attribute on to it. A first use that cannot reach the database raises
     ``DatabaseUnavailable`` and makes nothing; the next use tries again."""
 
-    def __init__(self, url: str, binary: bool) -> None:
+    def __init__(self, url: str, binary: bool, guard: OwnerGuard | None = None) -> None:
         self._url = url
         self._binary = binary
+        self._guard = guard
         self._client: redis.Redis | RedisCluster | None = None
         self._lock = threading.Lock()
 
@@ -282,17 +291,19 @@ class LazyClient:
             return client
         with self._lock:
             if self._client is None:
-                self._client = _make_client(self._url, self._binary)
+                self._client = _make_client(self._url, self._binary, self._guard)
             return self._client
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.resolved(), name)
 
 
-def _make_client(url: str, binary: bool) -> redis.Redis | RedisCluster:
+def _make_client(
+    url: str, binary: bool, guard: OwnerGuard | None = None
+) -> redis.Redis | RedisCluster:
     plain, _ = split_cluster_option(url)
     if not cluster_mode(url):
-        return _standalone(plain, binary)
+        return _standalone(plain, binary, guard)
     options: dict[str, Any] = redis.connection.parse_url(plain)  # type: ignore[no-untyped-call]
     if int(options.get("db") or 0) != 0:
         raise Conflict(
@@ -301,7 +312,7 @@ def _make_client(url: str, binary: bool) -> redis.Redis | RedisCluster:
         )
     try:
         with database_errors():
-            return RedisCluster.from_url(
+            cluster = RedisCluster.from_url(
                 plain,
                 decode_responses=not binary,
                 socket_timeout=SOCKET_TIMEOUT_SECONDS,
@@ -309,6 +320,17 @@ def _make_client(url: str, binary: bool) -> redis.Redis | RedisCluster:
                 retry=Retry(NoBackoff(), retries=0),
                 require_full_coverage=False,
             )
+            if guard is not None:
+                # One check when the client is made (its marker's key is on one shard; a
+                # shard's own reconnects are not checked again: docs/design.md).
+                guard.check(
+                    cluster.execute_command,
+                    lambda: any(
+                        str(key) not in guard.others
+                        for key in cluster.scan_iter(match=PREFIX + "*", count=1000)
+                    ),
+                )
+            return cluster
     except RedisClusterException as exc:
         # "Cluster mode is not enabled on this node": a URL saying cluster=1 of a server that
         # is not a cluster. Asked of the server rather than read from redis-py's message.
@@ -320,7 +342,7 @@ def _make_client(url: str, binary: bool) -> redis.Redis | RedisCluster:
         raise
 
 
-def _standalone(url: str, binary: bool) -> redis.Redis:
+def _standalone(url: str, binary: bool, guard: OwnerGuard | None = None) -> redis.Redis:
     return redis.Redis.from_url(
         url,
         decode_responses=not binary,
@@ -328,7 +350,7 @@ def _standalone(url: str, binary: bool) -> redis.Redis:
         socket_connect_timeout=SOCKET_TIMEOUT_SECONDS,
         health_check_interval=30,
         retry=Retry(NoBackoff(), retries=0),
-        connection_class=connection_class(url),
+        connection_class=connection_class(url, guard),
     )
 
 
@@ -387,7 +409,7 @@ def database_errors() -> Iterator[None]:
         with subsegment("redis"):
             yield
     except HandshakeFailed as exc:
-        raise exc.domain(exc.message) from exc
+        raise (exc.error or exc.domain(exc.message)) from exc
     except redis.AuthenticationError as exc:
         # NOAUTH / WRONGPASS where UsableConnection does not set the connection up (a cluster)
         raise CredentialsRefused(CREDENTIALS_REFUSED) from exc

@@ -157,12 +157,14 @@ class Runtime:
     # --- stores ------------------------------------------------------------------------------
 
     def stores_of(self, instance: Instance) -> Stores:
-        """The stores of ``instance``'s database."""
+        """The stores of ``instance``'s database, through a client that checks the database's
+        ownership marker on every new connection (``Instance.guard``): a database that is not
+        this registration's answers ``InstanceNotFound``, as a stranger's instance does."""
         from agent_memory.database.client import redis_client
         from agent_memory.stores.registry import Stores
 
         return Stores(
-            redis_client(instance.url),
+            redis_client(instance.url, guard=instance.guard),
             instance.instance_id,
             self.cipher,
             self.clock,

@@ -72,7 +72,7 @@ class StoreHandle:
         from agent_memory.database.client import redis_client
         from agent_memory.memories.transfer import MemoryTransfer
 
-        binary = redis_client(self.instance.url, binary=True)
+        binary = redis_client(self.instance.url, binary=True, guard=self.instance.guard)
         return MemoryTransfer(self.stores.client, binary, self.config, self.runtime.clock)
 
     def _key_place(self) -> KeyPlace:
@@ -111,7 +111,7 @@ class StoreHandle:
 
         return Memories(
             self.stores.client,
-            redis_client(self.instance.url, binary=True),
+            redis_client(self.instance.url, binary=True, guard=self.instance.guard),
             config,
             runtime.clock,
             LazyEmbedder(config.dimensions, embedder),

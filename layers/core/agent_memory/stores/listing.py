@@ -43,7 +43,9 @@ def list_organization_stores(
 
     ``open_stores`` gives an instance's ``Stores``; it is called here, on the calling thread, and
     may look the instance up in the control database: its ``DatabaseUnavailable`` fails the listing,
-    and an instance removed meanwhile (``InstanceNotFound``) is left out. Only reading each
+    and an instance removed meanwhile (``InstanceNotFound``) is left out, as is one whose database
+    turns out not to be its registration's (``InstanceNotFound`` from the database's ownership
+    marker). Only reading each
     instance's stores runs on the threads. An instance whose database cannot be used is listed as
     unreachable with the reason: ``DatabaseUnavailable`` (``DatabaseRefused`` included: a refused
     handshake, credentials or database number, not the Redis protocol) and ``Conflict`` (a cluster
@@ -82,6 +84,8 @@ def list_organization_stores(
             continue
         try:
             stores.extend(future.result())
+        except InstanceNotFound:
+            continue  # its database is not this registration's (Instance.guard): left out
         except (DatabaseUnavailable, Conflict) as exc:  # Conflict: a cluster asked for db N
             unreachable.append(
                 UnreachableInstance(instance_id=instance_stores.instance_id, message=exc.message)
