@@ -242,3 +242,31 @@ def test_the_clients_filters_reach_the_listing_search_and_recall(memories):
     memories.add_events("chat", [{"role": "user", "content": "on-call?"}], "user-7")
     recalled = memories.recall("chat", query_vector=[1, 0, 0, 0], types=["episodic"])
     assert recalled.memories == []
+
+
+def test_a_custom_type_memories_use_cannot_be_removed(api, store):
+    types = [{"name": n, "description": f"about {n}"} for n in ("recipe", "order_issue", "unused")]
+    assert api.put(store, json={"custom_types": types}).status_code == 200
+    kept = [_add(api, store, f"recipe {i}", [1, 0, i, 0], actor=a, type="recipe").json()
+            for i, a in enumerate(("alice", "bob"))]  # fmt: skip
+    issue = _add(api, store, "late parcel", [0, 1, 0, 0], type="order_issue").json()
+    changed = api.patch(f"{store}/memories/{issue['id']}", json={"type": "semantic"})
+    assert changed.status_code == 200
+
+    refused = assert_error(api.put(store, json={"custom_types": []}), 409, "conflict")
+    message = refused["message"]
+    assert "3 memories" in message and "'order_issue' (1), 'recipe' (2)" in message
+    assert refused["details"] == [
+        {"field": "custom_types", "problem": "1 memories use the type 'order_issue'"},
+        {"field": "custom_types", "problem": "2 memories use the type 'recipe'"},
+    ]
+    assert [t["name"] for t in api.get(store).json()["custom_types"]] == [
+        "recipe", "order_issue", "unused"]  # fmt: skip
+    listed = api.get(f"{store}/memories", params={"type": "recipe"}).json()["memories"]
+    assert sorted(m["id"] for m in listed) == sorted(m["id"] for m in kept)
+
+    assert api.put(store, json={"custom_types": types[:2]}).status_code == 200  # unused: fine
+    for memory in kept:
+        assert api.delete(f"{store}/memories/{memory['id']}").status_code == 204
+    assert api.put(store, json={"custom_types": types[1:2]}).status_code == 200  # recipe: gone
+    assert_error(api.put(store, json={"custom_types": []}), 409, "conflict")  # still in history

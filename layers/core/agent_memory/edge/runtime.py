@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from agent_memory.providers.client import ProviderClient
     from agent_memory.providers.secrets import Cipher
     from agent_memory.search.cache import IndexCache
-    from agent_memory.stores.models import OrganizationStoreList
+    from agent_memory.stores.models import OrganizationStoreList, StoreConfig
     from agent_memory.stores.registry import Stores
 
 
@@ -163,6 +163,12 @@ class Runtime:
         from agent_memory.database.client import redis_client
         from agent_memory.stores.registry import Stores
 
+        def type_usage(store: StoreConfig, types: frozenset[str]) -> dict[str, int]:
+            from agent_memory.memories.type_usage import types_in_use
+
+            binary = redis_client(instance.url, binary=True, guard=instance.guard)
+            return types_in_use(binary, store, types, self.clock)
+
         return Stores(
             redis_client(instance.url, guard=instance.guard),
             instance.instance_id,
@@ -170,6 +176,7 @@ class Runtime:
             self.clock,
             allow_private_endpoints=self.settings.allow_private_endpoints,
             org_id=instance.org_id,
+            type_usage=type_usage,
         )
 
     def stores(self, principal: Principal, instance_id: str) -> Stores:

@@ -8,6 +8,7 @@ Deleting a store removes that entry first (so new writes answer 404), then every
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any, cast
 
 import redis
@@ -43,6 +44,10 @@ _SCAN_BATCH = 1000
 _CLUSTER_DELETE_PASSES = 3
 STORED = {"stored": True}  # validation context: read back what was validated when saved
 
+TypeUsage = Callable[[StoreConfig, frozenset[str]], dict[str, int]]
+"""How many live memories of a store use each of some types: ``(store, types) -> {type:
+count}``, leaving out the types no memory uses (``memories.type_usage.types_in_use``)."""
+
 
 def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
     """pydantic errors as ``[{"field": "a.b", "problem": "..."}]`` (the API's ``details``)."""
@@ -73,8 +78,11 @@ def current_entry(raw: str | bytes | None, store: StoreConfig) -> dict[str, Any]
 
 class Stores:
     """The stores of one instance (``instance_id``) of organization ``org_id``, which the
-    provider API keys they store are bound to (``key_place``). Errors: ``StoreNotFound``,
-    ``ValidationFailed``, ``DatabaseUnavailable``."""
+    provider API keys they store are bound to (``key_place``). ``type_usage`` says which custom
+    types memories use, so that ``put`` can refuse to remove one of them; without it (tools
+    and tests that build a store by hand), removing a custom type is refused while the store
+    holds any live memory. Errors: ``StoreNotFound``, ``ValidationFailed``, ``Conflict``,
+    ``DatabaseUnavailable``."""
 
     def __init__(
         self,
@@ -85,8 +93,10 @@ class Stores:
         *,
         allow_private_endpoints: bool = False,
         org_id: str = "",
+        type_usage: TypeUsage | None = None,
     ) -> None:
         self._allow_private = allow_private_endpoints
+        self._type_usage = type_usage
         self.client = client
         """The instance's database (text replies)."""
         self._redis = client
@@ -116,7 +126,10 @@ class Stores:
         Omitted fields keep their value (or take the default on create); a setting sent as
         ``null`` returns to its default; ``llm_api_key``/``embed_api_key`` as ``null`` removes
         the stored key. The merged whole is validated before anything is written
-        (``ValidationFailed`` with ``details``). A WATCH transaction makes concurrent PUTs of the
+        (``ValidationFailed`` with ``details``). A change that would leave memories out of
+        reach is ``Conflict``: other ``dimensions`` or ``embed_model`` in a store that holds
+        memories, or removing a custom type memories use (``details``: one entry per type, with
+        how many). A WATCH transaction makes concurrent PUTs of the
         same store apply one after the other; on a cluster, one that met a redirect (the
         registry's slot moved) is made again.
         """
@@ -131,6 +144,7 @@ class Stores:
                     if raw is not None:
                         before = StoreConfig.model_validate_json(raw, context=STORED)
                         self._check_dimensions(before, config)
+                        self._check_types(before, config)
                     pipe.multi()
                     pipe.hset(StoreKeys.registry, name, config.model_dump_json())
                     pipe.execute()
@@ -155,6 +169,38 @@ class Stores:
                 f" ({before.embed_model or 'client vectors'}); dimensions and embed_model can "
                 "only change in an empty store. Create a new store for the new model."
             )
+
+    def _check_types(self, before: StoreConfig, after: StoreConfig) -> None:
+        """A custom type may only go while no live memory uses it, as its type or the type of
+        an earlier version (``Conflict`` naming each type and how many memories use it)."""
+        removed = frozenset(t.name for t in before.custom_types) - {
+            t.name for t in after.custom_types
+        }
+        if not removed:
+            return
+        if self._type_usage is None:
+            held = live_count(self._redis, before.keys(), to_ms(self._clock.now()))
+            if held:
+                raise Conflict(
+                    f"The store holds {held} memories, which may use the custom types "
+                    f"{', '.join(sorted(removed))}; they cannot be removed here."
+                )
+            return
+        used = self._type_usage(before, removed)
+        if not used:
+            return
+        total = sum(used.values())
+        named = ", ".join(f"'{name}' ({count})" for name, count in sorted(used.items()))
+        raise Conflict(
+            f"{total} memories use custom types this change removes: {named}. A memory keeps "
+            "its type, so removing the type would leave it outside every type filter and make "
+            "the store's export refuse to import. Keep the type, or forget those memories "
+            "first (a memory changed to another type keeps the old one in its history).",
+            details=[
+                {"field": "custom_types", "problem": f"{count} memories use the type '{name}'"}
+                for name, count in sorted(used.items())
+            ],
+        )
 
     def _merge(self, name: str, raw: str | None, given: dict[str, Any]) -> StoreConfig:
         now = self._clock.now()
