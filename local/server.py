@@ -4,7 +4,8 @@ For each request: find the route in ``template.yaml``, build the 2.0 event, call
 authorizer unless the route says ``Authorizer: NONE`` (a denial is API Gateway's 403), put its
 context in
 ``requestContext.authorizer.lambda``, call the function's ``lambda_handler`` and turn its answer
-into the HTTP response. Each worker process is one warm "container" per function and, like
+into the HTTP response (or, as Lambda would, fail a response over its 6 MB payload limit:
+API Gateway's 500). Each worker process is one warm "container" per function and, like
 Lambda, runs one invocation at a time; ``--workers`` gives concurrency across processes. The
 exception is a handler with an ``invoke_async`` coroutine (the MCP function's ASGI adapter),
 which is awaited on the worker's event loop, so that the API calls it makes back to this stack
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import time
 import traceback
 import uuid
@@ -22,6 +24,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from pathlib import Path
 from typing import Any
 
+from agent_memory.answers import LAMBDA_PAYLOAD_LIMIT
 from local.events import authorizer_event, http_event, http_response
 from local.template import HttpApi, read_http_api
 
@@ -119,6 +122,16 @@ class Gateway:
             result = await run(event, context) if run is not None else handler(event, context)
         except Exception:  # noqa: BLE001 - a crashed function is API Gateway's 500, as in AWS
             traceback.print_exc()
+            return _gateway_error(500, "Internal Server Error")
+        carried = len(json.dumps(result, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+        if carried > LAMBDA_PAYLOAD_LIMIT:
+            # Lambda fails an invocation whose response is over its payload quota, and API
+            # Gateway answers that failure with its own 500, as for a crash.
+            print(
+                f"{route.function.logical_id}: response payload of {carried} bytes is over "
+                f"Lambda's limit of {LAMBDA_PAYLOAD_LIMIT}; the invocation fails",
+                file=sys.stderr,
+            )
             return _gateway_error(500, "Internal Server Error")
         return http_response(result)
 

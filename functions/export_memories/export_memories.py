@@ -8,7 +8,11 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from agent_memory.edge.http_errors import ERROR_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
-from agent_memory.memories.transfer_models import MAX_IMPORT_MEMORIES, MemoryExportPage
+from agent_memory.memories.transfer_models import (
+    MAX_CURSOR_CHARS,
+    MAX_IMPORT_MEMORIES,
+    MemoryExportPage,
+)
 
 app = Api()
 
@@ -22,13 +26,15 @@ app = Api()
 def export_memories(
     instance_id: InstancePath,
     store: StorePath,
-    cursor: Annotated[str | None, Query(min_length=3, max_length=300)] = None,
+    cursor: Annotated[str | None, Query(min_length=3, max_length=MAX_CURSOR_CHARS)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_IMPORT_MEMORIES)] = MAX_IMPORT_MEMORIES,
 ) -> MemoryExportPage:
     """About ``limit`` live memories, current and superseded, actor by actor, from ``cursor``
-    on (the ``next_cursor`` of the page before; none for the first)."""
-    memory_transfer = app.runtime.store(app.principal, instance_id, store).memory_transfer
-    return memory_transfer.export(cursor, limit)
+    on (the ``next_cursor`` of the page before; none for the first), fewer when more would
+    pass the answer's byte budget."""
+    handle = app.runtime.store(app.principal, instance_id, store)
+    budget = handle.runtime.settings.answer_budget_bytes
+    return handle.memory_transfer.export(cursor, limit, budget=budget)
 
 
 lambda_handler = app.lambda_handler

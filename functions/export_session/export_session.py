@@ -27,10 +27,12 @@ def export_session(
     limit: Annotated[int, Query(ge=1, le=MAX_EXPORT_MESSAGES)] = MAX_EXPORT_MESSAGES,
 ) -> SessionExport:
     """The session's state (summary, counters, extraction cursor and outcome) and its
-    messages after ``after_seq``, at most ``limit``, oldest first (``next_after_seq`` for the
-    next page). 404 ``session_not_found``."""
-    session_transfer = app.runtime.store(app.principal, instance_id, store).session_transfer
-    return session_transfer.export(session_id, after_seq, limit)
+    messages after ``after_seq``, at most ``limit`` (fewer when more would pass the answer's
+    byte budget), oldest first (``next_after_seq`` for the next page). 404
+    ``session_not_found``."""
+    handle = app.runtime.store(app.principal, instance_id, store)
+    budget = handle.runtime.settings.answer_budget_bytes
+    return handle.session_transfer.export(session_id, after_seq, limit, budget=budget)
 
 
 lambda_handler = app.lambda_handler

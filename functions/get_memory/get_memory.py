@@ -12,7 +12,7 @@ app = Api()
 def get_memory(instance_id: InstancePath, store: StorePath, memory_id: MemoryPath) -> MemoryView:
     """One memory with its versions, newest first; 404 ``memory_not_found``."""
     memories = app.runtime.store(app.principal, instance_id, store).memories
-    return memories.get(memory_id)
+    return memories.get(memory_id, app.runtime.settings.answer_budget_bytes)
 
 
 lambda_handler = app.lambda_handler

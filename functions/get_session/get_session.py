@@ -19,9 +19,19 @@ def get_session(
     store: StorePath,
     session_id: SessionPath,
     recent: Annotated[int, Query(ge=1, le=MAX_RECENT)] = DEFAULT_RECENT,
+    before_seq: Annotated[
+        int | None,
+        Query(
+            ge=1,
+            le=2**53,  # a seq is a sorted set score, exact up to 2**53
+            description="Only messages before this seq: the next page back, after an answer "
+            "with messages_omitted or to read a session from its newest messages back.",
+        ),
+    ] = None,
 ) -> SessionView:
+    """The newest ``recent`` messages (before ``before_seq``), within the answer budget."""
     sessions = app.runtime.store(app.principal, instance_id, store).sessions
-    return sessions.get(session_id, recent)
+    return sessions.get(session_id, recent, before_seq, app.runtime.settings.answer_budget_bytes)
 
 
 lambda_handler = app.lambda_handler

@@ -25,10 +25,12 @@ def import_memories(
     instance_id: InstancePath, store: StorePath, body: Annotated[MemoryImportBatch, Body()]
 ) -> MemoryImportResult:
     """Keep each memory (1 to 100) as exported: id, times, chain links, versions and vector;
-    a memory imported again is written again, the same. Checked as added memories are, all
-    before anything is written (422 naming ``memories.<i>.<field>``, an id given twice too);
-    those whose time is up are left out and named in ``expired``. 409 when an id is a live
-    memory of another actor in this store (nothing is written)."""
+    a memory imported again is written again, the same. Checked as added memories are, its
+    times in order, and its supersede links against the batch and the store (chains the API
+    could have made: one actor, named back, no fork, no cycle), all before anything is written
+    (422 naming ``memories.<i>.<field>``, an id given twice too); those whose time is up are
+    left out and named in ``expired``. 409 when an id is a live memory of another actor in
+    this store (nothing is written)."""
     memory_transfer = app.runtime.store(app.principal, instance_id, store).memory_transfer
     result = memory_transfer.import_batch(body)
     metrics.add_metric(name="MemoriesImported", unit=MetricUnit.Count, value=result.imported)

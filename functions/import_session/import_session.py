@@ -36,7 +36,9 @@ def import_session(
     """Write the session's state and this page of its messages (idempotent: a page sent twice
     is kept once). When its messages are not all read by extraction and the store has a
     language model, its extraction is armed as after an append. 409 when another session holds
-    the id or a sequence number holds another message; 422 when its time is up."""
+    the id or a sequence number holds another message; 422 naming the field when its cursors,
+    times, ``pending`` or a message's ``seq`` contradict the rest of the session, or when its
+    time is up."""
     handle = app.runtime.store(app.principal, instance_id, store)
     result = handle.import_session(session_id, body)
     metrics.add_metric(name="MessagesImported", unit=MetricUnit.Count, value=result.messages_added)

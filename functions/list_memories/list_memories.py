@@ -78,6 +78,7 @@ def list_memories(
         created_before=created_before,
         occurred_after=occurred_after,
         occurred_before=occurred_before,
+        budget=app.runtime.settings.answer_budget_bytes,
     )
 
 

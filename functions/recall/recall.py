@@ -24,7 +24,8 @@ def recall(
 ) -> RecallView:
     """Summary, recent messages, relevant memories and a context string for the session."""
     handle = app.runtime.store(app.principal, instance_id, store)
-    return recall_memory(handle.sessions, handle.memories, handle.config, body)
+    budget = app.runtime.settings.answer_budget_bytes
+    return recall_memory(handle.sessions, handle.memories, handle.config, body, budget)
 
 
 lambda_handler = app.lambda_handler

@@ -23,7 +23,7 @@ def search_memories(
 ) -> SearchResult:
     """Memories best first for the query, by meaning, keyword or both."""
     memories = app.runtime.store(app.principal, instance_id, store).memories
-    return SearchResult(memories=memories.search(body))
+    return memories.search_result(body, app.runtime.settings.answer_budget_bytes)
 
 
 lambda_handler = app.lambda_handler

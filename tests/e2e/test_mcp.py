@@ -31,7 +31,7 @@ from mcp.client.streamable_http import streamable_http_client
 
 from kividb_memory import MemoryClient
 from kividb_memory.mcp.remote import RemoteServer
-from kividb_memory.mcp.tools import TOOL_NAMES
+from kividb_memory.mcp.tools import TOOL_ANSWER_BYTES, TOOL_NAMES
 from tests.support.common import unique
 from tests.support.stack import Stack, model_store
 
@@ -244,7 +244,7 @@ def test_add_messages_recall_add_search_and_forget_a_memory(proxy, open_stack, l
     assert forgotten.structured_content == {
         "memory_id": memory_id, "deleted": True, "deleted_ids": [memory_id], "complete": True,
     }  # fmt: skip
-    assert again.structured_content == {"memories": []}
+    assert again.structured_content == {"memories": [], "memories_omitted": 0}
     assert gone.is_error and "404 memory_not_found" in text(gone)
     assert lab in [s["name"] for s in listed.structured_content["stores"]]
 
@@ -497,7 +497,8 @@ def _calls(lab: str, memory_id: str) -> list[tuple[str, dict[str, Any], Any]]:
         ("memory_recall", {"session_id": "parity-1", "query": "q-2", "actor_id": "actor-p",
                            "limit": 7, **where},
          Recorded("POST", f"{s}/recall", "", {
-             "session_id": "parity-1", "query": "q-2", "actor_id": "actor-p", "limit": 7})),
+             "session_id": "parity-1", "query": "q-2", "actor_id": "actor-p", "limit": 7,
+             "max_bytes": TOOL_ANSWER_BYTES})),
         ("memory_search", {"query": "q-3", "mode": "keyword", "actor_id": "actor-p",
                            "types": ["episodic"], "limit": 3, **where},
          Recorded("POST", f"{s}/memories/search", "", {

@@ -1,12 +1,16 @@
 """Moving a store with ``python -m tools.transfer`` over HTTP: from the local stack on a single
 node to a local stack on a Redis Cluster, compared field by field; twice keeps one copy; an
-interrupted import goes on where it stopped; and the import routes' refusals, exactly."""
+interrupted import goes on where it stopped; a store exported while writers append and supersede
+imports whole; export pages within the answer budget (the cluster's stack has a low one); and
+the import routes' refusals, exactly."""
 
 from __future__ import annotations
 
 import base64
 import gzip
 import json
+import random
+import threading
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -24,6 +28,9 @@ from tools import transfer
 
 CLUSTER_KEY = "kvm_e2e_cluster_transfer_0123456789abcdefghijk"
 DIM = 4
+CLUSTER_BUDGET = 1_048_576
+"""The answer budget of the cluster's stack (``KIVIDB_ANSWER_BUDGET_BYTES``): the lowest the
+setting takes, so that its export pages are cut by bytes."""
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +43,7 @@ def cluster_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "KIVIDB_API_KEY": CLUSTER_KEY,
         "KIVIDB_LOCAL_DIR": str(folder / "local"),
         "KIVIDB_WORKERS": "2",
+        "KIVIDB_ANSWER_BUDGET_BYTES": str(CLUSTER_BUDGET),
     }
     try:
         with running_stack(env, log=folder / "stack.log", timeout=60) as (url, _):
@@ -154,6 +162,160 @@ def test_an_interrupted_import_goes_on_where_it_stopped(
         client.delete_store("local", name)
 
 
+class _Writers:
+    """Threads that write to a store while it is exported: one appends to its sessions, one
+    supersedes the current version of its facts (and adds a memory now and then)."""
+
+    def __init__(self, stack: Stack, name: str, sessions: list[str], facts: dict[str, str]):
+        self.stack, self.name = stack, name
+        self.sessions, self.facts = sessions, facts
+        self.stop = threading.Event()
+        self.writes = 0
+        self.errors: list[BaseException] = []
+        self.threads = [threading.Thread(target=self._run, args=(job,), daemon=True)
+                        for job in (self._append, self._supersede)]  # fmt: skip
+
+    def __enter__(self) -> _Writers:
+        for thread in self.threads:
+            thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop.set()
+        for thread in self.threads:
+            thread.join(timeout=30)
+
+    def _run(self, job) -> None:
+        rng = random.Random(7)
+        try:
+            with self.stack.memory() as client:
+                store = client.store("local", self.name)
+                while not self.stop.is_set():
+                    job(store, rng)
+                    self.writes += 1
+        except BaseException as exc:  # noqa: BLE001 (reported by the test)
+            self.errors.append(exc)
+
+    def _append(self, store, rng: random.Random) -> None:
+        session = rng.choice(self.sessions)
+        store.add_events(session, [{"role": "user", "content": f"more {self.writes}"},
+                                   {"role": "assistant", "content": "ok"}])  # fmt: skip
+
+    def _supersede(self, store, rng: random.Random) -> None:
+        fact = rng.choice(sorted(self.facts))
+        text, last = f"{fact} version {self.writes}", self.facts[fact]
+        kept = store.add_memory(text, "user-0", vector=_vector(self.writes), supersedes=last)
+        self.facts[fact] = kept.id
+        if rng.random() < 0.2:
+            store.add_memory(f"plain {self.writes}", "user-1", vector=_vector(self.writes + 1))
+
+
+def test_a_store_exported_while_written_to_imports_whole(
+    stack, cluster_stack, tmp_path, monkeypatch, capsys
+):
+    """The bug: an export of a store being written said it succeeded, yet held a session whose
+    messages ran past its message_count (its import: 422, nothing imported) and memories
+    closed by a successor missing from the file (no current version in the copy). Now every
+    session is one moment's and every chain whole: the file checks, imports, and its copy has
+    one current version of each fact."""
+    name = unique("busy")
+    sessions = [f"chat-{i}" for i in range(6)]
+    facts: dict[str, str] = {}
+    with stack.memory() as client:
+        client.put_store("local", name, dimensions=DIM, dedupe_threshold=1.0)
+        store = client.store("local", name)
+        for session in sessions:
+            store.add_events(session, [{"role": "user", "content": f"m {n}"} for n in range(40)],
+                             actor_id="user-0")  # fmt: skip
+        for i in range(5):
+            facts[f"fact {i}"] = store.add_memory(f"fact {i} version 0", "user-0",
+                                                  vector=_vector(i)).id  # fmt: skip
+        for i in range(40):
+            store.add_memory(f"filler {i}", f"user-{i % 4 + 1}", vector=_vector(50 + i))
+    # small pages, so that the export takes many calls and the writers come between them
+    monkeypatch.setattr(transfer, "SESSION_PAGE", 5)
+    monkeypatch.setattr(transfer, "MEMORY_PAGE", 3)
+    monkeypatch.setattr(transfer, "ID_PAGE", 2)
+    path = tmp_path / "busy.jsonl"
+    with _Writers(stack, name, sessions, facts) as writers:
+        _, exported_sessions, exported_memories = _export(stack, name, path, monkeypatch)
+    assert not writers.errors, writers.errors
+    assert writers.writes > 20, "the writers wrote while the store was exported"
+    for session in exported_sessions.values():
+        seqs = [m["seq"] for m in session["messages"]]
+        assert seqs == list(range(session["folded_seq"] + 1, session["message_count"] + 1))
+    status, out = _import(cluster_stack, name, path, monkeypatch, capsys)
+    assert status == 0, out
+    assert transfer.check_export(path) == []
+    _, moved_sessions, moved_memories = _export(cluster_stack, name, tmp_path / "moved.jsonl",
+                                                monkeypatch)  # fmt: skip
+    assert moved_sessions == exported_sessions
+    assert moved_memories == exported_memories
+    with cluster_stack.memory() as client:
+        store = client.store("local", name)
+        current = [m for m in store.list_memories(limit=100, actor_id="user-0").memories
+                   if m.text.startswith("fact")]  # fmt: skip
+        assert sorted(m.text.partition(" version")[0] for m in current) == sorted(facts)
+        for memory in current:
+            chain = store.get_memory(memory.id).chain
+            assert [link.id for link in chain][-1] == memory.id
+            assert all(link.valid_until for link in chain[:-1]) and not chain[-1].valid_until
+        client.delete_store("local", name)
+    with stack.memory() as client:
+        client.delete_store("local", name)
+
+
+def test_export_pages_fit_the_answer_budget_and_the_store_still_moves_whole(
+    stack, cluster_stack, tmp_path, monkeypatch, capsys
+):
+    """The cluster's stack answers within 1 MiB as Lambda carries an answer: a session's
+    pages and the memory pages are cut by bytes (each at least one item), and the tool moves
+    the store by them, whole."""
+    name = unique("budget")
+    texts = ['"' * 30_000 + f" {n}" for n in range(20)]  # 120 KB each as carried
+    with cluster_stack.memory() as client:
+        client.put_store("local", name, dimensions=DIM, dedupe_threshold=1.0)
+        store = client.store("local", name)
+        for start in range(0, len(texts), 5):  # a body of at most 1 MiB
+            events = [{"role": "user", "content": t} for t in texts[start : start + 5]]
+            store.add_events("big", events, actor_id="ann")
+        for n in range(40):
+            store.add_memory('"' * 7000 + f" fact {n}", "ann", vector=_vector(n))
+    path = f"/instances/local/agent-memory/{name}"
+    with cluster_stack.client() as http:
+        after, pages = 0, 0
+        while after is not None:
+            answer = http.get(f"{path}/export/sessions/big", params={"after_seq": after})
+            assert answer.status_code == 200
+            assert len(json.dumps(answer.text, ensure_ascii=False).encode()) <= CLUSTER_BUDGET
+            after, pages = answer.json()["next_after_seq"], pages + 1
+        assert pages >= 3
+        cursor, pages, seen = None, 0, set()
+        while True:
+            answer = http.get(
+                f"{path}/export/memories", params={"cursor": cursor} if cursor else {}
+            )
+            assert answer.status_code == 200
+            assert len(json.dumps(answer.text, ensure_ascii=False).encode()) <= CLUSTER_BUDGET
+            seen |= {m["id"] for m in answer.json()["memories"]}
+            cursor, pages = answer.json()["next_cursor"], pages + 1
+            if cursor is None:
+                break
+        assert len(seen) == 40 and pages >= 2
+    _, sessions, memories = _export(cluster_stack, name, tmp_path / "big.jsonl", monkeypatch)
+    assert [m["content"] for m in sessions["big"]["messages"]] == texts
+    assert len(memories) == 40
+    with cluster_stack.memory() as client:
+        client.delete_store("local", name)
+    status, out = _import(cluster_stack, name, tmp_path / "big.jsonl", monkeypatch, capsys)
+    assert status == 0, out
+    _, moved_sessions, moved_memories = _export(cluster_stack, name, tmp_path / "again.jsonl",
+                                                monkeypatch)  # fmt: skip
+    assert (moved_sessions, moved_memories) == (sessions, memories)
+    with cluster_stack.memory() as client:
+        client.delete_store("local", name)
+
+
 def test_a_cut_or_foreign_file_is_refused_and_nothing_is_created(
     cluster_stack, tmp_path, monkeypatch, capsys
 ):
@@ -178,8 +340,51 @@ def test_a_cut_or_foreign_file_is_refused_and_nothing_is_created(
     fake.write_text("not gzip\n")
     status, out = _import(cluster_stack, name, fake, monkeypatch, capsys)
     assert status == 1 and "cannot be read whole" in out
+    # an export that is not whole: a session's messages past its message_count, a memory
+    # closed by one the file lacks (what the tool wrote before under writes)
+    day = "2026-01-01T00:00:00Z"
+    broken = tmp_path / "broken.jsonl"
+    session = {"session_id": "s", "message_count": 1, "read_seq": 0, "folded_seq": 0,
+               "created_at": day, "last_event_at": day, "expires_at": "2099-01-01T00:00:00Z",
+               "messages": [{"seq": n, "role": "user", "content": "x", "created_at": day}
+                            for n in (1, 2)]}  # fmt: skip
+    memory = {"id": "mem_0123456789abcdef0123", "actor_id": "a", "valid_from": day,
+              "supersedes": None, "superseded_by": "mem_0123456789abcdef0124",
+              "valid_until": day, "updated_at": day, "created_at": day}  # fmt: skip
+    broken.write_text("\n".join(json.dumps(line) for line in (
+        {"format": transfer.FORMAT, "version": 1, "settings": {}},
+        {"session": session}, {"memory": memory}, {"end": {"sessions": 1, "memories": 1}},
+    )) + "\n")  # fmt: skip
+    status, out = _import(cluster_stack, name, broken, monkeypatch, capsys)
+    assert status == 1 and "is not whole, so nothing was imported" in out
+    assert "session s: its messages run from 1 to 2, outside folded_seq + 1 to message_count" in out
+    assert "memory mem_0123456789abcdef0123 was replaced by mem_0123456789abcdef0124" in out
     with cluster_stack.client() as http:
         assert http.get(f"/instances/local/agent-memory/{name}").status_code == 404
+
+
+def test_an_export_that_is_not_whole_is_not_called_done(stack, tmp_path, monkeypatch, capsys):
+    """The tool reads its own file back before it says it succeeded: a session assembled past
+    its message_count (as the tool did before) fails the export, and the file keeps its
+    .partial name."""
+    name = unique("notwhole")
+    with stack.memory() as client:
+        client.put_store("local", name, dimensions=DIM)
+        client.store("local", name).add_events("s", [{"role": "user", "content": "a"},
+                                                     {"role": "user", "content": "b"}])  # fmt: skip
+        monkeypatch.setattr(transfer, "_one_moment", lambda pages: {
+            **{k: v for k, v in pages[0].items() if k != "next_after_seq"},
+            "message_count": 1})  # fmt: skip
+        monkeypatch.setenv("KIVIDB_API_KEY", stack.api_key)
+        out = tmp_path / "s.jsonl"
+        argv = ["export", "--url", stack.url, "--instance", "local", "--store", name,
+                "--out", str(out), "--quiet"]  # fmt: skip
+        assert transfer.main(argv) == 1
+        err = capsys.readouterr().err
+        assert "the export is not whole, so it was left as" in err
+        assert "session s: its messages run from 1 to 2" in err
+        assert not out.exists() and (tmp_path / "s.jsonl.partial").exists()
+        client.delete_store("local", name)
 
 
 def test_the_import_routes_refuse_bad_input_exactly_and_keep_nothing(api: httpx.Client):
@@ -209,11 +414,35 @@ def test_the_import_routes_refuse_bad_input_exactly_and_keep_nothing(api: httpx.
     answer = api.put(f"{store}/import/sessions/s1", json=session)
     assert answer.status_code == 422
     assert answer.json()["details"] == [{
-        "field": "body",
-        "problem": "message seq 3 is outside folded_seq + 1 to message_count (1 to 2)",
+        "field": "messages.0.seq",
+        "problem": "must lie from folded_seq + 1 to message_count (1 to 2)",
     }]  # fmt: skip
+    pending = json.dumps({"from": 1, "to": 10**15, "memories": []})
+    answer = api.put(f"{store}/import/sessions/s1", json={**session, "messages": [],
+                                                           "pending": pending})  # fmt: skip
+    assert answer.status_code == 422
+    assert answer.json()["details"] == [
+        {"field": "pending", "problem": "to must lie from 1 (from) to 2 (message_count)"}
+    ]
+    answer = api.put(f"{store}/import/sessions/s1", json={**session, "messages": [],
+                                                           "read_seq": 3})  # fmt: skip
+    assert answer.json()["details"] == [
+        {"field": "read_seq", "problem": "must be at most message_count (2)"}
+    ]
+    other = "mem_0123456789abcdef0124"
+    cycle = [{**memory, "vector": base64.b64encode(np.ones(DIM, "<f4").tobytes()).decode(),
+              "id": one, "supersedes": two, "superseded_by": two, "valid_until": now}
+             for one, two in ((memory["id"], other), (other, memory["id"]))]  # fmt: skip
+    answer = api.post(f"{store}/import/memories", json={"memories": cycle})
+    assert answer.status_code == 422
+    assert [d["field"] for d in answer.json()["details"]] == [
+        "memories.0.superseded_by", "memories.1.superseded_by"]  # fmt: skip
+    answer = api.post(f"{store}/import/memories", json={"memories": cycle[:1]})
+    assert answer.status_code == 422
+    assert answer.json()["details"][0]["field"] == "memories.0.superseded_by"
     assert api.get(f"{store}/export/sessions/s1").status_code == 404
-    assert api.get(f"{store}/export/memories").json() == {"memories": [], "next_cursor": None}
+    page = api.get(f"{store}/export/memories").json()
+    assert (page["memories"], page["next_cursor"]) == ([], None) and page["read_at"]
     assert api.get(f"{store}/export/memories", params={"cursor": "x"}).status_code == 422
     assert api.get(f"{store}/export/sessions", params={"cursor": "-1"}).status_code == 422
     view = api.get(store).json()

@@ -547,3 +547,48 @@ def test_a_lone_surrogate_in_the_model_answer_does_not_fail_the_run(make_world):
     assert report.outcome != "failed"
     assert world.texts() == ["Alice plays \ufffd chess"]
     assert world.meta("s").extraction.last_error is None
+
+
+class _PausingModel:
+    """The store's model, but the database stops taking writes for ``seconds`` right after
+    it answers (``CLIENT PAUSE ... WRITE``): a stall in the middle of a run."""
+
+    def __init__(self, model, admin, seconds: float) -> None:
+        self._model, self._admin, self._seconds = model, admin, seconds
+
+    def __getattr__(self, name):
+        return getattr(self._model, name)
+
+    def complete_json(self, *args, **kwargs):
+        answer = self._model.complete_json(*args, **kwargs)
+        self._admin.execute_command("CLIENT", "PAUSE", int(self._seconds * 1000), "WRITE")
+        return answer
+
+
+def test_a_run_cut_by_a_database_stall_records_its_error_and_releases_its_lock(
+    model_server, embed_server, redis_url, client
+):
+    # Writes time out after 0.3 s here; the stall lasts 2 s, longer than the run's own
+    # attempts to keep the memories, record the failure and release the lock take.
+    impatient = database_client(redis_url, socket_timeout=0.3)
+    binary = database_client(redis_url, binary=True, socket_timeout=0.3)
+    world = World(impatient, binary, model_server, embed_server)
+    try:
+        world.say("s", "I love green tea")
+        world.model_server.reply(memories_answer("Alice loves green tea"))
+        world.quiet()
+        started = time.monotonic()
+        report = world.run("s", model=_PausingModel(world.model, client, seconds=2.0))
+        assert time.monotonic() - started >= 2.0  # it waited for the database to answer
+        assert report.outcome == "failed" and "not recorded" not in (report.error or "")
+        status = world.meta("s").extraction
+        assert status.status != "running" and status.last_error  # failed, and retrying
+        assert status.due_at is not None and status.unread == 1
+        keys = world.config.keys().session("s")
+        assert client.exists(keys.lock) == 0
+        world.model_server.reply(memories_answer("Alice loves green tea"))
+        world.clock.moment = status.due_at + timedelta(seconds=1)
+        assert world.run("s").outcome == "done" and world.texts() == ["Alice loves green tea"]
+    finally:
+        client.execute_command("CLIENT", "UNPAUSE")
+        world.close()

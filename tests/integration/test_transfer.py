@@ -127,8 +127,10 @@ def _fill(side: Side) -> dict[str, str]:
     meta = side.keys().session("long:one@x")
     side.client.hset(meta.meta, mapping={
         "read_seq": 24, "folded_seq": 18, "summary": "The assistant counted lines.",
-        "failures": 2, "last_error": "the model answered 503", "last_run_at": 1764460800123,
-        "pending": '{"from": 25, "to": 30, "memories": [{"text": "x"}]}',
+        "failures": 2, "last_error": "the model answered 503",
+        "last_run_at": to_ms(side.clock.now()),
+        "pending": '{"from": 25, "to": 30, "memories": [{"text": "x", "type": "semantic", '
+                   '"topics": ["t"], "supersedes": null, "occurred_at": null, "messages": [26]}]}',
     })  # fmt: skip
     side.client.zremrangebyscore(meta.messages, "-inf", 18)
     ids = {}
@@ -263,7 +265,7 @@ def test_a_session_id_held_by_another_session_or_a_seq_by_another_message_is_a_4
 def test_bad_imports_are_refused_whole_with_the_exact_problems_and_change_nothing(source, target):
     ids = _fill(source)
     _, memories = source.export()
-    good = memories[ids["new"]]
+    good = memories[ids["patched"]]
     before = target.export()
     bad = [
         {**good, "id": "mem_00000000000000000001", "type": "opinion"},
@@ -296,7 +298,7 @@ def test_bad_imports_are_refused_whole_with_the_exact_problems_and_change_nothin
     assert target.export() == before
     for broken, problem in [
         ({**good, "id": "mem_x"}, "String should match pattern"),
-        ({**good, "updated_at": "2000-01-01T00:00:00Z"}, "needs created_at <= updated_at"),
+        ({**good, "updated_at": "2000-01-01T00:00:00Z"}, "must not be before created_at"),
         ({**memories[ids["old"]], "superseded_by": None}, "valid_until and superseded_by"),
     ]:
         with pytest.raises(ValidationError, match=problem):
@@ -304,11 +306,11 @@ def test_bad_imports_are_refused_whole_with_the_exact_problems_and_change_nothin
     with pytest.raises(ValidationError, match="at most 100 items"):
         MemoryImportBatch.model_validate({"memories": [good] * 101}, strict=False)
     session = {k: v for k, v in source.export()[0]["long:one@x"].items() if k != "session_id"}
-    with pytest.raises(ValidationError, match="outside folded_seq"):
+    with pytest.raises(ValidationError, match=r"messages.0.seq\n  must lie from folded_seq \+ 1"):
         SessionImport.model_validate(
             {**session, "messages": [{**session["messages"][0], "seq": 3}]}
         )
-    with pytest.raises(ValidationError, match="folded_seq <= read_seq"):
+    with pytest.raises(ValidationError, match=r"folded_seq\n  must be at most read_seq \(10\)"):
         SessionImport.model_validate({**session, "read_seq": 10})
     assert target.export() == before
 

@@ -321,7 +321,7 @@ def test_every_route_of_the_document_has_a_client_method_and_every_method_a_rout
         ),
         ("StoreClient", "recall", lambda: store.recall("c", query="q", actor_id="a", limit=2)),
         ("StoreClient", "list_sessions", lambda: store.list_sessions(offset=1, limit=2)),
-        ("StoreClient", "get_session", lambda: store.get_session("c", recent=3)),
+        ("StoreClient", "get_session", lambda: store.get_session("c", recent=3, before_seq=9)),
         ("StoreClient", "delete_session", lambda: store.delete_session("c")),
         ("StoreClient", "extract", lambda: store.extract("c")),
         ("StoreClient", "add_memory", lambda: store.add_memory("t", vector=[1.0])),

@@ -134,4 +134,5 @@ class _Base:
         return self._config.base_url
 
     def __repr__(self) -> str:
-        return f"{type(self).__name__}(base_url={self._config.base_url!r}, api_key='***')"
+        shown = _http.shown_url(self._config.base_url)
+        return f"{type(self).__name__}(base_url={shown!r}, api_key='***')"

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Generic, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, unquote, urlsplit
 
 import httpx
 import pydantic
@@ -69,8 +69,41 @@ class Config:
     max_retries: int
     max_retry_wait: float
 
-    def __repr__(self) -> str:  # the key stays out of every repr
-        return f"Config(base_url={self.base_url!r}, api_key='***')"
+    def __repr__(self) -> str:  # the key (and the URL's credentials) stay out of every repr
+        return f"Config(base_url={shown_url(self.base_url)!r}, api_key='***')"
+
+
+def shown_url(url: str) -> str:
+    """``url`` as messages and reprs show it: credentials (``user:password@``) as ``***@``, a
+    query string as ``?***``, a fragment as ``#***``; a URL where an unencoded ``/``, ``?`` or
+    ``#`` inside its credentials hides where they end shows only its scheme (``https://***``).
+    A query may hold a token, and whoever reads an error (a log, an MCP tool result) must not
+    see one."""
+    parts = urlsplit(url)
+    rest = url.split("://", 1)[1] if "://" in url else url
+    if "@" in parts.netloc:
+        authority = "***@" + parts.netloc.rsplit("@", 1)[1]
+    elif "@" in rest:  # an '@' past the authority: maybe credentials cut short by '/', '?', '#'
+        return f"{parts.scheme or 'url'}://***"
+    else:
+        authority = parts.netloc
+    shown = f"{parts.scheme}://{authority}{parts.path}" if parts.scheme else authority + parts.path
+    if parts.query:
+        shown += "?***"
+    if parts.fragment:
+        shown += "#***"
+    return shown
+
+
+def _scrubbed(text: str, url: str) -> str:
+    """``text`` (a library's error message about ``url``) without the parts of ``url`` that
+    ``shown_url`` hides, written as they are or percent-decoded."""
+    parts = urlsplit(url)
+    hidden = [parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else "", parts.query,
+              parts.fragment, url]  # fmt: skip
+    for secret in sorted({h for s in hidden if s for h in (s, unquote(s))}, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    return text
 
 
 def resolve_config(
@@ -82,9 +115,17 @@ def resolve_config(
     key = api_key if api_key is not None else os.environ.get(KEY_ENV, "")
     if not url:
         raise ValueError(f"no API URL: pass base_url= or set {URL_ENV}")
-    parsed = httpx.URL(url)
+    try:
+        parsed = httpx.URL(url)
+    except httpx.InvalidURL:
+        raise ValueError(f"base_url is not a URL: {shown_url(url)!r}") from None
     if parsed.scheme not in ("http", "https") or not parsed.host:
-        raise ValueError(f"base_url must be an http:// or https:// URL, not {url!r}")
+        raise ValueError(f"base_url must be an http:// or https:// URL, not {shown_url(url)!r}")
+    if parsed.query or parsed.fragment or "?" in url or "#" in url:
+        raise ValueError(
+            "base_url must not have a query string or fragment (the client adds each "
+            f"route's path to it, which would land inside them): {shown_url(url)!r}"
+        )
     if not key:
         raise ValueError(f"no API key: pass api_key= or set {KEY_ENV}")
     if max_retries < 0 or not max_retry_wait >= 0:
@@ -176,10 +217,11 @@ def connection_error(call: Call[Any], url: str, exc: httpx.TransportError) -> Ap
         what = "timed out" + (" waiting for the answer" if connected else " connecting")
     else:
         what = "failed" if connected else "could not connect"
+    shown = shown_url(url)
     return ApiConnectionError(
-        f"{call.method} {url}: {what} ({type(exc).__name__}: {exc})",
+        f"{call.method} {shown}: {what} ({type(exc).__name__}: {_scrubbed(str(exc), url)})",
         method=call.method,
-        url=url,
+        url=shown,
         connected=connected,
     )
 
@@ -190,7 +232,7 @@ def connection_error(call: Call[Any], url: str, exc: httpx.TransportError) -> Ap
 def read_answer(call: Call[T], response: httpx.Response) -> T | None:
     """The success body as ``call.answer`` (``None`` for a call without one), or the error
     ``response`` raised as the ``ApiError`` subclass of its status."""
-    url = str(response.request.url)
+    url = shown_url(str(response.request.url))
     if response.status_code >= 400:
         raise api_error(call, response)
     if call.answer is None:
@@ -210,8 +252,8 @@ def read_answer(call: Call[T], response: httpx.Response) -> T | None:
 
 def api_error(call: Call[Any], response: httpx.Response) -> KiviDBError:
     """The exception for an error answer: the API's ``{"error", "message", "details"}``, or
-    API Gateway's ``{"message"}`` (code ``http_<status>``)."""
-    url = str(response.request.url)
+    API Gateway's ``{"message"}`` (code ``http_<status>``). Its ``url`` is ``shown_url``'s."""
+    url = shown_url(str(response.request.url))
     status = response.status_code
     retry_after = retry_after_seconds(response.headers.get("retry-after"))
     code, message, details = f"http_{status}", response.reason_phrase or "error", []
@@ -334,6 +376,7 @@ def recall(
     limit: int | None,
     query_vector: Sequence[float] | None,
     types: Sequence[str] | None = None,
+    max_bytes: int | None = None,
 ) -> Call[m.RecallView]:
     request = m.RecallRequest(
         session_id=session_id,
@@ -342,6 +385,7 @@ def recall(
         limit=limit,
         query_vector=list(query_vector) if query_vector is not None else None,
         types=list(types) if types is not None else None,
+        max_bytes=max_bytes,
     )
     return Call("POST", f"{store}/recall", m.RecallView, True, body=dump(request, nulls=False))
 
@@ -351,9 +395,13 @@ def list_sessions(store: str, offset: int | None, limit: int | None) -> Call[m.S
     return Call("GET", f"{store}/sessions", m.SessionList, True, params=params)
 
 
-def get_session(store: str, session_id: str, recent: int | None) -> Call[m.SessionView]:
+def get_session(
+    store: str, session_id: str, recent: int | None, before_seq: int | None = None
+) -> Call[m.SessionView]:
     path = f"{store}/sessions/{segment('session_id', session_id)}"
-    return Call("GET", path, m.SessionView, True, params=query(recent=recent))
+    return Call(
+        "GET", path, m.SessionView, True, params=query(recent=recent, before_seq=before_seq)
+    )
 
 
 def delete_session(store: str, session_id: str) -> Call[Any]:

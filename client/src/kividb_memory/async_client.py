@@ -187,10 +187,16 @@ class AsyncStoreClient:
         query_vector: Sequence[float] | None = None,
         *,
         types: Sequence[str] | None = None,
+        max_bytes: int | None = None,
     ) -> m.RecallView:
         """What the agent needs before its next model call: summary, recent messages, the
-        actor's relevant memories, and ``context`` (all of it as one text)."""
-        call = _http.recall(self._prefix, session_id, query, actor_id, limit, query_vector, types)
+        actor's relevant memories, and ``context`` (all of it as one text). The answer stays
+        under the server's byte budget, or ``max_bytes`` (at least 1,048,576) when lower: the
+        oldest messages are left out first (``messages_omitted``), then the lowest ranked
+        memories (``memories_omitted``)."""
+        call = _http.recall(
+            self._prefix, session_id, query, actor_id, limit, query_vector, types, max_bytes
+        )
         return await self._client._answer(call)
 
     async def list_sessions(
@@ -199,9 +205,15 @@ class AsyncStoreClient:
         """A page of sessions, most recent first."""
         return await self._client._answer(_http.list_sessions(self._prefix, offset, limit))
 
-    async def get_session(self, session_id: str, recent: int | None = None) -> m.SessionView:
-        """The session's summary, its newest ``recent`` messages (default 50) and extraction."""
-        return await self._client._answer(_http.get_session(self._prefix, session_id, recent))
+    async def get_session(
+        self, session_id: str, recent: int | None = None, before_seq: int | None = None
+    ) -> m.SessionView:
+        """The session's summary, its newest ``recent`` messages (default 50; those before
+        ``before_seq`` when given) and extraction. Messages that would take the answer over
+        the server's byte budget are left out, oldest first (``messages_omitted``); ask again
+        with ``before_seq`` set to the first message's ``seq`` for them."""
+        call = _http.get_session(self._prefix, session_id, recent, before_seq)
+        return await self._client._answer(call)
 
     async def delete_session(self, session_id: str) -> None:
         """Forget the session's working memory."""

@@ -86,6 +86,7 @@ class StorePut(Request):
     dedupe_threshold: float | None = Field(None, strict=False)  # 1 is a valid threshold too
     custom_types: list[CustomType] | None = None
     redact_pii: bool | None = None
+    redact_card_digit_runs: bool | None = None
 
 
 class StoreCounts(Answer):
@@ -120,6 +121,7 @@ class StoreView(Answer):
     dedupe_threshold: float
     custom_types: list[CustomType]
     redact_pii: bool
+    redact_card_digit_runs: bool = True  # servers before it had no such setting
     created_at: datetime
     updated_at: datetime
     counts: StoreCounts | None = None
@@ -215,6 +217,9 @@ class SessionView(Answer):
     last_event_at: datetime
     expires_at: datetime
     extraction: ExtractionStatus
+    messages_omitted: int = 0
+    """The oldest of the messages asked for left out to keep the answer under the server's
+    byte budget; ``get_session(..., before_seq=messages[0].seq)`` reads them."""
 
 
 class SessionSummary(Answer):
@@ -325,6 +330,11 @@ class MemoryView(Answer):
     duplicate: bool | None = None
     versions: list[MemoryVersion] | None = None
     chain: list[MemoryLink] | None = None
+    chain_omitted: int | None = None
+    """On get: the memories of the chain farthest from this one left out to keep the answer
+    under the server's byte budget."""
+    versions_omitted: int | None = None
+    """On get: the oldest versions left out for the same reason, once the chain was cut."""
 
 
 class MemoryList(Answer):
@@ -359,9 +369,12 @@ class SearchRequest(Request):
 
 
 class SearchResult(Answer):
-    """Answer of a search: memories best first, each with its ``score``."""
+    """Answer of a search: memories best first, each with its ``score``;
+    ``memories_omitted``: the lowest ranked left out to keep the answer under the server's
+    byte budget."""
 
     memories: list[MemoryView]
+    memories_omitted: int = 0
 
 
 class ActorForgotten(Answer):
@@ -383,6 +396,7 @@ class RecallRequest(Request):
     limit: int | None = None
     query_vector: list[float] | None = Field(None, strict=False)
     types: list[str] | None = None
+    max_bytes: int | None = None
 
 
 class RecallView(Answer):
@@ -395,6 +409,11 @@ class RecallView(Answer):
     messages: list[Message]
     memories: list[MemoryView]
     context: str
+    messages_omitted: int = 0
+    """The oldest messages left out to keep the answer under its byte budget (``get_session``
+    with ``before_seq`` reads them)."""
+    memories_omitted: int = 0
+    """The lowest ranked memories left out for the same reason, after every message was."""
 
 
 # --- export and import -------------------------------------------------------------------------
@@ -525,10 +544,12 @@ class ExportedMemory(Answer):
 
 class MemoryExportPage(Answer):
     """About ``limit`` exported memories; ``next_cursor`` is ``None`` on the last page (a
-    memory may be on two pages)."""
+    memory may be on two pages); ``read_at`` the server's time when the page began to be read
+    (``None`` from servers before it)."""
 
     memories: list[ExportedMemory]
     next_cursor: str | None
+    read_at: datetime | None = None
 
 
 class ImportedSource(Request):

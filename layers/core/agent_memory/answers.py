@@ -16,8 +16,12 @@ to ``budget`` bytes (``edge.settings.FunctionSettings.answer_budget_bytes``, def
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
+from typing import TypeVar
 
 from pydantic import BaseModel
+
+View = TypeVar("View", bound=BaseModel)
 
 LAMBDA_PAYLOAD_LIMIT = 6_291_456
 """Lambda's limit of a synchronous invocation's response payload, bytes."""
@@ -25,6 +29,13 @@ DEFAULT_ANSWER_BUDGET = 5_000_000
 """The default budget of an answer's body, bytes: what is left of the limit after the
 response's envelope and headers, with a margin for the small differences between pydantic's
 JSON and the resolver's."""
+MIN_ANSWER_BYTES = 1_048_576
+"""The least budget an answer may be given (the setting, recall's ``max_bytes``): room for
+an answer's fixed part (a summary of up to 8,000 characters: under 100 kB carried) and one
+item of a list, which is never cut (a message of up to 32,000 characters: under 400 kB; a
+memory as lists show it, without versions: under 80 kB). An answer of one memory with its
+versions (GET of a memory) is not cut at all: it stays under Lambda's limit whatever the
+budget (``tests/unit/test_answers.py`` builds the largest of each)."""
 MAX_EXPANSION = 12
 """At most how many bytes one character of a caller's text becomes in a carried answer: a
 control character is 6 (``\\u0001``) in the JSON of the answer and in recall's ``context``
@@ -46,3 +57,22 @@ def surely_fits(characters: int, budget: int) -> bool:
     check that spares the common answer its measurement. Leaves 64 KB for everything else the
     answer holds (ids, times, field names)."""
     return characters * MAX_EXPANSION + 65_536 <= budget
+
+
+def largest_fitting(build: Callable[[int], View], most: int, budget: int) -> tuple[View, int]:
+    """``(build(n), n)`` for the largest ``n`` in ``0..most`` whose answer fits ``budget``
+    (``wire_bytes``), where ``build(n)`` is the answer holding ``n`` of its ``most`` items and
+    grows with ``n``. The whole answer is measured once; only one over the budget is searched
+    (bisection: about ``log2(most)`` more builds). When even ``build(0)`` is over the budget,
+    that is what is returned: the caller's limits must keep the fixed part well under it."""
+    whole = build(most)
+    if most == 0 or wire_bytes(whole) <= budget:
+        return whole, most
+    low, high = 0, most  # build(high) is over the budget; build(low) is what is returned
+    while high - low > 1:
+        middle = (low + high) // 2
+        if wire_bytes(build(middle)) <= budget:
+            low = middle
+        else:
+            high = middle
+    return build(low), low

@@ -27,7 +27,7 @@ labels, headings) is written by this service.
 
 from __future__ import annotations
 
-import re
+from collections.abc import Iterator
 from datetime import UTC, datetime
 
 # Category Cf as of Unicode 15.1 (a superset of Python 3.11's Unicode 14), without U+200C and
@@ -38,12 +38,24 @@ _FORMAT = (
     "\U000110bd\U000110cd\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a"
     "\U000e0001\U000e0020-\U000e007f"
 )
-_ESCAPED = re.compile('["\\\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff' + _FORMAT + "]")
+_ESCAPED_SPEC = '"\\\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff' + _FORMAT
+"""Every character ``quote`` escapes, as single characters and ``first-last`` ranges."""
 _SHORT = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
-def _escape(found: re.Match[str]) -> str:
-    char = found.group()
+def _spans(spec: str) -> Iterator[tuple[int, int]]:
+    """The code point ranges of ``spec`` (``_ESCAPED_SPEC``), first and last included."""
+    at = 0
+    while at < len(spec):
+        if at + 2 < len(spec) and spec[at + 1] == "-":
+            yield ord(spec[at]), ord(spec[at + 2])
+            at += 3
+        else:
+            yield ord(spec[at]), ord(spec[at])
+            at += 1
+
+
+def _escape(char: str) -> str:
     short = _SHORT.get(char)
     if short is not None:
         return short
@@ -54,6 +66,16 @@ def _escape(found: re.Match[str]) -> str:
     return f"\\u{point:04x}"
 
 
+# One ``str.translate`` table (about 2,300 entries) escapes a text in one pass in C: a
+# regular expression with a Python function per match took seconds on a message made of
+# escaped characters.
+_TABLE = {
+    point: _escape(chr(point))
+    for first, last in _spans(_ESCAPED_SPEC)
+    for point in range(first, last + 1)
+}
+
+
 MAX_QUOTED_CHARS = 40_000
 """The longest a quoted text may be, quotes and escapes included. Escapes make a text longer
 than it is (a tag character takes 12 characters as ``\\udb40\\udc41``), so a 32,000-character
@@ -62,7 +84,7 @@ budget (``background.session_state.CHUNK_CHARS`` counts what is rendered)."""
 
 
 def _quoted(text: str) -> str:
-    return '"' + _ESCAPED.sub(_escape, text) + '"'
+    return '"' + text.translate(_TABLE) + '"'
 
 
 def quote(text: str, limit: int = MAX_QUOTED_CHARS) -> str:

@@ -20,6 +20,7 @@ makes the server fail, and no tool error is the SDK's bare ``Error executing too
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -43,6 +44,12 @@ from kividb_memory.errors import (
 
 R = TypeVar("R")
 
+TOOL_ANSWER_BYTES = 1_500_000
+"""The most a recall or search answer the tools pass on may weigh (its JSON in UTF-8, written
+once more as a JSON string, as Lambda carries it): a tool result holds it twice (as text and
+as structured content), escaped once more in the JSON-RPC answer, and the remote server's
+answer must stay under Lambda's 6 MB (6,291,456 bytes) like every answer of the API."""
+
 INSTANCE_ENV = "KIVIDB_INSTANCE"
 STORE_ENV = "KIVIDB_STORE"
 
@@ -54,6 +61,34 @@ TOOL_NAMES = (
     "memory_add",
     "memory_forget",
 )
+
+
+def carried_bytes(answer: BaseModel) -> int:
+    """The bytes ``answer`` takes as Lambda carries it: its JSON, written as a JSON string
+    without ASCII escapes, in UTF-8 (the server's ``agent_memory.answers.wire_bytes``)."""
+    text = answer.model_dump_json()
+    return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def fitted_search(found: m.SearchResult, budget: int) -> m.SearchResult:
+    """``found`` with as many of its best results as keep it under ``budget`` bytes
+    (``carried_bytes``), at least one; ``memories_omitted`` counts the others too."""
+    if carried_bytes(found) <= budget or len(found.memories) <= 1:
+        return found
+
+    def cut(kept: int) -> m.SearchResult:
+        left_out = found.memories_omitted + len(found.memories) - kept
+        return found.model_copy(update={"memories": found.memories[:kept],
+                                        "memories_omitted": left_out})  # fmt: skip
+
+    low, high = 1, len(found.memories)  # cut(high) is over the budget
+    while high - low > 1:
+        middle = (low + high) // 2
+        if carried_bytes(cut(middle)) <= budget:
+            low = middle
+        else:
+            high = middle
+    return cut(low)
 
 
 @dataclass(frozen=True)
@@ -315,8 +350,11 @@ class _Tools:
         structured result has each part). A new session is not an error: it recalls nothing."""
         handle = self._store(ctx, instance_id, store)
         recalled: m.RecallView = self._call(
-            lambda: handle.recall(session_id, query=query, actor_id=actor_id, limit=limit)
-        )
+            lambda: handle.recall(
+                session_id, query=query, actor_id=actor_id, limit=limit,
+                max_bytes=TOOL_ANSWER_BYTES,
+            )
+        )  # fmt: skip
         return CallToolResult(
             content=[TextContent(type="text", text=recalled.context)],
             structured_content=recalled.model_dump(mode="json"),
@@ -348,11 +386,13 @@ class _Tools:
         instance_id: InstanceArg = None,
         store: StoreArg = None,
     ) -> m.SearchResult:
-        """Search long-term memories, best first, each with its score."""
+        """Search long-term memories, best first, each with its score (the lowest ranked are
+        left out when the answer would be too large: memories_omitted says how many)."""
         handle = self._store(ctx, instance_id, store)
-        return self._call(
+        found = self._call(
             lambda: handle.search(query, mode=mode, actor_id=actor_id, types=types, limit=limit)
         )
+        return fitted_search(found, TOOL_ANSWER_BYTES)
 
     def memory_add(
         self,

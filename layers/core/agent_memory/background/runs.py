@@ -47,6 +47,12 @@ class RunBudget:
             return cls(RUN_BUDGET_SECONDS)
         return cls(remaining_ms / 1000 - STEP_RESERVE_SECONDS)
 
+    @property
+    def ends_at(self) -> float:
+        """When the function's time is up (``time.monotonic``): the budget plus what a step
+        may still take; a run keeps trying to record its outcome until then."""
+        return self._deadline + STEP_RESERVE_SECONDS
+
     def check(self) -> None:
         """``OutOfTime`` once the budget is spent: each model call has its own deadline, and a
         run of many calls must end inside the function's timeout."""

@@ -36,7 +36,8 @@ from __future__ import annotations
 
 import logging
 import secrets
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
@@ -51,7 +52,7 @@ from agent_memory.clock import Clock, to_ms
 from agent_memory.database.client import database_errors
 from agent_memory.database.keys import StoreKeys
 from agent_memory.database.scripts import load_script
-from agent_memory.errors import AgentMemoryError
+from agent_memory.errors import AgentMemoryError, DatabaseUnavailable
 from agent_memory.memories.service import Memories
 from agent_memory.providers.language_models import LanguageModel
 from agent_memory.sessions import scripts
@@ -75,6 +76,10 @@ RETRY_BASE_SECONDS = 60
 RETRY_CAP_SECONDS = 3600
 """Failed runs are retried after 60 s, 120 s, 240 s... at most an hour."""
 FIRE_TOLERANCE = timedelta(seconds=5)
+PERSIST_FIRST_WAIT_SECONDS = 0.05
+PERSIST_LONGEST_WAIT_SECONDS = 1.0
+"""A run that cannot reach the database to record its outcome or release its lock tries again
+after 0.05 s, 0.1 s... then every second, until the function's time is up (``_persist``)."""
 
 
 class SessionWork:
@@ -83,7 +88,11 @@ class SessionWork:
     ``model`` is the store's language model (None for ``llm_provider`` none: the run then does
     nothing). ``memories`` keeps what is extracted (redaction, embedding and deduplication are
     its job). ``scheduler`` arms the session's next run. Errors inside a run are caught and
-    recorded (the run reports ``failed``); ``DatabaseUnavailable`` while recording propagates.
+    recorded (the run reports ``failed``). A run cut by a database stall records its failure
+    and releases its lock once the database answers again, trying until the function's time
+    is up, so that the session never reads ``running`` with nothing running and no
+    ``last_error`` once the database is back; a stall longer than that leaves the lock to
+    expire (``LOCK_SECONDS``) and the failure unrecorded, and the report says so.
 
     Its collaborators: the session's ``SessionState`` (shared by the steps), and, for each run,
     an ``Extraction`` and a ``Summarization`` with the run's ``RunBudget``.
@@ -127,7 +136,7 @@ class SessionWork:
             )
             report.outcome = "no_model"
             return report
-        with self._locked() as held:
+        with self._locked(budget.ends_at) as held:
             if not held:
                 self._arm(self._state.now() + timedelta(seconds=BUSY_RETRY_SECONDS), report)
                 report.outcome = "busy"
@@ -141,13 +150,19 @@ class SessionWork:
                 self._arm(self._state.now() + timedelta(seconds=1), report)
                 report.outcome = "continued"
             except AgentMemoryError as exc:
-                self._failed(report, exc.message)
+                self._record_failure(report, exc.message, budget.ends_at)
             except Exception as exc:  # recorded, so a session never waits without a trace
                 logger.exception("background run stopped on an unexpected error")
-                self._failed(
-                    report, f"The run stopped on an internal error ({type(exc).__name__})."
-                )
+                message = f"The run stopped on an internal error ({type(exc).__name__})."
+                self._record_failure(report, message, budget.ends_at)
         return report
+
+    def _record_failure(self, report: RunReport, message: str, until: float) -> None:
+        """``_failed``, tried again while the database cannot be reached (``_persist``)."""
+        if not _persist(lambda: self._failed(report, message), until):
+            report.outcome = "failed"
+            report.error = f"{message} (not recorded: the database could not be reached)"
+            logger.warning("a failed background run could not record its failure")
 
     def _run(
         self,
@@ -273,13 +288,35 @@ class SessionWork:
             raise
 
     @contextmanager
-    def _locked(self) -> Iterator[bool]:
+    def _locked(self, until: float) -> Iterator[bool]:
+        """Hold the session's lock for the run (``True``), or say another run holds it. The
+        lock is released at the end, tried again while the database cannot be reached until
+        ``until`` (``time.monotonic``; ``_persist``); if it never answers, the lock expires."""
         token = secrets.token_hex(8)
         with database_errors():
             held = bool(self._redis.set(self._state.keys.lock, token, nx=True, ex=LOCK_SECONDS))
         try:
             yield held
         finally:
-            if held:
-                with database_errors():
-                    self._unlock(keys=[self._state.keys.lock], args=[token])
+            if held and not _persist(
+                lambda: self._unlock(keys=[self._state.keys.lock], args=[token]), until
+            ):
+                logger.warning("a background run could not release its session's lock")
+
+
+
+def _persist(step: Callable[[], object], until: float) -> bool:
+    """Run ``step`` (a write of the run's outcome), again after a wait while it raises
+    ``DatabaseUnavailable``, until ``until`` (``time.monotonic``); whether it was done.
+    The waits grow from ``PERSIST_FIRST_WAIT_SECONDS`` to ``PERSIST_LONGEST_WAIT_SECONDS``."""
+    wait = PERSIST_FIRST_WAIT_SECONDS
+    while True:
+        try:
+            with database_errors():
+                step()
+            return True
+        except DatabaseUnavailable:
+            if time.monotonic() + wait > until:
+                return False
+            time.sleep(wait)
+            wait = min(wait * 2, PERSIST_LONGEST_WAIT_SECONDS)

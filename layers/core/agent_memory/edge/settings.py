@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, field_validator
 
-from agent_memory.answers import DEFAULT_ANSWER_BUDGET, LAMBDA_PAYLOAD_LIMIT
+from agent_memory.answers import DEFAULT_ANSWER_BUDGET, LAMBDA_PAYLOAD_LIMIT, MIN_ANSWER_BYTES
 
 if TYPE_CHECKING:
     from agent_memory.background.scheduler import SchedulerSettings
@@ -58,7 +58,9 @@ class FunctionSettings(BaseModel):
     background_function_arn: str | None = None
     scheduler_role_arn: str | None = None
     search_threads: int | None = None
-    answer_budget_bytes: int = Field(DEFAULT_ANSWER_BUDGET, ge=65_536, le=LAMBDA_PAYLOAD_LIMIT)
+    answer_budget_bytes: int = Field(
+        DEFAULT_ANSWER_BUDGET, ge=MIN_ANSWER_BYTES, le=LAMBDA_PAYLOAD_LIMIT
+    )
 
     @field_validator("search_threads", mode="before")
     @classmethod

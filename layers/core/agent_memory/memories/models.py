@@ -16,6 +16,7 @@ from typing import Annotated, Any, Literal
 
 from pydantic import AfterValidator, Field, StringConstraints, model_validator
 
+from agent_memory.answers import MIN_ANSWER_BYTES
 from agent_memory.models import (
     MAX_QUERY_CHARS,
     ActorId,
@@ -186,6 +187,17 @@ class MemoryView(View):
         description="On GET: every memory of its chain still kept, oldest first, this one "
         "included (what it replaced, what replaced it).",
     )
+    chain_omitted: int | None = Field(
+        None,
+        description="On GET: the memories of its chain farthest from this one left out to "
+        "keep the answer under its byte budget (0 when none were); GET one of the ends shown "
+        "for those beyond it.",
+    )
+    versions_omitted: int | None = Field(
+        None,
+        description="On GET: the oldest versions left out to keep the answer under its byte "
+        "budget, after the chain was cut to this memory alone (0 when none were).",
+    )
 
 
 class MemoryList(View):
@@ -247,9 +259,17 @@ class SearchRequest(Model):
 
 
 class SearchResult(View):
-    """Answer of a search: memories best first, each with its ``score``."""
+    """Answer of a search: memories best first, each with its ``score``; ``memories_omitted``
+    says how many of the lowest ranked were left out to keep the answer under its byte
+    budget (``answers``)."""
 
     memories: list[MemoryView]
+    memories_omitted: int = Field(
+        0,
+        description="The lowest ranked results left out to keep the answer under its byte "
+        "budget (0 when none were); the memory listing (GET .../memories), with filters, reads "
+        "every memory.",
+    )
 
 
 class ActorForgotten(View):
@@ -280,10 +300,21 @@ class RecallRequest(Model):
     types: list[Annotated[str, StringConstraints(min_length=1, max_length=40)]] | None = Field(
         None, max_length=5, description="Only memories of these types."
     )
+    max_bytes: int | None = Field(
+        None,
+        ge=MIN_ANSWER_BYTES,
+        description="The most this answer may weigh, in bytes of its JSON in UTF-8 written "
+        "once more as a JSON string (as Lambda carries it); the oldest messages, then the "
+        "lowest ranked memories, are left out to fit. The server's own budget applies when "
+        "it is lower.",
+    )
 
 
 class RecallView(View):
-    """Answer of recall: summary, verbatim messages, relevant memories and a ready context."""
+    """Answer of recall: summary, verbatim messages, relevant memories and a ready context.
+    ``messages_omitted`` and ``memories_omitted`` say how many were left out to keep the
+    answer under its byte budget (``answers``): the oldest messages first, then the lowest
+    ranked memories."""
 
     session_id: str
     actor_id: str | None
@@ -291,3 +322,14 @@ class RecallView(View):
     messages: list[Message]
     memories: list[MemoryView]
     context: str
+    messages_omitted: int = Field(
+        0,
+        description="The oldest verbatim messages left out to keep the answer under its byte "
+        "budget (0 when none were); GET the session with before_seq set to the first "
+        "message's seq to read them.",
+    )
+    memories_omitted: int = Field(
+        0,
+        description="The lowest ranked memories left out to keep the answer under its byte "
+        "budget, after every message was (0 when none were).",
+    )

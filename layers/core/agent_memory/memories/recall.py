@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting, wire_bytes
 from agent_memory.errors import ActorMismatch
 from agent_memory.memories.models import MemoryView, RecallRequest, RecallView
 from agent_memory.memories.service import Memories
@@ -44,8 +45,19 @@ def _message_line(message: Message) -> str:
     )
 
 
+def omitted_line(count: int) -> str:
+    """The line that opens the recent messages when the oldest ``count`` were left out."""
+    return (
+        f"({count} earlier message{'s' if count != 1 else ''} of the conversation "
+        "left out here to keep this answer under its size limit)"
+    )
+
+
 def render_context(
-    summary: str | None, memories: Sequence[MemoryView], messages: Sequence[Message]
+    summary: str | None,
+    memories: Sequence[MemoryView],
+    messages: Sequence[Message],
+    messages_omitted: int = 0,
 ) -> str:
     """The labelled ``context`` text. Empty parts are left out; all empty gives EMPTY_CONTEXT.
 
@@ -53,24 +65,82 @@ def render_context(
     memories about the user`` then ``- [type] "text"`` (``[type, YYYY-MM-DD]`` when the date of
     the memory's event, ``occurred_at``, is known); ``## Recent
     messages`` then ``[YYYY-MM-DD HH:MM] role "name": "content"`` (UTC; the name only when
-    given). Quoted parts are JSON string literals (``render.quote``).
+    given). Quoted parts are JSON string literals (``render.quote``). When the oldest
+    ``messages_omitted`` messages were left out for the answer's size, the recent messages
+    open with a line that says how many (``omitted_line``).
     """
+    return _assemble(
+        quote(summary) if summary else None,
+        [_memory_line(memory) for memory in memories],
+        [_message_line(message) for message in messages],
+        messages_omitted,
+    )
+
+
+def _assemble(
+    summary: str | None, memory_lines: Sequence[str], message_lines: Sequence[str], omitted: int
+) -> str:
+    """``render_context`` from its rendered lines (``fitted_recall`` renders each line once
+    and assembles several contexts of them)."""
     sections = []
     if summary:
-        sections.append("## Summary of the earlier conversation\n" + quote(summary))
-    if memories:
-        sections.append(
-            "## Long-term memories about the user\n" + "\n".join(map(_memory_line, memories))
-        )
-    if messages:
-        sections.append("## Recent messages\n" + "\n".join(map(_message_line, messages)))
+        sections.append("## Summary of the earlier conversation\n" + summary)
+    if memory_lines:
+        sections.append("## Long-term memories about the user\n" + "\n".join(memory_lines))
+    if message_lines or omitted:
+        lines = [omitted_line(omitted)] if omitted else []
+        sections.append("## Recent messages\n" + "\n".join([*lines, *message_lines]))
     if not sections:
         return EMPTY_CONTEXT
     return CONTEXT_PREAMBLE + "\n" + QUOTED_TEXT_NOTE + "\n\n" + "\n\n".join(sections)
 
 
+def fitted_recall(
+    session_id: str,
+    actor_id: str | None,
+    summary: str | None,
+    messages: Sequence[Message],
+    memories: Sequence[MemoryView],
+    budget: int,
+) -> RecallView:
+    """The recall answer of these parts that fits ``budget`` bytes (``answers.wire_bytes``):
+    all of them when they fit; else without the oldest messages, as few as need to go; else,
+    without any message, without the lowest ranked memories. The answer's
+    ``messages_omitted`` and ``memories_omitted`` count what was left out, and its context
+    says how many messages (``render_context``)."""
+
+    quoted_summary = quote(summary) if summary else None
+    memory_lines = [_memory_line(memory) for memory in memories]
+    message_lines = [_message_line(message) for message in messages]
+
+    def build(kept_messages: int, kept_memories: int) -> RecallView:
+        first = len(messages) - kept_messages
+        omitted = first
+        return RecallView(
+            session_id=session_id,
+            actor_id=actor_id,
+            summary=summary,
+            messages=messages[first:],
+            memories=memories[:kept_memories],
+            context=_assemble(
+                quoted_summary, memory_lines[:kept_memories], message_lines[first:], omitted
+            ),
+            messages_omitted=omitted,
+            memories_omitted=len(memories) - kept_memories,
+        )
+
+    view, kept = largest_fitting(lambda n: build(n, len(memories)), len(messages), budget)
+    if kept or not memories or wire_bytes(view) <= budget:
+        return view
+    return largest_fitting(lambda n: build(0, n), len(memories), budget)[0]
+
+
 def recall(
-    sessions: Sessions, memories: Memories, store: StoreConfig, request: RecallRequest
+    sessions: Sessions,
+    memories: Memories,
+    store: StoreConfig,
+    request: RecallRequest,
+    budget: int = DEFAULT_ANSWER_BUDGET,
 ) -> RecallView:
     """Working memory of ``request.session_id`` (at most ``summarize_after`` verbatim messages)
     plus the long-term memories most relevant to the query; a session that does not exist yet
@@ -82,6 +152,9 @@ def recall(
     session's latest user message; without either, none are returned. They are the actor's
     current memories (of ``request.types``, when given; an unknown type is 422), ranked by the
     hybrid search when the store can embed (or ``query_vector`` is given), else by keywords.
+
+    The answer is kept under ``budget`` bytes, or ``request.max_bytes`` when lower
+    (``fitted_recall``: the oldest messages go first).
     """
     memories.check_types(request.types)
     meta, messages = sessions.working_memory(request.session_id, store.summarize_after)
@@ -99,11 +172,6 @@ def recall(
         relevant = memories.relevant(
             actor_id, query, request.query_vector, request.limit, request.types
         )
-    return RecallView(
-        session_id=request.session_id,
-        actor_id=actor_id,
-        summary=summary,
-        messages=messages,
-        memories=relevant,
-        context=render_context(summary, relevant, messages),
-    )
+    if request.max_bytes is not None:
+        budget = min(budget, request.max_bytes)
+    return fitted_recall(request.session_id, actor_id, summary, messages, relevant, budget)

@@ -16,6 +16,7 @@ import numpy as np
 import redis
 from numpy.typing import NDArray
 
+from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting, wire_bytes
 from agent_memory.clock import Clock
 from agent_memory.memories.indexes import ActorIndexes
 from agent_memory.memories.models import (
@@ -24,6 +25,7 @@ from agent_memory.memories.models import (
     MemoryPatch,
     MemoryView,
     SearchRequest,
+    SearchResult,
 )
 from agent_memory.memories.queries import listing_selection
 from agent_memory.memories.reads import MemoryReader
@@ -34,6 +36,49 @@ from agent_memory.providers.embeddings import Embedder
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.selection import CURRENT, Selection
 from agent_memory.stores.models import StoreConfig
+
+
+def fitted_page(page: MemoryList, offset: int, budget: int) -> MemoryList:
+    """``page`` (which starts at ``offset``) with as many of its memories as keep it under
+    ``budget`` bytes (``answers.wire_bytes``), at least one, and ``next_offset`` where the
+    ones left out start: a listing pages by bytes as well as by count. One memory as a
+    listing shows it always fits (``answers.MIN_ANSWER_BYTES``)."""
+
+    def build(kept: int) -> MemoryList:
+        if kept == len(page.memories):
+            return page
+        return page.model_copy(update={"memories": page.memories[:kept],
+                                       "next_offset": offset + kept})  # fmt: skip
+
+    view, kept = largest_fitting(build, len(page.memories), budget)
+    return view if kept or not page.memories else build(1)
+
+
+def fitted_memory(view: MemoryView, budget: int) -> MemoryView:
+    """``view`` (a memory as ``GET`` shows it) under ``budget`` bytes (``answers.wire_bytes``):
+    the memories of its chain farthest from it go first (down to itself alone), then its
+    oldest versions; ``chain_omitted`` and ``versions_omitted`` count them. Each count is 0
+    when nothing was left out."""
+    chain = view.chain or []
+    versions = view.versions or []
+    here = next((at for at, link in enumerate(chain) if link.id == view.id), 0)
+    nearest = sorted(range(len(chain)), key=lambda at: (abs(at - here), at))
+
+    def with_chain(kept: int) -> MemoryView:
+        shown = sorted(nearest[: max(kept, 1)]) if chain else []
+        return view.model_copy(update={"chain": [chain[at] for at in shown],
+                                       "chain_omitted": len(chain) - len(shown),
+                                       "versions_omitted": 0})  # fmt: skip
+
+    fitted, kept = largest_fitting(with_chain, len(chain), budget)
+    if kept > 1 or not versions or wire_bytes(fitted) <= budget:
+        return fitted
+
+    def with_versions(kept: int) -> MemoryView:
+        return fitted.model_copy(update={"versions": versions[:kept],
+                                         "versions_omitted": len(versions) - kept})  # fmt: skip
+
+    return largest_fitting(with_versions, len(versions), budget)[0]
 
 
 class Memories:
@@ -80,9 +125,10 @@ class Memories:
         """``MemoryReader.embed``: the store's embeddings of ``texts``."""
         return self.reader.embed(texts)
 
-    def get(self, memory_id: str) -> MemoryView:
-        """``MemoryReader.get``: one memory with its versions and chain."""
-        return self.reader.get(memory_id)
+    def get(self, memory_id: str, budget: int = DEFAULT_ANSWER_BUDGET) -> MemoryView:
+        """``MemoryReader.get``: one memory with its versions and chain, kept under ``budget``
+        bytes (``fitted_memory``)."""
+        return fitted_memory(self.reader.get(memory_id), budget)
 
     def count(self) -> int:
         """``MemoryReader.count``: live current memories of the store."""
@@ -114,10 +160,12 @@ class Memories:
         created_before: datetime | None = None,
         occurred_after: datetime | None = None,
         occurred_before: datetime | None = None,
+        budget: int = DEFAULT_ANSWER_BUDGET,
     ) -> MemoryList:
         """A page of memories for a listing's query parameters (``GET .../memories``): the
         filters read by ``queries.listing_selection`` (``ValidationFailed`` naming
-        ``query.topics`` / ``query.metadata``), then ``page``."""
+        ``query.topics`` / ``query.metadata``), then ``page``, cut to ``budget`` bytes
+        (``fitted_page``)."""
         selection = listing_selection(
             include_superseded=include_superseded,
             as_of=as_of,
@@ -128,11 +176,25 @@ class Memories:
             occurred_after=occurred_after,
             occurred_before=occurred_before,
         )
-        return self.reader.page(offset, limit, actor_id, memory_type, selection)
+        page = self.reader.page(offset, limit, actor_id, memory_type, selection)
+        return fitted_page(page, offset, budget)
 
     def search(self, request: SearchRequest) -> list[MemoryView]:
         """``MemoryReader.search``: the best memories for a query, with scores."""
         return self.reader.search(request)
+
+    def search_result(
+        self, request: SearchRequest, budget: int = DEFAULT_ANSWER_BUDGET
+    ) -> SearchResult:
+        """The answer of a search (``search``) kept under ``budget`` bytes
+        (``answers.wire_bytes``): the lowest ranked results are left out as needed, and
+        ``memories_omitted`` says how many."""
+        found = self.search(request)
+
+        def build(kept: int) -> SearchResult:
+            return SearchResult(memories=found[:kept], memories_omitted=len(found) - kept)
+
+        return largest_fitting(build, len(found), budget)[0]
 
     def relevant(
         self,

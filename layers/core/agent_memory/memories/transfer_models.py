@@ -20,10 +20,13 @@ from agent_memory.memories.models import (
     VisibleMemoryText,
 )
 from agent_memory.models import ActorId, Model, SessionId, UtcDatetime, View
-from agent_memory.sessions.transfer import MAX_SEQ
+from agent_memory.sessions.transfer import MAX_SEQ, Problem, invalid
 
 MAX_IMPORT_MEMORIES = 100
 """Memories per import call (and the most an export page holds, ``limit``)."""
+MAX_CURSOR_CHARS = 400
+"""The longest cursor a memory export page gives: two ``HSCAN`` cursors (20 digits each), a
+memory id and an actor bucket (an actor id: at most 256 characters)."""
 VECTOR_NORM_TOLERANCE = 1e-4
 """An imported vector whose length is within this of 1 is kept byte for byte (it is what an
 export gave); another is scaled to length 1, as an added memory's is."""
@@ -80,11 +83,16 @@ class ExportedMemory(View):
 
 class MemoryExportPage(View):
     """About ``limit`` live memories (an actor's records are read in steps of that size, so a
-    page may hold a few more); ``next_cursor`` is null on the last page. A memory kept for the
-    whole export is on some page; one may be on two."""
+    page may hold a few more, and fewer when more would pass the answer's byte budget);
+    ``next_cursor`` is null on the last page. A memory kept for the whole export is on some
+    page; one may be on two. ``read_at`` is the server's time when the page began to be read:
+    every memory kept at the first page's ``read_at`` and still kept at the end is on some
+    page, so an export of a store being written can be made the store as it was then (keep the
+    memories created by then, each as it was then: ``tools.transfer`` does)."""
 
     memories: list[ExportedMemory]
     next_cursor: str | None
+    read_at: datetime
 
 
 Seq = Annotated[int, Field(ge=1, le=MAX_SEQ)]
@@ -153,16 +161,57 @@ class ImportedMemory(Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> ImportedMemory:
-        if self.updated_at < self.created_at:
-            raise ValueError("needs created_at <= updated_at")
-        start = self.valid_from or self.created_at
-        if self.valid_until is not None and self.valid_until < start:
-            raise ValueError("needs valid_from <= valid_until")
-        if (self.valid_until is None) != (self.superseded_by is None):
-            raise ValueError("a memory has both valid_until and superseded_by, or neither")
-        if self.id in (self.supersedes, self.superseded_by):
-            raise ValueError("a memory cannot supersede itself")
+        problems = self.problems()
+        if problems:
+            raise invalid("ImportedMemory", problems)
         return self
+
+    def problems(self) -> list[Problem]:
+        """Each field that the rest of the memory contradicts: its times in order
+        (``created_at <= updated_at``, ``created_at <= valid_from <= valid_until <=
+        expires_at``, ``valid_from < expires_at``, each version's ``changed_at`` from
+        ``created_at`` to ``updated_at``, newest first) and its links (``valid_until`` and
+        ``superseded_by`` together, never itself, never one memory on both sides). The links'
+        other ends are checked with the batch and the store (``MemoryTransfer``)."""
+        return self._time_problems() + self._link_problems()
+
+    def _time_problems(self) -> list[Problem]:
+        problems: list[Problem] = []
+        start = self.valid_from or self.created_at
+        if self.updated_at < self.created_at:
+            problems.append((("updated_at",), "must not be before created_at"))
+        if start < self.created_at:
+            problems.append((("valid_from",), "must not be before created_at"))
+        elif start >= self.expires_at:
+            problems.append((("valid_from",), "must be before expires_at"))
+        if self.valid_until is not None and self.valid_until < start:
+            problems.append((("valid_until",), "must not be before valid_from"))
+        elif self.valid_until is not None and self.valid_until > self.expires_at:
+            problems.append((("valid_until",), "must not be after expires_at"))
+        newer = self.updated_at
+        for at, version in enumerate(self.versions):
+            if not self.created_at <= version.changed_at <= newer:
+                problem = "must lie from created_at to updated_at, and not after the version "
+                problems.append(
+                    (("versions", at, "changed_at"), problem + "before it (newest first)")
+                )
+            else:
+                newer = version.changed_at
+        return problems
+
+    def _link_problems(self) -> list[Problem]:
+        problems: list[Problem] = []
+        if (self.valid_until is None) != (self.superseded_by is None):
+            problem = "must be given exactly when valid_until is (a memory has both "
+            problems.append(
+                (("superseded_by",), problem + "valid_until and superseded_by, or neither)")
+            )
+        for field in ("supersedes", "superseded_by"):
+            if getattr(self, field) == self.id:
+                problems.append(((field,), "a memory cannot supersede itself"))
+        if self.supersedes is not None and self.supersedes == self.superseded_by:
+            problems.append((("superseded_by",), "must not be the memory it supersedes"))
+        return problems
 
 
 class MemoryImportBatch(Model):

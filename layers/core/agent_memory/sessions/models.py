@@ -120,7 +120,9 @@ class ExtractionStatus(View):
 
 
 class SessionView(View):
-    """A session: its summary, newest messages (oldest first), counts, times and extraction."""
+    """A session: its summary, newest messages (oldest first), counts, times and extraction;
+    ``messages_omitted``: the oldest of the messages asked for left out to keep the answer
+    under its byte budget (``answers``)."""
 
     session_id: str
     actor_id: str | None
@@ -131,6 +133,12 @@ class SessionView(View):
     last_event_at: datetime
     expires_at: datetime
     extraction: ExtractionStatus
+    messages_omitted: int = Field(
+        0,
+        description="The oldest of the messages asked for (recent, before_seq) left out to "
+        "keep the answer under its byte budget (0 when none were); GET again with before_seq "
+        "set to the first message's seq to read them.",
+    )
 
 
 class SessionSummary(View):

@@ -205,25 +205,44 @@ return 0
 )
 
 
-# KEYS: meta, messages, lock. ARGV: recent. A session as one consistent read (an append between
-# the metadata and the messages would show a count the messages disagree with): {the meta hash
-# as a field, value list, its newest `recent` messages oldest first, 1 when a run holds the lock}.
+# KEYS: meta, messages, lock. ARGV: recent, before ('' none). A session as one consistent read
+# (an append between the metadata and the messages would show a count the messages disagree
+# with): {the meta hash as a field, value list, its newest `recent` messages (of those whose seq
+# is below `before`, when given) oldest first, 1 when a run holds the lock}.
 READ = lua(
     READ_ONLY,
     """
-return {redis.call('HGETALL', KEYS[1]), redis.call('ZRANGE', KEYS[2], -tonumber(ARGV[1]), -1),
-  redis.call('EXISTS', KEYS[3])}
+local messages
+if ARGV[2] == '' then
+  messages = redis.call('ZRANGE', KEYS[2], -tonumber(ARGV[1]), -1)
+else
+  local newest = redis.call('ZREVRANGEBYSCORE', KEYS[2], '(' .. ARGV[2], '-inf', 'LIMIT', 0,
+    tonumber(ARGV[1]))
+  messages = {}
+  for i = #newest, 1, -1 do messages[#messages + 1] = newest[i] end
+end
+return {redis.call('HGETALL', KEYS[1]), messages, redis.call('EXISTS', KEYS[3])}
 """,
 )
 
 
-# KEYS: meta, messages. ARGV: after_seq, limit. The session's meta hash (field, value list) and
-# its messages after after_seq (at most limit + 1), oldest first, as one consistent read.
+# KEYS: meta, messages. ARGV: after_seq, limit, most bytes. The session's meta hash (field,
+# value list), its messages after after_seq (at most limit + 1, oldest first) and 1 when they
+# were cut short, as one consistent read. They are cut before their stored bytes pass the most
+# (at least one is given): a page carries more than that (escaped, with more fields), so the
+# answer, cut to the same budget, never holds those past it.
 EXPORT = lua(
     READ_ONLY,
     """
-return {redis.call('HGETALL', KEYS[1]),
-  redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'LIMIT', 0, tonumber(ARGV[2]) + 1)}
+local found = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf', 'LIMIT', 0,
+  tonumber(ARGV[2]) + 1)
+local most, total, kept = tonumber(ARGV[3]), 0, {}
+for i, member in ipairs(found) do
+  total = total + #member
+  if i > 1 and total > most then return {redis.call('HGETALL', KEYS[1]), kept, 1} end
+  kept[i] = member
+end
+return {redis.call('HGETALL', KEYS[1]), kept, 0}
 """,
 )
 

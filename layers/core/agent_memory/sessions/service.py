@@ -16,6 +16,7 @@ from datetime import datetime, timedelta
 
 import redis
 
+from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.scripts import load_script
@@ -130,11 +131,14 @@ class Sessions:
         arm_due = from_ms(int(arm_ms)) if int(arm_ms) else None
         return Appended(result, arm_due, int(fold) == 1)
 
-    def _read(self, session_id: str, recent: int) -> tuple[SessionMeta, list[Message]] | None:
+    def _read(
+        self, session_id: str, recent: int, before_seq: int | None = None
+    ) -> tuple[SessionMeta, list[Message]] | None:
         keys = self._keys.session(session_id)
+        before = "" if before_seq is None else str(before_seq)
         with database_errors():
             flat, members, locked = self._read_script(
-                keys=[keys.meta, keys.messages, keys.lock], args=[recent]
+                keys=[keys.meta, keys.messages, keys.lock], args=[recent, before]
             )
         raw = dict(zip(flat[::2], flat[1::2], strict=True))
         meta = live_meta(session_id, raw, to_ms(self._clock.now()), running=bool(locked))
@@ -142,23 +146,39 @@ class Sessions:
             return None
         return meta, [decode_member(m) for m in members]
 
-    def get(self, session_id: str, recent: int) -> SessionView:
-        """The session with its newest ``recent`` messages, oldest first; ``SessionNotFound``."""
-        found = self._read(session_id, recent)
+    def get(
+        self,
+        session_id: str,
+        recent: int,
+        before_seq: int | None = None,
+        budget: int = DEFAULT_ANSWER_BUDGET,
+    ) -> SessionView:
+        """The session with its newest ``recent`` messages (of those before ``before_seq``,
+        when given), oldest first; ``SessionNotFound``. The answer is kept under ``budget``
+        bytes (``answers.wire_bytes``): the oldest of those messages are left out as needed,
+        and ``messages_omitted`` says how many (``before_seq`` set to the first one shown
+        reads them)."""
+        found = self._read(session_id, recent, before_seq)
         if found is None:
             raise SessionNotFound(session_id)
         meta, messages = found
-        return SessionView(
-            session_id=session_id,
-            actor_id=meta.actor_id,
-            summary=meta.summary,
-            messages=messages,
-            message_count=meta.message_count,
-            created_at=meta.created_at,
-            last_event_at=meta.last_event_at,
-            expires_at=meta.expires_at,
-            extraction=meta.extraction(running=meta.running, has_model=self.has_model),
-        )
+        extraction = meta.extraction(running=meta.running, has_model=self.has_model)
+
+        def build(kept: int) -> SessionView:
+            return SessionView(
+                session_id=session_id,
+                actor_id=meta.actor_id,
+                summary=meta.summary,
+                messages=messages[len(messages) - kept :],
+                message_count=meta.message_count,
+                created_at=meta.created_at,
+                last_event_at=meta.last_event_at,
+                expires_at=meta.expires_at,
+                extraction=extraction,
+                messages_omitted=len(messages) - kept,
+            )
+
+        return largest_fitting(build, len(messages), budget)[0]
 
     def working_memory(
         self, session_id: str, recent: int

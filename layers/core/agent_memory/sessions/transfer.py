@@ -9,7 +9,15 @@ the same ids, sequence numbers and times. Both are paged:
 
 - ``SessionTransfer.ids`` pages the store's live session ids (ZSCAN of the expiry index: a
   session live for the whole listing is listed at least once; the tool drops repeats);
-  ``export`` pages one session's messages by sequence number; ``import_page`` writes one page.
+  ``export`` pages one session's messages by sequence number, each page within the answer's
+  byte budget (``answers``); ``import_page`` writes one page.
+
+Each page is one moment; a session written between its pages is whole as the last page's
+state with the messages of every page after its ``folded_seq`` and up to its
+``message_count`` (``tools/transfer.py`` assembles it so). An import checks every cursor,
+sequence and time against the rest of the session, and ``pending`` against what background
+extraction writes (``PendingAnswer``): a session imported is one that extraction can go on
+with.
 
 Import is idempotent: a session page written twice is kept once (a message is its sequence
 number and content), and it never moves a session back (a counter or cursor only grows; a
@@ -23,19 +31,37 @@ session's.
 
 from __future__ import annotations
 
-import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated
 
 import redis
-from pydantic import Field, StringConstraints, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    ValidationError,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
 
+from agent_memory.answers import DEFAULT_ANSWER_BUDGET, surely_fits, wire_bytes
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.database.client import database_errors
 from agent_memory.database.scripts import load_script
 from agent_memory.errors import ActorMismatch, Conflict, SessionNotFound, ValidationFailed
-from agent_memory.models import MAX_MESSAGE_CHARS, MAX_RECENT, ActorId, Model, UtcDatetime, View
+from agent_memory.models import (
+    EARLIEST,
+    LATEST,
+    MAX_MESSAGE_CHARS,
+    MAX_RECENT,
+    ActorId,
+    Model,
+    UtcDatetime,
+    View,
+)
 from agent_memory.sessions import scripts
 from agent_memory.sessions.models import Role, SpeakerName
 from agent_memory.sessions.records import encode_message, live_meta, member_fields, message_member
@@ -65,6 +91,21 @@ MAX_PENDING_CHARS = 256_000
 it: JSON of at most ``background.prompts.MAX_MEMORIES_PER_RUN`` (50) items of at most
 ``background.prompts.MAX_MEMORY_CHARS`` (2,000) characters of text and their topics, about 150,000
 characters at most; the bound keeps a body that passes it well under the 1 MiB limit."""
+MESSAGE_OVERHEAD_CHARS = 16
+"""What an exported message holds besides its content and name (its sequence number, role,
+time and field names, about 130 bytes as carried), counted as characters of text for
+``answers.surely_fits``, which allows ``answers.MAX_EXPANSION`` bytes for each."""
+PENDING_MEMORIES = 50
+"""The most items a pending answer holds: ``background.prompts.MAX_MEMORIES_PER_RUN`` (this
+package may not import ``background``; a unit test checks they agree)."""
+PENDING_MEMORY_CHARS = 2_000
+"""The longest text of a pending item: ``background.prompts.MAX_MEMORY_CHARS``."""
+PENDING_TOPICS = 10
+"""The most topics of a pending item: ``memories.models.MAX_TOPICS``."""
+PENDING_TOPIC_CHARS = 64
+"""The longest topic of a pending item: ``memories.models.MAX_TOPIC_CHARS``."""
+PENDING_TYPE_CHARS = 40
+"""The longest type name of a pending item (a store's custom type names are at most 40)."""
 
 
 # --- models ------------------------------------------------------------------------------------
@@ -112,6 +153,80 @@ class SessionExport(View):
     next_after_seq: int | None
 
 
+class PendingMemory(BaseModel):
+    """One item of a pending extraction answer, as ``background.extraction`` writes it: the
+    text (stripped, at most ``PENDING_MEMORY_CHARS``), the type, the topics, the memory it
+    supersedes, when it happened (ms) and the messages it comes from (within the answer's
+    ``from`` to ``to``)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    text: Annotated[str, StringConstraints(min_length=1, max_length=PENDING_MEMORY_CHARS)]
+    type: Annotated[str, StringConstraints(min_length=1, max_length=PENDING_TYPE_CHARS)]
+    topics: list[
+        Annotated[str, StringConstraints(min_length=1, max_length=PENDING_TOPIC_CHARS)]
+    ] = Field(max_length=PENDING_TOPICS)
+    supersedes: Annotated[str, StringConstraints(pattern=r"^mem_[0-9a-f]{20}$")] | None = None
+    occurred_at: int | None = Field(None, ge=to_ms(EARLIEST), lt=to_ms(LATEST))
+    messages: list[Annotated[int, Field(ge=1, le=MAX_SEQ)]] | None = Field(None, min_length=1)
+
+
+class PendingAnswer(BaseModel):
+    """A session's ``pending``: the memories the model returned for messages ``from`` to
+    ``to`` that are not all kept yet (``{"from", "to", "memories"}``, as
+    ``background.extraction`` writes it). A run of the session keeps them before it reads on,
+    so one that is not of this shape (or whose ``from``/``to`` the session contradicts) would
+    make every run of the session fail, or move its cursor past its messages."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    first: int = Field(alias="from", ge=1, le=MAX_SEQ)
+    to: int = Field(ge=1, le=MAX_SEQ)
+    memories: list[PendingMemory] = Field(max_length=PENDING_MEMORIES)
+
+
+def pending_problem(pending: str, read_seq: int, message_count: int) -> str | None:
+    """What is wrong with ``pending`` for a session whose extraction read ``read_seq`` of
+    ``message_count`` messages (None when nothing): not ``PendingAnswer``, ``from`` other than
+    ``read_seq + 1`` (the answer is of the messages after the cursor), ``to`` before ``from``
+    or after ``message_count``, an item's ``messages`` outside ``from`` to ``to``."""
+    try:
+        answer = PendingAnswer.model_validate_json(pending)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(part) for part in first["loc"])
+        problem = first["msg"].removeprefix("Value error, ")
+        return 'must be an extraction answer as exported, {"from", "to", "memories"}: ' + (
+            f"{where}: {problem}" if where else problem
+        )
+    if answer.first != read_seq + 1:
+        return f"from must be read_seq + 1 ({read_seq + 1}), the first message not read yet"
+    if not answer.first <= answer.to <= message_count:
+        return f"to must lie from {answer.first} (from) to {message_count} (message_count)"
+    for at, item in enumerate(answer.memories):
+        outside = [n for n in item.messages or () if not answer.first <= n <= answer.to]
+        if outside:
+            return f"memories.{at}.messages: {outside[0]} is outside from to to"
+    return None
+
+
+Problem = tuple[tuple[str | int, ...], str]
+"""A field's location in a body and what is wrong with it."""
+
+
+def invalid(title: str, problems: Sequence[Problem]) -> ValidationError:
+    """A ``ValidationError`` naming each field of ``problems`` (``(location, problem)``): what
+    a model's own check raises so that the answer's ``details`` name the field (a plain
+    ``ValueError`` would name the whole body)."""
+    return ValidationError.from_exception_data(
+        title,
+        [
+            InitErrorDetails(type=PydanticCustomError("inconsistent", problem), loc=loc, input=None)
+            for loc, problem in problems
+        ],
+    )
+
+
 class ImportedMessage(Model):
     """A message to import: an exported one (``ExportedMessage``), checked as an added one is."""
 
@@ -143,25 +258,61 @@ class SessionImport(Model):
 
     @model_validator(mode="after")
     def _consistent(self) -> SessionImport:
-        if not self.folded_seq <= self.read_seq <= self.message_count:
-            raise ValueError("needs folded_seq <= read_seq <= message_count")
-        if not self.created_at <= self.last_event_at < self.expires_at:
-            raise ValueError("needs created_at <= last_event_at < expires_at")
-        seqs = [m.seq for m in self.messages]
-        if len(set(seqs)) != len(seqs):
-            raise ValueError("two messages have the same seq")
-        outside = [s for s in seqs if not self.folded_seq < s <= self.message_count]
-        if outside:
-            raise ValueError(
-                f"message seq {outside[0]} is outside folded_seq + 1 to message_count "
-                f"({self.folded_seq + 1} to {self.message_count})"
-            )
-        if self.pending is not None:
-            try:
-                json.loads(self.pending)
-            except ValueError as exc:
-                raise ValueError("pending must be JSON (as exported)") from exc
+        problems = self.problems()
+        if problems:
+            raise invalid("SessionImport", problems)
         return self
+
+    def problems(self) -> list[Problem]:
+        """Each field that the rest of the session contradicts, with the problem: the cursors
+        (``folded_seq <= read_seq <= message_count``), the times (``created_at <=
+        last_event_at < expires_at``, a run within the session's life), the outcome of runs
+        (``failures`` with their ``last_error``), ``pending`` (``pending_problem``) and each
+        message's ``seq`` (once, after ``folded_seq`` and at most ``message_count``)."""
+        count, read = self.message_count, self.read_seq
+        problems: list[Problem] = []
+        if read > count:
+            problems.append((("read_seq",), f"must be at most message_count ({count})"))
+        if self.folded_seq > read:
+            problems.append((("folded_seq",), f"must be at most read_seq ({read}): no message "
+                             "is folded before extraction read it"))  # fmt: skip
+        if self.pending is not None:
+            problem = pending_problem(self.pending, read, count)
+            if problem is not None:
+                problems.append((("pending",), problem))
+        return problems + self._time_problems() + self._message_problems()
+
+    def _time_problems(self) -> list[Problem]:
+        problems: list[Problem] = []
+        if self.last_event_at < self.created_at:
+            problems.append((("last_event_at",), "must not be before created_at"))
+        if self.expires_at <= self.last_event_at:
+            problems.append((("expires_at",), "must be after last_event_at"))
+        if self.last_run_at is not None and not (
+            self.created_at <= self.last_run_at < self.expires_at
+        ):
+            problems.append((("last_run_at",), "must lie from created_at to before expires_at"))
+        if self.last_run_at is None and (self.failures or self.last_error is not None):
+            problems.append((("last_run_at",), "must be given with failures or last_error (a "
+                             "run records when it ended)"))  # fmt: skip
+        if self.failures and self.last_error is None:
+            problems.append((("last_error",), "must be given when failures is above 0 (a failed "
+                             "run records its error)"))  # fmt: skip
+        return problems
+
+    def _message_problems(self) -> list[Problem]:
+        low, high = self.folded_seq + 1, self.message_count
+        problems: list[Problem] = []
+        seen: dict[int, int] = {}
+        for at, message in enumerate(self.messages):
+            if message.seq in seen:
+                problem = f"messages.{seen[message.seq]} has this seq already"
+                problems.append((("messages", at, "seq"), problem))
+            elif not low <= message.seq <= high:
+                problem = f"must lie from folded_seq + 1 to message_count ({low} to {high})"
+                problems.append((("messages", at, "seq"), problem))
+            seen.setdefault(message.seq, at)
+        return problems
 
 
 class SessionImported(View):
@@ -206,19 +357,28 @@ class SessionTransfer:
         ids = sorted({str(member) for member, score in pairs if float(score) > now_ms})
         return SessionIdPage(session_ids=ids, next_cursor=str(after) if int(after) else None)
 
-    def export(self, session_id: str, after_seq: int, limit: int) -> SessionExport:
+    def export(
+        self, session_id: str, after_seq: int, limit: int, budget: int = DEFAULT_ANSWER_BUDGET
+    ) -> SessionExport:
         """The session's state and its messages after ``after_seq`` (at most ``limit``, oldest
-        first); ``SessionNotFound`` when it is not live."""
+        first, and no more than keep the answer within ``budget`` bytes as Lambda carries it:
+        ``answers.wire_bytes``; at least one), read in one step; ``SessionNotFound`` when it is
+        not live. A ``pending`` answer the session's cursor has passed (``pending_problem``:
+        extraction ignores it) is given as null, so that an export is always what an import
+        takes."""
         keys = self._keys.session(session_id)
         with database_errors():
-            flat, members = self._export(keys=keys.all(), args=[after_seq, limit])
+            flat, members, cut = self._export(keys=keys.all(), args=[after_seq, limit, budget])
         raw = dict(zip(flat[::2], flat[1::2], strict=True))
         meta = live_meta(session_id, raw, to_ms(self._clock.now()))
         if meta is None:
             raise SessionNotFound(session_id)
         messages = [ExportedMessage(**member_fields(str(m))) for m in members[:limit]]
-        more = len(members) > limit
-        return SessionExport(
+        more = len(members) > limit or bool(int(cut))
+        pending = meta.record.pending
+        if pending is not None and pending_problem(pending, meta.read_seq, meta.message_count):
+            pending = None
+        page = SessionExport(
             session_id=session_id,
             actor_id=meta.actor_id,
             summary=meta.summary,
@@ -231,9 +391,19 @@ class SessionTransfer:
             failures=meta.failures,
             last_error=meta.last_error,
             last_run_at=meta.last_run_at,
-            pending=meta.record.pending,
-            messages=messages,
-            next_after_seq=messages[-1].seq if more else None,
+            pending=pending,
+            messages=[],
+            next_after_seq=2**53,  # the widest cursor, while the page is measured
+        )
+        characters = sum(
+            len(m.content) + len(m.name or "") + MESSAGE_OVERHEAD_CHARS for m in messages
+        ) + sum(len(text or "") for text in (meta.summary, pending, meta.last_error, meta.actor_id))
+        if not surely_fits(characters + len(session_id), budget):
+            kept = items_that_fit(page, messages, budget)
+            more = more or kept < len(messages)
+            messages = messages[:kept]
+        return page.model_copy(
+            update={"messages": messages, "next_after_seq": messages[-1].seq if more else None}
         )
 
     def import_page(self, session_id: str, body: SessionImport) -> SessionImportOutcome:
@@ -318,3 +488,16 @@ def int_cursor(cursor: str | None) -> int:
             details=[{"field": "cursor", "problem": "give the next_cursor of the page before"}],
         )
     return int(cursor)
+
+
+def items_that_fit(base: BaseModel, items: Sequence[BaseModel], budget: int) -> int:
+    """How many of ``items``, from the first, the answer ``base`` (whose list of them is
+    empty) holds within ``budget`` bytes as ``answers.wire_bytes`` measures it; at least one.
+    Each item is measured once: JSON escaping is per character, so the answer's bytes are the
+    empty answer's, each item's without its quotes, and a comma between two."""
+    total = wire_bytes(base)
+    for count, item in enumerate(items):
+        total += wire_bytes(item) - 2 + (1 if count else 0)
+        if total > budget:
+            return max(count, 1)
+    return len(items)

@@ -75,6 +75,9 @@ class StoreSettings(Model):
     dedupe_threshold: DedupeThreshold = 0.92
     custom_types: CustomTypes = Field(default_factory=list)
     redact_pii: bool = True
+    # With redact_pii: whether a run of 13 to 19 digits without separators that passes the Luhn
+    # check is a card number (docs/redaction.md); grouped card numbers are redacted either way.
+    redact_card_digit_runs: bool = True
 
     @model_validator(mode="after")
     def _coherent(self) -> StoreSettings:
@@ -248,6 +251,7 @@ class StorePut(Model):
     dedupe_threshold: DedupeThreshold | None = None
     custom_types: CustomTypes | None = None
     redact_pii: bool | None = None
+    redact_card_digit_runs: bool | None = None
 
 
 class StoreConfig(StoreSettings, ProviderSettings):
@@ -309,6 +313,7 @@ class StoreView(View):
     dedupe_threshold: float
     custom_types: list[CustomType]
     redact_pii: bool
+    redact_card_digit_runs: bool
     created_at: datetime
     updated_at: datetime
     counts: StoreCounts | None = None
