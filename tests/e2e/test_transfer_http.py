@@ -24,7 +24,7 @@ from local.bootstrap import start_redis_cluster
 from local.launch import running_stack
 from tests.support.common import unique
 from tests.support.stack import Stack
-from tools import transfer
+from tools import transfer, transfer_export, transfer_file
 
 CLUSTER_KEY = "kvm_e2e_cluster_transfer_0123456789abcdefghijk"
 DIM = 4
@@ -233,9 +233,9 @@ def test_a_store_exported_while_written_to_imports_whole(
         for i in range(40):
             store.add_memory(f"filler {i}", f"user-{i % 4 + 1}", vector=_vector(50 + i))
     # small pages, so that the export takes many calls and the writers come between them
-    monkeypatch.setattr(transfer, "SESSION_PAGE", 5)
-    monkeypatch.setattr(transfer, "MEMORY_PAGE", 3)
-    monkeypatch.setattr(transfer, "ID_PAGE", 2)
+    monkeypatch.setattr(transfer_export, "SESSION_PAGE", 5)
+    monkeypatch.setattr(transfer_export, "MEMORY_PAGE", 3)
+    monkeypatch.setattr(transfer_export, "ID_PAGE", 2)
     path = tmp_path / "busy.jsonl"
     with _Writers(stack, name, sessions, facts) as writers:
         _, exported_sessions, exported_memories = _export(stack, name, path, monkeypatch)
@@ -246,7 +246,7 @@ def test_a_store_exported_while_written_to_imports_whole(
         assert seqs == list(range(session["folded_seq"] + 1, session["message_count"] + 1))
     status, out = _import(cluster_stack, name, path, monkeypatch, capsys)
     assert status == 0, out
-    assert transfer.check_export(path) == []
+    assert transfer_file.check_export(path) == []
     _, moved_sessions, moved_memories = _export(cluster_stack, name, tmp_path / "moved.jsonl",
                                                 monkeypatch)  # fmt: skip
     assert moved_sessions == exported_sessions
@@ -321,7 +321,7 @@ def test_a_cut_or_foreign_file_is_refused_and_nothing_is_created(
 ):
     name = unique("cut")
     cut = tmp_path / "cut.jsonl"
-    cut.write_text(json.dumps({"format": transfer.FORMAT, "version": 1, "settings": {}}) + "\n"
+    cut.write_text(json.dumps({"format": transfer_file.FORMAT, "version": 1, "settings": {}}) + "\n"
                    + json.dumps({"memory": {}}) + "\n")  # fmt: skip
     status, out = _import(cluster_stack, name, cut, monkeypatch, capsys)
     assert status == 1 and "has no end line: the export did not finish" in out
@@ -352,7 +352,7 @@ def test_a_cut_or_foreign_file_is_refused_and_nothing_is_created(
               "supersedes": None, "superseded_by": "mem_0123456789abcdef0124",
               "valid_until": day, "updated_at": day, "created_at": day}  # fmt: skip
     broken.write_text("\n".join(json.dumps(line) for line in (
-        {"format": transfer.FORMAT, "version": 1, "settings": {}},
+        {"format": transfer_file.FORMAT, "version": 1, "settings": {}},
         {"session": session}, {"memory": memory}, {"end": {"sessions": 1, "memories": 1}},
     )) + "\n")  # fmt: skip
     status, out = _import(cluster_stack, name, broken, monkeypatch, capsys)
@@ -372,7 +372,7 @@ def test_an_export_that_is_not_whole_is_not_called_done(stack, tmp_path, monkeyp
         client.put_store("local", name, dimensions=DIM)
         client.store("local", name).add_events("s", [{"role": "user", "content": "a"},
                                                      {"role": "user", "content": "b"}])  # fmt: skip
-        monkeypatch.setattr(transfer, "_one_moment", lambda pages: {
+        monkeypatch.setattr(transfer_export, "_one_moment", lambda pages: {
             **{k: v for k, v in pages[0].items() if k != "next_after_seq"},
             "message_count": 1})  # fmt: skip
         monkeypatch.setenv("KIVIDB_API_KEY", stack.api_key)

@@ -39,7 +39,7 @@ from agent_memory.stores.registry import Stores
 from tests.support.common import unique
 from tests.support.databases import database_client
 from tests.support.stores import sessions_of
-from tools import transfer
+from tools import transfer_export, transfer_file, transfer_import
 
 DIM = 4
 
@@ -151,13 +151,13 @@ def test_a_session_appended_to_and_folded_between_its_pages_is_exported_as_one_m
     assert [m["seq"] for p in pages for m in p["messages"]] == [1, 2, 3, 4, 7, 8, 9, 10, 11, 12,
                                                                  13, 14, 15]  # fmt: skip
     glued = {**pages[0], "messages": [m for p in pages for m in p["messages"]]}  # as before
-    assert transfer.session_problems(glued) == [
+    assert transfer_file.session_problems(glued) == [
         "its messages run from 1 to 15, outside folded_seq + 1 to message_count (1 to 10)"
     ]
     with pytest.raises(ValidationError, match="must lie from folded_seq \\+ 1 to message_count"):
         _session_body(glued, glued["messages"][-5:])
-    session = transfer._one_moment(pages)
-    assert session is not None and transfer.session_problems(session) == []
+    session = transfer_export._one_moment(pages)
+    assert session is not None and transfer_file.session_problems(session) == []
     assert (session["message_count"], session["read_seq"], session["folded_seq"]) == (15, 12, 6)
     assert session["summary"] == "m1 to m6"
     assert [m["content"] for m in session["messages"]] == [f"m{n}" for n in range(7, 16)]
@@ -166,7 +166,7 @@ def test_a_session_appended_to_and_folded_between_its_pages_is_exported_as_one_m
     assert {k: v for k, v in moved.items() if k != "next_after_seq"} == session
     # a session deleted and started again between its pages is read again, not mixed
     other = [{**pages[0]}, {**pages[-1], "created_at": "2030-01-01T00:00:00Z"}]
-    assert transfer._one_moment(other) is None
+    assert transfer_export._one_moment(other) is None
 
 
 def test_chains_read_across_supersedes_are_exported_whole_and_import(source, target):
@@ -190,19 +190,20 @@ def test_chains_read_across_supersedes_are_exported_whole_and_import(source, tar
         after[kept["city"]],  # read closed, its successor never read
         after[kept["job2"]],  # its predecessor never read (as when its time is up)
     ]
-    assert transfer.chain_problems({m["id"]: transfer._link_fields(m) for m in readings}) != []
+    links = {m["id"]: transfer_file._link_fields(m) for m in readings}
+    assert transfer_file.chain_problems(links) != []
     with pytest.raises(ValidationFailed) as refused:  # what the tool sent before
         target.memory_transfer.import_batch(_batch(readings))
     assert [d["field"] for d in refused.value.details] == [
         "memories.1.supersedes", "memories.2.superseded_by", "memories.3.supersedes",
     ]  # fmt: skip
     assert target.all_memories() == {}
-    with transfer._MemorySpool() as spool:
+    with transfer_export._MemorySpool() as spool:
         for memory in readings:
             spool.add(memory)
         spool.add(before[kept["diet"]])  # read twice: the last reading counts
         lines = list(spool.lines())
-    assert transfer.check_items(lines) == []
+    assert transfer_file.check_items(lines) == []
     written = {m["id"]: m for m in _lines_memories(lines)}
     assert written[kept["diet"]] == after[kept["diet"]]  # closed, as after the supersede
     # current, as before it (its updated_at as the supersede left it: the one before is gone)
@@ -234,16 +235,16 @@ def test_an_export_is_the_store_as_it_was_when_its_first_memory_page_was_read(so
     assert page.read_at is not None and [m.id for m in page.memories] == [first.id]
     for readings in ([after[first.id], after[third.id]],  # v2 missed by the scan
                      [after[first.id], after[second.id], after[third.id]]):  # fmt: skip
-        with transfer._MemorySpool() as spool:
+        with transfer_export._MemorySpool() as spool:
             spool.moment = page.read_at
             for memory in readings:
                 spool.add(memory)
             lines = list(spool.lines())
-        assert transfer.check_items(lines) == []
+        assert transfer_file.check_items(lines) == []
         (only,) = _lines_memories(lines)
         assert (only["id"], only["superseded_by"], only["valid_until"]) == (first.id, None, None)
     # without the moment, the missed version leaves two current pieces of one fact
-    with transfer._MemorySpool() as spool:
+    with transfer_export._MemorySpool() as spool:
         for memory in (after[first.id], after[third.id]):
             spool.add(memory)
         pieces = _lines_memories(list(spool.lines()))
@@ -251,7 +252,7 @@ def test_an_export_is_the_store_as_it_was_when_its_first_memory_page_was_read(so
 
 
 class _CoreStore:
-    """What ``tools.transfer._MemorySender`` calls of a ``StoreClient``, on a core store."""
+    """What ``tools.transfer_import._MemorySender`` calls of a ``StoreClient``, on a core store."""
 
     def __init__(self, side: Side) -> None:
         self.side = side
@@ -268,21 +269,21 @@ class _CoreStore:
 def test_a_chain_longer_than_a_batch_is_imported_whole_after_every_batch(
     source, target, tmp_path: Path, monkeypatch
 ):
-    monkeypatch.setattr(transfer, "MEMORY_BATCH", 3)
+    monkeypatch.setattr(transfer_import, "MEMORY_BATCH", 3)
     last = source.memories.add(MemoryIn(text="v0", actor_id="ann", vector=_vector(0))).memory.id
     for n in range(1, 8):
         last = source.memories.add(MemoryIn(text=f"v{n}", actor_id="ann", vector=_vector(n),
                                             supersedes=last)).memory.id  # fmt: skip
-    with transfer._MemorySpool() as spool:
+    with transfer_export._MemorySpool() as spool:
         for memory in source.all_memories().values():
             spool.add(memory)
         lines = list(spool.lines())
     chain = [m["id"] for m in _lines_memories(lines)]
     assert [m["text"] for m in _lines_memories(lines)] == [f"v{n}" for n in range(8)]
     store = _CoreStore(target)
-    progress = transfer.Progress(tmp_path / "f.jsonl", "core")
-    done = transfer.Imported()
-    sender = transfer._MemorySender(store, progress, done)  # type: ignore[arg-type]
+    progress = transfer_import.Progress(tmp_path / "f.jsonl", "core")
+    done = transfer_import.Imported()
+    sender = transfer_import._MemorySender(store, progress, done)  # type: ignore[arg-type]
     sender.add(list(enumerate(lines, start=1)))
     sender.flush()
     # three at most per batch; each but the last ends with one sent again at the next's start

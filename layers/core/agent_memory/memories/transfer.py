@@ -20,102 +20,53 @@ made, so that ``as_of`` never shows two versions of one fact as current.
 
 Keys: the same as the routes that write (``database/keys.py``); every script touches one slot: an
 actor's or the store's.
+
+This module holds ``MemoryTransfer`` and the import: each memory's checks, the store's import
+lock, the claim of the store-level entries and the writes. The export's paging is
+``memories.transfer_export`` (``MemoryExport``), the check of the links
+``memories.transfer_chains`` (``_Chains``).
 """
 
 from __future__ import annotations
 
 import base64
 import binascii
-import re
 import secrets
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Literal, cast
+from typing import Literal
 
 import numpy as np
 import redis
 from redis.typing import EncodableT
 
-from agent_memory.answers import DEFAULT_ANSWER_BUDGET, wire_bytes
-from agent_memory.clock import Clock, from_ms, to_ms
+from agent_memory.answers import DEFAULT_ANSWER_BUDGET
+from agent_memory.clock import Clock, to_ms
 from agent_memory.database.client import database_errors
 from agent_memory.database.keys import StoreKeys, actor_bucket, actor_tag, id_tag
 from agent_memory.database.partitions import expiries
-from agent_memory.database.scripts import (
-    FINISHES_WRITE,
-    READ_ONLY,
-    WRITES,
-    load_script,
-    scripts_in_pipeline,
-)
+from agent_memory.database.scripts import FINISHES_WRITE, WRITES, load_script, scripts_in_pipeline
 from agent_memory.errors import Conflict, ImportBusy, StoreNotFound, ValidationFailed, VectorInvalid
-from agent_memory.memories.models import MEMORY_ID_PATTERN
-from agent_memory.memories.records import (
-    MemoryRecord,
-    StoredSource,
-    StoredVersion,
-    decode_record,
-    encode_memory,
-    split_memory,
-)
+from agent_memory.memories.records import MemoryRecord, StoredSource, StoredVersion, encode_memory
 from agent_memory.memories.scripts import ACTOR_HELPERS, LOG_KEEP, REMOVE, UNINDEX, lua
 from agent_memory.memories.store_level import find_owners, unindex
+from agent_memory.memories.transfer_chains import _Chains
+from agent_memory.memories.transfer_export import MemoryExport
 from agent_memory.memories.transfer_models import (
-    MAX_CURSOR_CHARS,
     VECTOR_NORM_TOLERANCE,
-    ExportedMemory,
-    ExportedSource,
-    ExportedVersion,
     ImportedMemory,
     MemoryExportPage,
     MemoryImportBatch,
     MemoryImportResult,
 )
 from agent_memory.models import RESERVED_TYPES
-from agent_memory.sessions.transfer import int_cursor, items_that_fit
 from agent_memory.stores.models import (
     IMPORT_CLOCK_SKEW_SECONDS,
     MAX_MEMORY_TTL_SECONDS,
     StoreConfig,
 )
 from agent_memory.stores.registry import current_entry
-
-# --- memories ----------------------------------------------------------------------------------
-
-# KEYS: the actor's memories, vectors. ARGV: HSCAN cursor, count, now (ms). {next cursor, ids,
-# stored memories, vectors kept apart, links} of one HSCAN step, read in the same atomic step (the
-# vectors are those of records kept before vectors moved into them; false for the others). links
-# says, for each memory, which of its links name no live memory of the actor at this moment: 1
-# its supersedes (an older version whose time is up), 2 its superseded_by, 3 both (0: none).
-_EXPORT_MEMORIES = lua(
-    READ_ONLY,
-    ACTOR_HELPERS
-    + """
-local now = tonumber(ARGV[3])
-local function dead(id)
-  if id == nil or id == cjson.null then return false end
-  local raw = redis.call('HGET', KEYS[1], id)
-  if not raw then return true end
-  local expires = cjson.decode(record_json(raw))[$expires_at]
-  return not expires or tonumber(expires) <= now
-end
-local step = redis.call('HSCAN', KEYS[1], ARGV[1], 'COUNT', ARGV[2])
-local ids, records, vectors, links = {}, {}, {}, {}
-for i = 1, #step[2], 2 do
-  local doc = cjson.decode(record_json(step[2][i + 1]))
-  local flags = 0
-  if dead(doc[$supersedes]) then flags = flags + 1 end
-  if dead(doc[$superseded_by]) then flags = flags + 2 end
-  ids[#ids + 1] = step[2][i]
-  records[#records + 1] = step[2][i + 1]
-  vectors[#vectors + 1] = redis.call('HGET', KEYS[2], step[2][i]) or false
-  links[#links + 1] = flags
-end
-return {step[1], ids, records, vectors, links}
-""",
-)
 
 # KEYS: ActorKeys.all(). ARGV: log_keep, the actor's generation the batch was checked at ('' =
 # any), then id, stored memory (records.encode_memory) pairs. Keeps each (replacing what that id
@@ -204,38 +155,6 @@ return 0
 )
 
 
-@dataclass(frozen=True)
-class _ExportCursor:
-    """Where an export page starts: an actor ``bucket`` (None: the first) and an ``HSCAN``
-    ``step`` of its memories; ``resume`` (the step's next cursor, the last id given) when the
-    page before ended inside that step."""
-
-    step: int = 0
-    bucket: str | None = None
-    resume: tuple[int, str] | None = None
-
-    @classmethod
-    def parse(cls, cursor: str | None) -> _ExportCursor:
-        """The place ``cursor`` names; ``ValidationFailed`` for a cursor not given by
-        ``MemoryTransfer.export``."""
-        if cursor is None:
-            return cls()
-        head, sep, bucket = cursor.partition(":")
-        parts = head.split(".")
-        if (
-            not sep
-            or not bucket
-            or len(parts) not in (1, 3)
-            or (len(parts) == 3 and not re.fullmatch(MEMORY_ID_PATTERN, parts[2]))
-        ):
-            raise ValidationFailed(
-                "The cursor is not one this API gave.",
-                details=[{"field": "cursor", "problem": "give the next_cursor of a page"}],
-            )
-        resume = (int_cursor(parts[1]), parts[2]) if len(parts) == 3 else None
-        return cls(int_cursor(parts[0]), bucket, resume)
-
-
 class MemoryTransfer:
     """Export and import of one store's memories. Errors: ``ValidationFailed`` (and its
     ``VectorInvalid``), ``StoreNotFound``, ``DatabaseUnavailable``."""
@@ -248,7 +167,7 @@ class MemoryTransfer:
         self._store = store
         self._keys = store.keys()
         self._clock = clock
-        self._export = load_script(binary, _EXPORT_MEMORIES)
+        self._exporter = MemoryExport(client, binary, self._keys, clock)
         self._import = load_script(binary, _IMPORT_MEMORIES)
         self._remove = load_script(client, REMOVE)
         self._unindex = load_script(client, UNINDEX)
@@ -258,81 +177,11 @@ class MemoryTransfer:
     def export(
         self, cursor: str | None, limit: int, budget: int = DEFAULT_ANSWER_BUDGET
     ) -> MemoryExportPage:
-        """About ``limit`` live memories from ``cursor`` on (None for the first page), actor
-        buckets in order, no more than keep the answer within ``budget`` bytes as Lambda
-        carries it (``answers.wire_bytes``; at least one memory); ``ValidationFailed`` for a
-        cursor that is not one of ours. The page ends at a step of the actor's ``HSCAN``
-        (cursor ``<hscan cursor>:<bucket>``); when one step of a single hash bucket holds more
-        than fits, the page ends inside it (``<step>.<next step>.<last id>:<bucket>``: the step
-        is read again and the ids up to the last one given are left out, unless the hash was
-        resized meanwhile, when its next step differs: then it is given whole again, as a
-        memory may be on two pages). Each memory's links are as of the moment its step was
-        read: a link to a memory that is not live then (an older version whose time is up) is
-        given as null (``superseded_by`` with its ``valid_until``)."""
-        at = _ExportCursor.parse(cursor)
-        with database_errors():
-            buckets = sorted(str(b) for b in self._redis.smembers(self._keys.memory_actors))
-        if at.bucket is not None:
-            buckets = [b for b in buckets if b >= at.bucket]
-            if not buckets or buckets[0] != at.bucket:
-                at = _ExportCursor()  # that actor is gone: go on with the next one
-        now_ms = to_ms(self._clock.now())
-        read_at = from_ms(now_ms)
-        empty = MemoryExportPage(memories=[], next_cursor="-" * MAX_CURSOR_CHARS, read_at=read_at)
-        found: list[ExportedMemory] = []
-        used = wire_bytes(empty)
-        step, resume, single = at.step, at.resume, False
-        while buckets and len(found) < limit:
-            count = 1 if resume is not None or single else limit - len(found)
-            if found:  # no more than the sizes so far say fit, so that a step is seldom read twice
-                count = max(1, min(count, (budget - used) * len(found) // max(used, 1)))
-            after, items = self._step(buckets[0], step, count, now_ms)
-            if resume is not None:
-                if after == resume[0]:  # the same part of the hash: leave out what was given
-                    items = [m for m in items if m.id > resume[1]]
-                resume = None
-            size = sum(wire_bytes(m) - 1 for m in items)  # without its quotes, with a comma
-            if used + size > budget and (found or count > 1):
-                if found:
-                    break  # this step starts the next page
-                single = True  # read it again, one hash bucket at a time
-                continue
-            if used + size > budget:
-                # One hash bucket holds more than fits: as many as fit, in id order.
-                items.sort(key=lambda m: m.id)
-                kept = items_that_fit(empty, items, budget)
-                rest = f"{step}.{after}.{items[kept - 1].id}:{buckets[0]}"
-                return MemoryExportPage(memories=items[:kept], next_cursor=rest, read_at=read_at)
-            found += items
-            used += size
-            step, single = after, False
-            if step == 0:
-                buckets.pop(0)
-        next_cursor = f"{step}:{buckets[0]}" if buckets else None
-        return MemoryExportPage(memories=found, next_cursor=next_cursor, read_at=read_at)
-
-    def _step(
-        self, bucket: str, step: int, count: int, now_ms: int
-    ) -> tuple[int, list[ExportedMemory]]:
-        """One ``HSCAN`` step of the actor's memories from ``step``: the next step (0 at the
-        end) and its live memories, each link to a memory not live now given as null."""
-        actor = self._keys.actor(bucket)
-        with database_errors():
-            after, ids, records, vectors, links = self._export(
-                keys=[actor.memories, actor.vectors], args=[step, count, now_ms]
-            )
-        found = []
-        for memory_id, raw, apart, dead in zip(ids, records, vectors, links, strict=True):
-            record = decode_record(raw, memory_id.decode(), bucket)
-            blob = split_memory(raw)[1] or apart
-            if record.expires_at <= now_ms or not blob:
-                continue
-            if int(dead) & 1:
-                record = record.model_copy(update={"supersedes": None})
-            if int(dead) & 2:
-                record = record.model_copy(update={"superseded_by": None, "valid_until": None})
-            found.append(_exported_memory(record, cast(bytes, blob)))
-        return int(after), found
+        """About ``limit`` live memories from ``cursor`` on (None for the first page), within
+        ``budget`` bytes as Lambda carries it: ``MemoryExport.page``, which says how a page
+        ends and what its cursor holds; ``ValidationFailed`` for a cursor that is not one of
+        ours."""
+        return self._exporter.page(cursor, limit, budget)
 
     def import_batch(self, batch: MemoryImportBatch) -> MemoryImportResult:
         """Keep every memory of ``batch`` under its own id, times and links (replacing what
@@ -562,253 +411,6 @@ def _refuse(problems: list[dict[str, str]]) -> None:
     if problems:
         problems = sorted(problems, key=lambda p: int(p["field"].split(".")[1]))
         raise ValidationFailed("Some memories are not valid; see details.", details=problems)
-
-
-@dataclass(frozen=True)
-class _Link:
-    """A memory's place in its chain: what a link check reads of it, from the batch being
-    imported (``stored`` False) or from the store (True). Times in ms."""
-
-    id: str
-    bucket: str
-    supersedes: str | None
-    superseded_by: str | None
-    valid_from: int
-    valid_until: int | None
-    expires_at: int
-    stored: bool
-
-
-class _Chains:
-    """The supersede links of an import batch, checked against the batch and the store: the
-    chains they make must be ones the API could have made (``memories.writes``' supersede,
-    docs/design.md "Memories that change"). For each memory of the batch whose time is not up:
-
-    - ``superseded_by`` names a live memory of the same actor, of the batch or the store,
-      whose ``supersedes`` names it back and whose ``valid_from`` is its ``valid_until``;
-    - ``supersedes`` names a memory of the same actor, of the batch or the store (one whose
-      time is up too: an older version expires on its own), whose ``superseded_by`` names it
-      back and whose ``valid_until`` is its ``valid_from``;
-    - no memory of the store that the batch does not replace names it as well (that would
-      make two successors or two predecessors: a fork);
-    - following ``superseded_by`` never comes back to it (a cycle: only chains of
-      zero-length intervals, all at one time, could).
-
-    The batch stands in for the store where both hold an id. ``gens`` holds each actor's
-    generation read before its records: the import writes an actor's memories only if it is
-    still that (``_IMPORT_MEMORIES``), so a write racing the import is checked too."""
-
-    def __init__(
-        self, binary: redis.Redis, keys: StoreKeys, batch: MemoryImportBatch, now_ms: int
-    ) -> None:
-        self._binary = binary
-        self._keys = keys
-        self._now = now_ms
-        self._batch: dict[str, _Link] = {}
-        self._at: dict[str, int] = {}
-        for at, memory in enumerate(batch.memories):
-            if memory.id not in self._batch:
-                self._batch[memory.id] = _link_of(memory)
-                self._at[memory.id] = at
-        self._stored: dict[tuple[str, str], _Link | None] = {}
-        self.gens: dict[str, int] = {}
-
-    def problems(self) -> list[dict[str, str]]:
-        """Every problem of the batch's links, as ``details``."""
-        live = [link for link in self._batch.values() if link.expires_at > self._now]
-        self._load([(link.bucket, link.id) for link in live]
-                   + [(link.bucket, other) for link in live
-                      for other in (link.supersedes, link.superseded_by)
-                      if other is not None and other not in self._batch])  # fmt: skip
-        olds = [self._stored.get((link.bucket, link.id)) for link in live]
-        self._load([(old.bucket, other) for old in olds if old is not None
-                    for other in (old.supersedes, old.superseded_by)
-                    if other is not None and other not in self._batch])  # fmt: skip
-        found: list[dict[str, str]] = []
-        for link in live:
-            at = self._at[link.id]
-            for field, problem in (
-                self._successor(link) + self._predecessor(link) + self._forks(link)
-                + self._cycle(link)
-            ):  # fmt: skip
-                found.append({"field": f"memories.{at}.{field}", "problem": problem})
-        return found
-
-    def _load(self, wanted: Sequence[tuple[str, str]]) -> None:
-        """Read the stored records of ``wanted`` (``(bucket, id)``) not read yet, each
-        actor's generation first (one round trip)."""
-        wanted = list(dict.fromkeys(w for w in wanted if w not in self._stored))
-        if not wanted:
-            return
-        by_bucket: dict[str, list[str]] = {}
-        for bucket, memory_id in wanted:
-            by_bucket.setdefault(bucket, []).append(memory_id)
-        pipe = self._binary.pipeline(transaction=False)
-        unread = [b for b in by_bucket if b not in self.gens]
-        for bucket in unread:
-            pipe.hget(self._keys.actor(bucket).meta, "gen")
-        for bucket, ids in by_bucket.items():
-            pipe.hmget(self._keys.actor(bucket).memories, ids)
-        with database_errors():
-            replies = pipe.execute()
-        for bucket, gen in zip(unread, replies, strict=False):
-            self.gens[bucket] = int(gen or 0)
-        for (bucket, ids), raws in zip(by_bucket.items(), replies[len(unread) :], strict=True):
-            for memory_id, raw in zip(ids, raws, strict=True):
-                record = None if raw is None else decode_record(raw, memory_id, bucket)
-                self._stored[(bucket, memory_id)] = (
-                    None if record is None else _stored_link(record, bucket)
-                )
-
-    def _node(self, memory_id: str, bucket: str) -> _Link | None:
-        """The memory ``memory_id`` as the batch gives it, else as the actor ``bucket`` keeps
-        it (None when it does not)."""
-        if memory_id in self._batch:
-            return self._batch[memory_id]
-        self._load([(bucket, memory_id)])
-        return self._stored[(bucket, memory_id)]
-
-    def _successor(self, link: _Link) -> list[tuple[str, str]]:
-        if link.superseded_by is None:
-            return []
-        name = link.superseded_by
-        other = self._node(name, link.bucket)
-        if other is None or (other.stored and other.expires_at <= self._now):
-            problem = "names no live memory of this actor in this batch or this store: a "
-            return [("superseded_by", problem + "memory that was replaced needs its successor")]
-        if other.bucket != link.bucket:
-            return [("superseded_by", f"names {name}, another actor's memory: a chain is one "
-                     "actor's")]  # fmt: skip
-        if other.expires_at <= self._now:
-            return [("superseded_by", f"names {name}, whose time is up (its expires_at has "
-                     "passed): this memory would have no current version")]  # fmt: skip
-        if other.supersedes != link.id:
-            return [("superseded_by", f"names {name}, whose supersedes is "
-                     f"{other.supersedes or 'null'}, not this memory")]  # fmt: skip
-        if other.valid_from != link.valid_until:
-            return [("valid_until", f"must be the valid_from of {name}, the memory that "
-                     "replaced it")]  # fmt: skip
-        return []
-
-    def _predecessor(self, link: _Link) -> list[tuple[str, str]]:
-        if link.supersedes is None:
-            return []
-        name = link.supersedes
-        other = self._node(name, link.bucket)
-        if other is None:
-            return [("supersedes", "names no memory of this actor in this batch or this store")]
-        if other.bucket != link.bucket:
-            return [("supersedes", f"names {name}, another actor's memory: a chain is one "
-                     "actor's")]  # fmt: skip
-        if other.superseded_by != link.id:
-            return [("supersedes", f"names {name}, whose superseded_by is "
-                     f"{other.superseded_by or 'null'}, not this memory")]  # fmt: skip
-        if other.valid_until != link.valid_from:
-            return [("valid_from", f"must be the valid_until of {name}, the memory it "
-                     "replaced")]  # fmt: skip
-        return []
-
-    def _forks(self, link: _Link) -> list[tuple[str, str]]:
-        """A memory of the store that the batch leaves as it is and that names ``link``'s id
-        (its successor or predecessor as the store has it) while the batch names another."""
-        old = self._stored.get((link.bucket, link.id))
-        if old is None or old.expires_at <= self._now:
-            return []
-        found = []
-        if old.superseded_by not in (None, link.superseded_by):
-            other = self._node(str(old.superseded_by), link.bucket)
-            if (
-                other is not None
-                and other.expires_at > self._now
-                and (other.bucket == link.bucket and other.supersedes == link.id)
-            ):
-                found.append(("superseded_by", f"memory {other.id} of this store supersedes "
-                              "this one: a memory is replaced by one memory at most"))  # fmt: skip
-        if old.supersedes not in (None, link.supersedes):
-            other = self._node(str(old.supersedes), link.bucket)
-            if (
-                other is not None
-                and other.bucket == link.bucket
-                and (other.superseded_by == link.id)
-            ):
-                found.append(("supersedes", f"memory {other.id} of this store is replaced by "
-                              "this one: a memory replaces one memory at most"))  # fmt: skip
-        return found
-
-    def _cycle(self, link: _Link) -> list[tuple[str, str]]:
-        """Whether following ``superseded_by`` comes back to ``link``: with every successor's
-        ``valid_from`` its predecessor's ``valid_until``, only through intervals of no length
-        at ``link``'s one time, so the walk stops at the first other one."""
-        at = link.valid_from
-        if link.superseded_by is None or link.valid_until != at:
-            return []
-        seen, current = {link.id}, link
-        while current.superseded_by is not None:
-            after = self._node(current.superseded_by, link.bucket)
-            if after is None:
-                return []
-            if after.id == link.id:
-                return [("superseded_by", "makes a cycle: following superseded_by comes back "
-                         "to this memory")]  # fmt: skip
-            if after.id in seen or (after.valid_from, after.valid_until) != (at, at):
-                return []
-            seen.add(after.id)
-            current = after
-        return []
-
-
-def _link_of(memory: ImportedMemory) -> _Link:
-    return _Link(
-        id=memory.id,
-        bucket=actor_bucket(memory.actor_id),
-        supersedes=memory.supersedes,
-        superseded_by=memory.superseded_by,
-        valid_from=to_ms(memory.valid_from or memory.created_at),
-        valid_until=to_ms(memory.valid_until) if memory.valid_until is not None else None,
-        expires_at=to_ms(memory.expires_at),
-        stored=False,
-    )
-
-
-def _stored_link(record: MemoryRecord, bucket: str) -> _Link:
-    return _Link(
-        id=record.id,
-        bucket=bucket,
-        supersedes=record.supersedes,
-        superseded_by=record.superseded_by,
-        valid_from=record.valid_from or record.created_at,
-        valid_until=record.valid_until,
-        expires_at=record.expires_at,
-        stored=True,
-    )
-
-
-def _exported_memory(record: MemoryRecord, blob: bytes) -> ExportedMemory:
-    source = record.source
-    return ExportedMemory(
-        id=record.id,
-        text=record.text,
-        type=record.type,
-        actor_id=record.actor_id,
-        topics=record.topics,
-        metadata=record.metadata,
-        importance=record.importance,
-        confidence=record.confidence,
-        created_at=from_ms(record.created_at),
-        updated_at=from_ms(record.updated_at),
-        expires_at=from_ms(record.expires_at),
-        source=ExportedSource(**source.model_dump()) if source is not None else None,
-        versions=[
-            ExportedVersion(**{**v.model_dump(), "changed_at": from_ms(v.changed_at)})
-            for v in record.versions
-        ],
-        occurred_at=from_ms(record.occurred_at) if record.occurred_at is not None else None,
-        valid_from=from_ms(record.valid_from or record.created_at),
-        valid_until=from_ms(record.valid_until) if record.valid_until is not None else None,
-        supersedes=record.supersedes,
-        superseded_by=record.superseded_by,
-        vector=base64.b64encode(blob).decode("ascii"),
-    )
 
 
 def _record(memory: ImportedMemory) -> MemoryRecord:

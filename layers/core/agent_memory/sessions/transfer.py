@@ -14,7 +14,7 @@ the same ids, sequence numbers and times. Both are paged:
 
 Each page is one moment; a session written between its pages is whole as the last page's
 state with the messages of every page after its ``folded_seq`` and up to its
-``message_count`` (``tools/transfer.py`` assembles it so). An import checks every cursor,
+``message_count`` (``tools/transfer_export.py`` assembles it so). An import checks every cursor,
 sequence and time against the rest of the session, and ``pending`` against what background
 extraction writes (``PendingAnswer``): a session imported is one that extraction can go on
 with.
@@ -478,8 +478,8 @@ class SessionTransfer:
 
 
 def int_cursor(cursor: str | None) -> int:
-    """The number in a paging cursor this API gave (0 for none; ``memories.transfer`` uses it for
-    the HSCAN half of its cursors); ``ValidationFailed`` for any other text."""
+    """The number in a paging cursor this API gave (0 for none; ``memories.transfer_export`` uses
+    it for the HSCAN half of its cursors); ``ValidationFailed`` for any other text."""
     if cursor is None:
         return 0
     if not cursor.isdigit() or len(cursor) > 20:

@@ -1,0 +1,239 @@
+"""The import of ``python -m tools.transfer``: ``import_store`` checks a file and sends it to
+a store over the API, sessions in pages, memories in batches that keep each chain whole
+(``_MemorySender``), noting what is done in ``FILE.progress`` (``Progress``) so that a run that
+stopped goes on where it stopped.
+
+Apart from the export (``tools.transfer_export``) because the two share only the file
+(``tools.transfer_file``): the import orders and batches what the file holds for the import
+routes, and resumes, where the export pages and mends what the store gives.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from kividb_memory import MemoryClient, StoreClient
+from tools.transfer_file import TransferError, _chain, _lines, _shown, check_items
+
+IMPORT_PAGE = 200
+"""Messages per session import call (the route's limit)."""
+MEMORY_BATCH = 100
+"""Memories per import call (the route's limit)."""
+MEMORY_BATCH_BYTES = 700_000
+"""A batch is also cut before its JSON passes this size (the API takes bodies up to 1 MiB)."""
+
+
+class Progress:
+    """The lines of an export already imported into one target, kept in ``<file>.progress``
+    (JSON ``{"target", "lines_done"}``, written whole each time by a rename)."""
+
+    def __init__(self, source: Path, target: str) -> None:
+        self.path = source.with_name(source.name + ".progress")
+        self.target = target
+        self.done = 0
+        if self.path.exists():
+            try:
+                kept = json.loads(self.path.read_text())
+            except ValueError:
+                kept = {}
+            if kept.get("target") == target:
+                self.done = int(kept.get("lines_done", 0))
+
+    def save(self, done: int) -> None:
+        self.done = done
+        partial = self.path.with_name(self.path.name + ".tmp")
+        partial.write_text(json.dumps({"target": self.target, "lines_done": done}))
+        partial.replace(self.path)
+
+    def finish(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+@dataclass
+class Imported:
+    """What an import did: sessions and their messages written (``messages_added``: those the
+    target did not have), memories written and those left out because their time was up, and
+    the line it resumed after (0: from the start)."""
+
+    sessions: int = 0
+    messages_added: int = 0
+    memories: int = 0
+    expired: int = 0
+    resumed_after: int = 0
+    notes: list[str] = field(default_factory=list)
+
+
+def import_store(
+    client: MemoryClient, instance: str, name: str, source: Path, *, quiet: bool = False
+) -> Imported:
+    """Import the export ``source`` into store ``name`` of ``instance`` (created when missing;
+    its settings set to the export's). ``TransferError`` for a bad file (nothing is written
+    then), ``KiviDBError`` from the API."""
+    header, items, end = _lines(source)
+    if len(items) != end.get("sessions", -1) + end.get("memories", -2):
+        raise TransferError(f"{source} holds {len(items)} items, its end line says otherwise")
+    problems = check_items(items)
+    if problems:
+        raise TransferError(f"{source} is not whole, so nothing was imported: " + _shown(problems))
+    done = Imported()
+    for key, had in (header.get("had_keys") or {}).items():
+        if had:
+            done.notes.append(f"the source store had a {key}; give it again with PUT (it is "
+                              "never exported)")  # fmt: skip
+    client.put_store(instance, name, **header["settings"])
+    store = client.store(instance, name)
+    progress = Progress(source, f"{client.base_url} {instance} {name}")
+    done.resumed_after = progress.done
+    sender = _MemorySender(store, progress, done)
+    kinds = [_kind(line) for line in items]
+    with tqdm(total=len(items), initial=progress.done, unit="item", desc="import",
+              disable=quiet) as bar:  # fmt: skip
+        for unit in _units(_import_order(kinds), kinds, progress.done):
+            number, at = unit[0]
+            if kinds[at][0] is None:
+                sender.flush()
+                done.messages_added += _import_session(store, json.loads(items[at])["session"])
+                done.sessions += 1
+                progress.save(number)
+            else:
+                sender.add([(number, items[at]) for number, at in unit])
+            bar.update(len(unit))
+        sender.flush()
+    progress.finish()
+    return done
+
+
+Kind = tuple[str | None, str | None, str | None]
+"""What the import's order needs of an item: a memory's id, ``supersedes`` and
+``superseded_by`` (all None for a session)."""
+
+
+def _kind(line: str) -> Kind:
+    memory = json.loads(line).get("memory")
+    if memory is None:
+        return None, None, None
+    return memory["id"], memory.get("supersedes"), memory.get("superseded_by")
+
+
+def _import_order(kinds: list[Kind]) -> list[int]:
+    """The places of the items in the order they are imported: the file's, except that the
+    memories of a chain come together, oldest first, where its first one is (an export of
+    this tool writes them so already)."""
+    links = {i: (before, after) for i, before, after in kinds if i and (before or after)}
+    place = {memory_id: at for at, (memory_id, _, _) in enumerate(kinds) if memory_id}
+    order: list[int] = []
+    placed: set[str] = set()
+    for at, (memory_id, _, _) in enumerate(kinds):
+        if memory_id is None or memory_id not in links:
+            order.append(at)
+        elif memory_id not in placed:
+            chain = _chain(memory_id, links)
+            placed.update(chain)
+            order += [place[i] for i in chain]
+    return order
+
+
+def _units(order: list[int], kinds: list[Kind], done: int) -> Iterator[list[tuple[int, int]]]:
+    """The items after the first ``done`` of ``order``, each as ``(number, place)`` (its
+    number in the import's order, from 1), a session alone and a chain of memories together
+    (a memory that names the one before it in ``supersedes`` goes on its chain)."""
+    unit: list[tuple[int, int]] = []
+    previous: str | None = None
+    for number, at in enumerate(order, start=1):
+        if number <= done:
+            continue
+        memory_id, before, _ = kinds[at]
+        if unit and (memory_id is None or previous is None or before != previous):
+            yield unit
+            unit = []
+        unit.append((number, at))
+        previous = memory_id
+    if unit:
+        yield unit
+
+
+class _MemorySender:
+    """Memory import batches of at most ``MEMORY_BATCH`` memories and ``MEMORY_BATCH_BYTES``,
+    a chain never split across two unless it is longer than one: then it goes in segments, each
+    but the last ending with a memory sent as current and sent again, as it is, at the start of
+    the next, so that every chain in the target is whole after each batch. The progress is saved
+    after each batch (the item before a memory sent as current, which is sent again)."""
+
+    def __init__(self, store: StoreClient, progress: Progress, done: Imported) -> None:
+        self._store = store
+        self._progress = progress
+        self._done = done
+        self._batch: list[dict[str, Any]] = []
+        self._bytes = 0
+        self._end = 0
+
+    def add(self, chain: list[tuple[int, str]]) -> None:
+        """Send the memories of one chain (``(number, line)``, oldest first)."""
+        sizes = [len(line.encode("utf-8")) for _, line in chain]
+        if self._batch and (
+            len(self._batch) + len(chain) > MEMORY_BATCH
+            or self._bytes + sum(sizes) > MEMORY_BATCH_BYTES
+        ):
+            self.flush()
+        start = 0
+        while len(chain) - start > 1 and (
+            len(chain) - start > MEMORY_BATCH or sum(sizes[start:]) > MEMORY_BATCH_BYTES
+        ):
+            end, size = start, 0
+            while end - start < MEMORY_BATCH and size + sizes[end] <= MEMORY_BATCH_BYTES:
+                size += sizes[end]
+                end += 1
+            end = max(end, start + 2)  # at least one memory more than the one sent again
+            memories = [json.loads(line)["memory"] for _, line in chain[start:end]]
+            memories[-1] = {**memories[-1], "superseded_by": None, "valid_until": None}
+            self._send(memories, chain[end - 1][0] - 1, again=memories[-1]["id"])
+            start = end - 1
+        for (number, line), size in zip(chain[start:], sizes[start:], strict=True):
+            self._batch.append(json.loads(line)["memory"])
+            self._bytes += size
+            self._end = number
+
+    def flush(self) -> None:
+        """Send the batch gathered so far."""
+        if self._batch:
+            self._send(self._batch, self._end)
+            self._batch, self._bytes = [], 0
+
+    def _send(
+        self, memories: list[dict[str, Any]], done_through: int, again: str | None = None
+    ) -> None:
+        """Import ``memories`` and note the items done through ``done_through``; ``again``
+        is the id sent again with the next batch (counted then)."""
+        result = self._store.import_memories(memories)
+        self._done.memories += result.imported - (again is not None and again not in result.expired)
+        self._done.expired += len([i for i in result.expired if i != again])
+        self._progress.save(done_through)
+
+
+def _import_session(store: StoreClient, session: dict[str, Any]) -> int:
+    """Send one exported session in pages of at most ``IMPORT_PAGE`` messages and
+    ``MEMORY_BATCH_BYTES`` of JSON (the API takes bodies up to 1 MiB), each with the session's
+    state; returns how many messages the target did not have yet."""
+    messages = session.get("messages") or []
+    state = {k: v for k, v in session.items() if k not in ("messages", "session_id")}
+    room = MEMORY_BATCH_BYTES - len(json.dumps(state, ensure_ascii=False).encode("utf-8"))
+    pages: list[list[dict[str, Any]]] = [[]]
+    size = 0
+    for message in messages:
+        weight = len(json.dumps(message, ensure_ascii=False).encode("utf-8")) + 1
+        if pages[-1] and (len(pages[-1]) >= IMPORT_PAGE or size + weight > room):
+            pages.append([])
+            size = 0
+        pages[-1].append(message)
+        size += weight
+    added = 0
+    for page in pages:
+        body = {**state, "messages": page}
+        added += store.import_session(session["session_id"], body).messages_added
+    return added
