@@ -33,12 +33,13 @@ def _free_port() -> int:
     ("https://u:hun#ter2@api.example.com/", "https://***"),
     ("https://u:hun?ter2@api.example.com/", "https://***"),
     ("https://u:hun/ter2@api.example.com/", "https://***"),
+    ("https://user:@0000/@api.example.com/v1", "https://***"),
 ])  # fmt: skip
 def test_shown_urls(url, shown):
     assert shown_url(url) == shown
 
 
-@settings(max_examples=300)
+@settings(max_examples=1000)
 @given(SECRET, st.sampled_from(["user:{}@", "{}@", ":{}@"]), st.sampled_from(["", "?t={}"]))
 def test_no_secret_is_shown(secret, userinfo, query):
     url = f"https://{userinfo.format(secret)}api.example.com/v1{query.format(secret)}"

@@ -81,12 +81,10 @@ def shown_url(url: str) -> str:
     see one."""
     parts = urlsplit(url)
     rest = url.split("://", 1)[1] if "://" in url else url
-    if "@" in parts.netloc:
-        authority = "***@" + parts.netloc.rsplit("@", 1)[1]
-    elif "@" in rest:  # an '@' past the authority: maybe credentials cut short by '/', '?', '#'
+    if "@" in rest[len(parts.netloc) :]:
+        # An '@' past the authority: credentials that an unencoded '/', '?' or '#' cut short.
         return f"{parts.scheme or 'url'}://***"
-    else:
-        authority = parts.netloc
+    authority = "***@" + parts.netloc.rsplit("@", 1)[1] if "@" in parts.netloc else parts.netloc
     shown = f"{parts.scheme}://{authority}{parts.path}" if parts.scheme else authority + parts.path
     if parts.query:
         shown += "?***"
