@@ -34,6 +34,7 @@ function initialValues(store) {
     embed_provider: "none", embed_model: "", embed_base_url: "",
     dimensions: "1536",
     redact_pii: true,
+    redact_card_digit_runs: true,
     custom_types: [],
   };
   for (const [name, fallback] of SETTINGS) values[name] = String(fallback);
@@ -43,6 +44,7 @@ function initialValues(store) {
   values.dimensions = String(store.dimensions);
   for (const [name] of SETTINGS) values[name] = String(store[name]);
   values.redact_pii = store.redact_pii;
+  values.redact_card_digit_runs = store.redact_card_digit_runs;
   values.custom_types = store.custom_types.map((t) => ({ name: t.name, description: t.description }));
   values.name = store.name;
   return values;
@@ -67,6 +69,7 @@ function bodyOf(values, keys, store) {
     embed_base_url: values.embed_provider === "custom" ? text(values.embed_base_url) : null,
     dimensions: number(values.dimensions),
     redact_pii: values.redact_pii,
+    redact_card_digit_runs: values.redact_card_digit_runs,
     custom_types: values.custom_types.map((t) => ({ name: t.name.trim(), description: t.description.trim() })),
   };
   if (values.llm_provider === "none") wanted.llm_model = null;
@@ -83,6 +86,7 @@ function bodyOf(values, keys, store) {
     if (body.llm_provider === "none") delete body.llm_provider;
     if (body.embed_provider === "none") delete body.embed_provider;
     if (body.redact_pii === true) delete body.redact_pii;
+    if (body.redact_card_digit_runs === true) delete body.redact_card_digit_runs;
     if (body.custom_types && body.custom_types.length === 0) delete body.custom_types;
     if (body.dimensions === 1536) delete body.dimensions;
   }
@@ -233,6 +237,14 @@ export function StoreForm({ instance, store, onSaved }) {
         <label for="f-redact_pii">redact_pii</label>
         <span class="help" id="h-redact_pii">Replace emails, phone and card numbers, US social security numbers and IP addresses before keeping a memory. Default on.</span>
         <${FieldProblems} id="p-redact_pii" problems=${problems.redact_pii} />
+      </div>
+      <div class=${`field checkbox${problems.redact_card_digit_runs ? " invalid" : ""}`}>
+        <input type="checkbox" id="f-redact_card_digit_runs" name="redact_card_digit_runs"
+          checked=${values.redact_card_digit_runs} onChange=${set("redact_card_digit_runs")}
+          aria-describedby=${describedBy("redact_card_digit_runs", problems)} />
+        <label for="f-redact_card_digit_runs">redact_card_digit_runs</label>
+        <span class="help" id="h-redact_card_digit_runs">With redact_pii on, also treat a run of 13 to 19 digits that passes the Luhn check as a card number (off: only grouped card numbers). Default on.</span>
+        <${FieldProblems} id="p-redact_card_digit_runs" problems=${problems.redact_card_digit_runs} />
       </div>
     </fieldset>
     <fieldset>

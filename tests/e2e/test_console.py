@@ -446,6 +446,7 @@ def test_create_a_store_with_every_setting_and_the_apis_problems_beside_their_fi
     ):  # fmt: skip
         page.get_by_label(setting, exact=True).fill(value)
     page.get_by_label("redact_pii").uncheck()
+    page.get_by_label("redact_card_digit_runs").uncheck()
     page.get_by_role("button", name="Add a custom type").click()
     page.get_by_label("Type 1 name").fill("order_issue")
     page.get_by_label("Type 1 description").fill("A problem with an order")
@@ -466,12 +467,12 @@ def test_create_a_store_with_every_setting_and_the_apis_problems_beside_their_fi
     assert {k: stored[k] for k in (
         "llm_provider", "llm_model", "has_llm_api_key", "dimensions", "extraction_delay_seconds",
         "summarize_after", "keep_recent", "session_ttl_seconds", "memory_ttl_seconds",
-        "dedupe_threshold", "redact_pii", "custom_types",
+        "dedupe_threshold", "redact_pii", "redact_card_digit_runs", "custom_types",
     )} == {
         "llm_provider": "openai", "llm_model": "gpt-4o-mini", "has_llm_api_key": True,
         "dimensions": 8, "extraction_delay_seconds": 45, "summarize_after": 30, "keep_recent": 6,
         "session_ttl_seconds": 7200, "memory_ttl_seconds": 86400, "dedupe_threshold": 0.9,
-        "redact_pii": False,
+        "redact_pii": False, "redact_card_digit_runs": False,
         "custom_types": [{"name": "order_issue", "description": "A problem with an order"}],
     }  # fmt: skip
     assert "sk-test" not in page.content()  # write-only: shown as present, never echoed

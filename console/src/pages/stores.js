@@ -318,6 +318,7 @@ export function StorePage({ instance, store }) {
       <dl class="facts">
         ${SETTINGS.map(([name]) => html`<dt>${name}</dt><dd>${String(data[name])}</dd>`)}
         <dt>redact_pii</dt><dd>${data.redact_pii ? "on" : "off"}</dd>
+        <dt>redact_card_digit_runs</dt><dd>${data.redact_card_digit_runs ? "on" : "off"}</dd>
         <dt>custom_types</dt>
         <dd>${data.custom_types.length === 0
           ? html`<span class="muted">none</span>`
