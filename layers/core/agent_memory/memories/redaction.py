@@ -2,7 +2,8 @@
 
 ``redact(text)`` replaces every identifier it finds with a marker naming its kind and returns
 the new text with the number of replacements per kind. It is pure (no I/O, no global state
-besides regexes compiled at import) and runs on every memory write.
+besides regexes and tables built at import and a bounded cache of how characters read) and runs
+on every memory write.
 
 Kinds, markers and shapes (docs/redaction.md has the full rules and the limits):
 
@@ -23,10 +24,11 @@ Kinds, markers and shapes (docs/redaction.md has the full rules and the limits):
     card-shaped group of digits is kept; a number glued to surrounding text (a letter or digit
     next to it, or ``.``, ``,``, ``:``, ``/``, ``-`` followed by a digit) is kept.
 ``[card]``
-    13 to 19 digits, written in groups separated by single spaces or
-    single dashes (one separator kind throughout) with the layouts 4-4-4-N (N = 1..4),
-    4-4-4-4-N (N = 1..3), 4-6-4 (Diners) and 4-6-5 (Amex), passing the Luhn check of
-    ISO/IEC 7812-1. A Luhn-failing number stays as it is.
+    13 to 19 digits passing the Luhn check of ISO/IEC 7812-1, written as one run of digits
+    (``4111111111111111``; not with ``card_digit_runs=False``, the store setting
+    ``redact_card_digit_runs``) or in groups separated by single spaces or single dashes (one
+    separator kind throughout) with the layouts 4-4-4-N (N = 1..4), 4-4-4-4-N (N = 1..3),
+    4-6-4 (Diners) and 4-6-5 (Amex). A Luhn-failing number stays as it is.
 ``[ssn]``
     US social security number ``AAA-GG-SSSS`` (dashes, or single spaces, one kind throughout)
     that the SSA could have issued (https://www.ssa.gov/employer/randomization.html): area
@@ -43,7 +45,22 @@ Kinds, markers and shapes (docs/redaction.md has the full rules and the limits):
 
 How it works:
 
-* Every detector lists candidate spans in the original text. Where candidates overlap, the
+* The detectors read the text as it looks (``_View``): invisible characters (Unicode format
+  characters, category Cf, and the other default-ignorable ones: variation selectors, the
+  combining grapheme joiner, Hangul fillers) are dropped, every Unicode space (Zs) reads as a
+  space, the hyphen look-alikes (U+2010, U+2011, U+2012, U+2212, U+FE63, U+FF0D) as ``-``,
+  the other dashes (Pd: en and em dashes...) as ``-`` between two digits only, and every
+  character whose NFKC form is ASCII as that form (full-width ``\\uff20`` for ``@``,
+  ``\\uff14`` for ``4``, mathematical and circled digits, ligatures; superscripts and
+  subscripts excepted). So ``4111\\u200b1111\\u200b1111\\u200b1111``,
+  ``jane\\uff20example.com`` and ``123\\u201345\\u20136789`` are caught. The spans found are
+  mapped back to the original text, and what is replaced is the identifier's original
+  characters, invisible ones inside it included. Where an invisible character was dropped
+  between two ASCII characters that are not both digits, the text is read a second time with
+  such characters kept (as the boundaries they were before), and the candidates of both
+  readings compete: ``ip\\u200b10.0.0.1`` becomes ``ip\\u200b[ip]`` as before, not a glued
+  token.
+* Every detector lists candidate spans in the text as read. Where candidates overlap, the
   longest wins, then the kind priority email, ip, card, ssn, phone, then the leftmost; the
   kept spans are replaced from right to left, so no offset shifts. The whole identifier goes
   and nothing else: a span always starts and ends on the identifier's own boundaries, and a
@@ -56,14 +73,24 @@ How it works:
 * The passes repeat until nothing changes, so the result is a fixed point and
   ``redact(redact(x).text).text == redact(x).text``: a number left alone because it was glued
   to a neighbour (``+44 20 7946 0958-10.0.0.1``) is free once the neighbour is a marker.
-  Each changing pass removes at least one ASCII digit or ``@``, so this ends (in practice
-  after one pass, or two).
-* Text with no ASCII digit and no ``@`` is returned as it is without running any detector
-  (the fast path: about 10 microseconds for 2,000 characters). Otherwise 2,000 characters
-  with ten identifiers take about a millisecond (docs/redaction.md has the measurements).
-* Only ASCII digits count as digits; full-width and other non-ASCII digits are never part
-  of an identifier. Everything outside the replaced spans (CJK, emoji, accents, newlines) is
-  returned unchanged.
+  Each changing pass removes at least one character that reads as an ASCII digit or ``@``,
+  so this ends (in practice after one pass, or two).
+* Text that, as read, holds no ``@``, no four digits close together (each within four
+  characters of the next, no ASCII letter but ``x`` between) and no digit next to a colon
+  can hold no identifier; it is returned as it is without running any detector (the fast
+  path: tens of microseconds for 2,000 characters). Otherwise 2,000 characters with ten
+  identifiers take a few milliseconds (docs/redaction.md has the measurements).
+* Digits are ASCII digits as read: full-width and other digits whose NFKC form is an ASCII
+  digit count, other Unicode digits (Arabic-Indic...) never do. A phone number written with
+  any non-ASCII digit is kept. Everything outside the replaced spans (CJK, emoji, accents,
+  newlines) is returned unchanged.
+
+Where the code is: this module holds the public API, the entry point (``redact`` and the
+passes, overlaps and replacement it runs) and the detectors of emails, IP addresses, cards and
+SSNs. ``redaction_view`` holds the reading of the text as it looks (``_View``, look-alikes,
+invisible characters) with the character classes and the glue rule every detector shares;
+``redaction_phones`` holds the phone number detection (libphonenumber in windows, dates and
+times).
 """
 
 from __future__ import annotations
@@ -74,7 +101,9 @@ import re
 from dataclasses import dataclass
 
 import phonenumbers
-from phonenumbers import Leniency, PhoneNumberMatcher
+
+from agent_memory.memories.redaction_phones import _dates_and_times, _phones
+from agent_memory.memories.redaction_view import _ASCII_DIGIT, _ASCII_DIGITS, _glued, _View
 
 __all__ = ["KINDS", "MARKERS", "Redaction", "redact"]
 
@@ -95,40 +124,6 @@ class Redaction:
 
     text: str
     counts: dict[str, int]
-
-
-# --- shared character classes and the glue rule -------------------------------------------
-
-_ASCII_DIGITS = frozenset("0123456789")
-_ASCII_WORD = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
-_NUMBER_JOINERS = frozenset(".,:/-")
-
-_ASCII_DIGIT = re.compile(r"[0-9]")
-
-
-def _glued(text: str, start: int, end: int, *, plus_glues: bool = False) -> bool:
-    """Whether ``text[start:end]`` is part of a longer token, so replacing it would leave half
-    of something behind: an ASCII letter, digit or ``_`` right next to it; one of ``. , : / -``
-    next to it with a digit beyond (a decimal, a date, a range, a longer dotted or dashed
-    number); or ``-`` next to it with a letter beyond (``ORD-2291``). With ``plus_glues``, a
-    ``+`` right before it also counts (``+`` starts a phone number, not a card)."""
-    if start > 0:
-        before = text[start - 1]
-        if before in _ASCII_WORD or (plus_glues and before == "+"):
-            return True
-        if before in _NUMBER_JOINERS and start >= 2:
-            beyond = text[start - 2]
-            if beyond in _ASCII_DIGITS or (before == "-" and beyond in _ASCII_WORD):
-                return True
-    if end < len(text):
-        after = text[end]
-        if after in _ASCII_WORD:
-            return True
-        if after in _NUMBER_JOINERS and end + 1 < len(text):
-            beyond = text[end + 1]
-            if beyond in _ASCII_DIGITS or (after == "-" and beyond in _ASCII_WORD):
-                return True
-    return False
 
 
 # --- email -----------------------------------------------------------------------------------
@@ -273,12 +268,11 @@ def _luhn(digits: str) -> bool:
     return total % 10 == 0
 
 
-def _card_layout(lengths: list[int]) -> bool:
-    """Whether digit groups of these lengths are a card layout (see the module docstring)."""
+def _card_layout(lengths: list[int], digit_runs: bool) -> bool:
+    """Whether digit groups of these lengths are a card layout (see the module docstring); a
+    single group of 13 to 19 digits is one when ``digit_runs``."""
     if len(lengths) == 1:
-        # A digit run with no separator stays (the issue's rule for every kind): unseparated
-        # Luhn-passing runs are mostly ids and millisecond timestamps, not pasted cards.
-        return False
+        return digit_runs and 13 <= lengths[0] <= 19
     if lengths in ([4, 6, 4], [4, 6, 5]):
         return True
     if len(lengths) == 4 and lengths[:3] == [4, 4, 4]:
@@ -288,10 +282,13 @@ def _card_layout(lengths: list[int]) -> bool:
     return False
 
 
-def _cards(text: str) -> tuple[list[tuple[int, int, str]], list[tuple[int, int]]]:
+def _cards(
+    text: str, digit_runs: bool = True
+) -> tuple[list[tuple[int, int, str]], list[tuple[int, int]]]:
     """Card candidates (card-shaped windows passing Luhn) and every card-shaped window, Luhn
     or not: a phone candidate that touches one is dropped (a card's digits are never a phone,
-    and neither are a Luhn-failing card's)."""
+    and neither are a Luhn-failing card's). A single run of 13 to 19 digits is card-shaped
+    when ``digit_runs``."""
     cards: list[tuple[int, int, str]] = []
     shaped: list[tuple[int, int]] = []
     for run in _DIGIT_GROUPS.finditer(text):
@@ -318,7 +315,7 @@ def _cards(text: str) -> tuple[list[tuple[int, int, str]], list[tuple[int, int]]
                 if j < last and seps[j] != " ":
                     continue  # and never end before a dash
                 start, end = groups[i][0], groups[j][1]
-                if not _card_layout(lengths[i : j + 1]):
+                if not _card_layout(lengths[i : j + 1], digit_runs):
                     continue
                 if _glued(text, start, end, plus_glues=True):
                     continue
@@ -349,144 +346,36 @@ def _ssns(text: str) -> list[tuple[int, int, str]]:
     return found
 
 
-# --- phone numbers ---------------------------------------------------------------------------
-
-_DATE = re.compile(
-    r"""
-    (?P<first>[0-9](?<![0-9][0-9])(?<![0-9][-/.][0-9])[0-9]{0,3})     # not glued to a number
-    (?P<sep>[-/. ])(?P<second>[0-9]{1,2})(?P=sep)(?P<third>[0-9]{1,4})
-    (?![0-9]|[-/.][0-9])
-    """,
-    re.ASCII | re.VERBOSE,
-)
-
-_TIME = re.compile(
-    r"(?P<hour>[0-9](?<![0-9][0-9])(?<![0-9]:[0-9])[0-9]?)"
-    r":[0-5][0-9](?::[0-5][0-9](?:[.,][0-9]+)?)?(?![0-9])",
-    re.ASCII,
-)
-
-_DIGIT_RUN = re.compile(r"[0-9]+", re.ASCII)
-
-
-def _dates_and_times(text: str) -> list[tuple[int, int]]:
-    """Spans of plausible dates and times of day, which are never phone numbers."""
-    spans: list[tuple[int, int]] = []
-    for m in _DATE.finditer(text):
-        first, sep, second, third = m.group("first", "sep", "second", "third")
-        a, b = int(first), int(second)
-        if len(first) == 4 and sep != " " and len(third) <= 2:
-            ok = 1 <= b <= 12 and 1 <= int(third) <= 31  # year-month-day
-        elif len(first) <= 2 and len(third) in ((4,) if sep == " " else (2, 4)):
-            ok = a >= 1 and b >= 1 and ((a <= 31 and b <= 12) or (a <= 12 and b <= 31))
-        else:
-            ok = False
-        if ok:
-            spans.append((m.start(), m.end()))
-    for m in _TIME.finditer(text):
-        if int(m.group("hour")) <= 24:
-            spans.append((m.start(), m.end()))
-    return spans
-
-
-# Digit runs closer than this belong to one phone search window (``(415) 555-2671 ext. 123``).
-_PHONE_GAP = 16
-# Context given to libphonenumber on each side of a window (``+``, ``(``, ``tel:``, a letter).
-_PHONE_MARGIN = 8
-# libphonenumber's failed attempts per window (``max_tries``): 16, plus one per 32 characters.
-# Each costs 10 to 60 us; the cap keeps digit soup (``1/2/1/2/...``, long lists of numbers)
-# linear and cheap, at the price of missing a phone number buried deep inside such soup.
-_PHONE_TRIES = 16
-_PHONE_TRIES_PER_CHARS = 32
-
-
-def _phone_windows(text: str, skip: list[tuple[int, int]]) -> list[tuple[int, int]]:
-    """Where libphonenumber looks: clusters of digit runs (runs at most ``_PHONE_GAP`` apart)
-    with ``_PHONE_MARGIN`` characters of context on each side, never reaching into a ``skip``
-    span (sorted, non-empty) and never spanning one."""
-    windows: list[tuple[int, int]] = []
-    k = 0  # index of the first skip span that ends after the current run
-    lo = 0  # where the current window may start at the earliest (end of the last skip span)
-    cluster: tuple[int, int] | None = None
-    for run in _DIGIT_RUN.finditer(text):
-        rs, re_ = run.span()
-        crossed = False
-        while k < len(skip) and skip[k][1] <= rs:
-            lo = max(lo, skip[k][1])
-            k += 1
-            crossed = True
-        if k < len(skip) and skip[k][0] < re_:
-            continue  # the run lies (at least partly) in a skipped span
-        if cluster is not None and (crossed or rs - cluster[1] > _PHONE_GAP):
-            windows.append(cluster)
-            cluster = None
-        first = max(lo, rs - _PHONE_MARGIN) if cluster is None else cluster[0]
-        hi = skip[k][0] if k < len(skip) else len(text)
-        cluster = (first, min(hi, re_ + _PHONE_MARGIN))
-    if cluster is not None:
-        windows.append(cluster)
-    merged: list[tuple[int, int]] = []
-    for ws, we in windows:
-        if merged and ws <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(we, merged[-1][1]))
-        else:
-            merged.append((ws, we))
-    return merged
-
-
-def _phones(
-    text: str, region: str | None, skip: list[tuple[int, int]]
-) -> list[tuple[int, int, str]]:
-    """Phone candidates. libphonenumber runs only on windows around clusters of digit runs,
-    which is what makes it affordable on every write, and those windows stay out of the
-    ``skip`` spans: dates, times, card-shaped digit groups and the candidates of every other
-    kind. A phone number therefore never overlaps another kind's candidate (the other kind
-    wins), and the matcher spends no time on dates or IP addresses."""
-    found: list[tuple[int, int, str]] = []
-    for ws, we in _phone_windows(text, sorted(skip)):
-        tries = _PHONE_TRIES + (we - ws) // _PHONE_TRIES_PER_CHARS
-        for m in PhoneNumberMatcher(text[ws:we], region, leniency=Leniency.VALID, max_tries=tries):
-            raw = m.raw_string.strip()  # libphonenumber may keep a leading space
-            start = ws + m.start + len(m.raw_string) - len(m.raw_string.lstrip())
-            end = start + len(raw)
-            if any(c.isdigit() and c not in _ASCII_DIGITS for c in raw):
-                continue  # full-width or other non-ASCII digits are not identifiers here
-            if not raw.startswith("+"):
-                # The digit-run rule: the number's digits (extension aside) must not be one run.
-                first_run = _DIGIT_RUN.search(raw)
-                extension = len(m.number.extension or "")
-                number_digits = sum(c in _ASCII_DIGITS for c in raw) - extension
-                if first_run is None or len(first_run.group()) >= number_digits:
-                    continue
-            if _glued(text, start, end):
-                continue
-            found.append((start, end, "phone"))
-    return found
-
-
 # --- the entry point -------------------------------------------------------------------------
 
 
-def redact(text: str, *, default_region: str | None = "US") -> Redaction:
+def redact(
+    text: str, *, default_region: str | None = "US", card_digit_runs: bool = True
+) -> Redaction:
     """Replace the emails, phone numbers, payment card numbers, US social security numbers and
     IP addresses in ``text`` with ``[email]``, ``[phone]``, ``[card]``, ``[ssn]`` and ``[ip]``.
 
     ``default_region`` (an ISO 3166-1 alpha-2 code that libphonenumber knows, e.g. ``"US"``,
     ``"GB"``) is the region of phone numbers written without ``+`` and a country code; with
     ``None`` only international numbers (``+44 20 7946 0958``) are phone numbers. An unknown
-    region raises ``ValueError``.
+    region raises ``ValueError``. ``card_digit_runs`` (a store's ``redact_card_digit_runs``)
+    says whether a run of 13 to 19 digits without separators that passes the Luhn check is a
+    card number; with ``False`` only grouped card numbers (``4111 1111 1111 1111``) are.
 
     Shapes and sources: see the module docstring (Luhn: ISO/IEC 7812-1; SSN rules: SSA,
     https://www.ssa.gov/employer/randomization.html; phone numbers: Google libphonenumber;
     IPv6 text forms: RFC 4291 section 2.2 and RFC 5952).
 
-    Candidates are found in the original text first: emails, IP addresses, cards and SSNs,
-    then phone numbers outside their spans and outside dates and times. Where candidates
-    overlap the longest wins, then the kind priority email, ip, card, ssn, phone; the kept
-    spans are replaced from right to left. This repeats until the text no longer changes, so
+    The text is read as it looks (invisible characters dropped, look-alikes read as their
+    ASCII forms; see the module docstring). Candidates are found in that reading first:
+    emails, IP addresses, cards and SSNs, then phone numbers outside their spans and outside
+    dates and times. They are mapped back to the original text; where candidates overlap the
+    longest wins, then the kind priority email, ip, card, ssn, phone; the kept spans are
+    replaced from right to left. This repeats until the text no longer changes, so
     ``redact(redact(x).text).text == redact(x).text``, and the counts add up over the passes.
-    Everything outside the replaced spans, Unicode included, is returned unchanged; text with
-    no ASCII digit and no ``@`` is returned at once.
+    Everything outside the replaced spans, Unicode included, is returned unchanged; text that
+    can hold no identifier (no ``@``, no four digits close together, no digit next to a
+    colon) is returned at once.
     """
     if default_region is not None and default_region not in phonenumbers.SUPPORTED_REGIONS:
         raise ValueError(f"unknown phone region {default_region!r}")
@@ -494,29 +383,39 @@ def redact(text: str, *, default_region: str | None = "US") -> Redaction:
     # Until nothing changes: a number left alone because it was glued to a neighbour (the
     # ``-`` of ``+44 20 7946 0958-10.0.0.1``) is free once the neighbour is a marker, and the
     # result must be a fixed point. Every pass that changes the text removes at least one
-    # ASCII digit or ``@`` (every identifier holds one, no marker does), so this ends.
+    # character that reads as an ASCII digit or ``@`` (every identifier holds one, no marker
+    # does), so this ends.
     while True:
-        spans = _find(text, default_region)
+        spans = _find(text, default_region, card_digit_runs)
         if not spans:
             return Redaction(text, {k: n for k, n in counts.items() if n})
         text = _replace(text, spans, counts)
 
 
-def _find(text: str, region: str | None) -> list[tuple[int, int, str]]:
-    """The spans to replace: every candidate, overlaps resolved (see ``redact``)."""
-    has_at = "@" in text
-    has_digit = _ASCII_DIGIT.search(text) is not None
-    if not has_at and not has_digit:
-        return []  # the fast path: no identifier holds neither an ASCII digit nor an '@'
+# Text that can hold an identifier other than an email: four digits, each within four
+# characters of the next with no ASCII letter but 'x' between (every card, SSN and IPv4
+# address, and every phone number: libphonenumber's numbers have four digits or more, in blocks
+# separated by at most four of its punctuation characters, 'x' among them), or a digit next
+# to a colon (every IPv6 address with a digit, which the IPv6 rule requires).
+_DIGIT_CLUES = re.compile(
+    r"[0-9](?:[^0-9A-WYZa-wyz]{0,4}[0-9]){3}|[0-9][0-9A-Fa-f]*:|:[0-9A-Fa-f]*[0-9]", re.ASCII
+)
 
-    candidates: list[tuple[int, int, str]] = _emails(text) if has_at else []
-    if has_digit:
-        cards, shaped = _cards(text)
-        candidates += _ips(text)
-        candidates += cards
-        candidates += _ssns(text)
-        skip = [(s, e) for s, e, _ in candidates] + _dates_and_times(text) + shaped
-        candidates += _phones(text, region, skip)
+
+def _find(text: str, region: str | None, card_digit_runs: bool) -> list[tuple[int, int, str]]:
+    """The spans of ``text`` to replace: every candidate, overlaps resolved (see ``redact``).
+
+    The detectors run on the text as it looks (``_View``). Where that dropped an invisible
+    character between two ASCII characters that are not both digits, they also run on the
+    reading that keeps such characters, in which they are boundaries as they were before
+    look-alikes were read: ``ip\\u200b10.0.0.1`` reads as the glued token ``ip10.0.0.1`` in the
+    first reading and holds the address ``10.0.0.1`` in the second. The candidates of both
+    compete. (Between two digits an invisible character never splits a number.)"""
+    view = _View(text)
+    candidates = _original_spans(text, view, _candidates(view.text, region, card_digit_runs))
+    if view.joined:
+        kept = _View(text, keep_invisible=True)
+        candidates += _original_spans(text, kept, _candidates(kept.text, region, card_digit_runs))
     if len(candidates) < 2:
         return candidates
 
@@ -526,7 +425,7 @@ def _find(text: str, region: str | None) -> list[tuple[int, int, str]]:
     candidates.sort(key=lambda c: (c[0] - c[1], _PRIORITY[c[2]], c[0]))
     starts: list[int] = []
     ends: list[int] = []
-    kept: list[tuple[int, int, str]] = []
+    kept_spans: list[tuple[int, int, str]] = []
     for cand in candidates:
         start, end, _ = cand
         i = bisect.bisect_right(starts, start)
@@ -534,8 +433,40 @@ def _find(text: str, region: str | None) -> list[tuple[int, int, str]]:
             continue
         starts.insert(i, start)
         ends.insert(i, end)
-        kept.append(cand)
-    return kept
+        kept_spans.append(cand)
+    return kept_spans
+
+
+def _candidates(text: str, region: str | None, card_digit_runs: bool) -> list[tuple[int, int, str]]:
+    """Every candidate in ``text`` (a reading), overlapping ones included."""
+    has_at = "@" in text
+    has_digits = _ASCII_DIGIT.search(text) is not None and _DIGIT_CLUES.search(text) is not None
+    if not has_at and not has_digits:
+        return []  # the fast path: no '@' and no digits that an identifier could be made of
+
+    candidates: list[tuple[int, int, str]] = _emails(text) if has_at else []
+    if has_digits:
+        cards, shaped = _cards(text, card_digit_runs)
+        candidates += _ips(text)
+        candidates += cards
+        candidates += _ssns(text)
+        skip = [(s, e) for s, e, _ in candidates] + _dates_and_times(text) + shaped
+        candidates += _phones(text, region, skip)
+    return candidates
+
+
+def _original_spans(
+    text: str, view: _View, candidates: list[tuple[int, int, str]]
+) -> list[tuple[int, int, str]]:
+    """The candidates of a reading as spans of the original ``text``. A phone number written
+    with a non-ASCII digit (full-width, say) is dropped here: only its reading is ASCII."""
+    spans = []
+    for start, end, kind in candidates:
+        start, end = view.span(start, end)
+        if kind == "phone" and any(c.isdigit() and not c.isascii() for c in text[start:end]):
+            continue
+        spans.append((start, end, kind))
+    return spans
 
 
 def _replace(text: str, spans: list[tuple[int, int, str]], counts: dict[str, int]) -> str:

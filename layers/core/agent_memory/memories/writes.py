@@ -217,7 +217,7 @@ class MemoryWriter:
         store's ``redact_pii`` is on) and the replacements made, by kind."""
         if not self._store.redact_pii:
             return body.text, body.topics, {}
-        redaction = redact(body.text)
+        redaction = redact(body.text, card_digit_runs=self._store.redact_card_digit_runs)
         counts = dict(redaction.counts)
         return redaction.text, self._redact_topics(body.topics, counts), counts
 
@@ -444,7 +444,7 @@ class MemoryWriter:
             return topics
         redacted = []
         for topic in topics:
-            found = redact(topic)
+            found = redact(topic, card_digit_runs=self._store.redact_card_digit_runs)
             redacted.append(found.text[:MAX_TOPIC_CHARS])
             if counts is not None:
                 for kind, n in found.counts.items():
@@ -484,7 +484,11 @@ class MemoryWriter:
             self._reader.check_type(change.type or "")
         new_text = None
         if change.text is not None:
-            new_text = redact(change.text).text if self._store.redact_pii else change.text
+            new_text = (
+                redact(change.text, card_digit_runs=self._store.redact_card_digit_runs).text
+                if self._store.redact_pii
+                else change.text
+            )
         if given.get("topics") is not None and self._store.redact_pii:
             given["topics"] = self._redact_topics(given["topics"], None)
         editable = ("type", "topics", "metadata", "importance")
