@@ -29,8 +29,15 @@ import httpx
 import pytest
 from redis.crc import key_slot
 
-from bench.traffic import CLIENT_TIMEOUT, Agent, Check, Ledger, check_exactly_once, statuses
-from bench.traffic import httpx_transport as transport
+from bench.traffic import (
+    CLIENT_TIMEOUT,
+    Agent,
+    Check,
+    Ledger,
+    check_exactly_once,
+    httpx_transport as transport,
+    statuses,
+)
 from kividb_memory import MemoryClient
 from local.bootstrap import Cluster, start_redis_cluster, wait_for_cluster
 from local.launch import running_stack

@@ -11,8 +11,7 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 from cryptography.fernet import Fernet
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from agent_memory.clock import SystemClock, to_ms
 from agent_memory.errors import ValidationFailed

@@ -3,8 +3,7 @@
 import random
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
+from hypothesis import HealthCheck, given, settings, strategies as st
 
 from agent_memory.database import partitions as partitioned
 from agent_memory.database.partitions import merged_window

@@ -7,8 +7,7 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime, timedelta
 
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from agent_memory.answers import (
     LAMBDA_PAYLOAD_LIMIT,

@@ -19,8 +19,13 @@ import pydantic
 import pytest
 
 import kividb_memory
-from kividb_memory import AsyncMemoryClient, AsyncStoreClient, MemoryClient, StoreClient
-from kividb_memory import models as client_models
+from kividb_memory import (
+    AsyncMemoryClient,
+    AsyncStoreClient,
+    MemoryClient,
+    StoreClient,
+    models as client_models,
+)
 from tests.support.common import ROOT
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)

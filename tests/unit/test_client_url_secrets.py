@@ -8,8 +8,7 @@ import socket
 import string
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from kividb_memory import ApiConnectionError, MemoryClient
 from kividb_memory._http import shown_url

@@ -10,8 +10,7 @@ import socket
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from pydantic import ValidationError
 
 from agent_memory.errors import EndpointRefused, ProviderUnavailable, ValidationFailed

@@ -4,8 +4,7 @@ import itertools
 import re
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from pydantic import TypeAdapter, ValidationError
 
 from agent_memory.database.keys import MEMORY_PARTITIONS, PREFIX, ControlKeys, StoreKeys

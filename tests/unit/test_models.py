@@ -3,8 +3,7 @@
 from datetime import UTC, datetime
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 from pydantic import ValidationError
 
 from agent_memory.memories.models import MemoryIn, RecallRequest

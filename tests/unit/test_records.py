@@ -5,8 +5,7 @@ import re
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from agent_memory.database.keys import NO_ACTOR
 from agent_memory.database.scripts import WRITES

@@ -14,8 +14,7 @@ import unicodedata
 
 import phonenumbers
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 from phonenumbers import Leniency, PhoneNumberMatcher
 
 import agent_memory.memories.redaction as redaction_module

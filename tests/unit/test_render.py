@@ -11,8 +11,7 @@ import unicodedata
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from agent_memory.background.prompts import KNOWN_HEADING, extraction_prompt, summary_prompt
 from agent_memory.memories.models import MemoryView

@@ -6,8 +6,7 @@ import re
 import numpy as np
 import pytest
 
-from agent_memory.search import quantize as quantize
-from agent_memory.search import tokenizer as tokenizer
+from agent_memory.search import quantize as quantize, tokenizer as tokenizer
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.english import STOP_WORDS, stem
 from agent_memory.search.fusion import Hit, fuse

@@ -8,8 +8,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from agent_memory.clock import from_ms
 from agent_memory.database.scripts import WRITES

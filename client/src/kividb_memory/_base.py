@@ -11,8 +11,7 @@ from typing import Any, TypeVar
 import httpx
 import pydantic
 
-from kividb_memory import _http
-from kividb_memory import models as m
+from kividb_memory import _http, models as m
 
 T = TypeVar("T", bound=pydantic.BaseModel)
 

@@ -31,12 +31,9 @@ from typing import Any, overload
 
 import httpx
 
-from kividb_memory import _http
-from kividb_memory import models as m
+from kividb_memory import _http, models as m
 from kividb_memory._base import (
     UNSET as UNSET,  # re-exported: update_memory's default, kividb_memory.client.UNSET
-)
-from kividb_memory._base import (
     T,
     When,
     _Base,

@@ -304,7 +304,6 @@ class SessionWork:
                 logger.warning("a background run could not release its session's lock")
 
 
-
 def _persist(step: Callable[[], object], until: float) -> bool:
     """Run ``step`` (a write of the run's outcome), again after a wait while it raises
     ``DatabaseUnavailable``, until ``until`` (``time.monotonic``); whether it was done.

@@ -7,8 +7,7 @@ from datetime import datetime
 from typing import Any
 
 import jiter
-from pydantic import TypeAdapter
-from pydantic import ValidationError as PydanticValidationError
+from pydantic import TypeAdapter, ValidationError as PydanticValidationError
 
 from agent_memory.clock import to_ms
 from agent_memory.errors import ValidationFailed
