@@ -16,6 +16,7 @@ import time
 from datetime import timedelta
 
 import pytest
+from redis.cluster import RedisCluster
 
 from agent_memory.background.triggers import request_extraction
 from agent_memory.memories.models import MemoryIn, SearchRequest
@@ -24,7 +25,7 @@ from agent_memory.sessions.records import EXTRACTION_MAX_FAILURES
 from agent_memory.stores.models import StorePut
 from tests.support.background import DIMS, World
 from tests.support.common import unique
-from tests.support.databases import database_client
+from tests.support.databases import ON_CLUSTER, database_client
 from tests.support.embeddings import FakeProvider, serving
 from tests.support.model_servers import ScriptedChatServer
 from tests.support.stores import sessions_of
@@ -549,6 +550,14 @@ def test_a_lone_surrogate_in_the_model_answer_does_not_fail_the_run(make_world):
     assert world.meta("s").extraction.last_error is None
 
 
+def _on_every_node(client, *command):
+    """``command`` on the server, or on every node of a cluster."""
+    if ON_CLUSTER:
+        client.execute_command(*command, target_nodes=RedisCluster.ALL_NODES)
+    else:
+        client.execute_command(*command)
+
+
 class _PausingModel:
     """The store's model, but the database stops taking writes for ``seconds`` right after
     it answers (``CLIENT PAUSE ... WRITE``): a stall in the middle of a run."""
@@ -561,7 +570,7 @@ class _PausingModel:
 
     def complete_json(self, *args, **kwargs):
         answer = self._model.complete_json(*args, **kwargs)
-        self._admin.execute_command("CLIENT", "PAUSE", int(self._seconds * 1000), "WRITE")
+        _on_every_node(self._admin, "CLIENT", "PAUSE", int(self._seconds * 1000), "WRITE")
         return answer
 
 
@@ -590,5 +599,5 @@ def test_a_run_cut_by_a_database_stall_records_its_error_and_releases_its_lock(
         world.clock.moment = status.due_at + timedelta(seconds=1)
         assert world.run("s").outcome == "done" and world.texts() == ["Alice loves green tea"]
     finally:
-        client.execute_command("CLIENT", "UNPAUSE")
+        _on_every_node(client, "CLIENT", "UNPAUSE")
         world.close()
