@@ -230,7 +230,10 @@ def test_an_unknown_query_parameter_is_422_and_a_write_with_one_changes_nothing(
     response = api.get(f"{store}/sessions/s?recnt=5")
     assert response.status_code == 422
     assert response.json()["details"] == [
-        {"field": "query.recnt", "problem": "is not a parameter of this route; it takes recent"}
+        {
+            "field": "query.recnt",
+            "problem": "is not a parameter of this route; it takes before_seq, recent",
+        }
     ]
     response = api.post(f"{store}/sessions/t/events?actor=u", json={"events": [EVENT]})
     assert response.status_code == 422
