@@ -614,3 +614,13 @@ def test_memory_export_pages_are_cut_to_the_answer_budget_and_miss_nothing(sourc
             assert inside, "some hash bucket held two memories: a page ended inside its step"
     with pytest.raises(ValidationFailed):
         source.memory_transfer.export("0.1.mem_x:ann", 10)
+
+
+def test_a_memory_written_after_an_export_page_was_read_is_newer_than_its_read_at(source):
+    """Times are kept to the millisecond: a write just after a page was read (on the same clock)
+    is stamped after the page's read_at, never equal to it, so it can never pass for one the
+    page saw. Many tries, as the two land in one millisecond only some of the time."""
+    for i in range(200):
+        page = source.memory_transfer.export(None, 1)
+        added = source.memories.add(MemoryIn(text=f"n{i}", actor_id="bo", vector=_vector(i)))
+        assert page.read_at is not None and added.memory.created_at > page.read_at

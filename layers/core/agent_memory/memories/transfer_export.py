@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import re
+import time
 from dataclasses import dataclass
 from typing import cast
 
@@ -140,6 +141,7 @@ class MemoryExport:
                 at = _ExportCursor()  # that actor is gone: go on with the next one
         now_ms = to_ms(self._clock.now())
         read_at = from_ms(now_ms)
+        _let_its_millisecond_pass(self._clock, now_ms)
         empty = MemoryExportPage(memories=[], next_cursor="-" * MAX_CURSOR_CHARS, read_at=read_at)
         found: list[ExportedMemory] = []
         used = wire_bytes(empty)
@@ -223,3 +225,15 @@ def _exported_memory(record: MemoryRecord, blob: bytes) -> ExportedMemory:
         superseded_by=record.superseded_by,
         vector=base64.b64encode(blob).decode("ascii"),
     )
+
+
+def _let_its_millisecond_pass(clock: Clock, moment_ms: int) -> None:
+    """Return once ``clock`` is past ``moment_ms`` (under a millisecond on a real clock; at most
+    two of wall time on one that stands still, as a test's does). Times are kept to the
+    millisecond: a write in the same millisecond as ``read_at`` but after the read would
+    otherwise be stamped ``read_at`` too and counted as seen by the page when it was not (on one
+    clock; writers on other machines' clocks are as right as those clocks are)."""
+    deadline = time.monotonic() + 0.002
+    while to_ms(clock.now()) <= moment_ms and time.monotonic() < deadline:
+        time.sleep(0.0001)
+
