@@ -236,4 +236,3 @@ def _let_its_millisecond_pass(clock: Clock, moment_ms: int) -> None:
     deadline = time.monotonic() + 0.002
     while to_ms(clock.now()) <= moment_ms and time.monotonic() < deadline:
         time.sleep(0.0001)
-
