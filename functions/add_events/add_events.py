@@ -6,6 +6,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.edge.http_errors import WRITE_RESPONSES
+from agent_memory.edge.idempotency import IdempotencyKeyHeader
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import (
     CREATE_STORE_FIRST,
@@ -17,7 +18,7 @@ from agent_memory.edge.routes import (
 from agent_memory.observability import metrics
 from agent_memory.sessions.models import EventsRequest, EventsResult
 
-app = Api(store_not_found_step=CREATE_STORE_FIRST)
+app = Api(store_not_found_step=CREATE_STORE_FIRST, idempotent_writes=True)
 
 
 @app.post(
@@ -31,6 +32,7 @@ def add_events(
     store: StorePath,
     session_id: SessionPath,
     body: Annotated[EventsRequest, Body()],
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> EventsResult:
     """Append the events' messages (200 ``EventsResult``); then arm the session's extraction
     schedule or ask for summarization when the append calls for it. 409 ``actor_mismatch``."""

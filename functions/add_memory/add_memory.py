@@ -8,12 +8,13 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.edge.http_errors import JSON, responses
+from agent_memory.edge.idempotency import IdempotencyKeyHeader
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import CREATE_STORE_FIRST, STORE_ROUTE, InstancePath, StorePath
 from agent_memory.memories.models import MemoryIn, MemoryView
 from agent_memory.observability import metrics
 
-app = Api(store_not_found_step=CREATE_STORE_FIRST)
+app = Api(store_not_found_step=CREATE_STORE_FIRST, idempotent_writes=True)
 
 
 @app.post(
@@ -26,7 +27,10 @@ app = Api(store_not_found_step=CREATE_STORE_FIRST)
     ),
 )
 def add_memory(
-    instance_id: InstancePath, store: StorePath, body: Annotated[MemoryIn, Body()]
+    instance_id: InstancePath,
+    store: StorePath,
+    body: Annotated[MemoryIn, Body()],
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response[MemoryView]:
     """Keep a memory (201), or answer the one it duplicates (200, ``duplicate`` true)."""
     memories = app.runtime.store(app.principal, instance_id, store).memories

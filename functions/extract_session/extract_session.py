@@ -5,11 +5,12 @@ from http import HTTPStatus
 from aws_lambda_powertools.event_handler import Response
 
 from agent_memory.edge.http_errors import JSON, responses
+from agent_memory.edge.idempotency import IdempotencyKeyHeader
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import SESSION_ROUTE, InstancePath, SessionPath, StorePath
 from agent_memory.sessions.models import ExtractionQueued
 
-app = Api()
+app = Api(idempotent_writes=True)
 
 
 @app.post(
@@ -19,7 +20,10 @@ app = Api()
     responses=responses({202: "Queued"}, errors=(HTTPStatus.CONFLICT,)),
 )
 def extract_session(
-    instance_id: InstancePath, store: StorePath, session_id: SessionPath
+    instance_id: InstancePath,
+    store: StorePath,
+    session_id: SessionPath,
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response[ExtractionQueued]:
     """Queue the session's extraction now (202); 409 without a language model, 404 without
     the session."""

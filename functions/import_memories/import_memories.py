@@ -7,12 +7,13 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.edge.http_errors import WRITE_RESPONSES
+from agent_memory.edge.idempotency import IdempotencyKeyHeader
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import CREATE_STORE_FIRST, STORE_ROUTE, InstancePath, StorePath
 from agent_memory.memories.transfer_models import MemoryImportBatch, MemoryImportResult
 from agent_memory.observability import metrics
 
-app = Api(store_not_found_step=CREATE_STORE_FIRST)
+app = Api(store_not_found_step=CREATE_STORE_FIRST, idempotent_writes=True)
 
 
 @app.post(
@@ -22,7 +23,10 @@ app = Api(store_not_found_step=CREATE_STORE_FIRST)
     responses=WRITE_RESPONSES,
 )
 def import_memories(
-    instance_id: InstancePath, store: StorePath, body: Annotated[MemoryImportBatch, Body()]
+    instance_id: InstancePath,
+    store: StorePath,
+    body: Annotated[MemoryImportBatch, Body()],
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> MemoryImportResult:
     """Keep each memory (1 to 100) as exported: id, times, chain links, versions and vector;
     a memory imported again is written again, the same. Checked as added memories are, its

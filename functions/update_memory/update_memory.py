@@ -5,11 +5,12 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from agent_memory.edge.http_errors import PROVIDER_RESPONSES
+from agent_memory.edge.idempotency import IdempotencyKeyHeader
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import MEMORY_ROUTE, InstancePath, MemoryPath, StorePath
 from agent_memory.memories.models import MemoryPatch, MemoryView
 
-app = Api()
+app = Api(idempotent_writes=True)
 
 
 @app.patch(MEMORY_ROUTE, summary="Change a memory", tags=["memories"], responses=PROVIDER_RESPONSES)
@@ -18,6 +19,7 @@ def update_memory(
     store: StorePath,
     memory_id: MemoryPath,
     body: Annotated[MemoryPatch, Body()],
+    idempotency_key: IdempotencyKeyHeader = None,
 ) -> MemoryView:
     """Change a memory, keeping its previous state as a version."""
     memories = app.runtime.store(app.principal, instance_id, store).memories

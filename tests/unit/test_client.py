@@ -361,15 +361,64 @@ def test_a_retry_after_beyond_max_retry_wait_is_not_waited_for(no_sleep):
     assert len(api.requests) == 1 and no_sleep == [] and raised.value.retry_after == 60.0
 
 
-def test_a_503_after_adding_messages_is_not_retried_they_may_have_been_added(no_sleep):
+WRITES = {
+    "add_events": lambda store: store.add_events("c", [{"role": "user", "content": "x"}]),
+    "add_memory": lambda store: store.add_memory("fact", vector=[1.0]),
+    "update_memory": lambda store: store.update_memory("mem_1", text="x"),
+    "extract": lambda store: store.extract("c"),
+}
+
+
+@pytest.mark.parametrize("write", ["add_events", "add_memory", "update_memory", "extract"])
+def test_a_write_is_retried_after_a_503_with_the_same_idempotency_key(no_sleep, write):
     api = Api(error(503, "database_unavailable", "down", **{"Retry-After": "1"}))
     with pytest.raises(UnavailableError):
+        WRITES[write](api.client(max_retries=2).store("l", "s"))
+    keys = [r.headers.get("idempotency-key") for r in api.requests]
+    assert len(keys) == 3 and keys[0] is not None and len(set(keys)) == 1
+    assert len({r.content for r in api.requests}) == 1 and no_sleep == [1.0, 1.0]
+
+
+def test_each_write_gets_a_new_key_unless_one_is_given(no_sleep):
+    api = Api(httpx.Response(200, json=EVENTS))
+    store = api.client().store("l", "s")
+    for _ in range(2):
+        store.add_events("c", [{"role": "user", "content": "x"}])
+    store.add_events("c", [{"role": "user", "content": "x"}], idempotency_key="run-7:0-1")
+    keys = [r.headers["idempotency-key"] for r in api.requests]
+    assert keys[0] != keys[1] and keys[2] == "run-7:0-1"
+    assert all(len(k) == 36 for k in keys[:2])  # UUIDs
+
+
+@pytest.mark.parametrize("bad", ["", "has space", "x" * 256, "caf\u00e9", "tab\t"])
+def test_a_key_that_is_not_1_to_255_visible_ascii_is_refused_before_any_request(bad):
+    api = Api(httpx.Response(200, json=EVENTS))
+    with pytest.raises(ValueError, match="idempotency_key"):
+        api.client().store("l", "s").add_events("c", [{"role": "user", "content": "x"}],
+                                                idempotency_key=bad)  # fmt: skip
+    assert api.requests == []
+
+
+def test_reads_carry_no_idempotency_key():
+    api = Api(httpx.Response(200, json={"stores": [], "unreachable": []}))
+    api.client().list_stores()
+    assert "idempotency-key" not in api.requests[0].headers
+
+
+def test_a_409_in_progress_is_retried_after_its_retry_after_for_the_first_answer(no_sleep):
+    api = Api(
+        error(409, "idempotency_key_in_progress", "running", **{"Retry-After": "1"}),
+        httpx.Response(200, json=EVENTS),
+    )
+    result = api.client().store("l", "s").add_events("c", [{"role": "user", "content": "x"}])
+    assert result.added == 1 and no_sleep == [1.0] and len(api.requests) == 2
+
+
+def test_a_409_without_retry_after_is_not_retried(no_sleep):
+    api = Api(error(409, "actor_mismatch", "another actor"))
+    with pytest.raises(ConflictError):
         api.client().store("l", "s").add_events("c", [{"role": "user", "content": "x"}])
-    with pytest.raises(UnavailableError):
-        api.client().store("l", "s").add_memory("fact", vector=[1.0])
-    with pytest.raises(UnavailableError):
-        api.client().store("l", "s").update_memory("mem_1", text="x")
-    assert [r.method for r in api.requests] == ["POST", "POST", "PATCH"] and no_sleep == []
+    assert len(api.requests) == 1 and no_sleep == []
 
 
 def test_a_429_is_retried_for_every_call_it_was_refused_before_any_work(no_sleep):
@@ -386,14 +435,27 @@ def test_a_connection_that_could_not_be_made_is_retried_for_every_call(no_sleep)
     assert result.added == 1 and len(api.requests) == 2
 
 
-@pytest.mark.parametrize(
-    "failure", [httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("cut"), httpx.ReadError("x")]
-)
-def test_a_failure_after_the_request_was_sent_is_not_retried(no_sleep, failure):
+FAILURES_AFTER_SENDING = [
+    httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("cut"), httpx.ReadError("x")
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("failure", FAILURES_AFTER_SENDING)
+def test_a_write_cut_after_it_was_sent_is_sent_again_with_its_key(no_sleep, failure):
     api = Api(failure, httpx.Response(200, json=EVENTS))
+    result = api.client().store("l", "s").add_events("c", [{"role": "user", "content": "x"}])
+    assert result.added == 1 and len(api.requests) == 2
+    assert api.requests[0].headers["idempotency-key"] == api.requests[1].headers["idempotency-key"]
+
+
+@pytest.mark.parametrize("failure", FAILURES_AFTER_SENDING)
+def test_a_failure_after_sending_is_raised_once_the_retries_are_spent(no_sleep, failure):
+    api = Api(failure)
     with pytest.raises(ApiConnectionError) as raised:
-        api.client().store("l", "s").add_events("c", [{"role": "user", "content": "x"}])
-    assert raised.value.connected is True and len(api.requests) == 1
+        api.client(max_retries=1).store("l", "s").add_events(
+            "c", [{"role": "user", "content": "x"}]
+        )
+    assert raised.value.connected is True and len(api.requests) == 2
     assert isinstance(raised.value.__cause__, httpx.TransportError)
 
 
@@ -433,16 +495,17 @@ def test_the_async_client_sends_the_same_requests_and_retries_the_same_way(no_sl
     assert api.bodies() == [{"session_id": "c", "query": "q", "limit": 3}] * 2
 
 
-def test_the_async_client_does_not_retry_a_503_after_adding_messages(no_sleep):
-    api = Api(error(503, "database_unavailable", "down", **{"Retry-After": "1"}))
+def test_the_async_client_retries_a_503_after_adding_messages_with_the_same_key(no_sleep):
+    api = Api(error(503, "database_unavailable", "down", **{"Retry-After": "1"}),
+              httpx.Response(200, json=EVENTS))  # fmt: skip
 
     async def go():
         async with _async(api) as client:
             await client.store("l", "s").add_events("c", [{"role": "user", "content": "x"}])
 
-    with pytest.raises(UnavailableError):
-        run(go)
-    assert len(api.requests) == 1
+    run(go)
+    keys = [r.headers["idempotency-key"] for r in api.requests]
+    assert len(keys) == 2 and keys[0] == keys[1]
 
 
 def test_a_client_closes_its_own_pool_but_not_one_it_was_given():

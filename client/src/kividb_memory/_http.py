@@ -13,6 +13,7 @@ import json
 import os
 import random
 import time
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -50,7 +51,8 @@ T = TypeVar("T", bound=pydantic.BaseModel)
 class Call(Generic[T]):
     """One request: ``path`` is already percent-encoded; ``answer`` is the model of a success
     body (``None`` for 204); ``idempotent`` says whether sending it twice is the same as sending
-    it once (see :func:`retry_wait`)."""
+    it once (see :func:`retry_wait`): reads, PUT and DELETE, and every write that carries an
+    ``idempotency_key`` (sent as the ``Idempotency-Key`` header, the same on every retry)."""
 
     method: str
     path: str
@@ -58,6 +60,7 @@ class Call(Generic[T]):
     idempotent: bool
     params: Mapping[str, str | int] = field(default_factory=dict)
     body: Mapping[str, Any] | None = None
+    idempotency_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -131,13 +134,32 @@ def resolve_config(
     return Config(url.rstrip("/"), key, max_retries, max_retry_wait)
 
 
-def headers(config: Config) -> dict[str, str]:
-    """The headers of every request (the key is set per request, never on a shared client)."""
-    return {
+def headers(config: Config, call: Call[Any] | None = None) -> dict[str, str]:
+    """The headers of a request: the API key (set per request, never on a shared client) and
+    the call's ``Idempotency-Key`` when it has one."""
+    sent = {
         "Authorization": f"Bearer {config.api_key}",
         "User-Agent": USER_AGENT,
         "Accept": "application/json",
     }
+    if call is not None and call.idempotency_key is not None:
+        sent[IDEMPOTENCY_KEY_HEADER] = call.idempotency_key
+    return sent
+
+
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
+_VISIBLE_ASCII = frozenset(chr(c) for c in range(0x21, 0x7F))
+
+
+def idempotency_key(given: str | None) -> str:
+    """``given`` when it is a valid ``Idempotency-Key`` (1 to 255 visible ASCII characters;
+    ``ValueError`` otherwise), else a new random one (a UUID 4): every write the client sends
+    carries one, so that sending it again (a retry) writes nothing twice."""
+    if given is None:
+        return str(uuid.uuid4())
+    if not 1 <= len(given) <= 255 or not set(given) <= _VISIBLE_ASCII:
+        raise ValueError("idempotency_key must be 1 to 255 visible ASCII characters")
+    return given
 
 
 # --- retries ---------------------------------------------------------------------------------
@@ -187,21 +209,26 @@ def retry_wait(
     - a connection that could not be made (``httpx.ConnectError``, ``httpx.ConnectTimeout``:
       nothing was sent) is retried for every call;
     - 429 (throttled by API Gateway before the function ran) is retried for every call;
-    - 503 is retried only for idempotent calls (reads, recall, search, PUT, DELETE, extract),
-      because the API answers 503 also when a write may have been done (a database connection
-      lost after the write) and adding messages or a memory twice is not the same as once;
-    - any other failure after the request was sent (a read timeout, a broken connection) is
-      never retried: the server may have done the work;
+    - 503, and a failure after the request was sent (a read timeout, a broken connection), are
+      retried only for idempotent calls: reads, recall, search, PUT, DELETE, and the writes,
+      which carry an ``Idempotency-Key`` (the server answers a write it already did with its
+      first answer and does it once);
+    - 409 with a ``Retry-After`` (``idempotency_key_in_progress``: the same write is still
+      running) is retried for a call with an ``Idempotency-Key``, to get that write's answer;
     - the wait is ``Retry-After`` when the answer has one, else :func:`backoff`; a
       ``Retry-After`` above ``config.max_retry_wait`` means no retry (the error carries it).
     """
     if attempt > config.max_retries:
         return None
     if failure is not None:
-        if not isinstance(failure, httpx.ConnectError | httpx.ConnectTimeout):
+        sent = not isinstance(failure, httpx.ConnectError | httpx.ConnectTimeout)
+        if sent and not call.idempotent:
             return None
         return backoff(attempt)
-    if status not in RETRY_STATUSES or (status == 503 and not call.idempotent):
+    if status == 409:
+        if call.idempotency_key is None or retry_after is None:
+            return None
+    elif status not in RETRY_STATUSES or (status == 503 and not call.idempotent):
         return None
     if retry_after is not None:
         return retry_after if retry_after <= config.max_retry_wait else None
@@ -355,6 +382,7 @@ def add_events(
     session_id: str,
     events: Sequence[m.EventIn | Mapping[str, Any]],
     actor_id: str | None,
+    key: str | None = None,
 ) -> Call[m.EventsResult]:
     if isinstance(events, Mapping | str | bytes):
         raise TypeError("events must be a list of messages (dicts or EventIn)")
@@ -363,7 +391,8 @@ def add_events(
         events=[e if isinstance(e, m.EventIn) else m.EventIn.model_validate(e) for e in events],
     )
     path = f"{store}/sessions/{segment('session_id', session_id)}/events"
-    return Call("POST", path, m.EventsResult, False, body=dump(request, nulls=False))
+    body = dump(request, nulls=False)
+    return Call("POST", path, m.EventsResult, True, body=body, idempotency_key=idempotency_key(key))
 
 
 def recall(
@@ -406,13 +435,17 @@ def delete_session(store: str, session_id: str) -> Call[Any]:
     return Call("DELETE", f"{store}/sessions/{segment('session_id', session_id)}", None, True)
 
 
-def extract(store: str, session_id: str) -> Call[m.ExtractionQueued]:
+def extract(store: str, session_id: str, key: str | None = None) -> Call[m.ExtractionQueued]:
     path = f"{store}/sessions/{segment('session_id', session_id)}/extract"
-    return Call("POST", path, m.ExtractionQueued, True)
+    return Call("POST", path, m.ExtractionQueued, True, idempotency_key=idempotency_key(key))
 
 
-def add_memory(store: str, memory: m.MemoryIn) -> Call[m.MemoryView]:
-    return Call("POST", f"{store}/memories", m.MemoryView, False, body=dump(memory, nulls=False))
+def add_memory(store: str, memory: m.MemoryIn, key: str | None = None) -> Call[m.MemoryView]:
+    body = dump(memory, nulls=False)
+    return Call(
+        "POST", f"{store}/memories", m.MemoryView, True, body=body,
+        idempotency_key=idempotency_key(key),
+    )  # fmt: skip
 
 
 def list_memories(
@@ -448,10 +481,13 @@ def get_memory(store: str, memory_id: str) -> Call[m.MemoryView]:
     return Call("GET", f"{store}/memories/{segment('memory_id', memory_id)}", m.MemoryView, True)
 
 
-def update_memory(store: str, memory_id: str, patch: m.MemoryPatch) -> Call[m.MemoryView]:
+def update_memory(
+    store: str, memory_id: str, patch: m.MemoryPatch, key: str | None = None
+) -> Call[m.MemoryView]:
     path = f"{store}/memories/{segment('memory_id', memory_id)}"
-    # Not idempotent: each PATCH keeps the previous state as a version.
-    return Call("PATCH", path, m.MemoryView, False, body=dump(patch, nulls=True))
+    # Each PATCH keeps the previous state as a version: safe to send again only with its key.
+    body = dump(patch, nulls=True)
+    return Call("PATCH", path, m.MemoryView, True, body=body, idempotency_key=idempotency_key(key))
 
 
 def delete_memory(store: str, memory_id: str) -> Call[Any]:
@@ -491,6 +527,11 @@ def export_memories(store: str, cursor: str | None, limit: int | None) -> Call[m
     return Call("GET", f"{store}/export/memories", m.MemoryExportPage, True, params=params)
 
 
-def import_memories(store: str, batch: m.MemoryImportBatch) -> Call[m.MemoryImportResult]:
+def import_memories(
+    store: str, batch: m.MemoryImportBatch, key: str | None = None
+) -> Call[m.MemoryImportResult]:
     body = dump(batch, nulls=False)
-    return Call("POST", f"{store}/import/memories", m.MemoryImportResult, True, body=body)
+    return Call(
+        "POST", f"{store}/import/memories", m.MemoryImportResult, True, body=body,
+        idempotency_key=idempotency_key(key),
+    )  # fmt: skip

@@ -98,7 +98,7 @@ class MemoryClient(_Base):
                     url,
                     params=dict(call.params) or None,
                     json=call.body,
-                    headers=_http.headers(self._config),
+                    headers=_http.headers(self._config, call),
                     timeout=self._timeout,
                 )
             except httpx.TransportError as exc:
@@ -107,7 +107,7 @@ class MemoryClient(_Base):
                     raise _http.connection_error(call, url, exc) from exc
                 time.sleep(wait)
                 continue
-            if response.status_code in _http.RETRY_STATUSES:
+            if response.status_code in _http.RETRY_STATUSES or response.status_code == 409:
                 retry_after = _http.retry_after_seconds(response.headers.get("retry-after"))
                 status = response.status_code
                 wait = _http.retry_wait(
@@ -171,10 +171,13 @@ class StoreClient:
         session_id: str,
         events: Sequence[m.EventIn | Mapping[str, Any]],
         actor_id: str | None = None,
+        *,
+        idempotency_key: str | None = None,
     ) -> m.EventsResult:
         """Add a turn's messages (dicts ``{"role", "content", "name"?, "created_at"?}`` or
-        :class:`EventIn`) to the session. Not retried after it may have reached the server."""
-        call = _http.add_events(self._prefix, session_id, events, actor_id)
+        :class:`EventIn`) to the session. Sent with ``idempotency_key`` (1-255 visible ASCII;
+        a new UUID when not given), so retries add them once."""
+        call = _http.add_events(self._prefix, session_id, events, actor_id, idempotency_key)
         return self._client._answer(call)
 
     def recall(
@@ -216,9 +219,10 @@ class StoreClient:
         """Forget the session's working memory."""
         self._client.send(_http.delete_session(self._prefix, session_id))
 
-    def extract(self, session_id: str) -> m.ExtractionQueued:
+    def extract(self, session_id: str, *, idempotency_key: str | None = None) -> m.ExtractionQueued:
         """Start the session's extraction now instead of after the delay."""
-        return self._client._answer(_http.extract(self._prefix, session_id))
+        call = _http.extract(self._prefix, session_id, idempotency_key)
+        return self._client._answer(call)
 
     def add_memory(
         self,
@@ -233,15 +237,17 @@ class StoreClient:
         confidence: float | None = None,
         supersedes: str | None = None,
         occurred_at: datetime | str | None = None,
+        idempotency_key: str | None = None,
     ) -> m.MemoryView:
         """Keep a memory (redacted, deduplicated: ``duplicate`` is true when the actor already
-        had it); ``supersedes`` names a memory of the actor it replaces. Not retried after it
-        may have reached the server."""
+        had it); ``supersedes`` names a memory of the actor it replaces. Sent with
+        ``idempotency_key`` (a new UUID when not given), so a retry keeps it once."""
         memory = _memory(
             text, actor_id, type, topics, vector, metadata, importance, confidence,
             supersedes, occurred_at,
         )  # fmt: skip
-        return self._client._answer(_http.add_memory(self._prefix, memory))
+        call = _http.add_memory(self._prefix, memory, idempotency_key)
+        return self._client._answer(call)
 
     def list_memories(
         self,
@@ -288,9 +294,11 @@ class StoreClient:
         metadata: Mapping[str, Any] = UNSET,
         importance: float | None = UNSET,
         vector: Sequence[float] = UNSET,
+        idempotency_key: str | None = None,
     ) -> m.MemoryView:
         """Change the fields given (``importance=None`` clears it); the previous state is kept
-        as a version. Not retried after it may have reached the server."""
+        as a version. Sent with ``idempotency_key`` (a new UUID when not given), so a retry
+        makes one version."""
         patch = _patch(
             text=text,
             type=type,
@@ -299,7 +307,8 @@ class StoreClient:
             importance=importance,
             vector=list(vector) if vector is not UNSET else UNSET,
         )
-        return self._client._answer(_http.update_memory(self._prefix, memory_id, patch))
+        call = _http.update_memory(self._prefix, memory_id, patch, idempotency_key)
+        return self._client._answer(call)
 
     def delete_memory(self, memory_id: str) -> None:
         """Forget one memory. A retry after a lost answer can raise ``NotFoundError``."""
@@ -377,9 +386,12 @@ class StoreClient:
         return self._client._answer(call)
 
     def import_memories(
-        self, memories: Sequence[m.ImportedMemory | Mapping[str, Any]]
+        self,
+        memories: Sequence[m.ImportedMemory | Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
     ) -> m.MemoryImportResult:
         """Keep 1 to 100 exported memories under their own ids, times, links and vectors
         (idempotent: retried like a read)."""
-        call = _http.import_memories(self._prefix, _batch(memories))
+        call = _http.import_memories(self._prefix, _batch(memories), idempotency_key)
         return self._client._answer(call)

@@ -144,6 +144,21 @@ class InstanceConflict(Conflict):
     code = "instance_conflict"
 
 
+class IdempotencyKeyInProgress(Conflict):
+    """A write with this ``Idempotency-Key`` is still running (another call sent it first and
+    has not answered yet); retry after ``retry_after_seconds`` to get its answer."""
+
+    code = "idempotency_key_in_progress"
+    retry_after_seconds = 1
+
+    def __init__(self) -> None:
+        super().__init__(
+            "A request with this Idempotency-Key is still running; retry in a second to get "
+            "its answer. Nothing was written by this one.",
+            details=[{"field": "header.Idempotency-Key", "problem": "in progress"}],
+        )
+
+
 class PayloadTooLarge(AgentMemoryError):
     code = "payload_too_large"
 
@@ -152,6 +167,20 @@ class ValidationFailed(AgentMemoryError):
     """Input the models accept field by field but the domain rejects as a whole."""
 
     code = "validation_error"
+
+
+class IdempotencyKeyReused(ValidationFailed):
+    """An ``Idempotency-Key`` already used, within its 24 hours, for another request (another
+    route, path, query or body)."""
+
+    code = "idempotency_key_reused"
+
+    def __init__(self) -> None:
+        super().__init__(
+            "This Idempotency-Key was already used for a different request in the last 24 "
+            "hours; send a new key for a new request. Nothing was written.",
+            details=[{"field": "header.Idempotency-Key", "problem": "used for another request"}],
+        )
 
 
 class DatabaseUnavailable(AgentMemoryError):

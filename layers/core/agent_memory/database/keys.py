@@ -22,6 +22,7 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:actor:{<actor>}:vectors          hash  memory id -> float32 bytes
     kividb:mem:<store>:<inc>:actor:{<actor>}:log              zset  recent changes by generation
     kividb:mem:<store>:<inc>:actor:{<actor>}:meta             hash  gen (change counter)
+    kividb:mem:<store>:<inc>:idempotency:<sha256 of the key>  string  a write's record, 24 h
 
 Memories without an actor live in the bucket ``~``, which no actor id can spell. The
 ``vectors`` hash holds the vectors of records kept before vectors moved into the records
@@ -269,6 +270,15 @@ class StoreKeys:
 
     def session(self, session_id: str) -> SessionKeys:
         return SessionKeys(self._base, session_id)
+
+    def idempotency(self, key_digest: str) -> str:
+        """string: the record of the write sent with an ``Idempotency-Key`` whose SHA-256 is
+        ``key_digest`` (64 lower-case hex digits; ``stores.idempotency``). A key may hold any
+        visible ASCII, braces too, so the name carries its digest: no hash tag, and each record
+        in the slot of its own name, spread over a cluster's shards."""
+        if len(key_digest) != 64 or not all(c in "0123456789abcdef" for c in key_digest):
+            raise ValueError("an idempotency key digest is 64 lower-case hex digits")
+        return f"{self._base}idempotency:{key_digest}"
 
     def actor(self, bucket: str) -> ActorKeys:
         """Keys of one actor's memories; ``bucket`` is ``actor_bucket(actor_id)``."""

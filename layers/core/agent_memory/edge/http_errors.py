@@ -14,6 +14,7 @@ from agent_memory.errors import (
     AgentMemoryError,
     Conflict,
     DatabaseUnavailable,
+    IdempotencyKeyInProgress,
     KeyServiceUnavailable,
     NotFound,
     PayloadTooLarge,
@@ -99,7 +100,15 @@ def error_body(code: str, message: str, details: list[dict[str, Any]] | None = N
 
 
 def error_headers(exc: AgentMemoryError) -> dict[str, str]:
-    if isinstance(exc, (DatabaseUnavailable, SchedulerUnavailable, KeyServiceUnavailable)):
+    """The headers an error answer carries: ``Retry-After`` (seconds) on every 503 and on 409
+    ``idempotency_key_in_progress``."""
+    if isinstance(
+        exc,
+        DatabaseUnavailable
+        | SchedulerUnavailable
+        | KeyServiceUnavailable
+        | IdempotencyKeyInProgress,
+    ):
         return {"Retry-After": str(exc.retry_after_seconds)}
     if isinstance(exc, ProviderUnavailable):
         # Every 503 tells the client when to come back: the provider's own wait when it gave

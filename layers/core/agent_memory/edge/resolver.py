@@ -82,9 +82,11 @@ class Api(APIGatewayHttpResolver):
     Route code reads ``app.principal`` (who is calling) and ``app.runtime`` (services).
     """
 
-    def __init__(self, *, store_not_found_step: str = "") -> None:
+    def __init__(self, *, store_not_found_step: str = "", idempotent_writes: bool = False) -> None:
         """``store_not_found_step``: the next step a 404 ``store_not_found`` names on this
-        route (``CREATE_STORE_FIRST``, ``NOTHING_DELETED``); by default none."""
+        route (``CREATE_STORE_FIRST``, ``NOTHING_DELETED``); by default none.
+        ``idempotent_writes``: the route writes into a store and takes an ``Idempotency-Key``
+        (``edge.idempotency``; its handler declares ``IdempotencyKeyHeader``)."""
         super().__init__(
             enable_validation=True,
             json_body_deserializer=strict_json_loads,
@@ -96,6 +98,10 @@ class Api(APIGatewayHttpResolver):
         self._principal: Principal | None = None
         self._runtime: Runtime | None = None
         self._store_not_found_step = store_not_found_step
+        if idempotent_writes:  # imported here: the routes that only read never load it
+            from agent_memory.edge.idempotency import IdempotentWrites
+
+            self.use([IdempotentWrites(_json_dumps)])
         self.exception_handler(AgentMemoryError)(self._domain_error)
         self.exception_handler(RequestValidationError)(self._validation_error)
         self.exception_handler(NotFoundError)(self._route_not_found)

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from agent_memory.sessions.models import EventsRequest, EventsResult, ExtractionQueued
     from agent_memory.sessions.service import Sessions
     from agent_memory.sessions.transfer import SessionImport, SessionImported, SessionTransfer
+    from agent_memory.stores.idempotency import IdempotencyRecords
     from agent_memory.stores.registry import Stores
 
 
@@ -74,6 +75,13 @@ class StoreHandle:
 
         binary = redis_client(self.instance.url, binary=True, guard=self.instance.guard)
         return MemoryTransfer(self.stores.client, binary, self.config, self.runtime.clock)
+
+    @cached_property
+    def idempotency(self) -> IdempotencyRecords:
+        """The store's records of idempotent writes (``Idempotency-Key``)."""
+        from agent_memory.stores.idempotency import IdempotencyRecords
+
+        return IdempotencyRecords(self.stores.client, self.config.keys())
 
     def _key_place(self) -> KeyPlace:
         from agent_memory.stores.registry import key_place

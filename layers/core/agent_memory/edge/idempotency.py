@@ -1,0 +1,130 @@
+"""Idempotent writes over HTTP: the ``Idempotency-Key`` header of the writing ``POST`` and
+``PATCH`` routes (draft-ietf-httpapi-idempotency-key-header), as one middleware that every such
+route's ``Api`` runs (``Api(idempotent_writes=True)``).
+
+A request with the header is identified by its fingerprint (``request_fingerprint``: method,
+path, query and body, the body as canonical JSON so that key order and spacing do not count).
+The first request with a key runs; its answer, when it is a success (2xx), is kept with the key
+for 24 hours (``stores.idempotency``) and every later request with that key and fingerprint gets
+exactly that answer, with ``Idempotent-Replayed: true``, and writes nothing. An error answer is
+not kept (bad input wrote nothing, a 503 may be retried): the key is given back, and the next
+request with it runs afresh. The same key with another request is 422
+``idempotency_key_reused``; while the first is running, another waits for its answer up to
+``WAIT_SECONDS``, then 409 ``idempotency_key_in_progress`` with ``Retry-After``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+from collections.abc import Callable
+from typing import Annotated, Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.middlewares import BaseMiddlewareHandler, NextMiddleware
+from aws_lambda_powertools.event_handler.openapi.params import Header
+
+from agent_memory.edge.requests import query_pairs
+from agent_memory.errors import AgentMemoryError
+from agent_memory.observability import logger
+from agent_memory.stores.idempotency import IDEMPOTENCY_KEY_PATTERN, Answered
+
+IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
+REPLAYED_HEADER = "Idempotent-Replayed"
+
+IdempotencyKeyHeader = Annotated[
+    str | None,
+    Header(
+        alias=IDEMPOTENCY_KEY_HEADER.lower(),
+        pattern=IDEMPOTENCY_KEY_PATTERN,
+        description=(
+            "1-255 visible ASCII characters of your choosing (a UUID is usual). The same key "
+            "with the same request within 24 hours answers what the first answered and writes "
+            "nothing more; with another request it is 422 idempotency_key_reused; while the "
+            "first is running, 409 idempotency_key_in_progress."
+        ),
+    ),
+]
+"""The header as a route parameter: validated (422 naming ``header.idempotency-key``) and in
+the OpenAPI document. The middleware reads it from the request itself."""
+
+
+def request_fingerprint(method: str, path: str, query: list[tuple[str, str]], body: str) -> str:
+    """SHA-256 (hex) of what makes two requests the same request: ``method``, ``path``
+    (decoded), the ``query`` pairs in order of name and value, and ``body`` as canonical JSON
+    (keys sorted, no spaces; the body as it came when it is not JSON)."""
+    try:
+        canonical = json.dumps(
+            json.loads(body), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+        )
+    except ValueError:
+        canonical = body
+    parts = [method.upper(), path, json.dumps(sorted(query)), canonical]
+    return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
+
+
+def header_value(headers: dict[str, str] | None, name: str) -> str | None:
+    """The value of header ``name`` in ``headers``, whatever the case of its name."""
+    wanted = name.lower()
+    for given, value in (headers or {}).items():
+        if given.lower() == wanted:
+            return value
+    return None
+
+
+class IdempotentWrites(BaseMiddlewareHandler[Any]):
+    """The middleware: ``serialize`` is the resolver's JSON encoder (an answer kept is the text
+    the first caller got, byte for byte). Errors: those of ``stores.idempotency`` and of the
+    route; the key is given back whenever the route fails."""
+
+    def __init__(self, serialize: Callable[[Any], str]) -> None:
+        super().__init__()
+        self._serialize = serialize
+
+    def handler(self, app: Any, next_middleware: NextMiddleware) -> Response[Any]:
+        event = app.current_event
+        key = header_value(event.headers, IDEMPOTENCY_KEY_HEADER)
+        if key is None:
+            return next_middleware(app)
+        route_args = app.context.get("_route_args") or {}
+        handle = app.runtime.store(app.principal, route_args["instance_id"], route_args["store"])
+        records = handle.idempotency
+        fingerprint = request_fingerprint(
+            event.http_method, event.path, query_pairs(event.raw_event), event.body or ""
+        )
+        found = records.begin(key, fingerprint)
+        if isinstance(found, Answered):
+            return Response(
+                status_code=found.status,
+                content_type=found.content_type,
+                body=found.body,
+                headers={REPLAYED_HEADER: "true"},
+            )
+        try:
+            response = next_middleware(app)
+        except BaseException:
+            _give_back(records.release, found)
+            raise
+        if not 200 <= response.status_code < 300:
+            _give_back(records.release, found)
+            return response
+        body = response.body
+        text = body if isinstance(body, str) else self._serialize(body) if body is not None else ""
+        response.body = text
+        try:
+            records.finish(
+                found, response.status_code, response.headers.get("Content-Type", ""), text
+            )
+        except AgentMemoryError as exc:
+            # The write is done: its answer goes out. A retry finds the claim running until its
+            # lease ends (409), then runs again; that is the window docs/routes.md names.
+            logger.warning("idempotency record not kept", extra={"error": exc.code})
+        return response
+
+
+def _give_back(release: Callable[[Any], None], claim: Any) -> None:
+    """Release ``claim``; when the database cannot be reached for that either, the claim ends
+    with its lease (``LEASE_MS``) and the route's own error is the answer."""
+    with contextlib.suppress(AgentMemoryError):
+        release(claim)
