@@ -152,12 +152,15 @@ class OrganizationStoreList(StoreList):
 
 class EventIn(Request):
     """One message to add. ``created_at`` defaults to the time the server receives it; a
-    ``datetime`` or ISO 8601 text."""
+    ``datetime`` or ISO 8601 text. ``item``: a structured form kept exactly as given (a tool
+    call, a tool result, a framework's own message dict; any JSON object); ``content`` may then
+    be left out (the server shows the item's JSON text)."""
 
     role: Role
-    content: str
+    content: str | None = None
     name: str | None = None
     created_at: datetime | str | None = None
+    item: dict[str, Any] | None = None
 
 
 class EventsRequest(Request):
@@ -183,13 +186,15 @@ class ExtractionQueued(Answer):
 
 
 class Message(Answer):
-    """A message kept verbatim. ``seq`` is its position in the session, from 1."""
+    """A message kept verbatim. ``seq`` is its position in the session, from 1; ``item`` its
+    structured form as it was given, or ``None``."""
 
     seq: int
     role: Role
     content: str
     name: str | None = None
     created_at: datetime
+    item: dict[str, Any] | None = None
 
 
 class ExtractionStatus(Answer):

@@ -29,6 +29,7 @@ class ExportedMessage(Answer):
     content: str
     name: str | None = None
     created_at: datetime
+    item: dict[str, Any] | None = None
 
 
 class SessionExport(Answer):
@@ -60,6 +61,7 @@ class ImportedMessage(Request):
     content: str
     name: str | None = None
     created_at: datetime | str
+    item: dict[str, Any] | None = None
 
 
 class SessionImport(Request):

@@ -4,14 +4,16 @@ extraction and of a page of sessions.
 
 from __future__ import annotations
 
+import json
 import unicodedata
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
     Field,
     StringConstraints,
+    model_validator,
 )
 
 from agent_memory.models import (
@@ -64,16 +66,62 @@ SpeakerName = Annotated[
 ]
 
 
+def item_text(item: dict[str, Any]) -> str:
+    """An item's stored JSON text: compact, its keys in the order given, text as UTF-8 (not
+    ``\\u`` escapes), so that it reads back as the same JSON value, key order included."""
+    return json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def _item(item: dict[str, Any]) -> dict[str, Any]:
+    """A message's ``item``: a JSON object of at most ``MAX_MESSAGE_CHARS`` characters as
+    ``item_text`` writes it."""
+    size = len(item_text(item))
+    if size > MAX_MESSAGE_CHARS:
+        raise ValueError(f"is {size} characters as JSON; an item holds at most {MAX_MESSAGE_CHARS}")
+    return item
+
+
+MessageItem = Annotated[
+    dict[str, Any],
+    AfterValidator(_item),
+    Field(
+        description="A structured item kept exactly as given (a tool call, a tool result with "
+        "its call id, a reasoning item, a framework's own message form): any JSON object of "
+        f"at most {MAX_MESSAGE_CHARS} characters as compact JSON, returned as the same JSON "
+        "value, its keys in the order given. Prompts and context show the message's content "
+        "(the item's JSON text when no content is given), quoted as any text from callers."
+    ),
+]
+
+
 class EventIn(Model):
     """One message to add. ``created_at`` defaults to the time the server receives it.
 
     ``name`` (who spoke, when the role alone does not say) is 1 to ``MAX_NAME_CHARS``
-    characters of one-line printable text (``_speaker_name``)."""
+    characters of one-line printable text (``_speaker_name``). ``item`` keeps a structured
+    form of the message as given (``MessageItem``); ``content`` may then be left out, and is
+    the item's JSON text (``item_text``)."""
 
     role: Role
-    content: Annotated[str, StringConstraints(min_length=1, max_length=MAX_MESSAGE_CHARS)]
+    content: (
+        Annotated[str, StringConstraints(min_length=1, max_length=MAX_MESSAGE_CHARS)] | None
+    ) = Field(None, description="The message's text; required unless item is given.")
     name: SpeakerName | None = None
     created_at: UtcDatetime | None = Field(None, strict=False)
+    item: MessageItem | None = None
+
+    @model_validator(mode="after")
+    def _content_or_item(self) -> EventIn:
+        if self.content is None:
+            if self.item is None:
+                raise ValueError("content is required unless item is given")
+            self.content = item_text(self.item)
+        return self
+
+    @property
+    def text(self) -> str:
+        """The message's content (the item's JSON text when none was given)."""
+        return self.content or ""
 
 
 class EventsRequest(Model):
@@ -99,13 +147,15 @@ class ExtractionQueued(View):
 
 
 class Message(View):
-    """A message kept verbatim. ``seq`` is its position in the session, from 1."""
+    """A message kept verbatim. ``seq`` is its position in the session, from 1; ``item`` its
+    structured form, as it was given (``MessageItem``), or null."""
 
     seq: int
     role: Role
     content: str
     name: str | None = None
     created_at: datetime
+    item: dict[str, Any] | None = None
 
 
 class ExtractionStatus(View):

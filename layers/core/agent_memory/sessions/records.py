@@ -110,6 +110,7 @@ class MessageFields:
     content: Final = "content"
     name: Final = "name"
     created_at: Final = "created_at"
+    item: Final = "item"
 
 
 def session_field_names() -> dict[str, str]:
@@ -264,13 +265,22 @@ def live_meta(
     )
 
 
-def encode_message(role: str, content: str, name: str | None, created_at_ms: int) -> str:
-    """A message's stored JSON (``MessageFields``: ``name`` only when given), the part of a
-    ``messages`` member after ``<seq>:``."""
+def encode_message(
+    role: str,
+    content: str,
+    name: str | None,
+    created_at_ms: int,
+    item: Mapping[str, Any] | None = None,
+) -> str:
+    """A message's stored JSON (``MessageFields``: ``name`` and ``item`` only when given), the
+    part of a ``messages`` member after ``<seq>:``. The item is kept as the JSON value it is,
+    its keys in their order."""
     doc: dict[str, Any] = {MessageFields.role: role, MessageFields.content: content}
     if name is not None:
         doc[MessageFields.name] = name
     doc[MessageFields.created_at] = created_at_ms
+    if item is not None:
+        doc[MessageFields.item] = item
     # ensure_ascii=False keeps text byte for byte as UTF-8 (emoji, ZWJ sequences, CJK).
     return json.dumps(doc, ensure_ascii=False, separators=(",", ":"))
 
@@ -282,8 +292,8 @@ def message_member(seq: int, stored: str) -> str:
 
 def member_fields(member: str) -> dict[str, Any]:
     """The fields of a message from its stored form ``<seq>:<json>``: ``seq``, ``role``,
-    ``content``, ``name`` (None when not given) and ``created_at`` (a datetime), the fields of
-    ``Message`` and of the export's ``ExportedMessage``."""
+    ``content``, ``name`` (None when not given), ``created_at`` (a datetime) and ``item`` (None
+    when not given), the fields of ``Message`` and of the export's ``ExportedMessage``."""
     seq, _, payload = member.partition(":")
     doc = json.loads(payload)
     return {
@@ -292,6 +302,7 @@ def member_fields(member: str) -> dict[str, Any]:
         "content": doc[MessageFields.content],
         "name": doc.get(MessageFields.name),
         "created_at": from_ms(doc[MessageFields.created_at]),
+        "item": doc.get(MessageFields.item),
     }
 
 

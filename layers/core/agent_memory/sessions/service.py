@@ -104,9 +104,10 @@ class Sessions:
         payloads = [
             encode_message(
                 event.role,
-                event.content,
+                event.text,
                 event.name,
                 to_ms(event.created_at) if event.created_at else now_ms,
+                event.item,
             )
             for event in request.events
         ]

@@ -34,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated
+from typing import Annotated, Any
 
 import redis
 from pydantic import (
@@ -63,7 +63,7 @@ from agent_memory.models import (
     View,
 )
 from agent_memory.sessions import scripts
-from agent_memory.sessions.models import Role, SpeakerName
+from agent_memory.sessions.models import MessageItem, Role, SpeakerName
 from agent_memory.sessions.records import encode_message, live_meta, member_fields, message_member
 from agent_memory.sessions.service import TOUCH_PRUNE_BATCH
 from agent_memory.stores.models import (
@@ -127,6 +127,7 @@ class ExportedMessage(View):
     content: str
     name: str | None = None
     created_at: datetime
+    item: dict[str, Any] | None = None
 
 
 class SessionExport(View):
@@ -235,6 +236,7 @@ class ImportedMessage(Model):
     content: Annotated[str, StringConstraints(min_length=1, max_length=MAX_MESSAGE_CHARS)]
     name: SpeakerName | None = None
     created_at: UtcDatetime = Field(strict=False)
+    item: MessageItem | None = None
 
 
 class SessionImport(Model):
@@ -433,8 +435,9 @@ class SessionTransfer:
         pairs: list[str | int] = []
         for message in body.messages:
             stored = encode_message(
-                message.role, message.content, message.name, to_ms(message.created_at)
-            )
+                message.role, message.content, message.name, to_ms(message.created_at),
+                message.item,
+            )  # fmt: skip
             pairs += [message.seq, message_member(message.seq, stored)]
         model = self._store.llm_provider != "none"
         keys = self._keys.session(session_id)
