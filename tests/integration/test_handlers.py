@@ -36,6 +36,9 @@ def test_samples_drive_a_whole_conversation(tenant, store):
     assert [s["name"] for s in body["stores"]] == [store]
     status, body, _ = invoke("list_stores", build("list_stores", tenant))
     assert [(s["name"], s["instance_id"]) for s in body["stores"]] == [(store, tenant.instance_id)]
+    status, body, _ = invoke("pop_message", build("pop_message", tenant, store))
+    assert status == 200 and body["message_count"] == 1
+    assert body["message"]["seq"] == 2 and body["message"]["role"] == "assistant"
     status, body, _ = invoke("delete_session", build("delete_session", tenant, store))
     assert status == 204 and body is None
     status, body, _ = invoke("get_session", build("get_session", tenant, store))
@@ -46,7 +49,7 @@ def test_samples_drive_a_whole_conversation(tenant, store):
 MISSING_STORE = {
     "create it with PUT first": {"add_events", "add_memory", "import_session", "import_memories"},
     "nothing was deleted": {"delete_store", "delete_session", "delete_memory", "forget_actor"},
-    "": {"get_store", "list_sessions", "get_session", "extract_session", "recall",
+    "": {"get_store", "list_sessions", "get_session", "extract_session", "pop_message", "recall",
          "list_memories", "search_memories", "get_memory", "update_memory", "export_sessions",
          "export_session", "export_memories"},
 }  # fmt: skip

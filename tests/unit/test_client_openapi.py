@@ -249,6 +249,7 @@ def _answer_for(method: str, path: str) -> httpx.Response:
         "SessionList": {"sessions": [session], "next_offset": None},
         "SessionView": {**session, "summary": None, "messages": []},
         "ExtractionQueued": {"session_id": "c", "status": "queued"},
+        "PoppedMessage": {"session_id": "c", "message": None, "message_count": 0},
         "RecallView": {
             "session_id": "c",
             "actor_id": None,
@@ -329,6 +330,7 @@ def test_every_route_of_the_document_has_a_client_method_and_every_method_a_rout
         ("StoreClient", "get_session", lambda: store.get_session("c", recent=3, before_seq=9)),
         ("StoreClient", "delete_session", lambda: store.delete_session("c")),
         ("StoreClient", "extract", lambda: store.extract("c")),
+        ("StoreClient", "pop_message", lambda: store.pop_message("c")),
         ("StoreClient", "add_memory", lambda: store.add_memory("t", vector=[1.0])),
         (
             "StoreClient",

@@ -435,6 +435,11 @@ def delete_session(store: str, session_id: str) -> Call[Any]:
     return Call("DELETE", f"{store}/sessions/{segment('session_id', session_id)}", None, True)
 
 
+def pop_message(store: str, session_id: str, key: str | None = None) -> Call[m.PoppedMessage]:
+    path = f"{store}/sessions/{segment('session_id', session_id)}/pop"
+    return Call("POST", path, m.PoppedMessage, True, idempotency_key=idempotency_key(key))
+
+
 def extract(store: str, session_id: str, key: str | None = None) -> Call[m.ExtractionQueued]:
     path = f"{store}/sessions/{segment('session_id', session_id)}/extract"
     return Call("POST", path, m.ExtractionQueued, True, idempotency_key=idempotency_key(key))

@@ -219,6 +219,17 @@ class AsyncStoreClient:
         """Forget the session's working memory."""
         await self._client.send(_http.delete_session(self._prefix, session_id))
 
+    async def pop_message(
+        self, session_id: str, *, idempotency_key: str | None = None
+    ) -> m.PoppedMessage:
+        """Take back the session's newest message (``message`` is ``None`` when the session
+        keeps none); its number goes to the next message. ``NotFoundError`` without the
+        session; ``ConflictError`` (``session_busy``) while a background run reads it, after
+        the retries (it is retried as its ``Retry-After`` says). Sent with ``idempotency_key``
+        (a new UUID when not given), so a retry takes back one message, not two."""
+        call = _http.pop_message(self._prefix, session_id, idempotency_key)
+        return await self._client._answer(call)
+
     async def extract(
         self, session_id: str, *, idempotency_key: str | None = None
     ) -> m.ExtractionQueued:

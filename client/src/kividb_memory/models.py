@@ -197,6 +197,15 @@ class Message(Answer):
     item: dict[str, Any] | None = None
 
 
+class PoppedMessage(Answer):
+    """Answer of ``pop_message``: the message taken back (``None`` when the session kept none)
+    and the session's ``message_count`` after it."""
+
+    session_id: str
+    message: Message | None
+    message_count: int
+
+
 class ExtractionStatus(Answer):
     """A session's background extraction: ``status``, the armed schedule's ``due_at``, the last
     run's time and error, and how many messages are ``unread``."""

@@ -144,6 +144,20 @@ class InstanceConflict(Conflict):
     code = "instance_conflict"
 
 
+class SessionBusy(Conflict):
+    """A background run (extraction or summarization) is reading the session: its newest
+    message cannot be taken back until the run ends; retry after ``retry_after_seconds``."""
+
+    code = "session_busy"
+    retry_after_seconds = 1
+
+    def __init__(self, session_id: str) -> None:
+        super().__init__(
+            f"A background run is reading session '{session_id}' now; retry in a second. "
+            "Nothing was removed."
+        )
+
+
 class IdempotencyKeyInProgress(Conflict):
     """A write with this ``Idempotency-Key`` is still running (another call sent it first and
     has not answered yet); retry after ``retry_after_seconds`` to get its answer."""

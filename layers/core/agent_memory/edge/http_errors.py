@@ -21,6 +21,7 @@ from agent_memory.errors import (
     ProviderRejected,
     ProviderUnavailable,
     SchedulerUnavailable,
+    SessionBusy,
     Unauthorized,
     ValidationFailed,
 )
@@ -100,14 +101,15 @@ def error_body(code: str, message: str, details: list[dict[str, Any]] | None = N
 
 
 def error_headers(exc: AgentMemoryError) -> dict[str, str]:
-    """The headers an error answer carries: ``Retry-After`` (seconds) on every 503 and on 409
-    ``idempotency_key_in_progress``."""
+    """The headers an error answer carries: ``Retry-After`` (seconds) on every 503 and on the
+    409s that pass (``idempotency_key_in_progress``, ``session_busy``)."""
     if isinstance(
         exc,
         DatabaseUnavailable
         | SchedulerUnavailable
         | KeyServiceUnavailable
-        | IdempotencyKeyInProgress,
+        | IdempotencyKeyInProgress
+        | SessionBusy,
     ):
         return {"Retry-After": str(exc.retry_after_seconds)}
     if isinstance(exc, ProviderUnavailable):

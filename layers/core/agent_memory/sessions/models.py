@@ -158,6 +158,15 @@ class Message(View):
     item: dict[str, Any] | None = None
 
 
+class PoppedMessage(View):
+    """Answer of ``POST .../sessions/{session_id}/pop``: the message taken back (null when the
+    session kept none) and the session's ``message_count`` after it."""
+
+    session_id: str
+    message: Message | None
+    message_count: int
+
+
 class ExtractionStatus(View):
     """A session's background extraction: ``status``, the armed schedule's ``due_at``, the last
     run's time and error, and how many messages are ``unread``."""

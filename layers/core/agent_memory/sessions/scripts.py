@@ -324,6 +324,38 @@ return {1, seq, stamp, arm, added}
 )
 
 
+# KEYS: meta, messages, lock. ARGV: now_ms. Takes back the session's newest message: returns
+# {0} when there is no live session, {-1} while a background run holds the lock (it may be
+# reading that message: its cursor would then pass over the message that takes the number),
+# else {1, member ('' when no message is kept), message_count}. The number is given again: when
+# the message was the last numbered one, the count goes back by one and the extraction cursor
+# with it if it had read the message (what the background already drew from it stays); an
+# answer pending for it is dropped (the run asks again). Expiry and last_event_at are kept.
+POP = lua(
+    WRITES,
+    """
+local meta, messages = KEYS[1], KEYS[2]
+local expiry = redis.call('HGET', meta, $expires_at)
+local last = redis.call('HGET', meta, $seq)
+if not last or not expiry or tonumber(expiry) <= tonumber(ARGV[1]) then return {0} end
+if redis.call('EXISTS', KEYS[3]) == 1 then return {-1} end
+last = tonumber(last)
+local newest = redis.call('ZRANGE', messages, -1, -1, 'WITHSCORES')
+if #newest == 0 then return {1, '', last} end
+local seq = tonumber(newest[2])
+redis.call('ZREM', messages, newest[1])
+local read = tonumber(redis.call('HGET', meta, $read_seq) or '0')
+if read < seq then redis.call('HDEL', meta, $pending) end
+if seq == last then
+  last = seq - 1
+  redis.call('HSET', meta, $seq, string.format('%d', last))
+  if read > last then redis.call('HSET', meta, $read_seq, string.format('%d', last)) end
+end
+return {1, newest[1], last}
+""",
+)
+
+
 # KEYS: meta. ARGV: expected read_seq, new read_seq, now_ms, life. Moves the extraction cursor
 # and clears the pending answer; returns {moved (1/0), caught_up (1/0), expires_at}.
 ADVANCE = lua(

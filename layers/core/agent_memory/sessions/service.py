@@ -20,13 +20,14 @@ from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.scripts import load_script
-from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionNotFound
+from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionBusy, SessionNotFound
 from agent_memory.models import MAX_EVENTS_PER_CALL
 from agent_memory.sessions import scripts
 from agent_memory.sessions.models import (
     EventsRequest,
     EventsResult,
     Message,
+    PoppedMessage,
     SessionList,
     SessionView,
 )
@@ -73,6 +74,7 @@ class Sessions:
         self._delete = load_script(client, scripts.DELETE)
         self._release = load_script(client, scripts.RELEASE)
         self._read_script = load_script(client, scripts.READ)
+        self._pop = load_script(client, scripts.POP)
 
     @property
     def has_model(self) -> bool:
@@ -188,6 +190,23 @@ class Sessions:
         for a session that does not exist yet (not an error)."""
         found = self._read(session_id, recent)
         return found if found is not None else (None, [])
+
+    def pop(self, session_id: str) -> PoppedMessage:
+        """Take back the session's newest message, in one atomic step (``scripts.POP``): the
+        message (None when the session keeps none) and the ``message_count`` after it.
+        ``SessionNotFound``; ``SessionBusy`` while a background run reads the session."""
+        keys = self._keys.session(session_id)
+        with database_errors():
+            found = self._pop(
+                keys=[keys.meta, keys.messages, keys.lock], args=[to_ms(self._clock.now())]
+            )
+        if int(found[0]) == 0:
+            raise SessionNotFound(session_id)
+        if int(found[0]) < 0:
+            raise SessionBusy(session_id)
+        member, count = str(found[1]), int(found[2])
+        message = decode_member(member) if member else None
+        return PoppedMessage(session_id=session_id, message=message, message_count=count)
 
     def delete(self, session_id: str) -> None:
         """Forget the session's working memory; ``SessionNotFound`` if there is none.
