@@ -750,10 +750,11 @@ def main(argv: list[str] | None = None) -> int:
                 result = run_fault(w, name, duration=args.duration, agents_per_store=args.agents)
                 by_fault[name].append(result)
                 slowest = max(result.answers, key=lambda a: a.seconds, default=None)
+                which = f"{slowest.route}, {slowest.status}" if slowest else "-"
                 print(
                     f"run {run + 1} {name}: {result.requests} calls, "
                     f"{dict(statuses(result.answers))}, longest {result.max_seconds:.2f} s"
-                    f" ({slowest.route if slowest else '-'}, {slowest.status if slowest else '-'}), "
+                    f" ({which}), "
                     f"recovery {result.recovery}, must-be-zero {result.check.failures}",
                     flush=True,
                 )

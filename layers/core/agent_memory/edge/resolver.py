@@ -149,6 +149,7 @@ class Api(APIGatewayHttpResolver):
         annotate(store=store_of_path(event["rawPath"]))
         try:
             self._runtime = current_runtime()
+            self._runtime.begin_request()
             self._principal = principal_from(event)
             annotate(organization=self._principal.org_id)
             limit = self._runtime.settings.max_body_bytes

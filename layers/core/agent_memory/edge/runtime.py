@@ -40,6 +40,12 @@ class Runtime:
     def __init__(self, settings: FunctionSettings, clock: Clock | None = None) -> None:
         self.settings = settings
         self.clock = clock or SystemClock()
+        self._request_stores: dict[tuple[str, str, str], StoreHandle] = {}
+
+    def begin_request(self) -> None:
+        """Forget the store handles of the previous request: a request looks a store up once
+        (``store``), however many steps ask for it (a middleware, then the route)."""
+        self._request_stores.clear()
 
     # --- the control plane -------------------------------------------------------------------
 
@@ -185,12 +191,18 @@ class Runtime:
 
     def store(self, principal: Principal, instance_id: str, store: str) -> StoreHandle:
         """The caller's store ``store`` of ``instance_id`` (one instance and one store
-        lookup); ``InstanceNotFound`` / ``StoreNotFound``."""
+        lookup, once per request: ``begin_request``); ``InstanceNotFound`` /
+        ``StoreNotFound``."""
         from agent_memory.edge.store_handle import StoreHandle
 
-        instance = self.instance(principal, instance_id)
-        stores = self.stores_of(instance)
-        return StoreHandle(self, instance, stores.get(store), stores)
+        key = (principal.org_id, instance_id, store)
+        handle = self._request_stores.get(key)
+        if handle is None:
+            instance = self.instance(principal, instance_id)
+            stores = self.stores_of(instance)
+            handle = StoreHandle(self, instance, stores.get(store), stores)
+            self._request_stores[key] = handle
+        return handle
 
     def store_of(self, target: ExtractionTarget) -> StoreHandle | None:
         """The store a background run is for, or None when its instance or store is gone.
