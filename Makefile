@@ -34,6 +34,14 @@ $(CONSOLE_DEPS): console/package.json console/package-lock.json
 $(CONSOLE_OUT): $(CONSOLE_DEPS) $(CONSOLE_SRC)
 	cd console && npm run --silent build
 
+# The frameworks' own tests, from their source distributions on PyPI (tools/framework_tests.py):
+# fetched once per pinned version, like any other dependency, and run against the adapters.
+FRAMEWORK_TESTS := .cache/framework-tests/.fetched-$(shell sed -n 's/^    "\(.*\)": "\(.*\)",$$/\1-\2/p' tools/framework_tests.py | tr '\n' '_')
+
+$(FRAMEWORK_TESTS): $(STAMP) tools/framework_tests.py
+	$(PY) -m tools.framework_tests fetch
+	touch $(FRAMEWORK_TESTS)
+
 ## console: build the web console (npm ci when needed, then esbuild)
 console: $(CONSOLE_OUT)
 
@@ -67,7 +75,7 @@ CLUSTER_EXCLUDED := --ignore tests/integration/test_control.py \
 
 ## test: lint, type-check, validate the template, then every test (starts its own Redis), then
 ## the cluster subset on Redis Clusters it starts (CLUSTER_TESTS)
-test: lint validate $(CONSOLE_OUT)
+test: lint validate $(CONSOLE_OUT) $(FRAMEWORK_TESTS)
 	$(PY) -m pytest -q
 	KIVIDB_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_TESTS)
 

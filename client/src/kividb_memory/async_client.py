@@ -161,6 +161,11 @@ class AsyncStoreClient:
         self.instance_id = instance_id
         self.name = name
 
+    @property
+    def client(self) -> AsyncMemoryClient:
+        """The client this handle sends through (closing it closes the handle too)."""
+        return self._client
+
     def __repr__(self) -> str:
         return f"AsyncStoreClient(instance_id={self.instance_id!r}, name={self.name!r})"
 

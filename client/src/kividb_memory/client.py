@@ -163,6 +163,11 @@ class StoreClient:
         self.instance_id = instance_id
         self.name = name
 
+    @property
+    def client(self) -> MemoryClient:
+        """The client this handle sends through (closing it closes the handle too)."""
+        return self._client
+
     def __repr__(self) -> str:
         return f"StoreClient(instance_id={self.instance_id!r}, name={self.name!r})"
 

@@ -1,0 +1,79 @@
+"""The frameworks' own tests, run against our adapters on the local stack.
+
+Each suite runs in a pytest process of its own, in the framework's unpacked source distribution
+(``tools.framework_tests``; ``make test`` fetches them), with a plugin of ours
+(``tests/frameworks/``) that points the tests' session factories at the adapter; the tests run
+unchanged. The tests chosen are those that check a session's behaviour through those factories;
+the ones left out check the framework's own backend (its Redis keys, TTL option, connection
+pool, private methods) and are listed with why in docs/integrations.md.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.common import unique
+from tools import framework_tests
+
+PLUGINS = Path(__file__).resolve().parent.parent / "frameworks"
+
+AGENTS_SESSION_TESTS = "tests/extensions/memory/test_redis_session.py"
+AGENTS_TESTS = [
+    "test_redis_session_direct_ops",
+    "test_runner_integration",
+    "test_session_isolation",
+    "test_get_items_with_limit",
+    "test_pop_from_empty_session",
+    "test_add_empty_items_list",
+    "test_unicode_content",
+    "test_special_characters_and_json_safety",
+    "test_data_integrity_with_problematic_strings",
+    "test_concurrent_access",
+    "test_get_items_limit_returns_fewer_when_history_exhausted",
+    "test_session_settings_default",
+    "test_redis_compaction_preserves_encryption_wrapper",  # two cases
+]
+AGENTS_CASES = len(AGENTS_TESTS) + 1
+
+
+def _run_suite(root: Path, plugin: str, node_ids: list[str], env: dict[str, str]) -> str:
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", plugin, "-p", "no:cacheprovider",
+         *node_ids],
+        cwd=root, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
+    return done.stdout
+
+
+def _env(stack, store: str) -> dict[str, str]:
+    return {
+        **os.environ,
+        "KIVIDB_API_URL": stack.url,
+        "KIVIDB_API_KEY": stack.api_key,
+        "KIVIDB_INSTANCE": "local",
+        "KIVIDB_STORE": store,
+        "PYTHONPATH": str(PLUGINS),
+    }
+
+
+@pytest.fixture
+def suite_store(memory):
+    name = unique("suite")
+    memory.put_store("local", name, dimensions=3)
+    yield name
+    memory.delete_store("local", name)
+
+
+def test_the_agents_sdks_own_session_tests_pass_on_kividb_session(stack, suite_store):
+    root = framework_tests.source("openai-agents")
+    node_ids = [f"{AGENTS_SESSION_TESTS}::{name}" for name in AGENTS_TESTS]
+    out = _run_suite(root, "kividb_agents_plugin", node_ids, _env(stack, suite_store))
+    assert re.search(rf"\b{AGENTS_CASES} passed\b", out), out[-2000:]
+    assert "failed" not in out and "skipped" not in out and "error" not in out.lower()
