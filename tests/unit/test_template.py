@@ -22,6 +22,7 @@ EXPECTED_ROUTES = {
     "GET /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}",
     "DELETE /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}",
     "POST /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}/extract",
+    "POST /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}/pop",
     "POST /instances/{instance_id}/agent-memory/{store}/recall",
     "POST /instances/{instance_id}/agent-memory/{store}/memories",
     "GET /instances/{instance_id}/agent-memory/{store}/memories",
@@ -406,8 +407,8 @@ def test_the_deploy_doc_counts_each_resource_type_the_template_declares(template
     assert int(sam_roles[1]) == declared["AWS::Serverless::Function"]  # one role per function
     routes = sum(1 for f in _functions(template).values() if f["Properties"].get("Events"))
     stated = {int(n) for n in re.findall(r"\b(\d+) route functions", DEPLOY_DOC.read_text())}
-    # 23 API routes (18, and 5 of export and import), the console's and the MCP server's
-    assert stated == {routes} == {25}
+    # 24 API routes (18, 5 of export and import, and pop), the console's and the MCP server's
+    assert stated == {routes} == {26}
 
 
 def test_the_deploy_doc_lists_every_function_with_its_trigger_memory_and_timeout(template):
