@@ -42,6 +42,16 @@ $(FRAMEWORK_TESTS): $(STAMP) tools/framework_tests.py
 	$(PY) -m tools.framework_tests fetch
 	touch $(FRAMEWORK_TESTS)
 
+# Strands pins mcp<2.2 and the MCP server mcp 2.3.0: its adapter's tests get their own virtualenv.
+STRANDS_VENV := .venv-strands
+STRANDS_STAMP := $(STRANDS_VENV)/.installed
+
+$(STRANDS_STAMP): requirements-strands.txt client/pyproject.toml
+	$(PYTHON) -m venv $(STRANDS_VENV)
+	$(STRANDS_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(STRANDS_VENV)/bin/python -m pip install --quiet -r requirements-strands.txt
+	touch $(STRANDS_STAMP)
+
 ## console: build the web console (npm ci when needed, then esbuild)
 console: $(CONSOLE_OUT)
 
@@ -75,7 +85,7 @@ CLUSTER_EXCLUDED := --ignore tests/integration/test_control.py \
 
 ## test: lint, type-check, validate the template, then every test (starts its own Redis), then
 ## the cluster subset on Redis Clusters it starts (CLUSTER_TESTS)
-test: lint validate $(CONSOLE_OUT) $(FRAMEWORK_TESTS)
+test: lint validate $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP)
 	$(PY) -m pytest -q
 	KIVIDB_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_TESTS)
 
@@ -195,5 +205,5 @@ bench-retrieval: $(RETRIEVAL_STAMP)
 	$(PY) -m bench.retrieval $(ARGS)
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) .aws-sam .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(SAM_VENV) $(STRANDS_VENV) .cache/framework-tests .aws-sam .mypy_cache .ruff_cache .pytest_cache
 	rm -rf console/node_modules functions/console/static

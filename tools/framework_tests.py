@@ -23,6 +23,7 @@ CACHE = ROOT / ".cache" / "framework-tests"
 
 SUITES: dict[str, str] = {
     "openai-agents": "0.24.0",
+    "strands-agents": "1.62.0",
 }
 """Distribution name -> the version whose tests run (the installed one)."""
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -19,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.common import unique
+from tests.support.stack import model_store
 from tools import framework_tests
 
 PLUGINS = Path(__file__).resolve().parent.parent / "frameworks"
@@ -42,10 +44,12 @@ AGENTS_TESTS = [
 AGENTS_CASES = len(AGENTS_TESTS) + 1
 
 
-def _run_suite(root: Path, plugin: str, node_ids: list[str], env: dict[str, str]) -> str:
+def _run_suite(
+    root: Path, plugin: str, node_ids: list[str], env: dict[str, str], python: Path | None = None
+) -> str:
     done = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", plugin, "-p", "no:cacheprovider",
-         *node_ids],
+        [str(python or sys.executable), "-m", "pytest", "-q", "-p", plugin,
+         "-p", "no:cacheprovider", "--rootdir", str(root), *node_ids],
         cwd=root, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
@@ -77,3 +81,34 @@ def test_the_agents_sdks_own_session_tests_pass_on_kividb_session(stack, suite_s
     out = _run_suite(root, "kividb_agents_plugin", node_ids, _env(stack, suite_store))
     assert re.search(rf"\b{AGENTS_CASES} passed\b", out), out[-2000:]
     assert "failed" not in out and "skipped" not in out and "error" not in out.lower()
+
+
+STRANDS_TESTS = [
+    "tests/strands/memory/test_injection_integration.py::"
+    "test_memory_injection_reaches_model_but_not_durable_history",
+]
+STRANDS_SCENARIOS = PLUGINS / "strands_scenarios.py"  # ours, with Strands' test double: 2 tests
+STRANDS_CASES = 3
+STRANDS_PYTHON = Path(__file__).resolve().parents[2] / ".venv-strands" / "bin" / "python"
+
+
+def test_strands_own_memory_injection_test_and_ours_pass_on_kividb_memory_store(
+    open_stack, memory, provider, tmp_path
+):
+    """In the Strands virtualenv (Strands pins mcp<2.2; `make test` builds it). Our scenarios
+    run from a copy in a folder of their own: beside this suite, pytest would load this
+    project's conftest files into Strands' run."""
+    assert STRANDS_PYTHON.is_file(), "make .venv-strands/.installed (make test does)"
+    path = model_store(memory, provider)
+    name = path.rsplit("/", 1)[1]
+    try:
+        root = framework_tests.source("strands-agents")
+        env = {**_env(open_stack, name), "KIVIDB_ACTOR": "ann"}
+        scenarios = tmp_path / "kividb_strands_scenarios.py"
+        shutil.copyfile(STRANDS_SCENARIOS, scenarios)
+        tests = [*STRANDS_TESTS, str(scenarios)]
+        out = _run_suite(root, "kividb_strands_plugin", tests, env, STRANDS_PYTHON)
+        assert re.search(rf"\b{STRANDS_CASES} passed\b", out), out[-2000:]
+        assert "failed" not in out and "skipped" not in out
+    finally:
+        memory.delete_store("local", name)

@@ -1,0 +1,133 @@
+"""A Strands ``MemoryStore`` on a KiviDB store's long-term memory: ``KiviDBMemoryStore``.
+
+``pip install "kividb-memory[strands]"``. ``search`` is the store's search for one actor (hybrid
+by default: keywords and meaning); ``add`` keeps a memory of the actor (redacted and deduplicated
+as every memory is); ``add_messages`` adds a batch of the conversation to the actor's session,
+where the store's own extraction (its language model) draws memories from it once the
+conversation goes quiet. Each batch goes with an idempotency key made of the run and the
+messages' sequence numbers (``AddMessagesContext``), so a batch the manager sends again is kept
+once. Mapping and limits: docs/integrations.md, "Strands Agents".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import uuid
+from typing import Any
+
+from strands.memory import AddMessagesContext, MemoryEntry, MemoryStore, SearchOptions
+from strands.types.content import Message
+
+from kividb_memory.async_client import AsyncStoreClient
+from kividb_memory.client import StoreClient
+from kividb_memory.integrations.sessions import AnyStore, async_store_from_env, batches
+from kividb_memory.models import SearchMode
+
+DESCRIPTION = "Long-term memory of the user: facts, preferences and events from past sessions."
+
+
+def message_events(message: Message) -> dict[str, Any]:
+    """The event of one Strands message: its role, the text of its text blocks as content, and
+    the message itself as the item (tool uses and results kept as given)."""
+    texts = [b["text"] for b in message.get("content", []) if isinstance(b.get("text"), str)]
+    event: dict[str, Any] = {
+        "role": "assistant" if message.get("role") == "assistant" else "user",
+        "item": json.loads(json.dumps(message, default=str)),
+    }
+    text = "\n".join(t for t in texts if t)
+    if text:
+        event["content"] = text
+    return event
+
+
+class KiviDBMemoryStore(MemoryStore):
+    """The long-term memory of ``actor_id`` in a KiviDB store, as a Strands ``MemoryStore``.
+    ``store``: a ``StoreClient`` or ``AsyncStoreClient``; left out, one from the environment
+    (``KIVIDB_API_URL``, ``KIVIDB_API_KEY``, ``KIVIDB_INSTANCE``, ``KIVIDB_STORE``).
+    ``session_id``: the session ``add_messages`` adds to (default ``strands-<actor_id>``).
+    ``search_mode``: ``hybrid`` (default), ``semantic`` or ``keyword`` (a store without an
+    embedding model can search only by keyword). ``extraction``: Strands' setting; ``True``
+    makes the manager hand batches of the conversation to ``add_messages`` (the store extracts
+    them with its own language model). Errors: the client's (``ApiError`` and its kinds,
+    ``ApiConnectionError``)."""
+
+    def __init__(
+        self,
+        *,
+        actor_id: str,
+        store: StoreClient | AsyncStoreClient | None = None,
+        name: str = "kividb",
+        description: str = DESCRIPTION,
+        writable: bool = True,
+        max_search_results: int | None = None,
+        search_mode: SearchMode = "hybrid",
+        session_id: str | None = None,
+        extraction: Any = None,
+    ) -> None:
+        self.name = name
+        self.description = description
+        self.writable = writable
+        self.max_search_results = max_search_results
+        self.extraction = extraction
+        self.actor_id = actor_id
+        self.session_id = session_id or f"strands-{actor_id}"
+        self.search_mode: SearchMode = search_mode
+        self._store = AnyStore(store if store is not None else async_store_from_env())
+        self._run = uuid.uuid4().hex
+        self._sent: dict[int, str] = {}
+        """Sequence number -> the digest of the message acknowledged under it in this run."""
+
+    async def search(self, query: str, options: SearchOptions | None = None) -> list[MemoryEntry]:
+        """The actor's memories best first for ``query`` (``max_search_results`` of the options,
+        else the store's setting, else the API's default of 10)."""
+        limit = (options or {}).get("max_search_results") or self.max_search_results
+        found = await self._store.call(
+            "search", query, mode=self.search_mode, actor_id=self.actor_id, limit=limit
+        )
+        return [
+            MemoryEntry(
+                content=memory.text,
+                metadata={
+                    "id": memory.id,
+                    "score": memory.score,
+                    "type": memory.type,
+                    "created_at": memory.created_at.isoformat(),
+                    **memory.metadata,
+                },
+            )
+            for memory in found.memories
+        ]
+
+    async def add(self, content: str, metadata: dict[str, Any] | None = None) -> Any:
+        """Keep ``content`` as a memory of the actor (``metadata`` as the memory's); the kept
+        ``MemoryView`` (the one it duplicates, ``duplicate`` true, when the actor has it)."""
+        return await self._store.call(
+            "add_memory", content, actor_id=self.actor_id, metadata=metadata or None
+        )
+
+    async def add_messages(
+        self, messages: list[Message], context: AddMessagesContext | None = None
+    ) -> Any:
+        """Add ``messages`` to the actor's session, in batches of 100, each with an idempotency
+        key made of this run's id and the messages' sequence numbers: a batch sent again (the
+        same numbers and messages) is kept once. Numbers that come back with other messages
+        start a new run (Strands numbers each agent run from 0)."""
+        events = [message_events(m) for m in messages]
+        numbers = context.sequence_numbers if context is not None else None
+        if numbers is None or len(numbers) != len(events):
+            for batch in batches(events):
+                await self._store.call("add_events", self.session_id, batch,
+                                       actor_id=self.actor_id)  # fmt: skip
+            return None
+        digests = [hashlib.sha256(json.dumps(e, sort_keys=True).encode()).hexdigest()
+                   for e in events]  # fmt: skip
+        if any(self._sent.get(n, d) != d for n, d in zip(numbers, digests, strict=True)):
+            self._run, self._sent = uuid.uuid4().hex, {}
+        for start in range(0, len(events), 100):
+            part = numbers[start : start + 100]
+            key = f"strands:{self._run}:{part[0]}-{part[-1]}:{len(part)}"
+            await self._store.call("add_events", self.session_id, events[start : start + 100],
+                                   actor_id=self.actor_id, idempotency_key=key)  # fmt: skip
+            self._sent.update(zip(part, digests[start : start + 100], strict=True))
+        return None

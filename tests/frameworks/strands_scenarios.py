@@ -1,0 +1,96 @@
+"""``KiviDBMemoryStore`` with a Strands ``Agent`` and ``MemoryManager``, the model being
+Strands' own test double (``MockedModelProvider``): what one session adds, a second session is
+given; a batch of messages sent again is kept once.
+
+Run by ``tests/e2e/test_framework_suites.py`` in the Strands virtualenv (``.venv-strands``:
+Strands pins mcp<2.2), inside the strands-agents source distribution (its working directory),
+next to Strands' own test and with ``kividb_strands_plugin``, on the store that
+``KIVIDB_API_URL``, ``KIVIDB_API_KEY``, ``KIVIDB_INSTANCE`` and ``KIVIDB_STORE`` name (one with
+the scripted embedding provider). Not a ``test_`` file: the main suite does not collect it."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from strands import Agent
+from strands.memory import AddMessagesContext, MemoryManager
+
+from kividb_memory import MemoryClient
+from kividb_memory.integrations.strands import KiviDBMemoryStore
+
+
+def _mocked_model_provider() -> type:
+    """Strands' own ``MockedModelProvider`` (its tests' fixture), loaded from its file in the
+    source distribution this run works in."""
+    path = Path.cwd() / "tests/fixtures/mocked_model_provider.py"
+    spec = importlib.util.spec_from_file_location("strands_mocked_model_provider", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.MockedModelProvider  # type: ignore[no-any-return]
+
+
+def _texts(messages: list[Any]) -> str:
+    return " ".join(b["text"] for m in messages for b in m["content"] if "text" in b)
+
+
+@pytest.fixture
+def scripted_store():
+    with MemoryClient() as client:
+        yield client.store(os.environ["KIVIDB_INSTANCE"], os.environ["KIVIDB_STORE"])
+
+
+def test_what_one_session_adds_the_next_session_is_given(scripted_store):
+    model_class = _mocked_model_provider()
+    first_model = model_class([
+        {"role": "assistant", "content": [{"toolUse": {
+            "toolUseId": "t1", "name": "add_memory",
+            "input": {"entries": ["Lee's favourite city is Lisbon"]}}}]},
+        {"role": "assistant", "content": [{"text": "I will remember that."}]},
+    ])  # fmt: skip
+    first = Agent(model=first_model, callback_handler=None, plugins=[MemoryManager(
+        stores=[KiviDBMemoryStore(actor_id="lee", store=scripted_store)],
+        add_tool_config=True)])  # fmt: skip
+    first("My favourite city is Lisbon.")
+    kept = scripted_store.list_memories(actor_id="lee").memories
+    assert [m.text for m in kept] == ["Lee's favourite city is Lisbon"]
+
+    second_model = model_class([{"role": "assistant", "content": [{"text": "Lisbon."}]}])
+    seen: list[list[Any]] = []
+    stream = second_model.stream
+
+    def record(messages, *args, **kwargs):
+        seen.append([dict(m) for m in messages])
+        return stream(messages, *args, **kwargs)
+
+    second_model.stream = record
+    second = Agent(model=second_model, callback_handler=None, plugins=[MemoryManager(
+        stores=[KiviDBMemoryStore(actor_id="lee", store=scripted_store)])])  # fmt: skip
+    second("Which city do I like best?")
+    assert "Lee's favourite city is Lisbon" in _texts(seen[0])  # injected for the model
+    assert "Lee's favourite city is Lisbon" not in _texts(second.messages)  # not in history
+
+
+def test_a_batch_sent_again_is_kept_once_and_a_new_run_is_kept(scripted_store):
+    store = KiviDBMemoryStore(actor_id="bo", store=scripted_store, session_id="bo-chat")
+    batch = [{"role": "user", "content": [{"text": "I moved to Porto."}]},
+             {"role": "assistant", "content": [{"text": "Noted."}]}]  # fmt: skip
+    context = AddMessagesContext(sequence_numbers=[0, 1])
+
+    async def go() -> None:
+        await store.add_messages(batch, context)
+        await store.add_messages(batch, context)  # the manager's retry
+        other = [{"role": "user", "content": [{"text": "And then to Faro."}]},
+                 {"role": "assistant", "content": [{"text": "Noted again."}]}]  # fmt: skip
+        await store.add_messages(other, context)  # a new run numbers from 0 again
+
+    asyncio.run(go())
+    view = scripted_store.get_session("bo-chat")
+    assert [m.content for m in view.messages] == [
+        "I moved to Porto.", "Noted.", "And then to Faro.", "Noted again."]  # fmt: skip
+    assert view.actor_id == "bo" and view.messages[0].item == batch[0]
