@@ -169,3 +169,25 @@ def test_extract_now_needs_a_language_model_and_a_session(tenant, store, monkeyp
     status, body, _ = invoke("get_session", build("get_session", tenant, store))
     assert body["extraction"]["status"] == "waiting" and body["extraction"]["unread"] == 2
     assert body["extraction"]["due_at"] is not None  # the append armed the quiet-period run
+
+
+def test_an_idempotent_write_looks_its_store_up_once(tenant, store, monkeypatch):
+    """The idempotency middleware and the route share the request's store handle: one
+    instance and one store lookup, not two (``Runtime.begin_request``)."""
+    from agent_memory.stores.registry import Stores
+
+    looked_up: list[str] = []
+    get = Stores.get
+
+    def counted(self, name):
+        looked_up.append(name)
+        return get(self, name)
+
+    monkeypatch.setattr(Stores, "get", counted)
+    for _ in range(2):  # the second is answered from the record
+        event = build("add_events", tenant, store)
+        event["headers"]["idempotency-key"] = "once-per-request"
+        status, _, headers = invoke("add_events", event)
+        assert status == 200
+    assert looked_up == [store, store]
+    assert headers["Idempotent-Replayed"] == "true"
