@@ -200,3 +200,64 @@ def test_the_client_sends_a_key_of_its_own_or_the_one_given(memory_store, api):
         assert (result.added, result.message_count) == (1, 1)
     assert memory_store.add_events("s", events).message_count == 2  # a new key: a new write
     assert memory_store.add_events("s", events).message_count == 3
+
+
+class _AnswerDroppingProxy:
+    """A loopback proxy to the stack that forwards every request, and for the first ``drops``
+    writes drops the stack's answer (closes the connection without a word), as a network cut
+    after the server did the work would."""
+
+    def __init__(self, target: str, drops: int) -> None:
+        import http.server
+        import threading
+
+        self.keys: list[str | None] = []
+        proxy = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                headers = {k: v for k, v in self.headers.items() if k.lower() != "host"}
+                proxy.keys.append(self.headers.get("Idempotency-Key"))
+                answer = httpx.post(target + self.path, content=body, headers=headers, timeout=30)
+                if len(proxy.keys) <= drops:
+                    self.close_connection = True
+                    self.connection.shutdown(2)
+                    return
+                self.send_response(answer.status_code)
+                for name in ("Content-Type", "Idempotent-Replayed"):
+                    if name in answer.headers:
+                        self.send_header(name, answer.headers[name])
+                self.send_header("Content-Length", str(len(answer.content)))
+                self.end_headers()
+                self.wfile.write(answer.content)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_the_client_retries_a_write_whose_answer_was_lost_and_it_is_kept_once(stack, memory):
+    from kividb_memory import MemoryClient
+
+    name = "lost-" + uuid.uuid4().hex[:8]
+    memory.put_store("local", name)
+    proxy = _AnswerDroppingProxy(stack.url, drops=2)
+    try:
+        with MemoryClient(proxy.url, stack.api_key, max_retries=2, max_retry_wait=1) as client:
+            store = client.store("local", name)
+            result = store.add_events("s", [{"role": "user", "content": "once"}])
+        assert (result.added, result.message_count) == (1, 1)
+        assert len(proxy.keys) == 3 and len(set(proxy.keys)) == 1 and proxy.keys[0]
+        kept = memory.store("local", name).get_session("s")
+        assert [m.content for m in kept.messages] == ["once"]
+    finally:
+        proxy.close()
+        memory.delete_store("local", name)
