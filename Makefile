@@ -107,7 +107,7 @@ e2e: $(STAMP) $(CONSOLE_OUT)
 lint: $(STAMP)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
-	$(PY) -m mypy layers/core client/src local tools functions bench
+	$(PY) -m mypy layers/core client/src local tools functions bench examples
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m tools.unasync_client --check
 

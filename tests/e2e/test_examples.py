@@ -1,0 +1,39 @@
+"""Each file of examples/ runs as its docstring says, against the local stack."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.common import unique
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+
+
+@pytest.mark.parametrize(
+    ("example", "said"),
+    [
+        ("openai_agents_session.py", ["You are Ann.", "the session keeps 4 items"]),
+        ("langchain_history.py", ["You are Ann.", "the session keeps 4 messages"]),
+    ],
+)
+def test_an_example_runs_against_the_local_stack(stack, memory, example, said):
+    name = unique("example")
+    env = {**os.environ, "KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key,
+           "KIVIDB_INSTANCE": "local", "KIVIDB_STORE": name}  # fmt: skip
+    try:
+        done = subprocess.run([sys.executable, str(EXAMPLES / example)], env=env,
+                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert done.stdout.splitlines() == said, done.stdout
+    finally:
+        memory.delete_store("local", name)
+
+
+def test_every_example_is_run_here():
+    ran = {"openai_agents_session.py", "langchain_history.py"}
+    assert {p.name for p in EXAMPLES.glob("*.py")} == ran
