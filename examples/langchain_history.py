@@ -12,6 +12,7 @@ place. The store is created if it is missing.
 from __future__ import annotations
 
 import os
+import warnings
 
 from langchain_core.language_models.fake_chat_models import FakeMessagesListChatModel
 from langchain_core.messages import AIMessage
@@ -21,6 +22,10 @@ from langchain_core.runnables.history import RunnableWithMessageHistory
 
 from kividb_memory import MemoryClient
 from kividb_memory.integrations.langchain import KiviDBChatMessageHistory
+
+# langchain-core 1.x deprecates RunnableWithMessageHistory for LangGraph's persistence; it is
+# still LangChain's way to give a chain a BaseChatMessageHistory, which is what this shows.
+warnings.filterwarnings("ignore", message="RunnableWithMessageHistory is deprecated")
 
 
 def main() -> None:

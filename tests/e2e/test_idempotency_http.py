@@ -71,7 +71,7 @@ def test_a_used_key_with_another_request_is_422_and_writes_nothing(api, store, o
     assert answer.status_code == 422
     assert answer.json()["error"] == "idempotency_key_reused"
     assert answer.json()["details"] == [
-        {"field": "header.Idempotency-Key", "problem": "used for another request"}
+        {"field": "header.idempotency-key", "problem": "used for another request"}
     ]
     assert _messages(api, store, "s") == ["I moved to Lisbon", "Noted."]
     assert _messages(api, store, "t") == []
@@ -158,6 +158,34 @@ def test_a_key_that_is_not_1_to_255_visible_ascii_is_422_and_writes_nothing(api,
     assert answer.json()["error"] == "validation_error"
     assert answer.json()["details"][0]["field"] == "header.idempotency-key"
     assert _messages(api, store, "s") == []
+
+
+def test_spaces_around_a_key_are_not_part_of_it(api, stack, store):
+    import http.client
+    import json
+    from urllib.parse import urlsplit
+
+    first = api.post(f"{store}/sessions/s/events", json=EVENTS, headers={"Idempotency-Key": "k-ws"})
+    where = urlsplit(stack.url)
+    connection = http.client.HTTPConnection(where.hostname, where.port, timeout=30)
+    connection.request("POST", f"{store}/sessions/s/events", body=json.dumps(EVENTS),
+                       headers={"Authorization": f"Bearer {stack.api_key}",
+                                "Content-Type": "application/json",
+                                "Idempotency-Key": "  k-ws\t"})  # fmt: skip
+    again = connection.getresponse()
+    body = again.read()
+    connection.close()
+    assert again.status == 200 and again.getheader("idempotent-replayed") == "true"
+    assert body == first.content
+
+
+def test_a_route_without_a_body_ignores_one_for_its_key_too(api, store):
+    api.post(f"{store}/sessions/s/events", json=EVENTS)
+    key = {"Idempotency-Key": "pop-body"}
+    first = api.post(f"{store}/sessions/s/pop", headers=key)
+    again = api.post(f"{store}/sessions/s/pop", headers=key, json={"x": 1})
+    assert again.status_code == 200 and again.content == first.content
+    assert _messages(api, store, "s") == ["I moved to Lisbon"]
 
 
 def test_a_key_of_255_visible_characters_is_taken(api, store):

@@ -85,3 +85,40 @@ def test_a_runnable_with_message_history_remembers_the_first_turn(memory_store):
     assert [m.content for m in seen[1]] == [
         "I am Ann.", "Nice to meet you, Ann.", "What is my name?"]  # fmt: skip
     assert memory_store.get_session("lc-3").message_count == 4
+
+
+def test_chunks_and_chat_messages_keep_the_role_they_speak_in():
+    from langchain_core.messages import (
+        ChatMessage,
+        FunctionMessage,
+        HumanMessageChunk,
+        SystemMessageChunk,
+        ToolMessageChunk,
+    )
+
+    from kividb_memory.integrations.langchain import message_role
+
+    messages = [
+        HumanMessageChunk(content="h"), SystemMessageChunk(content="s"),
+        ToolMessageChunk(content="t", tool_call_id="c"), ChatMessage(content="c", role="user"),
+        ChatMessage(content="c", role="system"), FunctionMessage(content="f", name="f"),
+        AIMessage(content="a"), ChatMessage(content="c", role="narrator"),
+    ]  # fmt: skip
+    roles = ["user", "system", "tool", "user", "system", "tool", "assistant", "assistant"]
+    assert [message_role(m) for m in messages] == roles
+
+
+def test_a_store_that_does_not_exist_is_an_error_on_reads_too(memory):
+    from kividb_memory import NotFoundError
+
+    history = KiviDBChatMessageHistory("s", store=memory.store("local", "no-such-store"))
+    with pytest.raises(NotFoundError, match="store"):
+        _ = history.messages
+    with pytest.raises(NotFoundError):
+        history.clear()
+
+
+def test_a_session_that_does_not_exist_reads_as_empty(memory_store):
+    history = KiviDBChatMessageHistory("never-written", store=memory_store)
+    assert history.messages == []
+    history.clear()  # nothing to forget, and no error

@@ -76,21 +76,50 @@ def test_what_one_session_adds_the_next_session_is_given(scripted_store):
     assert "Lee's favourite city is Lisbon" not in _texts(second.messages)  # not in history
 
 
-def test_a_batch_sent_again_is_kept_once_and_a_new_run_is_kept(scripted_store):
-    store = KiviDBMemoryStore(actor_id="bo", store=scripted_store, session_id="bo-chat")
+class _AnswerLost:
+    """A store client whose first ``add_events`` is done and then reported failed (its answer
+    lost on the way back), as a time-out after the server kept the messages would be."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.failed = store, False
+
+    def add_events(self, *args: Any, **kwargs: Any) -> Any:
+        done = self.store.add_events(*args, **kwargs)
+        if not self.failed:
+            self.failed = True
+            raise TimeoutError("the answer was lost")
+        return done
+
+
+def test_a_batch_whose_answer_was_lost_is_sent_again_and_kept_once(scripted_store):
+    store = KiviDBMemoryStore(actor_id="bo", store=_AnswerLost(scripted_store),
+                              session_id="bo-chat")  # fmt: skip
     batch = [{"role": "user", "content": [{"text": "I moved to Porto."}]},
              {"role": "assistant", "content": [{"text": "Noted."}]}]  # fmt: skip
     context = AddMessagesContext(sequence_numbers=[0, 1])
 
     async def go() -> None:
-        await store.add_messages(batch, context)
-        await store.add_messages(batch, context)  # the manager's retry
-        other = [{"role": "user", "content": [{"text": "And then to Faro."}]},
-                 {"role": "assistant", "content": [{"text": "Noted again."}]}]  # fmt: skip
-        await store.add_messages(other, context)  # a new run numbers from 0 again
+        with pytest.raises(TimeoutError):
+            await store.add_messages(batch, context)
+        await store.add_messages(batch, context)  # the manager sends it again
 
     asyncio.run(go())
     view = scripted_store.get_session("bo-chat")
-    assert [m.content for m in view.messages] == [
-        "I moved to Porto.", "Noted.", "And then to Faro.", "Noted again."]  # fmt: skip
+    assert [m.content for m in view.messages] == ["I moved to Porto.", "Noted."]
     assert view.actor_id == "bo" and view.messages[0].item == batch[0]
+
+
+def test_the_same_turn_of_two_runs_is_kept_twice(scripted_store):
+    """Two agents in turn on one store, each saying the same: Strands numbers each run from 0,
+    so the second batch has the first one's numbers and messages, and it is not a retry."""
+    store = KiviDBMemoryStore(actor_id="cy", store=scripted_store, session_id="cy-chat")
+    batch = [{"role": "user", "content": [{"text": "yes"}]},
+             {"role": "assistant", "content": [{"text": "Done."}]}]  # fmt: skip
+
+    async def go() -> None:
+        for _ in range(2):
+            await store.add_messages(batch, AddMessagesContext(sequence_numbers=[0, 1]))
+
+    asyncio.run(go())
+    contents = [m.content for m in scripted_store.get_session("cy-chat").messages]
+    assert contents == ["yes", "Done.", "yes", "Done."]

@@ -10,7 +10,7 @@ import pydantic
 from hypothesis import given, strategies as st
 
 from agent_memory.edge.idempotency import header_value, request_fingerprint
-from agent_memory.stores.idempotency import IDEMPOTENCY_KEY_PATTERN, key_digest
+from agent_memory.stores.idempotency import IDEMPOTENCY_KEY_PATTERN, key_digest, key_of
 
 # The header's check as the route's validation runs it (pydantic-core's regex, not Python's re).
 KEY = pydantic.TypeAdapter(
@@ -28,8 +28,14 @@ def _taken(text: str) -> bool:
 
 @given(st.text(max_size=300))
 def test_a_key_is_taken_exactly_when_it_is_1_to_255_visible_ascii_characters(text):
-    visible = all("!" <= c <= "~" for c in text)
-    assert _taken(text) == (1 <= len(text) <= 255 and visible)
+    key = key_of(text)  # without the spaces and tabs around a field value (RFC 9110)
+    visible = all("!" <= c <= "~" for c in key)
+    assert _taken(text) == (1 <= len(key) <= 255 and visible)
+
+
+@given(st.text(alphabet=" \t", max_size=3), st.text(alphabet=" \t", max_size=3))
+def test_spaces_and_tabs_around_a_key_are_not_part_of_it(before, after):
+    assert _taken(before + "k-1" + after) and key_of(before + "k-1" + after) == "k-1"
 
 
 @given(st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1,
@@ -88,3 +94,10 @@ def test_the_header_is_found_whatever_the_case_of_its_name():
         assert header_value({name: "k"}, "Idempotency-Key") == "k"
     assert header_value({}, "Idempotency-Key") is None
     assert header_value(None, "Idempotency-Key") is None
+
+
+def test_whole_numbers_however_written_are_the_same_request():
+    one = request_fingerprint("POST", "/p", [], '{"v": [0, 1, -0.0], "x": 2}')
+    assert one == request_fingerprint("POST", "/p", [], '{"v": [0.0, 1e0, 0], "x": 2.0}')
+    assert one != request_fingerprint("POST", "/p", [], '{"v": [0, 1.5, 0], "x": 2}')
+    assert one != request_fingerprint("POST", "/p", [], '{"v": [0, 1, 0], "x": "2"}')

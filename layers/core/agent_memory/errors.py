@@ -169,7 +169,7 @@ class IdempotencyKeyInProgress(Conflict):
         super().__init__(
             "A request with this Idempotency-Key is still running; retry in a second to get "
             "its answer. Nothing was written by this one.",
-            details=[{"field": "header.Idempotency-Key", "problem": "in progress"}],
+            details=[{"field": "header.idempotency-key", "problem": "in progress"}],
         )
 
 
@@ -193,7 +193,7 @@ class IdempotencyKeyReused(ValidationFailed):
         super().__init__(
             "This Idempotency-Key was already used for a different request in the last 24 "
             "hours; send a new key for a new request. Nothing was written.",
-            details=[{"field": "header.Idempotency-Key", "problem": "used for another request"}],
+            details=[{"field": "header.idempotency-key", "problem": "used for another request"}],
         )
 
 

@@ -35,7 +35,24 @@ from kividb_memory.integrations.sessions import (
 )
 from kividb_memory.models import Message
 
-_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+_ROLES = {
+    "human": "user", "user": "user", "ai": "assistant", "assistant": "assistant",
+    "system": "system", "developer": "system", "tool": "tool", "function": "tool",
+}  # fmt: skip
+
+
+def message_role(message: BaseMessage) -> str:
+    """The API role of ``message``: by its type (``human``, ``ai``, ``system``, ``tool``,
+    ``function``, and their ``...MessageChunk`` forms), a ``ChatMessage`` by its own ``role``;
+    ``assistant`` for anything else."""
+    kind = message.type
+    if kind.endswith("MessageChunk"):
+        kind = kind.removesuffix("MessageChunk").lower()
+    if kind == "chat":
+        kind = str(getattr(message, "role", "")).lower()
+    return _ROLES.get(kind, "assistant")
+
+
 _PLAIN: dict[str, type[BaseMessage]] = {
     "user": HumanMessage, "assistant": AIMessage, "system": SystemMessage,
 }  # fmt: skip
@@ -45,7 +62,7 @@ def message_event(message: BaseMessage) -> dict[str, Any]:
     """The event that keeps ``message``: its role, its text as ``content`` when it has any, and
     ``message_to_dict`` of it as the item."""
     event: dict[str, Any] = {
-        "role": _ROLES.get(message.type, "assistant"),
+        "role": message_role(message),
         "item": message_to_dict(message),
     }
     text = str(message.text)

@@ -12,7 +12,6 @@ limit); each batch is one idempotent write.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import os
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar, cast
@@ -26,6 +25,9 @@ INSTANCE_ENV = "KIVIDB_INSTANCE"
 STORE_ENV = "KIVIDB_STORE"
 MAX_EVENTS_PER_CALL = 100
 """The API's limit of events in one ``POST .../events`` (413 above it)."""
+NO_SESSION = "session_not_found"
+"""The 404 code of a session that does not exist (an empty history); any other 404 (the store,
+the instance) is raised."""
 PAGE = 1000
 """The most messages one ``GET .../sessions/{id}`` gives (``recent`` at most 1000)."""
 
@@ -110,7 +112,9 @@ async def read_messages(
             view: SessionView = await call(
                 "get_session", session_id, recent=want, before_seq=before
             )
-        except NotFoundError:
+        except NotFoundError as exc:
+            if exc.code != NO_SESSION:
+                raise  # a missing store or instance is the caller's to know
             return []
         found = view.messages + found
         if not view.messages or (len(view.messages) >= want and view.messages[0].seq <= 1):
@@ -126,15 +130,21 @@ async def pop(call: Callable[..., Awaitable[Any]], session_id: str) -> Message |
     no session)."""
     try:
         popped: PoppedMessage = await call("pop_message", session_id)
-    except NotFoundError:
+    except NotFoundError as exc:
+        if exc.code != NO_SESSION:
+            raise
         return None
     return popped.message
 
 
 async def forget(call: Callable[..., Awaitable[Any]], session_id: str) -> None:
-    """Delete the session; one that does not exist is already forgotten."""
-    with contextlib.suppress(NotFoundError):
+    """Delete the session; one that does not exist is already forgotten (a store or instance
+    that does not exist is ``NotFoundError``)."""
+    try:
         await call("delete_session", session_id)
+    except NotFoundError as exc:
+        if exc.code != NO_SESSION:
+            raise
 
 
 def batches(events: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:

@@ -75,8 +75,11 @@ class KiviDBMemoryStore(MemoryStore):
         self.search_mode: SearchMode = search_mode
         self._store = AnyStore(store if store is not None else async_store_from_env())
         self._run = uuid.uuid4().hex
-        self._sent: dict[int, str] = {}
-        """Sequence number -> the digest of the message acknowledged under it in this run."""
+        self._acknowledged: set[int] = set()
+        """The sequence numbers kept under this run id."""
+        self._unsure: dict[int, str] = {}
+        """Sequence number -> the digest of the message whose sending failed under this run id
+        (it may have been kept): sent again, it goes under the same key."""
 
     async def search(self, query: str, options: SearchOptions | None = None) -> list[MemoryEntry]:
         """The actor's memories best first for ``query`` (``max_search_results`` of the options,
@@ -110,9 +113,14 @@ class KiviDBMemoryStore(MemoryStore):
         self, messages: list[Message], context: AddMessagesContext | None = None
     ) -> Any:
         """Add ``messages`` to the actor's session, in batches of 100, each with an idempotency
-        key made of this run's id and the messages' sequence numbers: a batch sent again (the
-        same numbers and messages) is kept once. Numbers that come back with other messages
-        start a new run (Strands numbers each agent run from 0)."""
+        key made of this store's run id and the messages' sequence numbers
+        (``AddMessagesContext``). A batch whose sending failed (an error, a time-out: it may or
+        may not have been kept) and that comes again with the same numbers and messages goes
+        under the same key, so it is kept once. Numbers this store already saw acknowledged
+        belong to a new run (Strands numbers each agent run from 0, and one store may serve
+        several agents in turn), as do numbers that come back with other messages: a new run
+        id, so they are kept. Without sequence numbers each call is its own write (the
+        client's own retries still send one key)."""
         events = [message_events(m) for m in messages]
         numbers = context.sequence_numbers if context is not None else None
         if numbers is None or len(numbers) != len(events):
@@ -122,12 +130,19 @@ class KiviDBMemoryStore(MemoryStore):
             return None
         digests = [hashlib.sha256(json.dumps(e, sort_keys=True).encode()).hexdigest()
                    for e in events]  # fmt: skip
-        if any(self._sent.get(n, d) != d for n, d in zip(numbers, digests, strict=True)):
-            self._run, self._sent = uuid.uuid4().hex, {}
+        pairs = list(zip(numbers, digests, strict=True))
+        if any(n in self._acknowledged or self._unsure.get(n, d) != d for n, d in pairs):
+            self._run, self._acknowledged, self._unsure = uuid.uuid4().hex, set(), {}
         for start in range(0, len(events), 100):
-            part = numbers[start : start + 100]
-            key = f"strands:{self._run}:{part[0]}-{part[-1]}:{len(part)}"
-            await self._store.call("add_events", self.session_id, events[start : start + 100],
-                                   actor_id=self.actor_id, idempotency_key=key)  # fmt: skip
-            self._sent.update(zip(part, digests[start : start + 100], strict=True))
+            part = pairs[start : start + 100]
+            key = f"strands:{self._run}:{part[0][0]}-{part[-1][0]}:{len(part)}"
+            try:
+                await self._store.call("add_events", self.session_id, events[start : start + 100],
+                                       actor_id=self.actor_id, idempotency_key=key)  # fmt: skip
+            except BaseException:
+                self._unsure.update(part)
+                raise
+            self._acknowledged.update(n for n, _ in part)
+            for n, _ in part:
+                self._unsure.pop(n, None)
         return None

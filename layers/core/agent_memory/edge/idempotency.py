@@ -28,7 +28,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Header
 from agent_memory.edge.requests import query_pairs
 from agent_memory.errors import AgentMemoryError
 from agent_memory.observability import logger
-from agent_memory.stores.idempotency import IDEMPOTENCY_KEY_PATTERN, Answered
+from agent_memory.stores.idempotency import IDEMPOTENCY_KEY_PATTERN, Answered, key_of
 
 IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
 REPLAYED_HEADER = "Idempotent-Replayed"
@@ -50,13 +50,29 @@ IdempotencyKeyHeader = Annotated[
 the OpenAPI document. The middleware reads it from the request itself."""
 
 
+def _same_number(value: Any) -> Any:
+    """``value`` with each number that is a whole number written as one (``1.0``, ``1e0``,
+    ``-0.0``) as that integer: the routes read them as the same value."""
+    if isinstance(value, float) and value.is_integer() and abs(value) < 2**53:
+        return int(value)
+    if isinstance(value, dict):
+        return {k: _same_number(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_same_number(v) for v in value]
+    return value
+
+
 def request_fingerprint(method: str, path: str, query: list[tuple[str, str]], body: str) -> str:
     """SHA-256 (hex) of what makes two requests the same request: ``method``, ``path``
     (decoded), the ``query`` pairs in order of name and value, and ``body`` as canonical JSON
-    (keys sorted, no spaces; the body as it came when it is not JSON)."""
+    (keys sorted, no spaces, whole numbers as integers: ``1``, ``1.0`` and ``1e0`` are one
+    value; the body as it came when it is not JSON)."""
     try:
         canonical = json.dumps(
-            json.loads(body), sort_keys=True, separators=(",", ":"), ensure_ascii=False
+            _same_number(json.loads(body)),
+            sort_keys=True,
+            separators=(",", ":"),
+            ensure_ascii=False,
         )
     except ValueError:
         canonical = body
@@ -84,14 +100,20 @@ class IdempotentWrites(BaseMiddlewareHandler[Any]):
 
     def handler(self, app: Any, next_middleware: NextMiddleware) -> Response[Any]:
         event = app.current_event
-        key = header_value(event.headers, IDEMPOTENCY_KEY_HEADER)
-        if key is None:
+        header = header_value(event.headers, IDEMPOTENCY_KEY_HEADER)
+        if header is None:
             return next_middleware(app)
+        key = key_of(header)
         route_args = app.context.get("_route_args") or {}
+        # A route that takes no body ignores one, so it is not part of the request either.
+        takes_body = bool(app.context["_route"].dependant.body_params)
         handle = app.runtime.store(app.principal, route_args["instance_id"], route_args["store"])
         records = handle.idempotency
         fingerprint = request_fingerprint(
-            event.http_method, event.path, query_pairs(event.raw_event), event.body or ""
+            event.http_method,
+            event.path,
+            query_pairs(event.raw_event),
+            (event.body or "") if takes_body else "",
         )
         found = records.begin(key, fingerprint)
         if isinstance(found, Answered):

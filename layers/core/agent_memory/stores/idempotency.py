@@ -34,8 +34,17 @@ from agent_memory.database.keys import StoreKeys
 from agent_memory.database.scripts import FINISHES_WRITE, load_script
 from agent_memory.errors import IdempotencyKeyInProgress, IdempotencyKeyReused
 
-IDEMPOTENCY_KEY_PATTERN = r"^[\x21-\x7e]{1,255}$"
-"""An ``Idempotency-Key``: 1 to 255 visible ASCII characters (``!`` to ``~``; no space)."""
+IDEMPOTENCY_KEY_PATTERN = r"^[ \t]*[\x21-\x7e]{1,255}[ \t]*$"
+"""An ``Idempotency-Key`` header: 1 to 255 visible ASCII characters (``!`` to ``~``; no space
+inside), with the spaces or tabs around a field value that are not part of it (RFC 9110,
+section 5.5); ``key_of`` gives the key."""
+
+
+def key_of(header: str) -> str:
+    """The key an ``Idempotency-Key`` header value names: without the spaces and tabs around
+    it."""
+    return header.strip(" \t")
+
 
 RECORD_SECONDS = 24 * 3600
 """How long an answered record is kept: a key is spent for 24 hours after its answer."""
