@@ -6,7 +6,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.edge.http_errors import WRITE_RESPONSES
-from agent_memory.edge.idempotency import IdempotencyKeyHeader
+from agent_memory.edge.idempotency import IdempotencyKeyHeader, once_of
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import (
     CREATE_STORE_FIRST,
@@ -36,7 +36,8 @@ def add_events(
 ) -> EventsResult:
     """Append the events' messages (200 ``EventsResult``); then arm the session's extraction
     schedule or ask for summarization when the append calls for it. 409 ``actor_mismatch``."""
-    result = app.runtime.store(app.principal, instance_id, store).add_events(session_id, body)
+    handle = app.runtime.store(app.principal, instance_id, store)
+    result = handle.add_events(session_id, body, once_of(app))
     metrics.add_metric(name="MessagesAdded", unit=MetricUnit.Count, value=result.added)
     return result
 

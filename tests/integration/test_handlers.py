@@ -7,6 +7,7 @@ from agent_memory.background.scheduler import ExtractionTarget, LocalScheduler, 
 from agent_memory.clock import SystemClock
 from local.server import LambdaContext
 from tests.support.common import unique
+from tests.support.databases import database_client
 from tests.support.handlers import API, HANDLERS, build, invoke, sample
 
 
@@ -191,3 +192,21 @@ def test_an_idempotent_write_looks_its_store_up_once(tenant, store, monkeypatch)
         assert status == 200
     assert looked_up == [store, store]
     assert headers["Idempotent-Replayed"] == "true"
+
+
+def test_a_keyed_append_whose_answer_was_lost_is_not_done_again(tenant, store):
+    """A 503 after the append was done frees the middleware's record (the database went away
+    between the write and the answer); the append's own once record, written in the same
+    script, makes the retry answer the first append instead of adding the messages again."""
+    event = build("add_events", tenant, store)
+    event["headers"]["idempotency-key"] = "lost-answer"
+    status, first, _ = invoke("add_events", event)
+    assert status == 200 and first["message_count"] == 2
+    database = database_client(tenant.url)
+    records = list(database.scan_iter(match=f"kividb:mem:{store}:*:idempotency:*"))
+    assert len(records) == 1
+    database.delete(*records)  # as the middleware does after a 503
+    status, again, headers = invoke("add_events", event)
+    assert status == 200 and again == first and "Idempotent-Replayed" not in headers
+    status, session, _ = invoke("get_session", build("get_session", tenant, store))
+    assert session["message_count"] == 2

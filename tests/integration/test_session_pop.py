@@ -111,3 +111,26 @@ def test_a_session_a_background_run_holds_is_not_changed(store, client):
     assert [m.content for m in sessions.get("s", 50).messages] == ["a", "b"]
     client.delete(config.keys().session("s").lock)
     assert sessions.pop("s").message.content == "b"
+
+
+def test_a_keyed_pop_or_append_sent_again_is_done_once_even_without_its_answer(store):
+    """The once record is written by the write's own script: a second run of the same keyed
+    request (the middleware's record freed after a 503 whose write was in fact done) changes
+    nothing and answers as the first did."""
+    from agent_memory.errors import IdempotencyKeyReused
+    from agent_memory.stores.idempotency import OnceKey, key_digest
+
+    _, sessions = store
+    add = OnceKey(key_digest("add-1"), "f" * 64)
+    first = sessions.append_events("s", _events("one", "two"), add).result
+    again = sessions.append_events("s", _events("one", "two"), add).result
+    assert first == again and first.message_count == 2
+    with pytest.raises(IdempotencyKeyReused):
+        sessions.append_events("s", _events("other"), OnceKey(add.digest, "e" * 64))
+    take = OnceKey(key_digest("pop-1"), "a" * 64)
+    popped = sessions.pop("s", take)
+    assert sessions.pop("s", take) == popped and popped.message.content == "two"
+    with pytest.raises(IdempotencyKeyReused):
+        sessions.pop("s", OnceKey(take.digest, "b" * 64))
+    assert [m.content for m in sessions.get("s", 50).messages] == ["one"]
+    assert sessions.append("s", _events("three")).message_count == 2  # without a key: a write

@@ -11,6 +11,7 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:session:{<session>}:meta         hash  actor, sequence, times, summary
     kividb:mem:<store>:<inc>:session:{<session>}:messages     zset  "<seq>:<json>" scored by seq
     kividb:mem:<store>:<inc>:session:{<session>}:lock         string  background run's token
+    kividb:mem:<store>:<inc>:session:{<session>}:once:<sha256> string  a keyed write's outcome
     kividb:mem:<store>:<inc>:{<store>/<p>}:memories           zset  current memory id -> created
     kividb:mem:<store>:<inc>:{<store>/<p>}:memories:expiry    zset  memory id -> expiry (ms)
     kividb:mem:<store>:<inc>:{<store>/<p>}:memories:superseded zset superseded id -> expiry (ms)
@@ -337,6 +338,16 @@ class SessionKeys:
         self.messages = tagged + ":messages"
         self.lock = tagged + ":lock"
         """string: the token of the background run working on the session (expires)."""
+        self._tagged = tagged
+
+    def once(self, key_digest: str) -> str:
+        """string: the outcome of the append or pop sent with an ``Idempotency-Key`` whose
+        SHA-256 is ``key_digest`` (64 lower-case hex digits), written by that write's own
+        script in the session's slot (``sessions.scripts``), so a write done is known done even
+        when its answer was lost; 24 hours."""
+        if len(key_digest) != 64 or not all(c in "0123456789abcdef" for c in key_digest):
+            raise ValueError("an idempotency key digest is 64 lower-case hex digits")
+        return f"{self._tagged}:once:{key_digest}"
 
     def all(self) -> list[str]:
         return [self.meta, self.messages]

@@ -28,9 +28,18 @@ from aws_lambda_powertools.event_handler.openapi.params import Header
 from agent_memory.edge.requests import query_pairs
 from agent_memory.errors import AgentMemoryError
 from agent_memory.observability import logger
-from agent_memory.stores.idempotency import IDEMPOTENCY_KEY_PATTERN, Answered, key_of
+from agent_memory.stores.idempotency import (
+    IDEMPOTENCY_KEY_PATTERN,
+    Answered,
+    OnceKey,
+    key_digest,
+    key_of,
+)
 
 IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
+ONCE_CONTEXT = "idempotency_once"
+"""Where the middleware leaves a keyed request's ``OnceKey`` in the resolver's context, for a
+route whose write can record its own outcome (``once_of``)."""
 REPLAYED_HEADER = "Idempotent-Replayed"
 
 IdempotencyKeyHeader = Annotated[
@@ -116,6 +125,7 @@ class IdempotentWrites(BaseMiddlewareHandler[Any]):
             (event.body or "") if takes_body else "",
         )
         found = records.begin(key, fingerprint)
+        app.context[ONCE_CONTEXT] = OnceKey(key_digest(key), fingerprint)
         if isinstance(found, Answered):
             return Response(
                 status_code=found.status,
@@ -143,6 +153,15 @@ class IdempotentWrites(BaseMiddlewareHandler[Any]):
             # lease ends (409), then runs again; that is the window docs/routes.md names.
             logger.warning("idempotency record not kept", extra={"error": exc.code})
         return response
+
+
+def once_of(app: Any) -> OnceKey | None:
+    """The ``OnceKey`` of the current request when it came with an ``Idempotency-Key``: the
+    append and the pop pass it to their scripts, which record their outcome in the same atomic
+    step as the write, so a write whose answer was lost (a 503 frees this middleware's record)
+    is not done again when the same request comes back."""
+    once = app.context.get(ONCE_CONTEXT)
+    return once if isinstance(once, OnceKey) else None
 
 
 def _give_back(release: Callable[[Any], None], claim: Any) -> None:

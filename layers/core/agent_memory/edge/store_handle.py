@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from agent_memory.sessions.models import EventsRequest, EventsResult, ExtractionQueued
     from agent_memory.sessions.service import Sessions
     from agent_memory.sessions.transfer import SessionImport, SessionImported, SessionTransfer
-    from agent_memory.stores.idempotency import IdempotencyRecords
+    from agent_memory.stores.idempotency import IdempotencyRecords, OnceKey
     from agent_memory.stores.registry import Stores
 
 
@@ -182,12 +182,15 @@ class StoreHandle:
             update={"last_extraction_at": last_at, "last_extraction_error": last_error}
         )
 
-    def add_events(self, session_id: str, request: EventsRequest) -> EventsResult:
-        """Append ``request``'s messages to the session, then arm its extraction schedule or
-        ask for summarization when the append calls for it (``background.work``)."""
+    def add_events(
+        self, session_id: str, request: EventsRequest, once: OnceKey | None = None
+    ) -> EventsResult:
+        """Append ``request``'s messages to the session (once per key with ``once``), then arm
+        its extraction schedule or ask for summarization when the append calls for it
+        (``background.work``)."""
         from agent_memory.background.triggers import schedule_background
 
-        appended = self.sessions.append_events(session_id, request)
+        appended = self.sessions.append_events(session_id, request, once)
         if appended.arm_due is not None or appended.fold:
             schedule_background(
                 self.runtime.scheduler, self.sessions, self.target(session_id), appended

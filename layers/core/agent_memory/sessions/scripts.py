@@ -24,6 +24,9 @@ from agent_memory.sessions.records import EXTRACTION_MAX_FAILURES, session_field
 FOLD_REQUEST_STALE_MS = 600_000
 """A summarization asked for this long ago (ms) without finishing is asked for again."""
 ARM_STALE_MS = 900_000
+ONCE_MS = 86_400_000
+"""How long a keyed append or pop keeps its outcome in the session's slot (the 24 hours of
+``stores.idempotency.RECORD_SECONDS``)."""
 """A reserved schedule whose due time passed this long ago (ms) counts as never armed."""
 
 
@@ -39,6 +42,7 @@ def lua(flags: str, source: str) -> str:
         arm_stale_ms=ARM_STALE_MS,
         fold_stale_ms=FOLD_REQUEST_STALE_MS,
         max_failures=EXTRACTION_MAX_FAILURES,
+        once_ms=ONCE_MS,
     )
     return flags + Template(source).substitute(quoted)
 
@@ -59,8 +63,12 @@ redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[1])
 """
 
 
-# KEYS: meta, messages. ARGV: actor ('' for none), now_ms, expires_ms, arm delay in ms ('' when
-# the store has no language model), summarize_after ('' likewise), payload...
+# KEYS: meta, messages, and the once key of a keyed append (SessionKeys.once) when it has one.
+# ARGV: actor ('' for none), now_ms, expires_ms, arm delay in ms ('' when the store has no
+# language model), summarize_after ('' likewise), the request's fingerprint ('' without a
+# once key), payload... With a once key that holds an outcome, nothing is written: {-1} when
+# that outcome is another request's, else the first append's {last_seq, owner, expires, 0, 0};
+# a new append keeps its outcome there for ONCE_MS.
 # Returns {last_seq, owner, expires_ms, arm_due_ms, fold}; last_seq 0 means the session belongs
 # to another actor. arm_due_ms is non-zero when this append is the first of a quiet period (no
 # schedule armed, or one reserved more than ARM_STALE ms before its due time passed: the
@@ -75,7 +83,15 @@ redis.call('ZREMRANGEBYSCORE', KEYS[4], '-inf', ARGV[1])
 APPEND = lua(
     WRITES,
     """
-local meta, messages = KEYS[1], KEYS[2]
+local meta, messages, once = KEYS[1], KEYS[2], KEYS[3]
+if once then
+  local done = redis.call('GET', once)
+  if done then
+    local fp, last, owner, stamp = string.match(done, '^([^\\n]*)\\n([^,]*),([^,]*),([^,]*)$$')
+    if fp ~= ARGV[6] then return {-1, '', 0, 0, 0} end
+    return {tonumber(last), owner, stamp, 0, 0}
+  end
+end
 local actor, now, expires = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])
 local old_expiry = redis.call('HGET', meta, $expires_at)
 if old_expiry and tonumber(old_expiry) <= now then
@@ -98,11 +114,11 @@ if actor ~= '' then
     owner = actor
   end
 end
-local n = #ARGV - 5
+local n = #ARGV - 6
 local last = redis.call('HINCRBY', meta, $seq, n)
 for i = 1, n do
   local seq = last - n + i
-  redis.call('ZADD', messages, seq, string.format('%d', seq) .. ':' .. ARGV[5 + i])
+  redis.call('ZADD', messages, seq, string.format('%d', seq) .. ':' .. ARGV[6 + i])
 end
 local stamp = string.format('%d', expires)
 redis.call('HDEL', meta, $deleted_expires)
@@ -130,6 +146,10 @@ if ARGV[5] ~= '' then
 end
 redis.call('PEXPIREAT', meta, stamp)
 redis.call('PEXPIREAT', messages, stamp)
+if once then
+  redis.call('SET', once, ARGV[6] .. '\\n' .. string.format('%d', last) .. ',' .. (owner or '')
+    .. ',' .. stamp, 'PX', $once_ms)
+end
 return {last, owner or '', stamp, arm, fold}
 """,
 )
@@ -324,7 +344,10 @@ return {1, seq, stamp, arm, added}
 )
 
 
-# KEYS: meta, messages, lock. ARGV: now_ms. Takes back the session's newest message: returns
+# KEYS: meta, messages, lock, and the once key of a keyed pop when it has one. ARGV: now_ms, the
+# request's fingerprint ('' without). With a once key that holds an outcome, nothing changes:
+# {-2} when it is another request's, else the first pop's answer again. Takes back the
+# session's newest message: returns
 # {0} when there is no live session, {-1} while a background run holds the lock (it may be
 # reading that message: its cursor would then pass over the message that takes the number),
 # else {1, member ('' when no message is kept), message_count}. The number is given again: when
@@ -334,14 +357,29 @@ return {1, seq, stamp, arm, added}
 POP = lua(
     WRITES,
     """
-local meta, messages = KEYS[1], KEYS[2]
+local meta, messages, once = KEYS[1], KEYS[2], KEYS[4]
+if once then
+  local done = redis.call('GET', once)
+  if done then
+    local fp, count, member = string.match(done, '^([^\\n]*)\\n([^\\n]*)\\n(.*)$$')
+    if fp ~= ARGV[2] then return {-2} end
+    return {1, member, tonumber(count)}
+  end
+end
+local function answer(member, count)
+  if once then
+    redis.call('SET', once, ARGV[2] .. '\\n' .. string.format('%d', count) .. '\\n' .. member,
+      'PX', $once_ms)
+  end
+  return {1, member, count}
+end
 local expiry = redis.call('HGET', meta, $expires_at)
 local last = redis.call('HGET', meta, $seq)
 if not last or not expiry or tonumber(expiry) <= tonumber(ARGV[1]) then return {0} end
 if redis.call('EXISTS', KEYS[3]) == 1 then return {-1} end
 last = tonumber(last)
 local newest = redis.call('ZRANGE', messages, -1, -1, 'WITHSCORES')
-if #newest == 0 then return {1, '', last} end
+if #newest == 0 then return answer('', last) end
 local seq = tonumber(newest[2])
 redis.call('ZREM', messages, newest[1])
 local read = tonumber(redis.call('HGET', meta, $read_seq) or '0')
@@ -351,7 +389,7 @@ if seq == last then
   redis.call('HSET', meta, $seq, string.format('%d', last))
   if read > last then redis.call('HSET', meta, $read_seq, string.format('%d', last)) end
 end
-return {1, newest[1], last}
+return answer(newest[1], last)
 """,
 )
 

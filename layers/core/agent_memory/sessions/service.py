@@ -20,7 +20,13 @@ from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.scripts import load_script
-from agent_memory.errors import ActorMismatch, PayloadTooLarge, SessionBusy, SessionNotFound
+from agent_memory.errors import (
+    ActorMismatch,
+    IdempotencyKeyReused,
+    PayloadTooLarge,
+    SessionBusy,
+    SessionNotFound,
+)
 from agent_memory.models import MAX_EVENTS_PER_CALL
 from agent_memory.sessions import scripts
 from agent_memory.sessions.models import (
@@ -39,6 +45,7 @@ from agent_memory.sessions.records import (
     encode_message,
     live_meta,
 )
+from agent_memory.stores.idempotency import OnceKey
 from agent_memory.stores.models import StoreConfig
 
 PRUNE_BATCH = 1000
@@ -91,11 +98,16 @@ class Sessions:
         """
         return self.append_events(session_id, request).result
 
-    def append_events(self, session_id: str, request: EventsRequest) -> Appended:
+    def append_events(
+        self, session_id: str, request: EventsRequest, once: OnceKey | None = None
+    ) -> Appended:
         """``append``, also saying what background work the append calls for (``Appended``):
         with a language model, the first append of a quiet period reserves the session's
         extraction schedule (``armed_due``) in the same atomic step, so concurrent appends arm
-        it once; a session outgrowing ``summarize_after`` asks for summarization once."""
+        it once; a session outgrowing ``summarize_after`` asks for summarization once. With
+        ``once`` (a keyed write) the append is done once per key: sent again, it writes
+        nothing and answers as the first did (``IdempotencyKeyReused`` for another request
+        under the key), even when the first one's answer was lost."""
         if len(request.events) > MAX_EVENTS_PER_CALL:
             raise PayloadTooLarge(
                 f"{len(request.events)} events in one call; send at most {MAX_EVENTS_PER_CALL}."
@@ -117,11 +129,18 @@ class Sessions:
         model = self.has_model
         delay_ms = self._store.extraction_delay_seconds * 1000 if model else ""
         fold_after = self._store.summarize_after if model else ""
+        script_keys = [keys.meta, keys.messages]
+        if once is not None:
+            script_keys.append(keys.once(once.digest))
+        fingerprint = once.fingerprint if once is not None else ""
         with database_errors():
             last, owner, expires_ms, arm_ms, fold = self._append(
-                keys=[keys.meta, keys.messages],
-                args=[request.actor_id or "", now_ms, expires_ms, delay_ms, fold_after, *payloads],
-            )
+                keys=script_keys,
+                args=[request.actor_id or "", now_ms, expires_ms, delay_ms, fold_after,
+                      fingerprint, *payloads],
+            )  # fmt: skip
+            if int(last) < 0:
+                raise IdempotencyKeyReused()
             if int(last) == 0:
                 raise ActorMismatch(session_id, str(owner), request.actor_id or "")
             # The store's indexes (another slot), pruned of a few expired ids on the way so that
@@ -191,15 +210,20 @@ class Sessions:
         found = self._read(session_id, recent)
         return found if found is not None else (None, [])
 
-    def pop(self, session_id: str) -> PoppedMessage:
+    def pop(self, session_id: str, once: OnceKey | None = None) -> PoppedMessage:
         """Take back the session's newest message, in one atomic step (``scripts.POP``): the
         message (None when the session keeps none) and the ``message_count`` after it.
-        ``SessionNotFound``; ``SessionBusy`` while a background run reads the session."""
+        ``SessionNotFound``; ``SessionBusy`` while a background run reads the session. With
+        ``once``, as ``append_events`` says: one message per key, however often it is sent."""
         keys = self._keys.session(session_id)
+        script_keys = [keys.meta, keys.messages, keys.lock]
+        if once is not None:
+            script_keys.append(keys.once(once.digest))
+        fingerprint = once.fingerprint if once is not None else ""
         with database_errors():
-            found = self._pop(
-                keys=[keys.meta, keys.messages, keys.lock], args=[to_ms(self._clock.now())]
-            )
+            found = self._pop(keys=script_keys, args=[to_ms(self._clock.now()), fingerprint])
+        if int(found[0]) == -2:
+            raise IdempotencyKeyReused()
         if int(found[0]) == 0:
             raise SessionNotFound(session_id)
         if int(found[0]) < 0:

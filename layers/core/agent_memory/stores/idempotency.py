@@ -87,6 +87,18 @@ class IdempotencyRecord(pydantic.BaseModel):
 
 
 @dataclass(frozen=True)
+class OnceKey:
+    """What a write's own script needs to do it once per key: the key's ``digest``
+    (``key_digest``) and the request's ``fingerprint``. The middleware's record stops a second
+    run while the first is running or after it answered; this one, written in the same atomic
+    step as the write, stops a second write after a first whose answer was lost (a 503 frees
+    the middleware's record)."""
+
+    digest: str
+    fingerprint: str
+
+
+@dataclass(frozen=True)
 class Claim:
     """This call holds the key: it runs the write, then ``finish``es or ``release``s."""
 
