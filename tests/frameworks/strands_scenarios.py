@@ -123,3 +123,22 @@ def test_the_same_turn_of_two_runs_is_kept_twice(scripted_store):
     asyncio.run(go())
     contents = [m.content for m in scripted_store.get_session("cy-chat").messages]
     assert contents == ["yes", "Done.", "yes", "Done."]
+
+
+def test_a_failed_batch_sent_again_with_the_next_messages_is_kept_once(scripted_store):
+    """Strands sends a batch that failed again together with the messages that came after it:
+    the failed part goes under its own key (kept once), the rest under a new one."""
+    store = KiviDBMemoryStore(actor_id="di", store=_AnswerLost(scripted_store),
+                              session_id="di-chat")  # fmt: skip
+    first = [{"role": "user", "content": [{"text": "one"}]},
+             {"role": "assistant", "content": [{"text": "two"}]}]  # fmt: skip
+    later = [{"role": "user", "content": [{"text": "three"}]}]
+
+    async def go() -> None:
+        with pytest.raises(TimeoutError):
+            await store.add_messages(first, AddMessagesContext(sequence_numbers=[2, 3]))
+        await store.add_messages(first + later, AddMessagesContext(sequence_numbers=[2, 3, 4]))
+
+    asyncio.run(go())
+    contents = [m.content for m in scripted_store.get_session("di-chat").messages]
+    assert contents == ["one", "two", "three"]

@@ -77,9 +77,10 @@ class KiviDBMemoryStore(MemoryStore):
         self._run = uuid.uuid4().hex
         self._acknowledged: set[int] = set()
         """The sequence numbers kept under this run id."""
-        self._unsure: dict[int, str] = {}
-        """Sequence number -> the digest of the message whose sending failed under this run id
-        (it may have been kept): sent again, it goes under the same key."""
+        self._unsure: list[tuple[str, list[tuple[int, str]]]] = []
+        """The batches whose sending failed under this run id (they may have been kept): each
+        key with its (sequence number, message digest) pairs; sent again, a batch goes under
+        its key."""
 
     async def search(self, query: str, options: SearchOptions | None = None) -> list[MemoryEntry]:
         """The actor's memories best first for ``query`` (``max_search_results`` of the options,
@@ -116,7 +117,8 @@ class KiviDBMemoryStore(MemoryStore):
         key made of this store's run id and the messages' sequence numbers
         (``AddMessagesContext``). A batch whose sending failed (an error, a time-out: it may or
         may not have been kept) and that comes again with the same numbers and messages goes
-        under the same key, so it is kept once. Numbers this store already saw acknowledged
+        under the same key, so it is kept once, also when it comes back with the messages
+        that followed it (``_plan``). Numbers this store already saw acknowledged
         belong to a new run (Strands numbers each agent run from 0, and one store may serve
         several agents in turn), as do numbers that come back with other messages: a new run
         id, so they are kept. Without sequence numbers each call is its own write (the
@@ -131,18 +133,37 @@ class KiviDBMemoryStore(MemoryStore):
         digests = [hashlib.sha256(json.dumps(e, sort_keys=True).encode()).hexdigest()
                    for e in events]  # fmt: skip
         pairs = list(zip(numbers, digests, strict=True))
-        if any(n in self._acknowledged or self._unsure.get(n, d) != d for n, d in pairs):
-            self._run, self._acknowledged, self._unsure = uuid.uuid4().hex, set(), {}
-        for start in range(0, len(events), 100):
-            part = pairs[start : start + 100]
-            key = f"strands:{self._run}:{part[0][0]}-{part[-1][0]}:{len(part)}"
+        unsure = {n: d for _, group in self._unsure for n, d in group}
+        if any(n in self._acknowledged or unsure.get(n, d) != d for n, d in pairs):
+            self._run, self._acknowledged, self._unsure = uuid.uuid4().hex, set(), []
+        for key, at in self._plan(pairs):
+            group = [pairs[i] for i in at]
             try:
-                await self._store.call("add_events", self.session_id, events[start : start + 100],
+                await self._store.call("add_events", self.session_id, [events[i] for i in at],
                                        actor_id=self.actor_id, idempotency_key=key)  # fmt: skip
             except BaseException:
-                self._unsure.update(part)
+                self._unsure = [(k, g) for k, g in self._unsure if k != key] + [(key, group)]
                 raise
-            self._acknowledged.update(n for n, _ in part)
-            for n, _ in part:
-                self._unsure.pop(n, None)
+            self._acknowledged.update(n for n, _ in group)
+            self._unsure = [(k, g) for k, g in self._unsure if k != key]
         return None
+
+    def _plan(self, pairs: list[tuple[int, str]]) -> list[tuple[str, list[int]]]:
+        """The writes of a batch, in order: each earlier batch whose sending failed and whose
+        messages are all here again, under its own key (Strands sends a failed batch again
+        with the messages that came after it), then the rest in batches of 100 under new
+        keys."""
+        where = {n: i for i, (n, _) in enumerate(pairs)}
+        plan: list[tuple[str, list[int]]] = []
+        taken: set[int] = set()
+        for key, group in self._unsure:
+            if all(n in where for n, _ in group):
+                at = [where[n] for n, _ in group]
+                plan.append((key, at))
+                taken.update(at)
+        rest = [i for i in range(len(pairs)) if i not in taken]
+        for start in range(0, len(rest), 100):
+            at = rest[start : start + 100]
+            first, last = pairs[at[0]][0], pairs[at[-1]][0]
+            plan.append((f"strands:{self._run}:{first}-{last}:{len(at)}", at))
+        return sorted(plan, key=lambda step: min(step[1]))
