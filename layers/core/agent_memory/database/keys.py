@@ -277,13 +277,20 @@ class StoreKeys:
         ``key_digest`` (64 lower-case hex digits; ``stores.idempotency``). A key may hold any
         visible ASCII, braces too, so the name carries its digest: no hash tag, and each record
         in the slot of its own name, spread over a cluster's shards."""
-        if len(key_digest) != 64 or not all(c in "0123456789abcdef" for c in key_digest):
-            raise ValueError("an idempotency key digest is 64 lower-case hex digits")
-        return f"{self._base}idempotency:{key_digest}"
+        return f"{self._base}idempotency:{checked_digest(key_digest)}"
 
     def actor(self, bucket: str) -> ActorKeys:
         """Keys of one actor's memories; ``bucket`` is ``actor_bucket(actor_id)``."""
         return ActorKeys(self._base, bucket)
+
+
+def checked_digest(key_digest: str) -> str:
+    """``key_digest`` when it is an idempotency key's SHA-256 as key names hold it (64
+    lower-case hex digits: no ``:``, ``{`` or ``}``, so it ends the name it closes);
+    ``ValueError`` otherwise."""
+    if len(key_digest) != 64 or not all(c in "0123456789abcdef" for c in key_digest):
+        raise ValueError("an idempotency key digest is 64 lower-case hex digits")
+    return key_digest
 
 
 NO_ACTOR = "~"
@@ -345,9 +352,7 @@ class SessionKeys:
         SHA-256 is ``key_digest`` (64 lower-case hex digits), written by that write's own
         script in the session's slot (``sessions.scripts``), so a write done is known done even
         when its answer was lost; 24 hours."""
-        if len(key_digest) != 64 or not all(c in "0123456789abcdef" for c in key_digest):
-            raise ValueError("an idempotency key digest is 64 lower-case hex digits")
-        return f"{self._tagged}:once:{key_digest}"
+        return f"{self._tagged}:once:{checked_digest(key_digest)}"
 
     def all(self) -> list[str]:
         return [self.meta, self.messages]

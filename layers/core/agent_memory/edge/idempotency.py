@@ -89,15 +89,6 @@ def request_fingerprint(method: str, path: str, query: list[tuple[str, str]], bo
     return hashlib.sha256("\x00".join(parts).encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def header_value(headers: dict[str, str] | None, name: str) -> str | None:
-    """The value of header ``name`` in ``headers``, whatever the case of its name."""
-    wanted = name.lower()
-    for given, value in (headers or {}).items():
-        if given.lower() == wanted:
-            return value
-    return None
-
-
 class IdempotentWrites(BaseMiddlewareHandler[Any]):
     """The middleware: ``serialize`` is the resolver's JSON encoder (an answer kept is the text
     the first caller got, byte for byte). Errors: those of ``stores.idempotency`` and of the
@@ -109,7 +100,7 @@ class IdempotentWrites(BaseMiddlewareHandler[Any]):
 
     def handler(self, app: Any, next_middleware: NextMiddleware) -> Response[Any]:
         event = app.current_event
-        header = header_value(event.headers, IDEMPOTENCY_KEY_HEADER)
+        header = event.headers.get(IDEMPOTENCY_KEY_HEADER)  # Powertools': any case of the name
         if header is None:
             return next_middleware(app)
         key = key_of(header)
