@@ -69,6 +69,8 @@ def fetch(name: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``fetch``: every suite of ``SUITES``, printing where each is; 0, or pip's
+    ``CalledProcessError`` when a download fails."""
     parser = argparse.ArgumentParser(prog="python -m tools.framework_tests")
     parser.add_argument("command", choices=["fetch"])
     parser.parse_args(argv)

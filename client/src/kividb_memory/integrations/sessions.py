@@ -67,12 +67,15 @@ class AnyStore:
         self.store = store
 
     async def call(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """The answer of the store client's method ``name`` called with the arguments given;
+        the client's errors (``ApiError`` and its kinds, ``ApiConnectionError``)."""
         method = getattr(self.store, name)
         if isinstance(self.store, AsyncStoreClient):
             return await method(*args, **kwargs)
         return await asyncio.to_thread(method, *args, **kwargs)
 
     def call_sync(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """``call`` from sync code: ``TypeError`` for an ``AsyncStoreClient``."""
         if isinstance(self.store, AsyncStoreClient):
             raise TypeError(
                 "this call is synchronous: pass a StoreClient (MemoryClient().store(...)), or "

@@ -27,7 +27,7 @@ from kividb_memory.models import SearchMode
 DESCRIPTION = "Long-term memory of the user: facts, preferences and events from past sessions."
 
 
-def message_events(message: Message) -> dict[str, Any]:
+def message_event(message: Message) -> dict[str, Any]:
     """The event of one Strands message: its role, the text of its text blocks as content, and
     the message itself as the item (tool uses and results kept as given)."""
     texts = [b["text"] for b in message.get("content", []) if isinstance(b.get("text"), str)]
@@ -123,7 +123,7 @@ class KiviDBMemoryStore(MemoryStore):
         several agents in turn), as do numbers that come back with other messages: a new run
         id, so they are kept. Without sequence numbers each call is its own write (the
         client's own retries still send one key)."""
-        events = [message_events(m) for m in messages]
+        events = [message_event(m) for m in messages]
         numbers = context.sequence_numbers if context is not None else None
         if numbers is None or len(numbers) != len(events):
             for batch in batches(events):

@@ -99,6 +99,8 @@ class IdempotentWrites(BaseMiddlewareHandler[Any]):
         self._serialize = serialize
 
     def handler(self, app: Any, next_middleware: NextMiddleware) -> Response[Any]:
+        """The route's answer, or the first answer of the request's key: a request without
+        the header runs as it is; with it, as the module says."""
         event = app.current_event
         header = event.headers.get(IDEMPOTENCY_KEY_HEADER)  # Powertools': any case of the name
         if header is None:
