@@ -359,3 +359,14 @@ class VectorInvalid(ValidationFailed):
     """A client-supplied vector has the wrong length, a NaN or infinite value, or is all zeros."""
 
     code = "vector_invalid"
+
+
+class KeyedMemoryNotFound(NotFound):
+    """No live keyed memory under that namespace and key."""
+
+    code = "keyed_memory_not_found"
+
+    def __init__(self, namespace: list[str], key: str) -> None:
+        super().__init__(
+            f"No keyed memory under key {key!r} in namespace {namespace!r} (or it expired)."
+        )

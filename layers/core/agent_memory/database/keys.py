@@ -24,6 +24,15 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:actor:{<actor>}:log              zset  recent changes by generation
     kividb:mem:<store>:<inc>:actor:{<actor>}:meta             hash  gen (change counter)
     kividb:mem:<store>:<inc>:idempotency:<sha256 of the key>  string  a write's record, 24 h
+    kividb:mem:<store>:<inc>:{<store>}:keyed:namespaces       hash  namespace JSON -> expiry:seen
+    kividb:mem:<store>:<inc>:keyed:{<store>/k<ns sha256>}:items  hash  key -> keyed memory
+    kividb:mem:<store>:<inc>:keyed:{<store>/k<ns sha256>}:expiry zset  key -> expiry (ms)
+
+Keyed memories (``agent_memory.keyed``) live per namespace, in the slot of a tag made of the
+store and the SHA-256 of the namespace's JSON (``k`` and 64 hex digits: neither a partition
+number nor an actor tag set's ``t``), so one namespace's upsert is one atomic step and a store's
+namespaces spread over a cluster's shards; the store-slot ``keyed:namespaces`` hash says which
+namespaces hold some (``keyed.service``).
 
 Memories without an actor live in the bucket ``~``, which no actor id can spell. The
 ``vectors`` hash holds the vectors of records kept before vectors moved into the records
@@ -279,17 +288,28 @@ class StoreKeys:
         in the slot of its own name, spread over a cluster's shards."""
         return f"{self._base}idempotency:{checked_digest(key_digest)}"
 
+    @property
+    def keyed_namespaces(self) -> str:
+        """hash: namespace JSON -> ``<expiry ms>:<registered ms>`` of every namespace that
+        holds (or held) keyed memories; ``keyed.service`` reads it to list and search."""
+        return f"{self._base}{{{self.store}}}:keyed:namespaces"
+
+    def keyed(self, namespace_digest: str) -> KeyedKeys:
+        """Keys of the keyed memories of the namespace whose JSON's SHA-256 is
+        ``namespace_digest`` (64 lower-case hex digits)."""
+        return KeyedKeys(self._base, self.store, checked_digest(namespace_digest))
+
     def actor(self, bucket: str) -> ActorKeys:
         """Keys of one actor's memories; ``bucket`` is ``actor_bucket(actor_id)``."""
         return ActorKeys(self._base, bucket)
 
 
 def checked_digest(key_digest: str) -> str:
-    """``key_digest`` when it is an idempotency key's SHA-256 as key names hold it (64
-    lower-case hex digits: no ``:``, ``{`` or ``}``, so it ends the name it closes);
-    ``ValueError`` otherwise."""
+    """``key_digest`` when it is a SHA-256 as key names hold it (an idempotency key's, a
+    keyed namespace's: 64 lower-case hex digits, no ``:``, ``{`` or ``}``, so it ends the name
+    or the tag it closes); ``ValueError`` otherwise."""
     if len(key_digest) != 64 or not all(c in "0123456789abcdef" for c in key_digest):
-        raise ValueError("an idempotency key digest is 64 lower-case hex digits")
+        raise ValueError("a digest in a key name is 64 lower-case hex digits")
     return key_digest
 
 
@@ -334,6 +354,21 @@ class ActorKeys:
     def all(self) -> list[str]:
         """In the order the actor scripts expect."""
         return [self.memories, self.vectors, self.log, self.meta]
+
+
+class KeyedKeys:
+    """Keys of one namespace's keyed memories; both share the hash tag
+    ``{<store>/k<digest>}``. ``items`` hash key -> the stored keyed memory
+    (``keyed.records``); ``expiry`` zset key -> expiry (ms)."""
+
+    def __init__(self, store_base: str, store: str, digest: str) -> None:
+        tagged = f"{store_base}keyed:{{{store}/k{digest}}}"
+        self.items = tagged + ":items"
+        self.expiry = tagged + ":expiry"
+
+    def all(self) -> list[str]:
+        """In the order the keyed scripts expect."""
+        return [self.items, self.expiry]
 
 
 class SessionKeys:

@@ -38,3 +38,6 @@ MEMORY_ROUTE = STORE_ROUTE + "/memories/<memory_id>"
 def no_content() -> Response[None]:
     """The 204 answer of a DELETE."""
     return Response(status_code=HTTPStatus.NO_CONTENT, body=None)
+
+
+KEYED_ROUTE = STORE_ROUTE + "/keyed-memories"

@@ -16,11 +16,13 @@ if TYPE_CHECKING:
     from agent_memory.background.work import SessionWork
     from agent_memory.control.models import Instance
     from agent_memory.edge.runtime import Runtime
+    from agent_memory.keyed.service import KeyedMemories
     from agent_memory.memories.service import Memories
     from agent_memory.memories.transfer import MemoryTransfer
     from agent_memory.providers.client import ProviderClient
     from agent_memory.providers.embeddings import Embedder
     from agent_memory.providers.language_models import LanguageModel
+    from agent_memory.providers.lazy import LazyEmbedder
     from agent_memory.providers.secrets import KeyPlace
     from agent_memory.sessions.models import EventsRequest, EventsResult, ExtractionQueued
     from agent_memory.sessions.service import Sessions
@@ -83,17 +85,26 @@ class StoreHandle:
 
         return IdempotencyRecords(self.stores.client, self.config.keys())
 
+    @cached_property
+    def keyed(self) -> KeyedMemories:
+        """The store's keyed memories, embedding through the in-request provider client."""
+        from agent_memory.database.client import redis_client
+        from agent_memory.keyed.service import KeyedMemories
+
+        binary = redis_client(self.instance.url, binary=True, guard=self.instance.guard)
+        return KeyedMemories(
+            binary, self.config, self.runtime.clock, self._embedder(self.runtime.provider_client)
+        )
+
     def _key_place(self) -> KeyPlace:
         from agent_memory.stores.registry import key_place
 
         return key_place(self.instance.org_id, self.instance_id, self.config)
 
-    def _memories(self, client: ProviderClient) -> Memories:
-        """The ``Memories`` of the store; its embeddings go through ``client``, with the
-        embedding key as stored for the instance's organization (``stores.registry.key_place``),
-        decrypted only when something is embedded."""
-        from agent_memory.database.client import redis_client
-        from agent_memory.memories.service import Memories
+    def _embedder(self, client: ProviderClient) -> LazyEmbedder:
+        """The store's embedder, calling through ``client``, with the embedding key as stored
+        for the instance's organization (``stores.registry.key_place``), decrypted only when
+        something is embedded."""
         from agent_memory.providers.embeddings import make_embedder
         from agent_memory.providers.lazy import LazyEmbedder
         from agent_memory.providers.secrets import unseal
@@ -117,13 +128,21 @@ class StoreHandle:
                 client=client,
             )
 
+        return LazyEmbedder(config.dimensions, embedder)
+
+    def _memories(self, client: ProviderClient) -> Memories:
+        """The ``Memories`` of the store; its embeddings go through ``client``
+        (``_embedder``)."""
+        from agent_memory.database.client import redis_client
+        from agent_memory.memories.service import Memories
+
         return Memories(
             self.stores.client,
             redis_client(self.instance.url, binary=True, guard=self.instance.guard),
-            config,
-            runtime.clock,
-            LazyEmbedder(config.dimensions, embedder),
-            runtime.index_cache,
+            self.config,
+            self.runtime.clock,
+            self._embedder(client),
+            self.runtime.index_cache,
             self.instance_id,
         )
 

@@ -1,0 +1,335 @@
+"""Keyed memories of one store: ``KeyedMemories``, the use cases of the ``/keyed-memories``
+routes.
+
+Each namespace's memories share a slot (``database.keys.KeyedKeys``): an upsert, a delete or a
+refresh is one script there. The store's registry of namespaces (``keyed_namespaces``, in the
+store's slot) names every namespace that holds some, with the latest expiry written to it; it
+is written before the namespace's memories, so a memory is never kept where the registry does
+not see it. A registered namespace found empty is dropped from the registry only once it is
+older than ``REGISTRATION_GRACE_MS`` and only if nothing registered it since (a
+compare-and-delete), so a write between the two steps is never hidden.
+
+Searches and listings read the registry whole, then the namespaces they take (one pipeline),
+and filter and rank in the function: a search reads at most ``MAX_SCANNED`` keyed memories.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import redis
+from numpy.typing import NDArray
+
+from agent_memory.clock import Clock, from_ms, to_ms
+from agent_memory.database.client import database_errors, unless_writes_refused
+from agent_memory.database.keys import KeyedKeys
+from agent_memory.database.scripts import load_script
+from agent_memory.errors import KeyedMemoryNotFound, StoreTooLarge
+from agent_memory.keyed import scripts
+from agent_memory.keyed.filters import check_filter, listed, matches, under_prefix
+from agent_memory.keyed.models import (
+    KeyedMemoryPut,
+    KeyedMemoryView,
+    KeyedRecord,
+    KeyedSearchRequest,
+    KeyedSearchResult,
+    NamespaceList,
+    NamespacesRequest,
+)
+from agent_memory.keyed.records import Entry, encode_entry, namespace_digest, namespace_field
+from agent_memory.memories.reads import unit
+from agent_memory.providers.embeddings import Embedder, validate_vector
+from agent_memory.stores.models import StoreConfig
+
+MAX_SCANNED = 20_000
+"""The most keyed memories one search reads (under its ``namespace_prefix``); more is 409
+``store_too_large``, asking for a narrower prefix (docs/limits.md)."""
+REGISTRATION_GRACE_MS = 60_000
+"""How long a namespace registered but found empty stays registered: longer than any write
+takes between registering a namespace and keeping its memory."""
+
+
+def _text(raw: bytes | str) -> str:
+    return raw.decode("utf-8") if isinstance(raw, bytes) else raw
+
+
+class KeyedMemories:
+    """The keyed memories of ``store``, on ``client`` (a client that answers bytes: entries
+    carry float32 vectors). Errors: ``KeyedMemoryNotFound``, ``ValidationFailed`` (and its
+    ``VectorInvalid`` / ``EmbeddingRequired``), ``StoreTooLarge``, provider errors from the
+    embedder, ``DatabaseUnavailable``."""
+
+    def __init__(
+        self, client: redis.Redis, store: StoreConfig, clock: Clock, embedder: Embedder
+    ) -> None:
+        self._redis = client
+        self._store = store
+        self._keys = store.keys()
+        self._clock = clock
+        self._embedder = embedder
+        self._put = load_script(client, scripts.PUT)
+        self._delete = load_script(client, scripts.DELETE)
+        self._refresh = load_script(client, scripts.REFRESH)
+        self._register = load_script(client, scripts.REGISTER)
+        self._unregister = load_script(client, scripts.UNREGISTER)
+
+    def _namespace_keys(self, namespace: Sequence[str]) -> KeyedKeys:
+        return self._keys.keyed(namespace_digest(namespace))
+
+    # --- writes ------------------------------------------------------------------------------
+
+    def put(self, body: KeyedMemoryPut) -> KeyedMemoryView:
+        """Keep ``body.value`` under its namespace and key in one atomic step, replacing what
+        was there (its ``created_at`` stays unless it had expired); the memory as kept."""
+        vectors = self._vectors(body)
+        now = self._clock.now()
+        now_ms = to_ms(now)
+        ttl_seconds = body.ttl_seconds or self._store.memory_ttl_seconds
+        ttl_ms = max(1, round(ttl_seconds * 1000))
+        expires_ms = now_ms + ttl_ms
+        record = KeyedRecord(
+            namespace=body.namespace,
+            key=body.key,
+            value=body.value,
+            updated_at=now_ms,
+            dims=0 if vectors is None else int(vectors.shape[1]),
+            vectors=0 if vectors is None else int(vectors.shape[0]),
+        )
+        keys = self._namespace_keys(body.namespace)
+        with database_errors():
+            self._register(
+                keys=[self._keys.keyed_namespaces],
+                args=[namespace_field(body.namespace), expires_ms, now_ms],
+            )
+            created = self._put(
+                keys=keys.all(),
+                args=[body.key, now_ms, expires_ms, ttl_ms, encode_entry(record, vectors)],
+            )
+        return KeyedMemoryView(
+            namespace=record.namespace,
+            key=record.key,
+            value=record.value,
+            created_at=from_ms(int(_text(created))),
+            updated_at=from_ms(now_ms),
+            expires_at=from_ms(expires_ms),
+        )
+
+    def _vectors(self, body: KeyedMemoryPut) -> NDArray[np.float32] | None:
+        """The unit rows a put keeps: its ``vectors``, the store's embeddings of its ``texts``,
+        of its value's JSON text when it gives neither and the store has an embedding model,
+        or None (``index`` false, or nothing to embed with)."""
+        if not body.index:
+            return None
+        if body.vectors is not None:
+            rows = [
+                unit(validate_vector(v, self._store.dimensions, f"vectors[{i}]"), f"vectors[{i}]")
+                for i, v in enumerate(body.vectors)
+            ]
+            return np.stack(rows)
+        if body.texts is not None:
+            texts = body.texts
+        elif self._store.embed_provider != "none":
+            texts = [json.dumps(body.value, sort_keys=True, ensure_ascii=False)]
+        else:
+            return None
+        embedded = self._embedder.embed(texts)
+        return np.stack([unit(row, "texts") for row in embedded])
+
+    def delete(self, namespace: list[str], key: str) -> None:
+        """Remove the memory under ``namespace`` and ``key``; ``KeyedMemoryNotFound`` when
+        none is live there (nothing changes)."""
+        with database_errors():
+            removed = self._delete(
+                keys=self._namespace_keys(namespace).all(),
+                args=[key, to_ms(self._clock.now())],
+            )
+        if not int(removed):
+            raise KeyedMemoryNotFound(namespace, key)
+
+    # --- reads -------------------------------------------------------------------------------
+
+    def get(self, namespace: list[str], key: str, refresh_ttl: bool = False) -> KeyedMemoryView:
+        """The memory under ``namespace`` and ``key``; with ``refresh_ttl`` its expiry starts
+        again from now. ``KeyedMemoryNotFound`` when none is live there."""
+        keys = self._namespace_keys(namespace)
+        now_ms = to_ms(self._clock.now())
+        with database_errors():
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.hget(keys.items, key)
+            pipe.zscore(keys.expiry, key)
+            raw, expiry = pipe.execute()
+        if raw is None or expiry is None or expiry <= now_ms:
+            raise KeyedMemoryNotFound(namespace, key)
+        entry = Entry(raw)
+        if refresh_ttl:
+            expiry = self._refreshed(namespace, [entry], now_ms).get(key, expiry)
+        return entry.view(expiry)
+
+    def _refreshed(
+        self, namespace: Sequence[str], entries: Sequence[Entry], now_ms: int
+    ) -> dict[str, float]:
+        """Start the expiry of ``entries`` (of one namespace) again from ``now_ms``: the
+        registry first (so it never says a namespace expired before its memories), then the
+        memories; their new expiries by key (those that were still live)."""
+        latest = max(now_ms + e.ttl_ms for e in entries)
+        keys = self._namespace_keys(namespace)
+        with database_errors():
+            self._register(
+                keys=[self._keys.keyed_namespaces],
+                args=[namespace_field(namespace), latest, now_ms],
+            )
+            fresh = self._refresh(keys=keys.all(), args=[now_ms, *(e.record.key for e in entries)])
+        return {
+            e.record.key: float(_text(f))
+            for e, f in zip(entries, fresh, strict=True)
+            if int(_text(f))
+        }
+
+    def _registered(self, now_ms: int) -> dict[tuple[str, ...], tuple[str, int, int]]:
+        """The registry: namespace -> (its raw value, expiry ms, registered ms)."""
+        with database_errors():
+            raw = self._redis.hgetall(self._keys.keyed_namespaces)
+        found: dict[tuple[str, ...], tuple[str, int, int]] = {}
+        for field, value in raw.items():
+            text = _text(value)
+            expiry, _, seen = text.partition(":")
+            found[tuple(json.loads(_text(field)))] = (text, int(expiry), int(seen or 0))
+        return found
+
+    def _forget(self, stale: Iterable[tuple[tuple[str, ...], str]]) -> None:
+        """Drop registry entries found expired or empty, each only if unchanged since."""
+        for namespace, value in stale:
+            with unless_writes_refused():
+                self._unregister(
+                    keys=[self._keys.keyed_namespaces], args=[namespace_field(namespace), value]
+                )
+
+    def namespaces(self, request: NamespacesRequest) -> NamespaceList:
+        """The namespaces that hold live keyed memories and that ``request`` takes, in label
+        order, each once (after the cut to ``max_depth``)."""
+        now_ms = to_ms(self._clock.now())
+        registered = self._registered(now_ms)
+        candidates = [ns for ns, (_, expiry, _) in registered.items() if expiry > now_ms]
+        with database_errors():
+            pipe = self._redis.pipeline(transaction=False)
+            for namespace in candidates:
+                pipe.exists(self._namespace_keys(namespace).items)
+            present = [bool(n) for n in pipe.execute()] if candidates else []
+        held = {ns for ns, here in zip(candidates, present, strict=True) if here}
+        self._forget(
+            (ns, value)
+            for ns, (value, expiry, seen) in registered.items()
+            if ns not in held and (expiry <= now_ms or seen < now_ms - REGISTRATION_GRACE_MS)
+        )
+        chosen = {
+            ns[: request.max_depth] if request.max_depth else ns
+            for ns in held
+            if listed(ns, request.prefix, request.suffix)
+        }
+        page = sorted(chosen)[request.offset : request.offset + request.limit]
+        return NamespaceList(namespaces=[list(ns) for ns in page])
+
+    def search(self, request: KeyedSearchRequest) -> KeyedSearchResult:
+        """The live keyed memories under ``request.namespace_prefix`` that match its filter:
+        most similar first with a query (only those kept with an index), else newest first;
+        ``offset`` and ``limit`` cut the page. ``StoreTooLarge`` past ``MAX_SCANNED``."""
+        check_filter(request.filter)
+        query = self._query_vector(request)
+        now_ms = to_ms(self._clock.now())
+        namespaces = [
+            ns
+            for ns, (_, expiry, _) in self._registered(now_ms).items()
+            if expiry > now_ms and under_prefix(ns, request.namespace_prefix)
+        ]
+        found = [
+            (entry, expiry)
+            for entry, expiry in self._read(namespaces)
+            if expiry > now_ms and matches(entry.record.value, request.filter)
+        ]
+        ranked = self._ranked(found, query)
+        page = ranked[request.offset : request.offset + request.limit]
+        if request.refresh_ttl and page:
+            page = self._refresh_page(page, now_ms)
+        return KeyedSearchResult(
+            items=[entry.view(expiry, **scores) for entry, expiry, scores in page]
+        )
+
+    def _query_vector(self, request: KeyedSearchRequest) -> NDArray[np.float32] | None:
+        if request.query_vector is not None:
+            vector = validate_vector(request.query_vector, self._store.dimensions, "query_vector")
+            return unit(vector, "query_vector")
+        if request.query is not None:
+            return unit(self._embedder.embed([request.query])[0], "query")
+        return None
+
+    def _read(self, namespaces: Sequence[tuple[str, ...]]) -> list[tuple[Entry, float]]:
+        """Every entry of ``namespaces`` with its expiry (ms): their sizes first, so that a
+        search too wide is refused before it reads."""
+        if not namespaces:
+            return []
+        keys = [self._namespace_keys(ns) for ns in namespaces]
+        with database_errors():
+            pipe = self._redis.pipeline(transaction=False)
+            for k in keys:
+                pipe.hlen(k.items)
+            held = sum(int(n) for n in pipe.execute())
+            if held > MAX_SCANNED:
+                raise StoreTooLarge(
+                    f"This search reads {held:,} keyed memories, more than the {MAX_SCANNED:,} "
+                    "one search may: give a longer namespace_prefix."
+                )
+            pipe = self._redis.pipeline(transaction=False)
+            for k in keys:
+                pipe.hgetall(k.items)
+                pipe.zrange(k.expiry, 0, -1, withscores=True)
+            replies = pipe.execute()
+        found: list[tuple[Entry, float]] = []
+        for items, expiries in zip(replies[::2], replies[1::2], strict=True):
+            expiry_of = {_text(member): float(score) for member, score in expiries}
+            for field, raw in items.items():
+                expiry = expiry_of.get(_text(field))
+                if expiry is not None:
+                    found.append((Entry(raw), expiry))
+        return found
+
+    @staticmethod
+    def _ranked(
+        found: list[tuple[Entry, float]], query: NDArray[np.float32] | None
+    ) -> list[tuple[Entry, float, dict[str, Any]]]:
+        """``found`` in answer order with each one's scores: by similarity to ``query`` (the
+        best of an entry's vectors; entries without are left out), else newest first; ties by
+        namespace and key."""
+        if query is None:
+            ordered = sorted(
+                found,
+                key=lambda f: (-f[0].record.updated_at, f[0].record.namespace, f[0].record.key),
+            )
+            return [(entry, expiry, {}) for entry, expiry in ordered]
+        scored: list[tuple[Entry, float, dict[str, Any]]] = []
+        for entry, expiry in found:
+            if entry.vectors is None or entry.vectors.shape[1] != query.shape[0]:
+                continue
+            similarity = float(np.clip(np.max(entry.vectors @ query), -1.0, 1.0))
+            scores = {"similarity": similarity, "score": (1.0 + similarity) / 2.0}
+            scored.append((entry, expiry, scores))
+        scored.sort(key=lambda s: (-s[2]["similarity"], s[0].record.namespace, s[0].record.key))
+        return scored
+
+    def _refresh_page(
+        self, page: list[tuple[Entry, float, dict[str, Any]]], now_ms: int
+    ) -> list[tuple[Entry, float, dict[str, Any]]]:
+        """``page`` after starting the expiry of each of its memories again from ``now_ms``."""
+        by_namespace: dict[tuple[str, ...], list[Entry]] = {}
+        for entry, _, _ in page:
+            by_namespace.setdefault(tuple(entry.record.namespace), []).append(entry)
+        fresh: dict[tuple[tuple[str, ...], str], float] = {}
+        for namespace, entries in by_namespace.items():
+            for key, expiry in self._refreshed(namespace, entries, now_ms).items():
+                fresh[(namespace, key)] = expiry
+        return [
+            (entry, fresh.get((tuple(entry.record.namespace), entry.record.key), expiry), scores)
+            for entry, expiry, scores in page
+        ]
