@@ -24,6 +24,7 @@ CACHE = ROOT / ".cache" / "framework-tests"
 SUITES: dict[str, str] = {
     "openai-agents": "0.24.0",
     "strands-agents": "1.62.0",
+    "langgraph-checkpoint-sqlite": "3.1.2",
 }
 """Distribution name -> the version whose tests run (the installed one)."""
 

@@ -83,6 +83,28 @@ def test_the_agents_sdks_own_session_tests_pass_on_kividb_session(stack, suite_s
     assert "failed" not in out and "skipped" not in out and "error" not in out.lower()
 
 
+LANGGRAPH_TESTS = ["tests/test_store.py", "tests/test_async_store.py"]
+LANGGRAPH_SQLITE_ONLY = [
+    "tests/test_store.py::test_vector_store_initialization",  # SQLite's tables, via store.conn
+    "tests/test_store.py::test_nonnull_migrations",  # SqliteStore.MIGRATIONS
+    "tests/test_store.py::test_escape_glob_literal",  # a private helper of its SQL
+    "tests/test_store.py::test_namespace_match_pattern",  # a private helper of its SQL
+    "tests/test_store.py::test_list_namespaces_prefix_uses_indexable_condition",  # its SQL
+]
+LANGGRAPH_CASES = 137
+
+
+def test_langgraphs_own_store_tests_pass_on_kividb_store(stack):
+    """LangGraph's store tests for its SQLite store, each store a new one of the stack's."""
+    root = framework_tests.source("langgraph-checkpoint-sqlite")
+    deselect = [arg for node in LANGGRAPH_SQLITE_ONLY for arg in ("--deselect", node)]
+    env = {**_env(stack, "unused"), "KIVIDB_STORE": ""}
+    out = _run_suite(root, "kividb_langgraph_plugin", [*LANGGRAPH_TESTS, *deselect], env)
+    assert re.search(rf"\b{LANGGRAPH_CASES} passed\b", out), out[-2000:]
+    assert re.search(rf"\b{len(LANGGRAPH_SQLITE_ONLY)} deselected\b", out), out[-2000:]
+    assert "failed" not in out and "skipped" not in out and " error" not in out.lower()
+
+
 STRANDS_TESTS = [
     "tests/strands/memory/test_injection_integration.py::"
     "test_memory_injection_reaches_model_but_not_durable_history",

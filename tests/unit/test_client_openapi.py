@@ -228,6 +228,10 @@ def _answer_for(method: str, path: str) -> httpx.Response:
         "updated_at": now, "expires_at": now, "source": None, "valid_from": now,
     }  # fmt: skip
     extraction = {"status": "idle", "unread": 0}
+    keyed = {
+        "namespace": ["a"], "key": "k", "value": {}, "created_at": now, "updated_at": now,
+        "expires_at": now,
+    }  # fmt: skip
     store = {
         "name": "s", "instance_id": "i", "llm_provider": "none", "llm_model": None,
         "llm_base_url": None, "has_llm_api_key": False, "embed_provider": "none",
@@ -261,6 +265,9 @@ def _answer_for(method: str, path: str) -> httpx.Response:
         "MemoryView": memory,
         "MemoryList": {"memories": [memory], "next_offset": None, "total": 1},
         "SearchResult": {"memories": [memory]},
+        "KeyedMemoryView": keyed,
+        "KeyedSearchResult": {"items": [keyed]},
+        "NamespaceList": {"namespaces": [["a", "b"]]},
         "ActorForgotten": {"actor_id": "a", "deleted": 1},
         "SessionIdPage": {"session_ids": ["c"], "next_cursor": None},
         "SessionExport": {
@@ -355,6 +362,27 @@ def test_every_route_of_the_document_has_a_client_method_and_every_method_a_rout
         ("StoreClient", "delete_memory", lambda: store.delete_memory("mem_1")),
         ("StoreClient", "search", lambda: store.search("q", mode="keyword")),
         ("StoreClient", "forget_actor", lambda: store.forget_actor("a")),
+        (
+            "StoreClient",
+            "put_keyed_memory",
+            lambda: store.put_keyed_memory(["a", "b"], "k", {"v": 1}, ttl_seconds=60),
+        ),
+        (
+            "StoreClient",
+            "get_keyed_memory",
+            lambda: store.get_keyed_memory(["a", "b"], "k", refresh_ttl=True),
+        ),
+        ("StoreClient", "delete_keyed_memory", lambda: store.delete_keyed_memory(["a"], "k")),
+        (
+            "StoreClient",
+            "search_keyed_memories",
+            lambda: store.search_keyed_memories(["a"], filter={"v": 1}, limit=2, offset=1),
+        ),
+        (
+            "StoreClient",
+            "list_keyed_namespaces",
+            lambda: store.list_keyed_namespaces(prefix=["a"], max_depth=2),
+        ),
         (
             "StoreClient",
             "export_session_ids",

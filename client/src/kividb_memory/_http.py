@@ -504,6 +504,50 @@ def forget_actor(store: str, actor_id: str) -> Call[m.ActorForgotten]:
     return Call("DELETE", path, m.ActorForgotten, True)
 
 
+# --- keyed memories ----------------------------------------------------------------------------
+
+
+def put_keyed_memory(store: str, body: m.KeyedMemoryPut) -> Call[m.KeyedMemoryView]:
+    return Call(
+        "PUT", f"{store}/keyed-memories", m.KeyedMemoryView, True, body=dump(body, nulls=False)
+    )
+
+
+def namespace_text(namespace: Sequence[str]) -> str:
+    """A namespace as the ``namespace`` query parameter carries it: labels joined by ``.``;
+    ``ValueError`` for an empty namespace, or a label that is empty, holds ``.`` or is not a
+    string (the API could not tell its labels apart)."""
+    labels = list(namespace) if not isinstance(namespace, str) else [namespace]
+    if not labels:
+        raise ValueError("a namespace has at least one label")
+    for label in labels:
+        if not isinstance(label, str) or not label or "." in label:
+            raise ValueError(f"a namespace label is a non-empty string without '.', not {label!r}")
+    return ".".join(labels)
+
+
+def get_keyed_memory(
+    store: str, namespace: Sequence[str], key: str, refresh_ttl: bool | None
+) -> Call[m.KeyedMemoryView]:
+    params = query(namespace=namespace_text(namespace), key=key, refresh_ttl=refresh_ttl)
+    return Call("GET", f"{store}/keyed-memories", m.KeyedMemoryView, True, params=params)
+
+
+def delete_keyed_memory(store: str, namespace: Sequence[str], key: str) -> Call[Any]:
+    params = query(namespace=namespace_text(namespace), key=key)
+    return Call("DELETE", f"{store}/keyed-memories", None, True, params=params)
+
+
+def search_keyed_memories(store: str, body: m.KeyedSearchRequest) -> Call[m.KeyedSearchResult]:
+    path = f"{store}/keyed-memories/search"
+    return Call("POST", path, m.KeyedSearchResult, True, body=dump(body, nulls=False))
+
+
+def list_keyed_namespaces(store: str, body: m.NamespacesRequest) -> Call[m.NamespaceList]:
+    path = f"{store}/keyed-memories/namespaces"
+    return Call("POST", path, m.NamespaceList, True, body=dump(body, nulls=False))
+
+
 # --- export and import -------------------------------------------------------------------------
 
 

@@ -369,6 +369,85 @@ class AsyncStoreClient:
         """Forget every memory of one actor."""
         return await self._client._answer(_http.forget_actor(self._prefix, actor_id))
 
+    # --- keyed memories (a namespace and key of the caller's choosing) --------------------
+
+    async def put_keyed_memory(
+        self,
+        namespace: Sequence[str],
+        key: str,
+        value: Mapping[str, Any],
+        *,
+        texts: Sequence[str] | None = None,
+        vectors: Sequence[Sequence[float]] | None = None,
+        index: bool | None = None,
+        ttl_seconds: float | None = None,
+    ) -> m.KeyedMemoryView:
+        """Keep ``value`` (a JSON object) under ``(namespace, key)``, replacing what was there:
+        an atomic upsert, safe to retry. Found by meaning through ``vectors``, ``texts`` the
+        store embeds, or its JSON when the store has an embedding model; ``index=False`` keeps
+        it out of searches by meaning."""
+        body = m.KeyedMemoryPut(
+            namespace=list(namespace), key=key, value=dict(value),
+            texts=None if texts is None else list(texts),
+            vectors=None if vectors is None else [list(v) for v in vectors],
+            index=index, ttl_seconds=ttl_seconds,
+        )  # fmt: skip
+        return await self._client._answer(_http.put_keyed_memory(self._prefix, body))
+
+    async def get_keyed_memory(
+        self, namespace: Sequence[str], key: str, *, refresh_ttl: bool | None = None
+    ) -> m.KeyedMemoryView:
+        """The keyed memory under ``(namespace, key)``; ``NotFoundError``
+        (``keyed_memory_not_found``) when there is none. ``refresh_ttl`` starts its expiry
+        again from now."""
+        call = _http.get_keyed_memory(self._prefix, namespace, key, refresh_ttl)
+        return await self._client._answer(call)
+
+    async def delete_keyed_memory(self, namespace: Sequence[str], key: str) -> None:
+        """Forget the keyed memory under ``(namespace, key)``; ``NotFoundError`` when there is
+        none."""
+        await self._client.send(_http.delete_keyed_memory(self._prefix, namespace, key))
+
+    async def search_keyed_memories(
+        self,
+        namespace_prefix: Sequence[str] = (),
+        *,
+        filter: Mapping[str, Any] | None = None,
+        query: str | None = None,
+        query_vector: Sequence[float] | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+        refresh_ttl: bool | None = None,
+    ) -> m.KeyedSearchResult:
+        """Keyed memories under ``namespace_prefix`` matching ``filter``: most similar first
+        with ``query`` (or ``query_vector``), else newest first."""
+        body = m.KeyedSearchRequest(
+            namespace_prefix=list(namespace_prefix),
+            filter=None if filter is None else dict(filter),
+            query=query,
+            query_vector=None if query_vector is None else list(query_vector),
+            limit=limit, offset=offset, refresh_ttl=refresh_ttl,
+        )  # fmt: skip
+        return await self._client._answer(_http.search_keyed_memories(self._prefix, body))
+
+    async def list_keyed_namespaces(
+        self,
+        *,
+        prefix: Sequence[str] | None = None,
+        suffix: Sequence[str] | None = None,
+        max_depth: int | None = None,
+        limit: int | None = None,
+        offset: int | None = None,
+    ) -> m.NamespaceList:
+        """The namespaces that hold keyed memories, in label order (``*`` in ``prefix`` or
+        ``suffix``: any one label), cut to ``max_depth``."""
+        body = m.NamespacesRequest(
+            prefix=None if prefix is None else list(prefix),
+            suffix=None if suffix is None else list(suffix),
+            max_depth=max_depth, limit=limit, offset=offset,
+        )  # fmt: skip
+        return await self._client._answer(_http.list_keyed_namespaces(self._prefix, body))
+
     # --- export and import (moving a store: tools/transfer.py) ----------------------------
 
     async def export_session_ids(

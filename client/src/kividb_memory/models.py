@@ -19,6 +19,14 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from kividb_memory.keyed_models import (
+    KeyedMemoryPut as KeyedMemoryPut,
+    KeyedMemoryView as KeyedMemoryView,
+    KeyedSearchRequest as KeyedSearchRequest,
+    KeyedSearchResult as KeyedSearchResult,
+    NamespaceList as NamespaceList,
+    NamespacesRequest as NamespacesRequest,
+)
 from kividb_memory.model_bases import (
     Answer as Answer,
     EmbedProvider as EmbedProvider,
