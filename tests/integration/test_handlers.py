@@ -48,11 +48,14 @@ def test_samples_drive_a_whole_conversation(tenant, store):
 
 # What a 404 store_not_found says on each route: the next step where there is one.
 MISSING_STORE = {
-    "create it with PUT first": {"add_events", "add_memory", "import_session", "import_memories"},
-    "nothing was deleted": {"delete_store", "delete_session", "delete_memory", "forget_actor"},
+    "create it with PUT first": {"add_events", "add_memory", "import_session", "import_memories",
+                                 "put_keyed_memory"},
+    "nothing was deleted": {"delete_store", "delete_session", "delete_memory", "forget_actor",
+                            "delete_keyed_memory"},
     "": {"get_store", "list_sessions", "get_session", "extract_session", "pop_message", "recall",
          "list_memories", "search_memories", "get_memory", "update_memory", "export_sessions",
-         "export_session", "export_memories"},
+         "export_session", "export_memories", "get_keyed_memory", "search_keyed_memories",
+         "list_keyed_namespaces"},
 }  # fmt: skip
 
 

@@ -23,6 +23,11 @@ EXPECTED_ROUTES = {
     "DELETE /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}",
     "POST /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}/extract",
     "POST /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}/pop",
+    "PUT /instances/{instance_id}/agent-memory/{store}/keyed-memories",
+    "GET /instances/{instance_id}/agent-memory/{store}/keyed-memories",
+    "DELETE /instances/{instance_id}/agent-memory/{store}/keyed-memories",
+    "POST /instances/{instance_id}/agent-memory/{store}/keyed-memories/search",
+    "POST /instances/{instance_id}/agent-memory/{store}/keyed-memories/namespaces",
     "POST /instances/{instance_id}/agent-memory/{store}/recall",
     "POST /instances/{instance_id}/agent-memory/{store}/memories",
     "GET /instances/{instance_id}/agent-memory/{store}/memories",
@@ -204,6 +209,8 @@ def test_only_the_store_writer_makes_data_keys_and_only_provider_callers_decrypt
         "AddMemoryFunction",
         "SearchMemoriesFunction",
         "UpdateMemoryFunction",
+        "PutKeyedMemoryFunction",
+        "SearchKeyedMemoriesFunction",
     }
     if "BackgroundFunction" in template["Resources"]:
         decrypting.add("BackgroundFunction")
@@ -407,8 +414,9 @@ def test_the_deploy_doc_counts_each_resource_type_the_template_declares(template
     assert int(sam_roles[1]) == declared["AWS::Serverless::Function"]  # one role per function
     routes = sum(1 for f in _functions(template).values() if f["Properties"].get("Events"))
     stated = {int(n) for n in re.findall(r"\b(\d+) route functions", DEPLOY_DOC.read_text())}
-    # 24 API routes (18, 5 of export and import, and pop), the console's and the MCP server's
-    assert stated == {routes} == {26}
+    # 29 API routes (18, 5 of export and import, pop, 5 of keyed memories), the console's and
+    # the MCP server's
+    assert stated == {routes} == {31}
 
 
 def test_the_deploy_doc_lists_every_function_with_its_trigger_memory_and_timeout(template):

@@ -205,9 +205,7 @@ class KiviDBStore(BaseStore):
             paths = [tokens for _, tokens in self._fields]
         texts: list[str] = []
         for tokens in paths:
-            texts.extend(
-                get_text_at_path(op.value, "$" if tokens == ["$"] else cast(Any, tokens))
-            )
+            texts.extend(get_text_at_path(op.value, "$" if tokens == ["$"] else cast(Any, tokens)))
         return texts
 
     def _wanted(self, ops: list[Op]) -> tuple[list[tuple[int, list[str]]], list[tuple[int, str]]]:

@@ -27,7 +27,7 @@ from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.keys import KeyedKeys
 from agent_memory.database.scripts import load_script
-from agent_memory.errors import KeyedMemoryNotFound, StoreTooLarge
+from agent_memory.errors import EmbeddingRequired, KeyedMemoryNotFound, StoreTooLarge
 from agent_memory.keyed import scripts
 from agent_memory.keyed.filters import check_filter, listed, matches, under_prefix
 from agent_memory.keyed.models import (
@@ -130,6 +130,8 @@ class KeyedMemories:
             ]
             return np.stack(rows)
         if body.texts is not None:
+            if self._store.embed_provider == "none":
+                raise EmbeddingRequired("vectors")
             texts = body.texts
         elif self._store.embed_provider != "none":
             texts = [json.dumps(body.value, sort_keys=True, ensure_ascii=False)]
@@ -262,6 +264,8 @@ class KeyedMemories:
             vector = validate_vector(request.query_vector, self._store.dimensions, "query_vector")
             return unit(vector, "query_vector")
         if request.query is not None:
+            if self._store.embed_provider == "none":
+                raise EmbeddingRequired("query_vector")
             return unit(self._embedder.embed([request.query])[0], "query")
         return None
 
