@@ -19,6 +19,14 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
     [
         ("openai_agents_session.py", ["You are Ann.", "the session keeps 4 items"]),
         ("langchain_history.py", ["You are Ann.", "the session keeps 4 messages"]),
+        (
+            "langgraph_store.py",
+            [
+                "I will remember teal.",
+                "Your favourite colour is teal.",
+                "namespaces: [('users', 'ann', 'preferences')]",
+            ],
+        ),
     ],
 )
 def test_an_example_runs_against_the_local_stack(stack, memory, example, said):
@@ -35,5 +43,5 @@ def test_an_example_runs_against_the_local_stack(stack, memory, example, said):
 
 
 def test_every_example_is_run_here():
-    ran = {"openai_agents_session.py", "langchain_history.py"}
+    ran = {"openai_agents_session.py", "langchain_history.py", "langgraph_store.py"}
     assert {p.name for p in EXAMPLES.glob("*.py")} == ran
