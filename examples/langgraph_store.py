@@ -13,7 +13,7 @@ read and write the store LangGraph hands them. The store is created if it is mis
 from __future__ import annotations
 
 import os
-from typing import TypedDict
+from typing import NotRequired, TypedDict
 
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore
@@ -25,7 +25,7 @@ from kividb_memory.integrations.langgraph import KiviDBStore
 class State(TypedDict):
     user: str
     said: str
-    answer: str
+    answer: NotRequired[str]
 
 
 def remember(state: State, *, store: BaseStore) -> dict[str, str]:
@@ -49,8 +49,10 @@ def main() -> None:
         builder.add_edge(START, "remember")
         builder.add_edge("remember", END)
         graph = builder.compile(store=store)
-        print(graph.invoke({"user": "ann", "said": "My favourite colour is teal."})["answer"])
-        print(graph.invoke({"user": "ann", "said": "What is my favourite colour?"})["answer"])
+        first: State = {"user": "ann", "said": "My favourite colour is teal."}
+        again: State = {"user": "ann", "said": "What is my favourite colour?"}
+        print(graph.invoke(first)["answer"])
+        print(graph.invoke(again)["answer"])
         print(f"namespaces: {store.list_namespaces(prefix=('users',))}")
 
 
