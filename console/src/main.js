@@ -7,6 +7,7 @@ import "./console.css";
 import { api, signedIn, signIn, signOut } from "./api.js";
 import { subscribe, useTopic } from "./events.js";
 import { href, navigate, useRoute } from "./router.js";
+import { KeyedPage } from "./pages/keyed.js";
 import { MemoriesPage, MemoryPage, SearchPage } from "./pages/memories.js";
 import { SessionPage, SessionsPage } from "./pages/sessions.js";
 import { AllStores, CreateStore, EditStore, InstanceStores, StorePage } from "./pages/stores.js";
@@ -107,6 +108,7 @@ function view({ parts, query }) {
   if (section === "sessions") return id ? html`<${SessionPage} ...${common} session=${id} />` : html`<${SessionsPage} ...${common} />`;
   if (section === "memories") return id ? html`<${MemoryPage} ...${common} memory=${id} />` : html`<${MemoriesPage} ...${common} />`;
   if (section === "search" && !id) return html`<${SearchPage} ...${common} />`;
+  if (section === "keyed" && !id) return html`<${KeyedPage} ...${common} />`;
   if (section === "try" && !id) return html`<${TryPage} ...${common} />`;
   return html`<${NotFoundPage} />`;
 }

@@ -825,6 +825,49 @@ def test_forgetting_an_actor_names_the_count_and_removes_them(console, world):
     assert world.api.get(f"{path}/memories").json()["total"] == 0
 
 
+def test_keyed_memories_are_browsed_by_namespace_and_one_is_forgotten(console, world):
+    path = f"{BASE}/{unique('keyed')}"
+    world.made.append(path)
+    assert world.api.put(path, json={"dimensions": 2}).status_code == 201
+    kept = [
+        (["users", "ann", "prefs"], "theme", {"color": "dark"}),
+        (
+            ["users", "ann", "prefs"],
+            "<b>font</b>",
+            {"size": 14, "html": "<img src=x onerror=alert(1)>"},
+        ),
+        (["users", "bob"], "theme", {"color": "light"}),
+    ]
+    for namespace, key, value in kept:
+        body = {"namespace": namespace, "key": key, "value": value}
+        assert world.api.put(f"{path}/keyed-memories", json=body).status_code == 200
+    console.sign_in(f"/instances/local/agent-memory/{world.name(path)}/keyed")
+    page = console.page
+    expect(page.get_by_role("heading", name="Keyed memories")).to_be_visible()
+    expect(page.get_by_role("heading", name="3 keyed memories")).to_be_visible()
+    page.get_by_role("link", name="users", exact=True).click()
+    page.get_by_role("link", name="ann", exact=True).click()
+    page.get_by_role("link", name="prefs", exact=True).click()
+    expect(page.get_by_role("heading", name="2 keyed memories")).to_be_visible()
+    # text from the API is text: the key and the value's markup are shown, never run
+    item = page.get_by_role("article", name="Key <b>font</b>")
+    expect(item).to_contain_text('"html": "<img src=x onerror=alert(1)>"')
+    console.shot("keyed")
+    page.get_by_role("article", name="Key theme").get_by_role("button", name="Forget…").click()
+    dialog = page.get_by_role("dialog")
+    dialog.get_by_role("button", name="Forget", exact=True).click()
+    expect(page.get_by_role("status").filter(has_text="Forgot key theme.")).to_be_visible()
+    expect(page.get_by_role("heading", name="1 keyed memory")).to_be_visible()
+    gone = world.api.get(
+        f"{path}/keyed-memories", params={"namespace": "users.ann.prefs", "key": "theme"}
+    )
+    assert gone.status_code == 404
+    kept_bob = world.api.get(
+        f"{path}/keyed-memories", params={"namespace": "users.bob", "key": "theme"}
+    )
+    assert kept_bob.status_code == 200
+
+
 def test_search_in_each_mode_shows_scores_and_explains_the_vector_modes(console, world):
     console.expected_statuses = {422}
     console.sign_in(f"/instances/local/agent-memory/{world.name(world.notes)}/search")

@@ -77,6 +77,7 @@ FORGET = S + "/actors/{actor_id}/memories"
 SUPERSEDING = ("POST", M + "#supersedes")
 IMPORT_SESSION = S + "/import/sessions/{session_id}"
 IMPORT_MEMORIES = S + "/import/memories"
+KEYED = S + "/keyed-memories"
 """POST M with ``supersedes`` naming a memory: a route variant of its own (what follows ``#``
 is not part of the path), since the memory id is in the body."""
 VARIANTS = [SUPERSEDING]
@@ -129,6 +130,9 @@ def _body(method: str, path: str, t: Target) -> dict[str, Any] | None:
             "limit": 100,
         },
         ("PATCH", MID): lambda: {"importance": 0.5},
+        ("PUT", KEYED): lambda: {"namespace": ["probe"], "key": "k", "value": {"probe": True}},
+        ("POST", KEYED + "/search"): lambda: {"namespace_prefix": [], "limit": 100},
+        ("POST", KEYED + "/namespaces"): lambda: {},
         ("PUT", IMPORT_SESSION): lambda: {
             "message_count": 1,
             "created_at": "2026-01-01T00:00:00Z",
@@ -163,6 +167,8 @@ def _query(method: str, path: str, t: Target) -> dict[str, Any] | None:
         ("GET", M): {"actor_id": t.actor, "limit": 100},
         ("GET", S + "/sessions"): {"limit": 100},
         ("GET", SS): {"recent": 1000},
+        ("GET", KEYED): {"namespace": "probe", "key": "k"},
+        ("DELETE", KEYED): {"namespace": "probe", "key": "k"},
     }.get((method, path))
 
 

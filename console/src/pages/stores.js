@@ -225,6 +225,7 @@ export function StoreTabs({ instance, store, current }) {
     ["sessions", "Sessions"],
     ["memories", "Memories"],
     ["search", "Search"],
+    ["keyed", "Keyed"],
     ["try", "Try it"],
     ["settings", "Settings"],
   ];
