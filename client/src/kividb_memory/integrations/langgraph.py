@@ -300,7 +300,15 @@ class KiviDBStore(BaseStore):
         elif isinstance(op.index, list):  # the store's model embeds the texts at these paths
             texts = self._texts(op)
             kwargs.update({"texts": texts} if texts else {"index": False})
-        await call("put_keyed_memory", op.namespace, op.key, op.value, **kwargs)
+        try:
+            await call("put_keyed_memory", op.namespace, op.key, op.value, **kwargs)
+        except ValidationError as exc:
+            if exc.code != "vector_required" or "texts" not in kwargs:
+                raise
+            # No embedding model anywhere: LangGraph's stores ignore `index` without an index
+            # config, and so does this one.
+            del kwargs["texts"]
+            await call("put_keyed_memory", op.namespace, op.key, op.value, **kwargs)
 
     async def _search(self, call: Call, op: SearchOp, query_vector: Any) -> list[SearchItem]:
         try:
@@ -319,7 +327,12 @@ class KiviDBStore(BaseStore):
         except ValidationError as exc:
             if any(d.field.startswith("filter") for d in exc.details or []):
                 raise ValueError(exc.message) from exc
-            raise
+            if exc.code != "vector_required" or "query" not in kwargs:
+                raise
+            # No embedding model anywhere: a query is ignored, as LangGraph's stores ignore it
+            # without an index config (newest first, filters applied).
+            del kwargs["query"]
+            found = await call("search_keyed_memories", op.namespace_prefix, **kwargs)
         return [_search_item(view) for view in found.items]
 
     async def _namespaces(self, call: Call, op: ListNamespacesOp) -> list[tuple[str, ...]]:
