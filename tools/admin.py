@@ -4,6 +4,8 @@ Usage (``KIVIDB_CONTROL_URL`` or ``--control-url`` names the control database)::
 
     python -m tools.admin create-org ORG [--name NAME]
     python -m tools.admin issue-key ORG            # prints the key once; only its hash is kept
+    python -m tools.admin issue-key ORG --access read --store INSTANCE/STORE --actor A \\
+        --expires-at 2027-01-01T00:00:00Z          # a scoped key (docs/keys.md)
     python -m tools.admin list-keys ORG
     python -m tools.admin revoke-key ORG KEY_ID
     python -m tools.admin register-instance ORG INSTANCE_ID URL [--adopt-existing-data]
@@ -66,7 +68,19 @@ def _parser() -> argparse.ArgumentParser:
     create = commands.add_parser("create-org", help="create an organization")
     create.add_argument("org")
     create.add_argument("--name")
-    commands.add_parser("issue-key", help="issue an API key").add_argument("org")
+    issue = commands.add_parser(
+        "issue-key",
+        help="issue an API key: the organization's admin key, or one limited by the options",
+    )
+    issue.add_argument("org")
+    issue.add_argument("--name")
+    issue.add_argument("--access", choices=["read", "write"], help="a scoped key: read or write")
+    issue.add_argument("--instance", action="append", help="limit to this instance (repeat)")
+    issue.add_argument(
+        "--store", action="append", metavar="INSTANCE/STORE", help="limit to this store (repeat)"
+    )
+    issue.add_argument("--actor", action="append", help="limit to this actor (repeat)")
+    issue.add_argument("--expires-at", help="ISO 8601 time after which the key is refused")
     commands.add_parser("list-keys", help="list an organization's key ids").add_argument("org")
     revoke = commands.add_parser("revoke-key", help="revoke an API key at once")
     revoke.add_argument("org")
@@ -106,13 +120,35 @@ def _create_org(control: ControlPlane, args: argparse.Namespace) -> None:
 
 
 def _issue_key(control: ControlPlane, args: argparse.Namespace) -> None:
-    key_id, api_key = control.issue_api_key(args.org)
+    limits = (args.instance, args.store, args.actor, args.expires_at, args.name)
+    if args.access is None and any(v is not None for v in limits):
+        raise ValueError("a scoped key needs --access read or --access write")
+    if args.access is None:
+        key_id, api_key = control.issue_api_key(args.org)
+    else:
+        from agent_memory.control.key_models import KeyCreate
+
+        stores = []
+        for given in args.store or []:
+            instance, slash, store = given.partition("/")
+            if not slash:
+                raise ValueError(f"--store takes INSTANCE/STORE, not {given!r}")
+            stores.append({"instance_id": instance, "store": store})
+        body = KeyCreate.model_validate(
+            {"name": args.name, "access": args.access, "instances": args.instance,
+             "stores": stores or None, "actors": args.actor, "expires_at": args.expires_at},
+            strict=False,
+        )  # fmt: skip
+        created = control.create_api_key(args.org, body)
+        key_id, api_key = created.key_id, created.api_key
     print(f"key id:  {key_id}\nAPI key: {api_key}\n(shown once; only its hash is kept)")
 
 
 def _list_keys(control: ControlPlane, args: argparse.Namespace) -> None:
     for info in control.list_api_keys(args.org):
-        print(f"{info.key_id}\tcreated {info.created_at.isoformat()}")
+        scope = info.scope.to_text() if info.scope is not None else "admin"
+        name = f"\t{info.name}" if info.name else ""
+        print(f"{info.key_id}\tcreated {info.created_at.isoformat()}\t{scope}{name}")
 
 
 def _revoke_key(control: ControlPlane, args: argparse.Namespace) -> None:
@@ -171,6 +207,9 @@ def main(argv: list[str] | None = None) -> int:
     except AgentMemoryError as exc:
         print(f"{exc.code}: {exc.message}", file=sys.stderr)
         return 1
+    except ValueError as exc:  # a scoped key's options (pydantic's errors are ValueErrors too)
+        print(f"validation_error: {exc}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -22,7 +22,7 @@ app = Api(store_not_found_step=NOTHING_DELETED)
     responses=responses({204: "Deleted"}),
 )
 def delete_store(instance_id: InstancePath, store: StorePath) -> Response[None]:
-    app.runtime.stores(app.principal, instance_id).delete(store)
+    app.runtime.managed_stores(app.principal, instance_id, store).delete(store)
     return no_content()
 
 

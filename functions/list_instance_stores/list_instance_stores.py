@@ -15,7 +15,7 @@ app = Api()
     responses=ERROR_RESPONSES,
 )
 def list_instance_stores(instance_id: InstancePath) -> StoreList:
-    return app.runtime.stores(app.principal, instance_id).views()
+    return app.runtime.store_views(app.principal, instance_id)
 
 
 lambda_handler = app.lambda_handler

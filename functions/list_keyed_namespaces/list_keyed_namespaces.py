@@ -9,7 +9,7 @@ from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import KEYED_ROUTE, InstancePath, StorePath
 from agent_memory.keyed.models import NamespaceList, NamespacesRequest
 
-app = Api()
+app = Api(reads=True)
 
 
 @app.post(

@@ -23,7 +23,7 @@ app = Api()
 def put_store(
     instance_id: InstancePath, store: StorePath, body: Annotated[StorePut, Body()]
 ) -> Response[StoreView]:
-    stores = app.runtime.stores(app.principal, instance_id)
+    stores = app.runtime.managed_stores(app.principal, instance_id, store)
     config, created = stores.put(store, body)
     return Response(
         status_code=201 if created else 200, content_type=JSON, body=stores.view(config)

@@ -10,7 +10,7 @@ from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
 from agent_memory.memories.models import RecallRequest, RecallView
 from agent_memory.memories.recall import recall as recall_memory
 
-app = Api()
+app = Api(reads=True)
 
 
 @app.post(

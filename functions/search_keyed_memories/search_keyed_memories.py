@@ -10,7 +10,7 @@ from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import KEYED_ROUTE, InstancePath, StorePath
 from agent_memory.keyed.models import KeyedSearchRequest, KeyedSearchResult
 
-app = Api()
+app = Api(reads=True)
 
 
 @app.post(

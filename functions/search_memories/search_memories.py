@@ -9,7 +9,7 @@ from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
 from agent_memory.memories.models import SearchRequest, SearchResult
 
-app = Api()
+app = Api(reads=True)
 
 
 @app.post(

@@ -703,7 +703,7 @@ def test_admin_lists_say_when_the_organization_does_not_exist(control, redis_url
     if command[0] == "revoke-key":  # an organization without that key says so
         org = other_org(control)
         status, _, err = run_admin(redis_url, capsys, "revoke-key", org, "key_0123abcd")
-        assert (status, err) == (1, f"not_found: Organization '{org}' has no API key "
+        assert (status, err) == (1, f"key_not_found: Organization '{org}' has no API key "
                                     "'key_0123abcd'.\n")  # fmt: skip
         return
     # an organization that exists but has no keys or instances is an empty listing

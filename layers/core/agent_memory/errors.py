@@ -26,6 +26,13 @@ class Unauthorized(AgentMemoryError):
     code = "unauthorized"
 
 
+class Forbidden(AgentMemoryError):
+    """The API key may not do this: a read-only key's write, or a scoped key managing stores or
+    keys. Outside its scope a key gets the 404 a stranger gets instead (``agent_memory.scopes``)."""
+
+    code = "forbidden"
+
+
 class NotFound(AgentMemoryError):
     """Base of the ``*_not_found`` family."""
 
@@ -77,6 +84,15 @@ class SupersededNotFound(MemoryNotFound):
             "nothing was kept.",
             details=[{"field": "supersedes", "problem": "no such memory"}],
         )
+
+
+class KeyNotFound(NotFound):
+    """No API key of that id in the caller's organization."""
+
+    code = "key_not_found"
+
+    def __init__(self, org_id: str, key_id: str) -> None:
+        super().__init__(f"Organization '{org_id}' has no API key '{key_id}'.")
 
 
 class RouteNotFound(NotFound):

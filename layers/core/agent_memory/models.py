@@ -14,7 +14,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from pydantic import (
     AfterValidator,
@@ -23,6 +23,9 @@ from pydantic import (
     ConfigDict,
     StringConstraints,
 )
+
+if TYPE_CHECKING:
+    from agent_memory.scopes import KeyScope
 
 # --- identifiers (DESIGN section 2) ----------------------------------------------------------
 
@@ -94,10 +97,17 @@ UtcDatetime = Annotated[datetime, BeforeValidator(_iso_text), AfterValidator(_ut
 
 @dataclass(frozen=True)
 class Principal:
-    """Who is calling: the organization an API key belongs to, and which key it was."""
+    """Who is calling: the organization an API key belongs to, which key it was, and that key's
+    scope (None for the organization's admin key; ``agent_memory.scopes``)."""
 
     org_id: str
     key_id: str
+    scope: KeyScope | None = None
+
+    @property
+    def admin(self) -> bool:
+        """Whether the key is the organization's admin key (no scope)."""
+        return self.scope is None
 
 
 class Model(BaseModel):

@@ -18,11 +18,13 @@ from typing import TYPE_CHECKING
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.database.client import database_errors
 from agent_memory.database.keys import ControlKeys
-from agent_memory.errors import NotFound, Unauthorized, ValidationFailed
+from agent_memory.errors import KeyNotFound, Unauthorized, ValidationFailed
 from agent_memory.models import Principal
+from agent_memory.scopes import KeyScope
 
 if TYPE_CHECKING:
     from agent_memory.control.database import ControlDatabase
+    from agent_memory.control.key_models import KeyCreate, KeyCreated
     from agent_memory.control.organizations import Organizations
 
 KEY_PREFIX = "kvm_"
@@ -32,10 +34,21 @@ MAX_KEY_CHARS = 512
 
 @dataclass(frozen=True)
 class ApiKeyInfo:
-    """An API key as listed: its id and when it was made (the key itself is not stored)."""
+    """An API key as listed: its id, when it was made, its name and scope (None: the
+    organization's admin key). The key itself is not stored."""
 
     key_id: str
     created_at: datetime
+    name: str | None = None
+    scope: KeyScope | None = None
+
+
+def _info(key_id: str, raw: str) -> ApiKeyInfo:
+    """An ``org:<org>:keys`` entry (``[hash, created ms, name?, scope JSON?]``) as listed."""
+    entry = json.loads(raw)
+    name = entry[2] if len(entry) > 2 else None
+    scope = KeyScope.from_text(entry[3]) if len(entry) > 3 and entry[3] else None
+    return ApiKeyInfo(key_id, from_ms(entry[1]), name, scope)
 
 
 def hash_api_key(api_key: str) -> str:
@@ -67,12 +80,17 @@ class ApiKeys:
             self._given_organizations = Organizations(self._database, self._clock)
         return self._given_organizations
 
-    def issue(self, org_id: str) -> tuple[str, str]:
-        """Make a new key for ``org_id``; returns ``(key_id, api_key)``. The key is shown once."""
+    def issue(
+        self, org_id: str, scope: KeyScope | None = None, name: str | None = None
+    ) -> tuple[str, str]:
+        """Make a new key for ``org_id`` (limited to ``scope``, or its admin key without one);
+        returns ``(key_id, api_key)``. The key is shown once."""
         api_key = KEY_PREFIX + secrets.token_urlsafe(32)
-        return self.register(org_id, api_key), api_key
+        return self.register(org_id, api_key, scope, name), api_key
 
-    def register(self, org_id: str, api_key: str) -> str:
+    def register(
+        self, org_id: str, api_key: str, scope: KeyScope | None = None, name: str | None = None
+    ) -> str:
         """Accept a caller-chosen key (the local stack's ``KIVIDB_API_KEY``); returns its key id.
 
         Registering a key that already exists for the same organization returns its id again.
@@ -92,14 +110,53 @@ class ApiKeys:
                 return str(existing["key_id"])
             key_id = "key_" + secrets.token_hex(6)
             now = to_ms(self._clock.now())
+            scope_text = scope.to_text() if scope is not None else None
+            entry: list[object] = [digest, now]
+            if scope is not None or name is not None:
+                entry += [name, scope_text]
             pipe = client.pipeline(transaction=False)
             pipe.hset(
                 ControlKeys.api_key(digest),
                 mapping={"org_id": org_id, "key_id": key_id, "created_at": now},
             )
-            pipe.hset(ControlKeys.org_keys(org_id), key_id, json.dumps([digest, now]))
+            if scope_text is not None:  # the authorizer reads it with the organization
+                pipe.hset(ControlKeys.api_key(digest), "scope", scope_text)
+            pipe.hset(ControlKeys.org_keys(org_id), key_id, json.dumps(entry))
             pipe.execute()
         return key_id
+
+    def create(self, org_id: str, body: KeyCreate, instances: set[str]) -> KeyCreated:
+        """A new key of ``org_id`` limited as ``body`` says (``POST /keys``), shown once.
+        ``instances``: the organization's instance ids; a limit naming another is 422, as is
+        an expiry that has passed."""
+        from agent_memory.control.key_models import KeyCreated, scope_view
+        from agent_memory.scopes import StoreRef
+
+        named = list(body.instances or []) + [s.instance_id for s in body.stores or []]
+        unknown = sorted({i for i in named if i not in instances})
+        if unknown:
+            raise ValidationFailed(
+                f"Instance '{unknown[0]}' is not one of your organization's.",
+                details=[{"field": "instances", "problem": f"unknown instance {unknown[0]}"}],
+            )
+        now = self._clock.now()
+        if body.expires_at is not None and body.expires_at <= now:
+            raise ValidationFailed(
+                "expires_at has passed; give a time in the future.",
+                details=[{"field": "expires_at", "problem": "must be in the future"}],
+            )
+        scope = KeyScope(
+            access=body.access,
+            instances=tuple(body.instances) if body.instances is not None else None,
+            stores=tuple(StoreRef(instance_id=s.instance_id, store=s.store) for s in body.stores)
+            if body.stores is not None
+            else None,
+            actors=tuple(body.actors) if body.actors is not None else None,
+            expires_at=to_ms(body.expires_at) if body.expires_at is not None else None,
+        )
+        key_id, api_key = self.issue(org_id, scope, body.name)
+        view = scope_view(key_id, from_ms(to_ms(now)), body.name, scope)
+        return KeyCreated(**view.model_dump(), api_key=api_key)
 
     def revoke(self, org_id: str, key_id: str) -> None:
         """Revoke at once: the next request with that key is a 401. ``NotFound`` if the
@@ -109,7 +166,7 @@ class ApiKeys:
             raw = client.hget(ControlKeys.org_keys(org_id), key_id)
             if raw is None:
                 self._organizations.require(org_id)
-                raise NotFound(f"Organization '{org_id}' has no API key '{key_id}'.")
+                raise KeyNotFound(org_id, key_id)
             digest = json.loads(raw)[0]
             pipe = client.pipeline(transaction=False)
             pipe.delete(ControlKeys.api_key(digest))
@@ -123,8 +180,8 @@ class ApiKeys:
         with database_errors():
             raw = self._database.redis.hgetall(ControlKeys.org_keys(org_id))
         return sorted(
-            (ApiKeyInfo(str(key_id), from_ms(json.loads(v)[1])) for key_id, v in raw.items()),
-            key=lambda info: info.created_at,
+            (_info(str(key_id), str(v)) for key_id, v in raw.items()),
+            key=lambda info: (info.created_at, info.key_id),
         )
 
     def hashes(self, org_id: str) -> dict[str, str]:
@@ -143,8 +200,14 @@ class ApiKeys:
             )
         with database_errors():
             found = self._database.redis.hmget(
-                ControlKeys.api_key(hash_api_key(api_key)), "org_id", "key_id"
+                ControlKeys.api_key(hash_api_key(api_key)), "org_id", "key_id", "scope"
             )
         if found[0] is None:
             raise Unauthorized("The API key is not valid or has been revoked.")
-        return Principal(org_id=str(found[0]), key_id=str(found[1]))
+        scope = KeyScope.from_text(str(found[2])) if found[2] else None
+        expires = scope.expires_at if scope is not None else None
+        if expires is not None and to_ms(self._clock.now()) >= expires:
+            raise Unauthorized(
+                f"The API key expired at {from_ms(expires).isoformat()}; ask for a new one."
+            )
+        return Principal(org_id=str(found[0]), key_id=str(found[1]), scope=scope)

@@ -15,6 +15,7 @@ from agent_memory.clock import Clock
 from agent_memory.control.api_keys import ApiKeyInfo, ApiKeys
 from agent_memory.control.database import ControlDatabase
 from agent_memory.control.instances import DEFAULT_RELEASE_HOLD_SECONDS, InstanceRegistry
+from agent_memory.control.key_models import KeyCreate, KeyCreated
 from agent_memory.control.models import (
     ORG_ID,
     Instance,
@@ -111,6 +112,12 @@ class ControlPlane:
     def issue_api_key(self, org_id: str) -> tuple[str, str]:
         """``ApiKeys.issue``: ``(key_id, api_key)``, the key shown once."""
         return self.api_keys.issue(org_id)
+
+    def create_api_key(self, org_id: str, body: KeyCreate) -> KeyCreated:
+        """``ApiKeys.create``: a scoped key of ``org_id`` (its instances checked), shown once;
+        ``NotFound`` without the organization."""
+        self.organizations.require(org_id)
+        return self.api_keys.create(org_id, body, {i.instance_id for i in self.instances(org_id)})
 
     def register_api_key(self, org_id: str, api_key: str) -> str:
         """``ApiKeys.register``: accept a caller-chosen key; returns its key id."""

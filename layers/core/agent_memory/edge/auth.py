@@ -22,7 +22,14 @@ def principal_from(event: dict[str, Any]) -> Principal:
     """The caller as the authorizer described it in ``requestContext.authorizer.lambda``."""
     context = ((event.get("requestContext") or {}).get("authorizer") or {}).get("lambda") or {}
     if context.get("org_id"):
-        return Principal(org_id=str(context["org_id"]), key_id=str(context.get("key_id", "")))
+        scope = None
+        if context.get("scope"):
+            from agent_memory.scopes import KeyScope
+
+            scope = KeyScope.from_text(str(context["scope"]))
+        return Principal(
+            org_id=str(context["org_id"]), key_id=str(context.get("key_id", "")), scope=scope
+        )
     if context.get("error") == DatabaseUnavailable.code:
         raise DatabaseUnavailable(str(context.get("message", "The database is unavailable.")))
     raise Unauthorized(str(context.get("message") or "Send 'Authorization: Bearer <api key>'."))
@@ -31,8 +38,9 @@ def principal_from(event: dict[str, Any]) -> Principal:
 def authorize(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
     """The REQUEST authorizer's answer (payload 2.0, simple responses).
 
-    Always ``isAuthorized: true``; ``context`` holds ``org_id`` and ``key_id`` for a valid key,
-    or ``error`` and ``message`` otherwise (see the module docstring for why). The key itself
+    Always ``isAuthorized: true``; ``context`` holds ``org_id`` and ``key_id`` for a valid key
+    (and ``scope``, its ``KeyScope`` as JSON, for a scoped key), or ``error`` and ``message``
+    otherwise (see the module docstring for why). The key itself
     is never logged or echoed.
     """
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
@@ -44,7 +52,7 @@ def authorize(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
         principal = runtime.api_keys.authenticate(token.strip())
     except AgentMemoryError as exc:
         return {"isAuthorized": True, "context": {"error": exc.code, "message": exc.message}}
-    return {
-        "isAuthorized": True,
-        "context": {"org_id": principal.org_id, "key_id": principal.key_id},
-    }
+    context = {"org_id": principal.org_id, "key_id": principal.key_id}
+    if principal.scope is not None:
+        context["scope"] = principal.scope.to_text()
+    return {"isAuthorized": True, "context": context}

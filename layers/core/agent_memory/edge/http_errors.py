@@ -14,6 +14,7 @@ from agent_memory.errors import (
     AgentMemoryError,
     Conflict,
     DatabaseUnavailable,
+    Forbidden,
     IdempotencyKeyInProgress,
     KeyServiceUnavailable,
     NotFound,
@@ -34,6 +35,7 @@ JSON = "application/json"
 
 _STATUS: list[tuple[type[AgentMemoryError], HTTPStatus]] = [
     (Unauthorized, HTTPStatus.UNAUTHORIZED),
+    (Forbidden, HTTPStatus.FORBIDDEN),
     (NotFound, HTTPStatus.NOT_FOUND),
     (Conflict, HTTPStatus.CONFLICT),
     (PayloadTooLarge, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
@@ -50,6 +52,7 @@ PROVIDER_RETRY_AFTER_SECONDS = 2
 
 _COMMON_ERRORS = (
     HTTPStatus.UNAUTHORIZED,
+    HTTPStatus.FORBIDDEN,
     HTTPStatus.NOT_FOUND,
     HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
     HTTPStatus.UNPROCESSABLE_ENTITY,

@@ -45,6 +45,7 @@ from agent_memory.edge.requests import (
 from agent_memory.edge.runtime import Runtime, current_runtime
 from agent_memory.errors import (
     AgentMemoryError,
+    Forbidden,
     PayloadTooLarge,
     RouteNotFound,
     StoreNotFound,
@@ -82,11 +83,21 @@ class Api(APIGatewayHttpResolver):
     Route code reads ``app.principal`` (who is calling) and ``app.runtime`` (services).
     """
 
-    def __init__(self, *, store_not_found_step: str = "", idempotent_writes: bool = False) -> None:
+    def __init__(
+        self,
+        *,
+        store_not_found_step: str = "",
+        idempotent_writes: bool = False,
+        reads: bool = False,
+        admin_only: bool = False,
+    ) -> None:
         """``store_not_found_step``: the next step a 404 ``store_not_found`` names on this
         route (``CREATE_STORE_FIRST``, ``NOTHING_DELETED``); by default none.
         ``idempotent_writes``: the route writes into a store and takes an ``Idempotency-Key``
-        (``edge.idempotency``; its handler declares ``IdempotencyKeyHeader``)."""
+        (``edge.idempotency``; its handler declares ``IdempotencyKeyHeader``).
+        ``reads``: a ``POST`` route that only reads (a search), which a read-only key may call;
+        every other method but ``GET`` writes. ``admin_only``: only the organization's admin
+        key (no scope) may call it (the management of keys)."""
         super().__init__(
             enable_validation=True,
             json_body_deserializer=strict_json_loads,
@@ -98,6 +109,8 @@ class Api(APIGatewayHttpResolver):
         self._principal: Principal | None = None
         self._runtime: Runtime | None = None
         self._store_not_found_step = store_not_found_step
+        self._reads = reads
+        self._admin_only = admin_only
         if idempotent_writes:  # imported here: the routes that only read never load it
             from agent_memory.edge.idempotency import IdempotentWrites
 
@@ -152,6 +165,7 @@ class Api(APIGatewayHttpResolver):
             self._runtime.begin_request()
             self._principal = principal_from(event)
             annotate(organization=self._principal.org_id)
+            self._check_access(self._principal, event)
             limit = self._runtime.settings.max_body_bytes
             body = body_bytes(event)
             if len(body) > limit:
@@ -166,6 +180,25 @@ class Api(APIGatewayHttpResolver):
             if is_metrics_disabled():
                 # Powertools keeps disabled metrics and prints them every 100 values; drop them.
                 metrics.clear_metrics()
+
+    def _check_access(self, principal: Principal, event: dict[str, Any]) -> None:
+        """``Forbidden`` for a scoped key on an admin-only route, or a read-only key on a route
+        that writes. Which ids a key reaches is checked where they are looked up
+        (``Runtime.instance``, ``Runtime.store``), with a stranger's 404."""
+        scope = principal.scope
+        if scope is None:
+            return
+        if self._admin_only:
+            raise Forbidden(
+                "Only the organization's admin key manages API keys; this key is a scoped one."
+            )
+        method = str(((event.get("requestContext") or {}).get("http") or {}).get("method", ""))
+        if (
+            not scope.writes
+            and method.upper() not in ("GET", "HEAD", "OPTIONS")
+            and not self._reads
+        ):
+            raise Forbidden("This API key is read-only: it cannot write.")
 
     def _raw_error(self, exc: AgentMemoryError) -> dict[str, Any]:
         return {

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from agent_memory.providers.client import ProviderClient
     from agent_memory.providers.secrets import Cipher
     from agent_memory.search.cache import IndexCache
-    from agent_memory.stores.models import OrganizationStoreList, StoreConfig
+    from agent_memory.stores.models import OrganizationStoreList, StoreConfig, StoreList
     from agent_memory.stores.registry import Stores
 
 
@@ -74,8 +74,31 @@ class Runtime:
         return ApiKeys(ControlDatabase(redis_client(self.settings.control_url)), self.clock)
 
     def instance(self, principal: Principal, instance_id: str) -> Instance:
-        """The caller's instance ``instance_id``; ``InstanceNotFound`` unless it is theirs."""
+        """The caller's instance ``instance_id``; ``InstanceNotFound`` unless it is theirs and
+        within the key's scope (the same answer as for an instance that does not exist)."""
+        if principal.scope is not None and not principal.scope.allows_instance(instance_id):
+            from agent_memory.errors import InstanceNotFound
+
+            raise InstanceNotFound(instance_id)
         return self.control.instance(principal.org_id, instance_id)
+
+    def managed_stores(self, principal: Principal, instance_id: str, store: str) -> Stores:
+        """The stores of ``instance_id`` for creating, changing or deleting ``store``: a store
+        outside the key's scope is the stranger's 404; a key limited to some stores or actors
+        (or a read-only one) is 403 ``forbidden``."""
+        scope = principal.scope
+        if scope is not None:
+            from agent_memory.errors import Forbidden, StoreNotFound
+
+            if not scope.allows_store(instance_id, store):
+                self.instance(principal, instance_id)
+                raise StoreNotFound(store)
+            if not scope.manages_stores:
+                raise Forbidden(
+                    "This API key is limited to some stores or actors (or to reading): it "
+                    "cannot create, change or delete stores."
+                )
+        return self.stores(principal, instance_id)
 
     # --- container-wide services ---------------------------------------------------------------
 
@@ -198,6 +221,11 @@ class Runtime:
         key = (principal.org_id, instance_id, store)
         handle = self._request_stores.get(key)
         if handle is None:
+            if principal.scope is not None and not principal.scope.allows_store(instance_id, store):
+                from agent_memory.errors import StoreNotFound
+
+                self.instance(principal, instance_id)  # InstanceNotFound first, as a stranger's
+                raise StoreNotFound(store)
             instance = self.instance(principal, instance_id)
             stores = self.stores_of(instance)
             handle = StoreHandle(self, instance, stores.get(store), stores)
@@ -223,7 +251,26 @@ class Runtime:
         (``stores.listing.list_organization_stores``)."""
         from agent_memory.stores.listing import list_organization_stores
 
-        return list_organization_stores(self.control.instances(principal.org_id), self.stores_of)
+        scope = principal.scope
+        instances = [
+            i
+            for i in self.control.instances(principal.org_id)
+            if scope is None or scope.allows_instance(i.instance_id)
+        ]
+        found = list_organization_stores(instances, self.stores_of)
+        if scope is None:
+            return found
+        kept = [s for s in found.stores if scope.allows_store(s.instance_id, s.name)]
+        return found.model_copy(update={"stores": kept})
+
+    def store_views(self, principal: Principal, instance_id: str) -> StoreList:
+        """The stores of ``instance_id`` the caller's key reaches."""
+        views = self.stores(principal, instance_id).views()
+        scope = principal.scope
+        if scope is None:
+            return views
+        kept = [s for s in views.stores if scope.allows_store(instance_id, s.name)]
+        return views.model_copy(update={"stores": kept})
 
 
 @lru_cache(maxsize=4)

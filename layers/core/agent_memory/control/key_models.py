@@ -1,0 +1,92 @@
+"""Bodies and answers of the key routes (``POST/GET /keys``, ``DELETE /keys/{key_id}``)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import Field, StringConstraints
+
+from agent_memory.models import (
+    INSTANCE_ID_PATTERN,
+    SESSION_ID_PATTERN,
+    STORE_NAME_PATTERN,
+    Model,
+    UtcDatetime,
+    View,
+)
+from agent_memory.scopes import Access, KeyScope
+
+MAX_SCOPE_ITEMS = 100
+KEY_ID_PATTERN = r"^key_[0-9a-f]{12}$"
+
+
+class StoreScope(Model):
+    """One store a key reaches."""
+
+    instance_id: Annotated[str, StringConstraints(pattern=INSTANCE_ID_PATTERN)]
+    store: Annotated[str, StringConstraints(pattern=STORE_NAME_PATTERN)]
+
+
+class KeyCreate(Model):
+    """Body of ``POST /keys``: a key limited to ``instances``, ``stores`` and ``actors`` (each
+    left out: no limit there), to reading (``access: "read"``), and expiring at ``expires_at``
+    (left out: never)."""
+
+    name: Annotated[str, StringConstraints(min_length=1, max_length=128)] | None = None
+    access: Access
+    instances: list[Annotated[str, StringConstraints(pattern=INSTANCE_ID_PATTERN)]] | None = Field(
+        None, min_length=1, max_length=MAX_SCOPE_ITEMS
+    )
+    stores: list[StoreScope] | None = Field(None, min_length=1, max_length=MAX_SCOPE_ITEMS)
+    actors: list[Annotated[str, StringConstraints(pattern=SESSION_ID_PATTERN)]] | None = Field(
+        None, min_length=1, max_length=MAX_SCOPE_ITEMS
+    )
+    expires_at: UtcDatetime | None = Field(None, strict=False)
+
+
+class KeyView(View):
+    """A key as listed: never its secret. ``access`` is ``admin`` for the organization's key."""
+
+    key_id: str
+    name: str | None = None
+    access: Literal["admin", "read", "write"]
+    instances: list[str] | None = None
+    stores: list[StoreScope] | None = None
+    actors: list[str] | None = None
+    expires_at: datetime | None = None
+    created_at: datetime
+
+
+class KeyCreated(KeyView):
+    """Answer of ``POST /keys``: the key, shown this once (only its hash is kept)."""
+
+    api_key: str
+
+
+class KeyList(View):
+    """Answer of ``GET /keys``: the organization's keys, oldest first."""
+
+    keys: list[KeyView]
+
+
+def scope_view(
+    key_id: str, created_at: datetime, name: str | None, scope: KeyScope | None
+) -> KeyView:
+    """A key's listing entry."""
+    from agent_memory.clock import from_ms
+
+    if scope is None:
+        return KeyView(key_id=key_id, name=name, access="admin", created_at=created_at)
+    return KeyView(
+        key_id=key_id,
+        name=name,
+        access=scope.access,
+        instances=list(scope.instances) if scope.instances is not None else None,
+        stores=[StoreScope(instance_id=s.instance_id, store=s.store) for s in scope.stores]
+        if scope.stores is not None
+        else None,
+        actors=list(scope.actors) if scope.actors is not None else None,
+        expires_at=from_ms(scope.expires_at) if scope.expires_at is not None else None,
+        created_at=created_at,
+    )
