@@ -37,6 +37,8 @@ def add_events(
     """Append the events' messages (200 ``EventsResult``); then arm the session's extraction
     schedule or ask for summarization when the append calls for it. 409 ``actor_mismatch``."""
     handle = app.runtime.store(app.principal, instance_id, store)
+    if handle.scope is not None:
+        body = body.model_copy(update={"actor_id": handle.claim_session(session_id, body.actor_id)})
     result = handle.add_events(session_id, body, once_of(app))
     metrics.add_metric(name="MessagesAdded", unit=MetricUnit.Count, value=result.added)
     return result

@@ -33,7 +33,9 @@ def add_memory(
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Response[MemoryView]:
     """Keep a memory (201), or answer the one it duplicates (200, ``duplicate`` true)."""
-    memories = app.runtime.store(app.principal, instance_id, store).memories
+    handle = app.runtime.store(app.principal, instance_id, store)
+    body = body.model_copy(update={"actor_id": handle.actor(body.actor_id)})
+    memories = handle.memories
     kept = memories.add(body)
     metrics.add_metric(name="MemoriesDeduplicated" if kept.duplicate else "MemoriesKept",
                        unit=MetricUnit.Count, value=1)  # fmt: skip

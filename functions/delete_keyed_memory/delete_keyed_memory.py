@@ -35,7 +35,9 @@ def delete_keyed_memory(
 ) -> Response[None]:
     """Forget the keyed memory under ``namespace`` and ``key`` (204); 404
     ``keyed_memory_not_found``."""
-    keyed = app.runtime.store(app.principal, instance_id, store).keyed
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.whole_store("forget keyed memories")
+    keyed = handle.keyed
     keyed.delete(namespace_from_query(namespace), key)
     return no_content()
 

@@ -26,7 +26,9 @@ def delete_memory(
     instance_id: InstancePath, store: StorePath, memory_id: MemoryPath
 ) -> Response[None]:
     """Forget one memory (204); 404 ``memory_not_found``."""
-    memories = app.runtime.store(app.principal, instance_id, store).memories
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.reachable_memory(memory_id)
+    memories = handle.memories
     memories.delete(memory_id)
     return no_content()
 

@@ -25,7 +25,9 @@ app = Api(store_not_found_step=NOTHING_DELETED)
 def delete_session(
     instance_id: InstancePath, store: StorePath, session_id: SessionPath
 ) -> Response[None]:
-    sessions = app.runtime.store(app.principal, instance_id, store).sessions
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.reachable_session(session_id)
+    sessions = handle.sessions
     sessions.delete(session_id)
     return no_content()
 

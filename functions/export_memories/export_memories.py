@@ -33,6 +33,7 @@ def export_memories(
     on (the ``next_cursor`` of the page before; none for the first), fewer when more would
     pass the answer's byte budget."""
     handle = app.runtime.store(app.principal, instance_id, store)
+    handle.whole_store("export memories")
     budget = handle.runtime.settings.answer_budget_bytes
     return handle.memory_transfer.export(cursor, limit, budget=budget)
 

@@ -31,6 +31,7 @@ def export_session(
     byte budget), oldest first (``next_after_seq`` for the next page). 404
     ``session_not_found``."""
     handle = app.runtime.store(app.principal, instance_id, store)
+    handle.whole_store("export sessions")
     budget = handle.runtime.settings.answer_budget_bytes
     return handle.session_transfer.export(session_id, after_seq, limit, budget=budget)
 

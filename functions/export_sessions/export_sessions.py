@@ -28,7 +28,9 @@ def export_sessions(
 ) -> SessionIdPage:
     """About ``limit`` live session ids (in no order; one may be listed twice), from
     ``cursor`` on (the ``next_cursor`` of the page before; none for the first)."""
-    session_transfer = app.runtime.store(app.principal, instance_id, store).session_transfer
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.whole_store("export sessions")
+    session_transfer = handle.session_transfer
     return session_transfer.ids(cursor, limit)
 
 

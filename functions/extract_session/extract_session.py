@@ -27,7 +27,9 @@ def extract_session(
 ) -> Response[ExtractionQueued]:
     """Queue the session's extraction now (202); 409 without a language model, 404 without
     the session."""
-    queued = app.runtime.store(app.principal, instance_id, store).extract_now(session_id)
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.reachable_session(session_id)
+    queued = handle.extract_now(session_id)
     return Response(status_code=HTTPStatus.ACCEPTED, content_type=JSON, body=queued)
 
 

@@ -24,7 +24,9 @@ def forget_actor(
     instance_id: InstancePath, store: StorePath, actor_id: ActorPath
 ) -> ActorForgotten:
     """Forget every memory of one actor (200 with how many)."""
-    memories = app.runtime.store(app.principal, instance_id, store).memories
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.actor(actor_id)
+    memories = handle.memories
     return ActorForgotten(actor_id=actor_id, deleted=memories.delete_actor(actor_id))
 
 

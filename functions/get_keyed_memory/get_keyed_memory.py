@@ -25,7 +25,9 @@ def get_keyed_memory(
     refresh_ttl: Annotated[bool, Query(description="Start its expiry again from now.")] = False,
 ) -> KeyedMemoryView:
     """The keyed memory under ``namespace`` and ``key``; 404 ``keyed_memory_not_found``."""
-    keyed = app.runtime.store(app.principal, instance_id, store).keyed
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.whole_store("read keyed memories")
+    keyed = handle.keyed
     return keyed.get(namespace_from_query(namespace), key, refresh_ttl)
 
 

@@ -11,7 +11,9 @@ app = Api()
 @app.get(MEMORY_ROUTE, summary="Get a memory", tags=["memories"], responses=ERROR_RESPONSES)
 def get_memory(instance_id: InstancePath, store: StorePath, memory_id: MemoryPath) -> MemoryView:
     """One memory with its versions, newest first; 404 ``memory_not_found``."""
-    memories = app.runtime.store(app.principal, instance_id, store).memories
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.reachable_memory(memory_id)
+    memories = handle.memories
     return memories.get(memory_id, app.runtime.settings.answer_budget_bytes)
 
 

@@ -30,7 +30,9 @@ def get_session(
     ] = None,
 ) -> SessionView:
     """The newest ``recent`` messages (before ``before_seq``), within the answer budget."""
-    sessions = app.runtime.store(app.principal, instance_id, store).sessions
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.reachable_session(session_id)
+    sessions = handle.sessions
     return sessions.get(session_id, recent, before_seq, app.runtime.settings.answer_budget_bytes)
 
 

@@ -35,7 +35,9 @@ def import_memories(
     (422 naming ``memories.<i>.<field>``, an id given twice too); those whose time is up are
     left out and named in ``expired``. 409 when an id is a live memory of another actor in
     this store (nothing is written)."""
-    memory_transfer = app.runtime.store(app.principal, instance_id, store).memory_transfer
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.whole_store("import memories")
+    memory_transfer = handle.memory_transfer
     result = memory_transfer.import_batch(body)
     metrics.add_metric(name="MemoriesImported", unit=MetricUnit.Count, value=result.imported)
     return result

@@ -40,6 +40,7 @@ def import_session(
     times, ``pending`` or a message's ``seq`` contradict the rest of the session, or when its
     time is up."""
     handle = app.runtime.store(app.principal, instance_id, store)
+    handle.whole_store("import sessions")
     result = handle.import_session(session_id, body)
     metrics.add_metric(name="MessagesImported", unit=MetricUnit.Count, value=result.messages_added)
     return result

@@ -23,7 +23,9 @@ def list_keyed_namespaces(
 ) -> NamespaceList:
     """The namespaces that hold keyed memories, in label order, by ``prefix`` / ``suffix``
     (``*`` any one label), cut to ``max_depth``."""
-    return app.runtime.store(app.principal, instance_id, store).keyed.namespaces(body)
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.whole_store("list keyed namespaces")
+    return handle.keyed.namespaces(body)
 
 
 lambda_handler = app.lambda_handler

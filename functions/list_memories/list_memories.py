@@ -64,7 +64,9 @@ def list_memories(
 ) -> MemoryList:
     """A page of memories, newest first, among those the filters select; current ones
     unless ``include_superseded`` or ``as_of``."""
-    memories = app.runtime.store(app.principal, instance_id, store).memories
+    handle = app.runtime.store(app.principal, instance_id, store)
+    actor_id = handle.actor(actor_id)
+    memories = handle.memories
     return memories.listing(
         offset,
         limit,

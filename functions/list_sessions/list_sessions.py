@@ -23,7 +23,9 @@ def list_sessions(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
 ) -> SessionList:
     """A page of live sessions, most recent first."""
-    sessions = app.runtime.store(app.principal, instance_id, store).sessions
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.whole_store("list every session")
+    sessions = handle.sessions
     return sessions.list(offset, limit)
 
 

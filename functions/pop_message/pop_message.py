@@ -26,7 +26,9 @@ def pop_message(
     """Remove the session's newest message and answer it (null when the session keeps none),
     in one atomic step; its number is given to the next message. 404 without the session,
     409 ``session_busy`` (with ``Retry-After``) while a background run reads it."""
-    sessions = app.runtime.store(app.principal, instance_id, store).sessions
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.reachable_session(session_id)
+    sessions = handle.sessions
     return sessions.pop(session_id, once_of(app))
 
 

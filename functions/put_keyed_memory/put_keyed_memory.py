@@ -24,7 +24,9 @@ def put_keyed_memory(
 ) -> KeyedMemoryView:
     """Keep ``value`` under ``(namespace, key)`` in one atomic step (an upsert: its
     ``created_at`` stays); the memory as kept."""
-    return app.runtime.store(app.principal, instance_id, store).keyed.put(body)
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.whole_store("keep keyed memories")
+    return handle.keyed.put(body)
 
 
 lambda_handler = app.lambda_handler

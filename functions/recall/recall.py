@@ -25,7 +25,9 @@ def recall(
     """Summary, recent messages, relevant memories and a context string for the session."""
     handle = app.runtime.store(app.principal, instance_id, store)
     budget = app.runtime.settings.answer_budget_bytes
-    return recall_memory(handle.sessions, handle.memories, handle.config, body, budget)
+    body = body.model_copy(update={"actor_id": handle.actor(body.actor_id)})
+    actors = handle.scope.actors if handle.scope is not None else None
+    return recall_memory(handle.sessions, handle.memories, handle.config, body, budget, actors)
 
 
 lambda_handler = app.lambda_handler

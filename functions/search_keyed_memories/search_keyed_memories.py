@@ -24,7 +24,9 @@ def search_keyed_memories(
 ) -> KeyedSearchResult:
     """Keyed memories under ``namespace_prefix`` that match ``filter``: most similar first
     with ``query`` or ``query_vector``, else newest first."""
-    return app.runtime.store(app.principal, instance_id, store).keyed.search(body)
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.whole_store("search keyed memories")
+    return handle.keyed.search(body)
 
 
 lambda_handler = app.lambda_handler

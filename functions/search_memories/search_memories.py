@@ -22,7 +22,9 @@ def search_memories(
     instance_id: InstancePath, store: StorePath, body: Annotated[SearchRequest, Body()]
 ) -> SearchResult:
     """Memories best first for the query, by meaning, keyword or both."""
-    memories = app.runtime.store(app.principal, instance_id, store).memories
+    handle = app.runtime.store(app.principal, instance_id, store)
+    body = body.model_copy(update={"actor_id": handle.actor(body.actor_id)})
+    memories = handle.memories
     return memories.search_result(body, app.runtime.settings.answer_budget_bytes)
 
 

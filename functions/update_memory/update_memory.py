@@ -22,7 +22,9 @@ def update_memory(
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> MemoryView:
     """Change a memory, keeping its previous state as a version."""
-    memories = app.runtime.store(app.principal, instance_id, store).memories
+    handle = app.runtime.store(app.principal, instance_id, store)
+    handle.reachable_memory(memory_id)
+    memories = handle.memories
     return memories.patch(memory_id, body)
 
 

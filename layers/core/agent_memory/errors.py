@@ -115,9 +115,12 @@ class ActorMismatch(Conflict):
 
     code = "actor_mismatch"
 
-    def __init__(self, session_id: str, owner: str, given: str) -> None:
+    def __init__(self, session_id: str, owner: str | None, given: str) -> None:
+        """``owner`` None: not named (to a key limited to actors, another actor's id is not
+        shown)."""
+        whose = f"actor '{owner}'" if owner is not None else "another actor"
         super().__init__(
-            f"Session '{session_id}' belongs to actor '{owner}', not '{given}'; "
+            f"Session '{session_id}' belongs to {whose}, not '{given}'; "
             "use a new session id for another actor."
         )
 

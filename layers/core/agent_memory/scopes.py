@@ -79,3 +79,35 @@ class KeyScope(BaseModel):
     def from_text(cls, text: str) -> KeyScope:
         """Inverse of ``to_text``; pydantic's ``ValidationError`` for anything else."""
         return cls.model_validate_json(text)
+
+
+def actor_for(scope: KeyScope | None, actor_id: str | None, field: str = "actor_id") -> str | None:
+    """The actor a request names, as the key may name it: ``actor_id`` itself for a key without
+    actor limits; for an actor-limited key, ``actor_id`` when the key reaches it (``Forbidden``
+    otherwise), or, left out, the key's one actor (``ValidationFailed`` when it has several)."""
+    from agent_memory.errors import Forbidden, ValidationFailed
+
+    if scope is None or scope.actors is None:
+        return actor_id
+    if actor_id is None:
+        if len(scope.actors) == 1:
+            return scope.actors[0]
+        raise ValidationFailed(
+            f"This API key reaches {len(scope.actors)} actors: give {field}.",
+            details=[{"field": field, "problem": "required with a key limited to several actors"}],
+        )
+    if actor_id not in scope.actors:
+        raise Forbidden(f"This API key does not reach actor '{actor_id}'.")
+    return actor_id
+
+
+def require_whole_store(scope: KeyScope | None, what: str) -> None:
+    """``Forbidden`` for an actor-limited key on a route that reads or writes a whole store
+    (``what``: "list sessions", "export", ...), which would reach other actors."""
+    if scope is not None and scope.actors is not None:
+        from agent_memory.errors import Forbidden
+
+        raise Forbidden(
+            f"This API key is limited to some actors: it cannot {what}, which reaches every "
+            "actor of the store."
+        )

@@ -228,7 +228,7 @@ class Runtime:
                 raise StoreNotFound(store)
             instance = self.instance(principal, instance_id)
             stores = self.stores_of(instance)
-            handle = StoreHandle(self, instance, stores.get(store), stores)
+            handle = StoreHandle(self, instance, stores.get(store), stores, principal.scope)
             self._request_stores[key] = handle
         return handle
 

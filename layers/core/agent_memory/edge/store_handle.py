@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from agent_memory.providers.language_models import LanguageModel
     from agent_memory.providers.lazy import LazyEmbedder
     from agent_memory.providers.secrets import KeyPlace
+    from agent_memory.scopes import KeyScope
     from agent_memory.sessions.models import EventsRequest, EventsResult, ExtractionQueued
     from agent_memory.sessions.service import Sessions
     from agent_memory.sessions.transfer import SessionImport, SessionImported, SessionTransfer
@@ -36,12 +37,19 @@ class StoreHandle:
     Its parts are built when first read; errors are those of the parts."""
 
     def __init__(
-        self, runtime: Runtime, instance: Instance, config: StoreConfig, stores: Stores
+        self,
+        runtime: Runtime,
+        instance: Instance,
+        config: StoreConfig,
+        stores: Stores,
+        scope: KeyScope | None = None,
     ) -> None:
         self.runtime = runtime
         self.instance = instance
         self.config = config
         self.stores = stores
+        self.scope = scope
+        """The calling key's scope (None: the admin key, or a background run)."""
 
     @property
     def instance_id(self) -> str:
@@ -184,6 +192,57 @@ class StoreHandle:
         from agent_memory.background.scheduler import ExtractionTarget
 
         return ExtractionTarget(self.instance_id, self.config.name, session_id)
+
+    # --- what the calling key reaches (agent_memory.scopes) -----------------------------------
+
+    def actor(self, actor_id: str | None, field: str = "actor_id") -> str | None:
+        """``scopes.actor_for`` with the calling key's scope."""
+        from agent_memory.scopes import actor_for
+
+        return actor_for(self.scope, actor_id, field)
+
+    def whole_store(self, what: str) -> None:
+        """``scopes.require_whole_store`` with the calling key's scope."""
+        from agent_memory.scopes import require_whole_store
+
+        require_whole_store(self.scope, what)
+
+    def reachable_session(self, session_id: str) -> None:
+        """``SessionNotFound`` (a stranger's answer) when the calling key is limited to actors
+        and the session's actor is not one of them; one more read, for such keys only."""
+        if self.scope is None or self.scope.actors is None:
+            return
+        if self.sessions.owner(session_id) not in self.scope.actors:
+            from agent_memory.errors import SessionNotFound
+
+            raise SessionNotFound(session_id)
+
+    def claim_session(self, session_id: str, actor_id: str | None) -> str | None:
+        """The ``actor_id`` an append of the calling key carries (``actor``); for a key limited
+        to actors, an existing session must be one of its actors' (else ``ActorMismatch``
+        without naming the owner), so that such a key never adds to another's session."""
+        actor_id = self.actor(actor_id)
+        if self.scope is None or self.scope.actors is None:
+            return actor_id
+        from agent_memory.errors import ActorMismatch, SessionNotFound
+
+        try:
+            owner = self.sessions.owner(session_id)
+        except SessionNotFound:
+            return actor_id
+        if owner != actor_id:
+            raise ActorMismatch(session_id, None, str(actor_id))
+        return actor_id
+
+    def reachable_memory(self, memory_id: str) -> None:
+        """``MemoryNotFound`` (a stranger's answer) when the calling key is limited to actors
+        and the memory's actor is not one of them."""
+        if self.scope is None or self.scope.actors is None:
+            return
+        if self.memories.reader.owner(memory_id) not in self.scope.actors:
+            from agent_memory.errors import MemoryNotFound
+
+            raise MemoryNotFound(memory_id)
 
     # --- use cases ---------------------------------------------------------------------------
 

@@ -10,7 +10,7 @@ from a caller or a model (the summary, memory texts, message content and names) 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 
 from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting, wire_bytes
 from agent_memory.errors import ActorMismatch
@@ -141,6 +141,7 @@ def recall(
     store: StoreConfig,
     request: RecallRequest,
     budget: int = DEFAULT_ANSWER_BUDGET,
+    actors: Collection[str] | None = None,
 ) -> RecallView:
     """Working memory of ``request.session_id`` (at most ``summarize_after`` verbatim messages)
     plus the long-term memories most relevant to the query; a session that does not exist yet
@@ -155,9 +156,14 @@ def recall(
 
     The answer is kept under ``budget`` bytes, or ``request.max_bytes`` when lower
     (``fitted_recall``: the oldest messages go first).
+
+    ``actors``: the actors the calling key is limited to (``agent_memory.scopes``), if any: a
+    session of another actor (or of none) is a new conversation to it, as to a stranger.
     """
     memories.check_types(request.types)
     meta, messages = sessions.working_memory(request.session_id, store.summarize_after)
+    if actors is not None and (meta is None or meta.actor_id not in actors):
+        meta, messages = None, []
     owner = meta.actor_id if meta else None
     if request.actor_id and owner and request.actor_id != owner:
         raise ActorMismatch(request.session_id, owner, request.actor_id)

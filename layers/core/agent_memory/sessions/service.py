@@ -210,6 +210,14 @@ class Sessions:
         found = self._read(session_id, recent)
         return found if found is not None else (None, [])
 
+    def owner(self, session_id: str) -> str | None:
+        """The actor of a live session (None for one without); ``SessionNotFound``
+        otherwise."""
+        found = self._read(session_id, 1)  # its newest message too: the script needs one
+        if found is None:
+            raise SessionNotFound(session_id)
+        return found[0].actor_id
+
     def pop(self, session_id: str, once: OnceKey | None = None) -> PoppedMessage:
         """Take back the session's newest message, in one atomic step (``scripts.POP``): the
         message (None when the session keeps none) and the ``message_count`` after it.
