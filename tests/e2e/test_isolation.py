@@ -331,6 +331,7 @@ def snapshot(world: World, label: str) -> dict[str, Any]:
     with world.client(label) as client:
         listing = client.get("/agent-memory").json()
         seen["/agent-memory"] = sorted((s["instance_id"], s["name"]) for s in listing["stores"])
+        seen["/keys"] = client.get("/keys").json()
         for instance in org.instances:
             base = f"/instances/{instance}/agent-memory"
             stores = client.get(base).json()["stores"]
@@ -607,7 +608,7 @@ def test_an_id_the_caller_must_not_reach_answers_as_one_that_exists_nowhere(
 
 
 def test_every_route_of_the_document_is_probed() -> None:
-    probed = {route for route, _ in (p.values for p in MATRIX)}
+    probed = {route for route, _ in (p.values for p in MATRIX)} | KEY_ROUTES
     declared = set(DECLARED) - {("GET", "/agent-memory")}
     assert declared <= probed, declared - probed
     with_body = {
@@ -616,6 +617,7 @@ def test_every_route_of_the_document_is_probed() -> None:
         for m, op in ops.items()
         if "requestBody" in op
     }
+    with_body -= KEY_ROUTES  # probed with bodies of their own (the keys test below)
     assert with_body <= {r for r in DECLARED if _body(*r, _ANY) is not None}
 
 
@@ -879,7 +881,9 @@ def test_one_session_id_in_every_store_is_a_session_of_each_store(world: World) 
 
 # --- writes with another organization's key -------------------------------------------------
 
-WRITES = [r for r in DECLARED if r[0] in ("PUT", "POST", "PATCH", "DELETE")]
+KEY_ROUTES = {("POST", "/keys"), ("GET", "/keys"), ("DELETE", "/keys/{key_id}")}
+"""The caller's own organization's keys: no id of another's is named (probed apart, below)."""
+WRITES = [r for r in DECLARED if r[0] in ("PUT", "POST", "PATCH", "DELETE") and r not in KEY_ROUTES]
 
 
 @pytest.mark.parametrize(("attacker", "victim"), [("B", "A"), ("A", "B")])
@@ -900,6 +904,36 @@ def test_another_organizations_writes_change_nothing(
                 t = replace(place.target(session=session, memory=memory), actor=actor)
                 statuses += [ask(client, route, t, "instance").status for route in WRITES]
     assert set(statuses) == {404}
+    assert snapshot(world, victim) == before
+
+
+@pytest.mark.parametrize(("attacker", "victim"), [("B", "A"), ("A", "B")])
+def test_another_organizations_keys_are_out_of_reach_as_keys_that_do_not_exist(
+    world: World, attacker: str, victim: str
+) -> None:
+    """The key routes name no organization: an attacker's admin key lists only its own keys,
+    revokes another's key as one that does not exist, and cannot scope a key to another's
+    instance any more than to an instance that exists nowhere."""
+    with world.client(victim) as client:
+        theirs = [k["key_id"] for k in client.get("/keys").json()["keys"]]
+    before = snapshot(world, victim)
+    with world.client(attacker) as client:
+        own = client.get("/keys").json()["keys"]
+        assert not {k["key_id"] for k in own} & set(theirs)
+        for key_id in theirs:
+            gone = client.delete(f"/keys/{key_id}")
+            nowhere = client.delete(f"/keys/key_{secrets.token_hex(6)}")
+            assert gone.status_code == nowhere.status_code == 404
+            assert gone.json()["error"] == nowhere.json()["error"] == "key_not_found"
+        for instance in world.orgs[victim].instances:
+            scoped = client.post("/keys", json={"access": "read", "instances": [instance]})
+            unknown = client.post(
+                "/keys", json={"access": "read", "instances": [unknown_like("instance", instance)]}
+            )
+            assert scoped.status_code == unknown.status_code == 422
+            assert scoped.text.replace(instance, "<i>") == unknown.text.replace(
+                unknown.json()["details"][0]["problem"].split()[-1], "<i>"
+            )
     assert snapshot(world, victim) == before
 
 

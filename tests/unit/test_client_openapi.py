@@ -228,6 +228,7 @@ def _answer_for(method: str, path: str) -> httpx.Response:
         "updated_at": now, "expires_at": now, "source": None, "valid_from": now,
     }  # fmt: skip
     extraction = {"status": "idle", "unread": 0}
+    key = {"key_id": "key_0123456789ab", "access": "read", "created_at": now}
     keyed = {
         "namespace": ["a"], "key": "k", "value": {}, "created_at": now, "updated_at": now,
         "expires_at": now,
@@ -266,6 +267,8 @@ def _answer_for(method: str, path: str) -> httpx.Response:
         "MemoryList": {"memories": [memory], "next_offset": None, "total": 1},
         "SearchResult": {"memories": [memory]},
         "KeyedMemoryView": keyed,
+        "KeyCreated": {**key, "api_key": "kvm_x"},
+        "KeyList": {"keys": [key]},
         "KeyedSearchResult": {"items": [keyed]},
         "NamespaceList": {"namespaces": [["a", "b"]]},
         "ActorForgotten": {"actor_id": "a", "deleted": 1},
@@ -327,6 +330,13 @@ def test_every_route_of_the_document_has_a_client_method_and_every_method_a_rout
         ("MemoryClient", "put_store", lambda: client.put_store("i", "s", dimensions=3)),
         ("MemoryClient", "get_store", lambda: client.get_store("i", "s")),
         ("MemoryClient", "delete_store", lambda: client.delete_store("i", "s")),
+        (
+            "MemoryClient",
+            "create_key",
+            lambda: client.create_key("read", stores=[("i", "s")], actors=["a"], expires_at=NOW),
+        ),
+        ("MemoryClient", "list_keys", lambda: client.list_keys()),
+        ("MemoryClient", "delete_key", lambda: client.delete_key("key_0123456789ab")),
         (
             "StoreClient",
             "add_events",

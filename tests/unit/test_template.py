@@ -23,6 +23,9 @@ EXPECTED_ROUTES = {
     "DELETE /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}",
     "POST /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}/extract",
     "POST /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}/pop",
+    "POST /keys",
+    "GET /keys",
+    "DELETE /keys/{key_id}",
     "PUT /instances/{instance_id}/agent-memory/{store}/keyed-memories",
     "GET /instances/{instance_id}/agent-memory/{store}/keyed-memories",
     "DELETE /instances/{instance_id}/agent-memory/{store}/keyed-memories",
@@ -414,9 +417,9 @@ def test_the_deploy_doc_counts_each_resource_type_the_template_declares(template
     assert int(sam_roles[1]) == declared["AWS::Serverless::Function"]  # one role per function
     routes = sum(1 for f in _functions(template).values() if f["Properties"].get("Events"))
     stated = {int(n) for n in re.findall(r"\b(\d+) route functions", DEPLOY_DOC.read_text())}
-    # 29 API routes (18, 5 of export and import, pop, 5 of keyed memories), the console's and
-    # the MCP server's
-    assert stated == {routes} == {31}
+    # 32 API routes (18, 5 of export and import, pop, 5 of keyed memories, 3 of keys), the
+    # console's and the MCP server's
+    assert stated == {routes} == {34}
 
 
 def test_the_deploy_doc_lists_every_function_with_its_trigger_memory_and_timeout(template):

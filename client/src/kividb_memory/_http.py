@@ -377,6 +377,19 @@ def delete_store(instance_id: str, name: str) -> Call[Any]:
     return Call("DELETE", store_prefix(instance_id, name), None, True)
 
 
+def create_key(body: m.KeyCreate) -> Call[m.KeyCreated]:
+    # not retried: a retry after a lost answer would make a second key (and lose the first)
+    return Call("POST", "/keys", m.KeyCreated, False, body=dump(body, nulls=False))
+
+
+def list_keys() -> Call[m.KeyList]:
+    return Call("GET", "/keys", m.KeyList, True)
+
+
+def delete_key(key_id: str) -> Call[Any]:
+    return Call("DELETE", f"/keys/{segment('key_id', key_id)}", None, True)
+
+
 def add_events(
     store: str,
     session_id: str,

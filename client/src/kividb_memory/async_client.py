@@ -25,7 +25,7 @@ import asyncio
 from collections.abc import Mapping, Sequence
 from datetime import datetime
 from types import TracebackType
-from typing import Any, overload
+from typing import Any, Literal, overload
 
 import httpx
 
@@ -146,6 +146,38 @@ class AsyncMemoryClient(_Base):
     async def delete_store(self, instance_id: str, name: str) -> None:
         """Delete the store and everything it keeps."""
         await self.send(_http.delete_store(instance_id, name))
+
+    async def create_key(
+        self,
+        access: Literal["read", "write"],
+        *,
+        name: str | None = None,
+        instances: Sequence[str] | None = None,
+        stores: Sequence[tuple[str, str]] | None = None,
+        actors: Sequence[str] | None = None,
+        expires_at: When = None,
+    ) -> m.KeyCreated:
+        """A new API key of the organization (with the admin key only), limited to
+        ``instances``, ``stores`` (``(instance_id, store)`` pairs) and ``actors``, to
+        ``access``, and expiring at ``expires_at``; its ``api_key`` is shown this once. Not
+        retried: a retry could make a second key."""
+        body = m.KeyCreate(
+            name=name, access=access,
+            instances=None if instances is None else list(instances),
+            stores=None if stores is None
+            else [m.StoreScope(instance_id=i, store=s) for i, s in stores],
+            actors=None if actors is None else list(actors),
+            expires_at=expires_at,
+        )  # fmt: skip
+        return await self._answer(_http.create_key(body))
+
+    async def list_keys(self) -> m.KeyList:
+        """The organization's API keys, oldest first, never their secrets (admin key only)."""
+        return await self._answer(_http.list_keys())
+
+    async def delete_key(self, key_id: str) -> None:
+        """Revoke an API key at once (admin key only); ``NotFoundError`` (``key_not_found``)."""
+        await self.send(_http.delete_key(key_id))
 
     def store(self, instance_id: str, name: str) -> AsyncStoreClient:
         """A handle on one store, sharing this client's connection pool."""

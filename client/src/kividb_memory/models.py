@@ -19,6 +19,14 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from kividb_memory.key_models import (
+    KeyCreate as KeyCreate,
+    KeyCreated as KeyCreated,
+    KeyList as KeyList,
+    KeyView as KeyView,
+    StoreRefView as StoreRefView,
+    StoreScope as StoreScope,
+)
 from kividb_memory.keyed_models import (
     KeyedMemoryPut as KeyedMemoryPut,
     KeyedMemoryView as KeyedMemoryView,

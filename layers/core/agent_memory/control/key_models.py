@@ -28,6 +28,13 @@ class StoreScope(Model):
     store: Annotated[str, StringConstraints(pattern=STORE_NAME_PATTERN)]
 
 
+class StoreRefView(View):
+    """One store a key reaches, as listed."""
+
+    instance_id: str
+    store: str
+
+
 class KeyCreate(Model):
     """Body of ``POST /keys``: a key limited to ``instances``, ``stores`` and ``actors`` (each
     left out: no limit there), to reading (``access: "read"``), and expiring at ``expires_at``
@@ -52,7 +59,7 @@ class KeyView(View):
     name: str | None = None
     access: Literal["admin", "read", "write"]
     instances: list[str] | None = None
-    stores: list[StoreScope] | None = None
+    stores: list[StoreRefView] | None = None
     actors: list[str] | None = None
     expires_at: datetime | None = None
     created_at: datetime
@@ -83,7 +90,7 @@ def scope_view(
         name=name,
         access=scope.access,
         instances=list(scope.instances) if scope.instances is not None else None,
-        stores=[StoreScope(instance_id=s.instance_id, store=s.store) for s in scope.stores]
+        stores=[StoreRefView(instance_id=s.instance_id, store=s.store) for s in scope.stores]
         if scope.stores is not None
         else None,
         actors=list(scope.actors) if scope.actors is not None else None,
