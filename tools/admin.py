@@ -7,6 +7,8 @@ Usage (``KIVIDB_CONTROL_URL`` or ``--control-url`` names the control database)::
     python -m tools.admin issue-key ORG --access read --store INSTANCE/STORE --actor A \\
         --expires-at 2027-01-01T00:00:00Z          # a scoped key (docs/keys.md)
     python -m tools.admin list-keys ORG
+    python -m tools.admin set-limits ORG [--key KEY_ID] [--requests-per-second N] [--burst N]
+                                     [--messages-per-day N] [--memories-per-day N]
     python -m tools.admin revoke-key ORG KEY_ID
     python -m tools.admin register-instance ORG INSTANCE_ID URL [--adopt-existing-data]
                                                 [--allow-unreachable]
@@ -82,6 +84,15 @@ def _parser() -> argparse.ArgumentParser:
     issue.add_argument("--actor", action="append", help="limit to this actor (repeat)")
     issue.add_argument("--expires-at", help="ISO 8601 time after which the key is refused")
     commands.add_parser("list-keys", help="list an organization's key ids").add_argument("org")
+    limits = commands.add_parser(
+        "set-limits", help="set an organization's limits (or one key's, with --key)"
+    )
+    limits.add_argument("org")
+    limits.add_argument("--key", dest="key_id", help="the key id whose own limits to set")
+    limits.add_argument("--requests-per-second", type=float)
+    limits.add_argument("--burst", type=int)
+    limits.add_argument("--messages-per-day", type=int)
+    limits.add_argument("--memories-per-day", type=int)
     revoke = commands.add_parser("revoke-key", help="revoke an API key at once")
     revoke.add_argument("org")
     revoke.add_argument("key_id")
@@ -149,6 +160,25 @@ def _list_keys(control: ControlPlane, args: argparse.Namespace) -> None:
         scope = info.scope.to_text() if info.scope is not None else "admin"
         name = f"\t{info.name}" if info.name else ""
         print(f"{info.key_id}\tcreated {info.created_at.isoformat()}\t{scope}{name}")
+
+
+def _set_limits(control: ControlPlane, args: argparse.Namespace) -> None:
+    from agent_memory.control.limits import Limits, LimitStore
+
+    given = {
+        "requests_per_second": args.requests_per_second, "burst": args.burst,
+        "messages_per_day": args.messages_per_day, "memories_per_day": args.memories_per_day,
+    }  # fmt: skip
+    control.organizations.require(args.org)
+    if args.key_id is not None and args.key_id not in control.api_keys.hashes(args.org):
+        from agent_memory.errors import KeyNotFound
+
+        raise KeyNotFound(args.org, args.key_id)
+    store = LimitStore(control.database.redis, SystemClock())
+    now = store.set(args.org, Limits.model_validate(given), args.key_id)
+    who = f"key {args.key_id} of {args.org}" if args.key_id else args.org
+    shown = ", ".join(f"{k}={v}" for k, v in now.model_dump(exclude_none=True).items())
+    print(f"limits of {who}: {shown or 'the defaults'}")
 
 
 def _revoke_key(control: ControlPlane, args: argparse.Namespace) -> None:
@@ -285,6 +315,7 @@ COMMANDS: dict[str, Callable[[ControlPlane, argparse.Namespace], None]] = {
     "issue-key": _issue_key,
     "list-keys": _list_keys,
     "revoke-key": _revoke_key,
+    "set-limits": _set_limits,
     "register-instance": _registered,
     "list-instances": _list_instances,
     "remove-instance": _remove_instance,

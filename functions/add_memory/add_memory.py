@@ -36,6 +36,7 @@ def add_memory(
     handle = app.runtime.store(app.principal, instance_id, store)
     body = body.model_copy(update={"actor_id": handle.actor(body.actor_id)})
     memories = handle.memories
+    app.runtime.reserve(app.principal, "memories", 1)
     kept = memories.add(body)
     metrics.add_metric(name="MemoriesDeduplicated" if kept.duplicate else "MemoriesKept",
                        unit=MetricUnit.Count, value=1)  # fmt: skip

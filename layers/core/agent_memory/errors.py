@@ -192,6 +192,24 @@ class IdempotencyKeyInProgress(Conflict):
         )
 
 
+class RateLimited(AgentMemoryError):
+    """Over a limit of the organization or of its key (``control.limits``): 429 with
+    ``Retry-After``; nothing was done. ``details`` names the limit."""
+
+    code = "rate_limited"
+
+    def __init__(self, message: str, retry_after_seconds: int, limit: str) -> None:
+        super().__init__(message, details=[{"field": limit, "problem": "limit reached"}])
+        self.retry_after_seconds = max(1, retry_after_seconds)
+        self.limit = limit
+
+
+class QuotaExceeded(RateLimited):
+    """A daily quota is used up (messages or memories added per day, UTC)."""
+
+    code = "quota_exceeded"
+
+
 class PayloadTooLarge(AgentMemoryError):
     code = "payload_too_large"
 

@@ -109,6 +109,12 @@ instance and API key)::
                                                           a released address is held
     kividb:control:{control}:address-index        string  "1" once every instance is indexed
     kividb:control:{control}:layout               string  "2": the keys above are in this form
+    kividb:control:{control}:limits:org:<org>     hash    the organization's limits (set ones)
+    kividb:control:{control}:limits:key:<org>:<key>  hash  one key's limits (set ones)
+    kividb:control:{control}:bucket:org:<org>     hash    requests token bucket: tokens, ts
+    kividb:control:{control}:bucket:key:<org>:<key>  hash  a key's token bucket
+    kividb:control:{control}:quota:<day>:org:<org>   hash  messages, memories added that day
+    kividb:control:{control}:quota:<day>:key:<org>:<key>  hash  the same, by one key
 
 ``<address>`` is the normalized database address (``control.ownership.database_address``),
 such as ``redis://localhost:6379/0`` or ``unix:///run/redis.sock?db=0``. Organization and
@@ -434,6 +440,26 @@ class ControlKeys:
     @staticmethod
     def instance(instance_id: str) -> str:
         return f"{CONTROL_TAGGED}instance:{instance_id}"
+
+    @staticmethod
+    def limits(org_id: str, key_id: str | None = None) -> str:
+        """hash: the limits set for ``org_id`` (or for one of its keys): ``control.limits``."""
+        who = f"org:{org_id}" if key_id is None else f"key:{org_id}:{key_id}"
+        return f"{CONTROL_TAGGED}limits:{who}"
+
+    @staticmethod
+    def bucket(org_id: str, key_id: str | None = None) -> str:
+        """hash: the token bucket of requests of ``org_id`` (or of one of its keys):
+        ``tokens`` and ``ts`` (ms); expires once full again."""
+        who = f"org:{org_id}" if key_id is None else f"key:{org_id}:{key_id}"
+        return f"{CONTROL_TAGGED}bucket:{who}"
+
+    @staticmethod
+    def quota(org_id: str, day: str, key_id: str | None = None) -> str:
+        """hash: what ``org_id`` (or one of its keys) added on ``day`` (``YYYYMMDD``, UTC):
+        ``messages``, ``memories``; expires two days later."""
+        who = f"org:{org_id}" if key_id is None else f"key:{org_id}:{key_id}"
+        return f"{CONTROL_TAGGED}quota:{day}:{who}"
 
     @staticmethod
     def address(address: str) -> str:

@@ -11,7 +11,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from agent_memory.errors import AgentMemoryError, DatabaseUnavailable, Unauthorized
+from agent_memory.errors import (
+    AgentMemoryError,
+    DatabaseUnavailable,
+    QuotaExceeded,
+    RateLimited,
+    Unauthorized,
+)
 from agent_memory.models import Principal
 
 if TYPE_CHECKING:
@@ -32,6 +38,13 @@ def principal_from(event: dict[str, Any]) -> Principal:
         )
     if context.get("error") == DatabaseUnavailable.code:
         raise DatabaseUnavailable(str(context.get("message", "The database is unavailable.")))
+    if context.get("error") in (RateLimited.code, QuotaExceeded.code):
+        kind = QuotaExceeded if context["error"] == QuotaExceeded.code else RateLimited
+        raise kind(
+            str(context.get("message", "Too many requests.")),
+            int(context.get("retry_after") or 1),
+            str(context.get("limit") or "requests_per_second"),
+        )
     raise Unauthorized(str(context.get("message") or "Send 'Authorization: Bearer <api key>'."))
 
 
@@ -50,6 +63,13 @@ def authorize(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("Send your API key as 'Authorization: Bearer <key>'.")
         principal = runtime.api_keys.authenticate(token.strip())
+        runtime.limits.take(principal.org_id, principal.key_id)
+    except RateLimited as exc:
+        refused = {"error": exc.code, "message": exc.message, "limit": exc.limit}
+        return {
+            "isAuthorized": True,
+            "context": {**refused, "retry_after": exc.retry_after_seconds},
+        }
     except AgentMemoryError as exc:
         return {"isAuthorized": True, "context": {"error": exc.code, "message": exc.message}}
     context = {"org_id": principal.org_id, "key_id": principal.key_id}

@@ -21,6 +21,7 @@ from agent_memory.errors import (
     PayloadTooLarge,
     ProviderRejected,
     ProviderUnavailable,
+    RateLimited,
     SchedulerUnavailable,
     SessionBusy,
     Unauthorized,
@@ -36,6 +37,7 @@ JSON = "application/json"
 _STATUS: list[tuple[type[AgentMemoryError], HTTPStatus]] = [
     (Unauthorized, HTTPStatus.UNAUTHORIZED),
     (Forbidden, HTTPStatus.FORBIDDEN),
+    (RateLimited, HTTPStatus.TOO_MANY_REQUESTS),
     (NotFound, HTTPStatus.NOT_FOUND),
     (Conflict, HTTPStatus.CONFLICT),
     (PayloadTooLarge, HTTPStatus.REQUEST_ENTITY_TOO_LARGE),
@@ -53,6 +55,7 @@ PROVIDER_RETRY_AFTER_SECONDS = 2
 _COMMON_ERRORS = (
     HTTPStatus.UNAUTHORIZED,
     HTTPStatus.FORBIDDEN,
+    HTTPStatus.TOO_MANY_REQUESTS,
     HTTPStatus.NOT_FOUND,
     HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
     HTTPStatus.UNPROCESSABLE_ENTITY,
@@ -112,7 +115,8 @@ def error_headers(exc: AgentMemoryError) -> dict[str, str]:
         | SchedulerUnavailable
         | KeyServiceUnavailable
         | IdempotencyKeyInProgress
-        | SessionBusy,
+        | SessionBusy
+        | RateLimited,
     ):
         return {"Retry-After": str(exc.retry_after_seconds)}
     if isinstance(exc, ProviderUnavailable):

@@ -23,6 +23,7 @@ from agent_memory.edge.settings import FunctionSettings
 if TYPE_CHECKING:
     from agent_memory.background.scheduler import ExtractionTarget, Scheduler
     from agent_memory.control.api_keys import ApiKeys
+    from agent_memory.control.limits import LimitStore
     from agent_memory.control.models import Instance
     from agent_memory.control.plane import ControlPlane
     from agent_memory.edge.store_handle import StoreHandle
@@ -72,6 +73,20 @@ class Runtime:
         from agent_memory.database.client import redis_client
 
         return ApiKeys(ControlDatabase(redis_client(self.settings.control_url)), self.clock)
+
+    @cached_property
+    def limits(self) -> LimitStore:
+        """The organizations' limits and counters, in the control database
+        (``control.limits``): the authorizer takes the request bucket, the routes that add
+        reserve their daily quota."""
+        from agent_memory.control.limits import LimitStore
+        from agent_memory.database.client import redis_client
+
+        return LimitStore(redis_client(self.settings.control_url), self.clock)
+
+    def reserve(self, principal: Principal, kind: str, count: int) -> None:
+        """``LimitStore.reserve`` for the caller: ``QuotaExceeded`` past a daily quota."""
+        self.limits.reserve(principal.org_id, principal.key_id, kind, count)
 
     def instance(self, principal: Principal, instance_id: str) -> Instance:
         """The caller's instance ``instance_id``; ``InstanceNotFound`` unless it is theirs and

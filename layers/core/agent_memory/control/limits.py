@@ -1,0 +1,204 @@
+"""Limits of an organization and of its keys: requests per second (a token bucket with a
+burst) and what may be added per day (messages, memories), kept in the control database so
+that every container shares them.
+
+Every limit has a generous default (``DEFAULT_*``, docs/keys.md "Limits"); ``tools.admin
+set-limits`` sets an organization's own, and optionally a key's, which then applies on top of
+the organization's (a request must fit both). The request bucket is taken by the authorizer in
+one script (``TAKE``: both buckets, with the limits read in the same step), one round trip more
+than authenticating; the daily quotas by the routes that add (``reserve``), in one script too,
+before they write.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import datetime, timedelta
+
+import redis
+from pydantic import BaseModel, ConfigDict, Field
+
+from agent_memory.clock import Clock, to_ms
+from agent_memory.database.client import database_errors
+from agent_memory.database.keys import ControlKeys
+from agent_memory.database.scripts import load_script
+from agent_memory.errors import QuotaExceeded, RateLimited
+
+QUOTA_KINDS = ("messages", "memories")
+
+
+class Limits(BaseModel):
+    """Limits as set (None: not set here, so the default or the organization's applies)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    requests_per_second: float | None = Field(None, gt=0, le=1_000_000)
+    burst: int | None = Field(None, ge=1, le=10_000_000)
+    messages_per_day: int | None = Field(None, ge=0, le=10**12)
+    memories_per_day: int | None = Field(None, ge=0, le=10**12)
+
+
+DEFAULT_REQUESTS_PER_SECOND = 1000.0
+DEFAULT_BURST = 2000
+DEFAULT_PER_DAY = {"messages": 10_000_000, "memories": 1_000_000}
+"""An organization's limits when none are set: far above what one tenant of a service of
+this size sends (docs/keys.md); a key's are unset (only its organization's apply)."""
+
+TAKE = """
+-- KEYS: org limits, key limits, org bucket, key bucket. ARGV: now (ms), default rate, default
+-- burst. Takes one token from both buckets, or none: returns 0, or {wait ms, which}.
+local now = tonumber(ARGV[1])
+local function limits(key, rate, burst)
+  local set = redis.call('HMGET', key, 'requests_per_second', 'burst')
+  return tonumber(set[1]) or rate, tonumber(set[2]) or burst
+end
+local org_rate, org_burst = limits(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
+local key_rate, key_burst = limits(KEYS[2], -1, -1)
+local function level(key, rate, burst)
+  local state = redis.call('HMGET', key, 'tokens', 'ts')
+  local tokens = tonumber(state[1]) or burst
+  local ts = tonumber(state[2]) or now
+  if now > ts then tokens = math.min(burst, tokens + (now - ts) * rate / 1000) end
+  return tokens
+end
+local buckets = {{KEYS[3], org_rate, org_burst, 'requests_per_second'}}
+if key_rate > 0 then
+  if key_burst < 0 then key_burst = math.max(1, math.ceil(key_rate)) end
+  buckets[2] = {KEYS[4], key_rate, key_burst, 'key.requests_per_second'}
+end
+local levels = {}
+for i, b in ipairs(buckets) do
+  levels[i] = level(b[1], b[2], b[3])
+  if levels[i] < 1 then
+    return {math.ceil((1 - levels[i]) * 1000 / b[2]), b[4]}
+  end
+end
+for i, b in ipairs(buckets) do
+  redis.call('HSET', b[1], 'tokens', tostring(levels[i] - 1), 'ts', tostring(now))
+  redis.call('PEXPIRE', b[1], math.ceil(b[3] * 1000 / b[2]) + 1000)
+end
+return 0
+"""
+
+RESERVE = """
+-- KEYS: org limits, key limits, org day, key day. ARGV: kind, n, default limit, ttl (s).
+-- Counts n more of kind for the day in both, or nothing: 0, or {which, limit}.
+local field = ARGV[1] .. '_per_day'
+local n = tonumber(ARGV[2])
+local org_limit = tonumber(redis.call('HGET', KEYS[1], field)) or tonumber(ARGV[3])
+local key_limit = tonumber(redis.call('HGET', KEYS[2], field))
+local org_used = tonumber(redis.call('HGET', KEYS[3], ARGV[1])) or 0
+if org_used + n > org_limit then return {field, tostring(org_limit)} end
+if key_limit then
+  local key_used = tonumber(redis.call('HGET', KEYS[4], ARGV[1])) or 0
+  if key_used + n > key_limit then return {'key.' .. field, tostring(key_limit)} end
+  redis.call('HINCRBY', KEYS[4], ARGV[1], n)
+  redis.call('EXPIRE', KEYS[4], tonumber(ARGV[4]))
+end
+redis.call('HINCRBY', KEYS[3], ARGV[1], n)
+redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
+return 0
+"""
+
+
+def _day(moment: datetime) -> str:
+    return moment.strftime("%Y%m%d")
+
+
+def _until_tomorrow(moment: datetime) -> int:
+    """Whole seconds from ``moment`` to the next midnight UTC (at least 1)."""
+    tomorrow = (moment + timedelta(days=1)).replace(hour=0, minute=0, second=0, microsecond=0)
+    return max(1, math.ceil((tomorrow - moment).total_seconds()))
+
+
+class LimitStore:
+    """The limits and their counters in the control database. Errors: ``RateLimited``,
+    ``QuotaExceeded``, ``DatabaseUnavailable``."""
+
+    def __init__(self, client: redis.Redis, clock: Clock) -> None:
+        self._redis = client
+        self._clock = clock
+        self._take = load_script(client, TAKE)
+        self._reserve = load_script(client, RESERVE)
+
+    def set(self, org_id: str, limits: Limits, key_id: str | None = None) -> Limits:
+        """Set the limits given (the fields left None stay as they were); the limits as set
+        now."""
+        key = ControlKeys.limits(org_id, key_id)
+        given = limits.model_dump(exclude_none=True)
+        with database_errors():
+            if given:
+                self._redis.hset(key, mapping={k: str(v) for k, v in given.items()})
+            raw = self._redis.hgetall(key)
+        return Limits.model_validate(
+            {str(k): float(v) if "." in str(v) else int(v) for k, v in raw.items()}
+        )
+
+    def get(self, org_id: str, key_id: str | None = None) -> Limits:
+        """The limits set for the organization (or key); None where not set."""
+        with database_errors():
+            raw = self._redis.hgetall(ControlKeys.limits(org_id, key_id))
+        return Limits.model_validate(
+            {str(k): float(v) if "." in str(v) else int(v) for k, v in raw.items()}
+        )
+
+    def take(self, org_id: str, key_id: str) -> None:
+        """One request of ``key_id`` of ``org_id``: ``RateLimited`` (with the wait) when the
+        organization's or the key's bucket is empty; nothing is taken then."""
+        now = self._clock.now()
+        keys = [
+            ControlKeys.limits(org_id), ControlKeys.limits(org_id, key_id),
+            ControlKeys.bucket(org_id), ControlKeys.bucket(org_id, key_id),
+        ]  # fmt: skip
+        with database_errors():
+            answer = self._take(
+                keys=keys,
+                args=[to_ms(now), DEFAULT_REQUESTS_PER_SECOND, DEFAULT_BURST],
+            )
+        if answer == 0 or answer == b"0" or not isinstance(answer, list):
+            return
+        wait_ms, which = int(answer[0]), _text(answer[1])
+        raise RateLimited(
+            f"Too many requests: over the {which.replace('_', ' ')} limit; retry after the "
+            "Retry-After seconds.",
+            math.ceil(wait_ms / 1000),
+            which,
+        )
+
+    def reserve(self, org_id: str, key_id: str, kind: str, count: int) -> None:
+        """Count ``count`` more ``kind`` (``messages`` or ``memories``) added today (UTC) by
+        the organization and the key, or ``QuotaExceeded`` (nothing counted) when that would
+        pass a daily quota. Counted before the write: a write that then fails still counts."""
+        if count <= 0:
+            return
+        now = self._clock.now()
+        day = _day(now)
+        keys = [
+            ControlKeys.limits(org_id), ControlKeys.limits(org_id, key_id),
+            ControlKeys.quota(org_id, day), ControlKeys.quota(org_id, day, key_id),
+        ]  # fmt: skip
+        default = DEFAULT_PER_DAY[kind]
+        with database_errors():
+            answer = self._reserve(keys=keys, args=[kind, count, default, 2 * 86_400])
+        if answer == 0 or not isinstance(answer, list):
+            return
+        which, limit = _text(answer[0]), _text(answer[1])
+        raise QuotaExceeded(
+            f"The daily quota of {which.removeprefix('key.').replace('_', ' ')} ({limit}"
+            f"{' for this key' if which.startswith('key.') else ''}) would be passed by this "
+            "request; nothing was added. It starts again at midnight UTC.",
+            _until_tomorrow(now),
+            which,
+        )
+
+
+def _limits(raw: dict[object, object]) -> Limits:
+    """Limits from their hash (text values)."""
+    values = {_text(k): _text(v) for k, v in raw.items()}
+    return Limits.model_validate(
+        {k: float(v) if k == "requests_per_second" else int(v) for k, v in values.items()}
+    )
+
+
+def _text(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)

@@ -1,0 +1,74 @@
+"""Limits over HTTP through the local stack: past its request rate an organization gets 429
+``rate_limited`` with ``Retry-After``, in the error shape, before anything runs; past a daily
+quota 429 ``quota_exceeded`` and nothing is added; another organization is not slowed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import httpx
+import pytest
+
+from agent_memory.clock import SystemClock
+from agent_memory.control.limits import Limits, LimitStore
+from agent_memory.control.plane import ControlPlane
+from tests.support.common import unique
+from tests.support.databases import database_client
+from tests.support.stack import Stack
+
+
+@pytest.fixture
+def tenant(stack: Stack) -> Iterator[tuple[str, httpx.Client, LimitStore]]:
+    client = database_client(stack.redis_url)
+    control = ControlPlane(client, SystemClock(), release_hold_seconds=0)
+    org = unique("limited")
+    control.create_organization(org)
+    _, key = control.issue_api_key(org)
+    api = httpx.Client(base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=30)
+    yield org, api, LimitStore(client, SystemClock())
+    api.close()
+    control.delete_organization(org)
+
+
+def test_past_its_rate_an_organization_gets_429_with_retry_after_and_others_do_not(
+    stack, tenant, api
+):
+    org, limited, limits = tenant
+    limits.set(org, Limits(requests_per_second=0.5, burst=3))
+    answers = [limited.get("/agent-memory") for _ in range(5)]
+    assert [a.status_code for a in answers] == [200, 200, 200, 429, 429]
+    refused = answers[3]
+    assert refused.json()["error"] == "rate_limited"
+    assert refused.json()["details"] == [
+        {"field": "requests_per_second", "problem": "limit reached"}
+    ]
+    assert 1 <= int(refused.headers["retry-after"]) <= 2
+    assert api.get("/agent-memory").status_code == 200  # the stack's own organization
+
+
+def test_past_a_keys_daily_quota_nothing_is_added_and_the_answer_says_which(stack, memory):
+    client = database_client(stack.redis_url)
+    control = ControlPlane(client, SystemClock(), release_hold_seconds=0)
+    key_id, key = control.issue_api_key("local")
+    LimitStore(client, SystemClock()).set("local", Limits(messages_per_day=3), key_id=key_id)
+    name = unique("quota")
+    memory.put_store("local", name, dimensions=3)
+    path = f"/instances/local/agent-memory/{name}/sessions/c"
+    try:
+        with httpx.Client(
+            base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        ) as limited:
+            two = {"events": [{"role": "user", "content": str(i)} for i in range(2)]}
+            assert limited.post(f"{path}/events", json=two).status_code == 200
+            refused = limited.post(f"{path}/events", json=two)
+            assert refused.status_code == 429, refused.text
+            assert refused.json()["error"] == "quota_exceeded"
+            assert refused.json()["details"][0]["field"] == "key.messages_per_day"
+            assert int(refused.headers["retry-after"]) >= 1
+            one = {"events": [{"role": "user", "content": "last"}]}
+            assert limited.post(f"{path}/events", json=one).status_code == 200
+        kept = memory.store("local", name).get_session("c")
+        assert [m.content for m in kept.messages] == ["0", "1", "last"]
+    finally:
+        memory.delete_store("local", name)
+        control.revoke_api_key("local", key_id)
