@@ -155,7 +155,7 @@ $(BENCH_STAMP): $(STAMP) bench/requirements.txt
 	touch $(BENCH_STAMP)
 
 ## bench: every benchmark; each writes a table and a plot under bench/results/
-bench: bench-working-memory bench-latency bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports
+bench: bench-working-memory bench-latency bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits
 
 ## bench-working-memory: add events and recall through the local stack, vs in-process baselines
 bench-working-memory: $(BENCH_STAMP)
@@ -188,6 +188,11 @@ bench-load: $(BENCH_STAMP)
 ## its sample event, against the layout before the packages (--baseline), interleaved
 bench-imports: $(BENCH_STAMP)
 	$(PY) -m bench.imports $(ARGS)
+
+## bench-limits: a rate limit under 4 callers (accepted rate vs the limit), a neighbour's latency
+## beside a flood, and the authorizer's extra step in-process
+bench-limits: $(BENCH_STAMP)
+	$(PY) -m bench.limits $(ARGS)
 
 ## bench-scale: 1,000,000 memories of 384 dimensions on a three-primary cluster: memory per
 ## memory and per shard, reads warm and cold, counts, 10,000 sessions appending, DELETE

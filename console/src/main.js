@@ -8,6 +8,7 @@ import { api, signedIn, signIn, signOut } from "./api.js";
 import { subscribe, useTopic } from "./events.js";
 import { href, navigate, useRoute } from "./router.js";
 import { KeyedPage } from "./pages/keyed.js";
+import { KeysPage } from "./pages/keys.js";
 import { MemoriesPage, MemoryPage, SearchPage } from "./pages/memories.js";
 import { SessionPage, SessionsPage } from "./pages/sessions.js";
 import { AllStores, CreateStore, EditStore, InstanceStores, StorePage } from "./pages/stores.js";
@@ -97,6 +98,7 @@ function NotFoundPage() {
 function view({ parts, query }) {
   const [first, instance, third, store, section, id, ...rest] = parts;
   if (parts.length === 0 || (first === "agent-memory" && parts.length === 1)) return html`<${AllStores} />`;
+  if (first === "keys" && parts.length === 1) return html`<${KeysPage} />`;
   if (first !== "instances" || !instance) return html`<${NotFoundPage} />`;
   if (third === "create" && parts.length === 3) return html`<${CreateStore} instance=${instance} />`;
   if (third !== "agent-memory") return html`<${NotFoundPage} />`;
@@ -131,7 +133,7 @@ function Console() {
     <a class="skip" href="#main" onClick=${(e) => { e.preventDefault(); main.current.focus(); }}>Skip to content</a>
     <header class="top">
       <a class="brand" href="#/agent-memory">KiviDB <span>agent memory</span></a>
-      <nav aria-label="Console"><a href="#/agent-memory">Stores</a></nav>
+      <nav aria-label="Console"><a href="#/agent-memory">Stores</a> <a href="#/keys">API keys</a></nav>
       <button type="button" class="sign-out" onClick=${() => signOut()}>Sign out</button>
     </header>
     <${Banner} />

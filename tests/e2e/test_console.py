@@ -868,6 +868,61 @@ def test_keyed_memories_are_browsed_by_namespace_and_one_is_forgotten(console, w
     assert kept_bob.status_code == 200
 
 
+def test_keys_are_made_with_their_secret_shown_once_listed_and_revoked(console, world):
+    console.sign_in("/keys")
+    page = console.page
+    console.heading("API keys")
+    store = world.name(world.notes)
+    page.get_by_label("Name").fill("ann's phone")
+    page.get_by_label("Access").select_option("write")
+    page.get_by_label("Stores").fill(f"local/{store}")
+    page.get_by_label("Actors").fill("ann")
+    page.get_by_role("button", name="Make key").click()
+    secret = page.get_by_label("The new API key")
+    expect(secret).to_contain_text("kvm_")
+    api_key = secret.inner_text().strip()
+    console.shot("keys")
+    console.accessible()
+    made = next(k for k in world.api.get("/keys").json()["keys"] if k["name"] == "ann's phone")
+    assert made["stores"] == [{"instance_id": "local", "store": store}] and made["actors"] == [
+        "ann"
+    ]
+    row = page.get_by_role("row").filter(has_text=made["key_id"])
+    expect(row).to_contain_text(f"local/{store}")
+    expect(row).to_contain_text("ann")
+    page.get_by_role("button", name="I have copied it").click()
+    expect(page.get_by_label("The new API key")).to_have_count(0)  # shown once
+    assert api_key not in page.content()
+    # the scoped key works, then is revoked from the page
+    with httpx.Client(
+        base_url=world.stack.url, headers={"Authorization": f"Bearer {api_key}"}
+    ) as c:
+        assert c.get("/agent-memory").status_code == 200
+        row.get_by_role("button", name="Revoke…").click()
+        page.get_by_role("dialog").get_by_role("button", name="Revoke", exact=True).click()
+        expect(
+            page.get_by_role("status").filter(has_text=f"Revoked key {made['key_id']}")
+        ).to_be_visible()
+        assert c.get("/agent-memory").status_code == 401
+    # a bad request: the API's problem beside the field
+    console.expected_statuses = {422}
+    page.get_by_label("Stores").fill("no-such-instance/s")
+    page.get_by_role("button", name="Make key").click()
+    expect(page.locator("#key-stores-problem, .problem").first).to_contain_text("no-such-instance")
+
+
+def test_a_scoped_key_is_told_it_cannot_manage_keys(console, world):
+    store = world.name(world.notes)
+    key = world.api.post(
+        "/keys", json={"access": "read", "stores": [{"instance_id": "local", "store": store}]}
+    ).json()
+    console.expected_statuses = {403}
+    console.sign_in("/keys", api_key=key["api_key"])
+    expect(console.page.get_by_role("alert")).to_contain_text("This key cannot manage keys.")
+    expect(console.page.get_by_role("button", name="Make key")).to_have_count(0)
+    world.api.delete(f"/keys/{key['key_id']}")
+
+
 def test_search_in_each_mode_shows_scores_and_explains_the_vector_modes(console, world):
     console.expected_statuses = {422}
     console.sign_in(f"/instances/local/agent-memory/{world.name(world.notes)}/search")
