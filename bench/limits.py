@@ -112,6 +112,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     rows: list[dict[str, float]] = []
+    timelines: list[list[float]] = []
     with TemporaryDirectory() as tmp:
         folder = Path(tmp)
         database = start_redis_server(folder / "redis", persist=False)
@@ -142,6 +143,7 @@ def main(argv: list[str] | None = None) -> int:
                     seen = flood(url, flood_key, args.seconds)
                     side.join()
                     start = min(seen.accepted_at)
+                    timelines.append([t - start for t in seen.accepted_at])
                     # after the burst: the accepted after the first second, over the time left
                     later = [t for t in seen.accepted_at if t >= start + 1.0]
                     rate = len(later) / (args.seconds - 1.0)
@@ -159,7 +161,30 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             database.stop()
     report(args, rows)
+    plot(args, timelines)
     return 0
+
+
+def plot(args: argparse.Namespace, timelines: list[list[float]]) -> None:
+    """Accepted requests per half second of each run, against the limit."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for n, times in enumerate(timelines, 1):
+        buckets = Counter(int(t / 0.5) for t in times)
+        xs = [b * 0.5 for b in range(int(args.seconds / 0.5))]
+        ax.plot(xs, [buckets.get(b, 0) * 2 for b in range(len(xs))], label=f"run {n}")
+    ax.axhline(args.rate, color="black", linestyle="--", label=f"limit {args.rate:g}/s")
+    ax.set_xlabel("seconds since the first accepted request")
+    ax.set_ylabel("accepted requests/s")
+    ax.set_title(f"{CALLERS} callers against a limit of {args.rate:g}/s (burst {args.rate:g})")
+    ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(args.out / "limits.png", dpi=110)
+    print(f"wrote {args.out / 'limits.png'}")
 
 
 def cost(limits: LimitStore, control: ControlPlane, org: str, key: str) -> tuple[float, float]:
@@ -209,6 +234,8 @@ def report(args: argparse.Namespace, rows: list[dict[str, float]]) -> None:
         "The flood runs 4 callers against 2 workers, so the quiet organization's requests queue "
         "behind the flood's (its own and the 429s) in the stack; in AWS each request has a "
         "container of its own, and only the control database is shared.",
+        "",
+        "![accepted requests per half second](limits.png)",
         "",
         "Per run:",
         "",
