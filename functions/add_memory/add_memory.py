@@ -35,6 +35,8 @@ def add_memory(
     """Keep a memory (201), or answer the one it duplicates (200, ``duplicate`` true)."""
     handle = app.runtime.store(app.principal, instance_id, store)
     body = body.model_copy(update={"actor_id": handle.actor(body.actor_id)})
+    if body.supersedes is not None:
+        handle.reachable_superseded(body.supersedes)
     memories = handle.memories
     app.runtime.reserve(app.principal, "memories", 1)
     kept = memories.add(body)

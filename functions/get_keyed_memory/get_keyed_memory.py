@@ -27,6 +27,8 @@ def get_keyed_memory(
     """The keyed memory under ``namespace`` and ``key``; 404 ``keyed_memory_not_found``."""
     handle = app.runtime.store(app.principal, instance_id, store)
     handle.whole_store("read keyed memories")
+    if refresh_ttl:
+        handle.writes("refresh_ttl")
     keyed = handle.keyed
     return keyed.get(namespace_from_query(namespace), key, refresh_ttl)
 

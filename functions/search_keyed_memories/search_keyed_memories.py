@@ -26,6 +26,8 @@ def search_keyed_memories(
     with ``query`` or ``query_vector``, else newest first."""
     handle = app.runtime.store(app.principal, instance_id, store)
     handle.whole_store("search keyed memories")
+    if body.refresh_ttl:
+        handle.writes("refresh_ttl")
     return handle.keyed.search(body)
 
 

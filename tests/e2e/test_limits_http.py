@@ -5,6 +5,7 @@ quota 429 ``quota_exceeded`` and nothing is added; another organization is not s
 from __future__ import annotations
 
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import httpx
 import pytest
@@ -71,4 +72,54 @@ def test_past_a_keys_daily_quota_nothing_is_added_and_the_answer_says_which(stac
         assert [m.content for m in kept.messages] == ["0", "1", "last"]
     finally:
         memory.delete_store("local", name)
+        control.revoke_api_key("local", key_id)
+
+
+def test_importing_a_session_counts_against_the_messages_quota(stack, memory):
+    client = database_client(stack.redis_url)
+    control = ControlPlane(client, SystemClock(), release_hold_seconds=0)
+    key_id, key = control.issue_api_key("local")
+    LimitStore(client, SystemClock()).set("local", Limits(messages_per_day=2), key_id=key_id)
+    name = unique("quota-import")
+    memory.put_store("local", name, dimensions=3)
+    now = "2026-01-01T00:00:00Z"
+    soon = (datetime.now(UTC) + timedelta(days=1)).isoformat()
+    body = {
+        "message_count": 3, "created_at": now, "last_event_at": now, "expires_at": soon,
+        "messages": [
+            {"seq": n, "role": "user", "content": str(n), "created_at": now} for n in (1, 2, 3)
+        ],
+    }  # fmt: skip
+    try:
+        with httpx.Client(
+            base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
+        ) as limited:
+            path = f"/instances/local/agent-memory/{name}/import/sessions/c"
+            refused = limited.put(path, json=body)
+        assert refused.status_code == 429 and refused.json()["error"] == "quota_exceeded"
+        assert memory.store("local", name).list_sessions().sessions == []
+    finally:
+        memory.delete_store("local", name)
+        control.revoke_api_key("local", key_id)
+
+
+def test_past_its_rate_the_mcp_endpoint_answers_429_too(stack, memory):
+    client = database_client(stack.redis_url)
+    control = ControlPlane(client, SystemClock(), release_hold_seconds=0)
+    key_id, key = control.issue_api_key("local")
+    LimitStore(client, SystemClock()).set(
+        "local", Limits(requests_per_second=0.5, burst=2), key_id=key_id
+    )
+    headers = {
+        "Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream",
+        "Content-Type": "application/json",
+    }  # fmt: skip
+    listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    try:
+        with httpx.Client(base_url=stack.url, headers=headers, timeout=30) as mcp:
+            answers = [mcp.post("/mcp", json=listing) for _ in range(3)]
+        assert [a.status_code for a in answers] == [200, 200, 429]
+        assert int(answers[2].headers["retry-after"]) >= 1
+        assert "429 rate_limited" in answers[2].json()["error"]["message"]
+    finally:
         control.revoke_api_key("local", key_id)

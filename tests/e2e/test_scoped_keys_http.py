@@ -285,3 +285,60 @@ def test_a_store_scoped_key_cannot_create_change_or_delete_stores(scene):
         new = client.put(f"/instances/{INSTANCE}/agent-memory/{unique('new')}", json={})
         assert new.status_code == 404 and new.json()["error"] == "store_not_found"
         assert client.delete(f"/instances/{INSTANCE}/agent-memory/{scene.store}").status_code == 403
+
+
+def test_an_idempotency_key_of_another_key_is_neither_replayed_nor_revealed(scene):
+    """A scoped key's Idempotency-Keys are its own: a write the admin key sent with the same
+    key is not answered again to it (which would hand it another actor's data)."""
+    path = f"/instances/{INSTANCE}/agent-memory/{scene.store}"
+    memory = {"text": "bob's secret", "actor_id": "bob", "vector": [0, 1, 0]}
+    key = {"Idempotency-Key": unique("shared")}
+    first = scene.admin.post(f"{path}/memories", json=memory, headers=key)
+    assert first.status_code == 201
+    with scene.client(scene.keys["actor"]) as client:
+        replayed = client.post(f"{path}/memories", json=memory, headers=key)
+        plain = client.post(f"{path}/memories", json=memory)
+        assert (replayed.status_code, replayed.json()) == (plain.status_code, plain.json())
+        assert replayed.status_code == 403 and "secret" not in replayed.text
+        other = client.post(
+            f"{path}/memories", json={"text": "x", "vector": [1, 0, 0]}, headers=key
+        )
+        # a key of its own: not idempotency_key_reused, not the admin's answer replayed
+        assert other.status_code in (200, 201), other.text
+        assert "idempotent-replayed" not in other.headers and other.json()["actor_id"] == "ann"
+        if other.status_code == 201:
+            client.delete(f"{path}/memories/{other.json()['id']}")
+    scene.admin.delete(f"{path}/memories/{first.json()['id']}")
+
+
+def test_superseding_another_actors_memory_is_the_answer_for_a_memory_that_does_not_exist(
+    scene,
+):
+    path = f"/instances/{INSTANCE}/agent-memory/{scene.store}"
+    with scene.client(scene.keys["actor"]) as client:
+        answers = [
+            client.post(
+                f"{path}/memories",
+                json={"text": "x", "vector": [1, 0, 0], "supersedes": memory_id},
+            )
+            for memory_id in (scene.bob_memory, unknown_like("memory", scene.bob_memory))
+        ]
+    texts = [
+        a.text.replace(m, "<id>") for a, m in zip(answers, (scene.bob_memory, ""), strict=True)
+    ]
+    assert answers[0].status_code == answers[1].status_code == 404
+    assert answers[0].json()["error"] == "memory_not_found"
+    assert texts[0] == answers[1].text.replace(answers[1].json()["message"].split("'")[1], "<id>")
+
+
+def test_a_read_only_key_cannot_refresh_an_expiry_and_an_actor_key_sees_no_store_counts(scene):
+    path = f"/instances/{INSTANCE}/agent-memory/{scene.store}"
+    with scene.client(scene.keys["read"]) as client:
+        params = {"namespace": "x", "key": "k", "refresh_ttl": "true"}
+        assert client.get(f"{path}/keyed-memories", params=params).status_code == 403
+        search = client.post(f"{path}/keyed-memories/search", json={"refresh_ttl": True})
+        assert search.status_code == 403
+        assert client.get(path).json()["counts"] is not None  # a key of whole stores sees them
+    with scene.client(scene.keys["actor"]) as client:
+        overview = client.get(path).json()
+    assert overview["counts"] is None and overview["last_extraction_error"] is None

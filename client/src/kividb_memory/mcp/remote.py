@@ -155,6 +155,12 @@ class RemoteServer:
         if scope["method"] != "POST":
             await _answer(send, 405, [(b"allow", b"POST")], _NOT_ALLOWED)
             return
+        limited = rate_limited(scope)
+        if limited is not None:  # the authorizer found the key over its request rate
+            message, retry_after = limited
+            headers = [(b"retry-after", str(retry_after).encode("ascii"))]
+            await _answer(send, 429, headers, rpc_error(-32000, message))
+            return
         body = await _body(scope, receive)
         if body is None:
             await _answer(send, 413, [], rpc_error(INVALID_REQUEST, TOO_LARGE))
@@ -240,6 +246,19 @@ async def _answer(send: Send, status: int, headers: list[tuple[bytes, bytes]], b
 # --- API Gateway HTTP API (payload 2.0) -> ASGI ------------------------------------------------
 
 _TEXT_TYPES = ("json", "text/", "xml", "javascript")
+
+
+def rate_limited(scope: Scope) -> tuple[str, int] | None:
+    """``(message, Retry-After seconds)`` when the API's authorizer refused the request's key
+    for its request rate or a quota (its context's ``error``), as the API's routes answer
+    429; None otherwise (and outside Lambda)."""
+    event = scope.get("aws.event") or {}
+    context = ((event.get("requestContext") or {}).get("authorizer") or {}).get("lambda") or {}
+    if context.get("error") not in ("rate_limited", "quota_exceeded"):
+        return None
+    retry_after = str(context.get("retry_after") or "1")
+    seconds = int(retry_after) if retry_after.isdigit() else 1
+    return f"KiviDB API error 429 {context['error']}: {context.get('message', '')}", max(1, seconds)
 
 
 def scope_of(event: dict[str, Any]) -> Scope:

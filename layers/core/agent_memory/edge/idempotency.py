@@ -106,6 +106,10 @@ class IdempotentWrites(BaseMiddlewareHandler[Any]):
         if header is None:
             return next_middleware(app)
         key = key_of(header)
+        if app.principal.scope is not None:
+            # A scoped key's keys are its own: it can neither replay nor detect a write that
+            # another key (the admin's, reaching more) sent with the same Idempotency-Key.
+            key = f"{key}\x00{app.principal.key_id}"
         route_args = app.context.get("_route_args") or {}
         # A route that takes no body ignores one, so it is not part of the request either.
         takes_body = bool(app.context["_route"].dependant.body_params)

@@ -207,6 +207,13 @@ class StoreHandle:
 
         require_whole_store(self.scope, what)
 
+    def writes(self, what: str) -> None:
+        """``Forbidden`` for a read-only key asking a read to change something (``what``)."""
+        if self.scope is not None and not self.scope.writes:
+            from agent_memory.errors import Forbidden
+
+            raise Forbidden(f"This API key is read-only: it cannot write ({what}).")
+
     def reachable_session(self, session_id: str) -> None:
         """``SessionNotFound`` (a stranger's answer) when the calling key is limited to actors
         and the session's actor is not one of them; one more read, for such keys only."""
@@ -216,6 +223,18 @@ class StoreHandle:
             from agent_memory.errors import SessionNotFound
 
             raise SessionNotFound(session_id)
+
+    def reachable_superseded(self, memory_id: str) -> None:
+        """``SupersededNotFound`` (the answer for a memory that does not exist) when the calling
+        key is limited to actors and the memory ``supersedes`` names is not one of theirs."""
+        if self.scope is None or self.scope.actors is None:
+            return
+        from agent_memory.errors import MemoryNotFound, SupersededNotFound
+
+        try:
+            self.reachable_memory(memory_id)
+        except MemoryNotFound as exc:
+            raise SupersededNotFound(memory_id) from exc
 
     def claim_session(self, session_id: str, actor_id: str | None) -> str | None:
         """The ``actor_id`` an append of the calling key carries (``actor``); for a key limited
@@ -247,7 +266,11 @@ class StoreHandle:
     # --- use cases ---------------------------------------------------------------------------
 
     def overview(self) -> StoreView:
-        """The store's settings, its counts and its last extraction (``GET`` of a store)."""
+        """The store's settings, its counts and its last extraction (``GET`` of a store). A key
+        limited to actors gets the settings alone: the counts and the last extraction are of
+        every actor."""
+        if self.scope is not None and self.scope.actors is not None:
+            return self.stores.view(self.config)
         sessions = self.sessions
         counts = StoreCounts(
             sessions=sessions.count(),

@@ -116,7 +116,8 @@ class Answered:
 
 
 def key_digest(idempotency_key: str) -> str:
-    """SHA-256 (hex) of the key's ASCII bytes: the record's name holds this, never the key."""
+    """SHA-256 (hex) of the key's ASCII bytes: the record's name holds this, never the key. (A
+    scoped API key's keys carry its key id after a NUL: ``edge.idempotency``.)"""
     return hashlib.sha256(idempotency_key.encode("ascii")).hexdigest()
 
 
