@@ -22,9 +22,11 @@ import pytest
 from tests.e2e.test_isolation import (
     DECLARED,
     SS,
+    TOOLS,
     Answer,
     Target,
     ask,
+    call_tool,
     unknown_like,
     uses,
 )
@@ -342,3 +344,51 @@ def test_a_read_only_key_cannot_refresh_an_expiry_and_an_actor_key_sees_no_store
     with scene.client(scene.keys["actor"]) as client:
         overview = client.get(path).json()
     assert overview["counts"] is None and overview["last_extraction_error"] is None
+
+
+MCP_STORE_TOOLS = [name for name, spec in TOOLS.items() if "store" in spec.names]
+MCP_ACTOR_TOOLS = [
+    (name, probed)
+    for name, spec in TOOLS.items()
+    for probed in ("session", "memory")
+    if probed in spec.names and spec.route[1] != SS + "/events"  # 409 by design, as over HTTP
+]
+
+
+@pytest.mark.parametrize("tool", MCP_STORE_TOOLS)
+def test_over_mcp_a_store_scoped_key_sees_another_store_as_one_that_does_not_exist(scene, tool):
+    before = scene.snapshot()
+    with scene.client(scene.keys["store"]) as client:
+        elsewhere = call_tool(client, tool, scene.target(store=scene.other), "store")
+        nowhere = scene.target(store=unknown_like("store", scene.other))
+        missing = call_tool(client, tool, nowhere, "store")
+    assert _same(elsewhere, missing), (elsewhere, missing)
+    result = json.loads(elsewhere.body)["result"]
+    assert result["isError"] and "404 store_not_found" in result["content"][0]["text"]
+    assert scene.snapshot() == before
+
+
+@pytest.mark.parametrize(("tool", "probed"), MCP_ACTOR_TOOLS)
+def test_over_mcp_an_actor_scoped_key_sees_another_actors_data_as_missing(scene, tool, probed):
+    before = scene.snapshot()
+    theirs = scene.bob_session if probed == "session" else scene.bob_memory
+    with scene.client(scene.keys["actor"]) as client:
+        elsewhere = call_tool(client, tool, scene.target(**{probed: theirs}), probed)
+        nowhere = scene.target(**{probed: unknown_like(probed, theirs)})
+        missing = call_tool(client, tool, nowhere, probed)
+    assert _same(elsewhere, missing), (elsewhere, missing)
+    assert "bob here" not in elsewhere.body and "bob likes" not in elsewhere.body
+    assert scene.snapshot() == before
+
+
+@pytest.mark.parametrize("tool", [n for n, s in TOOLS.items() if s.route[0] != "GET"])
+def test_over_mcp_a_read_only_key_writes_nothing(scene, tool):
+    before = scene.snapshot()
+    with scene.client(scene.keys["read"]) as client:
+        answer = call_tool(client, tool, scene.target(), "store")
+    result = json.loads(answer.body)["result"]
+    if TOOLS[tool].route in READS_BY_POST:
+        assert not result["isError"], result
+    else:
+        assert result["isError"] and "403 forbidden" in result["content"][0]["text"]
+    assert scene.snapshot() == before

@@ -81,15 +81,25 @@ class ApiKeys:
         return self._given_organizations
 
     def issue(
-        self, org_id: str, scope: KeyScope | None = None, name: str | None = None
+        self,
+        org_id: str,
+        scope: KeyScope | None = None,
+        name: str | None = None,
+        created_ms: int | None = None,
     ) -> tuple[str, str]:
-        """Make a new key for ``org_id`` (limited to ``scope``, or its admin key without one);
-        returns ``(key_id, api_key)``. The key is shown once."""
+        """Make a new key for ``org_id`` (limited to ``scope``, or its admin key without one),
+        made at ``created_ms`` (now by default); returns ``(key_id, api_key)``. The key is shown
+        once."""
         api_key = KEY_PREFIX + secrets.token_urlsafe(32)
-        return self.register(org_id, api_key, scope, name), api_key
+        return self.register(org_id, api_key, scope, name, created_ms), api_key
 
     def register(
-        self, org_id: str, api_key: str, scope: KeyScope | None = None, name: str | None = None
+        self,
+        org_id: str,
+        api_key: str,
+        scope: KeyScope | None = None,
+        name: str | None = None,
+        created_ms: int | None = None,
     ) -> str:
         """Accept a caller-chosen key (the local stack's ``KIVIDB_API_KEY``); returns its key id.
 
@@ -109,7 +119,7 @@ class ApiKeys:
                     raise ValidationFailed("That API key is already used by another organization.")
                 return str(existing["key_id"])
             key_id = "key_" + secrets.token_hex(6)
-            now = to_ms(self._clock.now())
+            now = created_ms if created_ms is not None else to_ms(self._clock.now())
             scope_text = scope.to_text() if scope is not None else None
             entry: list[object] = [digest, now]
             if scope is not None or name is not None:
@@ -154,7 +164,7 @@ class ApiKeys:
             actors=tuple(body.actors) if body.actors is not None else None,
             expires_at=to_ms(body.expires_at) if body.expires_at is not None else None,
         )
-        key_id, api_key = self.issue(org_id, scope, body.name)
+        key_id, api_key = self.issue(org_id, scope, body.name, to_ms(now))
         view = scope_view(key_id, from_ms(to_ms(now)), body.name, scope)
         return KeyCreated(**view.model_dump(), api_key=api_key)
 

@@ -19,9 +19,9 @@ import redis
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.clock import Clock, to_ms
-from agent_memory.database.client import database_errors
+from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.keys import ControlKeys
-from agent_memory.database.scripts import load_script
+from agent_memory.database.scripts import WRITES, load_script
 from agent_memory.errors import QuotaExceeded, RateLimited
 
 QUOTA_KINDS = ("messages", "memories")
@@ -44,7 +44,9 @@ DEFAULT_PER_DAY = {"messages": 10_000_000, "memories": 1_000_000}
 """An organization's limits when none are set: far above what one tenant of a service of
 this size sends (docs/keys.md); a key's are unset (only its organization's apply)."""
 
-TAKE = """
+TAKE = (
+    WRITES
+    + """
 -- KEYS: org limits, key limits, org bucket, key bucket. ARGV: now (ms), default rate, default
 -- burst. Takes one token from both buckets, or none: returns 0, or {wait ms, which}.
 local now = tonumber(ARGV[1])
@@ -79,8 +81,11 @@ for i, b in ipairs(buckets) do
 end
 return 0
 """
+)
 
-RESERVE = """
+RESERVE = (
+    WRITES
+    + """
 -- KEYS: org limits, key limits, org day, key day. ARGV: kind, n, default limit, ttl (s).
 -- Counts n more of kind for the day in both, or nothing: 0, or {which, limit}.
 local field = ARGV[1] .. '_per_day'
@@ -99,6 +104,7 @@ redis.call('HINCRBY', KEYS[3], ARGV[1], n)
 redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
 return 0
 """
+)
 
 
 def _day(moment: datetime) -> str:
@@ -144,18 +150,22 @@ class LimitStore:
 
     def take(self, org_id: str, key_id: str) -> None:
         """One request of ``key_id`` of ``org_id``: ``RateLimited`` (with the wait) when the
-        organization's or the key's bucket is empty; nothing is taken then."""
+        organization's or the key's bucket is empty; nothing is taken then. A control database
+        that refuses writes lets the request through (``unless_writes_refused``)."""
         now = self._clock.now()
         keys = [
             ControlKeys.limits(org_id), ControlKeys.limits(org_id, key_id),
             ControlKeys.bucket(org_id), ControlKeys.bucket(org_id, key_id),
         ]  # fmt: skip
-        with database_errors():
+        answer: object = 0
+        # A control database that refuses writes (full, or a replica being promoted) stops
+        # the counting, not the service: the request goes through unlimited meanwhile.
+        with unless_writes_refused():
             answer = self._take(
                 keys=keys,
                 args=[to_ms(now), DEFAULT_REQUESTS_PER_SECOND, DEFAULT_BURST],
             )
-        if answer == 0 or answer == b"0" or not isinstance(answer, list):
+        if not isinstance(answer, list):
             return
         wait_ms, which = int(answer[0]), _text(answer[1])
         raise RateLimited(
