@@ -3,7 +3,7 @@
 Run against the local stack (`make run`, then in another shell):
 
     KIVIDB_API_URL=http://127.0.0.1:3000 KIVIDB_API_KEY=<the key make run printed> \
-    KIVIDB_INSTANCE=local KIVIDB_STORE=examples python examples/langchain_history.py
+    KIVIDB_INSTANCE=local KIVIDB_STORE=examples .venv/bin/python examples/langchain_history.py
 
 The model is LangChain's own fake chat model, so it runs offline; any chat model fits in its
 place. The store is created if it is missing.

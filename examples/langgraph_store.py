@@ -3,10 +3,10 @@
 Run against the local stack (`make run`, then in another shell):
 
     KIVIDB_API_URL=http://127.0.0.1:3000 KIVIDB_API_KEY=<the key make run printed> \
-    KIVIDB_INSTANCE=local KIVIDB_STORE=examples python examples/langgraph_store.py
+    KIVIDB_INSTANCE=local KIVIDB_STORE=examples .venv/bin/python examples/langgraph_store.py
 
 One node remembers what the user says their favourite colour is, under a namespace of that
-user; a second run of the graph, in another thread, finds it again. No model is needed: nodes
+user; a second run of the graph finds it again. No model is needed: nodes
 read and write the store LangGraph hands them. The store is created if it is missing.
 """
 

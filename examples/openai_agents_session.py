@@ -3,7 +3,7 @@
 Run against the local stack (`make run`, then in another shell):
 
     KIVIDB_API_URL=http://127.0.0.1:3000 KIVIDB_API_KEY=<the key make run printed> \
-    KIVIDB_INSTANCE=local KIVIDB_STORE=examples python examples/openai_agents_session.py
+    KIVIDB_INSTANCE=local KIVIDB_STORE=examples .venv/bin/python examples/openai_agents_session.py
 
 The model is the SDK's own ScriptedModel, so it runs offline; put a real model name in its
 place (and OPENAI_API_KEY) for a real agent. The store is created if it is missing.
