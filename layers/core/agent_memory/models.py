@@ -104,11 +104,6 @@ class Principal:
     key_id: str
     scope: KeyScope | None = None
 
-    @property
-    def admin(self) -> bool:
-        """Whether the key is the organization's admin key (no scope)."""
-        return self.scope is None
-
 
 class Model(BaseModel):
     """Base of request models: unknown fields are errors, and values are not coerced

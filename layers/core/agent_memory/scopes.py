@@ -101,6 +101,18 @@ def actor_for(scope: KeyScope | None, actor_id: str | None, field: str = "actor_
     return actor_id
 
 
+READ_ONLY = "This API key is read-only: it cannot write."
+
+
+def require_write(scope: KeyScope | None, what: str = "") -> None:
+    """``Forbidden`` for a read-only key: on a route that writes, or asking a read to change
+    something (``what``, named in the message)."""
+    if scope is not None and not scope.writes:
+        from agent_memory.errors import Forbidden
+
+        raise Forbidden(READ_ONLY.removesuffix(".") + f" ({what})." if what else READ_ONLY)
+
+
 def require_whole_store(scope: KeyScope | None, what: str) -> None:
     """``Forbidden`` for an actor-limited key on a route that reads or writes a whole store
     (``what``: "list sessions", "export", ...), which would reach other actors."""

@@ -13,7 +13,9 @@ before they write.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from datetime import datetime, timedelta
+from typing import Any
 
 import redis
 from pydantic import BaseModel, ConfigDict, Field
@@ -124,8 +126,6 @@ class LimitStore:
     def __init__(self, client: redis.Redis, clock: Clock) -> None:
         self._redis = client
         self._clock = clock
-        self._take = load_script(client, TAKE)
-        self._reserve = load_script(client, RESERVE)
 
     def set(self, org_id: str, limits: Limits, key_id: str | None = None) -> Limits:
         """Set the limits given (the fields left None stay as they were); the limits as set
@@ -136,17 +136,13 @@ class LimitStore:
             if given:
                 self._redis.hset(key, mapping={k: str(v) for k, v in given.items()})
             raw = self._redis.hgetall(key)
-        return Limits.model_validate(
-            {str(k): float(v) if "." in str(v) else int(v) for k, v in raw.items()}
-        )
+        return _limits(raw)
 
     def get(self, org_id: str, key_id: str | None = None) -> Limits:
         """The limits set for the organization (or key); None where not set."""
         with database_errors():
             raw = self._redis.hgetall(ControlKeys.limits(org_id, key_id))
-        return Limits.model_validate(
-            {str(k): float(v) if "." in str(v) else int(v) for k, v in raw.items()}
-        )
+        return _limits(raw)
 
     def take(self, org_id: str, key_id: str) -> None:
         """One request of ``key_id`` of ``org_id``: ``RateLimited`` (with the wait) when the
@@ -161,13 +157,13 @@ class LimitStore:
         # A control database that refuses writes (full, or a replica being promoted) stops
         # the counting, not the service: the request goes through unlimited meanwhile.
         with unless_writes_refused():
-            answer = self._take(
+            answer = load_script(self._redis, TAKE)(
                 keys=keys,
                 args=[to_ms(now), DEFAULT_REQUESTS_PER_SECOND, DEFAULT_BURST],
             )
         if not isinstance(answer, list):
             return
-        wait_ms, which = int(answer[0]), _text(answer[1])
+        wait_ms, which = int(answer[0]), str(answer[1])
         raise RateLimited(
             f"Too many requests: over the {which.replace('_', ' ')} limit; retry after the "
             "Retry-After seconds.",
@@ -189,10 +185,12 @@ class LimitStore:
         ]  # fmt: skip
         default = DEFAULT_PER_DAY[kind]
         with database_errors():
-            answer = self._reserve(keys=keys, args=[kind, count, default, 2 * 86_400])
-        if answer == 0 or not isinstance(answer, list):
+            answer = load_script(self._redis, RESERVE)(
+                keys=keys, args=[kind, count, default, 2 * 86_400]
+            )
+        if not isinstance(answer, list):
             return
-        which, limit = _text(answer[0]), _text(answer[1])
+        which, limit = str(answer[0]), str(answer[1])
         raise QuotaExceeded(
             f"The daily quota of {which.removeprefix('key.').replace('_', ' ')} ({limit}"
             f"{' for this key' if which.startswith('key.') else ''}) would be passed by this "
@@ -202,13 +200,8 @@ class LimitStore:
         )
 
 
-def _limits(raw: dict[object, object]) -> Limits:
-    """Limits from their hash (text values)."""
-    values = {_text(k): _text(v) for k, v in raw.items()}
+def _limits(raw: Mapping[Any, Any]) -> Limits:
+    """Limits from their hash (the control client answers text)."""
     return Limits.model_validate(
-        {k: float(v) if k == "requests_per_second" else int(v) for k, v in values.items()}
+        {str(k): float(v) if k == "requests_per_second" else int(v) for k, v in raw.items()}
     )
-
-
-def _text(value: object) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)

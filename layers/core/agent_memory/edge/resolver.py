@@ -60,6 +60,7 @@ from agent_memory.observability import (
     metrics,
     request_trace,
 )
+from agent_memory.scopes import require_write
 
 _cold = True
 """Whether this container has answered no request yet (the trace's ``ColdStart``)."""
@@ -193,12 +194,8 @@ class Api(APIGatewayHttpResolver):
                 "Only the organization's admin key manages API keys; this key is a scoped one."
             )
         method = str(((event.get("requestContext") or {}).get("http") or {}).get("method", ""))
-        if (
-            not scope.writes
-            and method.upper() not in ("GET", "HEAD", "OPTIONS")
-            and not self._reads
-        ):
-            raise Forbidden("This API key is read-only: it cannot write.")
+        if method.upper() not in ("GET", "HEAD", "OPTIONS") and not self._reads:
+            require_write(scope)
 
     def _raw_error(self, exc: AgentMemoryError) -> dict[str, Any]:
         return {

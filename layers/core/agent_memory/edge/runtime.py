@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import os
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from agent_memory.clock import Clock, SystemClock
 from agent_memory.edge.settings import FunctionSettings
@@ -97,17 +97,24 @@ class Runtime:
             raise InstanceNotFound(instance_id)
         return self.control.instance(principal.org_id, instance_id)
 
+    def _check_store_scope(self, principal: Principal, instance_id: str, store: str) -> None:
+        """A stranger's 404 when the caller's key does not reach ``store`` of ``instance_id``:
+        ``InstanceNotFound`` for an instance it does not reach, else ``StoreNotFound``."""
+        if principal.scope is not None and not principal.scope.allows_store(instance_id, store):
+            from agent_memory.errors import StoreNotFound
+
+            self.instance(principal, instance_id)
+            raise StoreNotFound(store)
+
     def managed_stores(self, principal: Principal, instance_id: str, store: str) -> Stores:
         """The stores of ``instance_id`` for creating, changing or deleting ``store``: a store
         outside the key's scope is the stranger's 404; a key limited to some stores or actors
         (or a read-only one) is 403 ``forbidden``."""
         scope = principal.scope
         if scope is not None:
-            from agent_memory.errors import Forbidden, StoreNotFound
+            from agent_memory.errors import Forbidden
 
-            if not scope.allows_store(instance_id, store):
-                self.instance(principal, instance_id)
-                raise StoreNotFound(store)
+            self._check_store_scope(principal, instance_id, store)
             if not scope.manages_stores:
                 raise Forbidden(
                     "This API key is limited to some stores or actors (or to reading): it "
@@ -236,11 +243,7 @@ class Runtime:
         key = (principal.org_id, instance_id, store)
         handle = self._request_stores.get(key)
         if handle is None:
-            if principal.scope is not None and not principal.scope.allows_store(instance_id, store):
-                from agent_memory.errors import StoreNotFound
-
-                self.instance(principal, instance_id)  # InstanceNotFound first, as a stranger's
-                raise StoreNotFound(store)
+            self._check_store_scope(principal, instance_id, store)
             instance = self.instance(principal, instance_id)
             stores = self.stores_of(instance)
             handle = StoreHandle(self, instance, stores.get(store), stores, principal.scope)
@@ -272,20 +275,24 @@ class Runtime:
             for i in self.control.instances(principal.org_id)
             if scope is None or scope.allows_instance(i.instance_id)
         ]
-        found = list_organization_stores(instances, self.stores_of)
-        if scope is None:
-            return found
-        kept = [s for s in found.stores if scope.allows_store(s.instance_id, s.name)]
-        return found.model_copy(update={"stores": kept})
+        return _reached(principal, list_organization_stores(instances, self.stores_of))
 
     def store_views(self, principal: Principal, instance_id: str) -> StoreList:
         """The stores of ``instance_id`` the caller's key reaches."""
-        views = self.stores(principal, instance_id).views()
-        scope = principal.scope
-        if scope is None:
-            return views
-        kept = [s for s in views.stores if scope.allows_store(instance_id, s.name)]
-        return views.model_copy(update={"stores": kept})
+        return _reached(principal, self.stores(principal, instance_id).views())
+
+
+Listing = TypeVar("Listing", bound="StoreList")
+
+
+def _reached(principal: Principal, listing: Listing) -> Listing:
+    """``listing`` with only the stores the caller's key reaches (all of them for the admin
+    key)."""
+    scope = principal.scope
+    if scope is None:
+        return listing
+    kept = [s for s in listing.stores if scope.allows_store(s.instance_id, s.name)]
+    return listing.model_copy(update={"stores": kept})
 
 
 @lru_cache(maxsize=4)

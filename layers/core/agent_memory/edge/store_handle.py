@@ -207,19 +207,22 @@ class StoreHandle:
 
         require_whole_store(self.scope, what)
 
-    def writes(self, what: str) -> None:
-        """``Forbidden`` for a read-only key asking a read to change something (``what``)."""
-        if self.scope is not None and not self.scope.writes:
-            from agent_memory.errors import Forbidden
+    @property
+    def actors(self) -> tuple[str, ...] | None:
+        """The actors the calling key is limited to, or None for a key without that limit."""
+        return self.scope.actors if self.scope is not None else None
 
-            raise Forbidden(f"This API key is read-only: it cannot write ({what}).")
+    def writes(self, what: str) -> None:
+        """``scopes.require_write``: ``Forbidden`` for a read-only key asking a read to change
+        something (``what``)."""
+        from agent_memory.scopes import require_write
+
+        require_write(self.scope, what)
 
     def reachable_session(self, session_id: str) -> None:
         """``SessionNotFound`` (a stranger's answer) when the calling key is limited to actors
         and the session's actor is not one of them; one more read, for such keys only."""
-        if self.scope is None or self.scope.actors is None:
-            return
-        if self.sessions.owner(session_id) not in self.scope.actors:
+        if self.actors is not None and self.sessions.owner(session_id) not in self.actors:
             from agent_memory.errors import SessionNotFound
 
             raise SessionNotFound(session_id)
@@ -227,8 +230,6 @@ class StoreHandle:
     def reachable_superseded(self, memory_id: str) -> None:
         """``SupersededNotFound`` (the answer for a memory that does not exist) when the calling
         key is limited to actors and the memory ``supersedes`` names is not one of theirs."""
-        if self.scope is None or self.scope.actors is None:
-            return
         from agent_memory.errors import MemoryNotFound, SupersededNotFound
 
         try:
@@ -241,7 +242,7 @@ class StoreHandle:
         to actors, an existing session must be one of its actors' (else ``ActorMismatch``
         without naming the owner), so that such a key never adds to another's session."""
         actor_id = self.actor(actor_id)
-        if self.scope is None or self.scope.actors is None:
+        if self.actors is None:
             return actor_id
         from agent_memory.errors import ActorMismatch, SessionNotFound
 
@@ -256,9 +257,7 @@ class StoreHandle:
     def reachable_memory(self, memory_id: str) -> None:
         """``MemoryNotFound`` (a stranger's answer) when the calling key is limited to actors
         and the memory's actor is not one of them."""
-        if self.scope is None or self.scope.actors is None:
-            return
-        if self.memories.reader.owner(memory_id) not in self.scope.actors:
+        if self.actors is not None and self.memories.reader.owner(memory_id) not in self.actors:
             from agent_memory.errors import MemoryNotFound
 
             raise MemoryNotFound(memory_id)
@@ -269,7 +268,7 @@ class StoreHandle:
         """The store's settings, its counts and its last extraction (``GET`` of a store). A key
         limited to actors gets the settings alone: the counts and the last extraction are of
         every actor."""
-        if self.scope is not None and self.scope.actors is not None:
+        if self.actors is not None:
             return self.stores.view(self.config)
         sessions = self.sessions
         counts = StoreCounts(

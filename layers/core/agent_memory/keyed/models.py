@@ -19,6 +19,7 @@ from pydantic import (
     ConfigDict,
     Field,
     StringConstraints,
+    TypeAdapter,
     model_validator,
 )
 
@@ -181,16 +182,19 @@ class KeyedRecord(BaseModel):
     vectors: int = 0
 
 
+_NAMESPACE = TypeAdapter(Namespace)
+
+
 def namespace_from_query(text: str, field: str = "query.namespace") -> list[str]:
     """A namespace written as one query parameter, its labels joined by ``.`` (``a.b`` is
     ``["a", "b"]``); ``ValidationFailed`` naming ``field`` when a label is empty or too long, or
     there are too many."""
-    from pydantic import TypeAdapter, ValidationError
+    from pydantic import ValidationError
 
     from agent_memory.errors import ValidationFailed
 
     try:
-        return TypeAdapter(Namespace).validate_python(text.split("."))
+        return _NAMESPACE.validate_python(text.split("."))
     except ValidationError as exc:
         problem = exc.errors()[0]["msg"]
         raise ValidationFailed(

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import redis
 from numpy.typing import NDArray
+from redis.commands.core import Script
 
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.database.client import database_errors, unless_writes_refused
@@ -70,11 +71,11 @@ class KeyedMemories:
         self._keys = store.keys()
         self._clock = clock
         self._embedder = embedder
-        self._put = load_script(client, scripts.PUT)
-        self._delete = load_script(client, scripts.DELETE)
-        self._refresh = load_script(client, scripts.REFRESH)
-        self._register = load_script(client, scripts.REGISTER)
-        self._unregister = load_script(client, scripts.UNREGISTER)
+
+    def _script(self, source: str) -> Script:
+        """``source`` loaded on this client at its first use (``load_script`` keeps it): a
+        read that runs no script loads none."""
+        return load_script(self._redis, source)
 
     def _namespace_keys(self, namespace: Sequence[str]) -> KeyedKeys:
         return self._keys.keyed(namespace_digest(namespace))
@@ -100,11 +101,11 @@ class KeyedMemories:
         )
         keys = self._namespace_keys(body.namespace)
         with database_errors():
-            self._register(
+            self._script(scripts.REGISTER)(
                 keys=[self._keys.keyed_namespaces],
                 args=[namespace_field(body.namespace), expires_ms, now_ms],
             )
-            created = self._put(
+            created = self._script(scripts.PUT)(
                 keys=keys.all(),
                 args=[body.key, now_ms, expires_ms, ttl_ms, encode_entry(record, vectors)],
             )
@@ -144,7 +145,7 @@ class KeyedMemories:
         """Remove the memory under ``namespace`` and ``key``; ``KeyedMemoryNotFound`` when
         none is live there (nothing changes)."""
         with database_errors():
-            removed = self._delete(
+            removed = self._script(scripts.DELETE)(
                 keys=self._namespace_keys(namespace).all(),
                 args=[key, to_ms(self._clock.now())],
             )
@@ -179,11 +180,13 @@ class KeyedMemories:
         latest = max(now_ms + e.ttl_ms for e in entries)
         keys = self._namespace_keys(namespace)
         with database_errors():
-            self._register(
+            self._script(scripts.REGISTER)(
                 keys=[self._keys.keyed_namespaces],
                 args=[namespace_field(namespace), latest, now_ms],
             )
-            fresh = self._refresh(keys=keys.all(), args=[now_ms, *(e.record.key for e in entries)])
+            fresh = self._script(scripts.REFRESH)(
+                keys=keys.all(), args=[now_ms, *(e.record.key for e in entries)]
+            )
         return {
             e.record.key: float(_text(f))
             for e, f in zip(entries, fresh, strict=True)
@@ -205,7 +208,7 @@ class KeyedMemories:
         """Drop registry entries found expired or empty, each only if unchanged since."""
         for namespace, value in stale:
             with unless_writes_refused():
-                self._unregister(
+                self._script(scripts.UNREGISTER)(
                     keys=[self._keys.keyed_namespaces], args=[namespace_field(namespace), value]
                 )
 
