@@ -5,6 +5,7 @@ quota 429 ``quota_exceeded`` and nothing is added; another organization is not s
 from __future__ import annotations
 
 from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 
 import httpx
@@ -31,6 +32,33 @@ def tenant(stack: Stack) -> Iterator[tuple[str, httpx.Client, LimitStore]]:
     control.delete_organization(org)
 
 
+@contextmanager
+def limited_key(stack: Stack, limits: Limits, headers: dict[str, str] | None = None):
+    """A new key of the stack's own organization with ``limits`` of its own, as an HTTP client
+    of the stack; revoked after."""
+    client = database_client(stack.redis_url)
+    control = ControlPlane(client, SystemClock(), release_hold_seconds=0)
+    key_id, key = control.issue_api_key("local")
+    LimitStore(client, SystemClock()).set("local", limits, key_id=key_id)
+    sent = {"Authorization": f"Bearer {key}", **(headers or {})}
+    try:
+        with httpx.Client(base_url=stack.url, headers=sent, timeout=30) as limited:
+            yield limited
+    finally:
+        control.revoke_api_key("local", key_id)
+
+
+@contextmanager
+def new_store(memory, prefix: str):
+    """A new store of instance ``local`` (3 dimensions), its name; deleted after."""
+    name = unique(prefix)
+    memory.put_store("local", name, dimensions=3)
+    try:
+        yield name
+    finally:
+        memory.delete_store("local", name)
+
+
 def test_past_its_rate_an_organization_gets_429_with_retry_after_and_others_do_not(
     stack, tenant, api
 ):
@@ -48,40 +76,25 @@ def test_past_its_rate_an_organization_gets_429_with_retry_after_and_others_do_n
 
 
 def test_past_a_keys_daily_quota_nothing_is_added_and_the_answer_says_which(stack, memory):
-    client = database_client(stack.redis_url)
-    control = ControlPlane(client, SystemClock(), release_hold_seconds=0)
-    key_id, key = control.issue_api_key("local")
-    LimitStore(client, SystemClock()).set("local", Limits(messages_per_day=3), key_id=key_id)
-    name = unique("quota")
-    memory.put_store("local", name, dimensions=3)
-    path = f"/instances/local/agent-memory/{name}/sessions/c"
-    try:
-        with httpx.Client(
-            base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
-        ) as limited:
-            two = {"events": [{"role": "user", "content": str(i)} for i in range(2)]}
-            assert limited.post(f"{path}/events", json=two).status_code == 200
-            refused = limited.post(f"{path}/events", json=two)
-            assert refused.status_code == 429, refused.text
-            assert refused.json()["error"] == "quota_exceeded"
-            assert refused.json()["details"][0]["field"] == "key.messages_per_day"
-            assert int(refused.headers["retry-after"]) >= 1
-            one = {"events": [{"role": "user", "content": "last"}]}
-            assert limited.post(f"{path}/events", json=one).status_code == 200
+    with (
+        new_store(memory, "quota") as name,
+        limited_key(stack, Limits(messages_per_day=3)) as limited,
+    ):
+        path = f"/instances/local/agent-memory/{name}/sessions/c"
+        two = {"events": [{"role": "user", "content": str(i)} for i in range(2)]}
+        assert limited.post(f"{path}/events", json=two).status_code == 200
+        refused = limited.post(f"{path}/events", json=two)
+        assert refused.status_code == 429, refused.text
+        assert refused.json()["error"] == "quota_exceeded"
+        assert refused.json()["details"][0]["field"] == "key.messages_per_day"
+        assert int(refused.headers["retry-after"]) >= 1
+        one = {"events": [{"role": "user", "content": "last"}]}
+        assert limited.post(f"{path}/events", json=one).status_code == 200
         kept = memory.store("local", name).get_session("c")
         assert [m.content for m in kept.messages] == ["0", "1", "last"]
-    finally:
-        memory.delete_store("local", name)
-        control.revoke_api_key("local", key_id)
 
 
 def test_importing_a_session_counts_against_the_messages_quota(stack, memory):
-    client = database_client(stack.redis_url)
-    control = ControlPlane(client, SystemClock(), release_hold_seconds=0)
-    key_id, key = control.issue_api_key("local")
-    LimitStore(client, SystemClock()).set("local", Limits(messages_per_day=2), key_id=key_id)
-    name = unique("quota-import")
-    memory.put_store("local", name, dimensions=3)
     now = "2026-01-01T00:00:00Z"
     soon = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     body = {
@@ -90,36 +103,21 @@ def test_importing_a_session_counts_against_the_messages_quota(stack, memory):
             {"seq": n, "role": "user", "content": str(n), "created_at": now} for n in (1, 2, 3)
         ],
     }  # fmt: skip
-    try:
-        with httpx.Client(
-            base_url=stack.url, headers={"Authorization": f"Bearer {key}"}, timeout=30
-        ) as limited:
-            path = f"/instances/local/agent-memory/{name}/import/sessions/c"
-            refused = limited.put(path, json=body)
+    with (
+        new_store(memory, "quota-import") as name,
+        limited_key(stack, Limits(messages_per_day=2)) as limited,
+    ):
+        path = f"/instances/local/agent-memory/{name}/import/sessions/c"
+        refused = limited.put(path, json=body)
         assert refused.status_code == 429 and refused.json()["error"] == "quota_exceeded"
         assert memory.store("local", name).list_sessions().sessions == []
-    finally:
-        memory.delete_store("local", name)
-        control.revoke_api_key("local", key_id)
 
 
-def test_past_its_rate_the_mcp_endpoint_answers_429_too(stack, memory):
-    client = database_client(stack.redis_url)
-    control = ControlPlane(client, SystemClock(), release_hold_seconds=0)
-    key_id, key = control.issue_api_key("local")
-    LimitStore(client, SystemClock()).set(
-        "local", Limits(requests_per_second=0.5, burst=2), key_id=key_id
-    )
-    headers = {
-        "Authorization": f"Bearer {key}", "Accept": "application/json, text/event-stream",
-        "Content-Type": "application/json",
-    }  # fmt: skip
+def test_past_its_rate_the_mcp_endpoint_answers_429_too(stack):
+    headers = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
     listing = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
-    try:
-        with httpx.Client(base_url=stack.url, headers=headers, timeout=30) as mcp:
-            answers = [mcp.post("/mcp", json=listing) for _ in range(3)]
-        assert [a.status_code for a in answers] == [200, 200, 429]
-        assert int(answers[2].headers["retry-after"]) >= 1
-        assert "429 rate_limited" in answers[2].json()["error"]["message"]
-    finally:
-        control.revoke_api_key("local", key_id)
+    with limited_key(stack, Limits(requests_per_second=0.5, burst=2), headers) as mcp:
+        answers = [mcp.post("/mcp", json=listing) for _ in range(3)]
+    assert [a.status_code for a in answers] == [200, 200, 429]
+    assert int(answers[2].headers["retry-after"]) >= 1
+    assert "429 rate_limited" in answers[2].json()["error"]["message"]

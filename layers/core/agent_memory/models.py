@@ -9,6 +9,7 @@ so a misspelt setting is a 422 naming it instead of being silently ignored.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from collections.abc import Iterator
@@ -157,6 +158,25 @@ def is_blank(value: str) -> bool:
     character (Cf: zero-width space, word joiner, soft hyphen, BOM...) or another
     default-ignorable one (``is_invisible``: a Hangul filler, a variation selector)."""
     return all(is_invisible(ch) for ch in value)
+
+
+# --- JSON values ------------------------------------------------------------------------------
+
+
+def compact_json(value: Any) -> str:
+    """``value`` as compact JSON text: no spaces, keys in the order given, text as UTF-8 (not
+    ``\\u`` escapes), so that it reads back as the same value; ``ValueError`` for a NaN or an
+    infinity (JSON has neither)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+
+
+def json_depth(value: Any) -> int:
+    """How deep ``value`` nests: 0 for a scalar, 1 for a flat object or list, and so on."""
+    if isinstance(value, dict):
+        return 1 + max((json_depth(v) for v in value.values()), default=0)
+    if isinstance(value, list):
+        return 1 + max((json_depth(v) for v in value), default=0)
+    return 0
 
 
 # --- errors ----------------------------------------------------------------------------------

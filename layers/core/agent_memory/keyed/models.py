@@ -9,7 +9,6 @@ parameter, ``a.b``).
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Annotated, Any
 
@@ -23,7 +22,7 @@ from pydantic import (
     model_validator,
 )
 
-from agent_memory.models import MAX_QUERY_CHARS, Model, View
+from agent_memory.models import MAX_QUERY_CHARS, Model, View, compact_json, json_depth
 
 MAX_LABELS = 20
 MAX_LABEL_CHARS = 256
@@ -59,25 +58,11 @@ NamespacePrefix = Annotated[list[Label], Field(max_length=MAX_LABELS)]
 Key = Annotated[str, StringConstraints(min_length=1, max_length=MAX_KEY_CHARS)]
 
 
-def _depth(value: Any) -> int:
-    if isinstance(value, dict):
-        return 1 + max((_depth(v) for v in value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max((_depth(v) for v in value), default=0)
-    return 0
-
-
-def compact_json(value: Any) -> str:
-    """``value`` as compact JSON text (UTF-8 characters as they are); ``ValueError`` for
-    NaN or infinite numbers."""
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
-
-
 def _small_value(value: dict[str, Any]) -> dict[str, Any]:
     size = len(compact_json(value).encode("utf-8"))
     if size > MAX_VALUE_BYTES:
         raise ValueError(f"value is {size} bytes of JSON; at most {MAX_VALUE_BYTES}")
-    if _depth(value) > MAX_VALUE_DEPTH:
+    if json_depth(value) > MAX_VALUE_DEPTH:
         raise ValueError(f"value nests deeper than {MAX_VALUE_DEPTH} levels")
     return value
 

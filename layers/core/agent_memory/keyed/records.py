@@ -21,7 +21,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agent_memory.clock import from_ms
-from agent_memory.keyed.models import KeyedMemoryView, KeyedRecord, compact_json
+from agent_memory.keyed.models import KeyedMemoryView, KeyedRecord
+from agent_memory.models import compact_json
 
 ENTRY_TIMES = "^(%d+):(%d+):"
 """Lua pattern of an entry's two leading numbers: created (ms), ttl (ms)."""

@@ -10,7 +10,6 @@ unknown fields.
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
@@ -24,7 +23,9 @@ from agent_memory.models import (
     SessionId,
     UtcDatetime,
     View,
+    compact_json,
     is_blank,
+    json_depth,
 )
 from agent_memory.sessions.models import Message
 
@@ -42,23 +43,15 @@ UnitInterval = Annotated[float, Field(ge=0, le=1)]
 MemoryText = Annotated[str, StringConstraints(min_length=1, max_length=MAX_MEMORY_CHARS)]
 
 
-def _depth(value: Any) -> int:
-    if isinstance(value, dict):
-        return 1 + max((_depth(v) for v in value.values()), default=0)
-    if isinstance(value, list):
-        return 1 + max((_depth(v) for v in value), default=0)
-    return 0
-
-
 def _small_metadata(value: dict[str, Any]) -> dict[str, Any]:
     try:
-        text = json.dumps(value, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+        text = compact_json(value)
     except ValueError as exc:
         raise ValueError("metadata numbers must be finite") from exc
     size = len(text.encode("utf-8"))
     if size > MAX_METADATA_BYTES:
         raise ValueError(f"metadata is {size} bytes of JSON; at most {MAX_METADATA_BYTES}")
-    if _depth(value) > MAX_METADATA_DEPTH:
+    if json_depth(value) > MAX_METADATA_DEPTH:
         raise ValueError(f"metadata nests deeper than {MAX_METADATA_DEPTH} levels")
     return value
 

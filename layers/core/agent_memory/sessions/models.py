@@ -4,7 +4,6 @@ extraction and of a page of sessions.
 
 from __future__ import annotations
 
-import json
 import unicodedata
 from datetime import datetime
 from typing import Annotated, Any, Literal
@@ -23,6 +22,7 @@ from agent_memory.models import (
     Model,
     UtcDatetime,
     View,
+    compact_json,
     is_blank,
 )
 
@@ -69,7 +69,7 @@ SpeakerName = Annotated[
 def item_text(item: dict[str, Any]) -> str:
     """An item's stored JSON text: compact, its keys in the order given, text as UTF-8 (not
     ``\\u`` escapes), so that it reads back as the same JSON value, key order included."""
-    return json.dumps(item, ensure_ascii=False, separators=(",", ":"), allow_nan=False)
+    return compact_json(item)
 
 
 def _item(item: dict[str, Any]) -> dict[str, Any]:
