@@ -99,12 +99,15 @@ def beside_flood(url: str, key: str, found: list[float]) -> None:
 
 
 def org_key(control: ControlPlane, name: str) -> tuple[str, str]:
+    """A new organization ``name`` and an admin key of it: ``(org_id, api_key)``."""
     control.create_organization(name)
     _, key = control.issue_api_key(name)
     return name, key
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run the three measurements (module docstring) ``--runs`` times on a local stack of its
+    own; writes ``limits.md`` and ``limits.png`` under ``--out``; 0."""
     parser = argparse.ArgumentParser(prog="python -m bench.limits")
     parser.add_argument("--rate", type=float, default=40.0)
     parser.add_argument("--seconds", type=float, default=8.0)
@@ -204,6 +207,9 @@ def cost(limits: LimitStore, control: ControlPlane, org: str, key: str) -> tuple
 
 
 def report(args: argparse.Namespace, rows: list[dict[str, float]]) -> None:
+    """``limits.md`` under ``args.out``: each figure's median over ``rows`` (one per run),
+    its ratio and PASS or FAIL against its target, then the runs."""
+
     def median(name: str) -> float:
         return statistics.median(r[name] for r in rows)
 

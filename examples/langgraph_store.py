@@ -23,6 +23,8 @@ from kividb_memory.integrations.langgraph import KiviDBStore
 
 
 class State(TypedDict):
+    """The graph's state: who speaks, what they said, and the node's answer."""
+
     user: str
     said: str
     answer: NotRequired[str]
@@ -40,6 +42,7 @@ def remember(state: State, *, store: BaseStore) -> dict[str, str]:
 
 
 def main() -> None:
+    """Two runs of a one-node graph on the store ``KIVIDB_INSTANCE`` / ``KIVIDB_STORE``."""
     instance, name = os.environ["KIVIDB_INSTANCE"], os.environ["KIVIDB_STORE"]
     with MemoryClient() as client:
         client.put_store(instance, name)

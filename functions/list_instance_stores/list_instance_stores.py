@@ -15,6 +15,7 @@ app = Api()
     responses=ERROR_RESPONSES,
 )
 def list_instance_stores(instance_id: InstancePath) -> StoreList:
+    """The stores of the instance that the caller's key reaches."""
     return app.runtime.store_views(app.principal, instance_id)
 
 

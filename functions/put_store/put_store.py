@@ -23,6 +23,8 @@ app = Api()
 def put_store(
     instance_id: InstancePath, store: StorePath, body: Annotated[StorePut, Body()]
 ) -> Response[StoreView]:
+    """Create the store (201) or change its settings (200); a key limited to stores or actors
+    cannot (403, or a stranger's 404 outside its scope)."""
     stores = app.runtime.managed_stores(app.principal, instance_id, store)
     config, created = stores.put(store, body)
     return Response(
