@@ -41,6 +41,10 @@ def test_labels_and_keys_of_any_character_round_trip(memory_store):
         {"namespace": ["a"], "key": "k", "value": {}, "texts": ["t"]},  # no embedding model
         {"namespace": ["a"], "key": "k", "value": {}, "ttl_seconds": 0},
         {"namespace": ["a"], "key": "k", "value": {}, "extra": 1},
+        {"namespace": ["a"], "key": "k", "value": {}, "index": False, "vectors": [[1, 0, 0]]},
+        {"namespace": ["a"] * 21, "key": "k", "value": {}},
+        {"namespace": ["a" * 257], "key": "k", "value": {}},
+        {"namespace": ["a"], "key": "k", "value": {}, "vectors": [[1, 0, 0]] * 33},
     ],
 )
 def test_a_bad_put_is_422_and_changes_nothing(api, store, body):
@@ -94,3 +98,24 @@ def test_langgraph_errors_are_its_own_and_nothing_runs(memory_store):
     assert store.get(("ok",), "k").value == {"v": 1}
     assert store.search(("ok",), filter={"v": {"$eq": float("nan")}}) == []
     assert len(store.search(("ok",), filter={"v": {"$lt": float("inf")}})) == 1
+
+
+@pytest.mark.parametrize(
+    ("route", "body", "field"),
+    [
+        ("search", {"limit": 0}, "limit"),
+        ("search", {"offset": 10_001}, "offset"),
+        ("search", {"namespace_prefix": ["a.b"]}, "namespace_prefix.0"),
+        ("search", {"query_vector": [1, 0]}, "query_vector"),
+        ("search", {"query": "no embedding model here"}, "query_vector"),
+        ("search", {"filter": {"v": {"$in": [1]}}}, "filter.v"),
+        ("namespaces", {"max_depth": 0}, "max_depth"),
+        ("namespaces", {"limit": 1001}, "limit"),
+        ("namespaces", {"prefix": [""]}, "prefix.0"),
+        ("namespaces", {"depth": 1}, "depth"),
+    ],
+)
+def test_a_bad_search_or_listing_is_422_naming_the_field(api, store, route, body, field):
+    answer = api.post(f"{store}/keyed-memories/{route}", json=body)
+    assert answer.status_code == 422, answer.text
+    assert field in [d["field"] for d in answer.json()["details"]]

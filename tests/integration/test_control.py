@@ -820,3 +820,28 @@ def test_admin_notes_a_database_it_could_not_reach(control, redis_url, capsys):
     assert out.startswith(f"instance far registered for {org} at {DEAD} (compared with other")
     assert "\nnote: " in out
     assert "so no ownership marker of this instance is in it yet" in out
+
+
+@pytest.mark.parametrize(
+    "limits", [["--burst", "0"], ["--requests-per-second", "-1"], ["--messages-per-day", "-5"]]
+)
+def test_admin_set_limits_refuses_a_bad_value_and_sets_nothing(control, redis_url, capsys, limits):
+    from agent_memory.control.limits import LimitStore, Limits
+
+    org = other_org(control)
+    status, out, err = run_admin(redis_url, capsys, "set-limits", org, *limits)
+    assert (status, out) == (2, "") and err.startswith("validation_error: ")
+    assert LimitStore(control.database.redis, SystemClock()).get(org) == Limits()
+
+
+def test_admin_set_limits_of_a_key_the_organization_lacks_is_refused(control, redis_url, capsys):
+    org = other_org(control)
+    status, _, err = run_admin(
+        redis_url, capsys, "set-limits", org, "--key", "key_0123456789ab", "--burst", "5"
+    )
+    assert (status, err) == (
+        1,
+        f"key_not_found: Organization '{org}' has no API key 'key_0123456789ab'.\n",
+    )
+    status, out, _ = run_admin(redis_url, capsys, "set-limits", org, "--burst", "5")
+    assert (status, out) == (0, f"limits of {org}: burst=5\n")
