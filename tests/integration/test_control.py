@@ -826,7 +826,7 @@ def test_admin_notes_a_database_it_could_not_reach(control, redis_url, capsys):
     "limits", [["--burst", "0"], ["--requests-per-second", "-1"], ["--messages-per-day", "-5"]]
 )
 def test_admin_set_limits_refuses_a_bad_value_and_sets_nothing(control, redis_url, capsys, limits):
-    from agent_memory.control.limits import LimitStore, Limits
+    from agent_memory.control.limits import Limits, LimitStore
 
     org = other_org(control)
     status, out, err = run_admin(redis_url, capsys, "set-limits", org, *limits)
