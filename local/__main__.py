@@ -46,7 +46,13 @@ from local.bootstrap import (
     secret_key,
     start_database,
 )
-from local.scheduler import SchedulerLoop, describe, start_scheduler_loop
+from local.scheduler import (
+    PERIODIC_SECONDS,
+    PeriodicLoop,
+    SchedulerLoop,
+    describe,
+    start_scheduler_loop,
+)
 from local.server import PARAMETERS_ENV, SCHEDULER_ENV
 from local.template import HttpApi, read_http_api
 
@@ -208,6 +214,23 @@ def _serve(port: int, workers: int, sock: socket.socket, shutdown: Shutdown) -> 
         _Server(config, shutdown).run(sockets=[sock])
 
 
+def _start_loops(
+    database: Database, api: HttpApi
+) -> tuple[SchedulerLoop | None, list[PeriodicLoop], str]:
+    """Start the scheduler loop (when the template has a background function) and a loop for
+    each scheduled function; returns them and the banner's line about them."""
+    loop = None
+    scheduler = "none (the template has no BackgroundFunction)"
+    if api.background is not None:
+        loop = start_scheduler_loop(database.url, api.background)
+        scheduler = f"local loop in this process, invokes {api.background.logical_id}"
+    periodic = [PeriodicLoop(function).start() for function in api.scheduled]
+    if periodic:
+        names = ", ".join(p.function.logical_id for p in periodic)
+        scheduler += f"; every {PERIODIC_SECONDS} s: {names}"
+    return loop, periodic, scheduler
+
+
 def main() -> None:
     """Start the database, set up organization ``local``, print the banner, serve the API
     and the scheduler loop, and on a stop signal stop them in order (docs: README)."""
@@ -228,14 +251,13 @@ def main() -> None:
         signal.signal(signum, shutdown.interrupt)
     database: Database | None = None
     loop = None
+    periodic: list[PeriodicLoop] = []
     serving = served = False
     try:
         database, api_key, origin = _open_database(local_dir)
         api = _function_environment(database, local_dir)
-        scheduler = "none (the template has no BackgroundFunction)"
-        if api.background is not None:
-            loop = shutdown.loop = start_scheduler_loop(database.url, api.background)
-            scheduler = f"local loop in this process, invokes {api.background.logical_id}"
+        loop, periodic, scheduler = _start_loops(database, api)
+        shutdown.loop = loop
         print(_banner(port, workers, database, api_key, origin, scheduler), flush=True)
         serving = True
         _serve(port, workers, sock, shutdown)
@@ -245,6 +267,8 @@ def main() -> None:
     finally:
         shutdown.quiet()
         sock.close()  # the workers have stopped: nothing may queue on the port any more
+        for each in periodic:
+            each.stop()
         if loop is not None:
             loop.stop()
         if database is not None:

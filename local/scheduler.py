@@ -235,3 +235,49 @@ def start_scheduler_loop(
     )
     loop.start()
     return loop
+
+
+PERIODIC_SECONDS = 0.5
+"""How often the local stack invokes a scheduled function (``rate(1 minute)`` in AWS): often,
+so that a webhook is sent within a second of its event here."""
+
+
+class PeriodicLoop:
+    """Invoke ``function`` (one of the template's scheduled functions) every ``interval``
+    seconds on a daemon thread, with the event EventBridge Scheduler sends a target without
+    ``Input`` (``{}``); a handler that raises is printed with its traceback and the loop goes
+    on, as Lambda would invoke it again at the next minute."""
+
+    def __init__(self, function: Function, interval: float = PERIODIC_SECONDS) -> None:
+        self.function = function
+        self.interval = interval
+        self._invoke = invoker(function)
+        self._stopping = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def run_once(self) -> None:
+        """One invocation; nothing is raised."""
+        try:
+            self._invoke({})
+        except Exception:  # noqa: BLE001 - printed with its traceback, as Lambda logs it
+            print(f"local scheduler: {self.function.logical_id} failed", flush=True)
+            traceback.print_exc()
+
+    def _run(self) -> None:
+        while not self._stopping.wait(self.interval):
+            self.run_once()
+
+    def start(self) -> PeriodicLoop:
+        """Run on a daemon thread (it never keeps the process alive); returns itself."""
+        if self._thread is None:
+            self._thread = threading.Thread(
+                target=self._run, daemon=True, name=f"local-{self.function.logical_id}"
+            )
+            self._thread.start()
+        return self
+
+    def stop(self, timeout: float | None = 15.0) -> None:
+        """Invoke no more; waits up to ``timeout`` s for an invocation in progress."""
+        self._stopping.set()
+        if self._thread is not None:
+            self._thread.join(timeout)

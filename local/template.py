@@ -142,6 +142,9 @@ class HttpApi:
     authorizer: Function | None
     environment: dict[str, str]
     background: Function | None = None
+    scheduled: list[Function] = field(default_factory=list)
+    """Functions an EventBridge schedule invokes (an event of ``Type: ScheduleV2`` or
+    ``Schedule``), which the local stack invokes on its own loop (``local.scheduler``)."""
 
     def functions(self) -> list[Function]:
         """Every function the API can invoke (the routes' and the authorizer), once each."""
@@ -198,6 +201,7 @@ def read_http_api(template_path: Path, parameters: dict[str, str]) -> HttpApi:
     resources: dict[str, Any] = template.get("Resources", {})
     functions: dict[str, Function] = {}
     routes: list[Route] = []
+    scheduled: list[Function] = []
     for logical_id, resource in resources.items():
         if resource.get("Type") != "AWS::Serverless::Function":
             continue
@@ -211,6 +215,8 @@ def read_http_api(template_path: Path, parameters: dict[str, str]) -> HttpApi:
         )
         functions[logical_id] = function
         for event in (props.get("Events") or {}).values():
+            if event.get("Type") in ("Schedule", "ScheduleV2"):
+                scheduled.append(function)
             if event.get("Type") != "HttpApi":
                 continue
             method = str(event["Properties"]["Method"]).upper()
@@ -238,4 +244,4 @@ def read_http_api(template_path: Path, parameters: dict[str, str]) -> HttpApi:
     )
     resolved = {name: _resolve(value, parameters) for name, value in variables.items()}
     environment = {name: value for name, value in resolved.items() if value is not None}
-    return HttpApi(routes, authorizer, environment, functions.get(BACKGROUND_FUNCTION))
+    return HttpApi(routes, authorizer, environment, functions.get(BACKGROUND_FUNCTION), scheduled)

@@ -39,7 +39,7 @@ def add_events(
     handle = app.runtime.store(app.principal, instance_id, store)
     if handle.scope is not None:
         body = body.model_copy(update={"actor_id": handle.claim_session(session_id, body.actor_id)})
-    app.runtime.reserve(app.principal, "messages", len(body.events))
+    app.runtime.reserve(app.principal, handle, "messages", len(body.events))
     result = handle.add_events(session_id, body, once_of(app))
     metrics.add_metric(name="MessagesAdded", unit=MetricUnit.Count, value=result.added)
     return result

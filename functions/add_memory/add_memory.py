@@ -37,9 +37,8 @@ def add_memory(
     body = body.model_copy(update={"actor_id": handle.actor(body.actor_id)})
     if body.supersedes is not None:
         handle.reachable_superseded(body.supersedes)
-    memories = handle.memories
-    app.runtime.reserve(app.principal, "memories", 1)
-    kept = memories.add(body)
+    app.runtime.reserve(app.principal, handle, "memories", 1, embeds=body.vector is None)
+    kept = handle.add_memory(body)
     metrics.add_metric(name="MemoriesDeduplicated" if kept.duplicate else "MemoriesKept",
                        unit=MetricUnit.Count, value=1)  # fmt: skip
     for _, count in kept.redactions.items():

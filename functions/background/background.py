@@ -49,8 +49,8 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
         if handle is None:
             logger.info("the instance or store is gone; nothing to do")
             return {"outcome": "gone"}
-        report = handle.session_work(target).run(
-            RunBudget.from_remaining(context.get_remaining_time_in_millis())
+        report = handle.run_background(
+            target, RunBudget.from_remaining(context.get_remaining_time_in_millis())
         )
         metrics.add_metric(name="BackgroundRuns", unit=MetricUnit.Count, value=1)
         if report.outcome == "failed":
@@ -59,10 +59,11 @@ def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, A
             value = getattr(report, field)
             if value:
                 metrics.add_metric(name=name, unit=MetricUnit.Count, value=value)
-        answer = {k: v for k, v in asdict(report).items() if k != "rearmed_for"}
+        # Counts and our own error text (no secrets); never the memories kept (``events``).
+        answer = {k: v for k, v in asdict(report).items() if k not in ("rearmed_for", "events")}
         answer["rearmed_for"] = report.rearmed_for.isoformat() if report.rearmed_for else None
         log = logger.warning if report.outcome == "failed" else logger.info
-        log("background run", extra=answer)  # counts and our own error text: no secrets
+        log("background run", extra=answer)
         return answer
     finally:
         if is_metrics_disabled():

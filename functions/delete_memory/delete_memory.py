@@ -28,8 +28,7 @@ def delete_memory(
     """Forget one memory (204); 404 ``memory_not_found``."""
     handle = app.runtime.store(app.principal, instance_id, store)
     handle.reachable_memory(memory_id)
-    memories = handle.memories
-    memories.delete(memory_id)
+    handle.delete_memory(memory_id)
     return no_content()
 
 

@@ -27,8 +27,7 @@ def delete_session(
 ) -> Response[None]:
     handle = app.runtime.store(app.principal, instance_id, store)
     handle.reachable_session(session_id)
-    sessions = handle.sessions
-    sessions.delete(session_id)
+    handle.delete_session(session_id)
     return no_content()
 
 

@@ -24,7 +24,7 @@ app = Api(store_not_found_step=NOTHING_DELETED)
 def delete_store(instance_id: InstancePath, store: StorePath) -> Response[None]:
     """Delete the store and everything it keeps (204); a key limited to stores or actors
     cannot (403, or a stranger's 404 outside its scope)."""
-    app.runtime.managed_stores(app.principal, instance_id, store).delete(store)
+    app.runtime.delete_store(app.principal, instance_id, store)
     return no_content()
 
 

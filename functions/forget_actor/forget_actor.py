@@ -26,8 +26,7 @@ def forget_actor(
     """Forget every memory of one actor (200 with how many)."""
     handle = app.runtime.store(app.principal, instance_id, store)
     handle.actor(actor_id)
-    memories = handle.memories
-    return ActorForgotten(actor_id=actor_id, deleted=memories.delete_actor(actor_id))
+    return ActorForgotten(actor_id=actor_id, deleted=handle.forget_actor(actor_id))
 
 
 lambda_handler = app.lambda_handler

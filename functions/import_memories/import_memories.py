@@ -38,7 +38,7 @@ def import_memories(
     handle = app.runtime.store(app.principal, instance_id, store)
     handle.whole_store("import memories")
     memory_transfer = handle.memory_transfer
-    app.runtime.reserve(app.principal, "memories", len(body.memories))
+    app.runtime.reserve(app.principal, handle, "memories", len(body.memories))
     result = memory_transfer.import_batch(body)
     metrics.add_metric(name="MemoriesImported", unit=MetricUnit.Count, value=result.imported)
     return result

@@ -41,7 +41,7 @@ def import_session(
     time is up."""
     handle = app.runtime.store(app.principal, instance_id, store)
     handle.whole_store("import sessions")
-    app.runtime.reserve(app.principal, "messages", len(body.messages))
+    app.runtime.reserve(app.principal, handle, "messages", len(body.messages))
     result = handle.import_session(session_id, body)
     metrics.add_metric(name="MessagesImported", unit=MetricUnit.Count, value=result.messages_added)
     return result

@@ -24,6 +24,7 @@ def test_defaults_are_the_seed_table():
         "custom_types": [],
         "redact_pii": True,
         "redact_card_digit_runs": True,
+        "webhooks": [],
     }
 
 

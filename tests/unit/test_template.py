@@ -44,6 +44,10 @@ EXPECTED_ROUTES = {
     "PUT /instances/{instance_id}/agent-memory/{store}/import/sessions/{session_id}",
     "GET /instances/{instance_id}/agent-memory/{store}/export/memories",
     "POST /instances/{instance_id}/agent-memory/{store}/import/memories",
+    "GET /instances/{instance_id}/agent-memory/{store}/usage",
+    "GET /usage",
+    "POST /instances/{instance_id}/agent-memory/{store}/webhooks/secret",
+    "GET /instances/{instance_id}/agent-memory/{store}/webhooks/deliveries",
     "GET /console",
     "GET /console/{proxy+}",
     "POST /mcp",
@@ -204,10 +208,11 @@ def test_the_local_stack_leaves_the_kms_key_unset(api):
     assert "KIVIDB_SECRET_KEY" not in api.environment
 
 
-def test_only_the_store_writer_makes_data_keys_and_only_provider_callers_decrypt():
+def test_only_the_store_writers_make_data_keys_and_only_provider_callers_decrypt():
     template = load_template(Path(ROOT / "template.yaml"))
     grants = _kms_grants(template)
     decrypting = {
+        "DeliverWebhooksFunction",
         "RecallFunction",
         "AddMemoryFunction",
         "SearchMemoriesFunction",
@@ -217,7 +222,10 @@ def test_only_the_store_writer_makes_data_keys_and_only_provider_callers_decrypt
     }
     if "BackgroundFunction" in template["Resources"]:
         decrypting.add("BackgroundFunction")
-    expected = {"PutStoreFunction": {"kms:GenerateDataKey"}}
+    expected = {
+        "PutStoreFunction": {"kms:GenerateDataKey"},
+        "RotateWebhookSecretFunction": {"kms:GenerateDataKey"},
+    }
     expected.update({name: {"kms:Decrypt"} for name in decrypting})
     assert grants == expected
 
@@ -417,9 +425,9 @@ def test_the_deploy_doc_counts_each_resource_type_the_template_declares(template
     assert int(sam_roles[1]) == declared["AWS::Serverless::Function"]  # one role per function
     routes = sum(1 for f in _functions(template).values() if f["Properties"].get("Events"))
     stated = {int(n) for n in re.findall(r"\b(\d+) route functions", DEPLOY_DOC.read_text())}
-    # 32 API routes (18, 5 of export and import, pop, 5 of keyed memories, 3 of keys), the
-    # console's and the MCP server's
-    assert stated == {routes} == {34}
+    # 36 API routes (18, 5 of export and import, pop, 5 of keyed memories, 3 of keys, 2 of
+    # usage, 2 of webhooks), the console's and the MCP server's; and the scheduled delivery
+    assert stated == {routes - 1} == {38}
 
 
 def test_the_deploy_doc_lists_every_function_with_its_trigger_memory_and_timeout(template):
@@ -431,12 +439,17 @@ def test_the_deploy_doc_lists_every_function_with_its_trigger_memory_and_timeout
     for name, function in functions.items():
         props = function["Properties"]
         trigger, sizes = rows[name][1], rows[name][2]
+        events = props.get("Events", {}).values()
         routes = [
             f"`{event['Properties']['Method']} {event['Properties']['Path']}`"
-            for event in props.get("Events", {}).values()
+            for event in events
+            if event["Type"] == "HttpApi"
         ]
         if routes:
             assert trigger == " and ".join(routes), name
+        for event in events:
+            if event["Type"] == "ScheduleV2":
+                assert f"`{event['Properties']['ScheduleExpression']}`" in trigger, name
         memory = props.get("MemorySize", defaults["MemorySize"])
         if memory == {"!Ref": "SearchMemorySize"}:
             assert sizes.startswith(f"`SearchMemorySize` ({search_default:,} MB), "), name

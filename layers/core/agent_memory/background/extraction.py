@@ -39,6 +39,7 @@ from agent_memory.sessions import scripts
 from agent_memory.sessions.models import Message
 from agent_memory.sessions.records import SessionFields
 from agent_memory.stores.models import StoreConfig
+from agent_memory.webhooks.events import kept_events
 
 # The background run's one log (``agent_memory.background``), whichever of its modules writes.
 logger = logging.getLogger("agent_memory.background")
@@ -210,6 +211,7 @@ class Extraction:
                 report.kept += 1
                 report.redacted += sum(kept.redactions.values())
                 report.superseded += kept.superseded is not None
+                report.events.extend(kept_events(kept.memory, kept.superseded))
             if kept.supersede_refused is not None:
                 report.ignored_supersedes += 1
 

@@ -12,9 +12,9 @@ deadline), 180 s, and 10 s for the database writes. With the function's 300 s ti
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agent_memory.providers.language_models import Completion
@@ -89,6 +89,14 @@ class RunReport:
     """``supersedes`` of an answer that named no memory shown to the model (or one another
     item of the same answer already replaced), or that could not be honoured at keep time
     (the memory was gone or replaced meanwhile): the item was kept as a plain memory."""
+
+    extraction_runs: int = 0
+    """1 when the run read messages for extraction."""
+    summarization_runs: int = 0
+    """1 when the run folded messages into the summary."""
+    events: list[tuple[str, dict[str, Any]]] = field(default_factory=list, repr=False)
+    """The webhook events of what the run kept (``webhooks.events.kept_events``); memory
+    texts, so never logged."""
 
     def count(self, completion: Completion) -> None:
         """Add one model call and its token counts."""

@@ -196,8 +196,10 @@ class SessionWork:
         if meta.requested:
             self._state.hdel(SessionFields.requested_at)
         extraction.extract(meta.message_count, report)
+        report.extraction_runs = int(report.read_messages > 0)
         if fold_needed:
             summarization.summarize(report)
+            report.summarization_runs = int(report.folded_messages > 0)
         self._state.hdel(SessionFields.fold_requested)
         self._succeeded(report)
         self._cover_late_messages(report)

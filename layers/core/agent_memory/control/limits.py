@@ -1,13 +1,20 @@
 """Limits of an organization and of its keys: requests per second (a token bucket with a
-burst) and what may be added per day (messages, memories), kept in the control database so
-that every container shares them.
+burst), what may be added per day (messages, memories) and the model tokens spent per day,
+kept in the control database so that every container shares them.
 
 Every limit has a generous default (``DEFAULT_*``, docs/keys.md "Limits"); ``tools.admin
 set-limits`` sets an organization's own, and optionally a key's, which then applies on top of
 the organization's (a request must fit both). The request bucket is taken by the authorizer in
 one script (``TAKE``: both buckets, with the limits read in the same step), one round trip more
 than authenticating; the daily quotas by the routes that add (``reserve``), in one script too,
-before they write.
+before they write. The same scripts count the request and what is added in the day's usage
+(``control.usage``), so usage costs no round trip of its own there.
+
+Model tokens are counted after they are spent (``control.usage.UsageStore.add``: the provider
+says how many only in its answer), so the quota stops what would spend more once it is used
+up: a background run (``check_model_tokens``), and a route adding memories to a store that
+embeds them (``reserve`` with ``embeds``). A day can end a little over the quota by what the
+calls already under way spend.
 """
 
 from __future__ import annotations
@@ -21,12 +28,15 @@ import redis
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.clock import Clock, to_ms
+from agent_memory.control.usage import KEEP_SECONDS
 from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.keys import ControlKeys
 from agent_memory.database.scripts import WRITES, load_script
 from agent_memory.errors import QuotaExceeded, RateLimited
 
 QUOTA_KINDS = ("messages", "memories")
+MODEL_TOKENS = "model_tokens"
+"""The quota counter of model tokens (language-model input and output, and embeddings)."""
 
 
 class Limits(BaseModel):
@@ -38,19 +48,22 @@ class Limits(BaseModel):
     burst: int | None = Field(None, ge=1, le=10_000_000)
     messages_per_day: int | None = Field(None, ge=0, le=10**12)
     memories_per_day: int | None = Field(None, ge=0, le=10**12)
+    model_tokens_per_day: int | None = Field(None, ge=0, le=10**15)
 
 
 DEFAULT_REQUESTS_PER_SECOND = 1000.0
 DEFAULT_BURST = 2000
-DEFAULT_PER_DAY = {"messages": 10_000_000, "memories": 1_000_000}
+DEFAULT_PER_DAY = {"messages": 10_000_000, "memories": 1_000_000, MODEL_TOKENS: 10**10}
 """An organization's limits when none are set: far above what one tenant of a service of
 this size sends (docs/keys.md); a key's are unset (only its organization's apply)."""
 
 TAKE = (
     WRITES
     + """
--- KEYS: org limits, key limits, org bucket, key bucket. ARGV: now (ms), default rate, default
--- burst. Takes one token from both buckets, or none: returns 0, or {wait ms, which}.
+-- KEYS: org limits, key limits, org bucket, key bucket, usage day. ARGV: now (ms), default
+-- rate, default burst, usage field ('' for none), usage ttl (s). Takes one token from both
+-- buckets and counts the request in the usage field, or does nothing: returns 0, or
+-- {wait ms, which}.
 local now = tonumber(ARGV[1])
 local function limits(key, rate, burst)
   local set = redis.call('HMGET', key, 'requests_per_second', 'burst')
@@ -81,6 +94,10 @@ for i, b in ipairs(buckets) do
   redis.call('HSET', b[1], 'tokens', tostring(levels[i] - 1), 'ts', tostring(now))
   redis.call('PEXPIRE', b[1], math.ceil(b[3] * 1000 / b[2]) + 1000)
 end
+if ARGV[4] ~= '' then
+  redis.call('HINCRBY', KEYS[5], ARGV[4], 1)
+  redis.call('EXPIRE', KEYS[5], tonumber(ARGV[5]))
+end
 return 0
 """
 )
@@ -88,22 +105,37 @@ return 0
 RESERVE = (
     WRITES
     + """
--- KEYS: org limits, key limits, org day, key day. ARGV: kind, n, default limit, ttl (s).
--- Counts n more of kind for the day in both, or nothing: 0, or {which, limit}.
-local field = ARGV[1] .. '_per_day'
+-- KEYS: org limits, key limits, org day, key day, usage day. ARGV: kind, n, default limit,
+-- ttl (s), usage field, usage ttl (s), '1' to also require model tokens left, their default
+-- limit. Counts n more of kind for the day in both and in the usage field, or nothing: 0, or
+-- {which, limit}.
 local n = tonumber(ARGV[2])
-local org_limit = tonumber(redis.call('HGET', KEYS[1], field)) or tonumber(ARGV[3])
-local key_limit = tonumber(redis.call('HGET', KEYS[2], field))
-local org_used = tonumber(redis.call('HGET', KEYS[3], ARGV[1])) or 0
-if org_used + n > org_limit then return {field, tostring(org_limit)} end
-if key_limit then
-  local key_used = tonumber(redis.call('HGET', KEYS[4], ARGV[1])) or 0
-  if key_used + n > key_limit then return {'key.' .. field, tostring(key_limit)} end
-  redis.call('HINCRBY', KEYS[4], ARGV[1], n)
-  redis.call('EXPIRE', KEYS[4], tonumber(ARGV[4]))
+local function over(kind, more, default)
+  local field = kind .. '_per_day'
+  local org_limit = tonumber(redis.call('HGET', KEYS[1], field)) or tonumber(default)
+  local org_used = tonumber(redis.call('HGET', KEYS[3], kind)) or 0
+  if org_used + more > org_limit then return {field, tostring(org_limit)} end
+  local key_limit = tonumber(redis.call('HGET', KEYS[2], field))
+  if key_limit then
+    local key_used = tonumber(redis.call('HGET', KEYS[4], kind)) or 0
+    if key_used + more > key_limit then return {'key.' .. field, tostring(key_limit)} end
+  end
+  return false
 end
-redis.call('HINCRBY', KEYS[3], ARGV[1], n)
-redis.call('EXPIRE', KEYS[3], tonumber(ARGV[4]))
+local refused = over(ARGV[1], n, ARGV[3])
+if not refused and ARGV[7] == '1' then
+  -- Tokens are counted once spent: none may be left to spend (used + 1 over the limit).
+  refused = over('model_tokens', 1, ARGV[8])
+end
+if refused then return refused end
+for i = 3, 4 do
+  if i == 3 or redis.call('HEXISTS', KEYS[2], ARGV[1] .. '_per_day') == 1 then
+    redis.call('HINCRBY', KEYS[i], ARGV[1], n)
+    redis.call('EXPIRE', KEYS[i], tonumber(ARGV[4]))
+  end
+end
+redis.call('HINCRBY', KEYS[5], ARGV[5], n)
+redis.call('EXPIRE', KEYS[5], tonumber(ARGV[6]))
 return 0
 """
 )
@@ -144,14 +176,17 @@ class LimitStore:
             raw = self._redis.hgetall(ControlKeys.limits(org_id, key_id))
         return _limits(raw)
 
-    def take(self, org_id: str, key_id: str) -> None:
+    def take(self, org_id: str, key_id: str, usage_field: str = "") -> None:
         """One request of ``key_id`` of ``org_id``: ``RateLimited`` (with the wait) when the
-        organization's or the key's bucket is empty; nothing is taken then. A control database
-        that refuses writes lets the request through (``unless_writes_refused``)."""
+        organization's or the key's bucket is empty; nothing is taken then. Else the request
+        is counted in today's usage under ``usage_field`` (``ControlKeys.usage_field`` of a
+        ``route:`` counter; empty: not counted). A control database that refuses writes lets
+        the request through (``unless_writes_refused``)."""
         now = self._clock.now()
         keys = [
             ControlKeys.limits(org_id), ControlKeys.limits(org_id, key_id),
             ControlKeys.bucket(org_id), ControlKeys.bucket(org_id, key_id),
+            ControlKeys.usage(org_id, _day(now)),
         ]  # fmt: skip
         answer: object = 0
         # A control database that refuses writes (full, or a replica being promoted) stops
@@ -159,7 +194,13 @@ class LimitStore:
         with unless_writes_refused():
             answer = load_script(self._redis, TAKE)(
                 keys=keys,
-                args=[to_ms(now), DEFAULT_REQUESTS_PER_SECOND, DEFAULT_BURST],
+                args=[
+                    to_ms(now),
+                    DEFAULT_REQUESTS_PER_SECOND,
+                    DEFAULT_BURST,
+                    usage_field,
+                    KEEP_SECONDS,
+                ],
             )
         if not isinstance(answer, list):
             return
@@ -171,10 +212,21 @@ class LimitStore:
             which,
         )
 
-    def reserve(self, org_id: str, key_id: str, kind: str, count: int) -> None:
+    def reserve(
+        self,
+        org_id: str,
+        key_id: str,
+        kind: str,
+        count: int,
+        store: tuple[str, str],
+        *,
+        embeds: bool = False,
+    ) -> None:
         """Count ``count`` more ``kind`` (``messages`` or ``memories``) added today (UTC) by
-        the organization and the key, or ``QuotaExceeded`` (nothing counted) when that would
-        pass a daily quota. Counted before the write: a write that then fails still counts."""
+        the organization and the key, and in the usage of ``store`` (``(instance_id, name)``:
+        ``<kind>_added``), or ``QuotaExceeded`` (nothing counted) when that would pass a daily
+        quota; with ``embeds`` (the store embeds what is added) also when no model token is
+        left today. Counted before the write: a write that then fails still counts."""
         if count <= 0:
             return
         now = self._clock.now()
@@ -182,22 +234,44 @@ class LimitStore:
         keys = [
             ControlKeys.limits(org_id), ControlKeys.limits(org_id, key_id),
             ControlKeys.quota(org_id, day), ControlKeys.quota(org_id, day, key_id),
+            ControlKeys.usage(org_id, day),
         ]  # fmt: skip
-        default = DEFAULT_PER_DAY[kind]
+        field = ControlKeys.usage_field(*store, f"{kind}_added")
+        args: list[str | int | float] = [
+            kind, count, DEFAULT_PER_DAY[kind], 2 * 86_400, field, KEEP_SECONDS,
+            "1" if embeds else "0", DEFAULT_PER_DAY[MODEL_TOKENS],
+        ]  # fmt: skip
         with database_errors():
-            answer = load_script(self._redis, RESERVE)(
-                keys=keys, args=[kind, count, default, 2 * 86_400]
-            )
+            answer = load_script(self._redis, RESERVE)(keys=keys, args=args)
         if not isinstance(answer, list):
             return
-        which, limit = str(answer[0]), str(answer[1])
-        raise QuotaExceeded(
-            f"The daily quota of {which.removeprefix('key.').replace('_', ' ')} ({limit}"
-            f"{' for this key' if which.startswith('key.') else ''}) would be passed by this "
-            "request; nothing was added. It starts again at midnight UTC.",
-            _until_tomorrow(now),
-            which,
-        )
+        raise _quota_exceeded(str(answer[0]), str(answer[1]), now)
+
+    def check_model_tokens(self, org_id: str) -> None:
+        """``QuotaExceeded`` when the organization has spent its model tokens of today (UTC):
+        what a background run asks before it calls a model."""
+        now = self._clock.now()
+        day = _day(now)
+        with database_errors(), self._redis.pipeline(transaction=False) as pipe:
+            pipe.hget(ControlKeys.limits(org_id), f"{MODEL_TOKENS}_per_day")
+            pipe.hget(ControlKeys.quota(org_id, day), MODEL_TOKENS)
+            limit_set, used = pipe.execute()
+        limit = int(limit_set) if limit_set is not None else DEFAULT_PER_DAY[MODEL_TOKENS]
+        if int(used or 0) >= limit:
+            raise _quota_exceeded(f"{MODEL_TOKENS}_per_day", str(limit), now)
+
+
+def _quota_exceeded(which: str, limit: str, now: datetime) -> QuotaExceeded:
+    """The refusal of a daily quota ``which`` (``key.`` first for a key's) of ``limit``."""
+    tokens = which.endswith(f"{MODEL_TOKENS}_per_day")
+    what = "is used up" if tokens else "would be passed by this request"
+    return QuotaExceeded(
+        f"The daily quota of {which.removeprefix('key.').replace('_', ' ')} ({limit}"
+        f"{' for this key' if which.startswith('key.') else ''}) {what}; "
+        "nothing was added. It starts again at midnight UTC.",
+        _until_tomorrow(now),
+        which,
+    )
 
 
 def _limits(raw: Mapping[Any, Any]) -> Limits:

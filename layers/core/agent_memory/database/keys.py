@@ -462,6 +462,37 @@ class ControlKeys:
         return f"{CONTROL_TAGGED}quota:{day}:{who}"
 
     @staticmethod
+    def usage(org_id: str, day: str) -> str:
+        """hash: what ``org_id`` used on ``day`` (``YYYYMMDD``, UTC), one field per store and
+        counter (``usage_field``); expires ``control.usage.KEEP_DAYS`` days later."""
+        return f"{CONTROL_TAGGED}usage:{day}:org:{org_id}"
+
+    @staticmethod
+    def usage_field(instance_id: str, store: str, counter: str) -> str:
+        """A field of ``usage``: ``<instance>/<store>|<counter>``, or ``-|<counter>`` for a
+        request that names no store (``instance_id`` or ``store`` empty). Instance ids and
+        store names hold only ``[A-Za-z0-9_.-]`` (``models.INSTANCE_ID_PATTERN``,
+        ``STORE_NAME_PATTERN``), so the first ``|`` ends the store and a counter (a route key
+        holds spaces, ``/`` and braces) can hold anything."""
+        where = f"{instance_id}/{store}" if instance_id and store else "-"
+        return f"{where}|{counter}"
+
+    webhooks_due = CONTROL_TAGGED + "webhooks:due"
+    """zset: delivery id -> when it is next tried (ms); a delivery being tried is leased
+    (scored a minute ahead), so that one whose sender died is tried again."""
+
+    @staticmethod
+    def webhook(delivery_id: str) -> str:
+        """string: one delivery as JSON (``webhooks.models.Delivery``); ``webhook("")`` is the
+        prefix the outbox's Lua adds ids to."""
+        return f"{CONTROL_TAGGED}webhook:{delivery_id}"
+
+    @staticmethod
+    def webhook_log(org_id: str, instance_id: str, store: str) -> str:
+        """list: the ids of a store's last deliveries, newest first (``outbox.LOG_SIZE``)."""
+        return f"{CONTROL_TAGGED}webhooks:log:{org_id}:{instance_id}/{store}"
+
+    @staticmethod
     def address(address: str) -> str:
         """string: who holds the normalized database ``address``: ``<org>/<instance>``, or
         ``<org>/`` (with an expiry) for an address that organization released moments ago."""

@@ -9,6 +9,7 @@ not anyone, and ``principal_from`` turns "not anyone" into our 401 before any ro
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING, Any
 
 from agent_memory.errors import (
@@ -18,7 +19,7 @@ from agent_memory.errors import (
     RateLimited,
     Unauthorized,
 )
-from agent_memory.models import Principal
+from agent_memory.models import INSTANCE_ID_PATTERN, STORE_NAME_PATTERN, Principal
 
 if TYPE_CHECKING:
     from agent_memory.edge.runtime import Runtime
@@ -48,12 +49,34 @@ def principal_from(event: dict[str, Any]) -> Principal:
     raise Unauthorized(str(context.get("message") or "Send 'Authorization: Bearer <api key>'."))
 
 
+_INSTANCE_ID = re.compile(INSTANCE_ID_PATTERN)
+_STORE_NAME = re.compile(STORE_NAME_PATTERN)
+
+
+def usage_field(event: dict[str, Any]) -> str:
+    """Where the authorizer counts a request in the day's usage (``control.usage``): its route
+    key under the store its path names, or under no store for a route of none (or a path
+    whose instance or store could not be one); empty (not counted) without a route key."""
+    from agent_memory.control.usage import ROUTE_COUNTER
+    from agent_memory.database.keys import ControlKeys
+
+    route = str(event.get("routeKey") or "")
+    if not route or route == "$default":
+        return ""
+    params = event.get("pathParameters") or {}
+    instance, store = str(params.get("instance_id", "")), str(params.get("store", ""))
+    if not (_INSTANCE_ID.fullmatch(instance) and _STORE_NAME.fullmatch(store)):
+        instance = store = ""
+    return ControlKeys.usage_field(instance, store, ROUTE_COUNTER + route)
+
+
 def authorize(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
     """The REQUEST authorizer's answer (payload 2.0, simple responses).
 
     Always ``isAuthorized: true``; ``context`` holds ``org_id`` and ``key_id`` for a valid key
     (and ``scope``, its ``KeyScope`` as JSON, for a scoped key), or ``error`` and ``message``
-    otherwise (see the module docstring for why). The key itself
+    otherwise (see the module docstring for why). A request let through is counted in the
+    day's usage (``usage_field``) in the step that takes its token. The key itself
     is never logged or echoed.
     """
     headers = {k.lower(): v for k, v in (event.get("headers") or {}).items()}
@@ -63,7 +86,7 @@ def authorize(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("Send your API key as 'Authorization: Bearer <key>'.")
         principal = runtime.api_keys.authenticate(token.strip())
-        runtime.limits.take(principal.org_id, principal.key_id)
+        runtime.limits.take(principal.org_id, principal.key_id, usage_field(event))
     except RateLimited as exc:
         refused = {"error": exc.code, "message": exc.message, "limit": exc.limit}
         return {

@@ -178,6 +178,7 @@ class Api(APIGatewayHttpResolver):
             return self.resolve(event, context)
         finally:
             self._principal = None
+            self._runtime.end_request()
             if is_metrics_disabled():
                 # Powertools keeps disabled metrics and prints them every 100 values; drop them.
                 metrics.clear_metrics()

@@ -14,11 +14,13 @@ The domain modules receive plain values and never read ``os.environ``.
 from __future__ import annotations
 
 import os
+from datetime import date
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING, TypeVar
 
 from agent_memory.clock import Clock, SystemClock
 from agent_memory.edge.settings import FunctionSettings
+from agent_memory.errors import AgentMemoryError
 
 if TYPE_CHECKING:
     from agent_memory.background.scheduler import ExtractionTarget, Scheduler
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from agent_memory.control.limits import LimitStore
     from agent_memory.control.models import Instance
     from agent_memory.control.plane import ControlPlane
+    from agent_memory.control.usage import UsageReport, UsageStore
     from agent_memory.edge.store_handle import StoreHandle
     from agent_memory.models import Principal
     from agent_memory.providers.client import ProviderClient
@@ -33,6 +36,9 @@ if TYPE_CHECKING:
     from agent_memory.search.cache import IndexCache
     from agent_memory.stores.models import OrganizationStoreList, StoreConfig, StoreList
     from agent_memory.stores.registry import Stores
+    from agent_memory.webhooks.delivery import Sender
+    from agent_memory.webhooks.models import WebhookSecret
+    from agent_memory.webhooks.outbox import Outbox
 
 
 class Runtime:
@@ -47,6 +53,25 @@ class Runtime:
         """Forget the store handles of the previous request: a request looks a store up once
         (``store``), however many steps ask for it (a middleware, then the route)."""
         self._request_stores.clear()
+
+    def end_request(self) -> None:
+        """Count what the request's stores used and queue the webhook deliveries they made
+        (``StoreHandle.flush``: a round trip each, only for a request that has any), then
+        forget its store handles."""
+        handles = list(self._request_stores.values())
+        self._request_stores.clear()
+        for handle in handles:
+            try:
+                handle.flush()
+            except AgentMemoryError as exc:
+                # The request's write is done and answered: its events are lost, not the write
+                # (docs/webhooks.md, "Delivery").
+                from agent_memory.observability import logger
+
+                logger.error(
+                    "webhook deliveries not queued",
+                    extra={"error": exc.code, "store": handle.config.name},
+                )
 
     # --- the control plane -------------------------------------------------------------------
 
@@ -84,9 +109,43 @@ class Runtime:
 
         return LimitStore(redis_client(self.settings.control_url), self.clock)
 
-    def reserve(self, principal: Principal, kind: str, count: int) -> None:
-        """``LimitStore.reserve`` for the caller: ``QuotaExceeded`` past a daily quota."""
-        self.limits.reserve(principal.org_id, principal.key_id, kind, count)
+    @cached_property
+    def usage(self) -> UsageStore:
+        """The organizations' usage counters, in the control database (``control.usage``)."""
+        from agent_memory.control.usage import UsageStore
+        from agent_memory.database.client import redis_client
+
+        return UsageStore(redis_client(self.settings.control_url), self.clock)
+
+    @cached_property
+    def outbox(self) -> Outbox:
+        """The webhook deliveries waiting in the control database (``webhooks.outbox``)."""
+        from agent_memory.database.client import redis_client
+        from agent_memory.webhooks.outbox import Outbox
+
+        return Outbox(redis_client(self.settings.control_url), self.clock)
+
+    def reserve(
+        self,
+        principal: Principal,
+        handle: StoreHandle,
+        kind: str,
+        count: int,
+        *,
+        embeds: bool = False,
+    ) -> None:
+        """``LimitStore.reserve`` for the caller adding ``count`` ``kind`` to ``handle``'s
+        store: ``QuotaExceeded`` past a daily quota (or, when ``embeds`` and the store has an
+        embedding model, with no model token left today)."""
+        embeds = embeds and handle.config.embed_provider != "none"
+        self.limits.reserve(
+            principal.org_id,
+            principal.key_id,
+            kind,
+            count,
+            (handle.instance_id, handle.config.name),
+            embeds=embeds,
+        )
 
     def instance(self, principal: Principal, instance_id: str) -> Instance:
         """The caller's instance ``instance_id``; ``InstanceNotFound`` unless it is theirs and
@@ -121,6 +180,54 @@ class Runtime:
                     "cannot create, change or delete stores."
                 )
         return self.stores(principal, instance_id)
+
+    def delete_store(self, principal: Principal, instance_id: str, store: str) -> None:
+        """Delete ``store`` and everything it keeps (``Stores.delete``, under
+        ``managed_stores``' rules), then tell its webhooks (``store.deleted``), signed with
+        the secret it had."""
+        from agent_memory.webhooks.events import deliveries_for
+
+        stores = self.managed_stores(principal, instance_id, store)
+        config = stores.get(store)
+        stores.delete(store)
+        data = {"deleted_at": self.clock.now().isoformat()}
+        deliveries = deliveries_for(
+            config, principal.org_id, instance_id, "store.deleted", data, self.clock.now()
+        )
+        if deliveries:
+            self.outbox.enqueue(deliveries)
+
+    def rotate_webhook_secret(
+        self, principal: Principal, instance_id: str, store: str
+    ) -> WebhookSecret:
+        """A new webhook signing secret for ``store`` (``Stores.rotate_webhook_secret``), under
+        ``managed_stores``' rules: shown here only."""
+        from agent_memory.webhooks.models import WebhookSecret
+
+        secret, config = self.managed_stores(principal, instance_id, store).rotate_webhook_secret(
+            store
+        )
+        return WebhookSecret(secret=secret, created_at=config.updated_at)
+
+    def organization_usage(
+        self, principal: Principal, first: date | None, last: date | None
+    ) -> UsageReport:
+        """The organization's usage from ``first`` to ``last`` over every store (deleted ones
+        included), and what the stores of every instance that answers hold now."""
+        from agent_memory.control.usage import Holding, UsageReport, day_range
+
+        days = day_range(first, last, self.clock.now().date())
+        used = self.usage.days(principal.org_id, days)
+        total = Holding()
+        for view in self.organization_stores(principal).stores:
+            held = self.store(principal, view.instance_id, view.name).holding()
+            total = Holding(
+                sessions=total.sessions + held.sessions,
+                messages=total.messages + held.messages,
+                memories=total.memories + held.memories,
+                bytes=total.bytes + held.bytes,
+            )
+        return UsageReport(days=used, now=total)
 
     # --- container-wide services ---------------------------------------------------------------
 
@@ -197,6 +304,19 @@ class Runtime:
         )
 
     @cached_property
+    def webhook_sender(self) -> Sender:
+        """Sends the webhook deliveries that are due (``webhooks.delivery``), to public
+        addresses only unless the stack allows private endpoints."""
+        from agent_memory.webhooks.delivery import Sender
+
+        return Sender(
+            self.outbox,
+            self.cipher,
+            self.clock,
+            allow_private=self.settings.allow_private_endpoints,
+        )
+
+    @cached_property
     def scheduler(self) -> Scheduler:
         """EventBridge Scheduler in AWS; the Redis-backed local one when the local stack sets
         ``KIVIDB_SCHEDULER=local`` (``background.scheduler.make_scheduler``)."""
@@ -246,7 +366,9 @@ class Runtime:
             self._check_store_scope(principal, instance_id, store)
             instance = self.instance(principal, instance_id)
             stores = self.stores_of(instance)
-            handle = StoreHandle(self, instance, stores.get(store), stores, principal.scope)
+            handle = StoreHandle(
+                self, instance, stores.get(store), stores, principal.scope, principal.key_id
+            )
             self._request_stores[key] = handle
         return handle
 

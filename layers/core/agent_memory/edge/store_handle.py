@@ -6,19 +6,24 @@ extraction now, a session's import), so that every handler calls one function.
 
 from __future__ import annotations
 
+from datetime import date
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agent_memory.stores.models import StoreConfig, StoreCounts, StoreView
 
 if TYPE_CHECKING:
+    from agent_memory.background.runs import RunBudget, RunReport
     from agent_memory.background.scheduler import ExtractionTarget
     from agent_memory.background.work import SessionWork
     from agent_memory.control.models import Instance
+    from agent_memory.control.usage import Holding, UsageReport
     from agent_memory.edge.runtime import Runtime
     from agent_memory.keyed.service import KeyedMemories
+    from agent_memory.memories.models import MemoryIn, MemoryView
     from agent_memory.memories.service import Memories
     from agent_memory.memories.transfer import MemoryTransfer
+    from agent_memory.memories.writes import Kept
     from agent_memory.providers.client import ProviderClient
     from agent_memory.providers.embeddings import Embedder
     from agent_memory.providers.language_models import LanguageModel
@@ -30,6 +35,7 @@ if TYPE_CHECKING:
     from agent_memory.sessions.transfer import SessionImport, SessionImported, SessionTransfer
     from agent_memory.stores.idempotency import IdempotencyRecords, OnceKey
     from agent_memory.stores.registry import Stores
+    from agent_memory.webhooks.models import Delivery, DeliveryList
 
 
 class StoreHandle:
@@ -43,6 +49,7 @@ class StoreHandle:
         config: StoreConfig,
         stores: Stores,
         scope: KeyScope | None = None,
+        key_id: str | None = None,
     ) -> None:
         self.runtime = runtime
         self.instance = instance
@@ -50,6 +57,51 @@ class StoreHandle:
         self.stores = stores
         self.scope = scope
         """The calling key's scope (None: the admin key, or a background run)."""
+        self.key_id = key_id
+        """The calling key (None: a background run), whose quota the model tokens spent count
+        towards."""
+        self._embedders: list[LazyEmbedder] = []
+        self._usage: dict[str, int] = {}
+        self._deliveries: list[Delivery] = []
+
+    def count_usage(self, counts: dict[str, int]) -> None:
+        """Add ``counts`` (``control.usage.COUNTERS``) to what ``flush`` will count."""
+        for counter, n in counts.items():
+            self._usage[counter] = self._usage.get(counter, 0) + n
+
+    def notify(self, event: str, data: dict[str, Any]) -> None:
+        """Queue ``event`` (``webhooks.models.EVENT_TYPES``) with ``data`` for the store's
+        endpoints that asked for it, sent by ``flush``; nothing for a store without them."""
+        if not self.config.webhooks:
+            return
+        from agent_memory.webhooks.events import deliveries_for
+
+        self._deliveries.extend(
+            deliveries_for(
+                self.config, self.instance.org_id, self.instance_id, event, data,
+                self.runtime.clock.now(),
+            )
+        )  # fmt: skip
+
+    def flush(self) -> None:
+        """Count what ``count_usage`` gathered and the embedding tokens this handle's calls
+        spent (as the provider reported them) in the store's usage of today, and queue the
+        deliveries ``notify`` made: a round trip each, only when there is any. Then forget
+        them, so that nothing is counted or sent twice. Counting never raises
+        (``UsageStore.add``); queueing raises ``DatabaseUnavailable``."""
+        counts = self._usage
+        tokens = sum(embedder.tokens for embedder in self._embedders)
+        if tokens:
+            counts["embedding_tokens"] = counts.get("embedding_tokens", 0) + tokens
+            self._embedders.clear()
+        self._usage = {}
+        deliveries, self._deliveries = self._deliveries, []
+        if any(counts.values()):
+            self.runtime.usage.add(
+                self.instance.org_id, self.instance_id, self.config.name, counts, self.key_id
+            )
+        if deliveries:
+            self.runtime.outbox.enqueue(deliveries)
 
     @property
     def instance_id(self) -> str:
@@ -136,7 +188,9 @@ class StoreHandle:
                 client=client,
             )
 
-        return LazyEmbedder(config.dimensions, embedder)
+        lazy = LazyEmbedder(config.dimensions, embedder)
+        self._embedders.append(lazy)
+        return lazy
 
     def _memories(self, client: ProviderClient) -> Memories:
         """The ``Memories`` of the store; its embeddings go through ``client``
@@ -185,7 +239,8 @@ class StoreHandle:
             assert model is not None  # llm_provider is not "none" here
             return model
 
-        return LazyLanguageModel(build)
+        org_id = self.instance.org_id
+        return LazyLanguageModel(build, lambda: runtime.limits.check_model_tokens(org_id))
 
     def target(self, session_id: str) -> ExtractionTarget:
         """What the background function is invoked with for ``session_id`` of this store."""
@@ -328,6 +383,106 @@ class StoreHandle:
                 self.runtime.scheduler, self.sessions, self.target(session_id), outcome.arm_due
             )
         return outcome.result
+
+    def holding(self) -> Holding:
+        """What the store holds now (``stores.holding.store_holding``)."""
+        from agent_memory.stores.holding import store_holding
+
+        return store_holding(
+            self.stores.client, self.config, self.runtime.clock, self.memories.count
+        )
+
+    def usage(self, first: date | None, last: date | None) -> UsageReport:
+        """The store's usage from ``first`` to ``last`` (``control.usage.day_range``) and what
+        it holds now; ``Forbidden`` for a key limited to actors (usage is every actor's)."""
+        from agent_memory.control.usage import UsageReport, day_range
+
+        self.whole_store("read the store's usage")
+        days = day_range(first, last, self.runtime.clock.now().date())
+        used = self.runtime.usage.days(
+            self.instance.org_id, days, (self.instance_id, self.config.name)
+        )
+        return UsageReport(days=used, now=self.holding())
+
+    def deliveries(self) -> DeliveryList:
+        """The store's last webhook deliveries (``webhooks.outbox.Outbox.log``); ``Forbidden``
+        for a key limited to actors (they are every actor's events)."""
+        self.whole_store("read the store's webhook deliveries")
+        return self.runtime.outbox.log(self.instance.org_id, self.instance_id, self.config.name)
+
+    def add_memory(self, body: MemoryIn) -> Kept:
+        """Keep a memory (``Memories.add``); a new one is counted in the usage when it replaced
+        another and told to the store's webhooks (``memory.created``, ``memory.superseded``)."""
+        kept = self.memories.add(body)
+        if not kept.duplicate:
+            self._kept(kept.memory, kept.superseded)
+        return kept
+
+    def _kept(self, memory: MemoryView, superseded: str | None) -> None:
+        from agent_memory.webhooks.events import kept_events
+
+        if superseded is not None:
+            self.count_usage({"memories_superseded": 1})
+        for event, data in kept_events(memory, superseded):
+            self.notify(event, data)
+
+    def delete_memory(self, memory_id: str) -> None:
+        """Forget a memory and its chain (``Memories.delete``), counted and told
+        (``memory.deleted``)."""
+        self.memories.delete(memory_id)
+        self.count_usage({"memories_deleted": 1})
+        self.notify("memory.deleted", {"memory_id": memory_id})
+
+    def forget_actor(self, actor_id: str) -> int:
+        """Forget every memory of ``actor_id`` (``Memories.delete_actor``); how many, counted
+        and told as one ``memory.deleted`` naming the actor and how many."""
+        deleted = self.memories.delete_actor(actor_id)
+        if deleted:
+            self.count_usage({"memories_deleted": deleted})
+            self.notify("memory.deleted", {"actor_id": actor_id, "deleted": deleted})
+        return deleted
+
+    def delete_session(self, session_id: str) -> None:
+        """Forget a session's working memory (``Sessions.delete``), told
+        (``session.deleted``)."""
+        self.sessions.delete(session_id)
+        self.notify("session.deleted", {"session_id": session_id})
+
+    def run_background(self, target: ExtractionTarget, budget: RunBudget) -> RunReport:
+        """One background run of ``target`` (``session_work``); what it did is counted in the
+        store's usage and told to its webhooks (``memory.created``, ``memory.superseded``,
+        ``extraction.completed`` or ``extraction.failed``), then both are sent (``flush``)."""
+        report = self.session_work(target).run(budget)
+        extracted = report.extraction_runs or (report.outcome == "failed")
+        self.count_usage(
+            {
+                "memories_added": report.kept,
+                "memories_superseded": report.superseded,
+                "extraction_runs": int(extracted),
+                "summarization_runs": report.summarization_runs,
+                "llm_input_tokens": report.input_tokens,
+                "llm_output_tokens": report.output_tokens,
+            }
+        )
+        for event, data in report.events:
+            self.notify(event, {**data, "session_id": target.session_id})
+        if report.outcome == "failed":
+            self.notify(
+                "extraction.failed", {"session_id": target.session_id, "error": report.error}
+            )
+        elif report.extraction_runs:
+            self.notify(
+                "extraction.completed",
+                {
+                    "session_id": target.session_id,
+                    "messages_read": report.read_messages,
+                    "memories_kept": report.kept,
+                    "memories_deduplicated": report.deduplicated,
+                    "memories_superseded": report.superseded,
+                },
+            )
+        self.flush()
+        return report
 
     def session_work(self, target: ExtractionTarget) -> SessionWork:
         """The background run for ``target`` (a session of this store), embedding through the

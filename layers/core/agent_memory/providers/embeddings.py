@@ -61,9 +61,15 @@ def max_answer_bytes(count: int, dimensions: int) -> int:
 
 
 class Embedder(Protocol):
-    """Turns texts into vectors of ``dimensions`` float32 values."""
+    """Turns texts into vectors of ``dimensions`` float32 values; ``tokens`` counts the input
+    tokens its provider reported for every call so far (0 when it reports none)."""
 
     dimensions: int
+
+    @property
+    def tokens(self) -> int:
+        """Input tokens the provider reported for every call so far."""
+        ...
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """Shape ``(len(texts), dimensions)``, dtype float32, row ``i`` for ``texts[i]``.
@@ -104,6 +110,7 @@ class _OpenAIShaped:
         self._host = urlsplit(url).hostname or "?"
         self._custom = False
         self.allow_private = False
+        self.tokens = 0
 
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, dimensions={self.dimensions})"
@@ -142,7 +149,23 @@ class _OpenAIShaped:
             custom=self._custom,
             allow_private=self.allow_private,
         )
-        return _read_answer(answer, len(batch), self.dimensions, self.model, self._host)
+        vectors = _read_answer(answer, len(batch), self.dimensions, self.model, self._host)
+        self.tokens += reported_tokens(answer)
+        return vectors
+
+
+def reported_tokens(answer: object) -> int:
+    """The input tokens an embeddings answer reports: ``usage.prompt_tokens`` (OpenAI's API
+    reference, "The embedding object"; ``usage.total_tokens`` when only that is given), or 0
+    for an answer without a usable count (a custom server may send none)."""
+    usage = answer.get("usage") if isinstance(answer, dict) else None
+    if not isinstance(usage, dict):
+        return 0
+    for field in ("prompt_tokens", "total_tokens"):
+        value = usage.get(field)
+        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 10**9:
+            return value
+    return 0
 
 
 class OpenAIEmbedder(_OpenAIShaped):
@@ -234,6 +257,7 @@ class NoEmbedder:
 
     def __init__(self, dimensions: int) -> None:
         self.dimensions = dimensions
+        self.tokens = 0
 
     def __repr__(self) -> str:
         return f"NoEmbedder(dimensions={self.dimensions})"

@@ -13,13 +13,22 @@ from agent_memory.providers.language_models import Completion, LanguageModel
 class LazyLanguageModel:
     """Builds the store's language model (and decrypts its key) at its first call."""
 
-    def __init__(self, build: Callable[[], LanguageModel]) -> None:
+    def __init__(
+        self,
+        build: Callable[[], LanguageModel],
+        before_call: Callable[[], None] | None = None,
+    ) -> None:
         self._build = build
+        self._before_call = before_call
         self._model: LanguageModel | None = None
 
     def complete_json(self, system: str, user: str, *, max_tokens: int = 4096) -> Completion:
         """``LanguageModel.complete_json`` of the model built (and its key decrypted) now if
-        not yet; errors as that method and as ``providers.secrets.unseal``."""
+        not yet, after ``before_call`` (the daily model-token quota, which raises
+        ``QuotaExceeded`` when it is used up); errors as those and as
+        ``providers.secrets.unseal``."""
+        if self._before_call is not None:
+            self._before_call()
         if self._model is None:
             self._model = self._build()
         return self._model.complete_json(system, user, max_tokens=max_tokens)
@@ -33,6 +42,11 @@ class LazyEmbedder:
         self.dimensions = dimensions
         self._build = build
         self._embedder: Embedder | None = None
+
+    @property
+    def tokens(self) -> int:
+        """``Embedder.tokens`` of the embedder built; 0 when none was."""
+        return self._embedder.tokens if self._embedder is not None else 0
 
     def embed(self, texts: Sequence[str]) -> Vectors:
         """``Embedder.embed`` of the embedder built (and its key decrypted) now if not yet."""

@@ -27,6 +27,7 @@ from agent_memory.models import (
     View,
 )
 from agent_memory.providers.addresses import not_public
+from agent_memory.webhooks.models import WebhookEndpoint, Webhooks
 
 # --- stores ----------------------------------------------------------------------------------
 
@@ -78,6 +79,8 @@ class StoreSettings(Model):
     # With redact_pii: whether a run of 13 to 19 digits without separators that passes the Luhn
     # check is a card number (docs/redaction.md); grouped card numbers are redacted either way.
     redact_card_digit_runs: bool = True
+    # Endpoints told of the store's events (agent_memory.webhooks); up to five.
+    webhooks: Webhooks = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _coherent(self) -> StoreSettings:
@@ -107,8 +110,11 @@ BaseUrl = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 _HOST_LABEL = re.compile(r"^(?!-)[A-Za-z0-9-]{1,63}(?<!-)$")
 
 
-def _check_base_url(field: str, url: str, *, allow_private: bool = False) -> None:
-    """A custom endpoint's base URL: ``https://`` (with ``allow_private``, the local stack's
+def check_endpoint_url(
+    field: str, url: str, *, allow_private: bool = False, allow_query: bool = False
+) -> None:
+    """A custom endpoint's base URL (or, with ``allow_query``, a webhook's URL, whose query is
+    sent as given): ``https://`` (with ``allow_private``, the local stack's
     KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1, also ``http://``) with a host, a valid port and a path,
     nothing else: no credentials, no whitespace or control characters, no query and no fragment
     (the call appends ``/embeddings`` or ``/chat/completions`` to it, which a query or fragment
@@ -124,7 +130,7 @@ def _check_base_url(field: str, url: str, *, allow_private: bool = False) -> Non
     """
     if any(ch.isspace() or not ch.isprintable() for ch in url):
         raise ValueError(f"{field} must not contain spaces or control characters")
-    if "?" in url or "#" in url:
+    if "#" in url or ("?" in url and not allow_query):
         raise ValueError(
             f"{field} must not have a query or a fragment ('?' or '#'); give the base URL only"
         )
@@ -214,7 +220,7 @@ class ProviderSettings(Model):
                     )
                 context = info.context or {}
                 if not context.get("stored"):  # else checked when saved; calls check it again
-                    _check_base_url(
+                    check_endpoint_url(
                         f"{kind}_base_url",
                         base_url,
                         allow_private=bool(context.get("allow_private_endpoints")),
@@ -252,6 +258,7 @@ class StorePut(Model):
     custom_types: CustomTypes | None = None
     redact_pii: bool | None = None
     redact_card_digit_runs: bool | None = None
+    webhooks: Webhooks | None = None
 
 
 class StoreConfig(StoreSettings, ProviderSettings):
@@ -270,6 +277,8 @@ class StoreConfig(StoreSettings, ProviderSettings):
     updated_at: datetime
     llm_api_key_ciphertext: str | None = None
     embed_api_key_ciphertext: str | None = None
+    webhook_secret_ciphertext: str | None = None
+    webhook_secret_created_at: datetime | None = None
 
     def keys(self) -> StoreKeys:
         """The Redis keys of this incarnation of the store (``database.keys.StoreKeys``), one
@@ -314,6 +323,8 @@ class StoreView(View):
     custom_types: list[CustomType]
     redact_pii: bool
     redact_card_digit_runs: bool
+    webhooks: list[WebhookEndpoint] = Field(default_factory=list)
+    has_webhook_secret: bool = False
     created_at: datetime
     updated_at: datetime
     counts: StoreCounts | None = None

@@ -38,6 +38,7 @@ from agent_memory.stores.models import (
 _SECRET_FIELDS = {
     "llm_api_key": "llm_api_key_ciphertext",
     "embed_api_key": "embed_api_key_ciphertext",
+    "webhook_secret": "webhook_secret_ciphertext",
 }
 _DEFAULTABLE = set(StoreSettings.model_fields) | {"llm_provider", "embed_provider", "dimensions"}
 _SCAN_BATCH = 1000
@@ -133,13 +134,29 @@ class Stores:
         same store apply one after the other; on a cluster, one that met a redirect (the
         registry's slot moved) is made again.
         """
-        given = change.model_dump(exclude_unset=True)
+        return self._write(name, change.model_dump(exclude_unset=True), create=True)
+
+    def rotate_webhook_secret(self, name: str) -> tuple[str, StoreConfig]:
+        """A new webhook signing secret for the store (``webhooks.signing.new_secret``), kept
+        sealed in place of the old one; returns it (the only time it is shown) and the store.
+        ``StoreNotFound`` without the store."""
+        from agent_memory.webhooks.signing import new_secret
+
+        secret = new_secret()
+        config, _ = self._write(name, {"webhook_secret": secret}, create=False)
+        return secret, config
+
+    def _write(self, name: str, given: dict[str, Any], *, create: bool) -> tuple[StoreConfig, bool]:
+        """``put``'s transaction: merge ``given`` into the store (``StoreNotFound`` when there
+        is none and not ``create``)."""
         redirected = 0
         with database_errors(), self._redis.pipeline(transaction=True) as pipe:
             while True:
                 try:
                     pipe.watch(StoreKeys.registry)  # type: ignore[no-untyped-call]
                     raw = cast(str | None, pipe.hget(StoreKeys.registry, name))
+                    if raw is None and not create:
+                        raise StoreNotFound(name)
                     config = self._merge(name, raw, given)
                     if raw is not None:
                         before = StoreConfig.model_validate_json(raw, context=STORED)
@@ -233,11 +250,24 @@ class Stores:
                 current.pop(field, None)
             else:
                 current[field] = value
+        if current.get("webhooks") and current.get("webhook_secret_ciphertext") is None:
+            # Every delivery is signed: a store given endpoints before a secret gets one now
+            # (POST .../webhooks/secret shows a new one).
+            from agent_memory.webhooks.signing import new_secret
+
+            current["webhook_secret_ciphertext"] = seal(
+                self._cipher, new_secret(), place, "webhook_secret"
+            )
+            current["webhook_secret_created_at"] = now
+        if "webhook_secret" in given:
+            current["webhook_secret_created_at"] = now
         current["updated_at"] = now
         settings = {k: v for k, v in current.items() if k in StoreSettings.model_fields}
         providers = {k: v for k, v in current.items() if k in ProviderSettings.model_fields}
         try:
-            StoreSettings.model_validate(settings)
+            StoreSettings.model_validate(
+                settings, context={"allow_private_endpoints": self._allow_private}
+            )
             ProviderSettings.model_validate(
                 providers, context={"allow_private_endpoints": self._allow_private}
             )
@@ -313,11 +343,15 @@ class Stores:
 
     def view(self, config: StoreConfig, counts: StoreCounts | None = None) -> StoreView:
         """The client-facing view: settings, ``has_*_api_key`` flags, never a key."""
-        data = config.model_dump(exclude={"llm_api_key_ciphertext", "embed_api_key_ciphertext"})
+        secret_fields = {"llm_api_key_ciphertext", "embed_api_key_ciphertext"}
+        data = config.model_dump(exclude=secret_fields | {"webhook_secret_ciphertext", "webhooks"})
         return StoreView(
             **data,
+            # The endpoints as validated when saved (model instances are not validated again).
+            webhooks=config.webhooks,
             instance_id=self.instance_id,
             has_llm_api_key=config.llm_api_key_ciphertext is not None,
             has_embed_api_key=config.embed_api_key_ciphertext is not None,
+            has_webhook_secret=config.webhook_secret_ciphertext is not None,
             counts=counts,
         )

@@ -1,0 +1,199 @@
+"""What each organization and store used, day by day (UTC), in the control database.
+
+One hash per organization and day (``ControlKeys.usage``) holds a counter per store and kind
+(``ControlKeys.usage_field``): ``route:<route key>`` for requests (counted by the authorizer
+inside the script that takes the request's token, ``control.limits.TAKE``: no round trip of
+its own), ``messages_added`` and ``memories_added`` (counted by the script that reserves the
+daily quota before the write, ``control.limits.RESERVE``), and the rest (``COUNTERS``) added
+after the fact in one pipelined step (``UsageStore.add``): memories superseded and deleted by a
+route, what a background run did, and the model tokens a provider reported. Model tokens also
+count towards the daily ``model_tokens`` quota there.
+
+Counting never fails what was counted: a write that succeeded stays a success when its count
+cannot be written (``UsageStore.add`` logs and goes on), so a usage figure can be short by the
+requests of an outage of the control database, never long.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import date, timedelta
+from typing import Any
+
+import redis
+from pydantic import Field
+
+from agent_memory.clock import Clock
+from agent_memory.database.client import database_errors
+from agent_memory.database.keys import ControlKeys
+from agent_memory.errors import AgentMemoryError, ValidationFailed
+from agent_memory.models import View
+
+ROUTE_COUNTER = "route:"
+"""Prefix of the counter of one route's requests: ``route:GET /instances/{instance_id}/...``
+(API Gateway's ``routeKey``)."""
+COUNTERS = (
+    "messages_added",
+    "memories_added",
+    "memories_superseded",
+    "memories_deleted",
+    "extraction_runs",
+    "summarization_runs",
+    "llm_input_tokens",
+    "llm_output_tokens",
+    "embedding_tokens",
+)
+"""The counters of a day besides requests, as ``UsageDay`` names them."""
+MODEL_TOKEN_COUNTERS = ("llm_input_tokens", "llm_output_tokens", "embedding_tokens")
+"""What counts towards the daily ``model_tokens`` quota (``control.limits``)."""
+KEEP_DAYS = 400
+"""How long a day's usage is kept: a year and a month, for a month-over-month comparison."""
+KEEP_SECONDS = KEEP_DAYS * 86_400
+MAX_RANGE_DAYS = 366
+"""The most days one usage request may span."""
+DEFAULT_RANGE_DAYS = 30
+"""The days a usage request without ``from`` covers: the last 30, today included."""
+
+
+def day_key(moment: date) -> str:
+    """``YYYYMMDD`` of ``moment`` (a UTC day)."""
+    return moment.strftime("%Y%m%d")
+
+
+class UsageDay(View):
+    """One UTC day of use. ``requests`` is every request the authorizer let through, and
+    ``requests_by_route`` the same by API Gateway route key; token counts are the providers'
+    own (``usage`` of OpenAI's and Anthropic's answers)."""
+
+    date: date
+    requests: int = 0
+    requests_by_route: dict[str, int] = Field(default_factory=dict)
+    messages_added: int = 0
+    memories_added: int = 0
+    memories_superseded: int = 0
+    memories_deleted: int = 0
+    extraction_runs: int = 0
+    summarization_runs: int = 0
+    llm_input_tokens: int = 0
+    llm_output_tokens: int = 0
+    embedding_tokens: int = 0
+
+
+class Holding(View):
+    """What a store (or an organization's stores) holds now: live sessions, their messages,
+    live memories, and the bytes of every key (Redis ``MEMORY USAGE``, an estimate that
+    includes each key's overhead)."""
+
+    sessions: int = 0
+    messages: int = 0
+    memories: int = 0
+    bytes: int = 0
+
+
+class UsageReport(View):
+    """``GET .../usage``: each day of the range, oldest first (days with nothing used
+    included, as zeros), and what is held now."""
+
+    days: list[UsageDay]
+    now: Holding
+
+
+def day_range(first: date | None, last: date | None, today: date) -> list[date]:
+    """The days from ``first`` to ``last`` inclusive (``last`` defaults to today, ``first`` to
+    ``DEFAULT_RANGE_DAYS`` days before ``last``); ``ValidationFailed`` naming ``from`` or
+    ``to`` when ``first`` is after ``last`` or the range spans more than ``MAX_RANGE_DAYS``."""
+    last = last or today
+    first = first or last - timedelta(days=DEFAULT_RANGE_DAYS - 1)
+    if first > last:
+        raise ValidationFailed(
+            "'from' is after 'to'.", details=[{"field": "from", "problem": "after 'to'"}]
+        )
+    span = (last - first).days + 1
+    if span > MAX_RANGE_DAYS:
+        raise ValidationFailed(
+            f"A usage request spans at most {MAX_RANGE_DAYS} days; this one spans {span}.",
+            details=[{"field": "to", "problem": f"more than {MAX_RANGE_DAYS} days after 'from'"}],
+        )
+    return [first + timedelta(days=n) for n in range(span)]
+
+
+class UsageStore:
+    """The usage counters of the control database. Errors: ``DatabaseUnavailable`` (reads)."""
+
+    def __init__(self, client: redis.Redis, clock: Clock) -> None:
+        self._redis = client
+        self._clock = clock
+
+    def add(
+        self,
+        org_id: str,
+        instance_id: str,
+        store: str,
+        counts: Mapping[str, int],
+        key_id: str | None = None,
+    ) -> None:
+        """Add ``counts`` (``COUNTERS`` names; zeros and unknown names are left out) to today's
+        usage of the store, in one pipelined round trip; model tokens also to today's
+        ``model_tokens`` quota counter of the organization (and of ``key_id``, when a request
+        of that key spent them). A failure is logged, not raised (module docstring)."""
+        given = {k: int(v) for k, v in counts.items() if v and k in COUNTERS}
+        if not given:
+            return
+        now = self._clock.now()
+        day = day_key(now.date())
+        usage = ControlKeys.usage(org_id, day)
+        tokens = sum(given.get(k, 0) for k in MODEL_TOKEN_COUNTERS)
+        try:
+            with database_errors(), self._redis.pipeline(transaction=False) as pipe:
+                for counter, n in given.items():
+                    pipe.hincrby(usage, ControlKeys.usage_field(instance_id, store, counter), n)
+                pipe.expire(usage, KEEP_SECONDS)
+                if tokens:
+                    quotas = [ControlKeys.quota(org_id, day)]
+                    if key_id:
+                        quotas.append(ControlKeys.quota(org_id, day, key_id))
+                    for quota in quotas:
+                        pipe.hincrby(quota, "model_tokens", tokens)
+                        pipe.expire(quota, 2 * 86_400)
+                pipe.execute()
+        except AgentMemoryError as exc:
+            from agent_memory.observability import logger
+
+            logger.warning(
+                "usage not counted", extra={"error": exc.code, "counts": given, "store": store}
+            )
+
+    def days(
+        self, org_id: str, days: list[date], where: tuple[str, str] | None = None
+    ) -> list[UsageDay]:
+        """Each of ``days`` as used by the organization (``where`` None) or by one store
+        (``(instance_id, store)``): one pipelined read of every day's hash."""
+        prefix = ControlKeys.usage_field(*where, "") if where else None
+        with database_errors(), self._redis.pipeline(transaction=False) as pipe:
+            for day in days:
+                pipe.hgetall(ControlKeys.usage(org_id, day_key(day)))
+            answers = pipe.execute()
+        return [_usage_day(day, raw, prefix) for day, raw in zip(days, answers, strict=True)]
+
+
+def _usage_day(day: date, raw: Mapping[Any, Any], prefix: str | None) -> UsageDay:
+    """A ``UsageDay`` from a day's hash: the fields of the store ``prefix`` names (every field
+    when None)."""
+    totals: dict[str, int] = {}
+    routes: dict[str, int] = {}
+    for field, value in raw.items():
+        where, _, counter = str(field).partition("|")
+        if prefix is not None and f"{where}|" != prefix:
+            continue
+        n = int(value)
+        if counter.startswith(ROUTE_COUNTER):
+            route = counter.removeprefix(ROUTE_COUNTER)
+            routes[route] = routes.get(route, 0) + n
+        elif counter in COUNTERS:
+            totals[counter] = totals.get(counter, 0) + n
+    return UsageDay(
+        date=day,
+        requests=sum(routes.values()),
+        requests_by_route=dict(sorted(routes.items())),
+        **totals,
+    )

@@ -1,0 +1,156 @@
+"""The delivery side: take what the outbox holds due, send each signed, and keep its outcome.
+
+Each attempt is one ``POST`` of the delivery's body, signed with the store's secret as it was
+when the event happened (``signing.signed_headers``), through the process's one HTTP client
+(``providers.network.shared_http``): redirects are not followed, and every address connected to
+must be public unless the stack allows private endpoints (the rule of custom providers, checked
+on the addresses themselves, so a name that resolves elsewhere after it was saved is refused).
+A 2xx answer delivers; anything else (another status, a refusal, no answer within ``TIMEOUT``
+seconds) is a failed attempt, tried again on the outbox's schedule. Attempts run on a few
+threads, so one slow receiver delays no other. What a receiver answers is never read beyond
+its status, nor kept, nor logged.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from urllib.parse import urlsplit
+
+import httpx
+
+from agent_memory.clock import Clock, to_ms
+from agent_memory.errors import AgentMemoryError, EndpointRefused
+from agent_memory.providers.network import CallDeadline, current_call, shared_http
+from agent_memory.providers.secrets import Cipher, KeyPlace, unseal
+from agent_memory.webhooks.models import Delivery
+from agent_memory.webhooks.outbox import Outbox, next_attempt_ms
+from agent_memory.webhooks.signing import signed_headers
+
+TIMEOUT = 10.0
+"""Seconds one attempt may take, from name lookup to status line (Svix and Stripe give a
+receiver about 15 s; 10 s keeps a batch well inside the outbox's lease)."""
+CONNECT_TIMEOUT = 5.0
+THREADS = 8
+"""Attempts at once."""
+BATCH = 32
+
+
+@dataclass
+class DeliveryReport:
+    """What one ``deliver_due`` did: attempts made, deliveries delivered, attempts that
+    failed, and deliveries given up (their 24 hours over)."""
+
+    attempts: int = 0
+    delivered: int = 0
+    failed_attempts: int = 0
+    given_up: int = 0
+    errors: list[str] = field(default_factory=list)
+
+
+class Sender:
+    """Sends deliveries of ``outbox``, unsealing secrets with ``cipher``; ``allow_private``
+    admits ``http://`` and private addresses (the local stack and tests only)."""
+
+    def __init__(
+        self, outbox: Outbox, cipher: Cipher, clock: Clock, *, allow_private: bool = False
+    ) -> None:
+        self._outbox = outbox
+        self._cipher = cipher
+        self._clock = clock
+        self._allow_private = allow_private
+
+    def deliver_due(self, seconds: float = 50.0) -> DeliveryReport:
+        """Attempt what is due, batch after batch, until nothing is due now or ``seconds`` have
+        passed (a batch started is finished). Errors: ``DatabaseUnavailable`` from the outbox;
+        a receiver's failure is the delivery's, never raised."""
+        report = DeliveryReport()
+        end = time.monotonic() + seconds
+        with ThreadPoolExecutor(THREADS, thread_name_prefix="webhook") as pool:
+            while time.monotonic() < end:
+                batch = self._outbox.claim(BATCH)
+                if not batch:
+                    break
+                for delivery in pool.map(self.attempt, batch):
+                    self._outbox.settle(delivery)
+                    report.attempts += 1
+                    if delivery.state == "delivered":
+                        report.delivered += 1
+                    else:
+                        report.failed_attempts += 1
+                        report.given_up += delivery.state == "failed"
+                        if delivery.last_error:
+                            report.errors.append(delivery.last_error)
+        return report
+
+    def attempt(self, delivery: Delivery) -> Delivery:
+        """One attempt of ``delivery``; the delivery as it leaves it (attempts, state, status,
+        error, next attempt)."""
+        started = self._clock.now()
+        status: int | None = None
+        error: str | None = None
+        try:
+            status = self._post(delivery, started)
+            if not 200 <= status < 300:
+                error = f"the endpoint answered HTTP {status}"
+        except _AttemptFailed as exc:
+            error = str(exc)
+        now_ms = to_ms(self._clock.now())
+        done = delivery.model_copy(
+            update={
+                "attempts": delivery.attempts + 1,
+                "last_attempt_ms": to_ms(started),
+                "last_status": status,
+                "last_error": error,
+            }
+        )
+        if error is None:
+            return done.model_copy(update={"state": "delivered", "next_ms": None})
+        following = next_attempt_ms(done, now_ms)
+        state = "pending" if following is not None else "failed"
+        return done.model_copy(update={"state": state, "next_ms": following})
+
+    def _post(self, delivery: Delivery, moment: object) -> int:
+        """Send ``delivery`` once; its HTTP status, or ``_AttemptFailed`` saying why none."""
+        host = urlsplit(delivery.url).hostname or "?"
+        if delivery.body is None or delivery.secret is None:
+            raise _AttemptFailed("the delivery lost its body (nothing to send)")
+        place = KeyPlace(
+            delivery.org_id, delivery.instance_id, delivery.store, delivery.incarnation
+        )
+        try:
+            secret = unseal(self._cipher, delivery.secret, place, "webhook_secret")
+        except AgentMemoryError as exc:
+            raise _AttemptFailed(f"the signing secret could not be read ({exc.code})") from None
+        headers = signed_headers(secret, delivery.id, self._clock.now(), delivery.body)
+        headers["user-agent"] = "KiviDB-Webhooks/1"
+        call = CallDeadline(
+            end=time.monotonic() + TIMEOUT,
+            monotonic=time.monotonic,
+            public_only=not self._allow_private,
+        )
+        token = current_call.set(call)
+        try:
+            with shared_http().stream(
+                "POST",
+                delivery.url,
+                content=delivery.body.encode("utf-8"),
+                headers=headers,
+                timeout=httpx.Timeout(TIMEOUT, connect=CONNECT_TIMEOUT),
+            ) as response:
+                return response.status_code  # the body is never read
+        except EndpointRefused:
+            raise _AttemptFailed(
+                f"refused: {host} resolves to an address that is not public"
+            ) from None
+        except httpx.TimeoutException:
+            raise _AttemptFailed(f"{host} did not answer within {TIMEOUT:.0f} s") from None
+        except httpx.HTTPError as exc:
+            raise _AttemptFailed(f"could not reach {host} ({type(exc).__name__})") from None
+        finally:
+            current_call.reset(token)
+
+
+class _AttemptFailed(Exception):
+    """An attempt that got no HTTP status; the message is ours (a host name, never the URL)."""

@@ -1,0 +1,73 @@
+"""The deliveries an event of a store makes: one per endpoint that asked for it, each with the
+body every attempt sends (Standard Webhooks: ``{"type", "timestamp", "data"}``).
+
+``data`` holds the store's own ids and what the event is about (a memory as clients see it, a
+session id, an extraction's counts), never a provider key, the signing secret or anything of
+another store.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+from typing import Any
+
+from agent_memory.clock import to_ms
+from agent_memory.memories.models import MemoryView
+from agent_memory.stores.models import StoreConfig
+from agent_memory.webhooks.models import Delivery
+from agent_memory.webhooks.outbox import new_delivery_id
+
+
+def event_body(event: str, moment: datetime, data: dict[str, Any]) -> str:
+    """The JSON body of ``event`` at ``moment`` (compact, UTF-8 as it is)."""
+    payload = {"type": event, "timestamp": moment.isoformat(), "data": data}
+    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False, default=str)
+
+
+def deliveries_for(
+    config: StoreConfig,
+    org_id: str,
+    instance_id: str,
+    event: str,
+    data: dict[str, Any],
+    moment: datetime,
+) -> list[Delivery]:
+    """A pending delivery of ``event`` to each of the store's endpoints that asked for it
+    (none when the store has none, or no signing secret yet); ``data`` gets the store's
+    ``instance_id`` and ``store`` first."""
+    endpoints = [e for e in config.webhooks if event in e.events]
+    if not endpoints or config.webhook_secret_ciphertext is None:
+        return []
+    body = event_body(event, moment, {"instance_id": instance_id, "store": config.name, **data})
+    return [
+        Delivery(
+            id=new_delivery_id(),
+            org_id=org_id,
+            instance_id=instance_id,
+            store=config.name,
+            incarnation=config.incarnation,
+            event=event,
+            url=endpoint.url,
+            body=body,
+            secret=config.webhook_secret_ciphertext,
+            created_ms=to_ms(moment),
+        )
+        for endpoint in endpoints
+    ]
+
+
+def kept_events(memory: MemoryView, superseded: str | None) -> list[tuple[str, dict[str, Any]]]:
+    """The events of a memory kept (not a duplicate): ``memory.created`` with the memory as
+    clients see it, and ``memory.superseded`` naming the one it replaced, if any."""
+    events: list[tuple[str, dict[str, Any]]] = [
+        ("memory.created", {"memory": memory.model_dump(mode="json", exclude_none=True)})
+    ]
+    if superseded is not None:
+        events.append(
+            (
+                "memory.superseded",
+                {"memory_id": superseded, "superseded_by": memory.id, "actor_id": memory.actor_id},
+            )
+        )
+    return events
