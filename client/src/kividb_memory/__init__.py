@@ -35,6 +35,8 @@ from kividb_memory.errors import (
 from kividb_memory.models import (
     ActorForgotten,
     CustomType,
+    DeliveryList,
+    DeliveryView,
     ErrorBody,
     ErrorDetail,
     EventIn,
@@ -46,6 +48,7 @@ from kividb_memory.models import (
     ExportedVersion,
     ExtractionQueued,
     ExtractionStatus,
+    Holding,
     ImportedMemory,
     ImportedMessage,
     ImportedSource,
@@ -91,6 +94,10 @@ from kividb_memory.models import (
     StoreScope,
     StoreView,
     UnreachableInstance,
+    UsageDay,
+    UsageReport,
+    WebhookEndpoint,
+    WebhookSecret,
 )
 
 __all__ = [
@@ -104,6 +111,8 @@ __all__ = [
     "BadGatewayError",
     "ConflictError",
     "CustomType",
+    "DeliveryList",
+    "DeliveryView",
     "ErrorBody",
     "ErrorDetail",
     "EventIn",
@@ -115,6 +124,7 @@ __all__ = [
     "ExportedVersion",
     "ExtractionQueued",
     "ExtractionStatus",
+    "Holding",
     "ImportedMemory",
     "ImportedMessage",
     "ImportedSource",
@@ -170,6 +180,10 @@ __all__ = [
     "UnavailableError",
     "UnexpectedResponseError",
     "UnreachableInstance",
+    "UsageDay",
+    "UsageReport",
     "ValidationError",
+    "WebhookEndpoint",
+    "WebhookSecret",
     "__version__",
 ]

@@ -16,7 +16,7 @@ import time
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Generic, TypeVar
 from urllib.parse import quote, unquote, urlsplit
 
@@ -388,6 +388,32 @@ def list_keys() -> Call[m.KeyList]:
 
 def delete_key(key_id: str) -> Call[Any]:
     return Call("DELETE", f"/keys/{segment('key_id', key_id)}", None, True)
+
+
+def organization_usage(first: date | None, last: date | None) -> Call[m.UsageReport]:
+    params = query(**{"from": _day(first), "to": _day(last)})
+    return Call("GET", "/usage", m.UsageReport, True, params=params)
+
+
+def usage(store: str, first: date | None, last: date | None) -> Call[m.UsageReport]:
+    params = query(**{"from": _day(first), "to": _day(last)})
+    return Call("GET", f"{store}/usage", m.UsageReport, True, params=params)
+
+
+def _day(value: date | None) -> str | None:
+    """A day as the usage routes take it (``YYYY-MM-DD``); a datetime's date."""
+    if value is None:
+        return None
+    return (value.date() if isinstance(value, datetime) else value).isoformat()
+
+
+def rotate_webhook_secret(store: str) -> Call[m.WebhookSecret]:
+    # not retried: a retry after a lost answer would replace the secret it made, unseen
+    return Call("POST", f"{store}/webhooks/secret", m.WebhookSecret, False)
+
+
+def webhook_deliveries(store: str) -> Call[m.DeliveryList]:
+    return Call("GET", f"{store}/webhooks/deliveries", m.DeliveryList, True)
 
 
 def add_events(

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping, Sequence
-from datetime import datetime
+from datetime import date, datetime
 from types import TracebackType
 from typing import Any, Literal, overload
 
@@ -178,6 +178,14 @@ class AsyncMemoryClient(_Base):
     async def delete_key(self, key_id: str) -> None:
         """Revoke an API key at once (admin key only); ``NotFoundError`` (``key_not_found``)."""
         await self.send(_http.delete_key(key_id))
+
+    async def organization_usage(
+        self, first: date | None = None, last: date | None = None
+    ) -> m.UsageReport:
+        """The organization's usage by day from ``first`` to ``last`` (UTC days, at most 366;
+        by default the last 30), over every store, and what its stores hold now (admin key
+        only)."""
+        return await self._answer(_http.organization_usage(first, last))
 
     def store(self, instance_id: str, name: str) -> AsyncStoreClient:
         """A handle on one store, sharing this client's connection pool."""
@@ -396,6 +404,20 @@ class AsyncStoreClient:
         )
         request = _search(query, mode, actor_id, types, limit, query_vector, filters)
         return await self._client._answer(_http.search(self._prefix, request))
+
+    async def usage(self, first: date | None = None, last: date | None = None) -> m.UsageReport:
+        """The store's usage by day from ``first`` to ``last`` (UTC days, at most 366; by
+        default the last 30) and what it holds now."""
+        return await self._client._answer(_http.usage(self._prefix, first, last))
+
+    async def rotate_webhook_secret(self) -> m.WebhookSecret:
+        """A new webhook signing secret, shown only in this answer; events from now on are
+        signed with it. Not retried (a retry would replace the secret unseen)."""
+        return await self._client._answer(_http.rotate_webhook_secret(self._prefix))
+
+    async def webhook_deliveries(self) -> m.DeliveryList:
+        """The store's last 100 webhook deliveries, newest first."""
+        return await self._client._answer(_http.webhook_deliveries(self._prefix))
 
     async def forget_actor(self, actor_id: str) -> m.ActorForgotten:
         """Forget every memory of one actor."""

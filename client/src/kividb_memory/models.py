@@ -44,6 +44,15 @@ from kividb_memory.model_bases import (
     Role as Role,
     SearchMode as SearchMode,
 )
+from kividb_memory.operations_models import (
+    DeliveryList as DeliveryList,
+    DeliveryView as DeliveryView,
+    Holding as Holding,
+    UsageDay as UsageDay,
+    UsageReport as UsageReport,
+    WebhookEndpoint as WebhookEndpoint,
+    WebhookSecret as WebhookSecret,
+)
 from kividb_memory.transfer_models import (
     ExportedMemory as ExportedMemory,
     ExportedMessage as ExportedMessage,
@@ -101,6 +110,7 @@ class StorePut(Request):
     custom_types: list[CustomType] | None = None
     redact_pii: bool | None = None
     redact_card_digit_runs: bool | None = None
+    webhooks: list[WebhookEndpoint] | None = None
 
 
 class StoreCounts(Answer):
@@ -136,6 +146,8 @@ class StoreView(Answer):
     custom_types: list[CustomType]
     redact_pii: bool
     redact_card_digit_runs: bool = True  # servers before it had no such setting
+    webhooks: list[WebhookEndpoint] = Field(default_factory=list)
+    has_webhook_secret: bool = False
     created_at: datetime
     updated_at: datetime
     counts: StoreCounts | None = None

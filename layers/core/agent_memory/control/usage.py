@@ -21,8 +21,6 @@ from datetime import date, timedelta
 from typing import Any
 
 import redis
-from pydantic import Field
-
 from agent_memory.clock import Clock
 from agent_memory.database.client import database_errors
 from agent_memory.database.keys import ControlKeys
@@ -66,17 +64,17 @@ class UsageDay(View):
     own (``usage`` of OpenAI's and Anthropic's answers)."""
 
     date: date
-    requests: int = 0
-    requests_by_route: dict[str, int] = Field(default_factory=dict)
-    messages_added: int = 0
-    memories_added: int = 0
-    memories_superseded: int = 0
-    memories_deleted: int = 0
-    extraction_runs: int = 0
-    summarization_runs: int = 0
-    llm_input_tokens: int = 0
-    llm_output_tokens: int = 0
-    embedding_tokens: int = 0
+    requests: int
+    requests_by_route: dict[str, int]
+    messages_added: int
+    memories_added: int
+    memories_superseded: int
+    memories_deleted: int
+    extraction_runs: int
+    summarization_runs: int
+    llm_input_tokens: int
+    llm_output_tokens: int
+    embedding_tokens: int
 
 
 class Holding(View):
@@ -84,10 +82,10 @@ class Holding(View):
     live memories, and the bytes of every key (Redis ``MEMORY USAGE``, an estimate that
     includes each key's overhead)."""
 
-    sessions: int = 0
-    messages: int = 0
-    memories: int = 0
-    bytes: int = 0
+    sessions: int
+    messages: int
+    memories: int
+    bytes: int
 
 
 class UsageReport(View):
@@ -179,7 +177,7 @@ class UsageStore:
 def _usage_day(day: date, raw: Mapping[Any, Any], prefix: str | None) -> UsageDay:
     """A ``UsageDay`` from a day's hash: the fields of the store ``prefix`` names (every field
     when None)."""
-    totals: dict[str, int] = {}
+    totals = dict.fromkeys(COUNTERS, 0)
     routes: dict[str, int] = {}
     for field, value in raw.items():
         where, _, counter = str(field).partition("|")
@@ -190,7 +188,7 @@ def _usage_day(day: date, raw: Mapping[Any, Any], prefix: str | None) -> UsageDa
             route = counter.removeprefix(ROUTE_COUNTER)
             routes[route] = routes.get(route, 0) + n
         elif counter in COUNTERS:
-            totals[counter] = totals.get(counter, 0) + n
+            totals[counter] += n
     return UsageDay(
         date=day,
         requests=sum(routes.values()),

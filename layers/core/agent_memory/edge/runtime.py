@@ -218,7 +218,7 @@ class Runtime:
 
         days = day_range(first, last, self.clock.now().date())
         used = self.usage.days(principal.org_id, days)
-        total = Holding()
+        total = Holding(sessions=0, messages=0, memories=0, bytes=0)
         for view in self.organization_stores(principal).stores:
             held = self.store(principal, view.instance_id, view.name).holding()
             total = Holding(

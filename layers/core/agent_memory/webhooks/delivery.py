@@ -51,15 +51,23 @@ class DeliveryReport:
 
 class Sender:
     """Sends deliveries of ``outbox``, unsealing secrets with ``cipher``; ``allow_private``
-    admits ``http://`` and private addresses (the local stack and tests only)."""
+    admits ``http://`` and private addresses (the local stack and tests only); ``timeout`` is
+    one attempt's seconds."""
 
     def __init__(
-        self, outbox: Outbox, cipher: Cipher, clock: Clock, *, allow_private: bool = False
+        self,
+        outbox: Outbox,
+        cipher: Cipher,
+        clock: Clock,
+        *,
+        allow_private: bool = False,
+        timeout: float = TIMEOUT,
     ) -> None:
         self._outbox = outbox
         self._cipher = cipher
         self._clock = clock
         self._allow_private = allow_private
+        self._timeout = timeout
 
     def deliver_due(self, seconds: float = 50.0) -> DeliveryReport:
         """Attempt what is due, batch after batch, until nothing is due now or ``seconds`` have
@@ -126,7 +134,7 @@ class Sender:
         headers = signed_headers(secret, delivery.id, self._clock.now(), delivery.body)
         headers["user-agent"] = "KiviDB-Webhooks/1"
         call = CallDeadline(
-            end=time.monotonic() + TIMEOUT,
+            end=time.monotonic() + self._timeout,
             monotonic=time.monotonic,
             public_only=not self._allow_private,
         )
@@ -137,7 +145,9 @@ class Sender:
                 delivery.url,
                 content=delivery.body.encode("utf-8"),
                 headers=headers,
-                timeout=httpx.Timeout(TIMEOUT, connect=CONNECT_TIMEOUT),
+                timeout=httpx.Timeout(
+                    self._timeout, connect=min(CONNECT_TIMEOUT, self._timeout)
+                ),
             ) as response:
                 return response.status_code  # the body is never read
         except EndpointRefused:
@@ -145,7 +155,7 @@ class Sender:
                 f"refused: {host} resolves to an address that is not public"
             ) from None
         except httpx.TimeoutException:
-            raise _AttemptFailed(f"{host} did not answer within {TIMEOUT:.0f} s") from None
+            raise _AttemptFailed(f"{host} did not answer within {self._timeout:g} s") from None
         except httpx.HTTPError as exc:
             raise _AttemptFailed(f"could not reach {host} ({type(exc).__name__})") from None
         finally:
