@@ -15,6 +15,8 @@ from agent_memory.errors import QuotaExceeded, RateLimited
 from tests.support.clocks import MovableClock
 from tests.support.common import unique
 
+STORE = ("inst", "store")
+
 
 @pytest.fixture
 def limits(redis_url) -> Iterator[tuple[LimitStore, MovableClock, str]]:
@@ -57,17 +59,17 @@ def test_a_keys_own_limit_applies_on_top_of_the_organizations_and_takes_nothing_
 def test_a_daily_quota_refuses_a_request_that_would_pass_it_and_starts_again_the_next_day(limits):
     store, clock, org = limits
     store.set(org, Limits(messages_per_day=10))
-    store.reserve(org, "key_a", "messages", 6)
+    store.reserve(org, "key_a", "messages", 6, STORE)
     with pytest.raises(QuotaExceeded) as caught:
-        store.reserve(org, "key_a", "messages", 5)
+        store.reserve(org, "key_a", "messages", 5, STORE)
     assert caught.value.limit == "messages_per_day"
     assert caught.value.retry_after_seconds == 12 * 3600  # until midnight UTC
-    store.reserve(org, "key_b", "messages", 4)  # the refused 5 were not counted
+    store.reserve(org, "key_b", "messages", 4, STORE)  # the refused 5 were not counted
     with pytest.raises(QuotaExceeded):
-        store.reserve(org, "key_a", "messages", 1)
-    store.reserve(org, "key_a", "memories", 1)  # another quota
+        store.reserve(org, "key_a", "messages", 1, STORE)
+    store.reserve(org, "key_a", "memories", 1, STORE)  # another quota
     clock.moment += timedelta(hours=12)
-    store.reserve(org, "key_a", "messages", 10)
+    store.reserve(org, "key_a", "messages", 10, STORE)
 
 
 def test_limits_set_stay_and_the_ones_not_given_are_kept(limits):

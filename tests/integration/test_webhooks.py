@@ -1,0 +1,276 @@
+"""Webhook deliveries (``agent_memory.webhooks``) on a real server and real loopback receivers:
+signed as Standard Webhooks has it (checked with the ``standardwebhooks`` package), at least
+once with the same id on every attempt, retried on the schedule for 24 hours whatever the
+receiver does (fails, hangs, answers slowly), a store's log of its last 100, and the public
+address rule at the moment of sending.
+
+The outbox is one due set for the whole control database, so these tests have a server of
+their own: the local stack of the HTTP tests (same pytest session) sends from its own."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+from cryptography.fernet import Fernet
+from hypothesis import given, settings, strategies as st
+from standardwebhooks import Webhook
+
+from agent_memory.clock import to_ms
+from agent_memory.providers.secrets import FernetCipher, KeyPlace, seal
+from agent_memory.stores.models import StoreConfig
+from agent_memory.webhooks.delivery import Sender
+from agent_memory.webhooks.events import deliveries_for
+from agent_memory.webhooks.models import WebhookEndpoint
+from agent_memory.webhooks.outbox import LEASE_MS, LOG_SIZE, RETRY_WINDOW_MS, Outbox
+from agent_memory.webhooks.signing import new_secret, signed_headers
+from local.bootstrap import start_redis_server
+from tests.support.clocks import MovableClock
+from tests.support.common import unique
+from tests.support.webhooks import WebhookReceiver
+
+ORG, INSTANCE = "org_hooks", "inst_hooks"
+PRIVATE = {"allow_private_endpoints": True}
+
+
+@pytest.fixture(scope="module")
+def control(tmp_path_factory) -> Iterator[redis.Redis]:
+    database = start_redis_server(tmp_path_factory.mktemp("webhooks-redis"), persist=False)
+    try:
+        yield redis.Redis.from_url(database.url, decode_responses=True)
+    finally:
+        database.stop()
+
+
+@pytest.fixture
+def parts(control) -> Iterator[tuple[Outbox, Sender, MovableClock, FernetCipher]]:
+    control.flushdb()  # the module's own server
+    clock = MovableClock()
+    clock.moment = clock.moment.replace(microsecond=0)  # whole milliseconds, as stored
+    cipher = FernetCipher(Fernet.generate_key())
+    outbox = Outbox(control, clock)
+    yield outbox, Sender(outbox, cipher, clock, allow_private=True, timeout=1.0), clock, cipher
+
+
+def _store(cipher, url: str, events: list[str], secret: str, name: str | None = None):
+    name = name or unique("hooked")
+    place = KeyPlace(ORG, INSTANCE, name, "inc000000001")
+    now = datetime.now(UTC)
+    return StoreConfig.model_validate(
+        {
+            "name": name, "incarnation": "inc000000001", "created_at": now, "updated_at": now,
+            "webhooks": [{"url": url, "events": events}],
+            "webhook_secret_ciphertext": seal(cipher, secret, place, "webhook_secret"),
+        },
+        context={"stored": True},
+    )  # fmt: skip
+
+
+def _queue(outbox, clock, config, event="memory.created", data=None):
+    made = deliveries_for(config, ORG, INSTANCE, event, data or {"memory_id": "m1"}, clock.now())
+    outbox.enqueue(made)
+    return made
+
+
+def test_a_delivery_is_signed_and_verifies_with_the_standard_webhooks_package(parts):
+    outbox, sender, clock, cipher = parts
+    secret = new_secret()
+    with WebhookReceiver() as receiver:
+        config = _store(cipher, receiver.url, ["memory.created"], secret)
+        (made,) = _queue(outbox, clock, config, data={"memory": {"text": "likes tea ☕"}})
+        report = sender.deliver_due(5)
+        assert (report.attempts, report.delivered) == (1, 1)
+        (got,) = receiver.delivered()
+    payload = Webhook(secret).verify(got.body, got.headers)
+    assert got.headers["webhook-id"] == made.id
+    assert payload["type"] == "memory.created"
+    assert payload["data"] == {
+        "instance_id": INSTANCE, "store": config.name, "memory": {"text": "likes tea ☕"},
+    }  # fmt: skip
+    with pytest.raises(Exception, match="signature"):
+        Webhook(new_secret()).verify(got.body, got.headers)  # another store's secret
+    (view,) = outbox.log(ORG, INSTANCE, config.name).deliveries
+    assert (view.status, view.attempts, view.last_status_code, view.last_error) == (
+        "delivered", 1, 204, None,
+    )  # fmt: skip
+
+
+def test_only_the_endpoints_that_asked_for_an_event_get_it_and_none_without_a_secret(parts):
+    outbox, _, clock, cipher = parts
+    config = _store(cipher, "https://hooks.example.com/a", ["session.deleted"], new_secret())
+    assert _queue(outbox, clock, config, "memory.created") == []
+    assert len(_queue(outbox, clock, config, "session.deleted")) == 1
+    unsigned = config.model_copy(update={"webhook_secret_ciphertext": None})
+    assert deliveries_for(unsigned, ORG, INSTANCE, "session.deleted", {}, clock.now()) == []
+
+
+def test_a_failing_receiver_is_tried_on_the_schedule_with_the_same_id_until_it_answers(parts):
+    outbox, sender, clock, cipher = parts
+    secret = new_secret()
+    with WebhookReceiver(["fail", "fail", "fail"]) as receiver:
+        config = _store(cipher, receiver.url, ["memory.deleted"], secret)
+        (made,) = _queue(outbox, clock, config, "memory.deleted")
+        waits = []
+        while not receiver.delivered():
+            assert sender.deliver_due(5).attempts == 1
+            (view,) = outbox.log(ORG, INSTANCE, config.name).deliveries
+            if view.status == "pending":
+                waits.append((view.next_attempt_at - clock.now()).total_seconds())
+                assert sender.deliver_due(5).attempts == 0  # not due before its time
+                clock.moment = view.next_attempt_at
+        assert waits == [5, 300, 1800]  # the Standard Webhooks reference schedule
+        ids = {r.headers["webhook-id"] for r in receiver.received}
+        assert ids == {made.id} and len(receiver.received) == 4
+        for attempt in receiver.received:  # each signed anew for its own timestamp
+            moment = datetime.fromtimestamp(int(attempt.headers["webhook-timestamp"]), UTC)
+            expected = Webhook(secret).sign(made.id, moment, attempt.body.decode())
+            assert attempt.headers["webhook-signature"] == expected
+    (view,) = outbox.log(ORG, INSTANCE, config.name).deliveries
+    assert (view.status, view.attempts, view.last_status_code) == ("delivered", 4, 204)
+    assert outbox.due_count() == 0
+
+
+def test_a_receiver_that_never_answers_2xx_is_given_up_24_hours_after_the_event(parts):
+    outbox, sender, clock, cipher = parts
+    with WebhookReceiver(["fail"] * 100) as receiver:
+        config = _store(cipher, receiver.url, ["store.deleted"], new_secret())
+        (made,) = _queue(outbox, clock, config, "store.deleted")
+        end = clock.now() + timedelta(milliseconds=RETRY_WINDOW_MS)
+        attempts = []
+        for _ in range(20):
+            if not sender.deliver_due(5).attempts:
+                break
+            attempts.append(clock.now())
+            (view,) = outbox.log(ORG, INSTANCE, config.name).deliveries
+            if view.status != "pending":
+                break
+            clock.moment = view.next_attempt_at
+    assert view.status == "failed" and view.next_attempt_at is None
+    assert view.last_error == "the endpoint answered HTTP 500"
+    assert attempts[-1] == end  # the last attempt at the end of the window, none after
+    assert len(attempts) == 8 and outbox.due_count() == 0
+    assert len(receiver.received) == 8
+
+
+def test_a_receiver_that_hangs_or_refuses_fails_the_attempt_and_others_are_not_held_up(parts):
+    outbox, sender, clock, cipher = parts
+    with WebhookReceiver(["hang:3"]) as hanging, WebhookReceiver(["slow:0.5"]) as slow:
+        hung = _store(cipher, hanging.url, ["memory.created"], new_secret())
+        slowed = _store(cipher, slow.url, ["memory.created"], new_secret())
+        closed = _store(cipher, "http://127.0.0.1:1/hooks", ["memory.created"], new_secret())
+        for config in (hung, slowed, closed):
+            _queue(outbox, clock, config)
+        report = sender.deliver_due(10)
+        assert (report.attempts, report.delivered) == (3, 1)
+        assert len(slow.delivered()) == 1
+    (view,) = outbox.log(ORG, INSTANCE, hung.name).deliveries
+    assert view.status == "pending" and view.last_error == "127.0.0.1 did not answer within 1 s"
+    (view,) = outbox.log(ORG, INSTANCE, closed.name).deliveries
+    assert view.last_status_code is None and view.last_error.startswith("could not reach")
+
+
+def test_a_delivery_whose_sender_died_is_sent_again_with_the_same_id(parts):
+    outbox, sender, clock, cipher = parts
+    with WebhookReceiver() as receiver:
+        config = _store(cipher, receiver.url, ["memory.created"], new_secret())
+        (made,) = _queue(outbox, clock, config)
+        (claimed,) = outbox.claim(10)  # a sender that dies before it settles
+        assert claimed.id == made.id and outbox.claim(10) == []  # leased
+        clock.moment += timedelta(milliseconds=LEASE_MS)
+        assert sender.deliver_due(5).delivered == 1
+        assert [r.headers["webhook-id"] for r in receiver.delivered()] == [made.id]
+
+
+def test_a_private_address_is_refused_when_sent_unless_the_stack_allows_it(parts, control):
+    outbox, _, clock, cipher = parts
+    public_only = Sender(outbox, cipher, clock, allow_private=False, timeout=1.0)
+    with WebhookReceiver() as receiver:
+        config = _store(cipher, receiver.url, ["memory.created"], new_secret())
+        _queue(outbox, clock, config)
+        assert public_only.deliver_due(5).delivered == 0
+        assert receiver.received == []
+    (view,) = outbox.log(ORG, INSTANCE, config.name).deliveries
+    assert view.last_error == "refused: 127.0.0.1 resolves to an address that is not public"
+
+
+def test_a_stores_log_keeps_its_last_100_and_drops_the_records_of_settled_older_ones(
+    parts, control
+):
+    outbox, sender, clock, cipher = parts
+    with WebhookReceiver() as receiver:
+        config = _store(cipher, receiver.url, ["memory.created"], new_secret())
+        first = _queue(outbox, clock, config)[0]
+        sender.deliver_due(5)
+        for n in range(LOG_SIZE):
+            _queue(outbox, clock, config, data={"n": n})
+        log = outbox.log(ORG, INSTANCE, config.name).deliveries
+        assert len(log) == LOG_SIZE and first.id not in {d.webhook_id for d in log}
+        assert control.exists(f"kividb:control:{{control}}:webhook:{first.id}") == 0
+        assert json.loads(receiver.delivered()[0].body)["data"]["memory_id"] == "m1"
+
+
+def test_the_body_never_carries_the_secret_or_a_provider_key(parts):
+    outbox, _, clock, cipher = parts
+    secret = new_secret()
+    config = _store(cipher, "https://hooks.example.com/", ["memory.created"], secret)
+    config = config.model_copy(update={"llm_api_key_ciphertext": "ciphertext-of-a-key"})
+    (made,) = _queue(outbox, clock, config)
+    for hidden in (secret, secret.removeprefix("whsec_"), "ciphertext-of-a-key",
+                   config.webhook_secret_ciphertext):  # fmt: skip
+        assert hidden not in made.body
+    (view,) = outbox.log(ORG, INSTANCE, config.name).deliveries
+    assert "secret" not in view.model_dump_json()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    body=st.text(),
+    webhook_id=st.from_regex(r"msg_[0-9a-z]{24}", fullmatch=True),
+    seconds=st.integers(0, 4_000_000_000),
+)
+def test_any_body_signed_here_verifies_with_the_package_and_no_other_body_does(
+    body, webhook_id, seconds
+):
+    secret = new_secret()
+    moment = datetime.fromtimestamp(seconds, UTC)
+    headers = signed_headers(secret, webhook_id, moment, body)
+    assert headers["webhook-timestamp"] == str(seconds)
+    expected = Webhook(secret).sign(webhook_id, moment, body)
+    assert headers["webhook-signature"] == expected
+    assert Webhook(secret).sign(webhook_id, moment, body + "x") != expected
+
+
+def test_webhook_urls_are_checked_when_saved():
+    ok = WebhookEndpoint.model_validate(
+        {"url": "https://hooks.example.com/in?token=a", "events": ["memory.created"]}
+    )
+    assert ok.host() == "hooks.example.com"
+    for url, problem in [
+        ("http://hooks.example.com/in", "https://"),
+        ("https://user:pw@hooks.example.com/", "credentials"),
+        ("https://hooks.example.com/#x", "fragment"),
+        ("https://127.0.0.1/in", "public address"),
+        ("https://10.0.0.8/in", "public address"),
+        ("https://169.254.169.254/latest", "public address"),
+        ("https://localhost/in", "localhost"),
+        ("https://hooks.example.com/ in", "spaces"),
+    ]:
+        with pytest.raises(ValueError, match=problem):
+            WebhookEndpoint.model_validate({"url": url, "events": ["memory.created"]})
+    loopback = WebhookEndpoint.model_validate(
+        {"url": "http://127.0.0.1:9/in", "events": ["memory.created"]}, context=PRIVATE
+    )
+    assert loopback.url.startswith("http://")
+    for events in ([], ["memory.created", "memory.created"], ["memory.updated"]):
+        with pytest.raises(ValueError):
+            WebhookEndpoint.model_validate({"url": "https://h.example.com/", "events": events})
+
+
+def test_created_ms_is_the_event_time(parts):
+    outbox, _, clock, cipher = parts
+    config = _store(cipher, "https://hooks.example.com/", ["memory.created"], new_secret())
+    (made,) = _queue(outbox, clock, config)
+    assert made.created_ms == to_ms(clock.now())
