@@ -137,7 +137,7 @@ def test_a_receiver_that_never_answers_2xx_is_given_up_24_hours_after_the_event(
     outbox, sender, clock, cipher = parts
     with WebhookReceiver(["fail"] * 100) as receiver:
         config = _store(cipher, receiver.url, ["store.deleted"], new_secret())
-        (made,) = _queue(outbox, clock, config, "store.deleted")
+        _queue(outbox, clock, config, "store.deleted")
         end = clock.now() + timedelta(milliseconds=RETRY_WINDOW_MS)
         attempts = []
         for _ in range(20):
