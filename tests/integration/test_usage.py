@@ -87,10 +87,10 @@ def test_a_range_is_checked():
     assert day_range(today, today, today) == [today]
     with pytest.raises(ValidationFailed) as caught:
         day_range(today, today - timedelta(days=1), today)
-    assert caught.value.details[0]["field"] == "from"
+    assert caught.value.details[0]["field"] == "query.from"
     with pytest.raises(ValidationFailed) as caught:
         day_range(today - timedelta(days=366), today, today)
-    assert caught.value.details[0]["field"] == "to"
+    assert caught.value.details[0]["field"] == "query.to"
     assert len(day_range(today - timedelta(days=365), today, today)) == 366
 
 

@@ -34,6 +34,7 @@ from tests.support.webhooks import WebhookReceiver
 
 ORG, INSTANCE = "org_hooks", "inst_hooks"
 PRIVATE = {"allow_private_endpoints": True}
+PUBLIC = {"allow_private_endpoints": False}
 
 
 @pytest.fixture(scope="module")
@@ -245,7 +246,8 @@ def test_any_body_signed_here_verifies_with_the_package_and_no_other_body_does(
 
 def test_webhook_urls_are_checked_when_saved():
     ok = WebhookEndpoint.model_validate(
-        {"url": "https://hooks.example.com/in?token=a", "events": ["memory.created"]}
+        {"url": "https://hooks.example.com/in?token=a", "events": ["memory.created"]},
+        context=PUBLIC,
     )
     assert ok.host() == "hooks.example.com"
     for url, problem in [
@@ -259,7 +261,9 @@ def test_webhook_urls_are_checked_when_saved():
         ("https://hooks.example.com/ in", "spaces"),
     ]:
         with pytest.raises(ValueError, match=problem):
-            WebhookEndpoint.model_validate({"url": url, "events": ["memory.created"]})
+            WebhookEndpoint.model_validate(
+                {"url": url, "events": ["memory.created"]}, context=PUBLIC
+            )
     loopback = WebhookEndpoint.model_validate(
         {"url": "http://127.0.0.1:9/in", "events": ["memory.created"]}, context=PRIVATE
     )

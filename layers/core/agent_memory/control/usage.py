@@ -21,6 +21,7 @@ from datetime import date, timedelta
 from typing import Any
 
 import redis
+
 from agent_memory.clock import Clock
 from agent_memory.database.client import database_errors
 from agent_memory.database.keys import ControlKeys
@@ -104,13 +105,15 @@ def day_range(first: date | None, last: date | None, today: date) -> list[date]:
     first = first or last - timedelta(days=DEFAULT_RANGE_DAYS - 1)
     if first > last:
         raise ValidationFailed(
-            "'from' is after 'to'.", details=[{"field": "from", "problem": "after 'to'"}]
+            "'from' is after 'to'.", details=[{"field": "query.from", "problem": "after 'to'"}]
         )
     span = (last - first).days + 1
     if span > MAX_RANGE_DAYS:
         raise ValidationFailed(
             f"A usage request spans at most {MAX_RANGE_DAYS} days; this one spans {span}.",
-            details=[{"field": "to", "problem": f"more than {MAX_RANGE_DAYS} days after 'from'"}],
+            details=[
+                {"field": "query.to", "problem": f"more than {MAX_RANGE_DAYS} days after 'from'"}
+            ],
         )
     return [first + timedelta(days=n) for n in range(span)]
 

@@ -145,9 +145,7 @@ class Sender:
                 delivery.url,
                 content=delivery.body.encode("utf-8"),
                 headers=headers,
-                timeout=httpx.Timeout(
-                    self._timeout, connect=min(CONNECT_TIMEOUT, self._timeout)
-                ),
+                timeout=httpx.Timeout(self._timeout, connect=min(CONNECT_TIMEOUT, self._timeout)),
             ) as response:
                 return response.status_code  # the body is never read
         except EndpointRefused:

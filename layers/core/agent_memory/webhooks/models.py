@@ -54,7 +54,9 @@ class WebhookEndpoint(Model):
     KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1, also ``http://`` and private addresses): the rule of a
     custom provider's base URL, checked when saved (``stores.models.check_endpoint_url``) and
     again at every delivery, on the addresses connected to. A query string is kept (a receiver
-    may authenticate by it); credentials and fragments are refused."""
+    may authenticate by it); credentials and fragments are refused. The scheme and address
+    rule is applied when validated with a context (``{"allow_private_endpoints": bool}``), as
+    the store's settings are when saved."""
 
     url: Annotated[str, StringConstraints(min_length=1, max_length=MAX_URL_CHARS)]
     events: Annotated[list[EventType], Field(min_length=1, max_length=len(EVENT_TYPES))]
@@ -62,11 +64,15 @@ class WebhookEndpoint(Model):
     @field_validator("url")
     @classmethod
     def _public_https(cls, value: str, info: ValidationInfo) -> str:
-        context = info.context or {}
-        if context.get("stored"):  # checked when saved; each delivery checks its addresses
-            return value
         if _FRAGMENT_OR_SPACE.search(value) or not value.isprintable():
             raise ValueError("must not hold spaces, control characters or a fragment ('#')")
+        context = info.context
+        # The address rule needs to know whether the stack allows private endpoints: it is
+        # applied where the store's settings are validated with that context
+        # (``stores.registry``), not on a request body alone; a stored setting was checked
+        # when saved, and each delivery checks the addresses it connects to.
+        if context is None or context.get("stored"):
+            return value
         from agent_memory.stores.models import check_endpoint_url
 
         check_endpoint_url(
