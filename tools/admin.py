@@ -9,6 +9,7 @@ Usage (``KIVIDB_CONTROL_URL`` or ``--control-url`` names the control database)::
     python -m tools.admin list-keys ORG
     python -m tools.admin set-limits ORG [--key KEY_ID] [--requests-per-second N] [--burst N]
                                      [--messages-per-day N] [--memories-per-day N]
+                                     [--model-tokens-per-day N]
     python -m tools.admin revoke-key ORG KEY_ID
     python -m tools.admin register-instance ORG INSTANCE_ID URL [--adopt-existing-data]
                                                 [--allow-unreachable]
@@ -93,6 +94,7 @@ def _parser() -> argparse.ArgumentParser:
     limits.add_argument("--burst", type=int)
     limits.add_argument("--messages-per-day", type=int)
     limits.add_argument("--memories-per-day", type=int)
+    limits.add_argument("--model-tokens-per-day", type=int)
     revoke = commands.add_parser("revoke-key", help="revoke an API key at once")
     revoke.add_argument("org")
     revoke.add_argument("key_id")
@@ -168,6 +170,7 @@ def _set_limits(control: ControlPlane, args: argparse.Namespace) -> None:
     given = {
         "requests_per_second": args.requests_per_second, "burst": args.burst,
         "messages_per_day": args.messages_per_day, "memories_per_day": args.memories_per_day,
+        "model_tokens_per_day": args.model_tokens_per_day,
     }  # fmt: skip
     control.organizations.require(args.org)
     if args.key_id is not None and args.key_id not in control.api_keys.hashes(args.org):

@@ -843,5 +843,7 @@ def test_admin_set_limits_of_a_key_the_organization_lacks_is_refused(control, re
         1,
         f"key_not_found: Organization '{org}' has no API key 'key_0123456789ab'.\n",
     )
-    status, out, _ = run_admin(redis_url, capsys, "set-limits", org, "--burst", "5")
-    assert (status, out) == (0, f"limits of {org}: burst=5\n")
+    status, out, _ = run_admin(
+        redis_url, capsys, "set-limits", org, "--burst", "5", "--model-tokens-per-day", "9"
+    )
+    assert (status, out) == (0, f"limits of {org}: burst=5, model_tokens_per_day=9\n")

@@ -55,7 +55,8 @@ MISSING_STORE = {
     "": {"get_store", "list_sessions", "get_session", "extract_session", "pop_message", "recall",
          "list_memories", "search_memories", "get_memory", "update_memory", "export_sessions",
          "export_session", "export_memories", "get_keyed_memory", "search_keyed_memories",
-         "list_keyed_namespaces"},
+         "list_keyed_namespaces", "get_usage", "rotate_webhook_secret",
+         "list_webhook_deliveries"},
 }  # fmt: skip
 
 
