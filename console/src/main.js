@@ -13,6 +13,8 @@ import { MemoriesPage, MemoryPage, SearchPage } from "./pages/memories.js";
 import { SessionPage, SessionsPage } from "./pages/sessions.js";
 import { AllStores, CreateStore, EditStore, InstanceStores, StorePage } from "./pages/stores.js";
 import { TryPage } from "./pages/try.js";
+import { UsagePage } from "./pages/usage.js";
+import { WebhooksPage } from "./pages/webhooks.js";
 import { html, retryWaiting, Text } from "./ui.js";
 
 function SignIn({ reason }) {
@@ -112,6 +114,8 @@ function view({ parts, query }) {
   if (section === "search" && !id) return html`<${SearchPage} ...${common} />`;
   if (section === "keyed" && !id) return html`<${KeyedPage} ...${common} />`;
   if (section === "try" && !id) return html`<${TryPage} ...${common} />`;
+  if (section === "usage" && !id) return html`<${UsagePage} ...${common} />`;
+  if (section === "webhooks" && !id) return html`<${WebhooksPage} ...${common} />`;
   return html`<${NotFoundPage} />`;
 }
 

@@ -34,6 +34,7 @@ from playwright.sync_api import expect
 
 from tests.support.common import ROOT, unique
 from tests.support.stack import API_KEY, Stack, model_store
+from tests.support.webhooks import WebhookReceiver
 from tools import admin
 from tools.replay import DEFAULT_FILES
 
@@ -921,6 +922,69 @@ def test_a_scoped_key_is_told_it_cannot_manage_keys(console, world):
     expect(console.page.get_by_role("alert")).to_contain_text("This key cannot manage keys.")
     expect(console.page.get_by_role("button", name="Make key")).to_have_count(0)
     world.api.delete(f"/keys/{key['key_id']}")
+
+
+def test_a_stores_usage_is_charted_by_day_with_its_table_and_what_it_holds(console, world):
+    store = world.name(world.notes)
+    console.sign_in(f"/instances/local/agent-memory/{store}/usage")
+    page = console.page
+    console.heading("Usage")
+    expected = world.api.get(f"{world.notes}/usage").json()
+    held = page.get_by_role("list", name="Held now")
+    expect(held).to_contain_text(f"{expected['now']['memories']} memories")
+    chart = page.get_by_role("img", name=re.compile(r"^Requests per day: "))
+    expect(chart).to_be_visible()
+    expect(chart.locator("rect")).to_have_count(30)
+    page.get_by_label("Show").select_option("memories_added")
+    added = sum(d["memories_added"] for d in expected["days"])
+    expect(
+        page.get_by_role("img", name=re.compile(r"^Memories added per day: "))
+    ).to_have_attribute("aria-label", re.compile(rf"^Memories added per day: {added:,} in 30 days"))
+    console.shot("usage")
+    page.get_by_text("The days as a table").click()
+    today = expected["days"][-1]
+    row = page.get_by_role("row").filter(has_text=today["date"])
+    expect(row.get_by_role("cell").nth(2)).to_have_text(f"{today['memories_added']:,}")
+
+
+def test_webhooks_are_set_a_secret_shown_once_and_deliveries_listed(console, world):
+    path = f"{BASE}/{unique('hooks')}"
+    world.made.append(path)
+    assert world.api.put(path, json={"dimensions": 3}).status_code == 201
+    with WebhookReceiver() as receiver:
+        console.sign_in(f"/instances/local/agent-memory/{world.name(path)}/webhooks")
+        page = console.page
+        console.heading("Webhooks")
+        expect(page.get_by_text("No endpoints: nothing is sent.")).to_be_visible()
+        console.expected_statuses = {422}
+        page.get_by_role("button", name="Add an endpoint").click()
+        page.get_by_label("URL").fill("https://user:pw@hooks.example.com/")
+        page.get_by_role("button", name="Save endpoints").click()
+        expect(page.locator(".problem").first).to_contain_text("credentials")
+        page.get_by_label("URL").fill(receiver.url)
+        page.get_by_role("checkbox", name="memory.created").check()
+        page.get_by_role("button", name="Save endpoints").click()
+        expect(page.get_by_role("status").filter(has_text="Endpoints saved.")).to_be_visible()
+        saved = world.api.get(path).json()
+        assert (
+            saved["webhooks"]
+            == [{"url": receiver.url, "events": ["extraction.completed", "memory.created"]}]
+            and saved["has_webhook_secret"]
+        )
+        page.get_by_role("button", name="Make a new secret").click()
+        secret = page.get_by_label("The new signing secret").inner_text().strip()
+        assert secret.startswith("whsec_")
+        body = {"text": "Gus fixes bikes", "vector": [1, 0, 0]}
+        assert world.api.post(f"{path}/memories", json=body).status_code == 201
+        receiver.wait_for(1)
+        page.get_by_role("button", name="I have copied it").click()
+        expect(page.get_by_label("The new signing secret")).to_have_count(0)  # shown once
+        assert secret not in page.content()
+        page.get_by_role("button", name="Refresh").click()
+        row = page.get_by_role("row").filter(has_text="memory.created")
+        expect(row).to_contain_text("delivered")
+        expect(row).to_contain_text("HTTP 204")
+        console.shot("webhooks")
 
 
 def test_search_in_each_mode_shows_scores_and_explains_the_vector_modes(console, world):

@@ -226,6 +226,8 @@ export function StoreTabs({ instance, store, current }) {
     ["memories", "Memories"],
     ["search", "Search"],
     ["keyed", "Keyed"],
+    ["usage", "Usage"],
+    ["webhooks", "Webhooks"],
     ["try", "Try it"],
     ["settings", "Settings"],
   ];
