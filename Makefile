@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test unit integration e2e lint format validate openapi build deploy replay fuzz \
 	console console-screenshots bench bench-working-memory bench-retrieval bench-latency bench-background bench-updates bench-faults \
-	bench-load bench-imports clean
+	bench-load bench-imports bench-limits bench-webhooks clean
 
 $(STAMP): requirements-dev.txt layers/core/requirements.txt client/pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -155,7 +155,7 @@ $(BENCH_STAMP): $(STAMP) bench/requirements.txt
 	touch $(BENCH_STAMP)
 
 ## bench: every benchmark; each writes a table and a plot under bench/results/
-bench: bench-working-memory bench-latency bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits
+bench: bench-working-memory bench-latency bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits bench-webhooks
 
 ## bench-working-memory: add events and recall through the local stack, vs in-process baselines
 bench-working-memory: $(BENCH_STAMP)
@@ -193,6 +193,11 @@ bench-imports: $(BENCH_STAMP)
 ## beside a flood, and the authorizer's extra step in-process
 bench-limits: $(BENCH_STAMP)
 	$(PY) -m bench.limits $(ARGS)
+
+## bench-webhooks: writes to a store with webhooks vs without (a slow and a failing receiver),
+## every event delivered and verified, and the usage count's cost in the authorizer's step
+bench-webhooks: $(BENCH_STAMP)
+	$(PY) -m bench.webhooks $(ARGS)
 
 ## bench-scale: 1,000,000 memories of 384 dimensions on a three-primary cluster: memory per
 ## memory and per shard, reads warm and cold, counts, 10,000 sessions appending, DELETE

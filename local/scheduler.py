@@ -246,11 +246,14 @@ class PeriodicLoop:
     """Invoke ``function`` (one of the template's scheduled functions) every ``interval``
     seconds on a daemon thread, with the event EventBridge Scheduler sends a target without
     ``Input`` (``{}``); a handler that raises is printed with its traceback and the loop goes
-    on, as Lambda would invoke it again at the next minute."""
+    on, as Lambda would invoke it again at the next minute. While the database cannot be
+    reached the loop waits twice as long after each failure (at most ``BACKOFF_MAX_SECONDS``)
+    and prints nothing: the scheduler loop, on the same database, says so in its lines."""
 
     def __init__(self, function: Function, interval: float = PERIODIC_SECONDS) -> None:
         self.function = function
         self.interval = interval
+        self.failures = 0
         self._invoke = invoker(function)
         self._stopping = threading.Event()
         self._thread: threading.Thread | None = None
@@ -259,12 +262,22 @@ class PeriodicLoop:
         """One invocation; nothing is raised."""
         try:
             self._invoke({})
+        except (DatabaseUnavailable, redis.RedisError):
+            self.failures += 1
+            return
         except Exception:  # noqa: BLE001 - printed with its traceback, as Lambda logs it
             print(f"local scheduler: {self.function.logical_id} failed", flush=True)
             traceback.print_exc()
+        self.failures = 0
+
+    def next_delay(self) -> float:
+        """``interval``, or the backoff while the database cannot be reached."""
+        if not self.failures:
+            return self.interval
+        return min(BACKOFF_MAX_SECONDS, self.interval * 2.0 ** min(self.failures, 62))
 
     def _run(self) -> None:
-        while not self._stopping.wait(self.interval):
+        while not self._stopping.wait(self.next_delay()):
             self.run_once()
 
     def start(self) -> PeriodicLoop:

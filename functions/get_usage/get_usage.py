@@ -1,14 +1,10 @@
 """GET /instances/{instance_id}/agent-memory/{store}/usage: a store's use, day by day."""
 
-from datetime import date
-from typing import Annotated
-
-from aws_lambda_powertools.event_handler.openapi.params import Query
-
-from agent_memory.control.usage import UsageReport
+from agent_memory.control.usage import parse_day
 from agent_memory.edge.http_errors import ERROR_RESPONSES
 from agent_memory.edge.resolver import Api
-from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
+from agent_memory.edge.routes import STORE_ROUTE, FromDay, InstancePath, StorePath, ToDay
+from agent_memory.stores.holding import UsageReport
 
 app = Api()
 
@@ -20,15 +16,15 @@ app = Api()
 def get_usage(
     instance_id: InstancePath,
     store: StorePath,
-    from_: Annotated[
-        date | None, Query(alias="from", description="First day (UTC); 30 days before 'to'.")
-    ] = None,
-    to: Annotated[date | None, Query(description="Last day (UTC), included; today.")] = None,
+    from_: FromDay = None,
+    to: ToDay = None,
 ) -> UsageReport:
     """Each day from ``from`` to ``to`` (at most 366): requests (by route), messages and
     memories added, memories superseded and deleted, background runs and model tokens; and
     what the store holds now. A key limited to actors cannot (403): usage is the whole store's."""
-    return app.runtime.store(app.principal, instance_id, store).usage(from_, to)
+    return app.runtime.store(app.principal, instance_id, store).usage(
+        parse_day(from_, "from"), parse_day(to, "to")
+    )
 
 
 lambda_handler = app.lambda_handler

@@ -34,9 +34,9 @@ from playwright.sync_api import expect
 
 from tests.support.common import ROOT, unique
 from tests.support.stack import API_KEY, Stack, model_store
-from tests.support.webhooks import WebhookReceiver
 from tools import admin
 from tools.replay import DEFAULT_FILES
+from tools.webhook_receiver import WebhookReceiver
 
 # The machine is shared: give the page time before an assertion fails (Playwright's default is 5 s).
 expect.set_options(timeout=15_000)

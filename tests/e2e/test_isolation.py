@@ -609,7 +609,8 @@ def test_an_id_the_caller_must_not_reach_answers_as_one_that_exists_nowhere(
 
 def test_every_route_of_the_document_is_probed() -> None:
     probed = {route for route, _ in (p.values for p in MATRIX)} | KEY_ROUTES
-    declared = set(DECLARED) - {("GET", "/agent-memory")}
+    # the organization's listing and usage name no id: their own tests below
+    declared = set(DECLARED) - {("GET", "/agent-memory"), ("GET", "/usage")}
     assert declared <= probed, declared - probed
     with_body = {
         (m.upper(), p)
@@ -834,6 +835,35 @@ def test_store_listings_show_only_the_callers_own_stores(world: World) -> None:
             headers = {k: v for k, v in response.headers.items() if k not in PER_REQUEST}
             answers.add((response.status_code, tuple(sorted(headers.items())), response.text))
         assert len(answers) == 1 and next(iter(answers))[0] == 404, method
+
+
+def test_the_organizations_usage_counts_only_its_own_stores(world: World) -> None:
+    """Another organization's writes change nothing of one's usage, and one's usage holds
+    nothing of the other's stores."""
+
+    def usage(label: str) -> dict[str, Any]:
+        with world.client(label) as client:
+            answer = client.get("/usage")
+        assert answer.status_code == 200, answer.text
+        return answer.json()
+
+    for label, other in (("A", "B"), ("B", "A")):
+        before = usage(label)
+        place = next(p for p in world.places if p.org == other)
+        with world.client(other) as client:
+            probe = {"events": [{"role": "user", "content": "usage probe"}]}
+            assert (
+                client.post(f"{place.path}/sessions/usage-probe/events", json=probe).status_code
+                == 200
+            )
+            assert client.delete(f"{place.path}/sessions/usage-probe").status_code == 204
+        after = usage(label)
+        assert after["now"] == before["now"]
+        today_before, today_after = before["days"][-1], after["days"][-1]
+        assert today_after["messages_added"] == today_before["messages_added"]
+        assert today_after["requests"] == today_before["requests"] + 1  # the second GET /usage
+        for theirs in (p for p in world.places if p.org == other):
+            assert theirs.marker not in json.dumps(after)
 
 
 def test_each_store_counts_lists_and_searches_only_its_own_data(world: World) -> None:

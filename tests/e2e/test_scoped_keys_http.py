@@ -10,6 +10,7 @@ query parameters and answer normalization), sent with a scoped key of organizati
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Iterator
@@ -158,7 +159,16 @@ def test_a_read_only_key_reads_its_store_as_the_admin_key_does(scene, route):
     with scene.client(scene.keys["read"]) as client:
         scoped = ask(client, route, scene.target(), "store")
     admin = ask(scene.admin, route, scene.target(), "store")
+    if route[1].endswith("/usage"):  # each key's request is counted as it comes: one more
+        scoped, admin = _without_requests(scoped), _without_requests(admin)
     assert (scoped.status, scoped.body) == (admin.status, admin.body)
+
+
+def _without_requests(answer):
+    body = json.loads(answer.body)
+    for day in body["days"]:
+        day.pop("requests"), day.pop("requests_by_route")
+    return dataclasses.replace(answer, body=json.dumps(body))
 
 
 ACTOR_PROBES = [

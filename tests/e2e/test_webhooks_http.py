@@ -17,7 +17,7 @@ from standardwebhooks import Webhook
 from kividb_memory import MemoryClient, PermissionDeniedError, StoreClient
 from tests.support.common import unique
 from tests.support.stack import Stack, model_store
-from tests.support.webhooks import WebhookReceiver
+from tools.webhook_receiver import WebhookReceiver
 
 ALL_EVENTS = [
     "extraction.completed", "extraction.failed", "memory.created", "memory.superseded",

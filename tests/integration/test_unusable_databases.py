@@ -169,7 +169,8 @@ def unusable(request, tenant, function_env, tmp_path) -> Iterator[Unusable]:
 
 ROUTES = sorted(
     set(HANDLERS)
-    - {"mcp_handler", "console", "list_stores"}
+    # the listings of the organization: an instance that cannot be read is named, not a 503
+    - {"mcp_handler", "console", "list_stores", "get_org_usage"}
     # the organization's keys, in the control database: no instance's database is reached
     - {"create_key", "list_keys", "delete_key"}
 )
@@ -183,6 +184,14 @@ def test_every_route_answers_503_naming_the_reason(unusable):
     expected = (503, {"error": "database_unavailable", "message": unusable.message}, "1")
     assert answers == dict.fromkeys(ROUTES, expected)
     assert not any(PASSWORD in str(answer) or "wrong-pass" in str(answer) for answer in answers)
+
+
+def test_the_organizations_usage_names_the_instance_under_unreachable(unusable):
+    status, body, _ = invoke("get_org_usage", build("get_org_usage", unusable.tenant))
+    assert status == 200 and body["now"]["sessions"] == 0
+    assert body["unreachable"] == [
+        {"instance_id": unusable.tenant.instance_id, "message": unusable.message}
+    ]
 
 
 def test_the_listing_names_the_instance_under_unreachable(unusable):

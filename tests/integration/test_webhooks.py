@@ -30,7 +30,7 @@ from agent_memory.webhooks.signing import new_secret, signed_headers
 from local.bootstrap import start_redis_server
 from tests.support.clocks import MovableClock
 from tests.support.common import unique
-from tests.support.webhooks import WebhookReceiver
+from tools.webhook_receiver import WebhookReceiver
 
 ORG, INSTANCE = "org_hooks", "inst_hooks"
 PRIVATE = {"allow_private_endpoints": True}

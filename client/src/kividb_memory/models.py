@@ -14,7 +14,7 @@ field; ``tests/unit/test_client_openapi.py`` fails when the two drift apart.
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import date, datetime
 from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
@@ -47,9 +47,6 @@ from kividb_memory.model_bases import (
 from kividb_memory.operations_models import (
     DeliveryList as DeliveryList,
     DeliveryView as DeliveryView,
-    Holding as Holding,
-    UsageDay as UsageDay,
-    UsageReport as UsageReport,
     WebhookEndpoint as WebhookEndpoint,
     WebhookSecret as WebhookSecret,
 )
@@ -472,3 +469,42 @@ class ErrorBody(Answer):
     error: str
     message: str
     details: list[ErrorDetail] | None = None
+
+
+# --- usage ------------------------------------------------------------------------------------
+
+
+class UsageDay(Answer):
+    """One UTC day of use: requests (and by route), messages and memories added, memories
+    superseded and deleted, background runs, and model tokens as the providers reported them."""
+
+    date: date
+    requests: int
+    requests_by_route: dict[str, int]
+    messages_added: int
+    memories_added: int
+    memories_superseded: int
+    memories_deleted: int
+    extraction_runs: int
+    summarization_runs: int
+    llm_input_tokens: int
+    llm_output_tokens: int
+    embedding_tokens: int
+
+
+class Holding(Answer):
+    """What a store (or the organization's stores) holds now; ``bytes`` is Redis's estimate."""
+
+    sessions: int
+    messages: int
+    memories: int
+    bytes: int
+
+
+class UsageReport(Answer):
+    """Usage by day, oldest first, and what is held now; for the organization, the instances
+    that could not be read for ``now``."""
+
+    days: list[UsageDay]
+    now: Holding
+    unreachable: list[UnreachableInstance] = Field(default_factory=list)

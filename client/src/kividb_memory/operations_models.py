@@ -1,9 +1,8 @@
-"""Answers of the routes that operate a store for many tenants: usage (``GET .../usage``,
-``GET /usage``) and webhooks (the store's ``webhooks`` setting, ``POST .../webhooks/secret``,
-``GET .../webhooks/deliveries``), as the client reads them; the conventions of
+"""The store's webhooks as the client sends and reads them: the ``webhooks`` setting,
+``POST .../webhooks/secret`` and ``GET .../webhooks/deliveries``; the conventions of
 ``kividb_memory.models`` hold (it re-exports these)."""
 
-from datetime import date as Day, datetime
+from datetime import datetime
 from typing import Literal
 
 from pydantic import Field
@@ -56,37 +55,3 @@ class DeliveryList(Answer):
     """A store's last webhook deliveries (at most 100), newest first."""
 
     deliveries: list[DeliveryView]
-
-
-class UsageDay(Answer):
-    """One UTC day of use: requests (and by route), messages and memories added, memories
-    superseded and deleted, background runs, and model tokens as the providers reported them."""
-
-    date: Day
-    requests: int
-    requests_by_route: dict[str, int]
-    messages_added: int
-    memories_added: int
-    memories_superseded: int
-    memories_deleted: int
-    extraction_runs: int
-    summarization_runs: int
-    llm_input_tokens: int
-    llm_output_tokens: int
-    embedding_tokens: int
-
-
-class Holding(Answer):
-    """What a store (or the organization's stores) holds now; ``bytes`` is Redis's estimate."""
-
-    sessions: int
-    messages: int
-    memories: int
-    bytes: int
-
-
-class UsageReport(Answer):
-    """Usage by day, oldest first, and what is held now."""
-
-    days: list[UsageDay]
-    now: Holding

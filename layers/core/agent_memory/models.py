@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 # --- identifiers (DESIGN section 2) ----------------------------------------------------------
 
 INSTANCE_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,64}$"
+DAY_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+"""A day as the usage routes take it: ``YYYY-MM-DD`` and nothing else (a number is not read
+as a time since the epoch, as pydantic's lax dates would)."""
 
 
 def _id_pattern(others: str, longest: int) -> str:

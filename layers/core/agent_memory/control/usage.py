@@ -78,23 +78,18 @@ class UsageDay(View):
     embedding_tokens: int
 
 
-class Holding(View):
-    """What a store (or an organization's stores) holds now: live sessions, their messages,
-    live memories, and the bytes of every key (Redis ``MEMORY USAGE``, an estimate that
-    includes each key's overhead)."""
-
-    sessions: int
-    messages: int
-    memories: int
-    bytes: int
-
-
-class UsageReport(View):
-    """``GET .../usage``: each day of the range, oldest first (days with nothing used
-    included, as zeros), and what is held now."""
-
-    days: list[UsageDay]
-    now: Holding
+def parse_day(value: str | None, field: str) -> date | None:
+    """The day ``value`` names (``models.DAY_PATTERN``), or None; ``ValidationFailed`` naming
+    ``query.<field>`` for a day that does not exist (``2026-02-30``)."""
+    if value is None:
+        return None
+    try:
+        return date.fromisoformat(value)
+    except ValueError:
+        raise ValidationFailed(
+            f"'{field}' is not a day of the calendar: {value!r}; send YYYY-MM-DD.",
+            details=[{"field": f"query.{field}", "problem": "not a day of the calendar"}],
+        ) from None
 
 
 def day_range(first: date | None, last: date | None, today: date) -> list[date]:

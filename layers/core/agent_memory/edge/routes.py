@@ -8,10 +8,11 @@ from http import HTTPStatus
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from agent_memory.memories.models import MEMORY_ID_PATTERN
 from agent_memory.models import (
+    DAY_PATTERN,
     INSTANCE_ID_PATTERN,
     SESSION_ID_PATTERN,
     STORE_NAME_PATTERN,
@@ -24,6 +25,20 @@ SessionPath = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="Sessi
 
 MemoryPath = Annotated[str, Path(pattern=MEMORY_ID_PATTERN, description="Memory id")]
 ActorPath = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="Actor id")]
+
+# The days of the usage routes (``control.usage.parse_day`` reads them).
+FromDay = Annotated[
+    str | None,
+    Query(
+        alias="from",
+        pattern=DAY_PATTERN,
+        description="First day (UTC), YYYY-MM-DD; by default 30 days before 'to'.",
+    ),
+]
+ToDay = Annotated[
+    str | None,
+    Query(pattern=DAY_PATTERN, description="Last day (UTC), YYYY-MM-DD, included; today."),
+]
 
 STORE_ROUTE = "/instances/<instance_id>/agent-memory/<store>"
 

@@ -28,12 +28,13 @@ if TYPE_CHECKING:
     from agent_memory.control.limits import LimitStore
     from agent_memory.control.models import Instance
     from agent_memory.control.plane import ControlPlane
-    from agent_memory.control.usage import UsageReport, UsageStore
+    from agent_memory.control.usage import UsageStore
     from agent_memory.edge.store_handle import StoreHandle
     from agent_memory.models import Principal
     from agent_memory.providers.client import ProviderClient
     from agent_memory.providers.secrets import Cipher
     from agent_memory.search.cache import IndexCache
+    from agent_memory.stores.holding import UsageReport
     from agent_memory.stores.models import OrganizationStoreList, StoreConfig, StoreList
     from agent_memory.stores.registry import Stores
     from agent_memory.webhooks.delivery import Sender
@@ -214,12 +215,14 @@ class Runtime:
     ) -> UsageReport:
         """The organization's usage from ``first`` to ``last`` over every store (deleted ones
         included), and what the stores of every instance that answers hold now."""
-        from agent_memory.control.usage import Holding, UsageReport, day_range
+        from agent_memory.control.usage import day_range
+        from agent_memory.stores.holding import Holding, UsageReport
 
         days = day_range(first, last, self.clock.now().date())
         used = self.usage.days(principal.org_id, days)
         total = Holding(sessions=0, messages=0, memories=0, bytes=0)
-        for view in self.organization_stores(principal).stores:
+        listing = self.organization_stores(principal)
+        for view in listing.stores:
             held = self.store(principal, view.instance_id, view.name).holding()
             total = Holding(
                 sessions=total.sessions + held.sessions,
@@ -227,7 +230,7 @@ class Runtime:
                 memories=total.memories + held.memories,
                 bytes=total.bytes + held.bytes,
             )
-        return UsageReport(days=used, now=total)
+        return UsageReport(days=used, now=total, unreachable=listing.unreachable)
 
     # --- container-wide services ---------------------------------------------------------------
 

@@ -17,7 +17,6 @@ if TYPE_CHECKING:
     from agent_memory.background.scheduler import ExtractionTarget
     from agent_memory.background.work import SessionWork
     from agent_memory.control.models import Instance
-    from agent_memory.control.usage import Holding, UsageReport
     from agent_memory.edge.runtime import Runtime
     from agent_memory.keyed.service import KeyedMemories
     from agent_memory.memories.models import MemoryIn, MemoryView
@@ -33,6 +32,7 @@ if TYPE_CHECKING:
     from agent_memory.sessions.models import EventsRequest, EventsResult, ExtractionQueued
     from agent_memory.sessions.service import Sessions
     from agent_memory.sessions.transfer import SessionImport, SessionImported, SessionTransfer
+    from agent_memory.stores.holding import Holding, UsageReport
     from agent_memory.stores.idempotency import IdempotencyRecords, OnceKey
     from agent_memory.stores.registry import Stores
     from agent_memory.webhooks.models import Delivery, DeliveryList
@@ -395,7 +395,8 @@ class StoreHandle:
     def usage(self, first: date | None, last: date | None) -> UsageReport:
         """The store's usage from ``first`` to ``last`` (``control.usage.day_range``) and what
         it holds now; ``Forbidden`` for a key limited to actors (usage is every actor's)."""
-        from agent_memory.control.usage import UsageReport, day_range
+        from agent_memory.control.usage import day_range
+        from agent_memory.stores.holding import UsageReport
 
         self.whole_store("read the store's usage")
         days = day_range(first, last, self.runtime.clock.now().date())

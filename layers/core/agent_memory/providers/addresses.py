@@ -1,5 +1,5 @@
 """Which IP addresses a custom provider endpoint may reach: one rule for saving a store
-(``stores.models.check_endpoint_url``, IP literals in the URL) and for calling it
+(``providers.endpoint_urls.check_endpoint_url``, IP literals in the URL) and for calling it
 (``providers.network.check_endpoint`` and the connection itself, every address a name resolves
 to).
 

@@ -1,5 +1,6 @@
-"""What a store holds now, for its usage (``control.usage.Holding``): live sessions, their
-messages, live memories, and the bytes of every key of the store.
+"""What a store holds now, for its usage: live sessions, their messages, live memories, and
+the bytes of every key of the store (``Holding``); and the usage answer that puts it beside the
+days the control database counted (``UsageReport``).
 
 Reads only, in batches of pipelined commands: ``ZCARD`` of each live session's messages, and
 ``MEMORY USAGE`` (Redis's estimate of a key's bytes, its overhead included) of each key that
@@ -15,11 +16,35 @@ from itertools import islice
 from typing import TypeVar
 
 import redis
+from pydantic import Field
 
 from agent_memory.clock import Clock, to_ms
-from agent_memory.control.usage import Holding
+from agent_memory.control.usage import UsageDay
 from agent_memory.database.client import database_errors
-from agent_memory.stores.models import StoreConfig
+from agent_memory.models import View
+from agent_memory.stores.models import StoreConfig, UnreachableInstance
+
+
+class Holding(View):
+    """What a store (or an organization's stores) holds now: live sessions, their messages,
+    live memories, and the bytes of every key (Redis ``MEMORY USAGE``, an estimate that
+    includes each key's overhead)."""
+
+    sessions: int
+    messages: int
+    memories: int
+    bytes: int
+
+
+class UsageReport(View):
+    """``GET .../usage``: each day of the range, oldest first (days with nothing used
+    included, as zeros), and what is held now; for the organization, the instances that could
+    not be read for ``now`` (empty for a store)."""
+
+    days: list[UsageDay]
+    now: Holding
+    unreachable: list[UnreachableInstance] = Field(default_factory=list)
+
 
 BATCH = 1000
 T = TypeVar("T")

@@ -10,13 +10,34 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any
+from typing import Any, Protocol
 
 from agent_memory.clock import to_ms
-from agent_memory.memories.models import MemoryView
-from agent_memory.stores.models import StoreConfig
-from agent_memory.webhooks.models import Delivery
+from agent_memory.webhooks.models import Delivery, WebhookEndpoint
 from agent_memory.webhooks.outbox import new_delivery_id
+
+
+class HookedStore(Protocol):
+    """What an event needs of a store (``stores.models.StoreConfig`` has it)."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def incarnation(self) -> str: ...
+    @property
+    def webhooks(self) -> list[WebhookEndpoint]: ...
+    @property
+    def webhook_secret_ciphertext(self) -> str | None: ...
+
+
+class KeptMemory(Protocol):
+    """What an event needs of a memory kept (``memories.models.MemoryView`` has it)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def actor_id(self) -> str | None: ...
+    def model_dump(self, *, mode: str, exclude_none: bool) -> dict[str, Any]: ...
 
 
 def event_body(event: str, moment: datetime, data: dict[str, Any]) -> str:
@@ -26,7 +47,7 @@ def event_body(event: str, moment: datetime, data: dict[str, Any]) -> str:
 
 
 def deliveries_for(
-    config: StoreConfig,
+    config: HookedStore,
     org_id: str,
     instance_id: str,
     event: str,
@@ -57,7 +78,7 @@ def deliveries_for(
     ]
 
 
-def kept_events(memory: MemoryView, superseded: str | None) -> list[tuple[str, dict[str, Any]]]:
+def kept_events(memory: KeptMemory, superseded: str | None) -> list[tuple[str, dict[str, Any]]]:
     """The events of a memory kept (not a duplicate): ``memory.created`` with the memory as
     clients see it, and ``memory.superseded`` naming the one it replaced, if any."""
     events: list[tuple[str, dict[str, Any]]] = [

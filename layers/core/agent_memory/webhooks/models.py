@@ -19,6 +19,7 @@ from urllib.parse import urlsplit
 from pydantic import Field, StringConstraints, ValidationInfo, field_validator
 
 from agent_memory.models import Model, View
+from agent_memory.providers.endpoint_urls import check_endpoint_url
 
 EVENT_TYPES = (
     "extraction.completed",
@@ -52,9 +53,10 @@ class WebhookEndpoint(Model):
 
     The URL is ``https://`` with a public host (with the local stack's
     KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1, also ``http://`` and private addresses): the rule of a
-    custom provider's base URL, checked when saved (``stores.models.check_endpoint_url``) and
-    again at every delivery, on the addresses connected to. A query string is kept (a receiver
-    may authenticate by it); credentials and fragments are refused. The scheme and address
+    custom provider's base URL, checked when saved
+    (``providers.endpoint_urls.check_endpoint_url``) and again at every delivery, on the
+    addresses connected to. A query string is kept (a receiver may authenticate by it);
+    credentials and fragments are refused. The scheme and address
     rule is applied when validated with a context (``{"allow_private_endpoints": bool}``), as
     the store's settings are when saved."""
 
@@ -73,8 +75,6 @@ class WebhookEndpoint(Model):
         # when saved, and each delivery checks the addresses it connects to.
         if context is None or context.get("stored"):
             return value
-        from agent_memory.stores.models import check_endpoint_url
-
         check_endpoint_url(
             "url",
             value,

@@ -1,4 +1,5 @@
-"""A webhook receiver on loopback for tests: records every request (headers and body) and
+"""A webhook receiver on loopback, standing in for a customer's endpoint in the tests and in
+``bench.webhooks``: records every request (headers and body) and
 answers as scripted: ``"ok"`` (204), ``"fail"`` (500), ``"slow:<s>"`` (waits, then 204),
 ``"hang:<s>"`` (waits past the sender's timeout, then 204), one behaviour per request in order,
 then ``"ok"``."""
@@ -9,7 +10,7 @@ import threading
 import time
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, Self
 
 
 @dataclass
@@ -33,7 +34,7 @@ class WebhookReceiver(ThreadingHTTPServer):
     def url(self) -> str:
         return f"http://127.0.0.1:{self.server_address[1]}/hooks?token=abc"
 
-    def __enter__(self) -> WebhookReceiver:
+    def __enter__(self) -> Self:
         self._thread.start()
         return self
 
