@@ -127,3 +127,13 @@ def test_counting_never_fails_what_was_counted(counters):
     _, _, clock, org = counters
     down = UsageStore(redis.Redis(port=1, socket_connect_timeout=0.2), clock)
     down.add(org, *STORE, {"memories_deleted": 1})  # logged, not raised
+
+
+def test_memories_a_background_run_kept_count_against_the_daily_quota(counters):
+    limits, usage, _, org = counters
+    limits.set(org, Limits(memories_per_day=10))
+    usage.add(org, *STORE, {"memories_added": 8})  # what extraction kept
+    limits.reserve(org, "key_a", "memories", 2, STORE)
+    with pytest.raises(QuotaExceeded) as caught:
+        limits.reserve(org, "key_a", "memories", 1, STORE)
+    assert caught.value.limit == "memories_per_day"

@@ -131,7 +131,10 @@ class UsageStore:
         """Add ``counts`` (``COUNTERS`` names; zeros and unknown names are left out) to today's
         usage of the store, in one pipelined round trip; model tokens also to today's
         ``model_tokens`` quota counter of the organization (and of ``key_id``, when a request
-        of that key spent them). A failure is logged, not raised (module docstring)."""
+        of that key spent them), and ``memories_added`` (which only background runs count
+        here: the routes count theirs as they reserve them) to its ``memories`` counter, so
+        that what extraction keeps counts against ``memories_per_day`` (it is not refused).
+        A failure is logged, not raised (module docstring)."""
         given = {k: int(v) for k, v in counts.items() if v and k in COUNTERS}
         if not given:
             return
@@ -144,13 +147,15 @@ class UsageStore:
                 for counter, n in given.items():
                     pipe.hincrby(usage, ControlKeys.usage_field(instance_id, store, counter), n)
                 pipe.expire(usage, KEEP_SECONDS)
-                if tokens:
-                    quotas = [ControlKeys.quota(org_id, day)]
-                    if key_id:
-                        quotas.append(ControlKeys.quota(org_id, day, key_id))
-                    for quota in quotas:
+                quotas = [ControlKeys.quota(org_id, day)]
+                if key_id:
+                    quotas.append(ControlKeys.quota(org_id, day, key_id))
+                for quota in quotas:
+                    if tokens:
                         pipe.hincrby(quota, "model_tokens", tokens)
-                        pipe.expire(quota, 2 * 86_400)
+                    if given.get("memories_added"):
+                        pipe.hincrby(quota, "memories", given["memories_added"])
+                    pipe.expire(quota, 2 * 86_400)
                 pipe.execute()
         except AgentMemoryError as exc:
             from agent_memory.observability import logger
