@@ -22,6 +22,7 @@ Three measurements, each repeated ``--runs`` times, medians reported with their 
 from __future__ import annotations
 
 import argparse
+import random
 import statistics
 import time
 from datetime import UTC, datetime
@@ -70,13 +71,14 @@ def one_run(url: str, writes: int, run: int) -> tuple[dict[str, float], list[flo
         memory.put_store("local", plain, dimensions=3, dedupe_threshold=1)
         secret = memory.store("local", hooked).rotate_webhook_secret().secret
         timings: dict[str, list[float]] = {hooked: [], plain: []}
+        # random directions: near-parallel vectors would be duplicates (cosine 1 in float32)
+        rng = random.Random(run)
         answered: dict[str, float] = {}
         for n in range(writes):
             for name in (hooked, plain) if n % 2 else (plain, hooked):
                 start = time.perf_counter()
-                kept = memory.store("local", name).add_memory(
-                    f"fact {n} of {name}", vector=[1.0, float(n + 1), 0.5]
-                )
+                vector = [rng.gauss(0, 1) for _ in range(3)]
+                kept = memory.store("local", name).add_memory(f"fact {n} of {name}", vector=vector)
                 timings[name].append((time.perf_counter() - start) * 1000)
                 if name == hooked:
                     answered[kept.id] = time.monotonic()

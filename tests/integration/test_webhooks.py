@@ -23,7 +23,8 @@ from agent_memory.clock import to_ms
 from agent_memory.providers.secrets import FernetCipher, KeyPlace, seal
 from agent_memory.stores.models import StoreConfig
 from agent_memory.webhooks.delivery import Sender
-from agent_memory.webhooks.events import deliveries_for
+from agent_memory.webhooks.bodies import keep_bodies, read_body
+from agent_memory.webhooks.events import event_for
 from agent_memory.webhooks.models import WebhookEndpoint
 from agent_memory.webhooks.outbox import LEASE_MS, LOG_SIZE, RETRY_WINDOW_MS, Outbox
 from agent_memory.webhooks.signing import new_secret, signed_headers
@@ -53,16 +54,19 @@ def parts(control) -> Iterator[tuple[Outbox, Sender, MovableClock, FernetCipher]
     clock.moment = clock.moment.replace(microsecond=0)  # whole milliseconds, as stored
     cipher = FernetCipher(Fernet.generate_key())
     outbox = Outbox(control, clock)
-    yield outbox, Sender(outbox, cipher, clock, allow_private=True, timeout=1.0), clock, cipher
+    sender = Sender(
+        outbox, cipher, clock, lambda d: read_body(control, d), allow_private=True, timeout=1.0
+    )
+    yield outbox, sender, clock, cipher
 
 
 def _store(cipher, url: str, events: list[str], secret: str, name: str | None = None):
     name = name or unique("hooked")
-    place = KeyPlace(ORG, INSTANCE, name, "inc000000001")
+    place = KeyPlace(ORG, INSTANCE, name, "0a0b0c0d0e0f")
     now = datetime.now(UTC)
     return StoreConfig.model_validate(
         {
-            "name": name, "incarnation": "inc000000001", "created_at": now, "updated_at": now,
+            "name": name, "incarnation": "0a0b0c0d0e0f", "created_at": now, "updated_at": now,
             "webhooks": [{"url": url, "events": events}],
             "webhook_secret_ciphertext": seal(cipher, secret, place, "webhook_secret"),
         },
@@ -71,9 +75,15 @@ def _store(cipher, url: str, events: list[str], secret: str, name: str | None = 
 
 
 def _queue(outbox, clock, config, event="memory.created", data=None):
-    made = deliveries_for(config, ORG, INSTANCE, event, data or {"memory_id": "m1"}, clock.now())
-    outbox.enqueue(made)
-    return made
+    """Queue ``event`` as a route does (``StoreHandle.flush``): its body in the store's
+    keyspace (this module's server stands for the instance too), its deliveries in the outbox."""
+    made = event_for(config, ORG, INSTANCE, event, data or {"memory_id": "m1"}, clock.now())
+    if made is None:
+        return []
+    if made.in_store:
+        keep_bodies(outbox._redis, config.keys(), [(made.id, made.body)])
+    outbox.enqueue(made.deliveries)
+    return made.deliveries
 
 
 def test_a_delivery_is_signed_and_verifies_with_the_standard_webhooks_package(parts):
@@ -105,7 +115,7 @@ def test_only_the_endpoints_that_asked_for_an_event_get_it_and_none_without_a_se
     assert _queue(outbox, clock, config, "memory.created") == []
     assert len(_queue(outbox, clock, config, "session.deleted")) == 1
     unsigned = config.model_copy(update={"webhook_secret_ciphertext": None})
-    assert deliveries_for(unsigned, ORG, INSTANCE, "session.deleted", {}, clock.now()) == []
+    assert event_for(unsigned, ORG, INSTANCE, "session.deleted", {}, clock.now()) is None
 
 
 def test_a_failing_receiver_is_tried_on_the_schedule_with_the_same_id_until_it_answers(parts):
@@ -187,7 +197,9 @@ def test_a_delivery_whose_sender_died_is_sent_again_with_the_same_id(parts):
 
 def test_a_private_address_is_refused_when_sent_unless_the_stack_allows_it(parts, control):
     outbox, _, clock, cipher = parts
-    public_only = Sender(outbox, cipher, clock, allow_private=False, timeout=1.0)
+    public_only = Sender(
+        outbox, cipher, clock, lambda d: read_body(control, d), allow_private=False, timeout=1.0
+    )
     with WebhookReceiver() as receiver:
         config = _store(cipher, receiver.url, ["memory.created"], new_secret())
         _queue(outbox, clock, config)
@@ -218,12 +230,38 @@ def test_the_body_never_carries_the_secret_or_a_provider_key(parts):
     secret = new_secret()
     config = _store(cipher, "https://hooks.example.com/", ["memory.created"], secret)
     config = config.model_copy(update={"llm_api_key_ciphertext": "ciphertext-of-a-key"})
-    (made,) = _queue(outbox, clock, config)
+    made = event_for(config, ORG, INSTANCE, "memory.created", {"memory_id": "m1"}, clock.now())
+    assert made is not None
     for hidden in (secret, secret.removeprefix("whsec_"), "ciphertext-of-a-key",
                    config.webhook_secret_ciphertext):  # fmt: skip
         assert hidden not in made.body
+    outbox.enqueue(made.deliveries)
     (view,) = outbox.log(ORG, INSTANCE, config.name).deliveries
     assert "secret" not in view.model_dump_json()
+
+
+def test_what_an_event_says_of_the_stores_data_is_kept_in_the_store_and_goes_with_it(
+    parts, control
+):
+    outbox, sender, clock, cipher = parts
+    with WebhookReceiver() as receiver:
+        config = _store(cipher, receiver.url, ["memory.created", "store.deleted"], new_secret())
+        data = {"memory": {"text": "Hal's passport is in the drawer"}}
+        (queued,) = _queue(outbox, clock, config, data=data)
+        control_keys = list(control.scan_iter("kividb:control:*"))
+        kept = [control.dump(k) or b"" for k in control_keys]
+        assert control_keys and not any(b"passport" in k for k in kept)
+        for key in control.scan_iter(config.keys().all_pattern):  # the store is deleted
+            control.delete(key)
+        (gone,) = _queue(outbox, clock, config, "store.deleted", {"deleted_at": "now"})
+        report = sender.deliver_due(5)
+        assert (report.delivered, report.given_up) == (1, 1)  # one sent, one with nothing left
+        (got,) = receiver.delivered()
+        assert got.headers["webhook-id"] == gone.id  # the store's last word is still sent
+    views = {d.webhook_id: d for d in outbox.log(ORG, INSTANCE, config.name).deliveries}
+    lost = views[queued.id]
+    assert (lost.status, lost.attempts, lost.next_attempt_at) == ("failed", 0, None)
+    assert lost.last_error.startswith("not sent: the store")
 
 
 @settings(max_examples=200, deadline=None)

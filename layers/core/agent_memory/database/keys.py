@@ -24,6 +24,7 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:actor:{<actor>}:log              zset  recent changes by generation
     kividb:mem:<store>:<inc>:actor:{<actor>}:meta             hash  gen (change counter)
     kividb:mem:<store>:<inc>:idempotency:<sha256 of the key>  string  a write's record, 24 h
+    kividb:mem:<store>:<inc>:webhook:<event id>               string  a webhook event's body
     kividb:mem:<store>:<inc>:{<store>}:keyed:namespaces       hash  namespace JSON -> expiry:seen
     kividb:mem:<store>:<inc>:keyed:{<store>/k<ns sha256>}:items  hash  key -> keyed memory
     kividb:mem:<store>:<inc>:keyed:{<store>/k<ns sha256>}:expiry zset  key -> expiry (ms)
@@ -293,6 +294,12 @@ class StoreKeys:
         visible ASCII, braces too, so the name carries its digest: no hash tag, and each record
         in the slot of its own name, spread over a cluster's shards."""
         return f"{self._base}idempotency:{checked_digest(key_digest)}"
+
+    def webhook_body(self, event_id: str) -> str:
+        """string: the JSON body of a webhook event of the store (``webhooks.events``), read
+        by the delivery side at each attempt; expires with its retry window. Event ids are
+        ``evt_`` and base-32 characters (no brace): no hash tag, each in its own slot."""
+        return f"{self._base}webhook:{event_id}"
 
     @property
     def keyed_namespaces(self) -> str:

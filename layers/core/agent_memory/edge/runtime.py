@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from agent_memory.stores.models import OrganizationStoreList, StoreConfig, StoreList
     from agent_memory.stores.registry import Stores
     from agent_memory.webhooks.delivery import Sender
-    from agent_memory.webhooks.models import WebhookSecret
+    from agent_memory.webhooks.models import Delivery, WebhookSecret
     from agent_memory.webhooks.outbox import Outbox
 
 
@@ -186,17 +186,17 @@ class Runtime:
         """Delete ``store`` and everything it keeps (``Stores.delete``, under
         ``managed_stores``' rules), then tell its webhooks (``store.deleted``), signed with
         the secret it had."""
-        from agent_memory.webhooks.events import deliveries_for
+        from agent_memory.webhooks.events import event_for
 
         stores = self.managed_stores(principal, instance_id, store)
         config = stores.get(store)
         stores.delete(store)
         data = {"deleted_at": self.clock.now().isoformat()}
-        deliveries = deliveries_for(
+        made = event_for(
             config, principal.org_id, instance_id, "store.deleted", data, self.clock.now()
         )
-        if deliveries:
-            self.outbox.enqueue(deliveries)
+        if made is not None:  # its body rides in its deliveries: the store's keys are gone
+            self.outbox.enqueue(made.deliveries)
 
     def rotate_webhook_secret(
         self, principal: Principal, instance_id: str, store: str
@@ -316,8 +316,22 @@ class Runtime:
             self.outbox,
             self.cipher,
             self.clock,
+            self._webhook_body,
             allow_private=self.settings.allow_private_endpoints,
         )
+
+    def _webhook_body(self, delivery: Delivery) -> str | None:
+        """The body of ``delivery``'s event in its store's keyspace (``webhooks.bodies``); None
+        when its instance or store is gone."""
+        from agent_memory.database.client import redis_client
+        from agent_memory.errors import InstanceNotFound
+        from agent_memory.webhooks.bodies import read_body
+
+        try:
+            instance = self.control.instance_by_id(delivery.instance_id)
+        except InstanceNotFound:
+            return None
+        return read_body(redis_client(instance.url, guard=instance.guard), delivery)
 
     @cached_property
     def scheduler(self) -> Scheduler:

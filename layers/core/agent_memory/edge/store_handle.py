@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from agent_memory.stores.holding import Holding, UsageReport
     from agent_memory.stores.idempotency import IdempotencyRecords, OnceKey
     from agent_memory.stores.registry import Stores
-    from agent_memory.webhooks.models import Delivery, DeliveryList
+    from agent_memory.webhooks.events import Event
+    from agent_memory.webhooks.models import DeliveryList
 
 
 class StoreHandle:
@@ -62,7 +63,7 @@ class StoreHandle:
         towards."""
         self._embedders: list[LazyEmbedder] = []
         self._usage: dict[str, int] = {}
-        self._deliveries: list[Delivery] = []
+        self._events: list[Event] = []
 
     def count_usage(self, counts: dict[str, int]) -> None:
         """Add ``counts`` (``control.usage.COUNTERS``) to what ``flush`` will count."""
@@ -70,38 +71,46 @@ class StoreHandle:
             self._usage[counter] = self._usage.get(counter, 0) + n
 
     def notify(self, event: str, data: dict[str, Any]) -> None:
-        """Queue ``event`` (``webhooks.models.EVENT_TYPES``) with ``data`` for the store's
-        endpoints that asked for it, sent by ``flush``; nothing for a store without them."""
+        """Make ``event`` (``webhooks.models.EVENT_TYPES``) with ``data`` for the store's
+        endpoints that asked for it, queued by ``flush``; nothing for a store without them."""
         if not self.config.webhooks:
             return
-        from agent_memory.webhooks.events import deliveries_for
+        from agent_memory.webhooks.events import event_for
 
-        self._deliveries.extend(
-            deliveries_for(
-                self.config, self.instance.org_id, self.instance_id, event, data,
-                self.runtime.clock.now(),
-            )
+        made = event_for(
+            self.config, self.instance.org_id, self.instance_id, event, data,
+            self.runtime.clock.now(),
         )  # fmt: skip
+        if made is not None:
+            self._events.append(made)
 
     def flush(self) -> None:
         """Count what ``count_usage`` gathered and the embedding tokens this handle's calls
         spent (as the provider reported them) in the store's usage of today, and queue the
-        deliveries ``notify`` made: a round trip each, only when there is any. Then forget
-        them, so that nothing is counted or sent twice. Counting never raises
-        (``UsageStore.add``); queueing raises ``DatabaseUnavailable``."""
+        events ``notify`` made: their bodies in the store's keyspace, then their deliveries in
+        the outbox; a round trip each, only when there is any. Then forget them, so that
+        nothing is counted or sent twice. Counting never raises (``UsageStore.add``); queueing
+        raises ``DatabaseUnavailable``."""
         counts = self._usage
         tokens = sum(embedder.tokens for embedder in self._embedders)
         if tokens:
             counts["embedding_tokens"] = counts.get("embedding_tokens", 0) + tokens
             self._embedders.clear()
         self._usage = {}
-        deliveries, self._deliveries = self._deliveries, []
+        events, self._events = self._events, []
         if any(counts.values()):
             self.runtime.usage.add(
                 self.instance.org_id, self.instance_id, self.config.name, counts, self.key_id
             )
-        if deliveries:
-            self.runtime.outbox.enqueue(deliveries)
+        if events:
+            from agent_memory.webhooks.bodies import keep_bodies
+
+            keep_bodies(
+                self.stores.client,
+                self.config.keys(),
+                [(e.id, e.body) for e in events if e.in_store],
+            )
+            self.runtime.outbox.enqueue([d for e in events for d in e.deliveries])
 
     @property
     def instance_id(self) -> str:

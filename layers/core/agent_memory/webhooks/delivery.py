@@ -14,6 +14,7 @@ its status, nor kept, nor logged.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
@@ -50,15 +51,17 @@ class DeliveryReport:
 
 
 class Sender:
-    """Sends deliveries of ``outbox``, unsealing secrets with ``cipher``; ``allow_private``
-    admits ``http://`` and private addresses (the local stack and tests only); ``timeout`` is
-    one attempt's seconds."""
+    """Sends deliveries of ``outbox``, unsealing secrets with ``cipher`` and reading the bodies
+    kept in their stores with ``bodies`` (``webhooks.bodies.read_body`` of the delivery's
+    instance: None when it is gone); ``allow_private`` admits ``http://`` and private
+    addresses (the local stack and tests only); ``timeout`` is one attempt's seconds."""
 
     def __init__(
         self,
         outbox: Outbox,
         cipher: Cipher,
         clock: Clock,
+        bodies: Callable[[Delivery], str | None],
         *,
         allow_private: bool = False,
         timeout: float = TIMEOUT,
@@ -66,6 +69,7 @@ class Sender:
         self._outbox = outbox
         self._cipher = cipher
         self._clock = clock
+        self._bodies = bodies
         self._allow_private = allow_private
         self._timeout = timeout
 
@@ -99,11 +103,21 @@ class Sender:
         status: int | None = None
         error: str | None = None
         try:
-            status = self._post(delivery, started)
-            if not 200 <= status < 300:
-                error = f"the endpoint answered HTTP {status}"
+            body = self._body(delivery)
+        except _Gone as exc:
+            return delivery.model_copy(
+                update={"state": "failed", "next_ms": None, "last_error": str(exc),
+                        "body": None, "secret": None},
+            )  # fmt: skip
         except _AttemptFailed as exc:
-            error = str(exc)
+            body, error = None, str(exc)
+        if body is not None:
+            try:
+                status = self._post(delivery, body)
+                if not 200 <= status < 300:
+                    error = f"the endpoint answered HTTP {status}"
+            except _AttemptFailed as exc:
+                error = str(exc)
         now_ms = to_ms(self._clock.now())
         done = delivery.model_copy(
             update={
@@ -119,11 +133,26 @@ class Sender:
         state = "pending" if following is not None else "failed"
         return done.model_copy(update={"state": state, "next_ms": following})
 
-    def _post(self, delivery: Delivery, moment: object) -> int:
-        """Send ``delivery`` once; its HTTP status, or ``_AttemptFailed`` saying why none."""
+    def _body(self, delivery: Delivery) -> str:
+        """The body to send: the delivery's own (``store.deleted``) or its store's; ``_Gone``
+        when the store (or its instance) is gone, ``_AttemptFailed`` when its database cannot
+        be read now."""
+        if delivery.body is not None:
+            return delivery.body
+        try:
+            found = self._bodies(delivery)
+        except AgentMemoryError as exc:
+            raise _AttemptFailed(f"the store's database could not be read ({exc.code})") from None
+        if found is None:
+            raise _Gone("not sent: the store (and the event's data) was deleted, or it expired")
+        return found
+
+    def _post(self, delivery: Delivery, body: str) -> int:
+        """Send ``body`` once for ``delivery``; its HTTP status, or ``_AttemptFailed`` saying
+        why none."""
         host = urlsplit(delivery.url).hostname or "?"
-        if delivery.body is None or delivery.secret is None:
-            raise _AttemptFailed("the delivery lost its body (nothing to send)")
+        if delivery.secret is None:
+            raise _AttemptFailed("the delivery lost its secret (nothing to sign with)")
         place = KeyPlace(
             delivery.org_id, delivery.instance_id, delivery.store, delivery.incarnation
         )
@@ -131,7 +160,7 @@ class Sender:
             secret = unseal(self._cipher, delivery.secret, place, "webhook_secret")
         except AgentMemoryError as exc:
             raise _AttemptFailed(f"the signing secret could not be read ({exc.code})") from None
-        headers = signed_headers(secret, delivery.id, self._clock.now(), delivery.body)
+        headers = signed_headers(secret, delivery.id, self._clock.now(), body)
         headers["user-agent"] = "KiviDB-Webhooks/1"
         call = CallDeadline(
             end=time.monotonic() + self._timeout,
@@ -143,7 +172,7 @@ class Sender:
             with shared_http().stream(
                 "POST",
                 delivery.url,
-                content=delivery.body.encode("utf-8"),
+                content=body.encode("utf-8"),
                 headers=headers,
                 timeout=httpx.Timeout(self._timeout, connect=min(CONNECT_TIMEOUT, self._timeout)),
             ) as response:
@@ -162,3 +191,7 @@ class Sender:
 
 class _AttemptFailed(Exception):
     """An attempt that got no HTTP status; the message is ours (a host name, never the URL)."""
+
+
+class _Gone(Exception):
+    """A delivery whose event's data is gone with its store: it fails at once, for good."""

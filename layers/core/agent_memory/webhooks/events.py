@@ -1,5 +1,5 @@
-"""The deliveries an event of a store makes: one per endpoint that asked for it, each with the
-body every attempt sends (Standard Webhooks: ``{"type", "timestamp", "data"}``).
+"""The deliveries an event of a store makes: one per endpoint that asked for it, all sending the
+event's one body (Standard Webhooks: ``{"type", "timestamp", "data"}``) on every attempt.
 
 ``data`` holds the store's own ids and what the event is about (a memory as clients see it, a
 session id, an extraction's counts), never a provider key, the signing secret or anything of
@@ -9,6 +9,7 @@ another store.
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
@@ -46,36 +47,61 @@ def event_body(event: str, moment: datetime, data: dict[str, Any]) -> str:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False, default=str)
 
 
-def deliveries_for(
+@dataclass(frozen=True)
+class Event:
+    """One event of a store: its id, its body, and a delivery per endpoint that asked for it.
+    ``in_store``: the body goes in the store's keyspace (``StoreKeys.webhook_body``), for
+    every event but ``store.deleted``, whose body rides in its deliveries."""
+
+    id: str
+    body: str
+    deliveries: list[Delivery]
+    in_store: bool
+
+
+INLINE_EVENTS = frozenset({"store.deleted"})
+"""Events whose body is kept with their deliveries: the store's keyspace is gone."""
+
+
+def new_event_id() -> str:
+    """``evt_`` and 24 random base-32 characters."""
+    return "evt_" + new_delivery_id().removeprefix("msg_")
+
+
+def event_for(
     config: HookedStore,
     org_id: str,
     instance_id: str,
     event: str,
     data: dict[str, Any],
     moment: datetime,
-) -> list[Delivery]:
-    """A pending delivery of ``event`` to each of the store's endpoints that asked for it
-    (none when the store has none, or no signing secret yet); ``data`` gets the store's
+) -> Event | None:
+    """``event`` with ``data`` for each of the store's endpoints that asked for it, or None when
+    none did (or the store has no signing secret yet); ``data`` gets the store's
     ``instance_id`` and ``store`` first."""
     endpoints = [e for e in config.webhooks if event in e.events]
     if not endpoints or config.webhook_secret_ciphertext is None:
-        return []
+        return None
     body = event_body(event, moment, {"instance_id": instance_id, "store": config.name, **data})
-    return [
+    event_id = new_event_id()
+    inline = event in INLINE_EVENTS
+    deliveries = [
         Delivery(
             id=new_delivery_id(),
+            event_id=event_id,
             org_id=org_id,
             instance_id=instance_id,
             store=config.name,
             incarnation=config.incarnation,
             event=event,
             url=endpoint.url,
-            body=body,
+            body=body if inline else None,
             secret=config.webhook_secret_ciphertext,
             created_ms=to_ms(moment),
         )
         for endpoint in endpoints
     ]
+    return Event(event_id, body, deliveries, in_store=not inline)
 
 
 def kept_events(memory: KeptMemory, superseded: str | None) -> list[tuple[str, dict[str, Any]]]:

@@ -106,12 +106,17 @@ class WebhookSecret(View):
 
 
 class Delivery(View):
-    """A delivery as kept in the control database (``webhooks.outbox``). ``body`` is the exact
-    JSON sent (and signed), dropped once the delivery is settled; ``secret`` the store's
-    sealed secret when the event happened (``providers.secrets.seal``, field
-    ``webhook_secret``), so that a delivery outlives the store (``store.deleted``)."""
+    """A delivery as kept in the control database (``webhooks.outbox``): where it goes and how
+    it went, never what the store remembers. The body (the exact JSON sent and signed) of an
+    event about the store's data is kept in the store's own keyspace
+    (``StoreKeys.webhook_body(event_id)``), so it goes with the store; only ``store.deleted``,
+    which holds nothing but the store's name, carries its ``body`` here (dropped once
+    settled). ``secret`` is the store's sealed secret when the event happened
+    (``providers.secrets.seal``, field ``webhook_secret``), so that ``store.deleted`` is signed
+    after its store is gone."""
 
     id: str
+    event_id: str
     org_id: str
     instance_id: str
     store: str
