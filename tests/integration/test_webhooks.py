@@ -22,8 +22,8 @@ from standardwebhooks import Webhook
 from agent_memory.clock import to_ms
 from agent_memory.providers.secrets import FernetCipher, KeyPlace, seal
 from agent_memory.stores.models import StoreConfig
-from agent_memory.webhooks.delivery import Sender
 from agent_memory.webhooks.bodies import keep_bodies, read_body
+from agent_memory.webhooks.delivery import Sender
 from agent_memory.webhooks.events import event_for
 from agent_memory.webhooks.models import WebhookEndpoint
 from agent_memory.webhooks.outbox import LEASE_MS, LOG_SIZE, RETRY_WINDOW_MS, Outbox
