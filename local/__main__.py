@@ -172,11 +172,12 @@ def _banner(
     """What the stack prints once it is set up."""
     base = f"http://127.0.0.1:{port}"
     endpoints = (
-        "custom model endpoints may be http:// and private (KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1)"
+        "custom model endpoints and webhook URLs may be http:// and private "
+        "(KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1)"
         if os.environ.get("KIVIDB_ALLOW_PRIVATE_ENDPOINTS", "").lower()
         in ("1", "true", "yes", "on")
-        else "custom model endpoints must be public https:// (KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 "
-        "allows loopback servers)"
+        else "custom model endpoints and webhook URLs must be public https:// "
+        "(KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 allows loopback servers)"
     )
     return (
         f"KiviDB agent memory, local stack\n"

@@ -11,7 +11,7 @@ from agent_memory.control.key_models import KeyCreate, KeyCreated
 from agent_memory.edge.http_errors import JSON, responses
 from agent_memory.edge.resolver import Api
 
-app = Api(admin_only=True)
+app = Api(admin_only="manages API keys")
 
 
 @app.post(

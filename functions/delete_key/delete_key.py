@@ -12,7 +12,7 @@ from agent_memory.edge.http_errors import responses
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import no_content
 
-app = Api(admin_only=True)
+app = Api(admin_only="manages API keys")
 
 
 @app.delete(

@@ -6,7 +6,7 @@ from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import FromDay, ToDay
 from agent_memory.stores.holding import UsageReport
 
-app = Api(admin_only=True)
+app = Api(admin_only="reads the whole organization's usage")
 
 
 @app.get("/usage", summary="The organization's usage by day", tags=["usage"],

@@ -5,7 +5,7 @@ from agent_memory.control.key_models import KeyList, scope_view
 from agent_memory.edge.http_errors import ERROR_RESPONSES
 from agent_memory.edge.resolver import Api
 
-app = Api(admin_only=True)
+app = Api(admin_only="manages API keys")
 
 
 @app.get("/keys", summary="List API keys", tags=["keys"], responses=ERROR_RESPONSES)

@@ -390,20 +390,21 @@ def delete_key(key_id: str) -> Call[Any]:
     return Call("DELETE", f"/keys/{segment('key_id', key_id)}", None, True)
 
 
-def organization_usage(first: date | None, last: date | None) -> Call[m.UsageReport]:
+def organization_usage(first: date | str | None, last: date | str | None) -> Call[m.UsageReport]:
     params = query(**{"from": _day(first), "to": _day(last)})
     return Call("GET", "/usage", m.UsageReport, True, params=params)
 
 
-def usage(store: str, first: date | None, last: date | None) -> Call[m.UsageReport]:
+def usage(store: str, first: date | str | None, last: date | str | None) -> Call[m.UsageReport]:
     params = query(**{"from": _day(first), "to": _day(last)})
     return Call("GET", f"{store}/usage", m.UsageReport, True, params=params)
 
 
-def _day(value: date | None) -> str | None:
-    """A day as the usage routes take it (``YYYY-MM-DD``); a datetime's date."""
-    if value is None:
-        return None
+def _day(value: date | str | None) -> str | None:
+    """A day as the usage routes take it (``YYYY-MM-DD``): a date's, a datetime's date, or a
+    text as given (the API refuses one that is not a day, 422 naming the field)."""
+    if value is None or isinstance(value, str):
+        return value
     return (value.date() if isinstance(value, datetime) else value).isoformat()
 
 

@@ -180,11 +180,11 @@ class AsyncMemoryClient(_Base):
         await self.send(_http.delete_key(key_id))
 
     async def organization_usage(
-        self, first: date | None = None, last: date | None = None
+        self, first: date | str | None = None, last: date | str | None = None
     ) -> m.UsageReport:
-        """The organization's usage by day from ``first`` to ``last`` (UTC days, at most 366;
-        by default the last 30), over every store, and what its stores hold now (admin key
-        only)."""
+        """The organization's usage by day from ``first`` to ``last`` (UTC days, a ``date`` or
+        ``"YYYY-MM-DD"``, at most 366; by default the last 30), over every store, and what its
+        stores hold now (admin key only)."""
         return await self._answer(_http.organization_usage(first, last))
 
     def store(self, instance_id: str, name: str) -> AsyncStoreClient:
@@ -405,9 +405,11 @@ class AsyncStoreClient:
         request = _search(query, mode, actor_id, types, limit, query_vector, filters)
         return await self._client._answer(_http.search(self._prefix, request))
 
-    async def usage(self, first: date | None = None, last: date | None = None) -> m.UsageReport:
-        """The store's usage by day from ``first`` to ``last`` (UTC days, at most 366; by
-        default the last 30) and what it holds now."""
+    async def usage(
+        self, first: date | str | None = None, last: date | str | None = None
+    ) -> m.UsageReport:
+        """The store's usage by day from ``first`` to ``last`` (UTC days, a ``date`` or
+        ``"YYYY-MM-DD"``, at most 366; by default the last 30) and what it holds now."""
         return await self._client._answer(_http.usage(self._prefix, first, last))
 
     async def rotate_webhook_secret(self) -> m.WebhookSecret:

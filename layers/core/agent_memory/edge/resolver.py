@@ -90,7 +90,7 @@ class Api(APIGatewayHttpResolver):
         store_not_found_step: str = "",
         idempotent_writes: bool = False,
         reads: bool = False,
-        admin_only: bool = False,
+        admin_only: str = "",
     ) -> None:
         """``store_not_found_step``: the next step a 404 ``store_not_found`` names on this
         route (``CREATE_STORE_FIRST``, ``NOTHING_DELETED``); by default none.
@@ -98,7 +98,8 @@ class Api(APIGatewayHttpResolver):
         (``edge.idempotency``; its handler declares ``IdempotencyKeyHeader``).
         ``reads``: a ``POST`` route that only reads (a search), which a read-only key may call;
         every other method but ``GET`` writes. ``admin_only``: only the organization's admin
-        key (no scope) may call it (the management of keys)."""
+        key (no scope) may call it; what the route does, as its 403 says it ("manages API
+        keys")."""
         super().__init__(
             enable_validation=True,
             json_body_deserializer=strict_json_loads,
@@ -192,7 +193,7 @@ class Api(APIGatewayHttpResolver):
             return
         if self._admin_only:
             raise Forbidden(
-                "Only the organization's admin key manages API keys; this key is a scoped one."
+                f"Only the organization's admin key {self._admin_only}; this key is a scoped one."
             )
         method = str(((event.get("requestContext") or {}).get("http") or {}).get("method", ""))
         if method.upper() not in ("GET", "HEAD", "OPTIONS") and not self._reads:

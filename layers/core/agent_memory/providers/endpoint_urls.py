@@ -48,7 +48,14 @@ def check_endpoint_url(
             "KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 also takes http:// and private addresses)"
         )
     if parts.username is not None or parts.password is not None:
-        raise ValueError(f"{field} must not hold credentials; send the key as the api_key field")
+        raise ValueError(
+            f"{field} must not hold credentials; "
+            + (
+                "a receiver can take a token in the query string instead"
+                if allow_query
+                else "send the key as the api_key field"
+            )
+        )
     try:
         port = parts.port
     except ValueError as exc:
