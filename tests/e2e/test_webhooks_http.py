@@ -106,6 +106,28 @@ def test_a_failed_attempt_is_sent_again_with_the_same_id(memory: MemoryClient):
         memory.delete_store("local", name)
 
 
+def test_an_endpoint_removed_gets_nothing_more_of_what_was_queued_for_it(memory: MemoryClient):
+    with WebhookReceiver(["fail"] * 5) as receiver:
+        name = unique("removed")
+        hook = [{"url": receiver.url, "events": ["memory.created"]}]
+        memory.put_store("local", name, dimensions=3, webhooks=hook)
+        store = memory.store("local", name)
+        store.add_memory("Ivy's door code is 4711", vector=[1.0, 0.0, 0.0])
+        deadline = time.monotonic() + 10
+        while not receiver.received and time.monotonic() < deadline:
+            time.sleep(0.05)
+        memory.put_store("local", name, webhooks=None)  # before the retry, 5 s later
+        deadline = time.monotonic() + 15
+        while (listed := store.webhook_deliveries().deliveries)[0].status == "pending":
+            assert time.monotonic() < deadline, listed
+            time.sleep(0.2)
+        (gone,) = listed
+        assert gone.status == "failed" and gone.attempts == 1
+        assert gone.last_error == "not sent: the store no longer sends this event to this endpoint"
+        assert len(receiver.received) == 1
+        memory.delete_store("local", name)
+
+
 def test_a_background_run_tells_what_it_extracted(memory: MemoryClient, provider, receiver):
     path = model_store(memory, provider, webhooks=[{"url": receiver.url, "events": ALL_EVENTS}])
     store = memory.store("local", path.rsplit("/", 1)[1])
@@ -136,6 +158,7 @@ def test_bad_endpoints_are_refused_naming_the_field_and_nothing_changes(
         ([{**good, "url": "https://hooks.example.com/#frag"}], "webhooks.0.url"),
         ([{**good, "url": "ftp://hooks.example.com/"}], "webhooks.0.url"),
         ([{**good, "secret": "x"}], "webhooks.0.secret"),
+        ([good, {**good, "events": ["memory.deleted"]}], "webhooks"),
         ("https://hooks.example.com/in", "webhooks"),
     ]:
         answer = api.put(path, json={"webhooks": webhooks})

@@ -92,6 +92,7 @@ def test_a_range_is_checked():
         day_range(today - timedelta(days=366), today, today)
     assert caught.value.details[0]["field"] == "query.to"
     assert len(day_range(today - timedelta(days=365), today, today)) == 366
+    assert day_range(None, date(1, 1, 3), today) == [date(1, 1, n) for n in (1, 2, 3)]
 
 
 def test_model_tokens_spent_stop_background_calls_and_embedding_writes_once_used_up(counters):

@@ -10,6 +10,8 @@ their own: the local stack of the HTTP tests (same pytest session) sends from it
 from __future__ import annotations
 
 import json
+import threading
+import time
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 
@@ -22,7 +24,7 @@ from standardwebhooks import Webhook
 from agent_memory.clock import to_ms
 from agent_memory.providers.secrets import FernetCipher, KeyPlace, seal
 from agent_memory.stores.models import StoreConfig
-from agent_memory.webhooks.bodies import keep_bodies, read_body
+from agent_memory.webhooks.bodies import EventGone, keep_bodies, read_body
 from agent_memory.webhooks.delivery import Sender
 from agent_memory.webhooks.events import event_for
 from agent_memory.webhooks.models import WebhookEndpoint
@@ -54,10 +56,21 @@ def parts(control) -> Iterator[tuple[Outbox, Sender, MovableClock, FernetCipher]
     clock.moment = clock.moment.replace(microsecond=0)  # whole milliseconds, as stored
     cipher = FernetCipher(Fernet.generate_key())
     outbox = Outbox(control, clock)
-    sender = Sender(
-        outbox, cipher, clock, lambda d: read_body(control, d), allow_private=True, timeout=1.0
-    )
+    sender = Sender(outbox, cipher, clock, _reader(control), allow_private=True, timeout=1.0)
     yield outbox, sender, clock, cipher
+
+
+def _reader(control):
+    """The bodies port as the runtime's, on this module's server (the store's checks are the
+    runtime's: tests/e2e/test_webhooks_http.py)."""
+
+    def read(delivery):
+        body = read_body(control, delivery)
+        if body is None:
+            raise EventGone("not sent: the store (and the event's data) was deleted")
+        return body
+
+    return read
 
 
 def _store(cipher, url: str, events: list[str], secret: str, name: str | None = None):
@@ -183,6 +196,25 @@ def test_a_receiver_that_hangs_or_refuses_fails_the_attempt_and_others_are_not_h
     assert view.last_status_code is None and view.last_error.startswith("could not reach")
 
 
+def test_a_receiver_that_hangs_holds_up_no_other_stores_deliveries(parts):
+    outbox, sender, clock, cipher = parts
+    with WebhookReceiver(["hang:1.5"] * 6) as hanging, WebhookReceiver() as other:
+        hung = _store(cipher, hanging.url, ["memory.created"], new_secret())
+        for _ in range(6):
+            _queue(outbox, clock, hung)
+        waiting = _store(cipher, other.url, ["memory.created"], new_secret())
+        _queue(outbox, clock, waiting)
+        started = time.monotonic()
+        worker = threading.Thread(target=sender.deliver_due, args=(3,))
+        worker.start()
+        other.wait_for(1, seconds=5)
+        assert time.monotonic() - started < 0.9  # not behind the hanging ones (1 s each)
+        worker.join()
+        assert len(hanging.received) <= 2 + 2  # two at a time; the rest given back for later
+    views = outbox.log(ORG, INSTANCE, hung.name).deliveries
+    assert {v.status for v in views} == {"pending"} and len(views) == 6
+
+
 def test_a_delivery_whose_sender_died_is_sent_again_with_the_same_id(parts):
     outbox, sender, clock, cipher = parts
     with WebhookReceiver() as receiver:
@@ -197,9 +229,7 @@ def test_a_delivery_whose_sender_died_is_sent_again_with_the_same_id(parts):
 
 def test_a_private_address_is_refused_when_sent_unless_the_stack_allows_it(parts, control):
     outbox, _, clock, cipher = parts
-    public_only = Sender(
-        outbox, cipher, clock, lambda d: read_body(control, d), allow_private=False, timeout=1.0
-    )
+    public_only = Sender(outbox, cipher, clock, _reader(control), allow_private=False, timeout=1.0)
     with WebhookReceiver() as receiver:
         config = _store(cipher, receiver.url, ["memory.created"], new_secret())
         _queue(outbox, clock, config)

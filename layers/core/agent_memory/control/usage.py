@@ -97,7 +97,11 @@ def day_range(first: date | None, last: date | None, today: date) -> list[date]:
     ``DEFAULT_RANGE_DAYS`` days before ``last``); ``ValidationFailed`` naming ``from`` or
     ``to`` when ``first`` is after ``last`` or the range spans more than ``MAX_RANGE_DAYS``."""
     last = last or today
-    first = first or last - timedelta(days=DEFAULT_RANGE_DAYS - 1)
+    if first is None:
+        try:
+            first = last - timedelta(days=DEFAULT_RANGE_DAYS - 1)
+        except OverflowError:  # within 30 days of 0001-01-01
+            first = date.min
     if first > last:
         raise ValidationFailed(
             "'from' is after 'to'.", details=[{"field": "query.from", "problem": "after 'to'"}]

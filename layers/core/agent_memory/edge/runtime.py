@@ -320,18 +320,28 @@ class Runtime:
             allow_private=self.settings.allow_private_endpoints,
         )
 
-    def _webhook_body(self, delivery: Delivery) -> str | None:
-        """The body of ``delivery``'s event in its store's keyspace (``webhooks.bodies``); None
-        when its instance or store is gone."""
+    def _webhook_body(self, delivery: Delivery) -> str:
+        """The body of ``delivery``'s event in its store's keyspace (``webhooks.bodies``).
+        ``EventGone`` when its instance or store is gone, or the store no longer sends that
+        event to that endpoint (a delivery goes only where the store still asks for it)."""
         from agent_memory.database.client import redis_client
-        from agent_memory.errors import InstanceNotFound
-        from agent_memory.webhooks.bodies import read_body
+        from agent_memory.errors import InstanceNotFound, StoreNotFound
+        from agent_memory.webhooks.bodies import EventGone, read_body
 
+        gone = "not sent: the store (and the event's data) was deleted"
         try:
             instance = self.control.instance_by_id(delivery.instance_id)
-        except InstanceNotFound:
-            return None
-        return read_body(redis_client(instance.url, guard=instance.guard), delivery)
+            config = self.stores_of(instance).get(delivery.store)
+        except (InstanceNotFound, StoreNotFound):
+            raise EventGone(gone) from None
+        if config.incarnation != delivery.incarnation:
+            raise EventGone(gone)
+        if not any(w.url == delivery.url and delivery.event in w.events for w in config.webhooks):
+            raise EventGone("not sent: the store no longer sends this event to this endpoint")
+        body = read_body(redis_client(instance.url, guard=instance.guard), delivery)
+        if body is None:
+            raise EventGone("not sent: the event's data expired")
+        return body
 
     @cached_property
     def scheduler(self) -> Scheduler:

@@ -79,6 +79,14 @@ class StoreSettings(Model):
     # Endpoints told of the store's events (agent_memory.webhooks); up to five.
     webhooks: Webhooks = Field(default_factory=list)
 
+    @field_validator("webhooks")
+    @classmethod
+    def _one_endpoint_per_url(cls, value: list[WebhookEndpoint]) -> list[WebhookEndpoint]:
+        urls = [w.url for w in value]
+        if len(set(urls)) != len(urls):
+            raise ValueError("names an endpoint URL twice; give one endpoint all its events")
+        return value
+
     @model_validator(mode="after")
     def _coherent(self) -> StoreSettings:
         if self.keep_recent >= self.summarize_after:
@@ -95,6 +103,7 @@ class StoreSettings(Model):
         names = [t.name for t in self.custom_types]
         if len(set(names)) != len(names):
             raise ValueError("custom_types names must be unique")
+
         return self
 
 

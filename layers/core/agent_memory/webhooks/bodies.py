@@ -28,6 +28,11 @@ def keep_bodies(client: redis.Redis, keys: StoreKeys, bodies: Iterable[tuple[str
         pipe.execute()
 
 
+class EventGone(Exception):
+    """A delivery with nothing to send any more: its store (with the event's body) is gone,
+    or the store no longer has its endpoint for its event. The message says which."""
+
+
 def read_body(client: redis.Redis, delivery: Delivery) -> str | None:
     """The body of ``delivery``'s event in its store's keyspace, or None when it is gone (the
     store deleted, or the body expired). Errors: ``DatabaseUnavailable``."""

@@ -7,15 +7,16 @@ must be public unless the stack allows private endpoints (the rule of custom pro
 on the addresses themselves, so a name that resolves elsewhere after it was saved is refused).
 A 2xx answer delivers; anything else (another status, a refusal, no answer within ``TIMEOUT``
 seconds) is a failed attempt, tried again on the outbox's schedule. Attempts run on a few
-threads, so one slow receiver delays no other. What a receiver answers is never read beyond
-its status, nor kept, nor logged.
+threads, at most two at once to one endpoint (host and port), so one slow receiver delays no
+other. What a receiver answers is never read beyond its status, nor kept, nor logged.
 """
 
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from urllib.parse import urlsplit
 
@@ -25,6 +26,7 @@ from agent_memory.clock import Clock, to_ms
 from agent_memory.errors import AgentMemoryError, EndpointRefused
 from agent_memory.providers.network import CallDeadline, current_call, shared_http
 from agent_memory.providers.secrets import Cipher, KeyPlace, unseal
+from agent_memory.webhooks.bodies import EventGone
 from agent_memory.webhooks.models import Delivery
 from agent_memory.webhooks.outbox import Outbox, next_attempt_ms
 from agent_memory.webhooks.signing import signed_headers
@@ -35,7 +37,11 @@ receiver about 15 s; 10 s keeps a batch well inside the outbox's lease)."""
 CONNECT_TIMEOUT = 5.0
 THREADS = 8
 """Attempts at once."""
-BATCH = 32
+PER_HOST = 2
+"""Attempts at once to one endpoint's host and port: a receiver that hangs takes at most this
+many threads."""
+BUSY_HOST_DELAY_MS = 1000
+"""How much later a delivery claimed while its host is busy is due again."""
 
 
 @dataclass
@@ -53,15 +59,16 @@ class DeliveryReport:
 class Sender:
     """Sends deliveries of ``outbox``, unsealing secrets with ``cipher`` and reading the bodies
     kept in their stores with ``bodies`` (``webhooks.bodies.read_body`` of the delivery's
-    instance: None when it is gone); ``allow_private`` admits ``http://`` and private
-    addresses (the local stack and tests only); ``timeout`` is one attempt's seconds."""
+    store, ``EventGone`` when there is nothing to send any more); ``allow_private`` admits
+    ``http://`` and private addresses (the local stack and tests only); ``timeout`` is one
+    attempt's seconds."""
 
     def __init__(
         self,
         outbox: Outbox,
         cipher: Cipher,
         clock: Clock,
-        bodies: Callable[[Delivery], str | None],
+        bodies: Callable[[Delivery], str],
         *,
         allow_private: bool = False,
         timeout: float = TIMEOUT,
@@ -74,27 +81,50 @@ class Sender:
         self._timeout = timeout
 
     def deliver_due(self, seconds: float = 50.0) -> DeliveryReport:
-        """Attempt what is due, batch after batch, until nothing is due now or ``seconds`` have
-        passed (a batch started is finished). Errors: ``DatabaseUnavailable`` from the outbox;
-        a receiver's failure is the delivery's, never raised."""
+        """Attempt what is due until nothing is due now or ``seconds`` have passed (attempts
+        under way then are finished, within ``timeout``). Deliveries are claimed only as
+        threads free up, and at most ``PER_HOST`` attempts go to one host and port at once (one
+        more is given back, due a second later), so a receiver that hangs holds up no other.
+        Errors: ``DatabaseUnavailable`` from the outbox; a receiver's failure is the
+        delivery's, never raised."""
         report = DeliveryReport()
         end = time.monotonic() + seconds
+        running: dict[Future[Delivery], tuple[str, int]] = {}
+        per_host: Counter[str] = Counter()
         with ThreadPoolExecutor(THREADS, thread_name_prefix="webhook") as pool:
-            while time.monotonic() < end:
-                batch = self._outbox.claim(BATCH)
-                if not batch:
-                    break
-                for delivery in pool.map(self.attempt, batch):
-                    self._outbox.settle(delivery)
-                    report.attempts += 1
-                    if delivery.state == "delivered":
-                        report.delivered += 1
-                    else:
-                        report.failed_attempts += 1
-                        report.given_up += delivery.state == "failed"
-                        if delivery.last_error:
-                            report.errors.append(delivery.last_error)
+            while True:
+                claimed = 0
+                if time.monotonic() < end and len(running) < THREADS:
+                    batch = self._outbox.claim(THREADS - len(running))
+                    claimed = len(batch)
+                    for delivery in batch:
+                        host = urlsplit(delivery.url).netloc.lower()
+                        if per_host[host] >= PER_HOST:
+                            self._outbox.release(delivery, BUSY_HOST_DELAY_MS)
+                            continue
+                        per_host[host] += 1
+                        running[pool.submit(self.attempt, delivery)] = (host, delivery.attempts)
+                if not running:
+                    if not claimed or time.monotonic() >= end:
+                        break
+                    continue
+                done, _ = wait(running, timeout=0.05, return_when=FIRST_COMPLETED)
+                for future in done:
+                    host, attempts_before = running.pop(future)
+                    per_host[host] -= 1
+                    self._settled(future.result(), attempts_before, report)
         return report
+
+    def _settled(self, delivery: Delivery, attempts_before: int, report: DeliveryReport) -> None:
+        self._outbox.settle(delivery)
+        report.attempts += delivery.attempts - attempts_before
+        if delivery.state == "delivered":
+            report.delivered += 1
+            return
+        report.failed_attempts += 1
+        report.given_up += delivery.state == "failed"
+        if delivery.last_error:
+            report.errors.append(delivery.last_error)
 
     def attempt(self, delivery: Delivery) -> Delivery:
         """One attempt of ``delivery``; the delivery as it leaves it (attempts, state, status,
@@ -135,17 +165,16 @@ class Sender:
 
     def _body(self, delivery: Delivery) -> str:
         """The body to send: the delivery's own (``store.deleted``) or its store's; ``_Gone``
-        when the store (or its instance) is gone, ``_AttemptFailed`` when its database cannot
-        be read now."""
+        when there is nothing to send any more, ``_AttemptFailed`` when the store's database
+        cannot be read now."""
         if delivery.body is not None:
             return delivery.body
         try:
-            found = self._bodies(delivery)
+            return self._bodies(delivery)
+        except EventGone as exc:
+            raise _Gone(str(exc)) from None
         except AgentMemoryError as exc:
             raise _AttemptFailed(f"the store's database could not be read ({exc.code})") from None
-        if found is None:
-            raise _Gone("not sent: the store (and the event's data) was deleted, or it expired")
-        return found
 
     def _post(self, delivery: Delivery, body: str) -> int:
         """Send ``body`` once for ``delivery``; its HTTP status, or ``_AttemptFailed`` saying

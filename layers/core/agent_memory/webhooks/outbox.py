@@ -138,6 +138,13 @@ class Outbox:
             )
         return [Delivery.model_validate_json(record) for record in found]
 
+    def release(self, delivery: Delivery, delay_ms: int) -> None:
+        """Give back a claimed ``delivery`` unattempted, due again in ``delay_ms`` (its
+        endpoint's host is busy with other attempts)."""
+        due = to_ms(self._clock.now()) + delay_ms
+        with database_errors():
+            self._redis.zadd(ControlKeys.webhooks_due, {delivery.id: due}, xx=True)
+
     def settle(self, delivery: Delivery) -> None:
         """Keep ``delivery`` as its attempt left it: due again at ``next_ms`` while pending,
         else out of the due set, its body and sealed secret dropped."""
