@@ -14,7 +14,13 @@ import pytest
 from agent_memory.clock import SystemClock
 from agent_memory.control.limits import Limits, LimitStore
 from agent_memory.control.plane import ControlPlane
-from kividb_memory import MemoryClient, PermissionDeniedError, RateLimitedError, StoreClient
+from kividb_memory import (
+    MemoryClient,
+    NotFoundError,
+    PermissionDeniedError,
+    RateLimitedError,
+    StoreClient,
+)
 from tests.support.common import unique
 from tests.support.databases import database_client
 from tests.support.stack import Stack, model_store
@@ -115,12 +121,21 @@ def test_scoped_keys_read_only_what_they_may(
     where = ("local", memory_store.name)
     store_key = memory.create_key("read", stores=[where]).api_key
     actor_key = memory.create_key("read", stores=[where], actors=["ana"]).api_key
+    other = unique("other")
+    memory.put_store("local", other, dimensions=3)
+    before = memory.store("local", other).usage().days[-1].requests
     with stack.memory(store_key) as by_store, stack.memory(actor_key) as by_actor:
         assert len(by_store.store(*where).usage().days) == 30
+        for _ in range(3):  # a store out of its scope: a stranger's 404, counted under none
+            with pytest.raises(NotFoundError):
+                by_store.store("local", other).list_sessions()
+        after = memory.store("local", other).usage().days[-1].requests
+        assert after == before + 1  # the admin's usage read, not the other key's requests
         with pytest.raises(PermissionDeniedError):
             by_store.organization_usage()
         with pytest.raises(PermissionDeniedError):
             by_actor.store(*where).usage()
+    memory.delete_store("local", other)
 
 
 def test_a_keys_model_token_quota_refuses_what_would_embed_more(

@@ -181,3 +181,31 @@ def test_keys_limited_to_actors_or_reading_cannot_manage_or_read_webhooks(
         with pytest.raises(PermissionDeniedError):
             as_actor.store(*where).webhook_deliveries()
         assert as_reader.store(*where).webhook_deliveries().deliveries == []
+
+
+def test_a_receivers_token_in_the_url_is_shown_only_to_keys_that_manage_the_store(
+    stack: Stack, memory: MemoryClient, memory_store: StoreClient
+):
+    where = ("local", memory_store.name)
+    url = "https://hooks.example.com/in?token=receiver-secret"
+    memory.put_store(*where, webhooks=[{"url": url, "events": ["session.deleted"]}])
+    memory_store.add_events("s", [{"role": "user", "content": "x"}])
+    memory_store.delete_session("s")  # a delivery to list (it fails: no such host here)
+    keys = {
+        "store": memory.create_key("write", stores=[where]).api_key,
+        "reader": memory.create_key("read").api_key,
+        "actor": memory.create_key("read", stores=[where], actors=["ann"]).api_key,
+        "manager": memory.create_key("write", instances=["local"]).api_key,
+    }
+    for name, key in keys.items():
+        with stack.memory(key) as client:
+            shown = {
+                client.get_store(*where).webhooks[0].url,
+                *(s.webhooks[0].url for s in client.list_stores().stores if s.name == where[1]),
+                *(s.webhooks[0].url for s in client.list_stores("local").stores
+                  if s.name == where[1]),
+            }  # fmt: skip
+            if name != "actor":
+                shown |= {d.url for d in client.store(*where).webhook_deliveries().deliveries}
+        expected = url if name == "manager" else "https://hooks.example.com/in?***"
+        assert shown == {expected}, name

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from agent_memory.control.limits import Limits, LimitStore
-from agent_memory.control.usage import UsageStore, day_range
+from agent_memory.control.usage import MAX_DAY_FIELDS, UsageStore, day_range
 from agent_memory.database.keys import ControlKeys
 from agent_memory.errors import QuotaExceeded, RateLimited, ValidationFailed
 from tests.support.clocks import MovableClock
@@ -138,3 +138,18 @@ def test_memories_a_background_run_kept_count_against_the_daily_quota(counters):
     with pytest.raises(QuotaExceeded) as caught:
         limits.reserve(org, "key_a", "memories", 1, STORE)
     assert caught.value.limit == "memories_per_day"
+
+
+def test_a_full_day_counts_requests_to_stores_not_seen_that_day_under_no_store(counters):
+    limits, usage, clock, org = counters
+    today = clock.now().date()
+    key = ControlKeys.usage(org, today.strftime("%Y%m%d"))
+    limits.take(org, "key_a", _route(STORE))
+    filler = {f"inst/s{n}|route:GET /x": 1 for n in range(MAX_DAY_FIELDS)}
+    limits._redis.hset(key, mapping=filler)
+    limits.take(org, "key_a", _route(STORE))  # a store counted already that day: still its own
+    limits.take(org, "key_a", _route(("inst", "never-made")))
+    assert limits._redis.hget(key, _route(("inst", "never-made"))) is None
+    assert limits._redis.hget(key, ControlKeys.usage_field("", "", "route:" + EVENTS)) == "1"
+    (day,) = usage.days(org, [today], STORE)
+    assert day.requests == 2

@@ -236,7 +236,13 @@ def test_a_private_address_is_refused_when_sent_unless_the_stack_allows_it(parts
         assert public_only.deliver_due(5).delivered == 0
         assert receiver.received == []
     (view,) = outbox.log(ORG, INSTANCE, config.name).deliveries
-    assert view.last_error == "refused: 127.0.0.1 resolves to an address that is not public"
+    assert view.last_error == "refused: 127.0.0.1 does not resolve to a public address"
+    unknown = _store(cipher, "https://no-such-name.invalid/in", ["memory.created"], new_secret())
+    _queue(outbox, clock, unknown)
+    public_only.deliver_due(5)
+    (view,) = outbox.log(ORG, INSTANCE, unknown.name).deliveries
+    # the same words whether a name is private or does not resolve at all
+    assert view.last_error == "refused: no-such-name.invalid does not resolve to a public address"
 
 
 def test_a_stores_log_keeps_its_last_100_and_drops_the_records_of_settled_older_ones(

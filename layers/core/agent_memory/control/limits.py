@@ -28,7 +28,7 @@ import redis
 from pydantic import BaseModel, ConfigDict, Field
 
 from agent_memory.clock import Clock, to_ms
-from agent_memory.control.usage import KEEP_SECONDS
+from agent_memory.control.usage import KEEP_SECONDS, MAX_DAY_FIELDS
 from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.keys import ControlKeys
 from agent_memory.database.scripts import WRITES, load_script
@@ -61,7 +61,8 @@ TAKE = (
     WRITES
     + """
 -- KEYS: org limits, key limits, org bucket, key bucket, usage day. ARGV: now (ms), default
--- rate, default burst, usage field ('' for none), usage ttl (s). Takes one token from both
+-- rate, default burst, usage field ('' for none), usage ttl (s), the field of no store, the
+-- most fields of a day. Takes one token from both
 -- buckets and counts the request in the usage field, or does nothing: returns 0, or
 -- {wait ms, which}.
 local now = tonumber(ARGV[1])
@@ -95,7 +96,14 @@ for i, b in ipairs(buckets) do
   redis.call('PEXPIRE', b[1], math.ceil(b[3] * 1000 / b[2]) + 1000)
 end
 if ARGV[4] ~= '' then
-  redis.call('HINCRBY', KEYS[5], ARGV[4], 1)
+  local field = ARGV[4]
+  -- A day holds at most ARGV[7] fields: past them a new store's requests count under no store
+  -- (ARGV[6]), so requests naming stores that do not exist cannot grow it without bound.
+  if redis.call('HEXISTS', KEYS[5], field) == 0
+      and redis.call('HLEN', KEYS[5]) >= tonumber(ARGV[7]) then
+    field = ARGV[6]
+  end
+  redis.call('HINCRBY', KEYS[5], field, 1)
   redis.call('EXPIRE', KEYS[5], tonumber(ARGV[5]))
 end
 return 0
@@ -139,6 +147,12 @@ redis.call('EXPIRE', KEYS[5], tonumber(ARGV[6]))
 return 0
 """
 )
+
+
+def _without_store(usage_field: str) -> str:
+    """``usage_field`` counted under no store (``ControlKeys.usage_field`` of ``-``)."""
+    _, _, counter = usage_field.partition("|")
+    return ControlKeys.usage_field("", "", counter)
 
 
 def _day(moment: datetime) -> str:
@@ -200,6 +214,8 @@ class LimitStore:
                     DEFAULT_BURST,
                     usage_field,
                     KEEP_SECONDS,
+                    _without_store(usage_field),
+                    MAX_DAY_FIELDS,
                 ],
             )
         if not isinstance(answer, list):

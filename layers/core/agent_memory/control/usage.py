@@ -48,6 +48,10 @@ MODEL_TOKEN_COUNTERS = ("llm_input_tokens", "llm_output_tokens", "embedding_toke
 KEEP_DAYS = 400
 """How long a day's usage is kept: a year and a month, for a month-over-month comparison."""
 KEEP_SECONDS = KEEP_DAYS * 86_400
+MAX_DAY_FIELDS = 20_000
+"""The most counters one organization's day holds (stores x routes, about 40 routes a store):
+past them, requests to a store not counted yet that day count under no store, so requests
+naming stores that do not exist cannot grow a day without bound (a few MB at most)."""
 MAX_RANGE_DAYS = 366
 """The most days one usage request may span."""
 DEFAULT_RANGE_DAYS = 30

@@ -23,6 +23,7 @@ from agent_memory.models import INSTANCE_ID_PATTERN, STORE_NAME_PATTERN, Princip
 
 if TYPE_CHECKING:
     from agent_memory.edge.runtime import Runtime
+    from agent_memory.scopes import KeyScope
 
 
 def principal_from(event: dict[str, Any]) -> Principal:
@@ -53,10 +54,12 @@ _INSTANCE_ID = re.compile(INSTANCE_ID_PATTERN)
 _STORE_NAME = re.compile(STORE_NAME_PATTERN)
 
 
-def usage_field(event: dict[str, Any]) -> str:
+def usage_field(event: dict[str, Any], scope: KeyScope | None = None) -> str:
     """Where the authorizer counts a request in the day's usage (``control.usage``): its route
-    key under the store its path names, or under no store for a route of none (or a path
-    whose instance or store could not be one); empty (not counted) without a route key."""
+    key under the store its path names, or under no store for a route of none, a path whose
+    instance or store could not be one, or a store the key's ``scope`` does not reach (so a
+    key cannot add to the figures of a store it has no access to); empty (not counted)
+    without a route key."""
     from agent_memory.control.usage import ROUTE_COUNTER
     from agent_memory.database.keys import ControlKeys
 
@@ -65,7 +68,8 @@ def usage_field(event: dict[str, Any]) -> str:
         return ""
     params = event.get("pathParameters") or {}
     instance, store = str(params.get("instance_id", "")), str(params.get("store", ""))
-    if not (_INSTANCE_ID.fullmatch(instance) and _STORE_NAME.fullmatch(store)):
+    named = bool(_INSTANCE_ID.fullmatch(instance) and _STORE_NAME.fullmatch(store))
+    if not named or (scope is not None and not scope.allows_store(instance, store)):
         instance = store = ""
     return ControlKeys.usage_field(instance, store, ROUTE_COUNTER + route)
 
@@ -86,7 +90,7 @@ def authorize(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("Send your API key as 'Authorization: Bearer <key>'.")
         principal = runtime.api_keys.authenticate(token.strip())
-        runtime.limits.take(principal.org_id, principal.key_id, usage_field(event))
+        runtime.limits.take(principal.org_id, principal.key_id, usage_field(event, principal.scope))
     except RateLimited as exc:
         refused = {"error": exc.code, "message": exc.message, "limit": exc.limit}
         return {

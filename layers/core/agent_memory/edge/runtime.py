@@ -33,9 +33,15 @@ if TYPE_CHECKING:
     from agent_memory.models import Principal
     from agent_memory.providers.client import ProviderClient
     from agent_memory.providers.secrets import Cipher
+    from agent_memory.scopes import KeyScope
     from agent_memory.search.cache import IndexCache
     from agent_memory.stores.holding import UsageReport
-    from agent_memory.stores.models import OrganizationStoreList, StoreConfig, StoreList
+    from agent_memory.stores.models import (
+        OrganizationStoreList,
+        StoreConfig,
+        StoreList,
+        StoreView,
+    )
     from agent_memory.stores.registry import Stores
     from agent_memory.webhooks.delivery import Sender
     from agent_memory.webhooks.models import Delivery, WebhookSecret
@@ -436,12 +442,20 @@ Listing = TypeVar("Listing", bound="StoreList")
 
 def _reached(principal: Principal, listing: Listing) -> Listing:
     """``listing`` with only the stores the caller's key reaches (all of them for the admin
-    key)."""
+    key), as it may see them (``shown_to``)."""
     scope = principal.scope
     if scope is None:
         return listing
-    kept = [s for s in listing.stores if scope.allows_store(s.instance_id, s.name)]
+    kept = [shown_to(scope, s) for s in listing.stores if scope.allows_store(s.instance_id, s.name)]
     return listing.model_copy(update={"stores": kept})
+
+
+def shown_to(scope: KeyScope | None, view: StoreView) -> StoreView:
+    """``view`` as a key of ``scope`` sees it: a key that cannot change stores' settings sees
+    the webhook URLs without their query strings (a receiver's token may be there)."""
+    if scope is None or scope.manages_stores or not view.webhooks:
+        return view
+    return view.model_copy(update={"webhooks": [w.redacted() for w in view.webhooks]})
 
 
 @lru_cache(maxsize=4)

@@ -332,8 +332,10 @@ class StoreHandle:
         """The store's settings, its counts and its last extraction (``GET`` of a store). A key
         limited to actors gets the settings alone: the counts and the last extraction are of
         every actor."""
+        from agent_memory.edge.runtime import shown_to
+
         if self.actors is not None:
-            return self.stores.view(self.config)
+            return shown_to(self.scope, self.stores.view(self.config))
         sessions = self.sessions
         counts = StoreCounts(
             sessions=sessions.count(),
@@ -342,9 +344,10 @@ class StoreHandle:
             waiting_for_extraction=sessions.waiting_for_extraction() if sessions.has_model else 0,
         )
         last_at, last_error = sessions.extraction_record()
-        return self.stores.view(self.config, counts).model_copy(
+        view = self.stores.view(self.config, counts).model_copy(
             update={"last_extraction_at": last_at, "last_extraction_error": last_error}
         )
+        return shown_to(self.scope, view)
 
     def add_events(
         self, session_id: str, request: EventsRequest, once: OnceKey | None = None
@@ -418,7 +421,13 @@ class StoreHandle:
         """The store's last webhook deliveries (``webhooks.outbox.Outbox.log``); ``Forbidden``
         for a key limited to actors (they are every actor's events)."""
         self.whole_store("read the store's webhook deliveries")
-        return self.runtime.outbox.log(self.instance.org_id, self.instance_id, self.config.name)
+        listed = self.runtime.outbox.log(self.instance.org_id, self.instance_id, self.config.name)
+        if self.scope is None or self.scope.manages_stores:
+            return listed
+        from agent_memory.webhooks.models import redacted_url
+
+        shown = [d.model_copy(update={"url": redacted_url(d.url)}) for d in listed.deliveries]
+        return listed.model_copy(update={"deliveries": shown})
 
     def add_memory(self, body: MemoryIn) -> Kept:
         """Keep a memory (``Memories.add``); a new one is counted in the usage when it replaced

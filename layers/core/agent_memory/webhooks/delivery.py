@@ -207,15 +207,20 @@ class Sender:
             ) as response:
                 return response.status_code  # the body is never read
         except EndpointRefused:
-            raise _AttemptFailed(
-                f"refused: {host} resolves to an address that is not public"
-            ) from None
+            raise _AttemptFailed(_NOT_PUBLIC.format(host=host)) from None
         except httpx.TimeoutException:
             raise _AttemptFailed(f"{host} did not answer within {self._timeout:g} s") from None
         except httpx.HTTPError as exc:
+            if isinstance(exc, httpx.ConnectError) and "did not resolve" in str(exc):
+                # the same words as a private address: a store's owner learns nothing of which
+                # names the service's own network resolves
+                raise _AttemptFailed(_NOT_PUBLIC.format(host=host)) from None
             raise _AttemptFailed(f"could not reach {host} ({type(exc).__name__})") from None
         finally:
             current_call.reset(token)
+
+
+_NOT_PUBLIC = "refused: {host} does not resolve to a public address"
 
 
 class _AttemptFailed(Exception):

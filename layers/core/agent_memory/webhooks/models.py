@@ -94,6 +94,17 @@ class WebhookEndpoint(Model):
         """The URL's host, which logs and errors name instead of the whole URL."""
         return urlsplit(self.url).hostname or "?"
 
+    def redacted(self) -> WebhookEndpoint:
+        """This endpoint as a key that cannot change the store's settings sees it: its query
+        string (which may hold the receiver's token) as ``***``."""
+        return self.model_copy(update={"url": redacted_url(self.url)})
+
+
+def redacted_url(url: str) -> str:
+    """``url`` with its query string, if any, replaced by ``***``."""
+    base, mark, _ = url.partition("?")
+    return f"{base}?***" if mark else url
+
 
 Webhooks = Annotated[list[WebhookEndpoint], Field(max_length=MAX_ENDPOINTS)]
 
