@@ -7,8 +7,8 @@ must be public unless the stack allows private endpoints (the rule of custom pro
 on the addresses themselves, so a name that resolves elsewhere after it was saved is refused).
 A 2xx answer delivers; anything else (another status, a refusal, no answer within ``TIMEOUT``
 seconds) is a failed attempt, tried again on the outbox's schedule. Attempts run on a few
-threads, at most two at once to one endpoint (host and port), so one slow receiver delays no
-other. What a receiver answers is never read beyond its status, nor kept, nor logged.
+threads, at most four at once to one endpoint (host and port), so one slow receiver delays
+no other. What a receiver answers is never read beyond its status, nor kept, nor logged.
 """
 
 from __future__ import annotations
@@ -35,12 +35,12 @@ TIMEOUT = 10.0
 """Seconds one attempt may take, from name lookup to status line (Svix and Stripe give a
 receiver about 15 s; 10 s keeps a batch well inside the outbox's lease)."""
 CONNECT_TIMEOUT = 5.0
-THREADS = 8
+THREADS = 16
 """Attempts at once."""
-PER_HOST = 2
+PER_HOST = 4
 """Attempts at once to one endpoint's host and port: a receiver that hangs takes at most this
-many threads."""
-BUSY_HOST_DELAY_MS = 1000
+many threads, and a healthy one with a backlog still gets several at once."""
+BUSY_HOST_DELAY_MS = 250
 """How much later a delivery claimed while its host is busy is due again."""
 
 
@@ -84,7 +84,7 @@ class Sender:
         """Attempt what is due until nothing is due now or ``seconds`` have passed (attempts
         under way then are finished, within ``timeout``). Deliveries are claimed only as
         threads free up, and at most ``PER_HOST`` attempts go to one host and port at once (one
-        more is given back, due a second later), so a receiver that hangs holds up no other.
+        more is given back, due a quarter of a second later), so a receiver that hangs holds up no other.
         Errors: ``DatabaseUnavailable`` from the outbox; a receiver's failure is the
         delivery's, never raised."""
         report = DeliveryReport()
