@@ -103,6 +103,11 @@ def one_run(url: str, writes: int, run: int) -> tuple[dict[str, float], list[flo
             for memory_id, hook_id in by_memory.items()
             if hook_id in receiver.first_2xx
         ]
+        listed = memory.store("local", hooked).webhook_deliveries().deliveries
+        late = [f"{d.status} after {d.attempts}: {d.last_error}" for d in listed
+                if d.webhook_id not in receiver.first_2xx]  # fmt: skip
+        if late:
+            print(f"not delivered in the wait (of the last 100 listed): {late}")
         memory.delete_store("local", hooked)
         memory.delete_store("local", plain)
     row = {
@@ -147,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     rows: list[dict[str, float]] = []
     lags: list[list[float]] = []
+    tracebacks = 0
     with TemporaryDirectory() as tmp:
         folder = Path(tmp)
         database = start_redis_server(folder / "redis", persist=False)
@@ -162,8 +168,14 @@ def main(argv: list[str] | None = None) -> int:
                     row["take_ratio"] = row["take_counted_ms"] / row["take_bare_ms"]
                     rows.append(row)
                     print(f"run {run + 1}: {row}")
+            log = (folder / "stack.log").read_text(encoding="utf-8", errors="replace")
+            tracebacks = log.count("Traceback")
+            if tracebacks:
+                print(log[-4000:])
         finally:
             database.stop()
+    for row in rows:
+        row["tracebacks"] = tracebacks
     report(args, rows)
     plot(args, lags)
     return 0
@@ -214,6 +226,8 @@ def report(args: argparse.Namespace, rows: list[dict[str, float]]) -> None:
         f"| write to first 2xx delivery, p50 / p95 | {median('lag_p50_ms') / 1000:.2f} / "
         f"{median('lag_p95_ms') / 1000:.2f} s | (the local loop sends every 0.5 s; a failed "
         "attempt waits 5 s) | |",
+        f"| tracebacks in the stack's log | {median('tracebacks'):.0f} | none | "
+        f"{'PASS' if median('tracebacks') == 0 else 'FAIL'} |",
         f"| `LimitStore.take` p50 counting usage / not | {median('take_counted_ms'):.3f} / "
         f"{median('take_bare_ms'):.3f} ms ({median('take_ratio'):.2f}x) | no round trip more | "
         f"{'PASS' if median('take_counted_ms') - median('take_bare_ms') < 0.05 else 'FAIL'} |",

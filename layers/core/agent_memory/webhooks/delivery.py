@@ -83,10 +83,10 @@ class Sender:
     def deliver_due(self, seconds: float = 50.0) -> DeliveryReport:
         """Attempt what is due until nothing is due now or ``seconds`` have passed (attempts
         under way then are finished, within ``timeout``). Deliveries are claimed only as
-        threads free up, and at most ``PER_HOST`` attempts go to one host and port at once (one
-        more is given back, due a quarter of a second later), so a receiver that hangs holds up no other.
-        Errors: ``DatabaseUnavailable`` from the outbox; a receiver's failure is the
-        delivery's, never raised."""
+        threads free up, and at most ``PER_HOST`` attempts go to one host and port at once
+        (one more is given back, due a quarter of a second later), so a receiver that hangs
+        holds up no other. Errors: ``DatabaseUnavailable`` from the outbox; a receiver's
+        failure is the delivery's, never raised."""
         report = DeliveryReport()
         end = time.monotonic() + seconds
         running: dict[Future[Delivery], tuple[str, int]] = {}
@@ -103,7 +103,7 @@ class Sender:
                             self._outbox.release(delivery, BUSY_HOST_DELAY_MS)
                             continue
                         per_host[host] += 1
-                        running[pool.submit(self.attempt, delivery)] = (host, delivery.attempts)
+                        running[pool.submit(self._guarded, delivery)] = (host, delivery.attempts)
                 if not running:
                     if not claimed or time.monotonic() >= end:
                         break
@@ -114,6 +114,24 @@ class Sender:
                     per_host[host] -= 1
                     self._settled(future.result(), attempts_before, report)
         return report
+
+    def _guarded(self, delivery: Delivery) -> Delivery:
+        """``attempt``, with an unexpected error (a bug) logged and counted as a failed
+        attempt, so that one delivery never leaves the others of its run leased."""
+        try:
+            return self.attempt(delivery)
+        except Exception:  # noqa: BLE001 - the top of an attempt: logged with its trace
+            from agent_memory.observability import logger
+
+            logger.exception("webhook attempt failed on an internal error")
+            now_ms = to_ms(self._clock.now())
+            done = delivery.model_copy(
+                update={"attempts": delivery.attempts + 1, "last_attempt_ms": now_ms,
+                        "last_status": None, "last_error": "internal error (logged)"},
+            )  # fmt: skip
+            following = next_attempt_ms(done, now_ms)
+            state = "pending" if following is not None else "failed"
+            return done.model_copy(update={"state": state, "next_ms": following})
 
     def _settled(self, delivery: Delivery, attempts_before: int, report: DeliveryReport) -> None:
         self._outbox.settle(delivery)
