@@ -42,7 +42,8 @@ class WebhookReceiver(ThreadingHTTPServer):
         self.shutdown()
         self.server_close()
 
-    def next_behaviour(self) -> str:
+    def next_behaviour(self, headers: dict[str, str]) -> str:
+        """How to answer a request with ``headers``: the script's next behaviour."""
         with self.lock:
             return self.script.pop(0) if self.script else "ok"
 
@@ -68,7 +69,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         body = self.rfile.read(int(self.headers.get("content-length") or 0))
-        behaviour = self.server.next_behaviour()
+        behaviour = self.server.next_behaviour(dict(self.headers.items()))
         kind, _, seconds = behaviour.partition(":")
         if kind in ("slow", "hang"):
             time.sleep(float(seconds))
