@@ -66,8 +66,8 @@ run: $(STAMP) $(CONSOLE_OUT)
 # The tests `make test` runs a second time on Redis Clusters the suite starts
 # (KIVIDB_TEST_CLUSTER=1; docs/testing.md says why these): every route through the handlers,
 # sessions, background work, memories and supersede, the schedulers, instances, transfer,
-# idempotent writes, and the HTTP suites of the README session, memories, background work and
-# supersede.
+# idempotent writes, usage, and the HTTP suites of the README session, memories, background
+# work, supersede, usage and webhooks.
 CLUSTER_TESTS := tests/integration/test_sessions.py tests/integration/test_stores.py \
 	tests/integration/test_handlers.py tests/integration/test_background.py \
 	tests/integration/test_memories.py tests/integration/test_supersede.py \
@@ -75,6 +75,7 @@ CLUSTER_TESTS := tests/integration/test_sessions.py tests/integration/test_store
 	tests/integration/test_transfer.py tests/integration/test_ownership_guard.py \
 	tests/integration/test_idempotency_records.py tests/e2e/test_idempotency_http.py \
 	tests/integration/test_session_pop.py tests/integration/test_keyed_memories.py \
+	tests/integration/test_usage.py tests/e2e/test_usage_http.py tests/e2e/test_webhooks_http.py \
 	tests/e2e/test_http.py tests/e2e/test_memories_http.py \
 	tests/e2e/test_background_http.py tests/e2e/test_supersede_http.py \
 	--deselect tests/e2e/test_background_http.py::test_a_replayed_conversation_is_summarized_and_extracted_on_its_own

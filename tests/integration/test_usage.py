@@ -17,6 +17,7 @@ from agent_memory.database.keys import ControlKeys
 from agent_memory.errors import QuotaExceeded, RateLimited, ValidationFailed
 from tests.support.clocks import MovableClock
 from tests.support.common import unique
+from tests.support.databases import database_client
 
 STORE = ("inst", "notes")
 OTHER = ("inst", "other")
@@ -27,7 +28,7 @@ EVENTS = "POST /instances/{instance_id}/agent-memory/{store}/sessions/{session_i
 def counters(redis_url) -> Iterator[tuple[LimitStore, UsageStore, MovableClock, str]]:
     clock = MovableClock()
     clock.moment = clock.moment.replace(hour=12, minute=0, second=0, microsecond=0)
-    client = redis.Redis.from_url(redis_url, decode_responses=True)
+    client = database_client(redis_url)  # a cluster client on a cluster
     yield LimitStore(client, clock), UsageStore(client, clock), clock, unique("usage-org")
 
 
