@@ -8,7 +8,7 @@ SAM := $(SAM_VENV)/bin/sam
 STAMP := $(VENV)/.installed
 
 .PHONY: run test unit integration e2e lint format validate openapi build deploy replay fuzz \
-	console console-screenshots bench bench-working-memory bench-retrieval bench-latency bench-background bench-updates bench-faults \
+	console console-screenshots typescript typescript-schema bench bench-working-memory bench-retrieval bench-latency bench-background bench-updates bench-faults \
 	bench-load bench-imports bench-limits bench-webhooks clean
 
 $(STAMP): requirements-dev.txt layers/core/requirements.txt client/pyproject.toml
@@ -34,6 +34,20 @@ $(CONSOLE_DEPS): console/package.json console/package-lock.json
 $(CONSOLE_OUT): $(CONSOLE_DEPS) $(CONSOLE_SRC)
 	cd console && npm run --silent build
 
+# The TypeScript client (docs/client.md, "TypeScript"): clients/typescript/ built by tsc into
+# dist/ (not committed); its API types, src/schema.ts, are generated from docs/openapi.json by
+# openapi-typescript (`make typescript-schema`), and `make lint` fails when they drift.
+TS_DIR := clients/typescript
+TS_DEPS := $(TS_DIR)/node_modules/.installed
+TS_OUT := $(TS_DIR)/dist/index.js
+
+$(TS_DEPS): $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
+	cd $(TS_DIR) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(TS_DEPS)
+
+$(TS_OUT): $(TS_DEPS) $(shell find $(TS_DIR)/src -type f 2>/dev/null) $(TS_DIR)/tsconfig.json
+	cd $(TS_DIR) && npx tsc -p tsconfig.json
+
 # The frameworks' own tests, from their source distributions on PyPI (tools/framework_tests.py):
 # fetched once per pinned version, like any other dependency, and run against the adapters.
 FRAMEWORK_TESTS := .cache/framework-tests/.fetched-$(shell sed -n 's/^    "\(.*\)": "\(.*\)",$$/\1-\2/p' tools/framework_tests.py | tr '\n' '_')
@@ -51,6 +65,13 @@ $(STRANDS_STAMP): requirements-strands.txt client/pyproject.toml
 	$(STRANDS_VENV)/bin/python -m pip install --quiet --upgrade pip
 	$(STRANDS_VENV)/bin/python -m pip install --quiet -r requirements-strands.txt
 	touch $(STRANDS_STAMP)
+
+## typescript: build the TypeScript client (npm ci when needed, then tsc)
+typescript: $(TS_OUT)
+
+## typescript-schema: regenerate the TypeScript client's API types from docs/openapi.json
+typescript-schema: $(TS_DEPS)
+	cd $(TS_DIR) && npx openapi-typescript ../../docs/openapi.json --output src/schema.ts
 
 ## console: build the web console (npm ci when needed, then esbuild)
 console: $(CONSOLE_OUT)
@@ -86,7 +107,7 @@ CLUSTER_EXCLUDED := --ignore tests/integration/test_control.py \
 
 ## test: lint, type-check, validate the template, then every test (starts its own Redis), then
 ## the cluster subset on Redis Clusters it starts (CLUSTER_TESTS)
-test: lint validate $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP)
+test: lint validate $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP) $(TS_OUT)
 	$(PY) -m pytest -q
 	KIVIDB_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_TESTS)
 
@@ -100,17 +121,23 @@ unit: $(STAMP)
 integration: $(STAMP)
 	$(PY) -m pytest -q tests/integration
 
-e2e: $(STAMP) $(CONSOLE_OUT)
+e2e: $(STAMP) $(CONSOLE_OUT) $(TS_OUT)
 	$(PY) -m pytest -q tests/e2e
 
 ## lint: ruff (style, imports, complexity at most 12), mypy (strict, pydantic plugin), the
-## layer's import rules (import-linter, pyproject.toml) and the generated sync client
-lint: $(STAMP)
+## layer's import rules (import-linter, pyproject.toml), the generated sync client, and the
+## TypeScript client's generated API types and strict type check
+lint: $(STAMP) $(TS_DEPS)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy layers/core client/src local tools functions bench examples
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m tools.unasync_client --check
+	cd $(TS_DIR) && npx openapi-typescript ../../docs/openapi.json --output .schema-check.ts --silent \
+		&& if cmp -s .schema-check.ts src/schema.ts; then rm .schema-check.ts; else rm .schema-check.ts; \
+		echo "clients/typescript/src/schema.ts is not what docs/openapi.json generates: make typescript-schema"; \
+		exit 1; fi
+	cd $(TS_DIR) && npx tsc -p tsconfig.json --noEmit
 
 format: $(STAMP)
 	$(PY) -m ruff format .
@@ -124,8 +151,9 @@ validate: $(STAMP)
 	@if [ -x $(SAM) ]; then $(SAM) validate --lint --region us-east-1; fi
 
 ## openapi: regenerate docs/openapi.json from the functions' routes
-openapi: $(STAMP)
+openapi: $(STAMP) $(TS_DEPS)
 	$(PY) -m tools.openapi
+	cd $(TS_DIR) && npx openapi-typescript ../../docs/openapi.json --output src/schema.ts --silent
 
 $(SAM):
 	$(PYTHON) -m venv $(SAM_VENV)

@@ -1,0 +1,362 @@
+/**
+ * `MemoryClient` and its `StoreClient`: the Python client's operations in camelCase
+ * (docs/client.md). Options are camelCase and sent in the API's snake_case; answers are the
+ * API's own shapes, typed by `schema.ts`, generated from docs/openapi.json.
+ */
+
+import type { components } from "./schema.js";
+import { type Call, type CallOptions, idempotencyKey, type Query, segment, send, type Transport } from "./http.js";
+
+export type Schemas = components["schemas"];
+type Answer<Name extends keyof Schemas> = Schemas[Name];
+
+export interface ClientOptions {
+  /** The API's URL; in Node, `KIVIDB_API_URL` by default. */
+  baseUrl?: string;
+  /** An API key of the organization; in Node, `KIVIDB_API_KEY` by default. */
+  apiKey?: string;
+  /** Milliseconds one attempt may take (default 30,000). */
+  timeoutMs?: number;
+  /** Retries after the first attempt (default 2; see `http.ts`). */
+  maxRetries?: number;
+  /** The longest `Retry-After` waited for, in milliseconds (default 10,000). */
+  maxRetryWaitMs?: number;
+  /** The `fetch` to call (default the platform's). */
+  fetch?: typeof fetch;
+}
+
+/** What every write may take besides `CallOptions`: its `Idempotency-Key` (a new random one by
+ * default), the same on every retry. */
+export interface WriteOptions extends CallOptions {
+  idempotencyKey?: string;
+}
+
+function environment(name: string): string | undefined {
+  const env = (globalThis as { process?: { env?: Record<string, string | undefined> } }).process?.env;
+  return env?.[name] || undefined;
+}
+
+/** `camelCase` names as the API's `snake_case`; values left as they are. */
+function snake(options: object): Record<string, unknown> {
+  const found: Record<string, unknown> = {};
+  for (const [name, value] of Object.entries(options)) {
+    if (value === undefined || name === "signal" || name === "timeoutMs" || name === "idempotencyKey") continue;
+    found[name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = value;
+  }
+  return found;
+}
+
+function callOptions(options: CallOptions | undefined): CallOptions {
+  return { signal: options?.signal, timeoutMs: options?.timeoutMs };
+}
+
+function day(value: Date | string | undefined): string | undefined {
+  if (value === undefined || typeof value === "string") return value;
+  return value.toISOString().slice(0, 10);
+}
+
+/** The client of the API (`new MemoryClient({ baseUrl, apiKey })`). */
+export class MemoryClient {
+  readonly #transport: Transport;
+
+  constructor(options: ClientOptions = {}) {
+    const baseUrl = options.baseUrl ?? environment("KIVIDB_API_URL");
+    const apiKey = options.apiKey ?? environment("KIVIDB_API_KEY");
+    if (!baseUrl) throw new TypeError("Give baseUrl (or set KIVIDB_API_URL).");
+    if (!apiKey) throw new TypeError("Give apiKey (or set KIVIDB_API_KEY).");
+    this.#transport = {
+      baseUrl,
+      apiKey,
+      timeoutMs: options.timeoutMs ?? 30_000,
+      maxRetries: options.maxRetries ?? 2,
+      maxRetryWaitMs: options.maxRetryWaitMs ?? 10_000,
+      fetch: options.fetch ?? globalThis.fetch.bind(globalThis),
+    };
+  }
+
+  /** Never shows the key. */
+  toString(): string {
+    return `MemoryClient(${this.#transport.baseUrl})`;
+  }
+
+  toJSON(): object {
+    return { baseUrl: this.#transport.baseUrl };
+  }
+
+  /** Send `call` (for the store handles and for routes the client has no method for yet). */
+  request<T>(call: Call, options?: CallOptions): Promise<T> {
+    return send<T>(this.#transport, call, callOptions(options));
+  }
+
+  // --- stores ---
+
+  /** Every store of the organization (with `unreachable` instances), or one instance's. */
+  listStores(instanceId?: string, options?: CallOptions): Promise<Answer<"OrganizationStoreList"> | Answer<"StoreList">> {
+    const path = instanceId === undefined ? "/agent-memory" : `/instances/${segment("instanceId", instanceId)}/agent-memory`;
+    return this.request({ method: "GET", path, idempotent: true }, options);
+  }
+
+  /** Create the store or change its settings (the fields of `StorePut`, snake_case as the API
+   * has them; the ones not given keep their value). */
+  putStore(instanceId: string, name: string, settings: Answer<"StorePut"> = {}, options?: CallOptions): Promise<Answer<"StoreView">> {
+    return this.request({ method: "PUT", path: storePrefix(instanceId, name), body: settings, idempotent: true }, options);
+  }
+
+  /** The store's settings, counts and last extraction. */
+  getStore(instanceId: string, name: string, options?: CallOptions): Promise<Answer<"StoreView">> {
+    return this.request({ method: "GET", path: storePrefix(instanceId, name), idempotent: true }, options);
+  }
+
+  /** Delete the store and everything it keeps. */
+  async deleteStore(instanceId: string, name: string, options?: CallOptions): Promise<void> {
+    await this.request({ method: "DELETE", path: storePrefix(instanceId, name), idempotent: true }, options);
+  }
+
+  // --- keys and usage ---
+
+  /** A new API key limited as asked (admin key only); its `api_key` is shown this once. Not
+   * retried after it was sent: a retry could make a second key. */
+  createKey(access: "read" | "write", scope: { name?: string; instances?: string[]; stores?: { instance_id: string; store: string }[]; actors?: string[]; expiresAt?: string } = {}, options?: CallOptions): Promise<Answer<"KeyCreated">> {
+    return this.request({ method: "POST", path: "/keys", body: { access, ...snake(scope) }, idempotent: false }, options);
+  }
+
+  /** The organization's keys, never their secrets (admin key only). */
+  listKeys(options?: CallOptions): Promise<Answer<"KeyList">> {
+    return this.request({ method: "GET", path: "/keys", idempotent: true }, options);
+  }
+
+  /** Revoke a key at once (admin key only). */
+  async deleteKey(keyId: string, options?: CallOptions): Promise<void> {
+    await this.request({ method: "DELETE", path: `/keys/${segment("keyId", keyId)}`, idempotent: true }, options);
+  }
+
+  /** The organization's usage by UTC day from `first` to `last` (at most 366 days; by default
+   * the last 30) and what its stores hold now (admin key only). */
+  organizationUsage(first?: Date | string, last?: Date | string, options?: CallOptions): Promise<Answer<"UsageReport">> {
+    return this.request({ method: "GET", path: "/usage", query: { from: day(first), to: day(last) }, idempotent: true }, options);
+  }
+
+  /** A handle on one store, sharing this client. */
+  store(instanceId: string, name: string): StoreClient {
+    return new StoreClient(this, instanceId, name);
+  }
+}
+
+function storePrefix(instanceId: string, name: string): string {
+  return `/instances/${segment("instanceId", instanceId)}/agent-memory/${segment("name", name)}`;
+}
+
+export interface RecallOptions extends CallOptions {
+  query?: string;
+  actorId?: string;
+  limit?: number;
+  queryVector?: number[];
+  types?: string[];
+  maxBytes?: number;
+}
+
+export interface AddMemoryOptions extends WriteOptions {
+  actorId?: string;
+  type?: string;
+  topics?: string[];
+  vector?: number[];
+  metadata?: Record<string, unknown>;
+  importance?: number;
+  confidence?: number;
+  supersedes?: string;
+  occurredAt?: string;
+}
+
+export interface MemoryFilters {
+  includeSuperseded?: boolean;
+  asOf?: string;
+  topics?: string[];
+  metadata?: Record<string, unknown>;
+  createdAfter?: string;
+  createdBefore?: string;
+  occurredAfter?: string;
+  occurredBefore?: string;
+}
+
+export interface ListMemoriesOptions extends CallOptions, MemoryFilters {
+  offset?: number;
+  limit?: number;
+  actorId?: string;
+  type?: string;
+}
+
+export interface SearchOptions extends CallOptions, MemoryFilters {
+  mode?: "semantic" | "keyword" | "hybrid";
+  actorId?: string;
+  types?: string[];
+  limit?: number;
+  queryVector?: number[];
+}
+
+/** The routes of one store (`client.store(instanceId, name)`). */
+export class StoreClient {
+  readonly client: MemoryClient;
+  readonly instanceId: string;
+  readonly name: string;
+  readonly #prefix: string;
+
+  constructor(client: MemoryClient, instanceId: string, name: string) {
+    this.client = client;
+    this.instanceId = instanceId;
+    this.name = name;
+    this.#prefix = storePrefix(instanceId, name);
+  }
+
+  #call<T>(method: Call["method"], path: string, options: CallOptions | undefined, extra: Partial<Call> = {}): Promise<T> {
+    const idempotent = method !== "POST" || extra.idempotencyKey !== undefined || extra.idempotent === true;
+    return this.client.request<T>({ method, path: this.#prefix + path, idempotent, ...extra }, options);
+  }
+
+  // --- working memory ---
+
+  /** Add a turn's events (`{role, content, name?, created_at?, item?}`) to a session. */
+  addEvents(sessionId: string, events: Answer<"EventIn">[], options: WriteOptions & { actorId?: string } = {}): Promise<Answer<"EventsResult">> {
+    const body = { events, ...(options.actorId === undefined ? {} : { actor_id: options.actorId }) };
+    return this.#call("POST", `/sessions/${segment("sessionId", sessionId)}/events`, options, { body, idempotencyKey: idempotencyKey(options.idempotencyKey) });
+  }
+
+  /** What an agent needs before its next model call: the session's summary and recent
+   * messages, the actor's relevant memories and a ready `context`. */
+  recall(sessionId: string, options: RecallOptions = {}): Promise<Answer<"RecallView">> {
+    return this.#call("POST", "/recall", options, { body: { session_id: sessionId, ...snake(options) }, idempotent: true });
+  }
+
+  listSessions(options: CallOptions & { offset?: number; limit?: number } = {}): Promise<Answer<"SessionList">> {
+    return this.#call("GET", "/sessions", options, { query: snake(options) as Query });
+  }
+
+  getSession(sessionId: string, options: CallOptions & { recent?: number; beforeSeq?: number } = {}): Promise<Answer<"SessionView">> {
+    return this.#call("GET", `/sessions/${segment("sessionId", sessionId)}`, options, { query: snake(options) as Query });
+  }
+
+  async deleteSession(sessionId: string, options?: CallOptions): Promise<void> {
+    await this.#call("DELETE", `/sessions/${segment("sessionId", sessionId)}`, options);
+  }
+
+  /** Take back the session's newest message (`message` null when it keeps none). */
+  popMessage(sessionId: string, options: WriteOptions = {}): Promise<Answer<"PoppedMessage">> {
+    return this.#call("POST", `/sessions/${segment("sessionId", sessionId)}/pop`, options, { idempotencyKey: idempotencyKey(options.idempotencyKey) });
+  }
+
+  /** Queue the session's extraction now. */
+  extract(sessionId: string, options: WriteOptions = {}): Promise<Answer<"ExtractionQueued">> {
+    return this.#call("POST", `/sessions/${segment("sessionId", sessionId)}/extract`, options, { idempotencyKey: idempotencyKey(options.idempotencyKey) });
+  }
+
+  // --- long-term memory ---
+
+  /** Keep a memory, or answer the one it duplicates (`duplicate` true). */
+  addMemory(text: string, options: AddMemoryOptions = {}): Promise<Answer<"MemoryView">> {
+    return this.#call("POST", "/memories", options, { body: { text, ...snake(options) }, idempotencyKey: idempotencyKey(options.idempotencyKey) });
+  }
+
+  listMemories(options: ListMemoriesOptions = {}): Promise<Answer<"MemoryList">> {
+    const { topics, metadata, ...rest } = options;
+    const query = snake(rest) as Query;
+    if (topics !== undefined) {
+      if (topics.some((t) => t.includes(","))) throw new TypeError("topics must not hold commas here");
+      query.topics = topics.join(",");
+    }
+    if (metadata !== undefined) query.metadata = JSON.stringify(metadata);
+    return this.#call("GET", "/memories", options, { query });
+  }
+
+  getMemory(memoryId: string, options?: CallOptions): Promise<Answer<"MemoryView">> {
+    return this.#call("GET", `/memories/${segment("memoryId", memoryId)}`, options);
+  }
+
+  /** Change a memory (only the fields given), keeping its previous state as a version. */
+  updateMemory(memoryId: string, patch: Answer<"MemoryPatch">, options: WriteOptions = {}): Promise<Answer<"MemoryView">> {
+    return this.#call("PATCH", `/memories/${segment("memoryId", memoryId)}`, options, { body: patch, idempotencyKey: idempotencyKey(options.idempotencyKey) });
+  }
+
+  async deleteMemory(memoryId: string, options?: CallOptions): Promise<void> {
+    await this.#call("DELETE", `/memories/${segment("memoryId", memoryId)}`, options);
+  }
+
+  /** Memories best first for `query`: by meaning, keyword or both (`mode`, hybrid by
+   * default); `queryVector` searches by a vector of your own (the query still says what is
+   * sought, for the keyword part and the logs of your app). */
+  search(query: string, options: SearchOptions = {}): Promise<Answer<"SearchResult">> {
+    const body = { query, ...snake(options) };
+    return this.#call("POST", "/memories/search", options, { body, idempotent: true });
+  }
+
+  /** Forget every memory of an actor. */
+  forgetActor(actorId: string, options?: CallOptions): Promise<Answer<"ActorForgotten">> {
+    return this.#call("DELETE", `/actors/${segment("actorId", actorId)}/memories`, options);
+  }
+
+  // --- keyed memories ---
+
+  putKeyedMemory(namespace: string[], key: string, value: Record<string, unknown>, options: CallOptions & { texts?: string[]; vectors?: number[][]; index?: boolean; ttlSeconds?: number } = {}): Promise<Answer<"KeyedMemoryView">> {
+    return this.#call("PUT", "/keyed-memories", options, { body: { namespace, key, value, ...snake(options) } });
+  }
+
+  getKeyedMemory(namespace: string[], key: string, options: CallOptions & { refreshTtl?: boolean } = {}): Promise<Answer<"KeyedMemoryView">> {
+    return this.#call("GET", "/keyed-memories", options, { query: { namespace: labels(namespace), key, refresh_ttl: options.refreshTtl } });
+  }
+
+  async deleteKeyedMemory(namespace: string[], key: string, options?: CallOptions): Promise<void> {
+    await this.#call("DELETE", "/keyed-memories", options, { query: { namespace: labels(namespace), key } });
+  }
+
+  searchKeyedMemories(namespacePrefix: string[] = [], options: CallOptions & { filter?: Record<string, unknown>; query?: string; queryVector?: number[]; limit?: number; offset?: number; refreshTtl?: boolean } = {}): Promise<Answer<"KeyedSearchResult">> {
+    return this.#call("POST", "/keyed-memories/search", options, { body: { namespace_prefix: namespacePrefix, ...snake(options) }, idempotent: true });
+  }
+
+  listKeyedNamespaces(options: CallOptions & { prefix?: string[]; suffix?: string[]; maxDepth?: number; limit?: number; offset?: number } = {}): Promise<Answer<"NamespaceList">> {
+    return this.#call("POST", "/keyed-memories/namespaces", options, { body: snake(options), idempotent: true });
+  }
+
+  // --- export and import ---
+
+  exportSessionIds(options: CallOptions & { cursor?: string; limit?: number } = {}): Promise<Answer<"SessionIdPage">> {
+    return this.#call("GET", "/export/sessions", options, { query: snake(options) as Query });
+  }
+
+  exportSession(sessionId: string, options: CallOptions & { afterSeq?: number; limit?: number } = {}): Promise<Answer<"SessionExport">> {
+    return this.#call("GET", `/export/sessions/${segment("sessionId", sessionId)}`, options, { query: snake(options) as Query });
+  }
+
+  importSession(sessionId: string, session: Answer<"SessionImport">, options?: CallOptions): Promise<Answer<"SessionImported">> {
+    return this.#call("PUT", `/import/sessions/${segment("sessionId", sessionId)}`, options, { body: session });
+  }
+
+  exportMemories(options: CallOptions & { cursor?: string; limit?: number } = {}): Promise<Answer<"MemoryExportPage">> {
+    return this.#call("GET", "/export/memories", options, { query: snake(options) as Query });
+  }
+
+  importMemories(memories: Answer<"ImportedMemory">[], options: WriteOptions = {}): Promise<Answer<"MemoryImportResult">> {
+    return this.#call("POST", "/import/memories", options, { body: { memories }, idempotencyKey: idempotencyKey(options.idempotencyKey) });
+  }
+
+  // --- usage and webhooks ---
+
+  usage(first?: Date | string, last?: Date | string, options?: CallOptions): Promise<Answer<"UsageReport">> {
+    return this.#call("GET", "/usage", options, { query: { from: day(first), to: day(last) } });
+  }
+
+  /** A new webhook signing secret, shown only here. Not retried after it was sent (a retry
+   * would replace it unseen). */
+  rotateWebhookSecret(options?: CallOptions): Promise<Answer<"WebhookSecret">> {
+    return this.#call("POST", "/webhooks/secret", options);
+  }
+
+  webhookDeliveries(options?: CallOptions): Promise<Answer<"DeliveryList">> {
+    return this.#call("GET", "/webhooks/deliveries", options);
+  }
+}
+
+/** A keyed memory's namespace as the API's GET and DELETE take it: labels joined by `.`. */
+function labels(namespace: string[]): string {
+  if (namespace.length === 0 || namespace.some((l) => l === "" || l.includes("."))) {
+    throw new TypeError("a namespace is one or more labels, none empty or holding '.'");
+  }
+  return namespace.join(".");
+}

@@ -1,0 +1,72 @@
+"""The TypeScript client (clients/typescript/, docs/client.md "TypeScript") through Node's own
+test runner: every method against the local stack, its retry rules against a scripted loopback
+server; and the package as a user gets it: `npm pack`, installed into an empty project, imported
+and used from there."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from tests.support.common import ROOT
+from tests.support.stack import Stack
+
+TS = ROOT / "clients" / "typescript"
+
+
+@pytest.fixture(scope="module")
+def built() -> None:
+    assert shutil.which("node") and shutil.which("npm"), "the TypeScript tests need node and npm"
+    assert (TS / "dist" / "index.js").is_file(), "build the client first: make typescript"
+
+
+def _node(args: list[str], cwd, env: dict[str, str], timeout: float = 300) -> str:
+    done = subprocess.run(
+        args, cwd=cwd, env={**os.environ, **env}, capture_output=True, text=True, timeout=timeout
+    )
+    assert done.returncode == 0, done.stdout[-6000:] + done.stderr[-3000:]
+    return done.stdout
+
+
+def test_every_method_against_the_api_and_the_retry_rules(built, stack: Stack):
+    env = {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key}
+    out = _node(["node", "--test", "test/client.test.mjs", "test/retries.test.mjs"], TS, env)
+    assert "# fail 0" in out and "# pass 16" in out, out[-2000:]
+
+
+def test_the_packed_package_installs_into_an_empty_project_and_works(built, stack: Stack, tmp_path):
+    packed = _node(["npm", "pack", "--json", "--pack-destination", str(tmp_path)], TS, {})
+    (info,) = json.loads(packed)
+    tarball = tmp_path / info["filename"]
+    assert {f["path"] for f in info["files"]} >= {
+        "dist/index.js",
+        "dist/index.d.ts",
+        "package.json",
+    }
+    assert not any(f["path"].startswith(("src/", "test/", "node_modules/")) for f in info["files"])
+    project = tmp_path / "app"
+    project.mkdir()
+    (project / "package.json").write_text('{"name": "app", "private": true, "type": "module"}')
+    _node(["npm", "install", "--no-audit", "--no-fund", "--offline", str(tarball)], project, {})
+    (project / "main.mjs").write_text(
+        """
+import { MemoryClient } from "@kividb/memory";
+const client = new MemoryClient();
+const store = client.store("local", "ts-packed");
+await client.putStore("local", "ts-packed", { dimensions: 3 });
+await store.addEvents("s", [{ role: "user", content: "I live in Porto" }], { actorId: "ann" });
+const { context } = await store.recall("s", { actorId: "ann" });
+await client.deleteStore("local", "ts-packed");
+console.log(JSON.stringify({ context }));
+"""
+    )
+    out = _node(
+        ["node", "main.mjs"],
+        project,
+        {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key},
+    )
+    assert "I live in Porto" in json.loads(out)["context"]
