@@ -160,6 +160,8 @@ def snapshot(client: redis.Redis, *databases: redis.Redis) -> dict:
             "hash": client.hgetall,
             "set": client.smembers,
             "string": client.get,
+            "zset": lambda k: client.zrange(k, 0, -1, withscores=True),
+            "list": lambda k: client.lrange(k, 0, -1),
         }[kind](key)
         seen[key] = (kind, value, client.pttl(key) > 0)
     for number, database in enumerate(databases):
