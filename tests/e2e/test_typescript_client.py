@@ -1,7 +1,7 @@
 """The TypeScript client (clients/typescript/, docs/client.md "TypeScript") through Node's own
 test runner: every method against the local stack, its retry rules against a scripted loopback
-server; and the package as a user gets it: `npm pack`, installed into an empty project, imported
-and used from there."""
+server, the OpenAI Agents SDK's Runner on its session adapter; and the package as a user gets
+it: `npm pack`, installed into an empty project, imported and used from there."""
 
 from __future__ import annotations
 
@@ -36,6 +36,14 @@ def test_every_method_against_the_api_and_the_retry_rules(built, stack: Stack):
     env = {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key}
     out = _node(["node", "--test", "test/client.test.mjs", "test/retries.test.mjs"], TS, env)
     assert "# fail 0" in out and "# pass 16" in out, out[-2000:]
+
+
+def test_the_agents_sdk_runs_turns_on_the_openai_agents_session(built, stack: Stack):
+    """`@kividb/memory/openai-agents` driven by `@openai/agents-core`'s own Runner with a
+    scripted model (the SDK's `Model` interface): tool calls and results kept and read back."""
+    env = {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key}
+    out = _node(["node", "--test", "test/openai-agents.test.mjs"], TS, env)
+    assert "# fail 0" in out and "# pass 4" in out, out[-2000:]
 
 
 def test_the_packed_package_installs_into_an_empty_project_and_works(built, stack: Stack, tmp_path):
