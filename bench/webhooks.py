@@ -55,6 +55,7 @@ class TimedReceiver(WebhookReceiver):
         self.seen: set[str] = set()
 
     def next_behaviour(self, headers: dict[str, str]) -> str:
+        """The script's next behaviour for an id's first attempt, ``ok`` for its retries."""
         webhook_id = {k.lower(): v for k, v in headers.items()}.get("webhook-id", "")
         with self.lock:
             if webhook_id in self.seen:
@@ -63,6 +64,7 @@ class TimedReceiver(WebhookReceiver):
         return super().next_behaviour(headers)
 
     def note(self) -> None:
+        """Note the first 2xx answer of each webhook id received so far."""
         with self.lock:
             for got in self.received:
                 if 200 <= got.status < 300:

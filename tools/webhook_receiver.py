@@ -15,12 +15,17 @@ from typing import Any, Self
 
 @dataclass
 class Received:
+    """One request as it came: its headers, its body (bytes) and the status it was answered."""
+
     headers: dict[str, str]
     body: bytes
     status: int
 
 
 class WebhookReceiver(ThreadingHTTPServer):
+    """The receiver on a free loopback port, serving on a daemon thread inside ``with``;
+    ``script`` as the module says."""
+
     daemon_threads = True
 
     def __init__(self, script: list[str] | None = None) -> None:
@@ -32,6 +37,7 @@ class WebhookReceiver(ThreadingHTTPServer):
 
     @property
     def url(self) -> str:
+        """Its URL, with a query string (a token, as a receiver may take one)."""
         return f"http://127.0.0.1:{self.server_address[1]}/hooks?token=abc"
 
     def __enter__(self) -> Self:

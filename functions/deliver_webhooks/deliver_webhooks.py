@@ -22,6 +22,9 @@ RESERVE_SECONDS = 15.0
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """Send what is due until nothing is or the function's time is nearly spent; the run's
+    counts (``DeliveryReport`` without its messages). ``DatabaseUnavailable`` when the control
+    database cannot be read: Lambda logs it, and the next minute tries again."""
     try:
         seconds = context.get_remaining_time_in_millis() / 1000 - RESERVE_SECONDS
         report = current_runtime().webhook_sender.deliver_due(max(seconds, 1.0))

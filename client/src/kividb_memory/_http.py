@@ -391,11 +391,13 @@ def delete_key(key_id: str) -> Call[Any]:
 
 
 def organization_usage(first: date | str | None, last: date | str | None) -> Call[m.UsageReport]:
+    """``GET /usage?from=&to=``: the organization's usage by UTC day (``_day``)."""
     params = query(**{"from": _day(first), "to": _day(last)})
     return Call("GET", "/usage", m.UsageReport, True, params=params)
 
 
 def usage(store: str, first: date | str | None, last: date | str | None) -> Call[m.UsageReport]:
+    """``GET .../usage?from=&to=``: the store's usage by UTC day (``_day``)."""
     params = query(**{"from": _day(first), "to": _day(last)})
     return Call("GET", f"{store}/usage", m.UsageReport, True, params=params)
 
@@ -409,11 +411,13 @@ def _day(value: date | str | None) -> str | None:
 
 
 def rotate_webhook_secret(store: str) -> Call[m.WebhookSecret]:
+    """``POST .../webhooks/secret``: a new signing secret, shown only in the answer."""
     # not retried: a retry after a lost answer would replace the secret it made, unseen
     return Call("POST", f"{store}/webhooks/secret", m.WebhookSecret, False)
 
 
 def webhook_deliveries(store: str) -> Call[m.DeliveryList]:
+    """``GET .../webhooks/deliveries``: the store's last 100 deliveries."""
     return Call("GET", f"{store}/webhooks/deliveries", m.DeliveryList, True)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Literal, get_args
 from urllib.parse import urlsplit
 
 from pydantic import Field, StringConstraints, ValidationInfo, field_validator
@@ -21,15 +21,6 @@ from pydantic import Field, StringConstraints, ValidationInfo, field_validator
 from agent_memory.models import Model, View
 from agent_memory.providers.endpoint_urls import check_endpoint_url
 
-EVENT_TYPES = (
-    "extraction.completed",
-    "extraction.failed",
-    "memory.created",
-    "memory.superseded",
-    "memory.deleted",
-    "session.deleted",
-    "store.deleted",
-)
 EventType = Literal[
     "extraction.completed",
     "extraction.failed",
@@ -39,6 +30,8 @@ EventType = Literal[
     "session.deleted",
     "store.deleted",
 ]
+EVENT_TYPES: tuple[str, ...] = get_args(EventType)
+"""The events an endpoint may ask for, in the order the docs list them."""
 MAX_ENDPOINTS = 5
 """Endpoints per store (the issue's limit; Svix and Zep allow more per application)."""
 MAX_URL_CHARS = 2000
