@@ -1,7 +1,9 @@
 """The TypeScript client (clients/typescript/, docs/client.md "TypeScript") through Node's own
 test runner: every method against the local stack, its retry rules against a scripted loopback
-server, the OpenAI Agents SDK's Runner on its session adapter; and the package as a user gets
-it: `npm pack`, installed into an empty project, imported and used from there."""
+server, a stopped database; each adapter driven by its framework (the OpenAI Agents SDK's
+Runner, the Vercel AI SDK's generateText and streamText with its mock model, a Strands agent);
+and the package as a user gets it: `npm pack`, installed into an empty project, imported and
+used from there."""
 
 from __future__ import annotations
 
@@ -9,11 +11,15 @@ import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
 
+from bench.faults import Database
+from local.launch import running_stack
 from tests.support.common import ROOT
-from tests.support.stack import Stack
+from tests.support.stack import API_KEY, Stack
+from tools.scripted_model import ScriptedServer
 
 TS = ROOT / "clients" / "typescript"
 
@@ -44,6 +50,50 @@ def test_the_agents_sdk_runs_turns_on_the_openai_agents_session(built, stack: St
     env = {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key}
     out = _node(["node", "--test", "test/openai-agents.test.mjs"], TS, env)
     assert "# fail 0" in out and "# pass 4" in out, out[-2000:]
+
+
+def test_the_ai_sdk_runs_the_middleware_and_the_tools(built, stack: Stack, provider):
+    """`@kividb/memory/ai-sdk` under `generateText` and `streamText` of `ai` with its own
+    `MockLanguageModelV4`: recall's context in front, turns kept whole, the tools called."""
+    env = {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key,
+           "KIVIDB_PROVIDER_URL": provider.url}  # fmt: skip
+    out = _node(["node", "--test", "test/ai-sdk.test.mjs"], TS, env)
+    assert "# fail 0" in out and "# pass 7" in out, out[-2000:]
+
+
+def test_a_strands_agent_runs_on_the_memory_store(built, stack: Stack, provider: ScriptedServer):
+    """`@kividb/memory/strands` in a Strands `Agent`'s `MemoryManager` (its tools, injection
+    and extraction), the model Strands' `VercelModel` over `ai`'s `MockLanguageModelV3`."""
+    env = {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key,
+           "KIVIDB_PROVIDER_URL": provider.url}  # fmt: skip
+    out = _node(["node", "--test", "test/strands.test.mjs"], TS, env)
+    assert "# fail 0" in out and "# pass 4" in out, out[-2000:]
+
+
+def test_a_stopped_database_is_a_503_with_retry_after_and_retried(built, tmp_path):
+    """A stack on a redis-server of its own: killed before the Node test starts (it sees 503
+    `database_unavailable` with `Retry-After`, then retries a write), started again 2 s later."""
+    database = Database(tmp_path / "redis")
+    database.start()
+    env = {"REDIS_URL": database.url, "KIVIDB_API_KEY": API_KEY,
+           "KIVIDB_LOCAL_DIR": str(tmp_path / "local"), "KIVIDB_WORKERS": "1"}  # fmt: skip
+    try:
+        with running_stack(env, log=tmp_path / "stack.log", timeout=60) as (url, _):
+            with Stack(url, API_KEY, database.url).memory() as memory:
+                memory.put_store("local", "down", dimensions=3)
+            database.kill()
+            node = subprocess.Popen(
+                ["node", "--test", "test/unavailable.test.mjs"], cwd=TS, text=True,
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                env={**os.environ, "KIVIDB_API_URL": url, "KIVIDB_API_KEY": API_KEY,
+                     "KIVIDB_STORE": "down"},
+            )  # fmt: skip
+            time.sleep(2.0)
+            database.start()
+            out, _ = node.communicate(timeout=120)
+    finally:
+        database.stop()
+    assert node.returncode == 0 and "# pass 1" in out, out[-4000:]
 
 
 def test_the_packed_package_installs_into_an_empty_project_and_works(built, stack: Stack, tmp_path):
