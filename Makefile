@@ -48,6 +48,19 @@ $(TS_DEPS): $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
 $(TS_OUT): $(TS_DEPS) $(shell find $(TS_DIR)/src -type f 2>/dev/null) $(TS_DIR)/tsconfig.json
 	cd $(TS_DIR) && npx tsc -p tsconfig.json
 
+# The TypeScript examples (examples/typescript/): a project of their own that installs the built
+# client as a copy (install-links), as a user's project would, with the frameworks beside it.
+TS_EXAMPLES := examples/typescript
+TS_EXAMPLES_DEPS := $(TS_EXAMPLES)/node_modules/.installed
+TS_EXAMPLES_OUT := $(TS_EXAMPLES)/dist/quickstart.js
+
+$(TS_EXAMPLES_DEPS): $(TS_EXAMPLES)/package.json $(TS_EXAMPLES)/package-lock.json $(TS_OUT)
+	cd $(TS_EXAMPLES) && npm ci --no-audit --no-fund --loglevel=error
+	touch $(TS_EXAMPLES_DEPS)
+
+$(TS_EXAMPLES_OUT): $(TS_EXAMPLES_DEPS) $(shell find $(TS_EXAMPLES)/src -type f 2>/dev/null) $(TS_EXAMPLES)/tsconfig.json
+	cd $(TS_EXAMPLES) && npx tsc -p tsconfig.json
+
 # The frameworks' own tests, from their source distributions on PyPI (tools/framework_tests.py):
 # fetched once per pinned version, like any other dependency, and run against the adapters.
 FRAMEWORK_TESTS := .cache/framework-tests/.fetched-$(shell sed -n 's/^    "\(.*\)": "\(.*\)",$$/\1-\2/p' tools/framework_tests.py | tr '\n' '_')
@@ -107,7 +120,7 @@ CLUSTER_EXCLUDED := --ignore tests/integration/test_control.py \
 
 ## test: lint, type-check, validate the template, then every test (starts its own Redis), then
 ## the cluster subset on Redis Clusters it starts (CLUSTER_TESTS)
-test: lint validate $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP) $(TS_OUT)
+test: lint validate $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP) $(TS_OUT) $(TS_EXAMPLES_OUT)
 	$(PY) -m pytest -q
 	KIVIDB_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_TESTS)
 
@@ -121,13 +134,13 @@ unit: $(STAMP)
 integration: $(STAMP)
 	$(PY) -m pytest -q tests/integration
 
-e2e: $(STAMP) $(CONSOLE_OUT) $(TS_OUT)
+e2e: $(STAMP) $(CONSOLE_OUT) $(TS_OUT) $(TS_EXAMPLES_OUT)
 	$(PY) -m pytest -q tests/e2e
 
 ## lint: ruff (style, imports, complexity at most 12), mypy (strict, pydantic plugin), the
 ## layer's import rules (import-linter, pyproject.toml), the generated sync client, and the
-## TypeScript client's generated API types and strict type check
-lint: $(STAMP) $(TS_DEPS)
+## TypeScript client's generated API types and strict type check (the examples' too)
+lint: $(STAMP) $(TS_DEPS) $(TS_EXAMPLES_DEPS)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy layers/core client/src local tools functions bench examples
@@ -138,6 +151,7 @@ lint: $(STAMP) $(TS_DEPS)
 		echo "clients/typescript/src/schema.ts is not what docs/openapi.json generates: make typescript-schema"; \
 		exit 1; fi
 	cd $(TS_DIR) && npx tsc -p tsconfig.json --noEmit
+	cd $(TS_EXAMPLES) && npx tsc -p tsconfig.json --noEmit
 
 format: $(STAMP)
 	$(PY) -m ruff format .
@@ -245,4 +259,4 @@ bench-retrieval: $(RETRIEVAL_STAMP)
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) $(STRANDS_VENV) .cache/framework-tests .aws-sam .mypy_cache .ruff_cache .pytest_cache
-	rm -rf console/node_modules functions/console/static
+	rm -rf console/node_modules functions/console/static clients/typescript/node_modules clients/typescript/dist examples/typescript/node_modules examples/typescript/dist

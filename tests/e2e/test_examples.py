@@ -42,6 +42,35 @@ def test_an_example_runs_against_the_local_stack(stack, memory, example, said):
         memory.delete_store("local", name)
 
 
+TS_SAID = {
+    "quickstart.ts": ["## Recent messages", 'user: "I live in Porto"'],
+    "openai-agents-session.ts": ["You are Ann.", "the session keeps 4 items"],
+    "ai-sdk-memory.ts": ["You are Ann.", "the session keeps 4 messages"],
+    "strands-memory.ts": ["You keep bees.", "the session keeps 2 messages"],
+}
+
+
+@pytest.mark.parametrize(("example", "said"), TS_SAID.items())
+def test_a_typescript_example_runs_against_the_local_stack(stack, memory, example, said):
+    """examples/typescript/, built by `make test` (tsc, strict), run twice: what it prints
+    holds each of ``said``, in order, both times (an example starts afresh)."""
+    built = EXAMPLES / "typescript" / "dist" / example.replace(".ts", ".js")
+    assert built.is_file(), "build the examples first: make test (or make e2e) builds them"
+    name = unique("example")
+    env = {**os.environ, "KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key,
+           "KIVIDB_STORE": name}  # fmt: skip
+    try:
+        for _ in range(2):
+            done = subprocess.run(["node", str(built)], env=env, capture_output=True, text=True,
+                                  timeout=120)  # fmt: skip
+            assert done.returncode == 0, done.stderr[-3000:]
+            lines = iter(done.stdout.splitlines())
+            assert all(any(part in line for line in lines) for part in said), done.stdout
+    finally:
+        memory.delete_store("local", name)
+
+
 def test_every_example_is_run_here():
     ran = {"openai_agents_session.py", "langchain_history.py", "langgraph_store.py"}
     assert {p.name for p in EXAMPLES.glob("*.py")} == ran
+    assert {p.name for p in (EXAMPLES / "typescript" / "src").glob("*.ts")} == set(TS_SAID)

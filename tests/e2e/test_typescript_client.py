@@ -103,6 +103,9 @@ def test_the_packed_package_installs_into_an_empty_project_and_works(built, stac
     assert {f["path"] for f in info["files"]} >= {
         "dist/index.js",
         "dist/index.d.ts",
+        "dist/openai-agents.js",
+        "dist/ai-sdk.js",
+        "dist/strands.js",
         "package.json",
     }
     assert not any(f["path"].startswith(("src/", "test/", "node_modules/")) for f in info["files"])
@@ -110,21 +113,20 @@ def test_the_packed_package_installs_into_an_empty_project_and_works(built, stac
     project.mkdir()
     (project / "package.json").write_text('{"name": "app", "private": true, "type": "module"}')
     _node(["npm", "install", "--no-audit", "--no-fund", "--offline", str(tarball)], project, {})
-    (project / "main.mjs").write_text(
-        """
-import { MemoryClient } from "@kividb/memory";
-const client = new MemoryClient();
-const store = client.store("local", "ts-packed");
-await client.putStore("local", "ts-packed", { dimensions: 3 });
-await store.addEvents("s", [{ role: "user", content: "I live in Porto" }], { actorId: "ann" });
-const { context } = await store.recall("s", { actorId: "ann" });
-await client.deleteStore("local", "ts-packed");
-console.log(JSON.stringify({ context }));
-"""
-    )
-    out = _node(
-        ["node", "main.mjs"],
-        project,
-        {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key},
-    )
-    assert "I live in Porto" in json.loads(out)["context"]
+    # the README's TypeScript example, as it is written there
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## From TypeScript") :]
+    example = section[section.index("```ts\n") + 6 : section.index("```\n", section.index("```ts"))]
+    assert len(example.strip().splitlines()) == 5, example
+    (project / "main.mjs").write_text(example)
+    with stack.memory() as memory:
+        memory.put_store("local", "support-agent")
+        try:
+            out = _node(
+                ["node", "main.mjs"],
+                project,
+                {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key},
+            )
+        finally:
+            memory.delete_store("local", "support-agent")
+    assert '] user: "I live in Porto"' in out, out

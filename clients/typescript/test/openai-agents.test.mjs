@@ -1,12 +1,14 @@
 // `@kividb/memory/openai-agents` driven by the Agents SDK itself: a Runner turn of
-// `@openai/agents-core` with a scripted model (the SDK's `Model` interface, no network) keeps its
-// history in a KiviDB session on the local stack, and the next turn reads it back exactly.
+// `@openai/agents-core` with the SDK's own test double (`ScriptedModel` from
+// `@openai/agents-core/testing`, no network) keeps its history in a KiviDB session on the local
+// stack, and the next turn reads it back exactly.
 
 import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { after, before, test } from "node:test";
 
-import { Agent, Runner, Usage, tool } from "@openai/agents-core";
+import { Agent, Runner, tool } from "@openai/agents-core";
+import { ScriptedModel, assistantMessage, functionCall } from "@openai/agents-core/testing";
 import { z } from "zod";
 
 import { MemoryClient } from "../dist/index.js";
@@ -24,31 +26,6 @@ after(async () => {
   await client.deleteStore("local", name);
 });
 
-/** A model that answers from a script: each call takes the next list of output items, and
- * records the input it was given. */
-class ScriptedModel {
-  constructor(script) {
-    this.script = script;
-    this.inputs = [];
-  }
-
-  async getResponse(request) {
-    this.inputs.push(structuredClone(request.input));
-    const output = this.script.shift();
-    return { usage: new Usage(), output, responseId: `resp_${randomUUID()}` };
-  }
-
-  // eslint-disable-next-line require-yield
-  async *getStreamedResponse() {
-    throw new Error("not streamed in these tests");
-  }
-}
-
-const say = (text) => [
-  { type: "message", role: "assistant", status: "completed", id: `msg_${randomUUID()}`,
-    content: [{ type: "output_text", text, annotations: [] }] },
-];
-
 test("a Runner turn with a tool call is kept and read back exactly by the next turn", async () => {
   const weather = tool({
     name: "weather",
@@ -57,9 +34,9 @@ test("a Runner turn with a tool call is kept and read back exactly by the next t
     execute: async ({ city }) => `Sunny in ${city}`,
   });
   const model = new ScriptedModel([
-    [{ type: "function_call", callId: "call_1", name: "weather", arguments: '{"city":"Porto"}', status: "completed", id: "fc_1" }],
-    say("It is sunny in Porto."),
-    say("You asked about Porto."),
+    [functionCall("weather", { city: "Porto" }, { callId: "call_1", id: "fc_1" })],
+    [assistantMessage("It is sunny in Porto.")],
+    [assistantMessage("You asked about Porto.")],
   ]);
   const agent = new Agent({ name: "assistant", instructions: "Be brief.", model, tools: [weather] });
   const session = new KiviDBSession("agents-1", { store, actorId: "ann" });
@@ -76,8 +53,9 @@ test("a Runner turn with a tool call is kept and read back exactly by the next t
   const second = await runner.run(agent, "What did I ask?", { session });
   assert.equal(second.finalOutput, "You asked about Porto.");
   // the model of the second turn was given the first turn's items, as they were kept
-  const given = model.inputs[2];
+  const given = model.calls[2].request.input;
   assert.deepEqual(given.slice(0, kept.length), kept);
+  model.assertComplete();
 
   const view = await store.getSession("agents-1");
   assert.equal(view.actor_id, "ann");
