@@ -41,7 +41,7 @@ def _node(args: list[str], cwd, env: dict[str, str], timeout: float = 300) -> st
 def test_every_method_against_the_api_and_the_retry_rules(built, stack: Stack):
     env = {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key}
     out = _node(["node", "--test", "test/client.test.mjs", "test/retries.test.mjs"], TS, env)
-    assert "# fail 0" in out and "# pass 16" in out, out[-2000:]
+    assert "# fail 0" in out and "# pass 21" in out, out[-2000:]
 
 
 def test_the_agents_sdk_runs_turns_on_the_openai_agents_session(built, stack: Stack):
@@ -58,7 +58,7 @@ def test_the_ai_sdk_runs_the_middleware_and_the_tools(built, stack: Stack, provi
     env = {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key,
            "KIVIDB_PROVIDER_URL": provider.url}  # fmt: skip
     out = _node(["node", "--test", "test/ai-sdk.test.mjs"], TS, env)
-    assert "# fail 0" in out and "# pass 7" in out, out[-2000:]
+    assert "# fail 0" in out and "# pass 11" in out, out[-2000:]
 
 
 def test_a_strands_agent_runs_on_the_memory_store(built, stack: Stack, provider: ScriptedServer):
@@ -67,7 +67,7 @@ def test_a_strands_agent_runs_on_the_memory_store(built, stack: Stack, provider:
     env = {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key,
            "KIVIDB_PROVIDER_URL": provider.url}  # fmt: skip
     out = _node(["node", "--test", "test/strands.test.mjs"], TS, env)
-    assert "# fail 0" in out and "# pass 4" in out, out[-2000:]
+    assert "# fail 0" in out and "# pass 7" in out, out[-2000:]
 
 
 def test_a_stopped_database_is_a_503_with_retry_after_and_retried(built, tmp_path):

@@ -41,7 +41,7 @@ function snake(options: object): Record<string, unknown> {
   const found: Record<string, unknown> = {};
   for (const [name, value] of Object.entries(options)) {
     if (value === undefined || name === "signal" || name === "timeoutMs" || name === "idempotencyKey") continue;
-    found[name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = value;
+    found[name.replace(/[A-Z]/g, (c) => `_${c.toLowerCase()}`)] = value instanceof Date ? value.toISOString() : value;
   }
   return found;
 }
@@ -91,19 +91,19 @@ export class MemoryClient {
   // --- stores ---
 
   /** Every store of the organization (with `unreachable` instances), or one instance's. */
-  listStores(instanceId?: string, options?: CallOptions): Promise<Answer<"OrganizationStoreList"> | Answer<"StoreList">> {
+  async listStores(instanceId?: string, options?: CallOptions): Promise<Answer<"OrganizationStoreList"> | Answer<"StoreList">> {
     const path = instanceId === undefined ? "/agent-memory" : `/instances/${segment("instanceId", instanceId)}/agent-memory`;
     return this.request({ method: "GET", path, idempotent: true }, options);
   }
 
   /** Create the store or change its settings (the fields of `StorePut`, snake_case as the API
    * has them; the ones not given keep their value). */
-  putStore(instanceId: string, name: string, settings: Answer<"StorePut"> = {}, options?: CallOptions): Promise<Answer<"StoreView">> {
+  async putStore(instanceId: string, name: string, settings: Answer<"StorePut"> = {}, options?: CallOptions): Promise<Answer<"StoreView">> {
     return this.request({ method: "PUT", path: storePrefix(instanceId, name), body: settings, idempotent: true }, options);
   }
 
   /** The store's settings, counts and last extraction. */
-  getStore(instanceId: string, name: string, options?: CallOptions): Promise<Answer<"StoreView">> {
+  async getStore(instanceId: string, name: string, options?: CallOptions): Promise<Answer<"StoreView">> {
     return this.request({ method: "GET", path: storePrefix(instanceId, name), idempotent: true }, options);
   }
 
@@ -116,12 +116,12 @@ export class MemoryClient {
 
   /** A new API key limited as asked (admin key only); its `api_key` is shown this once. Not
    * retried after it was sent: a retry could make a second key. */
-  createKey(access: "read" | "write", scope: { name?: string; instances?: string[]; stores?: { instance_id: string; store: string }[]; actors?: string[]; expiresAt?: string } = {}, options?: CallOptions): Promise<Answer<"KeyCreated">> {
+  async createKey(access: "read" | "write", scope: { name?: string; instances?: string[]; stores?: { instance_id: string; store: string }[]; actors?: string[]; expiresAt?: string | Date } = {}, options?: CallOptions): Promise<Answer<"KeyCreated">> {
     return this.request({ method: "POST", path: "/keys", body: { access, ...snake(scope) }, idempotent: false }, options);
   }
 
   /** The organization's keys, never their secrets (admin key only). */
-  listKeys(options?: CallOptions): Promise<Answer<"KeyList">> {
+  async listKeys(options?: CallOptions): Promise<Answer<"KeyList">> {
     return this.request({ method: "GET", path: "/keys", idempotent: true }, options);
   }
 
@@ -132,7 +132,7 @@ export class MemoryClient {
 
   /** The organization's usage by UTC day from `first` to `last` (at most 366 days; by default
    * the last 30) and what its stores hold now (admin key only). */
-  organizationUsage(first?: Date | string, last?: Date | string, options?: CallOptions): Promise<Answer<"UsageReport">> {
+  async organizationUsage(first?: Date | string, last?: Date | string, options?: CallOptions): Promise<Answer<"UsageReport">> {
     return this.request({ method: "GET", path: "/usage", query: { from: day(first), to: day(last) }, idempotent: true }, options);
   }
 
@@ -164,18 +164,18 @@ export interface AddMemoryOptions extends WriteOptions {
   importance?: number;
   confidence?: number;
   supersedes?: string;
-  occurredAt?: string;
+  occurredAt?: string | Date;
 }
 
 export interface MemoryFilters {
   includeSuperseded?: boolean;
-  asOf?: string;
+  asOf?: string | Date;
   topics?: string[];
   metadata?: Record<string, unknown>;
-  createdAfter?: string;
-  createdBefore?: string;
-  occurredAfter?: string;
-  occurredBefore?: string;
+  createdAfter?: string | Date;
+  createdBefore?: string | Date;
+  occurredAfter?: string | Date;
+  occurredBefore?: string | Date;
 }
 
 export interface ListMemoriesOptions extends CallOptions, MemoryFilters {
@@ -215,22 +215,22 @@ export class StoreClient {
   // --- working memory ---
 
   /** Add a turn's events (`{role, content, name?, created_at?, item?}`) to a session. */
-  addEvents(sessionId: string, events: Answer<"EventIn">[], options: WriteOptions & { actorId?: string } = {}): Promise<Answer<"EventsResult">> {
+  async addEvents(sessionId: string, events: Answer<"EventIn">[], options: WriteOptions & { actorId?: string } = {}): Promise<Answer<"EventsResult">> {
     const body = { events, ...(options.actorId === undefined ? {} : { actor_id: options.actorId }) };
     return this.#call("POST", `/sessions/${segment("sessionId", sessionId)}/events`, options, { body, idempotencyKey: idempotencyKey(options.idempotencyKey) });
   }
 
   /** What an agent needs before its next model call: the session's summary and recent
    * messages, the actor's relevant memories and a ready `context`. */
-  recall(sessionId: string, options: RecallOptions = {}): Promise<Answer<"RecallView">> {
+  async recall(sessionId: string, options: RecallOptions = {}): Promise<Answer<"RecallView">> {
     return this.#call("POST", "/recall", options, { body: { session_id: sessionId, ...snake(options) }, idempotent: true });
   }
 
-  listSessions(options: CallOptions & { offset?: number; limit?: number } = {}): Promise<Answer<"SessionList">> {
+  async listSessions(options: CallOptions & { offset?: number; limit?: number } = {}): Promise<Answer<"SessionList">> {
     return this.#call("GET", "/sessions", options, { query: snake(options) as Query });
   }
 
-  getSession(sessionId: string, options: CallOptions & { recent?: number; beforeSeq?: number } = {}): Promise<Answer<"SessionView">> {
+  async getSession(sessionId: string, options: CallOptions & { recent?: number; beforeSeq?: number } = {}): Promise<Answer<"SessionView">> {
     return this.#call("GET", `/sessions/${segment("sessionId", sessionId)}`, options, { query: snake(options) as Query });
   }
 
@@ -239,23 +239,23 @@ export class StoreClient {
   }
 
   /** Take back the session's newest message (`message` null when it keeps none). */
-  popMessage(sessionId: string, options: WriteOptions = {}): Promise<Answer<"PoppedMessage">> {
+  async popMessage(sessionId: string, options: WriteOptions = {}): Promise<Answer<"PoppedMessage">> {
     return this.#call("POST", `/sessions/${segment("sessionId", sessionId)}/pop`, options, { idempotencyKey: idempotencyKey(options.idempotencyKey) });
   }
 
   /** Queue the session's extraction now. */
-  extract(sessionId: string, options: WriteOptions = {}): Promise<Answer<"ExtractionQueued">> {
+  async extract(sessionId: string, options: WriteOptions = {}): Promise<Answer<"ExtractionQueued">> {
     return this.#call("POST", `/sessions/${segment("sessionId", sessionId)}/extract`, options, { idempotencyKey: idempotencyKey(options.idempotencyKey) });
   }
 
   // --- long-term memory ---
 
   /** Keep a memory, or answer the one it duplicates (`duplicate` true). */
-  addMemory(text: string, options: AddMemoryOptions = {}): Promise<Answer<"MemoryView">> {
+  async addMemory(text: string, options: AddMemoryOptions = {}): Promise<Answer<"MemoryView">> {
     return this.#call("POST", "/memories", options, { body: { text, ...snake(options) }, idempotencyKey: idempotencyKey(options.idempotencyKey) });
   }
 
-  listMemories(options: ListMemoriesOptions = {}): Promise<Answer<"MemoryList">> {
+  async listMemories(options: ListMemoriesOptions = {}): Promise<Answer<"MemoryList">> {
     const { topics, metadata, ...rest } = options;
     const query = snake(rest) as Query;
     if (topics !== undefined) {
@@ -266,12 +266,12 @@ export class StoreClient {
     return this.#call("GET", "/memories", options, { query });
   }
 
-  getMemory(memoryId: string, options?: CallOptions): Promise<Answer<"MemoryView">> {
+  async getMemory(memoryId: string, options?: CallOptions): Promise<Answer<"MemoryView">> {
     return this.#call("GET", `/memories/${segment("memoryId", memoryId)}`, options);
   }
 
   /** Change a memory (only the fields given), keeping its previous state as a version. */
-  updateMemory(memoryId: string, patch: Answer<"MemoryPatch">, options: WriteOptions = {}): Promise<Answer<"MemoryView">> {
+  async updateMemory(memoryId: string, patch: Answer<"MemoryPatch">, options: WriteOptions = {}): Promise<Answer<"MemoryView">> {
     return this.#call("PATCH", `/memories/${segment("memoryId", memoryId)}`, options, { body: patch, idempotencyKey: idempotencyKey(options.idempotencyKey) });
   }
 
@@ -282,23 +282,23 @@ export class StoreClient {
   /** Memories best first for `query`: by meaning, keyword or both (`mode`, hybrid by
    * default); `queryVector` searches by a vector of your own (the query still says what is
    * sought, for the keyword part and the logs of your app). */
-  search(query: string, options: SearchOptions = {}): Promise<Answer<"SearchResult">> {
+  async search(query: string, options: SearchOptions = {}): Promise<Answer<"SearchResult">> {
     const body = { query, ...snake(options) };
     return this.#call("POST", "/memories/search", options, { body, idempotent: true });
   }
 
   /** Forget every memory of an actor. */
-  forgetActor(actorId: string, options?: CallOptions): Promise<Answer<"ActorForgotten">> {
+  async forgetActor(actorId: string, options?: CallOptions): Promise<Answer<"ActorForgotten">> {
     return this.#call("DELETE", `/actors/${segment("actorId", actorId)}/memories`, options);
   }
 
   // --- keyed memories ---
 
-  putKeyedMemory(namespace: string[], key: string, value: Record<string, unknown>, options: CallOptions & { texts?: string[]; vectors?: number[][]; index?: boolean; ttlSeconds?: number } = {}): Promise<Answer<"KeyedMemoryView">> {
+  async putKeyedMemory(namespace: string[], key: string, value: Record<string, unknown>, options: CallOptions & { texts?: string[]; vectors?: number[][]; index?: boolean; ttlSeconds?: number } = {}): Promise<Answer<"KeyedMemoryView">> {
     return this.#call("PUT", "/keyed-memories", options, { body: { namespace, key, value, ...snake(options) } });
   }
 
-  getKeyedMemory(namespace: string[], key: string, options: CallOptions & { refreshTtl?: boolean } = {}): Promise<Answer<"KeyedMemoryView">> {
+  async getKeyedMemory(namespace: string[], key: string, options: CallOptions & { refreshTtl?: boolean } = {}): Promise<Answer<"KeyedMemoryView">> {
     return this.#call("GET", "/keyed-memories", options, { query: { namespace: labels(namespace), key, refresh_ttl: options.refreshTtl } });
   }
 
@@ -306,49 +306,52 @@ export class StoreClient {
     await this.#call("DELETE", "/keyed-memories", options, { query: { namespace: labels(namespace), key } });
   }
 
-  searchKeyedMemories(namespacePrefix: string[] = [], options: CallOptions & { filter?: Record<string, unknown>; query?: string; queryVector?: number[]; limit?: number; offset?: number; refreshTtl?: boolean } = {}): Promise<Answer<"KeyedSearchResult">> {
+  async searchKeyedMemories(namespacePrefix: string[] = [], options: CallOptions & { filter?: Record<string, unknown>; query?: string; queryVector?: number[]; limit?: number; offset?: number; refreshTtl?: boolean } = {}): Promise<Answer<"KeyedSearchResult">> {
     return this.#call("POST", "/keyed-memories/search", options, { body: { namespace_prefix: namespacePrefix, ...snake(options) }, idempotent: true });
   }
 
-  listKeyedNamespaces(options: CallOptions & { prefix?: string[]; suffix?: string[]; maxDepth?: number; limit?: number; offset?: number } = {}): Promise<Answer<"NamespaceList">> {
+  async listKeyedNamespaces(options: CallOptions & { prefix?: string[]; suffix?: string[]; maxDepth?: number; limit?: number; offset?: number } = {}): Promise<Answer<"NamespaceList">> {
     return this.#call("POST", "/keyed-memories/namespaces", options, { body: snake(options), idempotent: true });
   }
 
   // --- export and import ---
 
-  exportSessionIds(options: CallOptions & { cursor?: string; limit?: number } = {}): Promise<Answer<"SessionIdPage">> {
+  async exportSessionIds(options: CallOptions & { cursor?: string; limit?: number } = {}): Promise<Answer<"SessionIdPage">> {
     return this.#call("GET", "/export/sessions", options, { query: snake(options) as Query });
   }
 
-  exportSession(sessionId: string, options: CallOptions & { afterSeq?: number; limit?: number } = {}): Promise<Answer<"SessionExport">> {
+  async exportSession(sessionId: string, options: CallOptions & { afterSeq?: number; limit?: number } = {}): Promise<Answer<"SessionExport">> {
     return this.#call("GET", `/export/sessions/${segment("sessionId", sessionId)}`, options, { query: snake(options) as Query });
   }
 
-  importSession(sessionId: string, session: Answer<"SessionImport">, options?: CallOptions): Promise<Answer<"SessionImported">> {
-    return this.#call("PUT", `/import/sessions/${segment("sessionId", sessionId)}`, options, { body: session });
+  /** Put a session as exported (`exportSession`'s answer may be given as it is: its
+   * `session_id` and `next_after_seq`, which an import has no place for, are left out). */
+  async importSession(sessionId: string, session: Answer<"SessionImport"> | Answer<"SessionExport">, options?: CallOptions): Promise<Answer<"SessionImported">> {
+    const { session_id: _id, next_after_seq: _next, ...body } = session as Answer<"SessionExport">;
+    return this.#call("PUT", `/import/sessions/${segment("sessionId", sessionId)}`, options, { body });
   }
 
-  exportMemories(options: CallOptions & { cursor?: string; limit?: number } = {}): Promise<Answer<"MemoryExportPage">> {
+  async exportMemories(options: CallOptions & { cursor?: string; limit?: number } = {}): Promise<Answer<"MemoryExportPage">> {
     return this.#call("GET", "/export/memories", options, { query: snake(options) as Query });
   }
 
-  importMemories(memories: Answer<"ImportedMemory">[], options: WriteOptions = {}): Promise<Answer<"MemoryImportResult">> {
+  async importMemories(memories: Answer<"ImportedMemory">[], options: WriteOptions = {}): Promise<Answer<"MemoryImportResult">> {
     return this.#call("POST", "/import/memories", options, { body: { memories }, idempotencyKey: idempotencyKey(options.idempotencyKey) });
   }
 
   // --- usage and webhooks ---
 
-  usage(first?: Date | string, last?: Date | string, options?: CallOptions): Promise<Answer<"UsageReport">> {
+  async usage(first?: Date | string, last?: Date | string, options?: CallOptions): Promise<Answer<"UsageReport">> {
     return this.#call("GET", "/usage", options, { query: { from: day(first), to: day(last) } });
   }
 
   /** A new webhook signing secret, shown only here. Not retried after it was sent (a retry
    * would replace it unseen). */
-  rotateWebhookSecret(options?: CallOptions): Promise<Answer<"WebhookSecret">> {
+  async rotateWebhookSecret(options?: CallOptions): Promise<Answer<"WebhookSecret">> {
     return this.#call("POST", "/webhooks/secret", options);
   }
 
-  webhookDeliveries(options?: CallOptions): Promise<Answer<"DeliveryList">> {
+  async webhookDeliveries(options?: CallOptions): Promise<Answer<"DeliveryList">> {
     return this.#call("GET", "/webhooks/deliveries", options);
   }
 }

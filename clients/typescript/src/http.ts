@@ -58,10 +58,15 @@ export function idempotencyKey(given?: string): string {
   return given;
 }
 
-/** A path segment (an id), percent-encoded whole; an empty one is a `TypeError`. */
+/** A path segment (an id), percent-encoded whole. A `TypeError` for an empty one, and for
+ * `.` and `..`, which no URL can carry as a segment (a URL parser resolves them, encoded or
+ * not: RFC 3986 section 5.2.4, and the WHATWG URL standard's `%2e` rule). */
 export function segment(name: string, value: string): string {
   if (typeof value !== "string" || value.length === 0) {
     throw new TypeError(`${name} must be a non-empty string`);
+  }
+  if (value === "." || value === "..") {
+    throw new TypeError(`${name} cannot be "${value}": a URL path resolves it`);
   }
   return encodeURIComponent(value);
 }
@@ -106,11 +111,61 @@ function url(transport: Transport, call: Call): string {
   return found.toString();
 }
 
+/** Codes of a connection that was never made (Node's `fetch`, undici, gives them as the
+ * `TypeError`'s `cause.code`): the request did not go out, so any call may be sent again. Every
+ * other failure may come after the API got the request (a connection cut while the answer was
+ * on its way), as the Python client counts it; a browser's `fetch` says nothing, so there every
+ * failure counts as sent. */
+const NOT_CONNECTED = new Set([
+  "ECONNREFUSED", "ENOTFOUND", "EAI_AGAIN", "EHOSTUNREACH", "ENETUNREACH", "EADDRNOTAVAIL",
+  "UND_ERR_CONNECT_TIMEOUT",
+]);
+
+interface Answer {
+  status: number;
+  headers: Headers;
+  text: string;
+}
+
 interface Attempt {
-  response?: Response;
+  answer?: Answer;
   /** The request may have reached the API (a failure after it went out). */
   sent: boolean;
   failure?: ApiConnectionError;
+}
+
+/** JSON text of a request body. A string with a lone surrogate (half of an emoji cut by a
+ * slice) has no UTF-8 form: `TextEncoder` and `fetch` write U+FFFD for it, and so does this,
+ * where `JSON.stringify` would write an escape the API refuses as invalid JSON. */
+export function bodyText(body: unknown): string {
+  return JSON.stringify(body, (_key, value: unknown) => (typeof value === "string" ? wellFormed(value) : value));
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+function wellFormed(text: string): string {
+  const native = (text as { toWellFormed?: () => string }).toWellFormed;
+  return native ? native.call(text) : text.replace(LONE_SURROGATE, "\uFFFD");
+}
+
+/** `work`, or the signal's reason once it aborts (a `fetch` of the caller's own may not tie
+ * the body to the signal it was given). */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T> {
+  if (signal.aborted) return Promise.reject(signal.reason);
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(signal.reason);
+    signal.addEventListener("abort", onAbort, { once: true });
+    work.then(
+      (value) => {
+        signal.removeEventListener("abort", onAbort);
+        resolve(value);
+      },
+      (error: unknown) => {
+        signal.removeEventListener("abort", onAbort);
+        reject(error);
+      },
+    );
+  });
 }
 
 async function attempt(transport: Transport, call: Call, options: CallOptions): Promise<Attempt> {
@@ -123,14 +178,19 @@ async function attempt(transport: Transport, call: Call, options: CallOptions): 
   };
   if (call.body !== undefined) headers["content-type"] = "application/json";
   if (call.idempotencyKey !== undefined) headers["idempotency-key"] = call.idempotencyKey;
+  let connected = false;
   try {
     const response = await transport.fetch(url(transport, call), {
       method: call.method,
       headers,
-      body: call.body === undefined ? undefined : JSON.stringify(call.body),
+      body: call.body === undefined ? undefined : bodyText(call.body),
       signal,
     });
-    return { response, sent: true };
+    connected = true;
+    // the body is read under the same deadline and signal: a connection cut or a stall while
+    // the answer comes is a failure of this attempt like any other
+    const text = await untilAborted(response.text(), signal);
+    return { answer: { status: response.status, headers: response.headers, text }, sent: true };
   } catch (error) {
     if (options.signal?.aborted) throw aborted(options.signal);
     const what = `${call.method} ${call.path}`;
@@ -140,12 +200,12 @@ async function attempt(transport: Transport, call: Call, options: CallOptions): 
         failure: new ApiConnectionError(`${what} got no answer within ${timeoutMs} ms.`),
       };
     }
-    // fetch gives a TypeError for a connection that could not be made; its cause says why
-    const reason = (error as { cause?: { code?: string } })?.cause?.code ?? "network error";
-    return {
-      sent: false,
-      failure: new ApiConnectionError(`${what} could not reach the API (${reason}).`),
-    };
+    const cause = (error as { cause?: { code?: unknown; name?: unknown } } | undefined)?.cause;
+    const code = typeof cause?.code === "string" ? cause.code : undefined;
+    const sent = connected || code === undefined || !NOT_CONNECTED.has(code);
+    const reason = code ?? (error instanceof Error && error.message ? error.message : "network error");
+    const verb = sent ? "failed after it was sent" : "could not reach the API";
+    return { sent, failure: new ApiConnectionError(`${what} ${verb} (${reason}).`) };
   }
 }
 
@@ -154,33 +214,33 @@ async function attempt(transport: Transport, call: Call, options: CallOptions): 
 export async function send<T>(transport: Transport, call: Call, options: CallOptions = {}): Promise<T> {
   for (let tries = 1; ; tries++) {
     const got = await attempt(transport, call, options);
-    const response = got.response;
-    if (response === undefined) {
+    const answer = got.answer;
+    if (answer === undefined) {
       const again = tries <= transport.maxRetries && (!got.sent || call.idempotent);
       if (!again) throw got.failure;
       await sleep(backoffMs(tries), options.signal);
       continue;
     }
-    const text = await response.text();
-    if (response.ok) {
-      if (response.status === 204 || text === "") return undefined as T;
+    const { status, text } = answer;
+    if (status >= 200 && status < 300) {
+      if (status === 204 || text === "") return undefined as T;
       try {
         return JSON.parse(text) as T;
       } catch {
-        throw new UnexpectedResponseError(response.status, `${call.method} ${call.path} answered ${response.status} with a body that is not JSON.`);
+        throw new UnexpectedResponseError(status, `${call.method} ${call.path} answered ${status} with a body that is not JSON.`);
       }
     }
-    const wait = retryAfterSeconds(response.headers.get("retry-after"));
+    const wait = retryAfterSeconds(answer.headers.get("retry-after"));
     const retriable =
-      response.status === 429 ||
-      (response.status === 503 && call.idempotent) ||
-      (response.status === 409 && wait !== undefined && call.idempotencyKey !== undefined);
+      status === 429 ||
+      (status === 503 && call.idempotent) ||
+      (status === 409 && wait !== undefined && call.idempotencyKey !== undefined);
     const waitMs = wait === undefined ? backoffMs(tries) : wait * 1000;
     if (retriable && tries <= transport.maxRetries && waitMs <= transport.maxRetryWaitMs) {
       await sleep(waitMs, options.signal);
       continue;
     }
-    throw errorOf(call, response.status, text, wait);
+    throw errorOf(call, status, text, wait);
   }
 }
 

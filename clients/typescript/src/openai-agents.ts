@@ -15,12 +15,13 @@ import type { AgentInputItem, Session } from "@openai/agents-core";
 
 import type { Schemas, StoreClient } from "./client.js";
 import { NotFoundError } from "./errors.js";
+import { batches } from "./events.js";
+
+export { MAX_EVENTS_PER_CALL } from "./events.js";
 
 type EventIn = Schemas["EventIn"];
 type Message = Schemas["Message"];
 
-/** The API's limit of events in one `POST .../events`. */
-export const MAX_EVENTS_PER_CALL = 100;
 /** The most messages one `GET .../sessions/{id}` gives. */
 const PAGE = 1000;
 const NO_SESSION = "session_not_found";
@@ -109,8 +110,7 @@ export class KiviDBSession implements Session {
    * write, so a retried batch is kept once). */
   async addItems(items: AgentInputItem[]): Promise<void> {
     const events = items.map(itemEvent);
-    for (let start = 0; start < events.length; start += MAX_EVENTS_PER_CALL) {
-      const batch = events.slice(start, start + MAX_EVENTS_PER_CALL);
+    for (const batch of batches(events)) {
       await this.store.addEvents(this.sessionId, batch, this.actorId === undefined ? {} : { actorId: this.actorId });
     }
   }

@@ -14,20 +14,32 @@
 import type { AddMessagesContext, MemoryEntry, MemoryStore, MessageData, SearchOptions } from "@strands-agents/sdk";
 
 import type { Schemas, StoreClient } from "./client.js";
+import { batches, fitEvent, MAX_EVENTS_PER_CALL, requiredId } from "./events.js";
 
 type EventIn = Schemas["EventIn"];
 type JSONValue = NonNullable<MemoryEntry["metadata"]>[string];
 
-/** The API's limit of events in one `POST .../events`. */
-const MAX_EVENTS_PER_CALL = 100;
-
 export const DESCRIPTION = "Long-term memory of the user: facts, preferences and events from past sessions.";
+
+/** `value` as JSON without media bytes: Strands' image, document, video and audio blocks keep
+ * their bytes under `source.bytes` (base64 in JSON); those are left out, their format, name and
+ * location kept. */
+function withoutBytes(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(withoutBytes);
+  if (!value || typeof value !== "object") return value;
+  const kept: Record<string, unknown> = {};
+  for (const [key, field] of Object.entries(value as Record<string, unknown>)) {
+    if (key !== "bytes") kept[key] = withoutBytes(field);
+  }
+  return kept;
+}
 
 /** The event of one Strands message: its role (`assistant`, else `user`: Strands gives tool
  * results in user messages), the text of its text blocks as content, and the message itself
- * (tool uses and results kept as given) as the item. */
+ * (tool uses and results kept as given, media without their bytes) as the item; within the
+ * API's limits (`fitEvent`: a longer text is cut with a marker, a longer item left out). */
 export function messageEvent(message: MessageData): EventIn {
-  const kept = JSON.parse(JSON.stringify(message)) as { role?: unknown; content?: unknown };
+  const kept = withoutBytes(JSON.parse(JSON.stringify(message))) as { role?: unknown; content?: unknown };
   const blocks = Array.isArray(kept.content) ? (kept.content as Record<string, unknown>[]) : [];
   const text = blocks
     .map((block) => (block && typeof block.text === "string" ? block.text : ""))
@@ -35,7 +47,7 @@ export function messageEvent(message: MessageData): EventIn {
     .join("\n");
   const event: EventIn = { role: kept.role === "assistant" ? "assistant" : "user", item: kept as Record<string, unknown> };
   if (text) event.content = text;
-  return event;
+  return fitEvent(event);
 }
 
 /** The SHA-256 of an event's JSON, in hex (Web Crypto: Node, browsers and edge runtimes). */
@@ -88,13 +100,13 @@ export class KiviDBMemoryStore implements MemoryStore {
 
   constructor(options: KiviDBMemoryStoreOptions) {
     this.store = options.store;
-    this.actorId = options.actorId;
+    this.actorId = requiredId("actorId", options.actorId);
     this.name = options.name ?? "kividb";
     this.description = options.description ?? DESCRIPTION;
     this.writable = options.writable ?? true;
     if (options.maxSearchResults !== undefined) this.maxSearchResults = options.maxSearchResults;
     if (options.extraction !== undefined) this.extraction = options.extraction;
-    this.sessionId = options.sessionId ?? `strands-${options.actorId}`;
+    this.sessionId = options.sessionId === undefined ? `strands-${this.actorId}` : requiredId("sessionId", options.sessionId);
     this.searchMode = options.searchMode ?? "hybrid";
   }
 
@@ -144,10 +156,9 @@ export class KiviDBMemoryStore implements MemoryStore {
     const numbers = context?.sequenceNumbers;
     const write = (batch: EventIn[], idempotencyKey?: string) =>
       this.store.addEvents(this.sessionId, batch, { actorId: this.actorId, ...(idempotencyKey === undefined ? {} : { idempotencyKey }) });
-    if (numbers === undefined || numbers.length !== events.length) {
-      for (let start = 0; start < events.length; start += MAX_EVENTS_PER_CALL) {
-        await write(events.slice(start, start + MAX_EVENTS_PER_CALL));
-      }
+    if (events.length === 0) return;
+    if (numbers === undefined || numbers.length !== events.length || new Set(numbers).size !== numbers.length) {
+      for (const batch of batches(events)) await write(batch);
       return;
     }
     const pairs: [number, string][] = await Promise.all(
@@ -159,17 +170,24 @@ export class KiviDBMemoryStore implements MemoryStore {
       this.#acknowledged = new Set();
       this.#unsure = [];
     }
+    // Every write of this call stays unsure until the call has succeeded whole: Strands sends
+    // a failed call's messages again (with the ones after them), and a write of it that was
+    // kept must then go under its own key again, or it would be kept twice.
+    const written: [string, [number, string][]][] = [];
     for (const [key, at] of this.#plan(pairs)) {
       const group = at.map((i) => pairs[i] as [number, string]);
       try {
         await write(at.map((i) => events[i] as EventIn), key);
       } catch (error) {
-        this.#unsure = [...this.#unsure.filter(([k]) => k !== key), [key, group]];
+        const pending = new Set([key, ...written.map(([k]) => k)]);
+        this.#unsure = [...this.#unsure.filter(([k]) => !pending.has(k)), ...written, [key, group]];
         throw error;
       }
-      for (const [n] of group) this.#acknowledged.add(n);
-      this.#unsure = this.#unsure.filter(([k]) => k !== key);
+      written.push([key, group]);
     }
+    for (const [, group] of written) for (const [n] of group) this.#acknowledged.add(n);
+    const done = new Set(written.map(([k]) => k));
+    this.#unsure = this.#unsure.filter(([k]) => !done.has(k));
   }
 
   /** The writes of a batch, in order: each earlier batch whose sending failed and whose messages

@@ -7,7 +7,7 @@ import assert from "node:assert/strict";
 import { randomUUID } from "node:crypto";
 import { test } from "node:test";
 
-import { generateText, stepCountIs, streamText, wrapLanguageModel } from "ai";
+import { generateText, jsonSchema, stepCountIs, streamText, wrapLanguageModel } from "ai";
 import { MockLanguageModelV4, convertArrayToReadableStream } from "ai/test";
 
 import { NotFoundError } from "../dist/index.js";
@@ -49,7 +49,7 @@ test("the middleware puts recall's context in front and keeps the turn; the next
   assert.equal((await store.getSession("ai-1")).messages.length, 4);
 });
 
-test("a tool loop of generateText keeps the turn whole once the model answers", async () => {
+test("a tool loop of generateText keeps each step once, in order, and its later step gets the turn's first context", async () => {
   const mock = new MockLanguageModelV4({
     doGenerate: [call("remember", { text: "Ann is allergic to peanuts" }), text("Noted: no peanuts.")],
   });
@@ -79,11 +79,10 @@ test("a tool loop of generateText keeps the turn whole once the model answers", 
   assert.deepEqual(kept[1].item.content[0].input, { text: "Ann is allergic to peanuts" });
   assert.match(kept[2].content, /"duplicate":false/);
   assert.equal(kept[3].content, "Noted: no peanuts.");
-  // the second step's context does not repeat the turn its prompt already holds (the turn
-  // was not in the session yet), and it has the memory the first step kept
-  const two = systemOf(mock.doGenerateCalls[1].prompt).join("\n");
-  assert.doesNotMatch(two, /allergic to peanuts\.|Remember that/);
-  assert.match(two, /"Ann is allergic to peanuts"/);
+  // the second step's context is the first's: it does not repeat the turn its prompt holds
+  const [one, two] = mock.doGenerateCalls.map((c) => systemOf(c.prompt).join("\n"));
+  assert.equal(two, one);
+  assert.doesNotMatch(two, /Remember that/);
 });
 
 test("searchMemories and recall as tools the model calls", async () => {
@@ -173,4 +172,71 @@ test("addTurns: false only reads; files are kept without their bytes", async () 
     role: "user", content: "What is this?",
     item: { role: "user", content: [{ type: "text", text: "What is this?" }, { type: "file", mediaType: "image/png", data: { type: "data" } }] },
   }]);
+});
+
+test("a turn that stops at a tool call is kept as far as it went, and the next call goes on from there", async () => {
+  const mock = new MockLanguageModelV4({ doGenerate: [call("searchMemories", { query: "tea" }), text("Green tea.")] });
+  const model = wrapLanguageModel({ model: mock, middleware: kividbMemory({ store, sessionId: "ai-6", actorId: "ann" }) });
+  const tools = kividbTools({ store, actorId: "ann", searchMode: "keyword" });
+  const first = await generateText({ model, tools, prompt: "What do I drink?" }); // stepCountIs(1)
+  assert.equal(first.steps.length, 1);
+  let kept = (await store.getSession("ai-6")).messages;
+  assert.deepEqual(kept.map((m) => m.role), ["user", "assistant"]);
+  assert.equal(kept[1].item.content[0].toolName, "searchMemories");
+  // the app goes on with the tool's result (as a chat app running its own tools would)
+  await generateText({ model, tools, messages: [{ role: "user", content: "What do I drink?" }, ...first.response.messages] });
+  kept = (await store.getSession("ai-6")).messages;
+  assert.deepEqual(kept.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+  assert.equal(kept[3].content, "Green tea.");
+});
+
+test("long texts: the query is cut at 8,000 characters, a tool result over 32,000 is kept cut with a marker", async () => {
+  const long = "tea ".repeat(3000); // 12,000 characters
+  const mock = new MockLanguageModelV4({ doGenerate: [text("Noted.")] });
+  const model = wrapLanguageModel({ model: mock, middleware: kividbMemory({ store, sessionId: "ai-7", actorId: "ann" }) });
+  // recall refuses a query over 8,000 characters (422): the call goes through because the
+  // middleware asks with the message's first 8,000
+  assert.equal((await generateText({ model, prompt: long })).text, "Noted.");
+  assert.equal((await store.getSession("ai-7")).messages[0].content, long); // kept whole: 32,000 is the limit
+
+  const huge = new MockLanguageModelV4({ doGenerate: [call("dump", {}), text("Done.")] });
+  const dumping = wrapLanguageModel({ model: huge, middleware: kividbMemory({ store, sessionId: "ai-8", actorId: "ann" }) });
+  const dump = { description: "dump", inputSchema: jsonSchema({ type: "object", properties: {} }), execute: async () => "x".repeat(40_000) };
+  await generateText({ model: dumping, tools: { dump }, stopWhen: stepCountIs(2), prompt: "Dump it." });
+  const kept = (await store.getSession("ai-8")).messages;
+  assert.deepEqual(kept.map((m) => m.role), ["user", "assistant", "tool", "assistant"]);
+  assert.equal(kept[2].item, null); // too long as an item: left out
+  assert.ok(kept[2].content.length <= 32_000);
+  assert.match(kept[2].content, /… \[\d+ characters cut\]$/);
+});
+
+test("a stream that fails midway keeps nothing; text with a lone surrogate is kept well-formed", async () => {
+  const failing = new MockLanguageModelV4({
+    doStream: async () => ({
+      stream: convertArrayToReadableStream([
+        { type: "stream-start", warnings: [] },
+        { type: "text-start", id: "t1" },
+        { type: "text-delta", id: "t1", delta: "The answer is" },
+        { type: "error", error: new Error("the provider dropped the stream") },
+        { type: "finish", finishReason: { unified: "error", raw: "error" }, usage },
+      ]),
+    }),
+  });
+  const model = wrapLanguageModel({ model: failing, middleware: kividbMemory({ store, sessionId: "ai-9", actorId: "ann" }) });
+  const result = streamText({ model, prompt: "Tell me", onError: () => {} });
+  await result.consumeStream();
+  await assert.rejects(store.getSession("ai-9"), NotFoundError);
+
+  const plain = new MockLanguageModelV4({ doGenerate: [text("ok \ud83d")] });
+  const cutEmoji = wrapLanguageModel({ model: plain, middleware: kividbMemory({ store, sessionId: "ai-10" }) });
+  await generateText({ model: cutEmoji, prompt: "half an emoji: \ud83d" });
+  const kept = (await store.getSession("ai-10")).messages.map((m) => m.content);
+  assert.deepEqual(kept, ["half an emoji: \ufffd", "ok \ufffd"]);
+});
+
+test("an actor or session that is not a non-empty string is refused before any call", () => {
+  assert.throws(() => kividbTools({ store, actorId: undefined }), TypeError);
+  assert.throws(() => kividbTools({ store, actorId: "" }), TypeError);
+  assert.throws(() => kividbMemory({ store, sessionId: undefined }), TypeError);
+  assert.throws(() => kividbMemory({ store, sessionId: "s", actorId: "" }), TypeError);
 });

@@ -21,6 +21,13 @@ before(async () => {
       seen.push({ method: request.method, url: request.url, headers: request.headers, body, at: Date.now() });
       const next = script.shift() ?? { status: 200, body: { stores: [], unreachable: [] } };
       if (next.hang) return; // never answers
+      if (next.cut) {
+        // the answer's head and part of its body, then the connection is cut
+        response.writeHead(200, { "content-type": "application/json", "content-length": "1000" });
+        response.write('{"stores": [');
+        setTimeout(() => response.socket.destroy(), 20);
+        return;
+      }
       response.writeHead(next.status, { "content-type": "application/json", ...(next.headers ?? {}) });
       response.end(JSON.stringify(next.body ?? {}));
     });
@@ -129,4 +136,73 @@ test("a client needs a URL and a key", () => {
     if (saved.url !== undefined) process.env.KIVIDB_API_URL = saved.url;
     if (saved.key !== undefined) process.env.KIVIDB_API_KEY = saved.key;
   }
+});
+
+test("a connection cut while the answer comes: a read is sent again, a create is not", async () => {
+  reset([{ cut: true }]);
+  const client = new MemoryClient({ baseUrl: base, apiKey: "kvm_test" });
+  assert.deepEqual(await client.listStores(), { stores: [], unreachable: [] });
+  assert.equal(seen.length, 2);
+
+  reset([{ cut: true }]);
+  await assert.rejects(client.createKey("read", { name: "once" }), (error) => {
+    assert.ok(error instanceof ApiConnectionError, String(error));
+    assert.match(error.message, /failed after it was sent/);
+    assert.ok(!error.message.includes("kvm_test"));
+    return true;
+  });
+  assert.equal(seen.length, 1); // it may have been created: never sent twice
+});
+
+test("a connection reset after the request went out is not a connection never made", async () => {
+  // a fetch that sends, then fails as undici does when the socket closes (UND_ERR_SOCKET)
+  reset([]);
+  let calls = 0;
+  const lossy = async (url, init) => {
+    calls += 1;
+    const answer = await fetch(url, init);
+    await answer.text();
+    throw new TypeError("fetch failed", { cause: { code: "UND_ERR_SOCKET" } });
+  };
+  const client = new MemoryClient({ baseUrl: base, apiKey: "kvm_test", fetch: lossy });
+  await assert.rejects(client.createKey("read"), ApiConnectionError);
+  assert.equal(calls, 1);
+  // a connection refused is retried, whatever the call
+  let refused = 0;
+  const closed = async () => {
+    refused += 1;
+    throw new TypeError("fetch failed", { cause: { code: "ECONNREFUSED" } });
+  };
+  const down = new MemoryClient({ baseUrl: base, apiKey: "kvm_test", fetch: closed, maxRetries: 2 });
+  await assert.rejects(down.createKey("read"), /could not reach the API \(ECONNREFUSED\)/);
+  assert.equal(refused, 3);
+});
+
+test("a timeout while the body is read is an ApiConnectionError", async () => {
+  reset([{ cut: true }]);
+  const slow = async (url, init) => {
+    const answer = await fetch(url, init);
+    return new Response(new ReadableStream({ start() {} }), { status: 200, headers: answer.headers });
+  };
+  const client = new MemoryClient({ baseUrl: base, apiKey: "kvm_test", fetch: slow, timeoutMs: 200, maxRetries: 0 });
+  await assert.rejects(client.listStores(), (error) => error instanceof ApiConnectionError && /within 200 ms/.test(error.message));
+});
+
+test("a lone surrogate is sent as U+FFFD, the body stays valid JSON", async () => {
+  reset([{ status: 200, body: { session_id: "s", added: 1, message_count: 1 } }]);
+  const client = new MemoryClient({ baseUrl: base, apiKey: "kvm_test" });
+  await client.store("i", "s").addEvents("s", [{ role: "user", content: "cut emoji \ud83d and \ude00 and \ud83d\ude00" }]);
+  assert.equal(JSON.parse(seen[0].body).events[0].content, "cut emoji \ufffd and \ufffd and \ud83d\ude00");
+});
+
+test("ids are checked before any call, as a rejected promise", async () => {
+  reset([]);
+  const store = new MemoryClient({ baseUrl: base, apiKey: "kvm_test" }).store("i", "s");
+  const pending = store.getSession("");
+  assert.ok(pending instanceof Promise);
+  await assert.rejects(pending, TypeError);
+  await assert.rejects(store.getSession(".."), /cannot be "\.\."/);
+  await assert.rejects(store.getMemory("."), TypeError);
+  await assert.rejects(store.addEvents("s", [], { idempotencyKey: "not ascii ✓" }), TypeError);
+  assert.equal(seen.length, 0);
 });

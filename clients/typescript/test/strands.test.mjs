@@ -128,3 +128,54 @@ test("messageEvent keeps the message as its item and its text blocks as content"
   const silent = { role: "assistant", content: [{ toolUse: { toolUseId: "t1", name: "calc", input: { a: 1 } } }] };
   assert.deepEqual(messageEvent(silent), { role: "assistant", item: silent });
 });
+
+test("addMessages: a call of more than 100 messages whose second write fails is kept once when Strands sends it again", async () => {
+  let writes = 0;
+  let failAt = 2;
+  const flaky = new MemoryClient({
+    maxRetries: 0,
+    fetch: async (input, init) => {
+      if (String(input).endsWith("/events")) {
+        writes += 1;
+        if (writes === failAt) throw new TypeError("fetch failed", { cause: { code: "ECONNREFUSED" } });
+      }
+      return fetch(input, init);
+    },
+  });
+  const memory = new KiviDBMemoryStore({ store: flaky.store("local", name), actorId: "dee", sessionId: "strands-dee" });
+  const messages = Array.from({ length: 130 }, (_, i) => ({ role: i % 2 ? "assistant" : "user", content: [{ text: `message ${i}` }] }));
+  const numbers = messages.map((_, i) => i);
+  await assert.rejects(memory.addMessages(messages, { sequenceNumbers: numbers }), ApiConnectionError);
+  failAt = 0;
+  const more = [...messages, { role: "user", content: [{ text: "message 130" }] }];
+  await memory.addMessages(more, { sequenceNumbers: [...numbers, 130] });
+  const kept = (await store.getSession("strands-dee", { recent: 1000 })).messages.map((m) => m.content);
+  assert.deepEqual(kept, more.map((m) => m.content[0].text));
+});
+
+test("a photo's bytes are left out and an over-long message is cut: the conversation is still kept", async () => {
+  const memory = new KiviDBMemoryStore({ store, actorId: "eve", sessionId: "strands-eve" });
+  const photo = {
+    role: "user",
+    content: [{ text: "What is in this photo?" }, { image: { format: "png", source: { bytes: "A".repeat(40_000) } } }],
+  };
+  const long = { role: "assistant", content: [{ text: "y".repeat(33_000) }] };
+  await memory.addMessages([photo, long], { sequenceNumbers: [0, 1] });
+  const [first, second] = (await store.getSession("strands-eve")).messages;
+  assert.deepEqual(first.item.content[1], { image: { format: "png", source: {} } });
+  assert.equal(first.content, "What is in this photo?");
+  assert.ok(second.content.length <= 32_000);
+  assert.match(second.content, /… \[\d+ characters cut\]$/);
+  assert.equal(second.item, null); // too long as an item
+});
+
+test("the store refuses a missing actor; numbers that repeat within a batch are not trusted as keys", async () => {
+  assert.throws(() => new KiviDBMemoryStore({ store, actorId: undefined }), TypeError);
+  assert.throws(() => new KiviDBMemoryStore({ store, actorId: "" }), TypeError);
+  const memory = new KiviDBMemoryStore({ store, actorId: "fay", sessionId: "strands-fay" });
+  const say = (text) => ({ role: "user", content: [{ text }] });
+  await memory.addMessages([say("a"), say("b")], { sequenceNumbers: [5, 5] });
+  await memory.addMessages([], { sequenceNumbers: [] }); // nothing to keep, no call
+  const kept = (await store.getSession("strands-fay")).messages.map((m) => m.content);
+  assert.deepEqual(kept, ["a", "b"]);
+});

@@ -16,5 +16,5 @@ const name = process.env.KIVIDB_STORE ?? "quickstart";
 const client = new MemoryClient(); // KIVIDB_API_URL, KIVIDB_API_KEY
 await client.putStore("local", name);
 const store = client.store("local", name);
-await store.addEvents("chat-1", [{ role: "user", content: "I live in Porto" }], { actorId: "ann" });
-console.log((await store.recall("chat-1", { actorId: "ann" })).context);
+await store.addEvents("chat-ts", [{ role: "user", content: "I live in Porto" }], { actorId: "ann" });
+console.log((await store.recall("chat-ts", { actorId: "ann" })).context);
