@@ -109,8 +109,8 @@ STRANDS_TESTS = [
     "tests/strands/memory/test_injection_integration.py::"
     "test_memory_injection_reaches_model_but_not_durable_history",
 ]
-STRANDS_SCENARIOS = PLUGINS / "strands_scenarios.py"  # ours, with Strands' test double: 4 tests
-STRANDS_CASES = 5
+STRANDS_SCENARIOS = PLUGINS / "strands_scenarios.py"  # ours, with Strands' test double: 6 tests
+STRANDS_CASES = 7
 STRANDS_PYTHON = Path(__file__).resolve().parents[2] / ".venv-strands" / "bin" / "python"
 
 

@@ -142,3 +142,54 @@ def test_a_failed_batch_sent_again_with_the_next_messages_is_kept_once(scripted_
     asyncio.run(go())
     contents = [m.content for m in scripted_store.get_session("di-chat").messages]
     assert contents == ["one", "two", "three"]
+
+
+class _SecondWriteFails:
+    """A store client whose second ``add_events`` fails before it is sent, once."""
+
+    def __init__(self, store: Any) -> None:
+        self.store, self.writes = store, 0
+
+    def add_events(self, *args: Any, **kwargs: Any) -> Any:
+        self.writes += 1
+        if self.writes == 2:
+            raise ConnectionError("the connection was refused")
+        return self.store.add_events(*args, **kwargs)
+
+
+def test_a_call_of_more_than_100_messages_failed_halfway_is_kept_once_when_sent_again(
+    scripted_store,
+):
+    """Its first 100 were kept, its last 30 not: sent again with one more message, each is kept
+    once (the kept write goes again under its own key)."""
+    store = KiviDBMemoryStore(actor_id="ed", store=_SecondWriteFails(scripted_store),
+                              session_id="ed-chat")  # fmt: skip
+    messages: list[Any] = [{"role": "assistant" if i % 2 else "user",
+                            "content": [{"text": f"message {i}"}]} for i in range(131)]  # fmt: skip
+
+    def numbered(count: int) -> AddMessagesContext:
+        return AddMessagesContext(sequence_numbers=list(range(count)))
+
+    async def go() -> None:
+        with pytest.raises(ConnectionError):
+            await store.add_messages(messages[:130], numbered(130))
+        await store.add_messages(messages, numbered(131))
+
+    asyncio.run(go())
+    kept = [m.content for m in scripted_store.get_session("ed-chat", recent=1000).messages]
+    assert kept == [f"message {i}" for i in range(131)]
+
+
+def test_a_photo_and_a_very_long_message_do_not_stop_the_conversation(scripted_store):
+    store = KiviDBMemoryStore(actor_id="fi", store=scripted_store, session_id="fi-chat")
+    photo = {"role": "user", "content": [
+        {"text": "What is in this photo?"},
+        {"image": {"format": "png", "source": {"bytes": b"\x89PNG" + bytes(40_000)}}},
+    ]}  # fmt: skip
+    long = {"role": "assistant", "content": [{"text": "y" * 33_000}]}
+    asyncio.run(store.add_messages([photo, long], AddMessagesContext(sequence_numbers=[0, 1])))
+    first, second = scripted_store.get_session("fi-chat").messages
+    assert first.content == "What is in this photo?"
+    assert first.item["content"][1] == {"image": {"format": "png", "source": {}}}
+    assert len(second.content) <= 32_000 and second.content.endswith("characters cut]")
+    assert second.item is None

@@ -25,19 +25,45 @@ from kividb_memory.integrations.sessions import AnyStore, async_store_from_env, 
 from kividb_memory.models import SearchMode
 
 DESCRIPTION = "Long-term memory of the user: facts, preferences and events from past sessions."
+MAX_MESSAGE_CHARS = 32_000
+"""The API's limit of a message's ``content``, and of its ``item`` as compact JSON."""
+
+
+def _without_bytes(value: Any) -> Any:
+    """``value`` without media bytes: Strands' image, document and video blocks hold theirs under
+    ``source.bytes``; those are left out (format, name and location kept), as is any other
+    ``bytes`` value."""
+    if isinstance(value, dict):
+        return {k: _without_bytes(v) for k, v in value.items()
+                if k != "bytes" and not isinstance(v, bytes | bytearray)}  # fmt: skip
+    if isinstance(value, list | tuple):
+        return [_without_bytes(v) for v in value if not isinstance(v, bytes | bytearray)]
+    return value
+
+
+def _cut(text: str) -> str:
+    """``text`` within ``MAX_MESSAGE_CHARS``, ending with ``… [N characters cut]`` when cut."""
+    if len(text) <= MAX_MESSAGE_CHARS:
+        return text
+    note = f" … [{len(text) - MAX_MESSAGE_CHARS} characters cut]"
+    return text[: MAX_MESSAGE_CHARS - len(note)] + note
 
 
 def message_event(message: Message) -> dict[str, Any]:
     """The event of one Strands message: its role, the text of its text blocks as content, and
-    the message itself as the item (tool uses and results kept as given)."""
+    the message itself as the item (tool uses and results kept as given, media without their
+    bytes), within the API's limits: a longer text is cut with a marker, a longer item left out
+    (its text stays), so that a photo or one long message never stops a conversation from
+    being kept."""
     texts = [b["text"] for b in message.get("content", []) if isinstance(b.get("text"), str)]
-    event: dict[str, Any] = {
-        "role": "assistant" if message.get("role") == "assistant" else "user",
-        "item": json.loads(json.dumps(message, default=str)),
-    }
-    text = "\n".join(t for t in texts if t)
+    item = json.loads(json.dumps(_without_bytes(message), default=str))
+    item_json = json.dumps(item, ensure_ascii=False, separators=(",", ":"))
+    event: dict[str, Any] = {"role": "assistant" if message.get("role") == "assistant" else "user"}
+    if len(item_json) <= MAX_MESSAGE_CHARS:
+        event["item"] = item
+    text = "\n".join(t for t in texts if t) or (item_json if "item" not in event else "")
     if text:
-        event["content"] = text
+        event["content"] = _cut(text)
     return event
 
 
@@ -136,16 +162,24 @@ class KiviDBMemoryStore(MemoryStore):
         unsure = {n: d for _, group in self._unsure for n, d in group}
         if any(n in self._acknowledged or unsure.get(n, d) != d for n, d in pairs):
             self._run, self._acknowledged, self._unsure = uuid.uuid4().hex, set(), []
+        # Every write of this call stays unsure until the call has succeeded whole: Strands
+        # sends a failed call's messages again, and a write of it that was kept must then go
+        # under its own key again, or it would be kept twice.
+        written: list[tuple[str, list[tuple[int, str]]]] = []
         for key, at in self._plan(pairs):
             group = [pairs[i] for i in at]
             try:
                 await self._store.call("add_events", self.session_id, [events[i] for i in at],
                                        actor_id=self.actor_id, idempotency_key=key)  # fmt: skip
             except BaseException:
-                self._unsure = [(k, g) for k, g in self._unsure if k != key] + [(key, group)]
+                pending = {key, *(k for k, _ in written)}
+                kept = [(k, g) for k, g in self._unsure if k not in pending]
+                self._unsure = [*kept, *written, (key, group)]
                 raise
-            self._acknowledged.update(n for n, _ in group)
-            self._unsure = [(k, g) for k, g in self._unsure if k != key]
+            written.append((key, group))
+        done = {k for k, _ in written}
+        self._acknowledged.update(n for _, group in written for n, _ in group)
+        self._unsure = [(k, g) for k, g in self._unsure if k not in done]
         return None
 
     def _plan(self, pairs: list[tuple[int, str]]) -> list[tuple[str, list[int]]]:
