@@ -7,7 +7,8 @@ asynchronous one (``async_client.py``), so that the two can never drift apart.
 A fixed list of substitutions, applied to every line in order, in the manner of httpcore's
 ``scripts/unasync.py``: ``async def`` -> ``def``, ``await`` dropped, ``async with`` -> ``with``,
 ``AsyncMemoryClient`` -> ``MemoryClient``, ``httpx.AsyncClient`` -> ``httpx.Client``,
-``aclose`` -> ``close``, ``asyncio.sleep`` -> ``time.sleep`` and the words of the docstrings
+``aclose`` -> ``close``, ``asyncio.sleep`` -> ``time.sleep``, ``asyncio.Semaphore`` ->
+``threading.Semaphore`` and the words of the docstrings
 that name the async forms. ``make lint`` runs the check.
 """
 
@@ -30,7 +31,8 @@ HEADER = (
 
 SUBS: list[tuple[str, str]] = [
     (r"an ``async with`` block", "a ``with`` block"),
-    (r"^import asyncio$", "import time"),
+    (r"^import asyncio$", "import threading\nimport time"),
+    (r"\basyncio\.Semaphore\(", "threading.Semaphore("),
     (r"\bawait asyncio\.sleep\(", "time.sleep("),
     (r"\basync def\b", "def"),
     (r"\basync with\b", "with"),

@@ -42,6 +42,11 @@ DEFAULT_TIMEOUT = httpx.Timeout(30.0, connect=5.0)
 """30 s to read an answer (API Gateway's own limit for a route), 5 s to connect."""
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_MAX_RETRY_WAIT = 20.0
+MAX_IN_FLIGHT = 100
+"""The most requests one client has on the wire at once (httpx's default pool size, 100
+connections); more wait their turn in the client. httpcore's pool looks through every queued
+request each time a connection frees, so 6,000 calls gathered at once cost seconds of CPU in
+the pool alone (LangGraph's own `test_large_batches_async` makes 6,000)."""
 RETRY_STATUSES = frozenset({429, 503})
 
 T = TypeVar("T", bound=pydantic.BaseModel)

@@ -67,6 +67,7 @@ class AsyncMemoryClient(_Base):
         super().__init__(base_url, api_key, timeout, max_retries, max_retry_wait)
         self._owns_http = http_client is None
         self._http = http_client if http_client is not None else httpx.AsyncClient()
+        self._slots = asyncio.Semaphore(_http.MAX_IN_FLIGHT)
 
     async def aclose(self) -> None:
         """Close the connection pool (not an ``http_client`` that was passed in)."""
@@ -91,14 +92,15 @@ class AsyncMemoryClient(_Base):
         while True:
             attempt += 1
             try:
-                response = await self._http.request(
-                    call.method,
-                    url,
-                    params=dict(call.params) or None,
-                    json=call.body,
-                    headers=_http.headers(self._config, call),
-                    timeout=self._timeout,
-                )
+                async with self._slots:
+                    response = await self._http.request(
+                        call.method,
+                        url,
+                        params=dict(call.params) or None,
+                        json=call.body,
+                        headers=_http.headers(self._config, call),
+                        timeout=self._timeout,
+                    )
             except httpx.TransportError as exc:
                 wait = _http.retry_wait(call, attempt, self._config, failure=exc)
                 if wait is None:

@@ -23,6 +23,7 @@ This module is generated from ``async_client.py``, the asynchronous client, by
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime
@@ -69,6 +70,7 @@ class MemoryClient(_Base):
         super().__init__(base_url, api_key, timeout, max_retries, max_retry_wait)
         self._owns_http = http_client is None
         self._http = http_client if http_client is not None else httpx.Client()
+        self._slots = threading.Semaphore(_http.MAX_IN_FLIGHT)
 
     def close(self) -> None:
         """Close the connection pool (not an ``http_client`` that was passed in)."""
@@ -93,14 +95,15 @@ class MemoryClient(_Base):
         while True:
             attempt += 1
             try:
-                response = self._http.request(
-                    call.method,
-                    url,
-                    params=dict(call.params) or None,
-                    json=call.body,
-                    headers=_http.headers(self._config, call),
-                    timeout=self._timeout,
-                )
+                with self._slots:
+                    response = self._http.request(
+                        call.method,
+                        url,
+                        params=dict(call.params) or None,
+                        json=call.body,
+                        headers=_http.headers(self._config, call),
+                        timeout=self._timeout,
+                    )
             except httpx.TransportError as exc:
                 wait = _http.retry_wait(call, attempt, self._config, failure=exc)
                 if wait is None:

@@ -124,17 +124,30 @@ def check_url(url: str) -> None:
         chosen = connection_class(plain)
     except ValueError as exc:
         raise ValidationFailed(f"The database URL cannot be read: {exc}") from None
-    known = {"connection_class", *inspect.signature(RedisCluster.__init__).parameters}
-    for cls in chosen.__mro__:
-        init = cls.__dict__.get("__init__")
-        if init is not None:
-            known.update(inspect.signature(init).parameters)
-    unknown = sorted(set(options) - known)
+    unknown = sorted(set(options) - _known_options(chosen))
     if unknown:
         raise ValidationFailed(
             f"The database URL has an option that no {urlsplit(plain).scheme}:// connection "
             f"takes: '{unknown[0]}' (redis-py's connection options, or {CLUSTER_OPTION}=1/0)."
         )
+
+
+_KNOWN_OPTIONS: dict[type, frozenset[str]] = {}
+
+
+def _known_options(chosen: type) -> frozenset[str]:
+    """The keyword arguments a connection of class ``chosen`` (or a cluster client) takes:
+    read from their signatures once per class (``inspect.signature`` costs about 0.1 ms, and
+    this ran on every request before)."""
+    known = _KNOWN_OPTIONS.get(chosen)
+    if known is None:
+        names = {"connection_class", *inspect.signature(RedisCluster.__init__).parameters}
+        for cls in chosen.__mro__:
+            init = cls.__dict__.get("__init__")
+            if init is not None:
+                names.update(inspect.signature(init).parameters)
+        known = _KNOWN_OPTIONS[chosen] = frozenset(names)
+    return known
 
 
 def cluster_mode(url: str) -> bool:
@@ -258,12 +271,14 @@ class ClientFactory:
         the instance's ownership marker) on every new connection of a single node, and when a
         cluster client is made; a database that fails it answers ``InstanceNotFound``.
         """
-        check_url(url)  # a URL of which no client can be made fails now, not at its first use
         return self._cached(url, binary, guard)
 
     @staticmethod
     @lru_cache(maxsize=64)
     def _cached(url: str, binary: bool, guard: OwnerGuard | None = None) -> redis.Redis:
+        # a URL of which no client can be made fails now, not at its first use; a URL that
+        # passed is not checked again (the cache keeps only clients, never an error)
+        check_url(url)
         return cast(redis.Redis, LazyClient(url, binary, guard))
 
     def cache_clear(self) -> None:
