@@ -14,7 +14,7 @@ import { tool, type LanguageModelMiddleware, type ToolSet } from "ai";
 import { z } from "zod";
 
 import type { Schemas, StoreClient } from "./client.js";
-import { batches, cut, fitEvent, MAX_QUERY_CHARS, requiredId } from "./events.js";
+import { batches, cut, fitEvent, MAX_MEMORY_CHARS, MAX_QUERY_CHARS, requiredId } from "./events.js";
 
 type EventIn = Schemas["EventIn"];
 type CallParams = Parameters<NonNullable<LanguageModelMiddleware["transformParams"]>>[0]["params"];
@@ -309,9 +309,6 @@ export interface KiviDBToolsOptions {
   /** The most memories one search or recall gives (default 10; a call may ask for fewer). */
   limit?: number;
 }
-
-/** The API's limit of a memory's text, in characters. */
-const MAX_MEMORY_CHARS = 8_000;
 
 /** `{ signal }` when there is one (the client's options take no undefined signal). */
 function signalOf(signal: AbortSignal | undefined): { signal?: AbortSignal } {

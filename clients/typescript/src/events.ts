@@ -14,6 +14,8 @@ export const MAX_EVENTS_PER_CALL = 100;
 export const MAX_MESSAGE_CHARS = 32_000;
 /** The API's limit of a search or recall `query`, in characters. */
 export const MAX_QUERY_CHARS = 8_000;
+/** The API's limit of a memory's `text`, in characters. */
+export const MAX_MEMORY_CHARS = 8_000;
 
 /** `text` cut to at most `limit` characters (UTF-16 code units, which is never fewer than the
  * API's count of code points), never between the two halves of a surrogate pair; with `marker`
