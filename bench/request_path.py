@@ -91,6 +91,7 @@ def gateway(url: str, folder: Path) -> Gateway:
 
 
 def caller(gw: Gateway) -> Call:
+    """``call(method, path, body=None)`` through ``gw`` with the bench's key: ``(status, body)``."""
     headers = [("authorization", f"Bearer {API_KEY}"), ("content-type", "application/json")]
 
     async def call(method: str, path: str, body: Any = None) -> tuple[int, bytes]:
@@ -135,6 +136,9 @@ def requests(call: Call) -> dict[str, Callable[[int], Awaitable[tuple[int, bytes
 async def measure(
     gw: Gateway, url: str, count: int, runs: int, profile: str | None
 ) -> dict[str, Any]:
+    """Per route: its ``runs`` p50s in ms (``count`` requests each, after 20 to warm up), round
+    trips and commands per request; the ``RPUSH`` p50 of each run (``rpush``); with
+    ``profile``, ``(route, cProfile text)``. ``AssertionError`` when a request is not a 200."""
     call = caller(gw)
     await prepare(call)
     routes = requests(call)
@@ -186,6 +190,7 @@ def _calls(stats: dict[str, Any]) -> int:
 
 
 def report(found: dict[str, Any], count: int, runs: int) -> str:
+    """The Markdown report of ``measure``'s figures: the table, the baseline, the profile."""
     rpush = statistics.median(found["rpush"])
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
