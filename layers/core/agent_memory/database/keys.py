@@ -22,7 +22,8 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:actor:{<actor>}:memories         hash  memory id -> JSON + vector
     kividb:mem:<store>:<inc>:actor:{<actor>}:vectors          hash  memory id -> float32 bytes
     kividb:mem:<store>:<inc>:actor:{<actor>}:log              zset  recent changes by generation
-    kividb:mem:<store>:<inc>:actor:{<actor>}:meta             hash  gen (change counter)
+    kividb:mem:<store>:<inc>:actor:{<actor>}:meta             hash  gen (change counter), kept_gen
+    kividb:mem:<store>:<inc>:actor:{<actor>}:index:<n>        string  part n of the kept index
     kividb:mem:<store>:<inc>:idempotency:<sha256 of the key>  string  a write's record, 24 h
     kividb:mem:<store>:<inc>:webhook:<event id>               string  a webhook event's body
     kividb:mem:<store>:<inc>:{<store>}:keyed:namespaces       hash  namespace JSON -> expiry:seen
@@ -353,8 +354,14 @@ class ActorKeys:
     ``memories`` hash id -> memory JSON; ``vectors`` hash id -> float32 bytes (unit length);
     ``log`` zset "<gen>:<op>:<id>" scored by generation,
     the recent changes that let a warm cache catch up without reloading; ``meta`` hash with
-    ``gen``, the generation every change increments.
+    ``gen``, the generation every change increments, and ``kept_gen``, the generation of the
+    kept index; ``index_parts`` strings, the parts of the actor's kept index
+    (``search.snapshot``: the index in a form a new container loads without parsing), part 0
+    first. ``:index:<n>`` ends in a number, which no other actor key does.
     """
+
+    INDEX_PARTS = 8
+    """Parts of a kept index at most (``search.snapshot.MAX_PARTS``)."""
 
     def __init__(self, store_base: str, bucket: str) -> None:
         tagged = f"{store_base}actor:{{{bucket}}}"
@@ -363,6 +370,7 @@ class ActorKeys:
         self.vectors = tagged + ":vectors"
         self.log = tagged + ":log"
         self.meta = tagged + ":meta"
+        self.index_parts = [f"{tagged}:index:{n}" for n in range(self.INDEX_PARTS)]
 
     def all(self) -> list[str]:
         """In the order the actor scripts expect."""

@@ -19,7 +19,7 @@ import numpy as np
 import redis
 from numpy.typing import NDArray
 
-from agent_memory.database.client import database_errors
+from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.keys import ActorKeys
 from agent_memory.database.scripts import load_script
 from agent_memory.memories.records import (
@@ -30,8 +30,9 @@ from agent_memory.memories.records import (
     split_memory,
     stored_terms,
 )
-from agent_memory.memories.scripts import CATCH_UP
+from agent_memory.memories.scripts import CATCH_UP, KEEP_INDEX, KEPT_GEN, log_kept
 from agent_memory.observability import subsegment
+from agent_memory.search import snapshot
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.fusion import Hit
 from agent_memory.search.index import ActorIndex
@@ -39,6 +40,16 @@ from agent_memory.stores.models import StoreConfig
 
 LOAD_BATCH = 2000
 """Memories read per HSCAN step when an actor's index is built."""
+KEEP_FROM = 64
+"""Actors with fewer memories than this have no kept index: their records build one in a few
+milliseconds."""
+
+
+def keep_lag(memories: int) -> int:
+    """Changes a kept index may fall behind its actor before a container that reads the actor
+    writes it again: half of what the change log keeps (``scripts.log_kept``), so a new
+    container can always catch a kept index up from the log."""
+    return log_kept(memories) // 2
 
 
 class ActorIndexes:
@@ -61,6 +72,7 @@ class ActorIndexes:
         self._cache = cache
         self._scope = cache_scope
         self._catch_up_script = load_script(binary, CATCH_UP)
+        self._keep_script = load_script(binary, KEEP_INDEX)
 
     def warm(self, bucket: str) -> ActorIndex | None:
         """The actor's cached index as it is (no generation read), or None when not cached."""
@@ -76,22 +88,91 @@ class ActorIndexes:
 
     def index(self, bucket: str, gen: int | None = None) -> ActorIndex:
         """The actor's index, brought up to the actor's current generation (``gen`` when the
-        caller has just read it)."""
+        caller has just read it). An index not cached here is read from the actor's kept index
+        (``search.snapshot``) and caught up from the change log, or, when there is none or the
+        log no longer reaches it, built from the records; the kept index is then written again
+        when it is more than ``keep_lag`` changes behind (``keep``)."""
         key = self.cache_key(bucket)
         actor = self._keys.actor(bucket)
-        if gen is None:
-            with database_errors():
-                gen = int(self._redis.hget(actor.meta, "gen") or 0)
+        kept: int | None = None
         index = self._cache.get(key)
-        if index is not None and index.dimensions == self._store.dimensions:
-            if index.gen == gen:
-                return index
-            if self._catch_up(index, actor, gen):
-                return index
-        with subsegment("index_build"):
-            index = self._load(actor)
-        self._cache.put(key, index)
+        if index is not None and index.dimensions != self._store.dimensions:
+            index = None
+        if index is None:
+            with subsegment("index_load"):
+                index, kept = self._cold(actor)
+            self._cache.put(key, index)
+        elif gen is None:
+            with database_errors():
+                raw_gen, raw_kept = self._binary.hmget(actor.meta, ["gen", KEPT_GEN])
+            gen, kept = int(raw_gen or 0), int(raw_kept or -1)
+        if gen is not None and index.gen != gen and not self._catch_up(index, actor, gen):
+            with subsegment("index_build"):
+                index = self._load(actor)
+            self._cache.put(key, index)
+        if kept is not None:
+            index.kept = kept if kept == -2 else max(index.kept, kept)
+            self.keep(bucket, index)
         return index
+
+    def _cold(self, actor: ActorKeys) -> tuple[ActorIndex, int]:
+        """The actor's index for a container that has none: its kept index and the changes
+        since (the generation, the kept generation and the kept index's first part in one round
+        trip; the other parts, if any, in a second), or a build from the records. Returns the
+        index and the kept generation the database holds (-1: none)."""
+        with database_errors():
+            pipe = self._binary.pipeline(transaction=False)
+            pipe.hmget(actor.meta, ["gen", KEPT_GEN])
+            pipe.get(actor.index_parts[0])
+            (raw_gen, raw_kept), first = pipe.execute()
+        gen, kept = int(raw_gen or 0), int(raw_kept or -1)
+        unreadable = False
+        parts = [cast(bytes, first)] if first is not None else []
+        head = snapshot.header(parts)
+        if head is not None and isinstance(head.get("parts"), int) and head["parts"] > 1:
+            with database_errors():
+                pipe = self._binary.pipeline(transaction=False)
+                for key in actor.index_parts[1 : head["parts"]]:
+                    pipe.get(key)
+                parts += [cast(bytes, part) for part in pipe.execute()]
+        index = None
+        if parts:
+            if all(part is not None for part in parts):
+                index = snapshot.load(parts, self._store.dimensions)
+            unreadable = index is None
+        if index is not None and (
+            index.gen > gen or (index.gen < gen and not self._catch_up(index, actor, gen))
+        ):
+            index = None  # kept ahead of the actor (cannot be) or behind what the log keeps
+        if index is None:
+            with subsegment("index_build"):
+                index = self._load(actor)
+        if parts and unreadable:
+            kept = -2  # a kept index that cannot be read here: replaced whatever its generation
+        return index, kept
+
+    def keep(self, bucket: str, index: ActorIndex) -> None:
+        """Write ``index`` as the actor's kept index when the one kept is more than
+        ``keep_lag`` changes behind it, or when there is none and the actor has at least
+        ``KEEP_FROM`` memories (an actor that has one keeps it up however small it gets). Best
+        effort: a database that refuses writes (full, or a read-only replica) keeps the old one;
+        a newer one kept meanwhile by another container stays."""
+        if len(index) < KEEP_FROM and index.kept == -1:
+            return
+        if index.kept >= 0 and index.gen - index.kept <= keep_lag(len(index)):
+            return
+        actor = self._keys.actor(bucket)
+        with subsegment("index_keep"), index.lock:
+            parts = snapshot.dump(index, len(actor.index_parts))
+            gen, force = index.gen, index.kept == -2
+        if not parts:  # larger than a kept index can be: not tried again for a while
+            index.kept = gen
+            return
+        with unless_writes_refused():
+            now = self._keep_script(
+                keys=[actor.meta, *actor.index_parts], args=[gen, "1" if force else "", *parts]
+            )
+            index.kept = max(index.kept, int(now), -1)
 
     def _catch_up(self, index: ActorIndex, actor: ActorKeys, gen: int) -> bool:
         """Bring ``index`` to the actor's state at a generation at least ``gen`` from the
@@ -217,11 +298,14 @@ class ActorIndexes:
         with database_errors():
             raws = cast(list[bytes | None], self._binary.hmget(actor.memories, ids))
             blobs = self._vectors(actor, ids, raws)
-        rescored = [
-            Hit(memory_id, float(np.frombuffer(blob, dtype=np.float32) @ vector))
-            for memory_id, blob in zip(ids, blobs, strict=True)
-            if blob is not None and len(blob) == vector.nbytes
-        ]
+        kept = [(memory_id, blob) for memory_id, blob in zip(ids, blobs, strict=True)
+                if blob is not None and len(blob) == vector.nbytes]  # fmt: skip
+        if not kept:
+            return []
+        # One matrix product, as an exact index scores its rows.
+        matrix = np.frombuffer(b"".join(blob for _, blob in kept), dtype=np.float32)
+        scores = (matrix.reshape(len(kept), vector.shape[0]) @ vector).tolist()
+        rescored = [Hit(i, score) for (i, _), score in zip(kept, scores, strict=True)]
         return sorted(rescored, key=lambda h: -h.score)
 
 

@@ -294,3 +294,26 @@ end
 return {gen, entries, ids, hmget(KEYS[1]), hmget(KEYS[2])}
 """,
 )
+
+KEPT_GEN = "kept_gen"
+"""The actor ``meta`` field holding the generation of the actor's kept index."""
+
+# KEYS: the actor's meta, then its index parts (``ActorKeys.index_parts``). ARGV: the generation
+# the kept index reflects, '1' to replace a kept index whatever its generation (the one there
+# could not be read) or '', then the parts (``search.snapshot.dump``). Keeps the parts (and
+# removes parts beyond them) unless a kept index of that generation or later is there already;
+# returns the generation kept now, or -2 when the given one is ahead of the actor's (not kept).
+KEEP_INDEX = lua(
+    WRITES,
+    f"""
+local kept = tonumber(redis.call('HGET', KEYS[1], '{KEPT_GEN}') or '-1')
+local gen = tonumber(ARGV[1])
+if ARGV[2] ~= '1' and kept >= gen then return kept end
+if gen > tonumber(redis.call('HGET', KEYS[1], 'gen') or '0') then return -2 end
+for i = 2, #KEYS do
+  if ARGV[i + 1] then redis.call('SET', KEYS[i], ARGV[i + 1]) else redis.call('DEL', KEYS[i]) end
+end
+redis.call('HSET', KEYS[1], '{KEPT_GEN}', gen)
+return gen
+""".replace("$", "$$"),
+)

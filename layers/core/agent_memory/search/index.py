@@ -101,6 +101,12 @@ class ActorIndex:
     codes: NDArray[np.int8] = field(init=False)
     scales: NDArray[np.float32] = field(init=False)
     bits: NDArray[np.uint8] = field(init=False)
+    # The generation of the actor's kept index in the database (``search.snapshot``) as this
+    # container last knew it; -1 when none is known.
+    kept: int = -1
+    # True when the rows' token lists (``row_tokens``) were not loaded with the postings (an
+    # index read from its kept form): they are rebuilt from the postings at the first removal.
+    tokens_unknown: bool = False
     _posting_entries: int = field(default=0, repr=False)
     _filter_entries: int = field(default=0, repr=False)
 
@@ -338,9 +344,11 @@ class ActorIndex:
 
     def remove(self, memory_id: str) -> None:
         """Forget a memory; unknown ids are ignored."""
-        row = self.rows.pop(memory_id, None)
-        if row is None:
+        if memory_id not in self.rows:
             return
+        if self.tokens_unknown:
+            self._know_row_tokens()
+        row = self.rows.pop(memory_id)
         for token_id in self.row_tokens[row] or ():
             rows = self.posting_rows[token_id]
             at = rows.index(row)  # C scan of one token's rows; removals are rare
@@ -358,6 +366,28 @@ class ActorIndex:
         else:
             self.matrix[row] = 0.0
         self.free.append(row)
+
+    def _know_row_tokens(self) -> None:
+        """Rebuild every row's token ids from the postings (one sort of all entries)."""
+        sizes = [len(rows) for rows in self.posting_rows]
+        entries = np.frombuffer(b"".join(r.tobytes() for r in self.posting_rows), dtype=np.int32)
+        token_ids = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
+        order = np.argsort(entries, kind="stable")
+        by_row, tokens = entries[order], token_ids[order]
+        cuts = np.searchsorted(by_row, np.arange(len(self.ids) + 1, dtype=np.int32))
+        packed = tokens.tobytes()
+        for row in range(len(self.ids)):
+            begin, end = int(cuts[row]), int(cuts[row + 1])
+            if self.ids[row] is not None:
+                row_ids = array("i")
+                row_ids.frombytes(packed[begin * 4 : end * 4])
+                self.row_tokens[row] = row_ids
+        self.tokens_unknown = False
+
+    def recount(self) -> None:
+        """Count the posting and filter entries again (after the columns were set in bulk)."""
+        self._posting_entries = sum(len(rows) for rows in self.posting_rows)
+        self._filter_entries = sum(len(terms) for terms in self.row_filters)
 
     def _set_facts(self, row: int, facts: RowFacts) -> None:
         self.valid_from[row] = facts.valid_from
@@ -580,6 +610,11 @@ def _top(
     picked = scores[candidates]
     if candidates.size > limit:
         part = np.argpartition(-picked, limit - 1)[:limit]
-        candidates, picked = candidates[part], picked[part]
-    order = np.argsort(-picked, kind="stable")
-    return [Hit(str(ids[int(candidates[i])]), float(picked[i])) for i in order]
+        # Every row tied with the last one kept stays in, so that ties are cut by id below and
+        # two indexes of the same memories (rows in another order) answer alike.
+        tied = picked >= picked[part].min()
+        candidates, picked = candidates[tied], picked[tied]
+    found = sorted(
+        zip((-picked).tolist(), [str(ids[row]) for row in candidates.tolist()], strict=True)
+    )
+    return [Hit(memory_id, -negative) for negative, memory_id in found[:limit]]

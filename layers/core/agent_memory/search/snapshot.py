@@ -1,0 +1,309 @@
+"""An actor's index in a form kept in the database: fixed-layout arrays that load without parsing.
+
+A new container would otherwise build an actor's ``ActorIndex`` from every stored record (JSON
+decoding, tokenizing, vectors): hundreds of milliseconds at 10,000 memories, seconds at 100,000.
+``dump`` writes the index as a short JSON header followed by the columns as raw little-endian
+arrays, and ``load`` reads them back with ``numpy.frombuffer`` (no per-memory work beyond
+splitting the ids and the vocabulary), into an index in the compact form (``search.index``):
+
+- vectors as int8 codes with a scale per row (``search.quantize.quantize_rows``): a quarter of
+  float32, so the kept form adds about 400 bytes to a memory of 384 dimensions whose record
+  (JSON and float32 vector) takes about 2,100 (``make bench-scale``). Semantic candidates of a
+  compact index are rescored with the stored float32 vectors (``ActorIndexes.rescore``), so
+  results stay exact cosines; the sign bits of the pre-filter are computed at load;
+- created and expiry times per row (int64); ``valid_from``, ``valid_until`` and ``occurred`` only
+  for the rows where they differ from their defaults (most rows: none);
+- the BM25 postings by token (rows and term frequencies, in the narrowest integer types that
+  hold them), from which the rows' lengths are summed; the rows' own token lists are rebuilt
+  only when a row is first removed (``ActorIndex.tokens_unknown``);
+- types and filter terms (topics, metadata pairs) as small tables.
+
+Only live rows are written, renumbered in order. A kept form carries its format, the
+tokenizer's version, the dimensions and the generation of the actor's change log it reflects;
+``load`` returns None for one made under another format, tokenizer or dimension setting, and the
+caller builds the index from the records instead.
+
+The bytes may be split into parts (``parts``) of at most ``PART_BYTES`` (a Redis string holds
+at most 512 MB); ``load`` takes the parts in order.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from array import array
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from agent_memory.search.index import ActorIndex
+from agent_memory.search.quantize import BLOCK, quantize_rows
+from agent_memory.search.selection import NEVER, UNKNOWN
+from agent_memory.search.tokenizer import TOKENIZER_VERSION
+
+FORMAT = 1
+"""The layout's version; a kept form of another version is not read."""
+MAGIC = b"KVX1"
+PART_BYTES = 64 * 1024 * 1024
+"""Bytes per part of a kept form (each part is one Redis string)."""
+MAX_PARTS = 8
+"""Parts of one kept form at most (512 MB: about 330,000 memories of 1,536 dimensions)."""
+_ALIGN = 8
+
+
+def dump(index: ActorIndex, max_parts: int = MAX_PARTS) -> list[bytes]:
+    """The kept form of ``index`` (its live rows) as parts of at most ``PART_BYTES``, or an
+    empty list when it would take more than ``max_parts`` parts. The caller holds
+    ``index.lock``."""
+    size = len(index.ids)
+    live = np.flatnonzero(index.alive[:size])
+    renumber = np.full(size, -1, dtype=np.int64)
+    renumber[live] = np.arange(live.size)
+    ids = [index.ids[row] for row in live.tolist()]
+    rows = live.size
+    sections: list[tuple[str, str, bytes]] = []
+
+    def add(name: str, values: NDArray[Any] | bytes) -> None:
+        if isinstance(values, bytes):
+            sections.append((name, "|u1", values))
+        else:
+            sections.append((name, values.dtype.str, np.ascontiguousarray(values).tobytes()))
+
+    add("ids", "\n".join(str(i) for i in ids).encode())
+    type_names = sorted({index.types[row] for row in live.tolist()})
+    type_of = {name: n for n, name in enumerate(type_names)}
+    add("types", np.array([type_of[index.types[row]] for row in live.tolist()], dtype=np.uint16
+                          if len(type_names) > 255 else np.uint8))  # fmt: skip
+    created = index.created[live]
+    add("created", created)
+    add("expires", index.expires[live])
+    for name, column, default in (
+        ("valid_from", index.valid_from[live], created),
+        ("valid_until", index.valid_until[live], NEVER),
+        ("occurred", index.occurred[live], UNKNOWN),
+    ):
+        odd = np.flatnonzero(column != default)
+        add(name + "_rows", odd.astype(np.int32))
+        add(name, column[odd])
+    codes, scales = _codes(index, live)
+    add("codes", codes)
+    add("scales", scales)
+    _add_postings(index, renumber, rows, add)
+    terms = sorted({term for row in live.tolist() for term in index.row_filters[row]})
+    term_of = {term: n for n, term in enumerate(terms)}
+    pairs = [(new, term_of[term]) for new, row in enumerate(live.tolist())
+             for term in index.row_filters[row]]  # fmt: skip
+    add("filter_terms", json.dumps(terms, ensure_ascii=False).encode())
+    add("filter_rows", np.array([p[0] for p in pairs], dtype=np.int32))
+    add("filter_term_ids", np.array([p[1] for p in pairs], dtype=np.int32))
+    header: dict[str, Any] = {
+        "format": FORMAT,
+        "tokenizer": TOKENIZER_VERSION,
+        "dimensions": index.dimensions,
+        "gen": index.gen,
+        "rows": rows,
+        "types": type_names,
+        "sections": [],
+    }
+    offset = 0
+    for name, dtype, data in sections:
+        header["sections"].append([name, dtype, offset, len(data)])
+        offset += len(data) + (-len(data)) % _ALIGN
+    parts = 1
+    while True:  # the header names how many parts there are, which its own length may change
+        header["parts"] = parts
+        head = json.dumps(header).encode()
+        start = 8 + len(head) + (-(8 + len(head))) % _ALIGN
+        needed = -(-(start + offset) // PART_BYTES)
+        if needed <= parts:
+            break
+        parts = needed
+    if parts > max_parts:
+        return []
+    blob = bytearray(MAGIC + struct.pack("<I", len(head)) + head)
+    blob += bytes((-len(blob)) % _ALIGN)
+    for _, _, data in sections:
+        blob += data
+        blob += bytes((-len(data)) % _ALIGN)
+    return [bytes(blob[at : at + PART_BYTES]) for at in range(0, len(blob), PART_BYTES)]
+
+
+def _codes(
+    index: ActorIndex, live: NDArray[np.intp]
+) -> tuple[NDArray[np.int8], NDArray[np.float32]]:
+    """The int8 codes and scales of the live rows (quantized here when the index holds
+    float32 vectors, a block at a time)."""
+    if index.compact:
+        return index.codes[live], index.scales[live]
+    codes = np.empty((live.size, index.dimensions), dtype=np.int8)
+    scales = np.empty(live.size, dtype=np.float32)
+    for start in range(0, live.size, BLOCK):
+        chunk = live[start : start + BLOCK]
+        codes[start : start + chunk.size], scales[start : start + chunk.size] = quantize_rows(
+            index.matrix[chunk]
+        )
+    return codes, scales
+
+
+def _add_postings(index: ActorIndex, renumber: NDArray[np.int64], rows: int, add: Any) -> None:
+    """The postings of the tokens still in use, rows renumbered, as flat arrays with offsets."""
+    used = [t for t, posting in enumerate(index.posting_rows) if len(posting)]
+    tokens = sorted(index.vocabulary, key=index.vocabulary.__getitem__)
+    words = [tokens[t] for t in used]
+    sizes = np.array([len(index.posting_rows[t]) for t in used], dtype=np.int64)
+    old_rows = np.frombuffer(b"".join(index.posting_rows[t].tobytes() for t in used),
+                             dtype=np.int32)  # fmt: skip
+    tfs = np.frombuffer(b"".join(index.posting_tfs[t].tobytes() for t in used), dtype=np.uint16)
+    new_rows = renumber[old_rows] if old_rows.size else np.zeros(0, dtype=np.int64)
+    add("vocabulary", "\x00".join(words).encode())
+    add("posting_sizes", sizes.astype(np.uint32))
+    add("posting_rows", new_rows.astype(np.uint16 if rows <= 65_536 else np.int32))
+    add("posting_tfs", tfs.astype(np.uint8) if tfs.size and int(tfs.max()) < 256 else tfs)
+
+
+class _Blob:
+    """The parts of a kept form read as one byte string, without joining them unless a section
+    spans two parts."""
+
+    def __init__(self, parts: Sequence[bytes]) -> None:
+        self._parts = [memoryview(p) for p in parts]
+        self._starts = []
+        at = 0
+        for part in self._parts:
+            self._starts.append(at)
+            at += len(part)
+        self.size = at
+
+    def take(self, offset: int, length: int) -> memoryview | bytes:
+        for part, start in zip(self._parts, self._starts, strict=True):
+            if start <= offset < start + len(part):
+                if offset + length <= start + len(part):
+                    return part[offset - start : offset - start + length]
+                break
+        if offset + length > self.size or offset < 0:
+            raise ValueError("section out of range")
+        joined = b"".join(bytes(p) for p in self._parts)
+        return joined[offset : offset + length]
+
+
+def header(parts: Sequence[bytes]) -> dict[str, Any] | None:
+    """The header of a kept form (its format, tokenizer, dimensions, generation, rows and
+    sections), or None when ``parts`` do not start with one."""
+    if not parts or len(parts[0]) < 8 or parts[0][:4] != MAGIC:
+        return None
+    (length,) = struct.unpack("<I", parts[0][4:8])
+    try:
+        found: dict[str, Any] = json.loads(bytes(parts[0][8 : 8 + length]))
+    except ValueError:
+        return None
+    found["_data"] = 8 + length + (-(8 + length)) % _ALIGN
+    return found
+
+
+def load(parts: Sequence[bytes], dimensions: int) -> ActorIndex | None:
+    """The index kept in ``parts`` (``dump``'s output, in order), compact, with ``gen`` and
+    ``kept`` set to the generation it reflects, room for a twentieth more rows; None when the
+    parts hold no kept form of this ``FORMAT``, tokenizer and ``dimensions``, or are cut short
+    or inconsistent."""
+    head = header(parts)
+    if (
+        head is None
+        or head.get("format") != FORMAT
+        or head.get("tokenizer") != TOKENIZER_VERSION
+        or head.get("dimensions") != dimensions
+    ):
+        return None
+    try:
+        return _build(_Blob(parts), head, dimensions)
+    except (ValueError, KeyError, IndexError, TypeError):
+        return None
+
+
+def _build(blob: _Blob, head: dict[str, Any], dimensions: int) -> ActorIndex | None:
+    base = head["_data"]
+    spans = {
+        name: (dtype, base + offset, length) for name, dtype, offset, length in head["sections"]
+    }
+
+    def raw(name: str) -> memoryview | bytes:
+        _, offset, length = spans[name]
+        return blob.take(offset, length)
+
+    def column(name: str) -> NDArray[Any]:
+        dtype = np.dtype(spans[name][0])
+        return np.frombuffer(raw(name), dtype=dtype)
+
+    rows = int(head["rows"])
+    ids = bytes(raw("ids")).decode().split("\n") if rows else []
+    if len(ids) != rows:
+        return None
+    index = ActorIndex(dimensions=dimensions, gen=int(head["gen"]), compact=True)
+    index.kept = index.gen
+    index.reserve(rows + rows // 20 + 64)
+    index.codes[:rows] = column("codes").reshape(rows, dimensions)
+    index.scales[:rows] = column("scales")
+    for start in range(0, rows, BLOCK):
+        end = min(rows, start + BLOCK)
+        index.bits[start:end] = np.packbits(index.codes[start:end] > 0, axis=1)
+    index.created[:rows] = column("created")
+    index.expires[:rows] = column("expires")
+    index.alive[:rows] = True
+    index.valid_from[:rows] = index.created[:rows]
+    index.valid_until[:rows] = NEVER
+    index.occurred[:rows] = UNKNOWN
+    for name, target in (
+        ("valid_from", index.valid_from),
+        ("valid_until", index.valid_until),
+        ("occurred", index.occurred),
+    ):
+        target[column(name + "_rows")] = column(name)
+    index.ids = list(ids)
+    index.rows = dict(zip(ids, range(rows), strict=True))
+    type_names = head["types"]
+    index.types = [type_names[t] for t in column("types").tolist()]
+    _load_postings(index, column, raw, rows)
+    index.row_tokens = [None] * rows
+    index.tokens_unknown = True
+    index.row_filters = [()] * rows
+    terms = json.loads(bytes(raw("filter_terms")))
+    held: dict[int, list[str]] = {}
+    for row, term in zip(column("filter_rows").tolist(), column("filter_term_ids").tolist(),
+                         strict=True):  # fmt: skip
+        held.setdefault(row, []).append(terms[term])
+        index.filter_rows.setdefault(terms[term], set()).add(row)
+    for row, row_terms in held.items():
+        index.row_filters[row] = tuple(row_terms)
+    index.recount()
+    return index
+
+
+def _load_postings(index: ActorIndex, column: Any, raw: Any, rows: int) -> None:
+    """The vocabulary and postings, and each row's length (the sum of its term frequencies)."""
+    words = bytes(raw("vocabulary")).decode().split("\x00")
+    sizes = column("posting_sizes").astype(np.int64)
+    if sizes.size == 0:
+        words = []
+    if len(words) != sizes.size:
+        raise ValueError("vocabulary and postings disagree")
+    posting_rows = column("posting_rows").astype(np.int32)
+    tfs = column("posting_tfs").astype(np.uint16)
+    if posting_rows.size != int(sizes.sum()) or tfs.size != posting_rows.size:
+        raise ValueError("postings cut short")
+    if posting_rows.size and (int(posting_rows.max()) >= rows or int(posting_rows.min()) < 0):
+        raise ValueError("posting of a row not kept")
+    index.vocabulary = dict(zip(words, range(len(words)), strict=True))
+    row_bytes, tf_bytes = posting_rows.tobytes(), tfs.tobytes()
+    index.posting_rows, index.posting_tfs = [], []
+    at = 0
+    for size in sizes.tolist():
+        token_rows, token_tfs = array("i"), array("H")
+        token_rows.frombytes(row_bytes[at * 4 : (at + size) * 4])
+        token_tfs.frombytes(tf_bytes[at * 2 : (at + size) * 2])
+        index.posting_rows.append(token_rows)
+        index.posting_tfs.append(token_tfs)
+        at += size
+    lengths = np.bincount(posting_rows, weights=tfs, minlength=rows)[:rows].astype(np.float32)
+    index.doclen[:rows] = lengths
+    index.total_len = float(lengths.sum())

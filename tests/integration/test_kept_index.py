@@ -1,0 +1,205 @@
+"""Kept indexes on a real Redis server: a new container reads an actor's index from the database
+instead of building it from every record, and still sees every write."""
+
+import numpy as np
+import pytest
+from cryptography.fernet import Fernet
+
+from agent_memory.clock import SystemClock
+from agent_memory.database.keys import actor_bucket
+from agent_memory.memories import indexes as indexes_module
+from agent_memory.memories.models import MemoryIn, MemoryPatch, SearchRequest
+from agent_memory.memories.scripts import KEPT_GEN
+from agent_memory.memories.service import Memories
+from agent_memory.providers.embeddings import NoEmbedder
+from agent_memory.providers.secrets import FernetCipher
+from agent_memory.search.cache import IndexCache
+from agent_memory.stores.models import StorePut
+from agent_memory.stores.registry import Stores
+from tests.support.common import unique
+from tests.support.databases import database_client
+
+DIM = 16
+WORDS = [
+    "coffee",
+    "tea",
+    "paris",
+    "berlin",
+    "hiking",
+    "piano",
+    "chess",
+    "garden",
+    "sushi",
+    "tango",
+    "violin",
+    "kayak",
+]
+
+
+@pytest.fixture
+def store(client, redis_url):
+    stores = Stores(client, "db", FernetCipher(Fernet.generate_key()), SystemClock())
+    name = unique("kept")
+    config, _ = stores.put(name, StorePut(dimensions=DIM))
+    binary = database_client(redis_url, binary=True)
+
+    def container():
+        """The store as a new container sees it: an empty index cache."""
+        return Memories(client, binary, config, SystemClock(), NoEmbedder(DIM), IndexCache(), "t")
+
+    yield container, config
+    stores.delete(name)
+    assert not list(client.scan_iter(match=config.keys().all_pattern))
+
+
+def _vector(rng):
+    return [float(x) for x in rng.standard_normal(DIM)]
+
+
+def _fill(memories, count, rng, actor="alice"):
+    ids = []
+    for n in range(count):
+        text = f"{WORDS[n % 12]} {WORDS[(n * 5) % 12]} note {n}"
+        ids.append(memories.add(MemoryIn(text=text, vector=_vector(rng), actor_id=actor)).memory.id)
+    return ids
+
+
+def _answers(memories, rng_seed=11, actor="alice"):
+    rng = np.random.default_rng(rng_seed)
+    found = []
+    for mode in ("semantic", "keyword", "hybrid"):
+        for query in ("coffee paris", "tango", "note 7"):
+            vector = _vector(rng) if mode != "keyword" else None
+            request = SearchRequest(
+                query=query, mode=mode, actor_id=actor, limit=10, query_vector=vector
+            )
+            found.append([(m.id, m.score) for m in memories.search(request)])
+    return found
+
+
+def _same(got, want):
+    """The same memories in the same order, scores equal to float32 precision."""
+    assert [[i for i, _ in found] for found in got] == [[i for i, _ in found] for found in want]
+    for found, wanted in zip(got, want, strict=True):
+        assert [s for _, s in found] == pytest.approx([s for _, s in wanted], abs=2e-6)
+
+
+def _no_build(monkeypatch):
+    def refuse(self, actor):
+        raise AssertionError("built from the records")
+
+    monkeypatch.setattr(indexes_module.ActorIndexes, "_load", refuse)
+
+
+def _kept_gen(client, config, actor="alice"):
+    meta = config.keys().actor(actor_bucket(actor)).meta
+    return int(client.hget(meta, KEPT_GEN) or -1), int(client.hget(meta, "gen") or 0)
+
+
+def test_a_new_container_reads_the_kept_index_and_answers_the_same(store, client, monkeypatch):
+    container, config = store
+    first = container()
+    _fill(first, 150, np.random.default_rng(1))
+    want = _answers(first)  # the first read builds the index and keeps it
+    kept, gen = _kept_gen(client, config)
+    assert kept == gen == 150
+    _no_build(monkeypatch)
+    _same(_answers(container()), want)
+
+
+def test_a_new_container_applies_the_changes_made_since_the_index_was_kept(
+    store, client, monkeypatch
+):
+    container, config = store
+    first = container()
+    rng = np.random.default_rng(2)
+    ids = _fill(first, 100, rng)
+    _answers(first)
+    other = container()  # writes from another container, after the index was kept
+    other.delete(ids[3])
+    other.patch(ids[4], MemoryPatch(text="tango in berlin", vector=_vector(rng)))
+    replaced = other.add(MemoryIn(text="kayak and violin", vector=_vector(rng), actor_id="alice",
+                                  supersedes=ids[5])).memory.id  # fmt: skip
+    _fill(other, 3, rng)
+    assert _kept_gen(client, config)[0] == 100
+    want = _answers(first)  # caught up from the change log
+    _no_build(monkeypatch)
+    fresh = container()
+    _same(_answers(fresh), want)
+    tango = fresh.search(SearchRequest(query="tango berlin", mode="keyword", actor_id="alice"))
+    assert tango[0].id == ids[4]
+    shown = {m.id for m in fresh.search(SearchRequest(query="kayak violin", mode="keyword",
+                                                      actor_id="alice", limit=50))}  # fmt: skip
+    assert replaced in shown and ids[5] not in shown and ids[3] not in shown
+
+
+def test_a_kept_index_falling_behind_is_written_again_by_a_reader(store, client, monkeypatch):
+    container, config = store
+    first = container()
+    rng = np.random.default_rng(3)
+    _fill(first, 100, rng)
+    _answers(first)
+    lag = indexes_module.keep_lag(100)
+    _fill(first, lag + 1, rng)
+    assert _kept_gen(client, config)[0] == 100  # writes alone do not keep it
+    first.search(SearchRequest(query="coffee", mode="keyword", actor_id="alice"))
+    kept, gen = _kept_gen(client, config)
+    assert kept == gen == 100 + lag + 1
+    want = _answers(first)
+    _no_build(monkeypatch)
+    _same(_answers(container()), want)
+
+
+def test_a_kept_index_the_log_no_longer_reaches_is_rebuilt(store, client):
+    container, config = store
+    first = container()
+    rng = np.random.default_rng(4)
+    ids = _fill(first, 80, rng)
+    _answers(first)
+    for memory_id in ids[:70]:  # more changes than the log keeps, read by nobody
+        first.delete(memory_id)
+    _fill(first, 90, rng)
+    want = _answers(first)
+    fresh = container()
+    _same(_answers(fresh), want)
+    kept, gen = _kept_gen(client, config)
+    assert kept == gen
+
+
+def test_an_unreadable_kept_index_is_replaced(store, client, monkeypatch):
+    container, config = store
+    first = container()
+    _fill(first, 70, np.random.default_rng(5))
+    want = _answers(first)
+    part = config.keys().actor(actor_bucket("alice")).index_parts[0]
+    client.set(part, "KVX1 garbage")
+    _same(_answers(container()), want)  # built from the records, and kept again
+    assert client.strlen(part) > len("KVX1 garbage")
+    _no_build(monkeypatch)
+    _same(_answers(container()), want)
+
+
+def test_small_actors_keep_no_index(store, client):
+    container, config = store
+    memories = container()
+    _fill(memories, indexes_module.KEEP_FROM - 1, np.random.default_rng(6), actor="bob")
+    _answers(memories, actor="bob")
+    assert _kept_gen(client, config, "bob")[0] == -1
+    assert client.get(config.keys().actor(actor_bucket("bob")).index_parts[0]) is None
+
+
+def test_an_index_too_large_to_keep_is_built_and_not_tried_again(store, client, monkeypatch):
+    container, config = store
+    memories = container()
+    _fill(memories, 70, np.random.default_rng(7))
+    calls = []
+    real = indexes_module.snapshot.dump
+
+    def too_large(index, max_parts):
+        calls.append(index.gen)
+        return real(index, 0)
+
+    monkeypatch.setattr(indexes_module.snapshot, "dump", too_large)
+    want = _answers(memories)
+    assert calls == [70] and _kept_gen(client, config)[0] == -1
+    _same(_answers(memories), want) and calls == [70]

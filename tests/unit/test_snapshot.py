@@ -1,0 +1,153 @@
+"""The kept form of an index (``search.snapshot``): what a new container loads must search, select
+and change exactly like the index it was dumped from."""
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from agent_memory.search import snapshot
+from agent_memory.search.index import ActorIndex
+from agent_memory.search.selection import NEVER, UNKNOWN, RowFacts, Selection, filter_terms
+
+NOW = 1_700_000_000_000
+DIM = 12
+WORDS = ["alpha", "beta", "gamma", "delta", "coffee", "tea", "paris", "berlin", "run", "runs"]
+TYPES = ["semantic", "episodic", "preference"]
+
+vectors = st.lists(
+    st.floats(-1, 1, allow_nan=False, width=32), min_size=DIM, max_size=DIM
+).filter(lambda v: any(abs(x) > 1e-3 for x in v))
+upsert = st.tuples(
+    st.just("upsert"),
+    st.integers(0, 40),
+    vectors,
+    st.lists(st.sampled_from(WORDS), max_size=8).map(" ".join),
+    st.sampled_from(TYPES),
+    st.integers(0, 5),  # created offset (s)
+    st.sampled_from([None, 3, 100]),  # expiry offset (s); None: far away
+    st.sampled_from([None, 2]),  # closed at offset (s)
+    st.sampled_from([None, -50, 7]),  # occurred offset (s)
+    st.lists(st.sampled_from(["Work", "home", "x\x00y"]), max_size=2),
+    st.sampled_from([{}, {"k": 1}, {"k": "v", "n": [1, 2]}]),
+)
+remove = st.tuples(st.just("remove"), st.integers(0, 40))
+operations = st.lists(st.one_of(upsert, upsert, remove), max_size=60)
+
+
+def _unit(values):
+    vector = np.array(values, dtype=np.float32)
+    return vector / np.linalg.norm(vector)
+
+
+def _apply(index, vectors_by_id, operation):
+    if operation[0] == "remove":
+        index.remove(f"m{operation[1]}")
+        return
+    _, n, values, text, kind, created, expiry, closed, occurred, topics, metadata = operation
+    created_ms = NOW + created * 1000
+    facts = RowFacts(
+        valid_from=created_ms,
+        valid_until=NEVER if closed is None else NOW + closed * 1000,
+        occurred=UNKNOWN if occurred is None else NOW + occurred * 1000,
+        terms=filter_terms(topics, metadata),
+    )
+    expires = NOW + (10**9 if expiry is None else expiry * 1000)
+    vector = _unit(values)
+    vectors_by_id[f"m{n}"] = vector
+    index.upsert(f"m{n}", vector, text, kind, created_ms, expires, None, facts)
+
+
+SELECTIONS = [
+    Selection(),
+    Selection(include_superseded=True),
+    Selection(as_of=NOW + 1500),
+    Selection(as_of=NOW + 4000, include_superseded=True),
+    Selection(types=("episodic", "preference")),
+    Selection(topics=("WORK", "x\x00y")),
+    Selection(metadata=(("k", 1.0),)),
+    Selection(created_after=NOW + 2000, created_before=NOW + 4000),
+    Selection(occurred_after=NOW - 60_000),
+]
+
+
+def _same_answers(original, loaded, vectors_by_id, rng):
+    """Every read of ``loaded`` answers as ``original`` does (semantic after exact rescoring)."""
+    assert sorted(loaded.rows) == sorted(original.rows)
+    for moment in (NOW, NOW + 50_000):
+        for where in SELECTIONS:
+            chosen = sorted(original.selected(moment, where))
+            assert sorted(loaded.selected(moment, where)) == chosen
+            assert loaded.count(moment, where) == original.count(moment, where)
+            for query in ("coffee", "paris runs", "alpha beta tea", "nothing"):
+                got = loaded.keyword(query, 5, moment, where)
+                want = original.keyword(query, 5, moment, where)
+                assert [h.memory_id for h in got] == [h.memory_id for h in want]
+                assert [h.score for h in got] == pytest.approx([h.score for h in want], rel=1e-5)
+            query = _unit(rng.standard_normal(DIM))
+            want = original.semantic(query, 3, moment, where)
+            candidates = loaded.semantic(query, 3, moment, where)
+            exact = sorted(
+                ((float(vectors_by_id[h.memory_id] @ query), h.memory_id) for h in candidates),
+                reverse=True,
+            )[:3]
+            assert [s for s, _ in exact] == pytest.approx([h.score for h in want], abs=1e-5)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(before=operations, after=operations)
+def test_a_loaded_index_answers_and_changes_as_the_one_dumped(before, after):
+    rng = np.random.default_rng(3)
+    original = ActorIndex(dimensions=DIM, gen=17)
+    vectors_by_id: dict[str, np.ndarray] = {}
+    for operation in before:
+        _apply(original, vectors_by_id, operation)
+    loaded = snapshot.load(snapshot.dump(original), DIM)
+    assert loaded is not None and loaded.gen == 17 and loaded.kept == 17 and not loaded.exact
+    _same_answers(original, loaded, vectors_by_id, rng)
+    for operation in after:  # removals rebuild the rows' token lists from the postings
+        _apply(original, vectors_by_id, operation)
+        _apply(loaded, vectors_by_id, operation)
+    _same_answers(original, loaded, vectors_by_id, rng)
+    again = snapshot.load(snapshot.dump(loaded), DIM)
+    assert again is not None
+    _same_answers(original, again, vectors_by_id, rng)
+
+
+def _sample(rows=300, dimensions=DIM):
+    rng = np.random.default_rng(5)
+    index = ActorIndex(dimensions=dimensions, gen=4)
+    for n in range(rows):
+        vector = _unit(rng.standard_normal(dimensions))
+        text = f"{WORDS[n % 10]} {WORDS[n % 7]}"
+        index.upsert(f"m{n}", vector, text, "semantic", NOW, NOW + 10**9)
+    return index
+
+
+def test_a_kept_form_split_in_parts_loads_from_them_in_order(monkeypatch):
+    monkeypatch.setattr(snapshot, "PART_BYTES", 4000)
+    original = _sample()
+    parts = snapshot.dump(original)
+    assert len(parts) > 3 and all(len(p) == 4000 for p in parts[:-1])
+    assert snapshot.header(parts)["parts"] == len(parts)
+    loaded = snapshot.load(parts, DIM)
+    assert loaded is not None and sorted(loaded.rows) == sorted(original.rows)
+    assert snapshot.load(parts[:-1], DIM) is None  # cut short
+    assert snapshot.dump(original, max_parts=2) == []  # too large to keep
+
+
+def test_a_kept_form_of_another_setting_or_no_kept_form_at_all_is_not_read():
+    parts = snapshot.dump(_sample())
+    assert snapshot.load(parts, DIM + 1) is None
+    assert snapshot.load([b"not an index"], DIM) is None
+    assert snapshot.load([], DIM) is None
+    assert snapshot.load([parts[0][:40]], DIM) is None
+    damaged = bytearray(parts[0])
+    damaged[-200:] = bytes(200)  # postings of rows that are not there, or counts that disagree
+    loaded = snapshot.load([bytes(damaged)], DIM)
+    assert loaded is None or len(loaded) == 300
+
+
+def test_an_empty_index_round_trips():
+    loaded = snapshot.load(snapshot.dump(ActorIndex(dimensions=DIM, gen=2)), DIM)
+    assert loaded is not None and len(loaded) == 0 and loaded.gen == 2
+    assert loaded.keyword("coffee", 3, NOW, None) == []
