@@ -14,9 +14,9 @@ DIM = 12
 WORDS = ["alpha", "beta", "gamma", "delta", "coffee", "tea", "paris", "berlin", "run", "runs"]
 TYPES = ["semantic", "episodic", "preference"]
 
-vectors = st.lists(
-    st.floats(-1, 1, allow_nan=False, width=32), min_size=DIM, max_size=DIM
-).filter(lambda v: any(abs(x) > 1e-3 for x in v))
+vectors = st.lists(st.floats(-1, 1, allow_nan=False, width=32), min_size=DIM, max_size=DIM).filter(
+    lambda v: any(abs(x) > 1e-3 for x in v)
+)
 upsert = st.tuples(
     st.just("upsert"),
     st.integers(0, 40),

@@ -107,6 +107,9 @@ class ActorIndex:
     # True when the rows' token lists (``row_tokens``) were not loaded with the postings (an
     # index read from its kept form): they are rebuilt from the postings at the first removal.
     tokens_unknown: bool = False
+    # True when the sign bits of the compact rows were not computed (an index read from its
+    # kept form): they are, at the first search that pre-filters by them.
+    bits_unknown: bool = False
     _posting_entries: int = field(default=0, repr=False)
     _filter_entries: int = field(default=0, repr=False)
 
@@ -361,6 +364,7 @@ class ActorIndex:
         self.ids[row] = None
         self.alive[row] = False
         if self.compact:
+            self._writable()
             self.codes[row] = 0
             self.scales[row] = 0.0
         else:
@@ -495,8 +499,17 @@ class ActorIndex:
         """Rows ``start..`` in the compact form: int8 codes, scales and packed sign bits of
         the unit vectors in ``block`` (one per row)."""
         end = start + block.shape[0]
+        self._writable()
         self.codes[start:end], self.scales[start:end] = quantize_rows(block)
         self.bits[start:end] = np.packbits(block > 0, axis=1)
+
+    def _writable(self) -> None:
+        """Copies of the codes and scales when they are still views of a kept form's bytes
+        (read-only: a loaded index shares them until its first change)."""
+        if not self.codes.flags.writeable:
+            self.codes = self.codes.copy()
+        if not self.scales.flags.writeable:
+            self.scales = self.scales.copy()
 
     def semantic(
         self,
@@ -521,6 +534,11 @@ class ActorIndex:
             return _top(scores, eligible, limit, self.ids)
         rows = np.flatnonzero(eligible)
         if rows.size > PREFILTER_ABOVE:
+            if self.bits_unknown:
+                for start in range(0, size, BLOCK):
+                    end = min(size, start + BLOCK)
+                    self.bits[start:end] = np.packbits(self.codes[start:end] > 0, axis=1)
+                self.bits_unknown = False
             # Every row's distance (a slice, no gather: cheaper than picking the eligible rows
             # first), the ineligible ones pushed to the end.
             distance = parallel(hamming, self.bits[:size], np.packbits(query > 0))

@@ -10,7 +10,7 @@ splitting the ids and the vocabulary), into an index in the compact form (``sear
   float32, so the kept form adds about 400 bytes to a memory of 384 dimensions whose record
   (JSON and float32 vector) takes about 2,100 (``make bench-scale``). Semantic candidates of a
   compact index are rescored with the stored float32 vectors (``ActorIndexes.rescore``), so
-  results stay exact cosines; the sign bits of the pre-filter are computed at load;
+  results stay exact cosines; the sign bits of the pre-filter are computed when first needed;
 - created and expiry times per row (int64); ``valid_from``, ``valid_until`` and ``occurred`` only
   for the rows where they differ from their defaults (most rows: none);
 - the BM25 postings by token (rows and term frequencies, in the narrowest integer types that
@@ -177,6 +177,8 @@ class _Blob:
         self.size = at
 
     def take(self, offset: int, length: int) -> memoryview | bytes:
+        if length == 0:
+            return b""
         for part, start in zip(self._parts, self._starts, strict=True):
             if start <= offset < start + len(part):
                 if offset + length <= start + len(part):
@@ -204,7 +206,7 @@ def header(parts: Sequence[bytes]) -> dict[str, Any] | None:
 
 def load(parts: Sequence[bytes], dimensions: int) -> ActorIndex | None:
     """The index kept in ``parts`` (``dump``'s output, in order), compact, with ``gen`` and
-    ``kept`` set to the generation it reflects, room for a twentieth more rows; None when the
+    ``kept`` set to the generation it reflects; None when the
     parts hold no kept form of this ``FORMAT``, tokenizer and ``dimensions``, or are cut short
     or inconsistent."""
     head = header(parts)
@@ -241,12 +243,12 @@ def _build(blob: _Blob, head: dict[str, Any], dimensions: int) -> ActorIndex | N
         return None
     index = ActorIndex(dimensions=dimensions, gen=int(head["gen"]), compact=True)
     index.kept = index.gen
-    index.reserve(rows + rows // 20 + 64)
-    index.codes[:rows] = column("codes").reshape(rows, dimensions)
-    index.scales[:rows] = column("scales")
-    for start in range(0, rows, BLOCK):
-        end = min(rows, start + BLOCK)
-        index.bits[start:end] = np.packbits(index.codes[start:end] > 0, axis=1)
+    # Exactly the rows kept: the first row added grows every column (copies), and until then
+    # the codes and scales are read-only views of the bytes read (``ActorIndex._writable``).
+    index.reserve(rows)
+    index.codes = column("codes").reshape(rows, dimensions)
+    index.scales = column("scales")
+    index.bits_unknown = True
     index.created[:rows] = column("created")
     index.expires[:rows] = column("expires")
     index.alive[:rows] = True
