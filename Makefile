@@ -8,7 +8,7 @@ SAM := $(SAM_VENV)/bin/sam
 STAMP := $(VENV)/.installed
 
 .PHONY: run test unit integration e2e lint format validate openapi build deploy replay fuzz \
-	console console-screenshots typescript typescript-schema bench bench-working-memory bench-request-path bench-retrieval bench-latency bench-background bench-updates bench-faults \
+	console console-screenshots typescript typescript-schema bench bench-working-memory bench-request-path bench-cold-start bench-retrieval bench-latency bench-background bench-updates bench-faults \
 	bench-load bench-imports bench-limits bench-webhooks clean
 
 $(STAMP): requirements-dev.txt layers/core/requirements.txt client/pyproject.toml
@@ -198,7 +198,7 @@ $(BENCH_STAMP): $(STAMP) bench/requirements.txt
 	touch $(BENCH_STAMP)
 
 ## bench: every benchmark; each writes a table and a plot under bench/results/
-bench: bench-working-memory bench-latency bench-request-path bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits bench-webhooks
+bench: bench-working-memory bench-latency bench-cold-start bench-request-path bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits bench-webhooks
 
 ## bench-working-memory: add events and recall through the local stack, vs in-process baselines
 bench-working-memory: $(BENCH_STAMP)
@@ -208,6 +208,11 @@ bench-working-memory: $(BENCH_STAMP)
 ## route, and a profile of recall (bench/results/request_path.md)
 bench-request-path: $(BENCH_STAMP)
 	$(PY) -m bench.request_path --profile recall $(ARGS)
+
+## bench-cold-start: first recall in a fresh process at 10,000 / 100,000 x 1,536, with and
+## without the actor's kept index, alone and in a burst of 8, vs warm recall (cold_start.md)
+bench-cold-start: $(BENCH_STAMP)
+	$(PY) -m bench.cold_start $(ARGS)
 
 ## bench-latency: search, recall and add at 1,000 / 10,000 / 100,000 memories, vs a NumPy scan
 bench-latency: $(BENCH_STAMP)

@@ -92,6 +92,37 @@ def test_the_authorizer_sample_names_the_keys_organization(tenant, function_env)
     assert answer["context"]["error"] == "unauthorized"
 
 
+def test_a_warm_authorizer_checks_a_key_it_has_seen_in_one_round_trip_and_refuses_it_revoked(
+    tenant, function_env, monkeypatch
+):
+    import redis.connection
+
+    event = sample("authorizer")
+    event["headers"]["authorization"] = f"Bearer {tenant.api_key}"
+    authorizer = API.authorizer.load()
+    assert "org_id" in authorizer(event, LambdaContext("authorizer"))["context"]  # seen now
+    sent = []
+    real = redis.connection.AbstractConnection.send_packed_command
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command",
+                        lambda self, *a, **k: sent.append(1) or real(self, *a, **k))  # fmt: skip
+    answer = authorizer(event, LambdaContext("authorizer"))
+    assert answer["context"] == {"org_id": tenant.org_id, "key_id": tenant.key_id}
+    assert len(sent) == 1
+    usage_before = _usage(tenant)
+    tenant.control.revoke_api_key(tenant.org_id, tenant.key_id)
+    answer = authorizer(event, LambdaContext("authorizer"))
+    assert answer["context"]["error"] == "unauthorized" and "org_id" not in answer["context"]
+    assert _usage(tenant) == usage_before  # a revoked key's request is not counted
+
+
+def _usage(tenant):
+    from agent_memory.database.keys import ControlKeys
+
+    client = tenant.control._redis
+    days = sorted(client.scan_iter(match=ControlKeys.usage(tenant.org_id, "*")))
+    return [client.hgetall(day) for day in days]
+
+
 # The MCP function answers the MCP protocol itself for anyone and refuses an unauthenticated
 # caller's tool calls as tool errors (docs/mcp.md, "Errors"; tests/unit/test_mcp_remote.py).
 # The console's function serves its page and files without the authorizer and reads no data

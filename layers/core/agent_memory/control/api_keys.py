@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import secrets
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
@@ -56,6 +57,20 @@ def hash_api_key(api_key: str) -> str:
     return hashlib.sha256(api_key.encode("utf-8")).hexdigest()
 
 
+SEEN_KEYS = 1024
+"""Keys whose record a container remembers (``ApiKeys.seen``), least recently used dropped."""
+
+
+@dataclass(frozen=True)
+class SeenKey:
+    """What an API key's record (``record``, ``ControlKeys.api_key``) said when this container
+    last read it: the principal, and the scope as stored (empty for none)."""
+
+    record: str
+    principal: Principal
+    scope_text: str
+
+
 class ApiKeys:
     """The API keys of the control database. Errors: ``Unauthorized``, ``NotFound``,
     ``ValidationFailed``, ``DatabaseUnavailable``."""
@@ -71,6 +86,7 @@ class ApiKeys:
         self._database = database
         self._clock = clock
         self._given_organizations = organizations
+        self._seen: OrderedDict[str, SeenKey] = OrderedDict()
 
     @property
     def _organizations(self) -> Organizations:
@@ -201,23 +217,48 @@ class ApiKeys:
         return {str(key_id): str(json.loads(value)[0]) for key_id, value in raw.items()}
 
     def authenticate(self, api_key: str | None) -> Principal:
-        """The principal behind ``api_key``; ``Unauthorized`` when missing, unknown or revoked."""
+        """The principal behind ``api_key``; ``Unauthorized`` when missing, unknown or revoked.
+        The key's record is read every time; what it said is remembered (``seen``)."""
         if not api_key or len(api_key) > MAX_KEY_CHARS:
             raise Unauthorized(
                 "Send your API key as 'Authorization: Bearer <key>'."
                 if not api_key
                 else "The API key is not valid."
             )
+        record = ControlKeys.api_key(hash_api_key(api_key))
         with database_errors():
-            found = self._database.redis.hmget(
-                ControlKeys.api_key(hash_api_key(api_key)), "org_id", "key_id", "scope"
-            )
+            found = self._database.redis.hmget(record, "org_id", "key_id", "scope")
         if found[0] is None:
+            self._seen.pop(record, None)
             raise Unauthorized("The API key is not valid or has been revoked.")
-        scope = KeyScope.from_text(str(found[2])) if found[2] else None
-        expires = scope.expires_at if scope is not None else None
+        scope_text = str(found[2] or "")
+        scope = KeyScope.from_text(scope_text) if scope_text else None
+        principal = Principal(org_id=str(found[0]), key_id=str(found[1]), scope=scope)
+        self._check_expiry(principal)
+        self._seen[record] = SeenKey(record, principal, scope_text)
+        self._seen.move_to_end(record)
+        while len(self._seen) > SEEN_KEYS:
+            self._seen.popitem(last=False)
+        return principal
+
+    def seen(self, api_key: str) -> SeenKey | None:
+        """What ``authenticate`` last read for ``api_key`` in this container, unchecked (the
+        caller checks it against the record in the step it takes: ``LimitStore.take``'s
+        ``key_record``), or None. ``Unauthorized`` when that says the key has expired."""
+        if not api_key or len(api_key) > MAX_KEY_CHARS:
+            return None
+        found = self._seen.get(ControlKeys.api_key(hash_api_key(api_key)))
+        if found is not None:
+            self._check_expiry(found.principal)
+        return found
+
+    def forget(self, seen: SeenKey) -> None:
+        """Drop what ``seen`` returned (the record no longer says it)."""
+        self._seen.pop(seen.record, None)
+
+    def _check_expiry(self, principal: Principal) -> None:
+        expires = principal.scope.expires_at if principal.scope is not None else None
         if expires is not None and to_ms(self._clock.now()) >= expires:
             raise Unauthorized(
                 f"The API key expired at {from_ms(expires).isoformat()}; ask for a new one."
             )
-        return Principal(org_id=str(found[0]), key_id=str(found[1]), scope=scope)

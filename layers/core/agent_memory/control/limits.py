@@ -6,9 +6,11 @@ Every limit has a generous default (``DEFAULT_*``, docs/keys.md "Limits"); ``too
 set-limits`` sets an organization's own, and optionally a key's, which then applies on top of
 the organization's (a request must fit both). The request bucket is taken by the authorizer in
 one script (``TAKE``: both buckets, with the limits read in the same step), one round trip more
-than authenticating; the daily quotas by the routes that add (``reserve``), in one script too,
-before they write. The same scripts count the request and what is added in the day's usage
-(``control.usage``), so usage costs no round trip of its own there.
+than authenticating, or the only one when the container has seen the key before (the script
+then checks the key's record itself: ``take``'s ``key_record``); the daily quotas by the routes
+that add (``reserve``), in one script too, before they write. The same scripts count the
+request and what is added in the day's usage (``control.usage``), so usage costs no round trip
+of its own there.
 
 Model tokens are counted after they are spent (``control.usage.UsageStore.add``: the provider
 says how many only in its answer), so the quota stops what would spend more once it is used
@@ -64,7 +66,15 @@ TAKE = (
 -- rate, default burst, usage field ('' for none), usage ttl (s), the field of no store, the
 -- most fields of a day. Takes one token from both
 -- buckets and counts the request in the usage field, or does nothing: returns 0, or
--- {wait ms, which}.
+-- {wait ms, which}. With KEYS[6], the API key's record, and ARGV[8..10], the organization, key
+-- id and scope text the caller holds for that key: only if the record still says exactly that
+-- (else {-1, 'stale'}, nothing taken), so a revoked or changed key is never let through.
+if KEYS[6] then
+  local found = redis.call('HMGET', KEYS[6], 'org_id', 'key_id', 'scope')
+  if found[1] ~= ARGV[8] or found[2] ~= ARGV[9] or (found[3] or '') ~= ARGV[10] then
+    return {-1, 'stale'}
+  end
+end
 local now = tonumber(ARGV[1])
 local function limits(key, rate, burst)
   local set = redis.call('HMGET', key, 'requests_per_second', 'burst')
@@ -190,19 +200,36 @@ class LimitStore:
             raw = self._redis.hgetall(ControlKeys.limits(org_id, key_id))
         return _limits(raw)
 
-    def take(self, org_id: str, key_id: str, usage_field: str = "") -> None:
+    def take(
+        self,
+        org_id: str,
+        key_id: str,
+        usage_field: str = "",
+        *,
+        key_record: tuple[str, str] | None = None,
+    ) -> bool:
         """One request of ``key_id`` of ``org_id``: ``RateLimited`` (with the wait) when the
         organization's or the key's bucket is empty; nothing is taken then. Else the request
         is counted in today's usage under ``usage_field`` (``ControlKeys.usage_field`` of a
         ``route:`` counter; empty: not counted). A control database that refuses writes lets
-        the request through (``unless_writes_refused``)."""
+        the request through (``unless_writes_refused``).
+
+        ``key_record``: the API key's record (``ControlKeys.api_key``) and the scope text the
+        caller read there before; the step then first checks, in the same script, that the
+        record still names this organization, key and scope, and takes nothing when it does not
+        (a revoked key). Returns False then, and also when the database refused the step (so
+        nothing was checked); True otherwise."""
         now = self._clock.now()
         keys = [
             ControlKeys.limits(org_id), ControlKeys.limits(org_id, key_id),
             ControlKeys.bucket(org_id), ControlKeys.bucket(org_id, key_id),
             ControlKeys.usage(org_id, _day(now)),
         ]  # fmt: skip
-        answer: object = 0
+        checked: list[str] = []
+        if key_record is not None:
+            keys.append(key_record[0])
+            checked = [org_id, key_id, key_record[1]]
+        answer: object = None
         # A control database that refuses writes (full, or a replica being promoted) stops
         # the counting, not the service: the request goes through unlimited meanwhile.
         with unless_writes_refused():
@@ -216,11 +243,16 @@ class LimitStore:
                     KEEP_SECONDS,
                     _without_store(usage_field),
                     MAX_DAY_FIELDS,
+                    *checked,
                 ],
             )
+        if answer is None:
+            return key_record is None
         if not isinstance(answer, list):
-            return
+            return True
         wait_ms, which = int(answer[0]), str(answer[1])
+        if wait_ms < 0:
+            return False
         raise RateLimited(
             f"Too many requests: over the {which.replace('_', ' ')} limit; retry after the "
             "Retry-After seconds.",

@@ -360,7 +360,7 @@ class ActorKeys:
     first. ``:index:<n>`` ends in a number, which no other actor key does.
     """
 
-    INDEX_PARTS = 8
+    INDEX_PARTS = 3
     """Parts of a kept index at most (``search.snapshot.MAX_PARTS``)."""
 
     def __init__(self, store_base: str, bucket: str) -> None:

@@ -74,6 +74,25 @@ def usage_field(event: dict[str, Any], scope: KeyScope | None = None) -> str:
     return ControlKeys.usage_field(instance, store, ROUTE_COUNTER + route)
 
 
+def _authenticate_and_take(event: dict[str, Any], token: str, runtime: Runtime) -> Principal:
+    """The principal of ``token`` with the request taken from its buckets and counted: in one
+    round trip for a key this container has seen (the step that takes checks that the key's
+    record still says what was seen, so a revocation counts from the next request on, as with
+    a read of the record), else a read of the record and that step."""
+    keys, limits = runtime.api_keys, runtime.limits
+    seen = keys.seen(token)
+    if seen is not None:
+        principal = seen.principal
+        field = usage_field(event, principal.scope)
+        if limits.take(principal.org_id, principal.key_id, field,
+                       key_record=(seen.record, seen.scope_text)):  # fmt: skip
+            return principal
+        keys.forget(seen)
+    principal = keys.authenticate(token)
+    limits.take(principal.org_id, principal.key_id, usage_field(event, principal.scope))
+    return principal
+
+
 def authorize(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
     """The REQUEST authorizer's answer (payload 2.0, simple responses).
 
@@ -89,8 +108,7 @@ def authorize(event: dict[str, Any], runtime: Runtime) -> dict[str, Any]:
     try:
         if scheme.lower() != "bearer" or not token.strip():
             raise Unauthorized("Send your API key as 'Authorization: Bearer <key>'.")
-        principal = runtime.api_keys.authenticate(token.strip())
-        runtime.limits.take(principal.org_id, principal.key_id, usage_field(event, principal.scope))
+        principal = _authenticate_and_take(event, token.strip(), runtime)
     except RateLimited as exc:
         refused = {"error": exc.code, "message": exc.message, "limit": exc.limit}
         return {

@@ -23,8 +23,8 @@ tokenizer's version, the dimensions and the generation of the actor's change log
 ``load`` returns None for one made under another format, tokenizer or dimension setting, and the
 caller builds the index from the records instead.
 
-The bytes may be split into parts (``parts``) of at most ``PART_BYTES`` (a Redis string holds
-at most 512 MB); ``load`` takes the parts in order.
+The bytes may be split into parts of at most ``PART_BYTES`` (a Redis string holds at most
+512 MB); ``load`` takes the parts in order.
 """
 
 from __future__ import annotations
@@ -46,10 +46,13 @@ from agent_memory.search.tokenizer import TOKENIZER_VERSION
 FORMAT = 1
 """The layout's version; a kept form of another version is not read."""
 MAGIC = b"KVX1"
-PART_BYTES = 64 * 1024 * 1024
-"""Bytes per part of a kept form (each part is one Redis string)."""
-MAX_PARTS = 8
-"""Parts of one kept form at most (512 MB: about 330,000 memories of 1,536 dimensions)."""
+PART_BYTES = 256 * 1024 * 1024
+"""Bytes per part of a kept form (each part is one Redis string, at most 512 MB; a section that
+spans two parts is copied when loaded, so parts are large: 100,000 memories of 1,536 dimensions
+take one)."""
+MAX_PARTS = 3
+"""Parts of one kept form at most (768 MiB: about 490,000 memories of 1,536 dimensions; all parts
+go to Redis in one script call, which must stay under its 1 GiB client query buffer)."""
 _ALIGN = 8
 
 
@@ -186,8 +189,14 @@ class _Blob:
                 break
         if offset + length > self.size or offset < 0:
             raise ValueError("section out of range")
-        joined = b"".join(bytes(p) for p in self._parts)
-        return joined[offset : offset + length]
+        joined = bytearray(length)  # only this section's bytes, copied once
+        at = 0
+        for part, start in zip(self._parts, self._starts, strict=True):
+            begin, end = max(offset, start), min(offset + length, start + len(part))
+            if begin < end:
+                joined[at : at + end - begin] = part[begin - start : end - start]
+                at += end - begin
+        return memoryview(joined).toreadonly()
 
 
 def header(parts: Sequence[bytes]) -> dict[str, Any] | None:
