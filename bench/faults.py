@@ -737,6 +737,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--agents", type=int, default=2, help="agents per store")
     parser.add_argument("--workers", type=int, default=0, help="default: 2 per store + 2")
     parser.add_argument("--faults", default=",".join(FAULTS), help="comma-separated names")
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where faults.md and .png go")
     args = parser.parse_args(argv)
     args.workers = args.workers or 2 * args.agents + 2
     names = [n.strip() for n in args.faults.split(",") if n.strip()]
@@ -758,10 +759,10 @@ def main(argv: list[str] | None = None) -> int:
                     f"recovery {result.recovery}, must-be-zero {result.check.failures}",
                     flush=True,
                 )
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     text = write_results(by_fault, args)
-    (RESULTS / "faults.md").write_text(text, encoding="utf-8")
-    plot(by_fault, RESULTS / "faults.png")
+    (args.out / "faults.md").write_text(text, encoding="utf-8")
+    plot(by_fault, args.out / "faults.png")
     print(text)
     return 0
 

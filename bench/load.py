@@ -446,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--users", type=int, default=16)
     parser.add_argument("--wait", type=float, default=0.0, help="max think time, s")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where load.md and .png go")
     args = parser.parse_args(argv)
     args.load_before = os.getloadavg()[0]
     runs: list[Run] = []
@@ -493,10 +494,10 @@ def main(argv: list[str] | None = None) -> int:
                 series = sampler.series
         finally:
             database.stop()
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     text = write_results(runs, check, waited, args)
-    (RESULTS / "load.md").write_text(text, encoding="utf-8")
-    plot(runs, series, RESULTS / "load.png")
+    (args.out / "load.md").write_text(text, encoding="utf-8")
+    plot(runs, series, args.out / "load.png")
     print(text)
     return 0 if check.failures == 0 else 1
 

@@ -622,6 +622,7 @@ def main(argv: list[str] | None = None) -> int:
         action="store_false",
         help="skip the wide candidate lists and the fusion rules' comparison",
     )
+    parser.add_argument("--out", type=Path, default=RESULTS, help="where retrieval.md and .png go")
     args = parser.parse_args(argv)
     started = time.monotonic()
     commit = _commit()  # before the run writes its results (tracked files)
@@ -645,8 +646,8 @@ def main(argv: list[str] | None = None) -> int:
     command = "python -m bench.retrieval" + "".join(
         f" {a}" for a in (argv if argv is not None else sys.argv[1:])
     )
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    plot(outcomes, RESULTS / "retrieval.png")
+    args.out.mkdir(parents=True, exist_ok=True)
+    plot(outcomes, args.out / "retrieval.png")
     text = write_report(
         conversations,
         outcomes,
@@ -657,7 +658,7 @@ def main(argv: list[str] | None = None) -> int:
         load,
         commit,
     )
-    (RESULTS / "retrieval.md").write_text(text, encoding="utf-8")
+    (args.out / "retrieval.md").write_text(text, encoding="utf-8")
     print(text)
     return 0
 

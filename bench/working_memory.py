@@ -235,6 +235,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument(
+        "--out", type=Path, default=RESULTS, help="where working_memory.md and .png go"
+    )
     args = parser.parse_args(argv)
     with TemporaryDirectory() as data:
         database = start_redis_server(Path(data), persist=False)
@@ -248,10 +251,10 @@ def main(argv: list[str] | None = None) -> int:
                 rss = peak_rss_mb(process.pid)
         finally:
             database.stop()
-    RESULTS.mkdir(parents=True, exist_ok=True)
+    args.out.mkdir(parents=True, exist_ok=True)
     text = write_results(runs, rss, args)
-    (RESULTS / "working_memory.md").write_text(text, encoding="utf-8")
-    plot(runs, RESULTS / "working_memory.png")
+    (args.out / "working_memory.md").write_text(text, encoding="utf-8")
+    plot(runs, args.out / "working_memory.png")
     print(text)
     return 0
 
