@@ -19,7 +19,7 @@ from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from tests.support.clocks import MovableClock
 from tests.support.common import unique
-from tests.support.databases import database_client
+from tests.support.databases import ON_CLUSTER, database_client
 from tests.support.stores import sessions_of
 
 
@@ -315,3 +315,35 @@ def test_a_session_appended_again_right_after_its_delete_is_listed_and_counted(m
     assert sessions.count() == 1
     with pytest.raises(SessionNotFound):
         sessions.delete("never-existed")
+
+
+def test_a_warm_recall_naming_its_actor_reads_session_and_generation_together_and_sees_new_writes(
+    make_store, monkeypatch
+):
+    import redis.connection
+
+    from agent_memory.memories.models import MemoryIn
+
+    config, sessions = make_store(dimensions=4)
+    sessions.append("s", _events("what do I drink?", actor="ann"))
+    mine, other = _memories(config), _memories(config)  # two containers
+    mine.add(MemoryIn(text="Ann drinks green tea", actor_id="ann", vector=[1, 0, 0, 0]))
+    request = RecallRequest(session_id="s", actor_id="ann", query="tea coffee")
+    assert [m.text for m in recall(sessions, mine, config, request).memories] == [
+        "Ann drinks green tea"
+    ]
+    other.add(MemoryIn(text="Ann drinks coffee now", actor_id="ann", vector=[0, 1, 0, 0]))
+    sent = []
+    real = redis.connection.AbstractConnection.send_packed_command
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command",
+                        lambda self, *a, **k: sent.append(1) or real(self, *a, **k))  # fmt: skip
+    found = recall(sessions, mine, config, request)
+    texts = sorted(m.text for m in found.memories)
+    assert texts == ["Ann drinks coffee now", "Ann drinks green tea"]
+    if ON_CLUSTER:  # slots apart: the session, then the generation (database.scripts.script_then)
+        return
+    # the session and the generation, the catch-up (the other container's write), the records
+    assert len(sent) == 3
+    sent.clear()
+    recall(sessions, mine, config, request)
+    assert len(sent) == 2  # nothing new: the session and the generation, then the records

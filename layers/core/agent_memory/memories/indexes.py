@@ -18,6 +18,7 @@ from typing import Any, cast
 import numpy as np
 import redis
 from numpy.typing import NDArray
+from redis.client import Pipeline
 
 from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.keys import ActorKeys
@@ -86,15 +87,26 @@ class ActorIndexes:
         bucket (a store deleted and created again never meets its old indexes)."""
         return (self._scope, self._store.name, self._store.incarnation, bucket)
 
-    def index(self, bucket: str, gen: int | None = None) -> ActorIndex:
+    def queue_generation(self, pipe: Pipeline, bucket: str) -> None:
+        """Queue the read of the actor's generation and kept generation, for a caller that
+        reads them in a round trip of its own (``generation_of`` its reply, then ``index``)."""
+        pipe.hmget(self._keys.actor(bucket).meta, ["gen", KEPT_GEN])
+
+    @staticmethod
+    def generation_of(reply: Sequence[object]) -> tuple[int, int]:
+        """``(gen, kept)`` from the reply of what ``queue_generation`` queued."""
+        raw_gen, raw_kept = reply
+        return int(cast(str, raw_gen) or 0), int(cast(str, raw_kept) or -1)
+
+    def index(self, bucket: str, gen: int | None = None, kept: int | None = None) -> ActorIndex:
         """The actor's index, brought up to the actor's current generation (``gen`` when the
-        caller has just read it). An index not cached here is read from the actor's kept index
-        (``search.snapshot``) and caught up from the change log, or, when there is none or the
+        caller has just read it, with ``kept``, the kept generation, when it read that too). An
+        index not cached here is read from the actor's kept index (``search.snapshot``) and
+        caught up from the change log, or, when there is none or the
         log no longer reaches it, built from the records; the kept index is then written again
         when it is more than ``keep_lag`` changes behind (``keep``)."""
         key = self.cache_key(bucket)
         actor = self._keys.actor(bucket)
-        kept: int | None = None
         index = self._cache.get(key)
         if index is not None and index.dimensions != self._store.dimensions:
             index = None

@@ -8,7 +8,7 @@ each mode contributes ``CANDIDATES * limit`` candidates.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -39,15 +39,17 @@ def rank(
     limit: int,
     selection: Selection,
     now_ms: int,
+    generations: Mapping[str, tuple[int, int]] | None = None,
 ) -> list[Ranked]:
     """The best ``limit`` memories of ``buckets`` for ``query`` (its unit ``vector`` for the
     semantic side, None for keyword only), best first, among the live memories ``selection``
-    admits (filters apply before the top ``limit`` is cut)."""
+    admits (filters apply before the top ``limit`` is cut). ``generations``: the ``(gen,
+    kept)`` the caller has just read for some of the buckets (``ActorIndexes.index``)."""
     wide = limit * CANDIDATES if mode == "hybrid" else limit
     semantic: list[tuple[Hit, str]] = []
     keyword: list[tuple[Hit, str]] = []
     for bucket in buckets:
-        index = indexes.index(bucket)
+        index = indexes.index(bucket, *(generations or {}).get(bucket, (None, None)))
         with index.lock:
             near: list[Hit] = []
             if vector is not None and mode != "keyword":

@@ -22,6 +22,7 @@ from typing import cast
 import numpy as np
 import redis
 from numpy.typing import NDArray
+from redis.client import Pipeline
 
 from agent_memory.clock import Clock, to_ms
 from agent_memory.database.client import database_errors, unless_writes_refused
@@ -316,9 +317,12 @@ class MemoryReader:
         query_vector: Sequence[float] | None,
         limit: int,
         types: Sequence[str] | None = None,
+        generation: tuple[int, int] | None = None,
     ) -> list[MemoryView]:
         """For recall: the actor's current memories (of ``types``, when given) most relevant to
-        ``query`` (hybrid when the store can embed or a vector is given; keyword otherwise)."""
+        ``query`` (hybrid when the store can embed or a vector is given; keyword otherwise).
+        ``generation``: the actor's ``(gen, kept)`` when the caller has just read them
+        (``queue_generation``)."""
         for memory_type in types or []:
             self.check_type(memory_type, "types")
         vector = None
@@ -326,7 +330,14 @@ class MemoryReader:
             vector = self.vector(query, query_vector, "query_vector")
         mode = "hybrid" if vector is not None else "keyword"
         selection = Selection(types=tuple(types) if types else None)
-        return self._rank([actor_bucket(actor_id)], query, vector, mode, limit, selection)
+        bucket = actor_bucket(actor_id)
+        known = {bucket: generation} if generation is not None else None
+        return self._rank([bucket], query, vector, mode, limit, selection, known)
+
+    def queue_generation(self, pipe: Pipeline, actor_id: str) -> None:
+        """Queue the read of the actor's generations (``ActorIndexes.queue_generation``), for a
+        recall that reads them with the session, in one round trip."""
+        self._indexes.queue_generation(pipe, actor_bucket(actor_id))
 
     def related(self, actor_id: str | None, texts: Sequence[str], limit: int) -> list[MemoryView]:
         """For extraction: the actor's current memories most related to ``texts`` (the unread
@@ -363,6 +374,7 @@ class MemoryReader:
         mode: str,
         limit: int,
         selection: Selection,
+        generations: dict[str, tuple[int, int]] | None = None,
     ) -> list[MemoryView]:
         """``memories.ranking.rank`` over the indexes, then the views of the memories ranked. The
         ranking is of the indexes' state at the generation each read (one moment per actor):
@@ -370,7 +382,9 @@ class MemoryReader:
         superseded since (its ``valid_until`` shows it), so a search racing a supersede shows
         the old memory or the new one, never neither and never both."""
         now_ms = to_ms(self._clock.now())
-        ranked = rank(self._indexes, buckets, query, vector, mode, limit, selection, now_ms)
+        ranked = rank(
+            self._indexes, buckets, query, vector, mode, limit, selection, now_ms, generations
+        )
         by_bucket: dict[str, list[str]] = {}
         for item in ranked:
             by_bucket.setdefault(item.bucket, []).append(item.hit.memory_id)

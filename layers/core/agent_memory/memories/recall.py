@@ -10,7 +10,8 @@ from a caller or a model (the summary, memory texts, message content and names) 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
+from typing import Any
 
 from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting, wire_bytes
 from agent_memory.errors import ActorMismatch
@@ -161,7 +162,17 @@ def recall(
     session of another actor (or of none) is a new conversation to it, as to a stranger.
     """
     memories.check_types(request.types)
-    meta, messages = sessions.working_memory(request.session_id, store.summarize_after)
+    # With the actor named, its generations are read in the session's round trip.
+    named = request.actor_id
+    replies: list[Any] = []
+    reads: Callable[[Any], None] | None = None
+    if named is not None:
+        actor = named
+        reads = lambda pipe: memories.queue_generation(pipe, actor)  # noqa: E731
+    meta, messages = sessions.working_memory(
+        request.session_id, store.summarize_after, reads, replies
+    )
+    generation = memories.generation_of(replies[0]) if replies else None
     if actors is not None and (meta is None or meta.actor_id not in actors):
         meta, messages = None, []
     owner = meta.actor_id if meta else None
@@ -176,7 +187,12 @@ def recall(
     relevant: list[MemoryView] = []
     if actor_id is not None and query is not None:
         relevant = memories.relevant(
-            actor_id, query, request.query_vector, request.limit, request.types
+            actor_id,
+            query,
+            request.query_vector,
+            request.limit,
+            request.types,
+            generation if actor_id == named else None,
         )
     if request.max_bytes is not None:
         budget = min(budget, request.max_bytes)

@@ -15,6 +15,7 @@ from datetime import datetime
 import numpy as np
 import redis
 from numpy.typing import NDArray
+from redis.client import Pipeline
 
 from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting, wire_bytes
 from agent_memory.clock import Clock
@@ -203,9 +204,20 @@ class Memories:
         query_vector: Sequence[float] | None,
         limit: int,
         types: Sequence[str] | None = None,
+        generation: tuple[int, int] | None = None,
     ) -> list[MemoryView]:
         """``MemoryReader.relevant``: for recall, the actor's most relevant memories."""
-        return self.reader.relevant(actor_id, query, query_vector, limit, types)
+        return self.reader.relevant(actor_id, query, query_vector, limit, types, generation)
+
+    def queue_generation(self, pipe: Pipeline, actor_id: str) -> None:
+        """``MemoryReader.queue_generation``: the actor's generations, read by a recall with its
+        session."""
+        self.reader.queue_generation(pipe, actor_id)
+
+    @staticmethod
+    def generation_of(reply: Sequence[object]) -> tuple[int, int]:
+        """``ActorIndexes.generation_of``."""
+        return ActorIndexes.generation_of(reply)
 
     def related(self, actor_id: str | None, texts: Sequence[str], limit: int) -> list[MemoryView]:
         """``MemoryReader.related``: for extraction, the actor's memories related to texts."""

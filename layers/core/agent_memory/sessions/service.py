@@ -11,15 +11,18 @@ and under which names: ``records``.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timedelta
+from typing import Any
 
 import redis
+from redis.client import Pipeline
 
 from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.database.client import database_errors, unless_writes_refused
-from agent_memory.database.scripts import load_script
+from agent_memory.database.scripts import load_script, script_then
 from agent_memory.errors import (
     ActorMismatch,
     IdempotencyKeyReused,
@@ -154,14 +157,29 @@ class Sessions:
         return Appended(result, arm_due, int(fold) == 1)
 
     def _read(
-        self, session_id: str, recent: int, before_seq: int | None = None
+        self,
+        session_id: str,
+        recent: int,
+        before_seq: int | None = None,
+        reads: Callable[[Pipeline], object] | None = None,
+        replies: list[Any] | None = None,
     ) -> tuple[SessionMeta, list[Message]] | None:
+        """The session's metadata and newest messages (``scripts.READ``), or None; with
+        ``reads``, the commands it queues go in the same round trip and their replies are put
+        in ``replies``."""
         keys = self._keys.session(session_id)
         before = "" if before_seq is None else str(before_seq)
+        script_keys = [keys.meta, keys.messages, keys.lock]
+        args: list[str | int] = [recent, before]
         with database_errors():
-            flat, members, locked = self._read_script(
-                keys=[keys.meta, keys.messages, keys.lock], args=[recent, before]
-            )
+            if reads is None:
+                flat, members, locked = self._read_script(keys=script_keys, args=args)
+            else:
+                found, *others = script_then(self._redis, self._read_script, script_keys, args,
+                                             reads)  # fmt: skip
+                flat, members, locked = found
+                if replies is not None:
+                    replies.extend(others)
         raw = dict(zip(flat[::2], flat[1::2], strict=True))
         meta = live_meta(session_id, raw, to_ms(self._clock.now()), running=bool(locked))
         if meta is None:
@@ -203,11 +221,16 @@ class Sessions:
         return largest_fitting(build, len(messages), budget)[0]
 
     def working_memory(
-        self, session_id: str, recent: int
+        self,
+        session_id: str,
+        recent: int,
+        reads: Callable[[Pipeline], object] | None = None,
+        replies: list[Any] | None = None,
     ) -> tuple[SessionMeta | None, list[Message]]:
         """For recall: the session's metadata and newest ``recent`` messages, or ``(None, [])``
-        for a session that does not exist yet (not an error)."""
-        found = self._read(session_id, recent)
+        for a session that does not exist yet (not an error). ``reads`` queues read commands
+        of the caller's that go in the same round trip; their replies are put in ``replies``."""
+        found = self._read(session_id, recent, reads=reads, replies=replies)
         return found if found is not None else (None, [])
 
     def owner(self, session_id: str) -> str | None:
