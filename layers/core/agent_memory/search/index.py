@@ -29,6 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from agent_memory.search.fusion import Hit
+from agent_memory.search.masks import eligible, top
 from agent_memory.search.quantize import (
     BLOCK,
     bit_bytes,
@@ -420,69 +421,8 @@ class ActorIndex:
     # --- queries -----------------------------------------------------------------------------
 
     def _eligible(self, now_ms: int, where: Selection | Sequence[str] | None) -> NDArray[np.bool_]:
-        """The rows ``where`` selects (``search.selection.Selection.admits``, for every row at once,
-        in the same three parts); a sequence of types or None stands for the current memories of
-        those types."""
-        selection = (
-            where
-            if isinstance(where, Selection)
-            else Selection(types=tuple(where) if where else None)
-        )
-        size = len(self.ids)
-        expires = self.expires[:size]
-        mask = self.alive[:size] & (expires > now_ms) & self._in_time(selection, size)
-        if selection.types:
-            wanted = set(selection.types)
-            mask &= np.fromiter((t in wanted for t in self.types), dtype=np.bool_, count=size)
-        return mask & self._in_ranges(selection, size) & self._with_terms(selection, size)
-
-    def _in_time(self, selection: Selection, size: int) -> NDArray[np.bool_]:
-        """``Selection._admits_in_time`` of every row."""
-        if selection.as_of is None:
-            if selection.include_superseded:
-                return np.ones(size, dtype=np.bool_)
-            return np.asarray(self.valid_until[:size] == NEVER)
-        moment = selection.as_of
-        mask = (self.valid_from[:size] <= moment) & (self.expires[:size] > moment)
-        if not selection.include_superseded:
-            mask &= self.valid_until[:size] > moment
-        return np.asarray(mask)
-
-    def _in_ranges(self, selection: Selection, size: int) -> NDArray[np.bool_]:
-        """``Selection._admits_ranges`` of every row."""
-        mask = np.ones(size, dtype=np.bool_)
-        created = self.created[:size]
-        if selection.created_after is not None:
-            mask &= created >= selection.created_after
-        if selection.created_before is not None:
-            mask &= created < selection.created_before
-        if selection.wants_occurred:
-            occurred = self.occurred[:size]
-            mask &= occurred != UNKNOWN
-            if selection.occurred_after is not None:
-                mask &= occurred >= selection.occurred_after
-            if selection.occurred_before is not None:
-                mask &= occurred < selection.occurred_before
-        return mask
-
-    def _with_terms(self, selection: Selection, size: int) -> NDArray[np.bool_]:
-        """``Selection._admits_terms`` of every row."""
-        mask = np.ones(size, dtype=np.bool_)
-        if selection.topics:
-            rows: set[int] = set()
-            for term in selection.topic_terms:
-                rows |= self.filter_rows.get(term, set())
-            mask &= self._rows_mask(rows, size)
-        for term in selection.metadata_terms:
-            mask &= self._rows_mask(self.filter_rows.get(term, set()), size)
-        return mask
-
-    @staticmethod
-    def _rows_mask(rows: set[int], size: int) -> NDArray[np.bool_]:
-        mask = np.zeros(size, dtype=np.bool_)
-        if rows:
-            mask[np.fromiter(rows, dtype=np.intp, count=len(rows))] = True
-        return mask
+        """The rows ``where`` selects (``search.masks.eligible``)."""
+        return eligible(self, now_ms, where)
 
     def _go_compact(self) -> None:
         """Switch to the compact form, converting the rows held so far."""
@@ -531,7 +471,7 @@ class ActorIndex:
         eligible = self._eligible(now_ms, types)
         if not self.compact:
             scores = parallel(dot, self.matrix[:size], query, min_rows=exact_rows(query))
-            return _top(scores, eligible, limit, self.ids)
+            return top(scores, eligible, limit, self.ids)
         rows = np.flatnonzero(eligible)
         if rows.size > PREFILTER_ABOVE:
             if self.bits_unknown:
@@ -550,7 +490,7 @@ class ActorIndex:
         mask[rows] = True
         scores = np.zeros(size, dtype=np.float32)
         scores[rows] = approx
-        return _top(scores, mask, self.candidates(limit), self.ids)
+        return top(scores, mask, self.candidates(limit), self.ids)
 
     def selected(self, now_ms: int, where: Selection) -> list[tuple[int, str]]:
         """``(created ms, id)`` of every memory ``where`` selects (as ``semantic``), in row
@@ -599,7 +539,7 @@ class ActorIndex:
             norm = K1 * (1.0 - B + B * self.doclen[rows] / avgdl)
             scores[rows] += idf * tf * (K1 + 1.0) / (tf + norm)
             matched[rows] = True
-        return _top(scores, self._eligible(now_ms, types) & matched, limit, self.ids)
+        return top(scores, self._eligible(now_ms, types) & matched, limit, self.ids)
 
     def best_match(self, query: NDArray[np.float32], now_ms: int) -> list[Hit]:
         """Candidates for the most similar current memory (for deduplication): the one best
@@ -614,25 +554,3 @@ def _resize(array: NDArray[_T], shape: tuple[int, ...]) -> NDArray[_T]:
     grown = np.zeros(shape, dtype=array.dtype)
     grown[: array.shape[0]] = array
     return grown
-
-
-def _top(
-    scores: NDArray[np.float32],
-    mask: NDArray[np.bool_],
-    limit: int,
-    ids: Sequence[str | None],
-) -> list[Hit]:
-    candidates = np.flatnonzero(mask)
-    if candidates.size == 0:
-        return []
-    picked = scores[candidates]
-    if candidates.size > limit:
-        part = np.argpartition(-picked, limit - 1)[:limit]
-        # Every row tied with the last one kept stays in, so that ties are cut by id below and
-        # two indexes of the same memories (rows in another order) answer alike.
-        tied = picked >= picked[part].min()
-        candidates, picked = candidates[tied], picked[tied]
-    found = sorted(
-        zip((-picked).tolist(), [str(ids[row]) for row in candidates.tolist()], strict=True)
-    )
-    return [Hit(memory_id, -negative) for negative, memory_id in found[:limit]]
