@@ -203,3 +203,21 @@ def test_an_index_too_large_to_keep_is_built_and_not_tried_again(store, client, 
     want = _answers(memories)
     assert calls == [70] and _kept_gen(client, config)[0] == -1
     _same(_answers(memories), want) and calls == [70]
+
+
+def test_a_loaded_index_reads_the_records_it_shows_once(store, monkeypatch):
+    import redis.connection
+
+    container, _ = store
+    first = container()
+    _fill(first, 100, np.random.default_rng(8))
+    want = _answers(first)
+    fresh = container()
+    _same(_answers(fresh), want)  # reads the records it shows, then holds them
+    sent = []
+    real = redis.connection.AbstractConnection.send_packed_command
+    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command",
+                        lambda self, *a, **k: sent.append(1) or real(self, *a, **k))  # fmt: skip
+    request = SearchRequest(query="tango", mode="keyword", actor_id="alice", limit=10)
+    assert [m.id for m in fresh.search(request)] == [i for i, _ in want[4]]
+    assert len(sent) == 1  # the generation only: the records shown are held

@@ -292,3 +292,20 @@ def test_an_exact_scan_split_over_threads_ranks_as_numpy_does(monkeypatch):
     for q in _unit(rng, 5, 32):
         expected = [f"m{i}" for i in np.argsort(-(vectors @ q), kind="stable")[:10]]
         assert [h.memory_id for h in index.semantic(q, 10, NOW, None)] == expected
+
+
+def test_an_index_holds_the_records_it_is_given_until_they_change():
+    rng = np.random.default_rng(9)
+    index = ActorIndex(dimensions=8)
+    vectors = _unit(rng, 3, 8)
+    index.upsert("a", vectors[0], "tea", "semantic", NOW, LATER, record=b'{"text":"tea"}')
+    index.upsert("b", vectors[1], "coffee", "semantic", NOW, LATER)
+    size = index.nbytes
+    assert index.record_of("a") == b'{"text":"tea"}' and index.record_of("b") is None
+    index.upsert("a", vectors[0], "tea", "semantic", NOW, LATER, record=b'{"text":"tea!!"}')
+    assert index.record_of("a") == b'{"text":"tea!!"}' and index.nbytes == size + 2
+    index.close("a", NOW + 1)  # superseded: its stored record says so now, read it again
+    assert index.record_of("a") is None and index.nbytes == size - 14
+    index.upsert("c", vectors[2], "water", "semantic", NOW, LATER, record=b"{}")
+    index.remove("c")
+    assert index.record_of("c") is None and index.record_of("unknown") is None

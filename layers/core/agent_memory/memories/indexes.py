@@ -205,7 +205,7 @@ class ActorIndexes:
         for memory_id, raw, kept_apart in zip(found, raws, blobs, strict=True):
             blob = split_memory(raw)[1] or kept_apart if raw is not None else None
             if raw is not None and blob is not None:
-                rows[memory_id] = (raw_record(raw), blob)
+                rows[memory_id] = (raw_record(raw), blob, split_memory(raw)[0])
         changed = {name.split(":", 2)[2] for name in names}
         with index.lock:
             if index.gen >= now_gen:
@@ -235,14 +235,16 @@ class ActorIndexes:
         index.reserve(int(count) + int(count) // 20 + 64)  # room for the next writes
         width = self._store.dimensions * 4
 
-        def fetch(cursor: int) -> tuple[int, list[str], list[dict[str, Any]], list[bytes]]:
+        def fetch(
+            cursor: int,
+        ) -> tuple[int, list[str], list[dict[str, Any]], list[bytes], list[bytes]]:
             with database_errors():
                 cursor, scanned = self._binary.hscan(actor.memories, cursor, count=LOAD_BATCH)
                 entries = cast(dict[bytes, bytes], scanned)
                 ids = [k.decode() for k in entries]
                 vectors = self._vectors(actor, ids, list(entries.values()))
             kept = [
-                (memory_id, raw_record(raw), blob)
+                (memory_id, raw_record(raw), blob, split_memory(raw)[0])
                 for memory_id, raw, blob in zip(ids, entries.values(), vectors, strict=True)
                 if blob is not None and len(blob) == width
             ]
@@ -251,6 +253,7 @@ class ActorIndexes:
                 [k[0] for k in kept],
                 [k[1] for k in kept],
                 [k[2] for k in kept if k[2] is not None],
+                [k[3] for k in kept],
             )
 
         # The batches allocate tens of thousands of small dicts and lists that hold no cycles;
@@ -259,7 +262,7 @@ class ActorIndexes:
         with _collector_paused():
             cursor = 0
             while True:
-                cursor, ids, records, blobs = fetch(cursor)
+                cursor, ids, records, blobs, stored = fetch(cursor)
                 if records:
                     vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(
                         len(records), self._store.dimensions
@@ -273,6 +276,7 @@ class ActorIndexes:
                         [int(r[F.expires_at]) for r in records],
                         [stored_terms(r) for r in records],
                         [raw_facts_if_any(r) for r in records],
+                        stored,
                     )
                 if cursor == 0:
                     break
@@ -302,7 +306,8 @@ class ActorIndexes:
 
     def rescore(self, bucket: str, hits: Sequence[Hit], vector: NDArray[np.float32]) -> list[Hit]:
         """Exact cosines of a compact index's candidates, from the stored float32 vectors;
-        best first."""
+        best first. The candidates' records come with their vectors: the cached index holds
+        those it did not."""
         if not hits:
             return []
         ids = [h.memory_id for h in hits]
@@ -310,6 +315,13 @@ class ActorIndexes:
         with database_errors():
             raws = cast(list[bytes | None], self._binary.hmget(actor.memories, ids))
             blobs = self._vectors(actor, ids, raws)
+        index = self.warm(bucket)
+        if index is not None:  # the records read: the index holds those it lacks, for the views
+            with index.lock:
+                for memory_id, raw in zip(ids, raws, strict=True):
+                    row = index.rows.get(memory_id)
+                    if raw is not None and row is not None and index.records[row] is None:
+                        index.hold_record(row, split_memory(raw)[0])
         kept = [(memory_id, blob) for memory_id, blob in zip(ids, blobs, strict=True)
                 if blob is not None and len(blob) == vector.nbytes]  # fmt: skip
         if not kept:
@@ -321,9 +333,12 @@ class ActorIndexes:
         return sorted(rescored, key=lambda h: -h.score)
 
 
-def upsert_row(index: ActorIndex, memory_id: str, record: dict[str, Any], blob: bytes) -> None:
-    """Enter (or replace) one raw record and its vector bytes in ``index``; a vector of
-    another length (written under another dimension setting) is not searchable here."""
+def upsert_row(
+    index: ActorIndex, memory_id: str, record: dict[str, Any], blob: bytes, stored: bytes
+) -> None:
+    """Enter (or replace) one raw record, its vector bytes and its stored JSON (``stored``,
+    held for reads) in ``index``; a vector of another length (written under another dimension
+    setting) is not searchable here."""
     vector = np.frombuffer(blob, dtype=np.float32)
     if vector.shape[0] != index.dimensions:
         return
@@ -336,6 +351,7 @@ def upsert_row(index: ActorIndex, memory_id: str, record: dict[str, Any], blob: 
         int(record[F.expires_at]),
         stored_terms(record),
         raw_facts(record),
+        stored,
     )
 
 

@@ -34,7 +34,13 @@ from agent_memory.memories.indexes import ActorIndexes
 from agent_memory.memories.models import MemoryList, MemoryView, SearchRequest
 from agent_memory.memories.queries import search_selection
 from agent_memory.memories.ranking import rank
-from agent_memory.memories.records import MemoryRecord, decode_record, record_link, record_view
+from agent_memory.memories.records import (
+    MemoryRecord,
+    decode_record,
+    record_link,
+    record_view,
+    split_memory,
+)
 from agent_memory.memories.scripts import LOAD_CHAIN
 from agent_memory.memories.store_level import StoreLevel
 from agent_memory.models import RESERVED_TYPES
@@ -153,6 +159,38 @@ class MemoryReader:
                 if record.expires_at > now_ms:
                     found[memory_id] = record
         return found
+
+    def _ranked_views(self, bucket: str, ids: Sequence[str], now_ms: int) -> dict[str, MemoryView]:
+        """Views of the live records of ``ids``, as the actor's index holds them (the state it
+        ranked: no round trip), and for those it does not hold (read from a kept index, or
+        closed since), as read now, which the index then holds."""
+        index = self._indexes.warm(bucket)
+        held: dict[str, bytes | None] = {}
+        if index is not None:
+            with index.lock:
+                held = {memory_id: index.record_of(memory_id) for memory_id in ids}
+        stored = {i: raw for i, raw in held.items() if raw is not None}
+        missing = [memory_id for memory_id in ids if memory_id not in stored]
+        if missing:
+            with database_errors():
+                raws = cast(
+                    list[bytes | None],
+                    self._binary.hmget(self._keys.actor(bucket).memories, missing),
+                )
+            read = {i: split_memory(raw)[0] for i, raw in zip(missing, raws, strict=True) if raw}
+            if index is not None:
+                with index.lock:
+                    for memory_id, raw in read.items():
+                        row = index.rows.get(memory_id)
+                        if row is not None and index.records[row] is None:
+                            index.hold_record(row, raw)
+            stored.update(read)
+        views = {}
+        for memory_id, raw in stored.items():
+            record = decode_record(raw, memory_id, bucket)
+            if record.expires_at > now_ms:
+                views[memory_id] = record_view(record)
+        return views
 
     def fetch(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryView]:
         """Views of ``records``."""
@@ -378,9 +416,10 @@ class MemoryReader:
     ) -> list[MemoryView]:
         """``memories.ranking.rank`` over the indexes, then the views of the memories ranked. The
         ranking is of the indexes' state at the generation each read (one moment per actor):
-        a memory current then is shown even when its record, read a moment later, says it was
-        superseded since (its ``valid_until`` shows it), so a search racing a supersede shows
-        the old memory or the new one, never neither and never both."""
+        a memory current then is shown as the index holds it (``_ranked_views``; a record the
+        index does not hold is read a moment later and may say it was superseded since: its
+        ``valid_until`` shows it), so a search racing a supersede shows the old memory or the
+        new one, never neither and never both."""
         now_ms = to_ms(self._clock.now())
         ranked = rank(
             self._indexes, buckets, query, vector, mode, limit, selection, now_ms, generations
@@ -390,7 +429,7 @@ class MemoryReader:
             by_bucket.setdefault(item.bucket, []).append(item.hit.memory_id)
         found: dict[str, MemoryView] = {}
         for bucket, ids in by_bucket.items():
-            found.update(self.fetch(bucket, ids))
+            found.update(self._ranked_views(bucket, ids, now_ms))
         return [
             found[r.hit.memory_id].model_copy(update={"score": round(r.hit.score, 6)})
             for r in ranked

@@ -318,7 +318,8 @@ class MemoryWriter:
         with index.lock:
             if index.gen == gen:
                 index.upsert(record.id, vector, record.text, record.type, record.created_at,
-                             record.expires_at, None, record_facts(record))  # fmt: skip
+                             record.expires_at, None, record_facts(record),
+                             record_json(record))  # fmt: skip
                 index.gen = new_gen
 
     def _already_kept(
@@ -417,7 +418,8 @@ class MemoryWriter:
                             if index.gen == int(new_gen) - 2:  # only our two changes since
                                 facts = record_facts(record)
                                 index.upsert(record.id, vector, record.text, record.type,
-                                             now_ms, record.expires_at, None, facts)  # fmt: skip
+                                             now_ms, record.expires_at, None, facts,
+                                             record_json(record))  # fmt: skip
                                 index.close(old_id, now_ms)
                                 index.gen = int(new_gen)
                     return Kept(record_view(record), False, counts, superseded=old_id)

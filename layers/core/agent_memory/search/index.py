@@ -96,6 +96,10 @@ class ActorIndex:
     posting_tfs: list[array[int]] = field(default_factory=list, repr=False)
     row_tokens: list[array[int] | None] = field(default_factory=list, repr=False)
     total_len: float = 0.0
+    # Per row, the memory's stored record (its JSON, ``memories.records.record_json``) as of
+    # ``gen``, so a read renders what it ranked without fetching it; None where it is not held
+    # (rows read from a kept form, until a read fetches them).
+    records: list[bytes | None] = field(default_factory=list, repr=False)
     free: list[int] = field(default_factory=list)
     compact_above_bytes: int | None = None  # None: the module's COMPACT_ABOVE_BYTES
     compact: bool = False
@@ -113,6 +117,7 @@ class ActorIndex:
     bits_unknown: bool = False
     _posting_entries: int = field(default=0, repr=False)
     _filter_entries: int = field(default=0, repr=False)
+    _record_bytes: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
         if self.compact_above_bytes is None:
@@ -139,7 +144,8 @@ class ActorIndex:
         """Approximate memory held, in bytes (what the cache's budget counts): the arrays,
         the posting and row-token arrays (6 bytes an entry, 4 a row token, ~70 each array
         object), the vocabulary (~120 a token), the ids (~150 a row: the string and its
-        two references) and the filter terms (~100 a term and row, ~200 a distinct term)."""
+        two references), the filter terms (~100 a term and row, ~200 a distinct term) and the
+        records held (their bytes and ~33 a bytes object)."""
         vectors = self.matrix.nbytes + self.codes.nbytes + self.scales.nbytes + self.bits.nbytes
         columns = self.expires.nbytes + self.created.nbytes + self.alive.nbytes
         columns += self.doclen.nbytes + self.valid_from.nbytes + self.valid_until.nbytes
@@ -148,7 +154,8 @@ class ActorIndex:
         keyword = entries * 6 + entries * 4 + len(self.posting_rows) * (2 * 70 + 120)
         keyword += len(self.row_tokens) * 70
         filters = self._filter_entries * 100 + len(self.filter_rows) * 200
-        return int(vectors + columns + keyword + filters + len(self.ids) * 150)
+        records = self._record_bytes + len(self.records) * 8 + len(self.rows) * 33
+        return int(vectors + columns + keyword + filters + records + len(self.ids) * 150)
 
     def reserve(self, rows: int) -> None:
         """Capacity for exactly ``rows`` rows when it has less (a cold load knows its size)."""
@@ -173,6 +180,7 @@ class ActorIndex:
         if row >= self.expires.shape[0]:
             self._reserve(row + 1)
         self.ids.append(None)
+        self.records.append(None)
         self.types.append("")
         self.row_tokens.append(None)
         self.row_filters.append(())
@@ -206,14 +214,17 @@ class ActorIndex:
         expires_ms: int,
         terms: dict[str, int] | None = None,
         facts: RowFacts | None = None,
+        record: bytes | None = None,
     ) -> None:
         """Add a memory, or replace it when ``memory_id`` is already indexed. ``terms`` are the
         text's ``term_counts`` when the caller has them; ``facts`` what selections read (by
-        default: current since ``created_ms``, no event time, no topics or metadata)."""
+        default: current since ``created_ms``, no event time, no topics or metadata);
+        ``record`` its stored record (``records``), when the caller has it."""
         if memory_id in self.rows:
             self.remove(memory_id)
         row = self._grow()
         self.ids[row] = memory_id
+        self.hold_record(row, record)
         self.rows[memory_id] = row
         self.types[row] = memory_type
         if self.compact:
@@ -240,6 +251,7 @@ class ActorIndex:
         expires_ms: Sequence[int],
         terms: Sequence[dict[str, int] | None] | None = None,
         facts: Sequence[RowFacts | None] | None = None,
+        records: Sequence[bytes | None] | None = None,
     ) -> None:
         """Append memories not yet indexed, in bulk (a cold load): rows of ``vectors`` are
         unit vectors, one per id; vector work is done per block, not per row. ``terms``, where
@@ -250,7 +262,8 @@ class ActorIndex:
             for i in set(range(len(memory_ids))) - set(fresh):
                 self.upsert(memory_ids[i], vectors[i], texts[i], memory_types[i],
                             created_ms[i], expires_ms[i], terms[i] if terms else None,
-                            facts[i] if facts else None)  # fmt: skip
+                            facts[i] if facts else None,
+                            records[i] if records else None)  # fmt: skip
         if not fresh:
             return
         start = len(self.ids)
@@ -267,6 +280,9 @@ class ActorIndex:
         self.alive[start:end] = True
         picked_ids = [memory_ids[i] for i in fresh]
         self.ids.extend(picked_ids)
+        held = [records[i] for i in fresh] if records is not None else [None] * count
+        self.records.extend(held)
+        self._record_bytes += sum(len(r) for r in held if r is not None)
         self.rows.update(zip(picked_ids, range(start, end), strict=True))
         self.types.extend(memory_types[i] for i in fresh)
         self.row_filters.extend(() for _ in fresh)
@@ -362,6 +378,7 @@ class ActorIndex:
         self.total_len -= float(self.doclen[row])
         self.row_tokens[row] = None
         self._set_terms(row, ())
+        self.hold_record(row, None)
         self.ids[row] = None
         self.alive[row] = False
         if self.compact:
@@ -371,6 +388,17 @@ class ActorIndex:
         else:
             self.matrix[row] = 0.0
         self.free.append(row)
+
+    def hold_record(self, row: int, record: bytes | None) -> None:
+        """Hold ``record`` as the stored record of ``row`` (None: none held)."""
+        before = self.records[row]
+        self._record_bytes += (len(record) if record else 0) - (len(before) if before else 0)
+        self.records[row] = record
+
+    def record_of(self, memory_id: str) -> bytes | None:
+        """The stored record held for ``memory_id``, or None (not indexed, or not held)."""
+        row = self.rows.get(memory_id)
+        return self.records[row] if row is not None else None
 
     def _know_row_tokens(self) -> None:
         """Rebuild every row's token ids from the postings (one sort of all entries)."""
@@ -417,6 +445,7 @@ class ActorIndex:
         row = self.rows.get(memory_id)
         if row is not None:
             self.valid_until[row] = valid_until_ms
+            self.hold_record(row, None)  # it says otherwise now: read again when shown
 
     # --- queries -----------------------------------------------------------------------------
 

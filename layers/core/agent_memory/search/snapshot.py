@@ -271,6 +271,7 @@ def _build(blob: _Blob, head: dict[str, Any], dimensions: int) -> ActorIndex | N
     ):
         target[column(name + "_rows")] = column(name)
     index.ids = list(ids)
+    index.records = [None] * rows
     index.rows = dict(zip(ids, range(rows), strict=True))
     type_names = head["types"]
     index.types = [type_names[t] for t in column("types").tolist()]
