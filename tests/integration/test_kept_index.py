@@ -214,6 +214,7 @@ def test_a_loaded_index_reads_the_records_it_shows_once(store, monkeypatch):
     want = _answers(first)
     fresh = container()
     _same(_answers(fresh), want)  # reads the records it shows, then holds them
+    indexes_module.wait_for_exact()
     sent = []
     real = redis.connection.AbstractConnection.send_packed_command
     monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command",
@@ -221,3 +222,18 @@ def test_a_loaded_index_reads_the_records_it_shows_once(store, monkeypatch):
     request = SearchRequest(query="tango", mode="keyword", actor_id="alice", limit=10)
     assert [m.id for m in fresh.search(request)] == [i for i, _ in want[4]]
     assert len(sent) == 1  # the generation only: the records shown are held
+
+
+def test_a_loaded_index_goes_exact_in_the_background_and_answers_the_same(store):
+    container, _ = store
+    first = container()
+    _fill(first, 100, np.random.default_rng(9))
+    want = _answers(first)
+    cache = IndexCache()
+    fresh = Memories(first.client, first.binary, first.config, SystemClock(), NoEmbedder(DIM),
+                     cache, "t")  # fmt: skip
+    _same(_answers(fresh), want)
+    indexes_module.wait_for_exact()
+    (index,) = cache._entries.values()
+    assert index.exact and not index.compact
+    _same(_answers(fresh), want)

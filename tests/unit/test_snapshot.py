@@ -151,3 +151,28 @@ def test_an_empty_index_round_trips():
     loaded = snapshot.load(snapshot.dump(ActorIndex(dimensions=DIM, gen=2)), DIM)
     assert loaded is not None and len(loaded) == 0 and loaded.gen == 2
     assert loaded.keyword("coffee", 3, NOW, None) == []
+
+
+def test_a_loaded_index_goes_exact_with_the_vectors_read_and_those_entered_meanwhile():
+    rng = np.random.default_rng(12)
+    original = _sample(rows=120)
+    vectors = {i: original.matrix[row].tobytes() for i, row in original.rows.items()}
+    loaded = snapshot.load(snapshot.dump(original), DIM)
+    assert loaded is not None and loaded.compact and loaded.fits_exact
+    loaded.pending = {}
+    extra = _unit(rng.standard_normal(DIM))
+    for index in (original, loaded):  # entered while the exact vectors are read
+        index.upsert("late", extra, "tea", "semantic", NOW, NOW + 10**9)
+        index.remove("m3")
+    assert loaded.go_exact(vectors) and loaded.exact and loaded.pending is None
+    for query in _unit(rng.standard_normal((5, DIM))):
+        assert loaded.semantic(query, 10, NOW, None) == original.semantic(query, 10, NOW, None)
+
+
+def test_an_index_missing_a_vector_stays_compact():
+    original = _sample(rows=80)
+    vectors = {i: original.matrix[row].tobytes() for i, row in original.rows.items()}
+    del vectors["m7"]
+    loaded = snapshot.load(snapshot.dump(original), DIM)
+    loaded.pending = {}
+    assert not loaded.go_exact(vectors) and loaded.compact and loaded.pending is None

@@ -11,6 +11,7 @@ actor. So every container sees every write, however it was made, at its next rea
 from __future__ import annotations
 
 import gc
+import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
@@ -32,7 +33,7 @@ from agent_memory.memories.records import (
     stored_terms,
 )
 from agent_memory.memories.scripts import CATCH_UP, KEEP_INDEX, KEPT_GEN, log_kept
-from agent_memory.observability import subsegment
+from agent_memory.observability import logger, subsegment
 from agent_memory.search import snapshot
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.fusion import Hit
@@ -44,6 +45,16 @@ LOAD_BATCH = 2000
 KEEP_FROM = 64
 """Actors with fewer memories than this have no kept index: their records build one in a few
 milliseconds."""
+
+
+_EXACT_READS: list[threading.Thread] = []
+"""Threads reading exact vectors (``ActorIndexes._go_exact_later``), for ``wait_for_exact``."""
+
+
+def wait_for_exact(timeout: float = 60.0) -> None:
+    """Wait until every exact read this process started has ended (tests and benchmarks)."""
+    while _EXACT_READS:
+        _EXACT_READS.pop().join(timeout)
 
 
 def keep_lag(memories: int) -> int:
@@ -114,6 +125,8 @@ class ActorIndexes:
             with subsegment("index_load"):
                 index, kept = self._cold(actor)
             self._cache.put(key, index)
+            if index.fits_exact:
+                self._go_exact_later(actor, index)
         elif gen is None:
             with database_errors():
                 raw_gen, raw_kept = self._binary.hmget(actor.meta, ["gen", KEPT_GEN])
@@ -162,6 +175,46 @@ class ActorIndexes:
         if parts and unreadable:
             kept = -2  # a kept index that cannot be read here: replaced whatever its generation
         return index, kept
+
+    def _go_exact_later(self, actor: ActorKeys, index: ActorIndex) -> None:
+        """Read the exact vectors of an index loaded compact from its kept form, in a thread of
+        its own, and switch it to them (``ActorIndex.go_exact``), so that the container's later
+        searches scan float32 as a built index does, without rescoring candidates. The request
+        that loaded it does not wait. A failure leaves the index compact (still exact after
+        rescoring), and is logged."""
+        with index.lock:
+            if index.pending is not None:
+                return
+            index.pending = {}
+
+        def read_and_switch() -> None:
+            try:
+                vectors: dict[str, bytes] = {}
+                cursor = 0
+                while True:
+                    with database_errors():
+                        cursor, scanned = self._binary.hscan(
+                            actor.memories, cursor, count=LOAD_BATCH
+                        )
+                        entries = cast(dict[bytes, bytes], scanned)
+                        ids = [k.decode() for k in entries]
+                        blobs = self._vectors(actor, ids, list(entries.values()))
+                    vectors.update((i, b) for i, b in zip(ids, blobs, strict=True) if b)
+                    if int(cursor) == 0:
+                        break
+                with index.lock:
+                    exact = index.go_exact(vectors)
+                if exact:
+                    self._cache.resized()  # four times the vectors' bytes now
+            except Exception as exc:  # noqa: BLE001 - a thread's failure must not end the process
+                with index.lock:
+                    index.pending = None
+                logger.warning("index stays compact", extra={"error": type(exc).__name__})
+
+        thread = threading.Thread(target=read_and_switch, name="index-exact", daemon=True)
+        _EXACT_READS[:] = [t for t in _EXACT_READS if t.is_alive()]
+        _EXACT_READS.append(thread)
+        thread.start()
 
     def keep(self, bucket: str, index: ActorIndex) -> None:
         """Write ``index`` as the actor's kept index when the one kept is more than

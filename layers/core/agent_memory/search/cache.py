@@ -33,6 +33,11 @@ class IndexCache:
             self._entries.move_to_end(key)
             self._evict()
 
+    def resized(self) -> None:
+        """Evict as ``put`` does, after a cached index grew in place (``ActorIndex.go_exact``)."""
+        with self._lock:
+            self._evict()
+
     def _evict(self) -> None:
         total = sum(i.nbytes for i in self._entries.values())
         while total > self.max_bytes and len(self._entries) > 1:

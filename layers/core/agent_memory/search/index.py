@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 import threading
 from array import array
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar, cast
 
@@ -115,6 +115,9 @@ class ActorIndex:
     # True when the sign bits of the compact rows were not computed (an index read from its
     # kept form): they are, at the first search that pre-filters by them.
     bits_unknown: bool = False
+    # While the exact form of a compact index is being read (``go_exact``): the vectors of the
+    # rows entered since, by id.
+    pending: dict[str, NDArray[np.float32]] | None = field(default=None, repr=False)
     _posting_entries: int = field(default=0, repr=False)
     _filter_entries: int = field(default=0, repr=False)
     _record_bytes: int = field(default=0, repr=False)
@@ -222,6 +225,8 @@ class ActorIndex:
         ``record`` its stored record (``records``), when the caller has it."""
         if memory_id in self.rows:
             self.remove(memory_id)
+        if self.pending is not None:
+            self.pending[memory_id] = np.array(vector, dtype=np.float32)
         row = self._grow()
         self.ids[row] = memory_id
         self.hold_record(row, record)
@@ -270,6 +275,8 @@ class ActorIndex:
         count = len(fresh)
         self._reserve(start + count)
         picked = vectors if len(fresh) == len(memory_ids) else vectors[fresh]  # no copy if all
+        if self.pending is not None:
+            self.pending.update((memory_ids[i], np.array(vectors[i])) for i in fresh)
         end = start + count
         if self.compact:
             self._store_compact(start, picked)
@@ -471,6 +478,40 @@ class ActorIndex:
         self._writable()
         self.codes[start:end], self.scales[start:end] = quantize_rows(block)
         self.bits[start:end] = np.packbits(block > 0, axis=1)
+
+    @property
+    def fits_exact(self) -> bool:
+        """Whether this index, compact, would hold its float32 vectors within its threshold
+        (an index read from its kept form is compact whatever its size: ``go_exact``)."""
+        limit = self.compact_above_bytes or COMPACT_ABOVE_BYTES
+        return self.compact and self.expires.shape[0] * self.dimensions * 4 <= limit
+
+    def go_exact(self, vectors: Mapping[str, bytes]) -> bool:
+        """Switch a compact index to exact float32 vectors: each live row's from ``pending``
+        (entered since the read began) or else from ``vectors`` (read from the stored
+        memories, by id); ``pending`` ends. False, and nothing changed, when a live row has
+        neither (or one of another length). The caller holds ``lock``."""
+        pending, self.pending = self.pending or {}, None
+        if not self.compact:
+            return True
+        size = len(self.ids)
+        matrix = np.zeros((self.expires.shape[0], self.dimensions), dtype=np.float32)
+        for row in np.flatnonzero(self.alive[:size]).tolist():
+            memory_id = cast(str, self.ids[row])
+            vector = pending.get(memory_id)
+            if vector is None:
+                blob = vectors.get(memory_id)
+                if blob is None or len(blob) != self.dimensions * 4:
+                    return False
+                vector = np.frombuffer(blob, dtype=np.float32)
+            matrix[row] = vector
+        self.matrix = matrix
+        self.compact = False
+        self.codes = np.zeros((0, self.dimensions), dtype=np.int8)
+        self.scales = np.zeros(0, dtype=np.float32)
+        self.bits = np.zeros((0, self.bits.shape[1]), dtype=np.uint8)
+        self.bits_unknown = False
+        return True
 
     def _writable(self) -> None:
         """Copies of the codes and scales when they are still views of a kept form's bytes
