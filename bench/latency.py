@@ -65,6 +65,7 @@ from tqdm import tqdm
 
 from agent_memory.clock import SystemClock, to_ms
 from agent_memory.database.keys import actor_bucket, actor_tag
+from agent_memory.memories.indexes import wait_for_exact
 from agent_memory.memories.models import SearchRequest
 from agent_memory.memories.reads import unit
 from agent_memory.memories.records import MemoryRecord, encode_memory
@@ -125,6 +126,12 @@ def targets(size: int, dims: int) -> dict[str, tuple[str, float]]:
         found["search keyword p50"] = ("p50", 3.0)
         found["add memory p50"] = ("p50", 3.0)
     return found
+
+
+PATH_BUDGET_MS = 1.5
+"""Warm search over HTTP at most the core's in-process time plus this, at 10,000 x 384."""
+SCAN_RATIO = 2.0
+"""Warm core recall at most this many times an exact NumPy scan, at 10,000 x 1,536."""
 
 
 # --- helpers -----------------------------------------------------------------------------------
@@ -569,6 +576,7 @@ def measure_baselines(
     started = time.perf_counter()
     memories.search(asked["semantic"][0])
     result.core_load_ms = (time.perf_counter() - started) * 1000
+    wait_for_exact()  # an index loaded from its kept form reads its exact vectors meanwhile
     result.core_index_mb = cache.nbytes / 2**20
     count = 30 if case.large else max(50, args.requests // 2)
     with progress(f"{case.label}: core") as bar:
@@ -646,6 +654,21 @@ def _target_rows(r: Result) -> list[str]:
         rows.append(
             f"| {r.case.label} | {name} | {value:.1f} ms | ≤ {limit:g} ms | "
             f"{verdict(value, limit)} |"
+        )
+    if r.case.size == 10_000 and r.case.dims == 384:
+        for mode in MODES:  # issue "Cold containers and the request path"
+            http, core = r.p(f"search {mode}", "p50"), percentile(r.core[f"search {mode}"], 50)
+            rows.append(
+                f"| {r.case.label} | search {mode} p50 over HTTP minus the core's in-process "
+                f"p50 ({http:.2f} - {core:.2f} ms) | {http - core:.2f} ms | ≤ {PATH_BUDGET_MS:g} "
+                f"ms | {verdict(http - core, PATH_BUDGET_MS)} |"
+            )
+    if r.case.size == 10_000 and r.case.dims == 1536:
+        core, scan = percentile(r.core["recall"], 50), percentile(r.numpy, 50)
+        rows.append(
+            f"| {r.case.label} | core recall p50 in-process / exact NumPy scan p50 ({core:.2f} / "
+            f"{scan:.2f} ms) | {core / scan:.2f}x | ≤ {SCAN_RATIO:g}x | "
+            f"{verdict(core / scan, SCAN_RATIO)} |"
         )
     if r.case.size == 100_000 and r.case.dims == 1536:
         rows.append(
