@@ -232,7 +232,7 @@ def test_a_loaded_index_goes_exact_in_the_background_and_answers_the_same(store)
     cache = IndexCache()
     fresh = Memories(first.client, first.binary, first.config, SystemClock(), NoEmbedder(DIM),
                      cache, "t")  # fmt: skip
-    _same(_answers(fresh), want)
+    _same(_answers(fresh), want)  # the first read loads it, the next read its exact vectors
     indexes_module.wait_for_exact()
     (index,) = cache._entries.values()
     assert index.exact and not index.compact

@@ -113,9 +113,10 @@ class ActorIndexes:
         """The actor's index, brought up to the actor's current generation (``gen`` when the
         caller has just read it, with ``kept``, the kept generation, when it read that too). An
         index not cached here is read from the actor's kept index (``search.snapshot``) and
-        caught up from the change log, or, when there is none or the
-        log no longer reaches it, built from the records; the kept index is then written again
-        when it is more than ``keep_lag`` changes behind (``keep``)."""
+        caught up from the change log, or, when there is none or the log no longer reaches it,
+        built from the records; the kept index is then written again when it is more than
+        ``keep_lag`` changes behind (``keep``). An index read compact from its kept form whose
+        float32 vectors fit reads them at the actor's next read (``_go_exact_later``)."""
         key = self.cache_key(bucket)
         actor = self._keys.actor(bucket)
         index = self._cache.get(key)
@@ -125,9 +126,11 @@ class ActorIndexes:
             with subsegment("index_load"):
                 index, kept = self._cold(actor)
             self._cache.put(key, index)
-            if index.fits_exact:
-                self._go_exact_later(actor, index)
-        elif gen is None:
+            index.exact_wanted = index.fits_exact
+        elif index.exact_wanted:  # the second read: the one that loaded it is not slowed
+            index.exact_wanted = False
+            self._go_exact_later(actor, index)
+        if gen is None and kept is None:
             with database_errors():
                 raw_gen, raw_kept = self._binary.hmget(actor.meta, ["gen", KEPT_GEN])
             gen, kept = int(raw_gen or 0), int(raw_kept or -1)

@@ -118,6 +118,9 @@ class ActorIndex:
     # While the exact form of a compact index is being read (``go_exact``): the vectors of the
     # rows entered since, by id.
     pending: dict[str, NDArray[np.float32]] | None = field(default=None, repr=False)
+    # Read compact from its kept form, and its float32 vectors fit: they are read at the next
+    # read of the actor (``memories.indexes.ActorIndexes``).
+    exact_wanted: bool = False
     _posting_entries: int = field(default=0, repr=False)
     _filter_entries: int = field(default=0, repr=False)
     _record_bytes: int = field(default=0, repr=False)
