@@ -288,7 +288,7 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, commit: str, elaps
             f"{p50(o.burst_kept):.0f} ms | {max(o.burst_built):.0f} ms | "
             f"{max(o.burst_kept):.0f} ms | {percentile(o.warm, 50):.2f} ms |"
         )
-    lines += ["", "## Details", ""]
+    lines += ["", "![first recall](cold_start.png)", "", "## Details", ""]
     for o in outcomes:
         per_memory = o.kept_bytes / o.case.size
         lines += [
