@@ -140,3 +140,12 @@ def test_tag_sets_have_tags_of_their_own_and_meet_no_partition():
     assert {_slot_tag(k) for k in sets} == {f"acme/t{n:04x}" for n in range(65536)}
     assert not sets & set(store.memory_indexes() + store.session_indexes())
     assert not {_slot_tag(k) for k in sets} & {_slot_tag(k) for k in store.memory_indexes()}
+
+
+def test_an_actor_has_a_key_for_every_part_a_kept_index_may_take():
+    from agent_memory.database.keys import ActorKeys
+    from agent_memory.search.snapshot import MAX_PARTS
+
+    keys = ActorKeys("kividb:mem:s:0123456789ab:", "ann")
+    assert len(keys.index_parts) == ActorKeys.INDEX_PARTS == MAX_PARTS
+    assert len({*keys.index_parts, *keys.all()}) == MAX_PARTS + 4  # none is another's

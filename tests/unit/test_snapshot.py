@@ -176,3 +176,18 @@ def test_an_index_missing_a_vector_stays_compact():
     loaded = snapshot.load(snapshot.dump(original), DIM)
     loaded.pending = {}
     assert not loaded.go_exact(vectors) and loaded.compact and loaded.pending is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    cuts=st.lists(st.tuples(st.integers(0, 10**6), st.binary(max_size=8)), min_size=1, max_size=4)
+)
+def test_a_damaged_kept_form_is_refused_or_read_never_raises(cuts):
+    blob = bytearray(snapshot.dump(_sample(rows=40))[0])
+    for at, junk in cuts:
+        at %= len(blob)
+        blob[at : at + len(junk)] = junk
+    loaded = snapshot.load([bytes(blob)], DIM)
+    if loaded is not None:  # damage that left it readable: it still answers
+        loaded.keyword("alpha", 3, NOW, None)
+        loaded.semantic(_unit(np.ones(DIM)), 3, NOW, None)

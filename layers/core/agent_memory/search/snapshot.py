@@ -206,8 +206,10 @@ def header(parts: Sequence[bytes]) -> dict[str, Any] | None:
         return None
     (length,) = struct.unpack("<I", parts[0][4:8])
     try:
-        found: dict[str, Any] = json.loads(bytes(parts[0][8 : 8 + length]))
+        found = json.loads(bytes(parts[0][8 : 8 + length]))
     except ValueError:
+        return None
+    if not isinstance(found, dict):
         return None
     found["_data"] = 8 + length + (-(8 + length)) % _ALIGN
     return found
@@ -228,8 +230,8 @@ def load(parts: Sequence[bytes], dimensions: int) -> ActorIndex | None:
         return None
     try:
         return _build(_Blob(parts), head, dimensions)
-    except (ValueError, KeyError, IndexError, TypeError):
-        return None
+    except (ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError):
+        return None  # a damaged kept form: the caller builds from the records
 
 
 def _build(blob: _Blob, head: dict[str, Any], dimensions: int) -> ActorIndex | None:
