@@ -191,3 +191,17 @@ def test_a_damaged_kept_form_is_refused_or_read_never_raises(cuts):
     if loaded is not None:  # damage that left it readable: it still answers
         loaded.keyword("alpha", 3, NOW, None)
         loaded.semantic(_unit(np.ones(DIM)), 3, NOW, None)
+
+
+def test_memory_ids_are_kept_as_their_digits_and_read_back_exactly():
+    rng = np.random.default_rng(4)
+    index = ActorIndex(dimensions=DIM, gen=3)
+    ids = [f"mem_{rng.bytes(10).hex()}" for _ in range(50)]
+    for n, memory_id in enumerate(ids):
+        index.upsert(memory_id, _unit(rng.standard_normal(DIM)), WORDS[n % 10], "semantic",
+                     NOW, NOW + 10**9)  # fmt: skip
+    parts = snapshot.dump(index)
+    names = [section[0] for section in snapshot.header(parts)["sections"]]
+    assert "id_digits" in names and "ids" not in names
+    loaded = snapshot.load(parts, DIM)
+    assert loaded is not None and loaded.ids == ids and loaded.rows == index.rows

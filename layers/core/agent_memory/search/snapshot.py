@@ -7,10 +7,11 @@ arrays, and ``load`` reads them back with ``numpy.frombuffer`` (no per-memory wo
 splitting the ids and the vocabulary), into an index in the compact form (``search.index``):
 
 - vectors as int8 codes with a scale per row (``search.quantize.quantize_rows``): a quarter of
-  float32, so the kept form adds about 400 bytes to a memory of 384 dimensions whose record
-  (JSON and float32 vector) takes about 2,100 (``make bench-scale``). Semantic candidates of a
+  float32, so the whole kept form adds about 500 bytes to a memory of 384 dimensions, which
+  takes about 2,100 in Redis without it (``make bench-scale``). Semantic candidates of a
   compact index are rescored with the stored float32 vectors (``ActorIndexes.rescore``), so
   results stay exact cosines; the sign bits of the pre-filter are computed when first needed;
+- the ids: the 20 hex digits of each as 10 bytes (ids of another form: one string);
 - created and expiry times per row (int64); ``valid_from``, ``valid_until`` and ``occurred`` only
   for the rows where they differ from their defaults (most rows: none);
 - the BM25 postings by token (rows and term frequencies, in the narrowest integer types that
@@ -30,6 +31,7 @@ The bytes may be split into parts of at most ``PART_BYTES`` (a Redis string hold
 from __future__ import annotations
 
 import json
+import re
 import struct
 from array import array
 from collections.abc import Sequence
@@ -54,6 +56,8 @@ MAX_PARTS = 3
 """Parts of one kept form at most (768 MiB: about 490,000 memories of 1,536 dimensions; all parts
 go to Redis in one script call, which must stay under its 1 GiB client query buffer)."""
 _ALIGN = 8
+_MEMORY_ID = re.compile(r"mem_[0-9a-f]{20}")
+"""``memories.models.MEMORY_ID_PATTERN``: ids of this form are kept as their 10 bytes."""
 
 
 def dump(index: ActorIndex, max_parts: int = MAX_PARTS) -> list[bytes]:
@@ -74,7 +78,11 @@ def dump(index: ActorIndex, max_parts: int = MAX_PARTS) -> list[bytes]:
         else:
             sections.append((name, values.dtype.str, np.ascontiguousarray(values).tobytes()))
 
-    add("ids", "\n".join(str(i) for i in ids).encode())
+    texts = [str(i) for i in ids]
+    if all(_MEMORY_ID.fullmatch(i) for i in texts):  # 10 bytes each instead of 25
+        add("id_digits", bytes.fromhex("".join(i[4:] for i in texts)))
+    else:
+        add("ids", "\n".join(texts).encode())
     type_names = sorted({index.types[row] for row in live.tolist()})
     type_of = {name: n for n, name in enumerate(type_names)}
     add("types", np.array([type_of[index.types[row]] for row in live.tolist()], dtype=np.uint16
@@ -161,7 +169,7 @@ def _add_postings(index: ActorIndex, renumber: NDArray[np.int64], rows: int, add
     tfs = np.frombuffer(b"".join(index.posting_tfs[t].tobytes() for t in used), dtype=np.uint16)
     new_rows = renumber[old_rows] if old_rows.size else np.zeros(0, dtype=np.int64)
     add("vocabulary", "\x00".join(words).encode())
-    add("posting_sizes", sizes.astype(np.uint32))
+    add("posting_sizes", sizes.astype(np.uint16 if rows < 65_536 else np.uint32))
     add("posting_rows", new_rows.astype(np.uint16 if rows <= 65_536 else np.int32))
     add("posting_tfs", tfs.astype(np.uint8) if tfs.size and int(tfs.max()) < 256 else tfs)
 
@@ -249,7 +257,11 @@ def _build(blob: _Blob, head: dict[str, Any], dimensions: int) -> ActorIndex | N
         return np.frombuffer(raw(name), dtype=dtype)
 
     rows = int(head["rows"])
-    ids = bytes(raw("ids")).decode().split("\n") if rows else []
+    if "id_digits" in spans:
+        digits = bytes(raw("id_digits")).hex()
+        ids = ["mem_" + digits[at : at + 20] for at in range(0, len(digits), 20)]
+    else:
+        ids = bytes(raw("ids")).decode().split("\n") if rows else []
     if len(ids) != rows:
         return None
     index = ActorIndex(dimensions=dimensions, gen=int(head["gen"]), compact=True)
