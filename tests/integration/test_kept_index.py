@@ -237,3 +237,25 @@ def test_a_loaded_index_goes_exact_in_the_background_and_answers_the_same(store)
     (index,) = cache._entries.values()
     assert index.exact and not index.compact
     _same(_answers(fresh), want)
+
+
+def test_exact_reads_of_many_actors_take_one_thread_of_the_process(store):
+    import threading
+
+    container, _ = store
+    first = container()
+    rng = np.random.default_rng(10)
+    actors = [f"actor-{n}" for n in range(4)]
+    for actor in actors:
+        _fill(first, 70, rng, actor=actor)
+        _answers(first, actor=actor)  # keeps each actor's index
+    fresh = container()
+    for _ in range(2):  # the second read of each asks for its exact vectors
+        for actor in actors:
+            fresh.search(SearchRequest(query="tango", mode="keyword", actor_id=actor))
+    readers = [t for t in threading.enumerate() if t.name == "index-exact"]
+    assert len(readers) == 1
+    indexes_module.wait_for_exact()
+    for actor in actors:
+        index = fresh.indexes.warm(actor_bucket(actor))
+        assert index is not None and index.exact

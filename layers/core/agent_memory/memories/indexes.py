@@ -11,8 +11,9 @@ actor. So every container sees every write, however it was made, at its next rea
 from __future__ import annotations
 
 import gc
+import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any, cast
 
@@ -47,14 +48,36 @@ KEEP_FROM = 64
 milliseconds."""
 
 
-_EXACT_READS: list[threading.Thread] = []
-"""Threads reading exact vectors (``ActorIndexes._go_exact_later``), for ``wait_for_exact``."""
+_EXACT_READS: queue.Queue[Callable[[], None]] = queue.Queue()
+"""Exact-vector reads waiting (``ActorIndexes._go_exact_later``): one thread of the process
+does them one after the other, so that a search over many actors never starts a thread or a
+connection per actor."""
+_exact_reader: list[threading.Thread] = []
+_exact_reader_lock = threading.Lock()
 
 
-def wait_for_exact(timeout: float = 60.0) -> None:
-    """Wait until every exact read this process started has ended (tests and benchmarks)."""
-    while _EXACT_READS:
-        _EXACT_READS.pop().join(timeout)
+def _read_exact_forever() -> None:
+    while True:
+        job = _EXACT_READS.get()
+        try:
+            job()
+        finally:
+            _EXACT_READS.task_done()
+
+
+def _read_exact_soon(job: Callable[[], None]) -> None:
+    """Queue ``job`` for the process's exact-read thread (started at the first job)."""
+    with _exact_reader_lock:
+        if not _exact_reader or not _exact_reader[0].is_alive():
+            thread = threading.Thread(target=_read_exact_forever, name="index-exact", daemon=True)
+            _exact_reader[:] = [thread]
+            thread.start()
+    _EXACT_READS.put(job)
+
+
+def wait_for_exact() -> None:
+    """Wait until every exact read queued in this process is done (tests and benchmarks)."""
+    _EXACT_READS.join()
 
 
 def keep_lag(memories: int) -> int:
@@ -180,11 +203,11 @@ class ActorIndexes:
         return index, kept
 
     def _go_exact_later(self, actor: ActorKeys, index: ActorIndex) -> None:
-        """Read the exact vectors of an index loaded compact from its kept form, in a thread of
-        its own, and switch it to them (``ActorIndex.go_exact``), so that the container's later
-        searches scan float32 as a built index does, without rescoring candidates. The request
-        that loaded it does not wait. A failure leaves the index compact (still exact after
-        rescoring), and is logged."""
+        """Read the exact vectors of an index loaded compact from its kept form, in the
+        process's exact-read thread (one actor at a time), and switch it to them
+        (``ActorIndex.go_exact``), so that the container's later searches scan float32 as a
+        built index does, without rescoring candidates. No request waits for it. A failure
+        leaves the index compact (still exact after rescoring), and is logged."""
         with index.lock:
             if index.pending is not None:
                 return
@@ -214,10 +237,7 @@ class ActorIndexes:
                     index.pending = None
                 logger.warning("index stays compact", extra={"error": type(exc).__name__})
 
-        thread = threading.Thread(target=read_and_switch, name="index-exact", daemon=True)
-        _EXACT_READS[:] = [t for t in _EXACT_READS if t.is_alive()]
-        _EXACT_READS.append(thread)
-        thread.start()
+        _read_exact_soon(read_and_switch)
 
     def keep(self, bucket: str, index: ActorIndex) -> None:
         """Write ``index`` as the actor's kept index when the one kept is more than
