@@ -1,6 +1,6 @@
 """The warm request path in one process: time, database round trips and commands per route.
 
-    python -m bench.request_path [--requests 500] [--runs 3] [--profile recall] [--out DIR]
+    python -m bench.request_path [--requests 500] [--runs 3] [--profile recall ...] [--out DIR]
 
 Starts a ``redis-server`` of its own (no persistence) in a temporary folder, sets up
 organization ``local`` and a store as ``make run`` does, and serves each request through the
@@ -11,9 +11,9 @@ Routes: add events (2 messages), recall (an actor with 20 memories, a session of
 messages), keyword search, get session. Per route: the p50 (median over runs of each run's
 p50), its ratio to a bare ``RPUSH`` p50 measured in the same run, database round trips per
 request (each write of a command or a pipeline to a connection's socket) and commands per
-request (``INFO commandstats``, scripts' own commands included). ``--profile ROUTE`` adds
-cProfile's top entries (cumulative time) for that route. Writes ``request_path.md`` to
-``--out`` (default ``bench/results/``).
+request (``INFO commandstats``, scripts' own commands included). ``--profile ROUTE`` (one or
+more times) adds cProfile's top entries (cumulative time) for that route. Writes
+``request_path.md`` to ``--out`` (default ``bench/results/``).
 """
 
 from __future__ import annotations
@@ -134,11 +134,12 @@ def requests(call: Call) -> dict[str, Callable[[int], Awaitable[tuple[int, bytes
 
 
 async def measure(
-    gw: Gateway, url: str, count: int, runs: int, profile: str | None
+    gw: Gateway, url: str, count: int, runs: int, profiles: list[str]
 ) -> dict[str, Any]:
     """Per route: its ``runs`` p50s in ms (``count`` requests each, after 20 to warm up), round
     trips and commands per request; the ``RPUSH`` p50 of each run (``rpush``); with
-    ``profile``, ``(route, cProfile text)``. ``AssertionError`` when a request is not a 200."""
+    ``profiles``, a list of ``(route, cProfile text)``. ``AssertionError`` when a request is
+    not a 200."""
     call = caller(gw)
     await prepare(call)
     routes = requests(call)
@@ -172,7 +173,8 @@ async def measure(
             found[route]["p50"].append(percentile(latencies, 50))
             found[route]["trips"] = trips.count / count
             found[route]["commands"] = (commands - 1) / count  # less the INFO itself
-    if profile is not None:
+    found["profiles"] = []
+    for profile in profiles:
         send = routes[profile]
         profiler = cProfile.Profile()
         profiler.enable()
@@ -181,7 +183,7 @@ async def measure(
         profiler.disable()
         out = io.StringIO()
         pstats.Stats(profiler, stream=out).sort_stats("cumulative").print_stats(25)
-        found["profile"] = (profile, out.getvalue().replace(str(ROOT) + "/", ""))
+        found["profiles"].append((profile, out.getvalue().replace(str(ROOT) + "/", "")))
     return found
 
 
@@ -214,8 +216,7 @@ def report(found: dict[str, Any], count: int, runs: int) -> str:
         )
     lines += ["", f"Baseline: bare `RPUSH` p50 {rpush:.3f} ms.", "",
               "Command: `make bench-request-path` (`python -m bench.request_path`)."]  # fmt: skip
-    if "profile" in found:
-        route, text = found["profile"]
+    for route, text in found.get("profiles", []):
         lines += ["", f"## Profile: {route} (cProfile, cumulative time, top 25)", "", "```",
                   text.strip(), "```"]  # fmt: skip
     return "\n".join(lines) + "\n"
@@ -226,7 +227,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--profile", choices=ROUTES, default=None)
+    parser.add_argument("--profile", choices=ROUTES, action="append", default=[],
+                        help="a route to profile (may be given more than once)")  # fmt: skip
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="kividb-request-path-") as folder:
