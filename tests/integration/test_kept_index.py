@@ -116,21 +116,54 @@ def test_a_new_container_applies_the_changes_made_since_the_index_was_kept(
     ids = _fill(first, 100, rng)
     _answers(first)
     other = container()  # writes from another container, after the index was kept
-    other.delete(ids[3])
-    other.patch(ids[4], MemoryPatch(text="tango in berlin", vector=_vector(rng)))
     replaced = other.add(MemoryIn(text="kayak and violin", vector=_vector(rng), actor_id="alice",
                                   supersedes=ids[5])).memory.id  # fmt: skip
     _fill(other, 3, rng)
     assert _kept_gen(client, config)[0] == 100
     want = _answers(first)  # caught up from the change log
+    real_load = indexes_module.ActorIndexes._load
     _no_build(monkeypatch)
     fresh = container()
     _same(_answers(fresh), want)
-    tango = fresh.search(SearchRequest(query="tango berlin", mode="keyword", actor_id="alice"))
-    assert tango[0].id == ids[4]
     shown = {m.id for m in fresh.search(SearchRequest(query="kayak violin", mode="keyword",
                                                       actor_id="alice", limit=50))}  # fmt: skip
-    assert replaced in shown and ids[5] not in shown and ids[3] not in shown
+    assert replaced in shown and ids[5] not in shown
+    monkeypatch.setattr(indexes_module.ActorIndexes, "_load", real_load)
+
+
+def test_a_removal_or_a_changed_text_leaves_nothing_of_it_in_the_database(
+    store, client, monkeypatch
+):
+    container, config = store
+    first = container()
+    rng = np.random.default_rng(12)
+    ids = _fill(first, 100, rng)
+    secret = first.add(MemoryIn(text="diagnosis xylophonecancer7", vector=_vector(rng),
+                                actor_id="alice", topics=["hivstatus"],
+                                metadata={"passport": "P99887766"})).memory.id  # fmt: skip
+    renamed = ids[4]
+    first.patch(renamed, MemoryPatch(text="codeword zebrafinch42", vector=_vector(rng)))
+    _answers(first)  # the kept index now holds both words
+    actor = config.keys().actor(actor_bucket("alice"))
+    binary = first.binary
+    assert b"xylophonecancer7" in binary.get(actor.index_parts[0])
+    assert b"zebrafinch42" in binary.get(actor.index_parts[0])
+    other = container()
+    other.delete(secret)  # from another container
+    other.patch(renamed, MemoryPatch(text="tango in berlin", vector=_vector(rng)))
+
+    def stored() -> bytes:
+        return b"".join(binary.dump(key) or b"" for key in binary.keys(actor.all()[0][:-9] + "*"))
+
+    for word in (b"xylophonecancer7", b"hivstatus", b"P99887766"):
+        assert word not in stored(), word  # at the removal's answer, nowhere in the actor's keys
+    assert binary.get(actor.index_parts[0]) is None  # (a changed text: in its versions only)
+    want = _answers(first)  # a read keeps the index again, without them
+    assert _kept_gen(client, config)[0] == _kept_gen(client, config)[1]
+    kept = binary.get(actor.index_parts[0])
+    assert b"xylophonecancer7" not in kept and b"zebrafinch42" not in kept and b"tango" in kept
+    _no_build(monkeypatch)
+    _same(_answers(container()), want)
 
 
 def test_a_kept_index_falling_behind_is_written_again_by_a_reader(store, client, monkeypatch):
@@ -259,3 +292,24 @@ def test_exact_reads_of_many_actors_take_one_thread_of_the_process(store):
     for actor in actors:
         index = fresh.indexes.warm(actor_bucket(actor))
         assert index is not None and index.exact
+
+
+@pytest.mark.parametrize("damage", ["a hash", "ahead of the actor"])
+def test_a_kept_index_of_another_type_or_ahead_of_its_actor_is_replaced(store, client, damage):
+    from agent_memory.search import snapshot
+    from agent_memory.search.index import ActorIndex
+
+    container, config = store
+    first = container()
+    _fill(first, 70, np.random.default_rng(13))
+    want = _answers(first)
+    part = config.keys().actor(actor_bucket("alice")).index_parts[0]
+    client.delete(part)
+    if damage == "a hash":
+        client.hset(part, "x", "y")
+    else:  # a well-formed kept index of a generation the actor never had
+        first.binary.set(part, snapshot.dump(ActorIndex(dimensions=DIM, gen=10**9))[0])
+    _same(_answers(container()), want)  # built from the records, not a failure
+    kept, gen = _kept_gen(client, config)
+    assert kept == gen and client.type(part) == "string"
+    assert snapshot.header([first.binary.get(part)])["gen"] == gen

@@ -2,6 +2,7 @@
 
 import json
 import threading
+import time
 from datetime import timedelta
 
 import numpy as np
@@ -321,9 +322,11 @@ def test_a_warm_container_behind_another_still_dedupes_and_counts(make_memories)
     first = make_memories(cache=IndexCache())
     second = make_memories.reopen(first)  # another container: its own cache
     _add(first, "warm-up", _v(0, 0, 1))  # first's index is warm now
+    time.sleep(0.002)  # the listing is newest first: creation times a millisecond apart at least
     kept = _add(second, "Likes green tea", _v(1))  # first has not seen this one
     again = _add(first, "Likes green tea!", _v(1))  # written against a stale generation
     assert again.duplicate and again.memory.id == kept.memory.id
+    time.sleep(0.002)
     fresh = _add(first, "Lives in Porto", _v(0, 1))
     assert not fresh.duplicate and first.count() == 3
     assert [m.text for m in first.page(0, 10, None, None).memories] == [

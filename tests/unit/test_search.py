@@ -223,7 +223,7 @@ def test_the_compact_form_keeps_the_exact_top_ten_among_its_candidates(size):
     for q in queries:
         exact = {f"m{i}" for i in np.argsort(-(vectors @ q))[:10]}
         candidates = index.semantic(q, 10, NOW, None)
-        assert len(candidates) == ActorIndex.candidates(10)
+        assert len(candidates) >= ActorIndex.candidates(10)  # more when scores are close
         recalled += len(exact & {h.memory_id for h in candidates})
     assert recalled / (10 * len(queries)) >= 0.97
 

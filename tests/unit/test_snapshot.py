@@ -205,3 +205,37 @@ def test_memory_ids_are_kept_as_their_digits_and_read_back_exactly():
     assert "id_digits" in names and "ids" not in names
     loaded = snapshot.load(parts, DIM)
     assert loaded is not None and loaded.ids == ids and loaded.rows == index.rows
+
+
+def test_any_character_of_a_text_reads_back_nul_included():
+    index = ActorIndex(dimensions=DIM, gen=1)
+    rng = np.random.default_rng(6)
+    texts = ["weird foo\x00bar token", "tab\there", "emoji 🙂 and 中文", 'quote " back \\ slash']
+    for n, text in enumerate(texts):
+        index.upsert(f"m{n}", _unit(rng.standard_normal(DIM)), text, "semantic", NOW, NOW + 10**9)
+    loaded = snapshot.load(snapshot.dump(index), DIM)
+    assert loaded is not None and loaded.vocabulary == index.vocabulary
+    for query in ("weird", "foo\x00bar", "中文", "slash"):
+        assert loaded.keyword(query, 4, NOW, None) == index.keyword(query, 4, NOW, None)
+
+
+def test_a_header_nested_past_the_parsers_depth_is_refused():
+    deep = b"[" * 200_000
+    blob = snapshot.MAGIC + len(deep).to_bytes(4, "little") + deep
+    assert snapshot.header([blob]) is None and snapshot.load([blob], DIM) is None
+
+
+def test_near_duplicates_closer_than_int8_can_tell_are_all_rescored():
+    rng = np.random.default_rng(14)
+    dims = 64
+    centre = _unit(rng.standard_normal(dims))
+    vectors = [_unit(centre + rng.standard_normal(dims) * 0.001) for _ in range(300)]
+    original = ActorIndex(dimensions=dims, gen=1)
+    for n, vector in enumerate(vectors):
+        original.upsert(f"m{n}", vector, "same words", "semantic", NOW, NOW + 10**9)
+    loaded = snapshot.load(snapshot.dump(original), dims)
+    assert loaded is not None and not loaded.exact
+    for n in (0, 77, 299):  # each memory's own vector: it must come back first
+        candidates = [h.memory_id for h in loaded.best_match(vectors[n], NOW)]
+        rescored = max(candidates, key=lambda i: float(vectors[int(i[1:])] @ vectors[n]))
+        assert rescored == f"m{n}", (n, len(candidates))

@@ -354,10 +354,11 @@ class ActorKeys:
     ``memories`` hash id -> memory JSON; ``vectors`` hash id -> float32 bytes (unit length);
     ``log`` zset "<gen>:<op>:<id>" scored by generation,
     the recent changes that let a warm cache catch up without reloading; ``meta`` hash with
-    ``gen``, the generation every change increments, and ``kept_gen``, the generation of the
-    kept index; ``index_parts`` strings, the parts of the actor's kept index
-    (``search.snapshot``: the index in a form a new container loads without parsing), part 0
-    first. ``:index:<n>`` ends in a number, which no other actor key does.
+    ``gen``, the generation every change increments, ``kept_gen``, the generation of the kept
+    index, and ``kept_floor``, the generation from which one may be written; ``index_parts``
+    strings, the parts of the actor's kept index (``search.snapshot``: the index in a form a
+    new container loads without parsing), part 0 first. ``:index:<n>`` ends in a number, which
+    no other actor key does.
     """
 
     INDEX_PARTS = 3
@@ -373,8 +374,9 @@ class ActorKeys:
         self.index_parts = [f"{tagged}:index:{n}" for n in range(self.INDEX_PARTS)]
 
     def all(self) -> list[str]:
-        """In the order the actor scripts expect."""
-        return [self.memories, self.vectors, self.log, self.meta]
+        """In the order the actor scripts expect: memories, vectors, log, meta, then the kept
+        index's parts (which a removal deletes in the same step)."""
+        return [self.memories, self.vectors, self.log, self.meta, *self.index_parts]
 
 
 class KeyedKeys:

@@ -161,8 +161,8 @@ class ActorIndexes:
             with subsegment("index_build"):
                 index = self._load(actor)
             self._cache.put(key, index)
-        if kept is not None:
-            index.kept = kept if kept == -2 else max(index.kept, kept)
+        if kept is not None:  # below 0: none kept (dropped by a removal), or to be replaced
+            index.kept = kept if kept < 0 else max(index.kept, kept)
             self.keep(bucket, index)
         return index
 
@@ -175,26 +175,27 @@ class ActorIndexes:
             pipe = self._binary.pipeline(transaction=False)
             pipe.hmget(actor.meta, ["gen", KEPT_GEN])
             pipe.get(actor.index_parts[0])
-            (raw_gen, raw_kept), first = pipe.execute()
+            # A part that is not a string (WRONGTYPE) is an unreadable kept index, not a failure.
+            (raw_gen, raw_kept), first = pipe.execute(raise_on_error=False)
         gen, kept = int(raw_gen or 0), int(raw_kept or -1)
         unreadable = False
-        parts = [cast(bytes, first)] if first is not None else []
-        head = snapshot.header(parts)
+        parts = [first] if first is not None else []
+        head = snapshot.header(parts) if isinstance(first, bytes) else None
         if head is not None and isinstance(head.get("parts"), int) and head["parts"] > 1:
             with database_errors():
                 pipe = self._binary.pipeline(transaction=False)
                 for key in actor.index_parts[1 : head["parts"]]:
                     pipe.get(key)
-                parts += [cast(bytes, part) for part in pipe.execute()]
+                parts += pipe.execute(raise_on_error=False)
         index = None
         if parts:
-            if all(part is not None for part in parts):
+            if all(isinstance(part, bytes) for part in parts):
                 index = snapshot.load(parts, self._store.dimensions)
             unreadable = index is None
-        if index is not None and (
-            index.gen > gen or (index.gen < gen and not self._catch_up(index, actor, gen))
-        ):
-            index = None  # kept ahead of the actor (cannot be) or behind what the log keeps
+        if index is not None and index.gen > gen:
+            index, unreadable = None, True  # kept ahead of the actor: cannot be, replace it
+        if index is not None and index.gen < gen and not self._catch_up(index, actor, gen):
+            index = None  # behind what the log keeps: built, then kept again
         if index is None:
             with subsegment("index_build"):
                 index = self._load(actor)
@@ -249,12 +250,14 @@ class ActorIndexes:
             return
         if index.kept >= 0 and index.gen - index.kept <= keep_lag(len(index)):
             return
+        if index.too_large_at >= 0 and index.gen - index.too_large_at <= keep_lag(len(index)):
+            return
         actor = self._keys.actor(bucket)
         with subsegment("index_keep"), index.lock:
             parts = snapshot.dump(index, len(actor.index_parts))
             gen, force = index.gen, index.kept == -2
         if not parts:  # larger than a kept index can be: not tried again for a while
-            index.kept = gen
+            index.too_large_at = gen
             return
         with unless_writes_refused():
             now = self._keep_script(

@@ -47,11 +47,21 @@ def lua(flags: str, source: str) -> str:
     return flags + Template(source).substitute(quoted)
 
 
+KEPT_GEN = "kept_gen"
+"""The actor ``meta`` field holding the generation of the actor's kept index."""
+KEPT_FLOOR = "kept_floor"
+"""The actor ``meta`` field holding the generation from which a kept index may be written: a
+removal (or a change of a memory's text) drops the kept index and sets it, so that a kept
+index dumped before that change, by a reader racing it, is never written after it."""
+
+
 # The helpers of the actor scripts (KEYS: ActorKeys.all()). ``record_json``: the JSON of a
 # stored memory, which ends at its first line feed (records.encode_memory; a record kept
 # before vectors moved into it is JSON alone). ``vector_tail``: what follows the JSON (the line
 # feed and the vector's bytes), '' for such an older record. ``trim_log``: keep the last
-# max(least, memories / LOG_SHARE) change-log entries.
+# max(least, memories / LOG_SHARE) change-log entries. ``drop_kept``: remove the actor's kept
+# index (what a removal or a change of text must not leave behind: it holds the texts' words,
+# topics and metadata) and set the floor of the next one to the generation now.
 ACTOR_HELPERS = f"""
 local function record_json(raw)
   local at = string.find(raw, '\\n', 1, true)
@@ -66,6 +76,11 @@ end
 local function trim_log(least)
   local keep = math.max(tonumber(least), math.floor(redis.call('HLEN', KEYS[1]) / {LOG_SHARE}))
   redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(keep + 1))
+end
+local function drop_kept()
+  redis.call('DEL', unpack(KEYS, 5))
+  redis.call('HDEL', KEYS[4], '{KEPT_GEN}')
+  redis.call('HSET', KEYS[4], '{KEPT_FLOOR}', redis.call('HGET', KEYS[4], 'gen') or '0')
 end
 """
 
@@ -89,6 +104,7 @@ redis.call('HDEL', KEYS[2], ARGV[1])
 gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
 redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':+:' .. ARGV[1])
 trim_log(ARGV[4])
+if ARGV[5] == 'update' then drop_kept() end
 return {1, gen}
 """,
 )
@@ -108,6 +124,7 @@ for i = 2, #ARGV do
   end
 end
 trim_log(ARGV[1])
+if removed > 0 then drop_kept() end
 return removed
 """,
 )
@@ -213,6 +230,7 @@ for _, id in ipairs(ids) do
   redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':-:' .. id)
 end
 trim_log(ARGV[1])
+if #ids > 0 then drop_kept() end
 return ids
 """,
 )
@@ -295,14 +313,12 @@ return {gen, entries, ids, hmget(KEYS[1]), hmget(KEYS[2])}
 """,
 )
 
-KEPT_GEN = "kept_gen"
-"""The actor ``meta`` field holding the generation of the actor's kept index."""
-
 # KEYS: the actor's meta, then its index parts (``ActorKeys.index_parts``). ARGV: the generation
 # the kept index reflects, '1' to replace a kept index whatever its generation (the one there
 # could not be read) or '', then the parts (``search.snapshot.dump``). Keeps the parts (and
 # removes parts beyond them) unless a kept index of that generation or later is there already;
-# returns the generation kept now, or -2 when the given one is ahead of the actor's (not kept).
+# returns the generation kept now, -2 when the given one is ahead of the actor's, or -3 when it
+# is older than the last removal (``KEPT_FLOOR``; neither is kept).
 KEEP_INDEX = lua(
     WRITES,
     f"""
@@ -310,6 +326,7 @@ local kept = tonumber(redis.call('HGET', KEYS[1], '{KEPT_GEN}') or '-1')
 local gen = tonumber(ARGV[1])
 if ARGV[2] ~= '1' and kept >= gen then return kept end
 if gen > tonumber(redis.call('HGET', KEYS[1], 'gen') or '0') then return -2 end
+if gen < tonumber(redis.call('HGET', KEYS[1], '{KEPT_FLOOR}') or '0') then return -3 end
 for i = 2, #KEYS do
   if ARGV[i + 1] then redis.call('SET', KEYS[i], ARGV[i + 1]) else redis.call('DEL', KEYS[i]) end
 end

@@ -70,22 +70,24 @@ from agent_memory.stores.registry import current_entry
 
 # KEYS: ActorKeys.all(). ARGV: log_keep, the actor's generation the batch was checked at ('' =
 # any), then id, stored memory (records.encode_memory) pairs. Keeps each (replacing what that id
-# held, a vector kept apart by an older record included), bumps the generation and logs the
-# change for each, so warm indexes catch up; returns the generation, or -1 (nothing written)
-# when the actor's memories changed since they were checked.
+# held, a vector kept apart by an older record included; a replaced one drops the kept index),
+# bumps the generation and logs the change for each, so warm indexes catch up; returns the
+# generation, or -1 (nothing written) when the actor's memories changed since they were checked.
 _IMPORT_MEMORIES = lua(
     WRITES,
     ACTOR_HELPERS
     + """
 local gen = tonumber(redis.call('HGET', KEYS[4], 'gen') or '0')
 if ARGV[2] ~= '' and tonumber(ARGV[2]) ~= gen then return -1 end
+local replaced = false
 for i = 3, #ARGV, 2 do
-  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  if redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1]) == 0 then replaced = true end
   redis.call('HDEL', KEYS[2], ARGV[i])
   gen = redis.call('HINCRBY', KEYS[4], 'gen', 1)
   redis.call('ZADD', KEYS[3], gen, string.format('%d', gen) .. ':+:' .. ARGV[i])
 end
 trim_log(ARGV[1])
+if replaced then drop_kept() end
 return gen
 """,
 )

@@ -54,6 +54,11 @@ PREFILTER_ABOVE = 20_000
 """Compact actors with more rows than this are pre-filtered by the Hamming distance of sign bits
 (Charikar, "Similarity estimation techniques from rounding algorithms", STOC 2002) before the
 int8 scores; smaller ones are scored in int8 directly."""
+ERROR_WINDOW = 12.0
+"""Standard deviations of int8 rounding error within which a compact search's candidates are
+all rescored (``ActorIndex._rescored``)."""
+RESCORED_AT_MOST = 1000
+"""Candidates one compact search rescores at most, however close their scores."""
 PREFILTER_KEEP_DIVISOR = 3
 """The pre-filter keeps a third of the rows (at least 2,000 and 50 per result): on clustered
 1,536-dimension data that keeps about 99% of the exact top ten among the int8 candidates, whose
@@ -109,6 +114,9 @@ class ActorIndex:
     # The generation of the actor's kept index in the database (``search.snapshot``) as this
     # container last knew it; -1 when none is known.
     kept: int = -1
+    # The generation at which this index was too large to keep (-1: never): not tried again
+    # until it has changed as much as a kept index may fall behind.
+    too_large_at: int = -1
     # True when the rows' token lists (``row_tokens``) were not loaded with the postings (an
     # index read from its kept form): they are rebuilt from the postings at the first removal.
     tokens_unknown: bool = False
@@ -563,7 +571,25 @@ class ActorIndex:
         mask[rows] = True
         scores = np.zeros(size, dtype=np.float32)
         scores[rows] = approx
-        return top(scores, mask, self.candidates(limit), self.ids)
+        return top(scores, mask, self._rescored(approx, self.scales[rows], limit), self.ids)
+
+    def _rescored(
+        self, approx: NDArray[np.float32], scales: NDArray[np.float32], limit: int
+    ) -> int:
+        """How many of the approximate best a compact search returns for exact rescoring:
+        ``candidates(limit)``, and every row whose approximate score is within ``ERROR_WINDOW``
+        of the last of those (at most ``RESCORED_AT_MOST``), so that memories scoring closer
+        together than int8 codes can tell (near duplicates) are all rescored and the exact
+        best is never cut. Each code is off by at most half its row's step (``scale / 2``), so
+        a unit query's approximate score is off by an error of standard deviation at most
+        ``scale / sqrt(12)``; two scores differ by twice that at most, six deviations each."""
+        wanted = self.candidates(limit)
+        if approx.size <= wanted:
+            return wanted
+        last = float(np.partition(approx, approx.size - wanted)[approx.size - wanted])
+        window = ERROR_WINDOW * float(scales.max()) / math.sqrt(12.0)
+        close = int(np.count_nonzero(approx >= last - window))
+        return max(wanted, min(close, RESCORED_AT_MOST))
 
     def selected(self, now_ms: int, where: Selection) -> list[tuple[int, str]]:
         """``(created ms, id)`` of every memory ``where`` selects (as ``semantic``), in row

@@ -11,13 +11,15 @@ splitting the ids and the vocabulary), into an index in the compact form (``sear
   takes about 2,100 in Redis without it (``make bench-scale``). Semantic candidates of a
   compact index are rescored with the stored float32 vectors (``ActorIndexes.rescore``), so
   results stay exact cosines; the sign bits of the pre-filter are computed when first needed;
-- the ids: the 20 hex digits of each as 10 bytes (ids of another form: one string);
+- the ids: the 20 hex digits of each as 10 bytes (ids of another form: a JSON list);
 - created and expiry times per row (int64); ``valid_from``, ``valid_until`` and ``occurred`` only
   for the rows where they differ from their defaults (most rows: none);
 - the BM25 postings by token (rows and term frequencies, in the narrowest integer types that
   hold them), from which the rows' lengths are summed; the rows' own token lists are rebuilt
   only when a row is first removed (``ActorIndex.tokens_unknown``);
-- types and filter terms (topics, metadata pairs) as small tables.
+- types and filter terms (topics, metadata pairs) as small tables; the vocabulary, ids of
+  another form and the filter terms as JSON lists of strings (ASCII, escapes included), so any
+  character a text may hold, NUL among them, reads back.
 
 Only live rows are written, renumbered in order. A kept form carries its format, the
 tokenizer's version, the dimensions and the generation of the actor's change log it reflects;
@@ -45,7 +47,7 @@ from agent_memory.search.quantize import BLOCK, quantize_rows
 from agent_memory.search.selection import NEVER, UNKNOWN
 from agent_memory.search.tokenizer import TOKENIZER_VERSION
 
-FORMAT = 1
+FORMAT = 2
 """The layout's version; a kept form of another version is not read."""
 MAGIC = b"KVX1"
 PART_BYTES = 256 * 1024 * 1024
@@ -82,7 +84,7 @@ def dump(index: ActorIndex, max_parts: int = MAX_PARTS) -> list[bytes]:
     if all(_MEMORY_ID.fullmatch(i) for i in texts):  # 10 bytes each instead of 25
         add("id_digits", bytes.fromhex("".join(i[4:] for i in texts)))
     else:
-        add("ids", "\n".join(texts).encode())
+        add("ids", json.dumps(texts).encode())
     type_names = sorted({index.types[row] for row in live.tolist()})
     type_of = {name: n for n, name in enumerate(type_names)}
     add("types", np.array([type_of[index.types[row]] for row in live.tolist()], dtype=np.uint16
@@ -168,7 +170,7 @@ def _add_postings(index: ActorIndex, renumber: NDArray[np.int64], rows: int, add
                              dtype=np.int32)  # fmt: skip
     tfs = np.frombuffer(b"".join(index.posting_tfs[t].tobytes() for t in used), dtype=np.uint16)
     new_rows = renumber[old_rows] if old_rows.size else np.zeros(0, dtype=np.int64)
-    add("vocabulary", "\x00".join(words).encode())
+    add("vocabulary", json.dumps(words).encode())  # ASCII: any token, NUL or not, reads back
     add("posting_sizes", sizes.astype(np.uint16 if rows < 65_536 else np.uint32))
     add("posting_rows", new_rows.astype(np.uint16 if rows <= 65_536 else np.int32))
     add("posting_tfs", tfs.astype(np.uint8) if tfs.size and int(tfs.max()) < 256 else tfs)
@@ -215,7 +217,7 @@ def header(parts: Sequence[bytes]) -> dict[str, Any] | None:
     (length,) = struct.unpack("<I", parts[0][4:8])
     try:
         found = json.loads(bytes(parts[0][8 : 8 + length]))
-    except ValueError:
+    except (ValueError, RecursionError):
         return None
     if not isinstance(found, dict):
         return None
@@ -238,7 +240,15 @@ def load(parts: Sequence[bytes], dimensions: int) -> ActorIndex | None:
         return None
     try:
         return _build(_Blob(parts), head, dimensions)
-    except (ValueError, KeyError, IndexError, TypeError, AttributeError, OverflowError):
+    except (
+        ValueError,
+        KeyError,
+        IndexError,
+        TypeError,
+        AttributeError,
+        OverflowError,
+        RecursionError,
+    ):
         return None  # a damaged kept form: the caller builds from the records
 
 
@@ -261,7 +271,7 @@ def _build(blob: _Blob, head: dict[str, Any], dimensions: int) -> ActorIndex | N
         digits = bytes(raw("id_digits")).hex()
         ids = ["mem_" + digits[at : at + 20] for at in range(0, len(digits), 20)]
     else:
-        ids = bytes(raw("ids")).decode().split("\n") if rows else []
+        ids = _strings(raw("ids"))
     if len(ids) != rows:
         return None
     index = ActorIndex(dimensions=dimensions, gen=int(head["gen"]), compact=True)
@@ -293,7 +303,7 @@ def _build(blob: _Blob, head: dict[str, Any], dimensions: int) -> ActorIndex | N
     index.row_tokens = [None] * rows
     index.tokens_unknown = True
     index.row_filters = [()] * rows
-    terms = json.loads(bytes(raw("filter_terms")))
+    terms = _strings(raw("filter_terms"))
     held: dict[int, list[str]] = {}
     for row, term in zip(column("filter_rows").tolist(), column("filter_term_ids").tolist(),
                          strict=True):  # fmt: skip
@@ -305,12 +315,18 @@ def _build(blob: _Blob, head: dict[str, Any], dimensions: int) -> ActorIndex | N
     return index
 
 
+def _strings(data: memoryview | bytes) -> list[str]:
+    """A JSON list of strings (``ValueError`` for anything else)."""
+    found = json.loads(bytes(data))
+    if not isinstance(found, list) or not all(isinstance(item, str) for item in found):
+        raise ValueError("not a list of strings")
+    return found
+
+
 def _load_postings(index: ActorIndex, column: Any, raw: Any, rows: int) -> None:
     """The vocabulary and postings, and each row's length (the sum of its term frequencies)."""
-    words = bytes(raw("vocabulary")).decode().split("\x00")
+    words = _strings(raw("vocabulary"))
     sizes = column("posting_sizes").astype(np.int64)
-    if sizes.size == 0:
-        words = []
     if len(words) != sizes.size:
         raise ValueError("vocabulary and postings disagree")
     posting_rows = column("posting_rows").astype(np.int32)
