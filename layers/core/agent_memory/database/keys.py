@@ -22,7 +22,7 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:actor:{<actor>}:memories         hash  memory id -> JSON + vector
     kividb:mem:<store>:<inc>:actor:{<actor>}:vectors          hash  memory id -> float32 bytes
     kividb:mem:<store>:<inc>:actor:{<actor>}:log              zset  recent changes by generation
-    kividb:mem:<store>:<inc>:actor:{<actor>}:meta             hash  gen (change counter), kept_gen
+    kividb:mem:<store>:<inc>:actor:{<actor>}:meta             hash  gen, kept_gen, kept_floor
     kividb:mem:<store>:<inc>:actor:{<actor>}:index:<n>        string  part n of the kept index
     kividb:mem:<store>:<inc>:idempotency:<sha256 of the key>  string  a write's record, 24 h
     kividb:mem:<store>:<inc>:webhook:<event id>               string  a webhook event's body

@@ -29,7 +29,7 @@ from agent_memory.memories.records import (
     F,
     raw_facts,
     raw_facts_if_any,
-    raw_record,
+    raw_record_and_json,
     split_memory,
     stored_terms,
 )
@@ -128,9 +128,16 @@ class ActorIndexes:
 
     @staticmethod
     def generation_of(reply: Sequence[object]) -> tuple[int, int]:
-        """``(gen, kept)`` from the reply of what ``queue_generation`` queued."""
+        """``(gen, kept)`` from the reply of what ``queue_generation`` queued (-1: none kept)."""
         raw_gen, raw_kept = reply
         return int(cast(str, raw_gen) or 0), int(cast(str, raw_kept) or -1)
+
+    def _generation(self, bucket: str) -> tuple[int, int]:
+        """``(gen, kept)`` of the actor, read now (one round trip)."""
+        with database_errors():
+            pipe = self._binary.pipeline(transaction=False)
+            self.queue_generation(pipe, bucket)
+            return self.generation_of(pipe.execute()[0])
 
     def index(self, bucket: str, gen: int | None = None, kept: int | None = None) -> ActorIndex:
         """The actor's index, brought up to the actor's current generation (``gen`` when the
@@ -147,16 +154,14 @@ class ActorIndexes:
             index = None
         if index is None:
             with subsegment("index_load"):
-                index, kept = self._cold(actor)
+                index, kept = self._cold(bucket)
             self._cache.put(key, index)
             index.exact_wanted = index.fits_exact
         elif index.exact_wanted:  # the second read: the one that loaded it is not slowed
             index.exact_wanted = False
             self._go_exact_later(actor, index)
         if gen is None and kept is None:
-            with database_errors():
-                raw_gen, raw_kept = self._binary.hmget(actor.meta, ["gen", KEPT_GEN])
-            gen, kept = int(raw_gen or 0), int(raw_kept or -1)
+            gen, kept = self._generation(bucket)
         if gen is not None and index.gen != gen and not self._catch_up(index, actor, gen):
             with subsegment("index_build"):
                 index = self._load(actor)
@@ -166,18 +171,19 @@ class ActorIndexes:
             self.keep(bucket, index)
         return index
 
-    def _cold(self, actor: ActorKeys) -> tuple[ActorIndex, int]:
+    def _cold(self, bucket: str) -> tuple[ActorIndex, int]:
         """The actor's index for a container that has none: its kept index and the changes
         since (the generation, the kept generation and the kept index's first part in one round
         trip; the other parts, if any, in a second), or a build from the records. Returns the
         index and the kept generation the database holds (-1: none)."""
+        actor = self._keys.actor(bucket)
         with database_errors():
             pipe = self._binary.pipeline(transaction=False)
-            pipe.hmget(actor.meta, ["gen", KEPT_GEN])
+            self.queue_generation(pipe, bucket)
             pipe.get(actor.index_parts[0])
             # A part that is not a string (WRONGTYPE) is an unreadable kept index, not a failure.
-            (raw_gen, raw_kept), first = pipe.execute(raise_on_error=False)
-        gen, kept = int(raw_gen or 0), int(raw_kept or -1)
+            generation, first = pipe.execute(raise_on_error=False)
+        gen, kept = self.generation_of(generation)
         unreadable = False
         parts = [first] if first is not None else []
         head = snapshot.header(parts) if isinstance(first, bytes) else None
@@ -217,18 +223,8 @@ class ActorIndexes:
         def read_and_switch() -> None:
             try:
                 vectors: dict[str, bytes] = {}
-                cursor = 0
-                while True:
-                    with database_errors():
-                        cursor, scanned = self._binary.hscan(
-                            actor.memories, cursor, count=LOAD_BATCH
-                        )
-                        entries = cast(dict[bytes, bytes], scanned)
-                        ids = [k.decode() for k in entries]
-                        blobs = self._vectors(actor, ids, list(entries.values()))
+                for ids, _, blobs in self._scan(actor):
                     vectors.update((i, b) for i, b in zip(ids, blobs, strict=True) if b)
-                    if int(cursor) == 0:
-                        break
                 with index.lock:
                     exact = index.go_exact(vectors)
                 if exact:
@@ -284,7 +280,8 @@ class ActorIndexes:
         for memory_id, raw, kept_apart in zip(found, raws, blobs, strict=True):
             blob = split_memory(raw)[1] or kept_apart if raw is not None else None
             if raw is not None and blob is not None:
-                rows[memory_id] = (raw_record(raw), blob, split_memory(raw)[0])
+                record, json = raw_record_and_json(raw)
+                rows[memory_id] = (record, blob, json)
         changed = {name.split(":", 2)[2] for name in names}
         with index.lock:
             if index.gen >= now_gen:
@@ -314,34 +311,19 @@ class ActorIndexes:
         index.reserve(int(count) + int(count) // 20 + 64)  # room for the next writes
         width = self._store.dimensions * 4
 
-        def fetch(
-            cursor: int,
-        ) -> tuple[int, list[str], list[dict[str, Any]], list[bytes], list[bytes]]:
-            with database_errors():
-                cursor, scanned = self._binary.hscan(actor.memories, cursor, count=LOAD_BATCH)
-                entries = cast(dict[bytes, bytes], scanned)
-                ids = [k.decode() for k in entries]
-                vectors = self._vectors(actor, ids, list(entries.values()))
-            kept = [
-                (memory_id, raw_record(raw), blob, split_memory(raw)[0])
-                for memory_id, raw, blob in zip(ids, entries.values(), vectors, strict=True)
-                if blob is not None and len(blob) == width
-            ]
-            return (
-                int(cursor),
-                [k[0] for k in kept],
-                [k[1] for k in kept],
-                [k[2] for k in kept if k[2] is not None],
-                [k[3] for k in kept],
-            )
-
         # The batches allocate tens of thousands of small dicts and lists that hold no cycles;
         # pausing the cyclic collector spares it traversing them again and again (about a
         # tenth of a cold build of 10,000 memories).
         with _collector_paused():
-            cursor = 0
-            while True:
-                cursor, ids, records, blobs, stored = fetch(cursor)
+            for batch_ids, raws, vectors_found in self._scan(actor):
+                ids, records, blobs, stored = [], [], [], []
+                for memory_id, raw, blob in zip(batch_ids, raws, vectors_found, strict=True):
+                    if blob is not None and len(blob) == width:
+                        record, json = raw_record_and_json(raw)
+                        ids.append(memory_id)
+                        records.append(record)
+                        blobs.append(blob)
+                        stored.append(json)
                 if records:
                     vectors = np.frombuffer(b"".join(blobs), dtype=np.float32).reshape(
                         len(records), self._store.dimensions
@@ -357,13 +339,28 @@ class ActorIndexes:
                         [raw_facts_if_any(r) for r in records],
                         stored,
                     )
-                if cursor == 0:
-                    break
         with database_errors():
             latest = int(self._redis.hget(actor.meta, "gen") or 0)
         if latest != gen and not self._catch_up(index, actor, latest):
             return self._load(actor)  # too much changed meanwhile: read it again
         return index
+
+    def _scan(
+        self, actor: ActorKeys
+    ) -> Iterator[tuple[list[str], list[bytes], list[bytes | None]]]:
+        """The actor's stored memories in ``HSCAN`` batches of about ``LOAD_BATCH``: their ids,
+        stored bytes and vector bytes (``_vectors``)."""
+        cursor = 0
+        while True:
+            with database_errors():
+                cursor, scanned = self._binary.hscan(actor.memories, cursor, count=LOAD_BATCH)
+                entries = cast(dict[bytes, bytes], scanned)
+                ids = [k.decode() for k in entries]
+                raws = list(entries.values())
+                vectors = self._vectors(actor, ids, raws)
+            yield ids, raws, vectors
+            if int(cursor) == 0:
+                return
 
     def _vectors(
         self, actor: ActorKeys, ids: Sequence[str], raws: Sequence[bytes | None]
@@ -397,10 +394,9 @@ class ActorIndexes:
         index = self.warm(bucket)
         if index is not None:  # the records read: the index holds those it lacks, for the views
             with index.lock:
-                for memory_id, raw in zip(ids, raws, strict=True):
-                    row = index.rows.get(memory_id)
-                    if raw is not None and row is not None and index.records[row] is None:
-                        index.hold_record(row, split_memory(raw)[0])
+                index.hold_missing(
+                    {i: split_memory(raw)[0] for i, raw in zip(ids, raws, strict=True) if raw}
+                )
         kept = [(memory_id, blob) for memory_id, blob in zip(ids, blobs, strict=True)
                 if blob is not None and len(blob) == vector.nbytes]  # fmt: skip
         if not kept:

@@ -147,17 +147,25 @@ class MemoryReader:
         """The live records of ``ids`` (current or not) in the actor's memories."""
         if not ids:
             return {}
-        now_ms = to_ms(self._clock.now())
+        return self._live(bucket, self._read_stored(bucket, ids), to_ms(self._clock.now()))
+
+    def _read_stored(self, bucket: str, ids: Sequence[str]) -> dict[str, bytes]:
+        """The stored memories of ``ids`` that exist, by id (one ``HMGET``)."""
         with database_errors():
             raws = cast(
                 list[bytes | None], self._binary.hmget(self._keys.actor(bucket).memories, list(ids))
             )
+        return {memory_id: raw for memory_id, raw in zip(ids, raws, strict=True) if raw}
+
+    @staticmethod
+    def _live(bucket: str, stored: dict[str, bytes], now_ms: int) -> dict[str, MemoryRecord]:
+        """The records of ``stored`` (a stored memory or its JSON, by id) not expired at
+        ``now_ms``."""
         found = {}
-        for memory_id, raw in zip(ids, raws, strict=True):
-            if raw is not None:
-                record = decode_record(raw, memory_id, bucket)
-                if record.expires_at > now_ms:
-                    found[memory_id] = record
+        for memory_id, raw in stored.items():
+            record = decode_record(raw, memory_id, bucket)
+            if record.expires_at > now_ms:
+                found[memory_id] = record
         return found
 
     def _ranked_views(self, bucket: str, ids: Sequence[str], now_ms: int) -> dict[str, MemoryView]:
@@ -165,32 +173,21 @@ class MemoryReader:
         ranked: no round trip), and for those it does not hold (read from a kept index, or
         closed since), as read now, which the index then holds."""
         index = self._indexes.warm(bucket)
-        held: dict[str, bytes | None] = {}
+        stored: dict[str, bytes] = {}
         if index is not None:
             with index.lock:
                 held = {memory_id: index.record_of(memory_id) for memory_id in ids}
-        stored = {i: raw for i, raw in held.items() if raw is not None}
+            stored = {memory_id: raw for memory_id, raw in held.items() if raw is not None}
         missing = [memory_id for memory_id in ids if memory_id not in stored]
         if missing:
-            with database_errors():
-                raws = cast(
-                    list[bytes | None],
-                    self._binary.hmget(self._keys.actor(bucket).memories, missing),
-                )
-            read = {i: split_memory(raw)[0] for i, raw in zip(missing, raws, strict=True) if raw}
+            read = {
+                i: split_memory(raw)[0] for i, raw in self._read_stored(bucket, missing).items()
+            }
             if index is not None:
                 with index.lock:
-                    for memory_id, raw in read.items():
-                        row = index.rows.get(memory_id)
-                        if row is not None and index.records[row] is None:
-                            index.hold_record(row, raw)
+                    index.hold_missing(read)
             stored.update(read)
-        views = {}
-        for memory_id, raw in stored.items():
-            record = decode_record(raw, memory_id, bucket)
-            if record.expires_at > now_ms:
-                views[memory_id] = record_view(record)
-        return views
+        return {i: record_view(r) for i, r in self._live(bucket, stored, now_ms).items()}
 
     def fetch(self, bucket: str, ids: Sequence[str]) -> dict[str, MemoryView]:
         """Views of ``records``."""

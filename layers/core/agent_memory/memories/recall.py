@@ -10,8 +10,8 @@ from a caller or a model (the summary, memory texts, message content and names) 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Sequence
-from typing import Any
+from collections.abc import Collection, Sequence
+from functools import partial
 
 from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting, wire_bytes
 from agent_memory.errors import ActorMismatch
@@ -164,13 +164,9 @@ def recall(
     memories.check_types(request.types)
     # With the actor named, its generations are read in the session's round trip.
     named = request.actor_id
-    replies: list[Any] = []
-    reads: Callable[[Any], None] | None = None
-    if named is not None:
-        actor = named
-        reads = lambda pipe: memories.queue_generation(pipe, actor)  # noqa: E731
-    meta, messages = sessions.working_memory(
-        request.session_id, store.summarize_after, reads, replies
+    reads = partial(memories.queue_generation, actor_id=named) if named is not None else None
+    meta, messages, replies = sessions.working_memory(
+        request.session_id, store.summarize_after, reads
     )
     generation = memories.generation_of(replies[0]) if replies else None
     if actors is not None and (meta is None or meta.actor_id not in actors):

@@ -239,8 +239,15 @@ def raw_record(raw: bytes) -> dict[str, Any]:
     """A stored memory's record as a plain dict (keys are ``MemoryFields``; no ``id`` or
     ``actor_id`` unless it was kept before they were left out), for the paths that read many
     records and a few fields of each."""
-    record: dict[str, Any] = from_json(split_memory(raw)[0])
-    return record
+    return raw_record_and_json(raw)[0]
+
+
+def raw_record_and_json(raw: bytes) -> tuple[dict[str, Any], bytes]:
+    """``raw_record`` and the JSON it was read from (``split_memory``'s first part: what an
+    index holds of the record, ``search.index.ActorIndex.records``)."""
+    json = split_memory(raw)[0]
+    record: dict[str, Any] = from_json(json)
+    return record, json
 
 
 def record_view(record: MemoryRecord, *, with_versions: bool = False) -> MemoryView:

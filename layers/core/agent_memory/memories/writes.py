@@ -268,6 +268,7 @@ class MemoryWriter:
         known_gen = (
             self._store_level.index(memory_id, bucket, now_ms, expires_ms) if indexed else None
         )
+        stored = encode_memory(record, vector.tobytes())
         try:
             for attempt in range(ADD_ATTEMPTS):
                 _back_off(attempt)
@@ -288,7 +289,7 @@ class MemoryWriter:
                         self._binary,
                         self._put,
                         actor.all(),
-                        [memory_id, encode_memory(record, vector.tobytes()), gen, LOG_KEEP, mode],
+                        [memory_id, stored, gen, LOG_KEEP, mode],
                         lambda pipe: pipe.hget(StoreKeys.registry, self._store.name),
                         before=before,
                     )
@@ -299,7 +300,7 @@ class MemoryWriter:
                     continue
                 if int(written) == 1:
                     self._check_store_still_here(bucket, memory_id, registered)
-                    self._apply_own_write(index, gen, int(new_gen), record, vector)
+                    self._apply_own_write(index, gen, int(new_gen), record, vector, stored)
                     return Kept(record_view(record), False, counts)
                 index = None  # the generation moved: catch up and check again
         except BaseException:
@@ -311,15 +312,20 @@ class MemoryWriter:
 
     @staticmethod
     def _apply_own_write(
-        index: ActorIndex, gen: int, new_gen: int, record: MemoryRecord, vector: NDArray[np.float32]
+        index: ActorIndex,
+        gen: int,
+        new_gen: int,
+        record: MemoryRecord,
+        vector: NDArray[np.float32],
+        stored: bytes,
     ) -> None:
-        """Put the memory just written into the warm ``index`` when nothing else changed the
-        actor since ``gen`` (no catch-up read later)."""
+        """Put the memory just written (``stored``: as ``encode_memory`` wrote it) into the warm
+        ``index`` when nothing else changed the actor since ``gen`` (no catch-up read later)."""
         with index.lock:
             if index.gen == gen:
                 index.upsert(record.id, vector, record.text, record.type, record.created_at,
                              record.expires_at, None, record_facts(record),
-                             record_json(record))  # fmt: skip
+                             split_memory(stored)[0])  # fmt: skip
                 index.gen = new_gen
 
     def _already_kept(
@@ -372,6 +378,7 @@ class MemoryWriter:
         now_ms = record.created_at
         self._store_level.index(record.id, bucket, now_ms, record.expires_at)
         kept = False
+        stored = encode_memory(record, vector.tobytes())
         try:
             for attempt in range(ADD_ATTEMPTS):
                 _back_off(attempt)
@@ -388,7 +395,7 @@ class MemoryWriter:
                     update={"valid_until": now_ms, "superseded_by": record.id, "updated_at": now_ms}
                 )
                 args: list[EncodableT] = [
-                    record.id, encode_memory(record, vector.tobytes()), old_id,
+                    record.id, stored, old_id,
                     cast(bytes, raw_old), record_json(closed), LOG_KEEP, mode,
                 ]  # fmt: skip
                 with database_errors():
@@ -419,7 +426,7 @@ class MemoryWriter:
                                 facts = record_facts(record)
                                 index.upsert(record.id, vector, record.text, record.type,
                                              now_ms, record.expires_at, None, facts,
-                                             record_json(record))  # fmt: skip
+                                             split_memory(stored)[0])  # fmt: skip
                                 index.close(old_id, now_ms)
                                 index.gen = int(new_gen)
                     return Kept(record_view(record), False, counts, superseded=old_id)

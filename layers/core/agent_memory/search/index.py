@@ -413,6 +413,14 @@ class ActorIndex:
         self._record_bytes += (len(record) if record else 0) - (len(before) if before else 0)
         self.records[row] = record
 
+    def hold_missing(self, records: Mapping[str, bytes]) -> None:
+        """Hold each of ``records`` (stored JSON by memory id, as read now) for its indexed row
+        that holds none; ids not indexed are ignored."""
+        for memory_id, record in records.items():
+            row = self.rows.get(memory_id)
+            if row is not None and self.records[row] is None:
+                self.hold_record(row, record)
+
     def record_of(self, memory_id: str) -> bytes | None:
         """The stored record held for ``memory_id``, or None (not indexed, or not held)."""
         row = self.rows.get(memory_id)
@@ -467,10 +475,6 @@ class ActorIndex:
 
     # --- queries -----------------------------------------------------------------------------
 
-    def _eligible(self, now_ms: int, where: Selection | Sequence[str] | None) -> NDArray[np.bool_]:
-        """The rows ``where`` selects (``search.masks.eligible``)."""
-        return eligible(self, now_ms, where)
-
     def _go_compact(self) -> None:
         """Switch to the compact form, converting the rows held so far."""
         rows = self.matrix.shape[0]
@@ -524,6 +528,14 @@ class ActorIndex:
         self.bits_unknown = False
         return True
 
+    def _know_bits(self) -> None:
+        """The sign bits of every row, from its int8 codes (an index read from its kept form)."""
+        size = len(self.ids)
+        for start in range(0, size, BLOCK):
+            end = min(size, start + BLOCK)
+            self.bits[start:end] = np.packbits(self.codes[start:end] > 0, axis=1)
+        self.bits_unknown = False
+
     def _writable(self) -> None:
         """Copies of the codes and scales when they are still views of a kept form's bytes
         (read-only: a loaded index shares them until its first change)."""
@@ -549,21 +561,18 @@ class ActorIndex:
         size = len(self.ids)
         if size == 0:
             return []
-        eligible = self._eligible(now_ms, types)
+        admitted = eligible(self, now_ms, types)
         if not self.compact:
             scores = parallel(dot, self.matrix[:size], query, min_rows=exact_rows(query))
-            return top(scores, eligible, limit, self.ids)
-        rows = np.flatnonzero(eligible)
+            return top(scores, admitted, limit, self.ids)
+        rows = np.flatnonzero(admitted)
         if rows.size > PREFILTER_ABOVE:
             if self.bits_unknown:
-                for start in range(0, size, BLOCK):
-                    end = min(size, start + BLOCK)
-                    self.bits[start:end] = np.packbits(self.codes[start:end] > 0, axis=1)
-                self.bits_unknown = False
+                self._know_bits()
             # Every row's distance (a slice, no gather: cheaper than picking the eligible rows
             # first), the ineligible ones pushed to the end.
             distance = parallel(hamming, self.bits[:size], np.packbits(query > 0))
-            distance[~eligible] = np.iinfo(np.uint16).max
+            distance[~admitted] = np.iinfo(np.uint16).max
             keep = min(rows.size, max(limit * 50, 2000, rows.size // PREFILTER_KEEP_DIVISOR))
             rows = np.argpartition(distance, keep - 1)[:keep]
         approx = parallel_int8_scores(self.codes, self.scales, rows, query)
@@ -594,13 +603,13 @@ class ActorIndex:
     def selected(self, now_ms: int, where: Selection) -> list[tuple[int, str]]:
         """``(created ms, id)`` of every memory ``where`` selects (as ``semantic``), in row
         order: what a listing orders and cuts into pages."""
-        rows = np.flatnonzero(self._eligible(now_ms, where))
+        rows = np.flatnonzero(eligible(self, now_ms, where))
         created = self.created[rows].tolist()
         return [(c, cast(str, self.ids[r])) for c, r in zip(created, rows.tolist(), strict=True)]
 
     def count(self, now_ms: int, where: Selection | Sequence[str] | None = None) -> int:
         """How many memories ``where`` selects (as ``semantic``)."""
-        return int(np.count_nonzero(self._eligible(now_ms, where)))
+        return int(np.count_nonzero(eligible(self, now_ms, where)))
 
     @property
     def exact(self) -> bool:
@@ -638,7 +647,7 @@ class ActorIndex:
             norm = K1 * (1.0 - B + B * self.doclen[rows] / avgdl)
             scores[rows] += idf * tf * (K1 + 1.0) / (tf + norm)
             matched[rows] = True
-        return top(scores, self._eligible(now_ms, types) & matched, limit, self.ids)
+        return top(scores, eligible(self, now_ms, types) & matched, limit, self.ids)
 
     def best_match(self, query: NDArray[np.float32], now_ms: int) -> list[Hit]:
         """Candidates for the most similar current memory (for deduplication): the one best

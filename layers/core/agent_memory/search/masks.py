@@ -93,6 +93,9 @@ def top(
     limit: int,
     ids: Sequence[str | None],
 ) -> list[Hit]:
+    """The ``limit`` best rows of ``mask`` by ``scores`` as hits (``ids[row]``, score), best
+    first; rows tied with the last one kept are all compared, and ties are cut by memory id,
+    so that two indexes holding the same memories in other rows answer alike."""
     candidates = np.flatnonzero(mask)
     if candidates.size == 0:
         return []

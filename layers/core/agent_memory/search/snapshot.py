@@ -72,13 +72,14 @@ def dump(index: ActorIndex, max_parts: int = MAX_PARTS) -> list[bytes]:
     renumber[live] = np.arange(live.size)
     ids = [index.ids[row] for row in live.tolist()]
     rows = live.size
-    sections: list[tuple[str, str, bytes]] = []
+    sections: list[tuple[str, str, bytes | memoryview]] = []
 
     def add(name: str, values: NDArray[Any] | bytes) -> None:
         if isinstance(values, bytes):
             sections.append((name, "|u1", values))
-        else:
-            sections.append((name, values.dtype.str, np.ascontiguousarray(values).tobytes()))
+        else:  # the array's own bytes, copied once, into the joined whole
+            data = np.ascontiguousarray(values).reshape(-1).view(np.uint8).data
+            sections.append((name, values.dtype.str, data))
 
     texts = [str(i) for i in ids]
     if all(_MEMORY_ID.fullmatch(i) for i in texts):  # 10 bytes each instead of 25
@@ -108,7 +109,7 @@ def dump(index: ActorIndex, max_parts: int = MAX_PARTS) -> list[bytes]:
     term_of = {term: n for n, term in enumerate(terms)}
     pairs = [(new, term_of[term]) for new, row in enumerate(live.tolist())
              for term in index.row_filters[row]]  # fmt: skip
-    add("filter_terms", json.dumps(terms, ensure_ascii=False).encode())
+    add("filter_terms", json.dumps(terms).encode())
     add("filter_rows", np.array([p[0] for p in pairs], dtype=np.int32))
     add("filter_term_ids", np.array([p[1] for p in pairs], dtype=np.int32))
     header: dict[str, Any] = {
@@ -135,12 +136,14 @@ def dump(index: ActorIndex, max_parts: int = MAX_PARTS) -> list[bytes]:
         parts = needed
     if parts > max_parts:
         return []
-    blob = bytearray(MAGIC + struct.pack("<I", len(head)) + head)
-    blob += bytes((-len(blob)) % _ALIGN)
+    pieces: list[bytes | memoryview] = [MAGIC, struct.pack("<I", len(head)), head]
+    pieces.append(bytes(start - 8 - len(head)))
     for _, _, data in sections:
-        blob += data
-        blob += bytes((-len(data)) % _ALIGN)
-    return [bytes(blob[at : at + PART_BYTES]) for at in range(0, len(blob), PART_BYTES)]
+        pieces += [data, bytes((-len(data)) % _ALIGN)]
+    blob = b"".join(pieces)
+    if len(blob) <= PART_BYTES:
+        return [blob]
+    return [blob[at : at + PART_BYTES] for at in range(0, len(blob), PART_BYTES)]
 
 
 def _codes(
@@ -190,6 +193,8 @@ class _Blob:
         self.size = at
 
     def take(self, offset: int, length: int) -> memoryview | bytes:
+        """``length`` bytes from ``offset`` of the whole: a view when they lie in one part, else
+        a read-only copy of just them; ``ValueError`` past the end."""
         if length == 0:
             return b""
         for part, start in zip(self._parts, self._starts, strict=True):

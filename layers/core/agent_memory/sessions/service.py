@@ -162,15 +162,15 @@ class Sessions:
         recent: int,
         before_seq: int | None = None,
         reads: Callable[[Pipeline], object] | None = None,
-        replies: list[Any] | None = None,
-    ) -> tuple[SessionMeta, list[Message]] | None:
-        """The session's metadata and newest messages (``scripts.READ``), or None; with
-        ``reads``, the commands it queues go in the same round trip and their replies are put
-        in ``replies``."""
+    ) -> tuple[tuple[SessionMeta, list[Message]] | None, list[Any]]:
+        """The session's metadata and newest messages (``scripts.READ``), or None; and the
+        replies of the read commands ``reads`` queues, sent in the same round trip ([] without
+        ``reads``)."""
         keys = self._keys.session(session_id)
         before = "" if before_seq is None else str(before_seq)
         script_keys = [keys.meta, keys.messages, keys.lock]
         args: list[str | int] = [recent, before]
+        others: list[Any] = []
         with database_errors():
             if reads is None:
                 flat, members, locked = self._read_script(keys=script_keys, args=args)
@@ -178,13 +178,11 @@ class Sessions:
                 found, *others = script_then(self._redis, self._read_script, script_keys, args,
                                              reads)  # fmt: skip
                 flat, members, locked = found
-                if replies is not None:
-                    replies.extend(others)
         raw = dict(zip(flat[::2], flat[1::2], strict=True))
         meta = live_meta(session_id, raw, to_ms(self._clock.now()), running=bool(locked))
         if meta is None:
-            return None
-        return meta, [decode_member(m) for m in members]
+            return None, others
+        return (meta, [decode_member(m) for m in members]), others
 
     def get(
         self,
@@ -198,7 +196,7 @@ class Sessions:
         bytes (``answers.wire_bytes``): the oldest of those messages are left out as needed,
         and ``messages_omitted`` says how many (``before_seq`` set to the first one shown
         reads them)."""
-        found = self._read(session_id, recent, before_seq)
+        found, _ = self._read(session_id, recent, before_seq)
         if found is None:
             raise SessionNotFound(session_id)
         meta, messages = found
@@ -225,18 +223,18 @@ class Sessions:
         session_id: str,
         recent: int,
         reads: Callable[[Pipeline], object] | None = None,
-        replies: list[Any] | None = None,
-    ) -> tuple[SessionMeta | None, list[Message]]:
-        """For recall: the session's metadata and newest ``recent`` messages, or ``(None, [])``
-        for a session that does not exist yet (not an error). ``reads`` queues read commands
-        of the caller's that go in the same round trip; their replies are put in ``replies``."""
-        found = self._read(session_id, recent, reads=reads, replies=replies)
-        return found if found is not None else (None, [])
+    ) -> tuple[SessionMeta | None, list[Message], list[Any]]:
+        """For recall: the session's metadata and newest ``recent`` messages, or ``None, []``
+        for a session that does not exist yet (not an error); then the replies of the read
+        commands of the caller's that ``reads`` queues, sent in the same round trip."""
+        found, replies = self._read(session_id, recent, reads=reads)
+        meta, messages = found if found is not None else (None, [])
+        return meta, messages, replies
 
     def owner(self, session_id: str) -> str | None:
         """The actor of a live session (None for one without); ``SessionNotFound``
         otherwise."""
-        found = self._read(session_id, 1)  # its newest message too: the script needs one
+        found, _ = self._read(session_id, 1)  # its newest message too: the script needs one
         if found is None:
             raise SessionNotFound(session_id)
         return found[0].actor_id
