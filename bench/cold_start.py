@@ -73,7 +73,7 @@ from bench.latency import (
     prepare_sessions,
     seed,
 )
-from bench.measure import percentile, timed
+from bench.measure import percentile, timed, verdict
 from kividb_memory import NotFoundError
 from local.bootstrap import start_redis_server
 
@@ -88,6 +88,9 @@ SCAN_TARGET = 2.0
 
 @dataclass
 class Outcome:
+    """What one case (an actor of ``case.size`` memories) measured: latencies in ms, the kept
+    index's bytes and the records' (``MEMORY USAGE``), the correctness check's counts."""
+
     case: Case
     warm: list[float] = field(default_factory=list)
     core: list[float] = field(default_factory=list)
@@ -143,6 +146,8 @@ def first_recalls(
 
 
 def run_case(size: int, redis_url: str, args: argparse.Namespace) -> Outcome:
+    """Seed one actor of ``size`` memories of 1,536 dimensions in the database at
+    ``redis_url``, then take every measure of the module docstring for it."""
     case = Case(size, 1536)
     outcome = Outcome(case)
     corpus = Corpus(case.dims, SEED)
@@ -213,14 +218,13 @@ def check(redis_url: str, case: Case, corpus: Corpus, seeded: Seeded, outcome: O
 
 
 def p50(values: list[float]) -> float:
+    """The median of ``values`` (NaN for none)."""
     return statistics.median(values) if values else float("nan")
 
 
-def verdict(value: float, limit: float) -> str:
-    return "**PASS**" if value <= limit else "**FAIL**"
-
-
 def report(outcomes: list[Outcome], args: argparse.Namespace, commit: str, elapsed: float) -> str:
+    """``cold_start.md``: the targets with their ratios and verdicts, before and after, details;
+    ``elapsed`` in seconds."""
     when = datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# Cold containers: first recall in a fresh process",
@@ -251,7 +255,7 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, commit: str, elaps
             lines.append(
                 f"| {o.case.label} | first recall, fresh process (kept index), median | "
                 f"{cold:.1f} ms | warm recall p50 {warm:.2f} ms | {cold / warm:.1f}x | "
-                f"≤ {limit:g}x | {verdict(cold / warm, limit)} |"
+                f"≤ {limit:g}x | {verdict(cold / warm <= limit)} |"
             )
         after = p50(o.after_kept)
         lines.append(
@@ -270,7 +274,7 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, commit: str, elaps
             lines.append(
                 f"| {o.case.label} | core warm recall p50, in-process | {core:.2f} ms | exact "
                 f"NumPy scan p50 {scan:.2f} ms | {core / scan:.2f}x | ≤ {SCAN_TARGET:g}x | "
-                f"{verdict(core / scan, SCAN_TARGET)} |"
+                f"{verdict(core / scan <= SCAN_TARGET)} |"
             )
     lines += [
         "",
@@ -309,6 +313,7 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, commit: str, elaps
 
 
 def plot(outcomes: list[Outcome], path: Path) -> None:
+    """``cold_start.png``: warm, first and burst recalls per case, log scale."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -336,6 +341,7 @@ def plot(outcomes: list[Outcome], path: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Run every case on a redis-server of its own and write the report and plot; 0."""
     parser = argparse.ArgumentParser(prog="python -m bench.cold_start")
     parser.add_argument(
         "--sizes",

@@ -41,3 +41,8 @@ def peak_rss_mb(pid: int, field: str = "VmHWM") -> float:
             if line.startswith(field + ":"):
                 total += int(line.split()[1])
     return total / 1024
+
+
+def verdict(passed: bool) -> str:
+    """A target's verdict as the reports print it: ``**PASS**`` or ``**FAIL**``."""
+    return "**PASS**" if passed else "**FAIL**"

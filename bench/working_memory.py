@@ -43,7 +43,7 @@ from agent_memory.sessions.models import EventIn, EventsRequest
 from agent_memory.sessions.service import Sessions
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
-from bench.measure import peak_rss_mb, percentile, timed
+from bench.measure import peak_rss_mb, percentile, timed, verdict
 from kividb_memory import MemoryClient
 from local.bootstrap import start_redis_server
 from local.launch import running_stack
@@ -62,10 +62,6 @@ THROUGHPUT_TARGET = 2000
 the request path"; DESIGN section 7 asks 1,000)."""
 RPUSH_RATIO_TARGET = 10.0
 """Add events p50 over HTTP, at most this many times a bare ``RPUSH`` of the same messages."""
-
-
-def verdict(passed: bool) -> str:
-    return "**PASS**" if passed else "**FAIL**"
 
 
 LOAD_GENERATOR = ["Python threads"]

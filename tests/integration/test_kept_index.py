@@ -121,14 +121,12 @@ def test_a_new_container_applies_the_changes_made_since_the_index_was_kept(
     _fill(other, 3, rng)
     assert _kept_gen(client, config)[0] == 100
     want = _answers(first)  # caught up from the change log
-    real_load = indexes_module.ActorIndexes._load
     _no_build(monkeypatch)
     fresh = container()
     _same(_answers(fresh), want)
     shown = {m.id for m in fresh.search(SearchRequest(query="kayak violin", mode="keyword",
                                                       actor_id="alice", limit=50))}  # fmt: skip
     assert replaced in shown and ids[5] not in shown
-    monkeypatch.setattr(indexes_module.ActorIndexes, "_load", real_load)
 
 
 def test_a_removal_or_a_changed_text_leaves_nothing_of_it_in_the_database(
