@@ -13,6 +13,7 @@ Role = Literal["user", "assistant", "system", "tool"]
 SearchMode = Literal["semantic", "keyword", "hybrid"]
 """How a search ranks memories: by meaning (cosine), by keyword (BM25), or both."""
 LlmProvider = Literal["none", "openai", "anthropic", "custom"]
+RerankProvider = Literal["none", "cohere", "voyage", "jina", "custom", "llm"]
 EmbedProvider = Literal["none", "openai", "custom"]
 ExtractionState = Literal["idle", "waiting", "running", "failed"]
 

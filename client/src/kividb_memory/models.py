@@ -41,6 +41,7 @@ from kividb_memory.model_bases import (
     ExtractionState as ExtractionState,
     LlmProvider as LlmProvider,
     Request as Request,
+    RerankProvider as RerankProvider,
     Role as Role,
     SearchMode as SearchMode,
 )
@@ -98,6 +99,11 @@ class StorePut(Request):
     embed_base_url: str | None = None
     embed_api_key: str | None = Field(None, repr=False)
     dimensions: int | None = None
+    rerank_provider: RerankProvider | None = None
+    rerank_model: str | None = None
+    rerank_base_url: str | None = None
+    rerank_api_key: str | None = Field(None, repr=False)
+    rerank_candidates: int | None = None
     extraction_delay_seconds: int | None = None
     summarize_after: int | None = None
     keep_recent: int | None = None
@@ -134,6 +140,11 @@ class StoreView(Answer):
     embed_base_url: str | None
     has_embed_api_key: bool
     dimensions: int
+    rerank_provider: RerankProvider = "none"  # servers before rerankers had none
+    rerank_model: str | None = None
+    rerank_base_url: str | None = None
+    has_rerank_api_key: bool = False
+    rerank_candidates: int = 50
     extraction_delay_seconds: int
     summarize_after: int
     keep_recent: int
@@ -403,15 +414,18 @@ class SearchRequest(Request):
     created_before: datetime | str | None = None
     occurred_after: datetime | str | None = None
     occurred_before: datetime | str | None = None
+    rerank: bool | None = None
 
 
 class SearchResult(Answer):
     """Answer of a search: memories best first, each with its ``score``;
     ``memories_omitted``: the lowest ranked left out to keep the answer under the server's
-    byte budget."""
+    byte budget; ``reranked``: True when the store's reranker ordered them, False when it
+    failed and the fused order was kept, None without a reranker."""
 
     memories: list[MemoryView]
     memories_omitted: int = 0
+    reranked: bool | None = None
 
 
 class ActorForgotten(Answer):
@@ -434,6 +448,7 @@ class RecallRequest(Request):
     query_vector: list[float] | None = Field(None, strict=False)
     types: list[str] | None = None
     max_bytes: int | None = None
+    rerank: bool | None = None
 
 
 class RecallView(Answer):
@@ -451,6 +466,8 @@ class RecallView(Answer):
     with ``before_seq`` reads them)."""
     memories_omitted: int = 0
     """The lowest ranked memories left out for the same reason, after every message was."""
+    reranked: bool | None = None
+    """As a search's ``reranked``."""
 
 
 # --- errors ----------------------------------------------------------------------------------

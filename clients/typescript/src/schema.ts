@@ -1490,6 +1490,12 @@ export interface components {
              * @description The most this answer may weigh, in bytes of its JSON in UTF-8 written once more as a JSON string (as Lambda carries it); the oldest messages, then the lowest ranked memories, are left out to fit. The server's own budget applies when it is lower.
              */
             max_bytes?: number | null;
+            /**
+             * Rerank
+             * @description false: skip the store's reranker for this recall (rerank_provider).
+             * @default true
+             */
+            rerank: boolean;
         };
         /**
          * RecallView
@@ -1523,6 +1529,11 @@ export interface components {
              * @default 0
              */
             memories_omitted: number;
+            /**
+             * Reranked
+             * @description As in a search's answer: whether the store's reranker ordered memories.
+             */
+            reranked?: boolean | null;
         };
         /** ResponseValidationError */
         ResponseValidationError: {
@@ -1596,6 +1607,12 @@ export interface components {
              * @description Only memories whose event happened before this.
              */
             occurred_before?: string | null;
+            /**
+             * Rerank
+             * @description false: skip the store's reranker for this search (rerank_provider); the fused order is returned.
+             * @default true
+             */
+            rerank: boolean;
         };
         /**
          * SearchResult
@@ -1612,6 +1629,11 @@ export interface components {
              * @default 0
              */
             memories_omitted: number;
+            /**
+             * Reranked
+             * @description true: the store's reranker ordered these memories (each score is its relevance); false: it failed or ran out of time and the fused order was kept; null: the store has no reranker, or the request asked for none.
+             */
+            reranked?: boolean | null;
         };
         /**
          * SessionExport
@@ -1845,7 +1867,8 @@ export interface components {
          * StorePut
          * @description Body of ``PUT .../agent-memory/{store}``. Omitted fields keep their value (or default).
          *
-         *     ``llm_api_key`` / ``embed_api_key`` are write-only; ``null`` removes a stored key.
+         *     ``llm_api_key`` / ``embed_api_key`` / ``rerank_api_key`` are write-only; ``null`` removes a
+         *     stored key.
          */
         StorePut: {
             /** Llm Provider */
@@ -1866,6 +1889,16 @@ export interface components {
             embed_api_key?: string | null;
             /** Dimensions */
             dimensions?: number | null;
+            /** Rerank Provider */
+            rerank_provider?: ("none" | "cohere" | "voyage" | "jina" | "custom" | "llm") | null;
+            /** Rerank Model */
+            rerank_model?: string | null;
+            /** Rerank Base Url */
+            rerank_base_url?: string | null;
+            /** Rerank Api Key */
+            rerank_api_key?: string | null;
+            /** Rerank Candidates */
+            rerank_candidates?: number | null;
             /** Extraction Delay Seconds */
             extraction_delay_seconds?: number | null;
             /** Summarize After */
@@ -1940,6 +1973,26 @@ export interface components {
             has_embed_api_key: boolean;
             /** Dimensions */
             dimensions: number;
+            /**
+             * Rerank Provider
+             * @default none
+             * @enum {string}
+             */
+            rerank_provider: "none" | "cohere" | "voyage" | "jina" | "custom" | "llm";
+            /** Rerank Model */
+            rerank_model?: string | null;
+            /** Rerank Base Url */
+            rerank_base_url?: string | null;
+            /**
+             * Has Rerank Api Key
+             * @default false
+             */
+            has_rerank_api_key: boolean;
+            /**
+             * Rerank Candidates
+             * @default 50
+             */
+            rerank_candidates: number;
             /** Extraction Delay Seconds */
             extraction_delay_seconds: number;
             /** Summarize After */

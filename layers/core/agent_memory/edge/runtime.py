@@ -295,6 +295,23 @@ class Runtime:
         )
 
     @cached_property
+    def rerank_provider_client(self) -> ProviderClient:
+        """The provider client of the rerank stage of a search or recall
+        (``memories.reranking``), which keeps the fused order when the call fails: a call ends
+        within 2.5 s (one retry, a ``Retry-After`` of up to 1 s honoured), so that with the
+        query's embedding (``provider_client``, 6 s) a search still answers inside the
+        function's 10 s."""
+        from agent_memory.providers.client import ProviderClient
+
+        return ProviderClient(
+            deadline=2.5,
+            connect_timeout=1.0,
+            read_timeout=2.5,
+            max_retries=1,
+            max_retry_after=1.0,
+        )
+
+    @cached_property
     def background_provider_client(self) -> ProviderClient:
         """The provider client of background runs, which no client waits for: a longer deadline
         (a model writing a summary answers only when it is done) and more retries. Each call

@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from agent_memory.providers.client import ProviderClient
     from agent_memory.providers.embeddings import Embedder
     from agent_memory.providers.language_models import LanguageModel
-    from agent_memory.providers.lazy import LazyEmbedder
+    from agent_memory.providers.lazy import LazyEmbedder, LazyReranker
+    from agent_memory.providers.rerankers import Reranker
     from agent_memory.providers.secrets import KeyPlace
     from agent_memory.scopes import KeyScope
     from agent_memory.sessions.models import EventsRequest, EventsResult, ExtractionQueued
@@ -62,6 +63,7 @@ class StoreHandle:
         """The calling key (None: a background run), whose quota the model tokens spent count
         towards."""
         self._embedders: list[LazyEmbedder] = []
+        self._rerankers: list[LazyReranker] = []
         self._usage: dict[str, int] = {}
         self._events: list[Event] = []
 
@@ -96,6 +98,13 @@ class StoreHandle:
         if tokens:
             counts["embedding_tokens"] = counts.get("embedding_tokens", 0) + tokens
             self._embedders.clear()
+        for lazy in self._rerankers:
+            scorer = lazy.built
+            for counter in ("input_tokens", "output_tokens"):
+                spent = getattr(scorer, counter, 0)
+                if spent:
+                    counts[f"llm_{counter}"] = counts.get(f"llm_{counter}", 0) + spent
+                    setattr(scorer, counter, 0)
         self._usage = {}
         events, self._events = self._events, []
         if any(counts.values()):
@@ -128,8 +137,9 @@ class StoreHandle:
 
     @cached_property
     def memories(self) -> Memories:
-        """The store's long-term memories, embedding through the in-request provider client."""
-        return self._memories(self.runtime.provider_client)
+        """The store's long-term memories, embedding through the in-request provider client,
+        reranking searches and recalls with the store's reranker (``reranker``)."""
+        return self._memories(self.runtime.provider_client, self.reranker())
 
     @cached_property
     def session_transfer(self) -> SessionTransfer:
@@ -201,9 +211,51 @@ class StoreHandle:
         self._embedders.append(lazy)
         return lazy
 
-    def _memories(self, client: ProviderClient) -> Memories:
+    def reranker(self) -> Reranker | None:
+        """The store's reranker (``rerank_provider``), built and its key decrypted at its first
+        call (``LazyReranker``), calling through the runtime's rerank client; None without
+        one. ``llm`` scores with the store's language model (``providers.llm_reranker``), its
+        tokens counted in the store's usage by ``flush`` and checked against the daily quota
+        before each call."""
+        config, runtime = self.config, self.runtime
+        if config.rerank_provider == "none":
+            return None
+        from agent_memory.providers.lazy import LazyReranker
+
+        def build() -> Reranker:
+            from agent_memory.providers.secrets import unseal
+
+            if config.rerank_provider == "llm":
+                from agent_memory.providers.llm_reranker import LlmReranker
+
+                model = self.language_model(runtime.rerank_provider_client)
+                if model is None:  # the settings refuse 'llm' without a language model
+                    raise RuntimeError("rerank_provider 'llm' without a language model")
+                return LlmReranker(model)
+            from agent_memory.providers.rerankers import make_http_reranker
+
+            api_key = None
+            if config.rerank_api_key_ciphertext is not None:
+                api_key = unseal(
+                    runtime.cipher, config.rerank_api_key_ciphertext, self._key_place(),
+                    "rerank_api_key",
+                )  # fmt: skip
+            return make_http_reranker(
+                config.rerank_provider,
+                config.rerank_model,
+                config.rerank_base_url,
+                api_key,
+                allow_private=runtime.settings.allow_private_endpoints,
+                client=runtime.rerank_provider_client,
+            )
+
+        lazy = LazyReranker(build)
+        self._rerankers.append(lazy)
+        return lazy
+
+    def _memories(self, client: ProviderClient, reranker: Reranker | None = None) -> Memories:
         """The ``Memories`` of the store; its embeddings go through ``client``
-        (``_embedder``)."""
+        (``_embedder``), its searches are reranked by ``reranker``."""
         from agent_memory.database.client import redis_client
         from agent_memory.memories.service import Memories
 
@@ -215,13 +267,14 @@ class StoreHandle:
             self._embedder(client),
             self.runtime.index_cache,
             self.instance_id,
+            reranker=reranker,
         )
 
-    def language_model(self) -> LanguageModel | None:
-        """The store's language model, or None without one. Its key (as stored for the
-        instance's organization) is decrypted when it is first called, so a key that cannot
-        be read fails the run that needs it (and is recorded there) rather than the
-        function."""
+    def language_model(self, client: ProviderClient | None = None) -> LanguageModel | None:
+        """The store's language model, or None without one, calling through ``client`` (the
+        background provider client by default). Its key (as stored for the instance's
+        organization) is decrypted when it is first called, so a key that cannot be read
+        fails the run that needs it (and is recorded there) rather than the function."""
         if self.config.llm_provider == "none":
             return None
         from agent_memory.providers.language_models import make_language_model
@@ -243,7 +296,7 @@ class StoreHandle:
                 config.llm_base_url,
                 api_key,
                 allow_private=runtime.settings.allow_private_endpoints,
-                client=runtime.background_provider_client,
+                client=client or runtime.background_provider_client,
             )
             assert model is not None  # llm_provider is not "none" here
             return model

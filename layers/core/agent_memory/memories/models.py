@@ -249,6 +249,11 @@ class SearchRequest(Model):
     occurred_before: UtcDatetime | None = Field(
         None, strict=False, description="Only memories whose event happened before this."
     )
+    rerank: bool = Field(
+        True,
+        description="false: skip the store's reranker for this search (rerank_provider); "
+        "the fused order is returned.",
+    )
 
 
 class SearchResult(View):
@@ -262,6 +267,12 @@ class SearchResult(View):
         description="The lowest ranked results left out to keep the answer under its byte "
         "budget (0 when none were); the memory listing (GET .../memories), with filters, reads "
         "every memory.",
+    )
+    reranked: bool | None = Field(
+        None,
+        description="true: the store's reranker ordered these memories (each score is its "
+        "relevance); false: it failed or ran out of time and the fused order was kept; null: "
+        "the store has no reranker, or the request asked for none.",
     )
 
 
@@ -301,6 +312,9 @@ class RecallRequest(Model):
         "lowest ranked memories, are left out to fit. The server's own budget applies when "
         "it is lower.",
     )
+    rerank: bool = Field(
+        True, description="false: skip the store's reranker for this recall (rerank_provider)."
+    )
 
 
 class RecallView(View):
@@ -325,4 +339,8 @@ class RecallView(View):
         0,
         description="The lowest ranked memories left out to keep the answer under its byte "
         "budget, after every message was (0 when none were).",
+    )
+    reranked: bool | None = Field(
+        None,
+        description="As in a search's answer: whether the store's reranker ordered memories.",
     )

@@ -41,10 +41,12 @@ from agent_memory.memories.records import (
     record_view,
     split_memory,
 )
+from agent_memory.memories.reranking import Found, apply_reranker
 from agent_memory.memories.scripts import LOAD_CHAIN
 from agent_memory.memories.store_level import StoreLevel
 from agent_memory.models import RESERVED_TYPES
 from agent_memory.providers.embeddings import Embedder, validate_vector
+from agent_memory.providers.rerankers import Reranker
 from agent_memory.search.selection import CURRENT, Selection
 from agent_memory.stores.models import StoreConfig
 
@@ -75,7 +77,8 @@ def unit(vector: NDArray[np.float32], field: str = "vector") -> NDArray[np.float
 
 
 class MemoryReader:
-    """Reading the memories of one store. Errors:
+    """Reading the memories of one store. ``reranker``: the store's, for searches and recalls
+    (``memories.reranking``), or None. Errors:
     ``MemoryNotFound``, ``ValidationFailed`` (and its ``VectorInvalid`` / ``EmbeddingRequired``),
     ``StoreTooLarge``, provider errors from the embedder, ``DatabaseUnavailable``."""
 
@@ -88,7 +91,9 @@ class MemoryReader:
         embedder: Embedder,
         indexes: ActorIndexes,
         store_level: StoreLevel,
+        reranker: Reranker | None = None,
     ) -> None:
+        self._reranker = reranker
         self._redis = client
         self._binary = binary
         self._store = store
@@ -323,12 +328,18 @@ class MemoryReader:
     # --- search ------------------------------------------------------------------------------
 
     def search(self, request: SearchRequest) -> list[MemoryView]:
+        """``find``'s memories."""
+        return self.find(request).memories
+
+    def find(self, request: SearchRequest) -> Found:
         """The best ``limit`` memories for the query, each with its ``score``.
 
-        ``semantic`` ranks by cosine, ``keyword`` by BM25, ``hybrid`` fuses both. Without
-        ``actor_id`` every actor's memories are searched; with it, only that actor's. Only
-        current memories unless ``include_superseded`` or ``as_of`` (``search.selection``); the
-        filters apply before the top ``limit`` is cut.
+        ``semantic`` ranks by cosine, ``keyword`` by BM25, ``hybrid`` fuses both; then the
+        store's reranker, if any and unless ``request.rerank`` is false, orders the best
+        ``rerank_candidates`` of that ranking (``_found``). Without ``actor_id`` every actor's
+        memories are searched; with it, only that actor's. Only current memories unless
+        ``include_superseded`` or ``as_of`` (``search.selection``); the filters apply before
+        the top ``limit`` is cut.
         """
         for memory_type in request.types or []:
             self.check_type(memory_type, "types")
@@ -342,8 +353,8 @@ class MemoryReader:
             if request.actor_id is not None
             else self._store_level.buckets()
         )
-        return self._rank(buckets, request.query, query_vector, request.mode, request.limit,
-                          search_selection(request))  # fmt: skip
+        return self._found(buckets, request.query, query_vector, request.mode, request.limit,
+                           search_selection(request), rerank=request.rerank)  # fmt: skip
 
     def relevant(
         self,
@@ -353,11 +364,12 @@ class MemoryReader:
         limit: int,
         types: Sequence[str] | None = None,
         generation: tuple[int, int] | None = None,
-    ) -> list[MemoryView]:
+        rerank: bool = True,
+    ) -> Found:
         """For recall: the actor's current memories (of ``types``, when given) most relevant to
-        ``query`` (hybrid when the store can embed or a vector is given; keyword otherwise).
-        ``generation``: the actor's ``(gen, kept)`` when the caller has just read them
-        (``queue_generation``)."""
+        ``query`` (hybrid when the store can embed or a vector is given; keyword otherwise),
+        reranked as ``find`` reranks. ``generation``: the actor's ``(gen, kept)`` when the
+        caller has just read them (``queue_generation``)."""
         for memory_type in types or []:
             self.check_type(memory_type, "types")
         vector = None
@@ -367,7 +379,7 @@ class MemoryReader:
         selection = Selection(types=tuple(types) if types else None)
         bucket = actor_bucket(actor_id)
         known = {bucket: generation} if generation is not None else None
-        return self._rank([bucket], query, vector, mode, limit, selection, known)
+        return self._found([bucket], query, vector, mode, limit, selection, known, rerank=rerank)
 
     def queue_generation(self, pipe: Pipeline, actor_id: str) -> None:
         """Queue the read of the actor's generations (``ActorIndexes.queue_generation``), for a
@@ -400,6 +412,27 @@ class MemoryReader:
         picked = [memory_id for memory_id, _ in sorted(best.items(), key=lambda kv: kv[1])]
         found = self.fetch(bucket, picked[:limit])
         return [found[i] for i in picked[:limit] if i in found and found[i].valid_until is None]
+
+    def _found(
+        self,
+        buckets: Sequence[str],
+        query: str,
+        vector: NDArray[np.float32] | None,
+        mode: str,
+        limit: int,
+        selection: Selection,
+        generations: dict[str, tuple[int, int]] | None = None,
+        *,
+        rerank: bool,
+    ) -> Found:
+        """``_rank``'s best ``limit``; with the store's reranker (and ``rerank``), the best
+        ``rerank_candidates`` (at least ``limit``) of ``_rank`` ordered by it
+        (``memories.reranking.apply_reranker``, which keeps this order when it fails)."""
+        if self._reranker is None or not rerank:
+            return Found(self._rank(buckets, query, vector, mode, limit, selection, generations))
+        wide = max(limit, self._store.rerank_candidates)
+        candidates = self._rank(buckets, query, vector, mode, wide, selection, generations)
+        return apply_reranker(self._reranker, query, candidates, limit)
 
     def _rank(
         self,

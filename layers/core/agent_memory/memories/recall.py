@@ -16,6 +16,7 @@ from functools import partial
 from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting, wire_bytes
 from agent_memory.errors import ActorMismatch
 from agent_memory.memories.models import MemoryView, RecallRequest, RecallView
+from agent_memory.memories.reranking import Found
 from agent_memory.memories.service import Memories
 from agent_memory.models import is_blank
 from agent_memory.render import minute, quote, speaker
@@ -103,6 +104,7 @@ def fitted_recall(
     messages: Sequence[Message],
     memories: Sequence[MemoryView],
     budget: int,
+    reranked: bool | None = None,
 ) -> RecallView:
     """The recall answer of these parts that fits ``budget`` bytes (``answers.wire_bytes``):
     all of them when they fit; else without the oldest messages, as few as need to go; else,
@@ -128,6 +130,7 @@ def fitted_recall(
             ),
             messages_omitted=omitted,
             memories_omitted=len(memories) - kept_memories,
+            reranked=reranked,
         )
 
     view, kept = largest_fitting(lambda n: build(n, len(memories)), len(messages), budget)
@@ -180,7 +183,7 @@ def recall(
         (m.content for m in reversed(messages) if m.role == "user" and not is_blank(m.content)),
         None,
     )
-    relevant: list[MemoryView] = []
+    relevant = Found([])
     if actor_id is not None and query is not None:
         relevant = memories.relevant(
             actor_id,
@@ -189,7 +192,9 @@ def recall(
             request.limit,
             request.types,
             generation if actor_id == named else None,
+            request.rerank,
         )
     if request.max_bytes is not None:
         budget = min(budget, request.max_bytes)
-    return fitted_recall(request.session_id, actor_id, summary, messages, relevant, budget)
+    return fitted_recall(request.session_id, actor_id, summary, messages, relevant.memories,
+                         budget, relevant.reranked)  # fmt: skip

@@ -31,9 +31,11 @@ from agent_memory.memories.models import (
 from agent_memory.memories.queries import listing_selection
 from agent_memory.memories.reads import MemoryReader
 from agent_memory.memories.records import StoredSource
+from agent_memory.memories.reranking import Found
 from agent_memory.memories.store_level import StoreLevel
 from agent_memory.memories.writes import Kept, MemoryWriter
 from agent_memory.providers.embeddings import Embedder
+from agent_memory.providers.rerankers import Reranker
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.selection import CURRENT, Selection
 from agent_memory.stores.models import StoreConfig
@@ -86,7 +88,8 @@ class Memories:
     """The memories of one store. ``client`` and ``binary`` are clients of the store's
     database (text and bytes replies), ``embedder`` its embedding model, ``cache`` the
     container's index cache, shared by the stores whose ``cache_scope`` (the instance id)
-    keeps their actors apart. Errors: those of ``MemoryReader`` and ``MemoryWriter``."""
+    keeps their actors apart, ``reranker`` its reranker (or None). Errors: those of
+    ``MemoryReader`` and ``MemoryWriter``."""
 
     def __init__(
         self,
@@ -97,6 +100,8 @@ class Memories:
         embedder: Embedder,
         cache: IndexCache,
         cache_scope: str,
+        *,
+        reranker: Reranker | None = None,
     ) -> None:
         self.config = store
         self.client = client
@@ -105,7 +110,7 @@ class Memories:
         self.indexes = ActorIndexes(client, binary, store, cache, cache_scope)
         self.store_level = StoreLevel(client, store, clock)
         self.reader = MemoryReader(
-            client, binary, store, clock, embedder, self.indexes, self.store_level
+            client, binary, store, clock, embedder, self.indexes, self.store_level, reranker
         )
         self.writer = MemoryWriter(
             client, binary, store, clock, self.reader, self.indexes, self.store_level
@@ -190,10 +195,13 @@ class Memories:
         """The answer of a search (``search``) kept under ``budget`` bytes
         (``answers.wire_bytes``): the lowest ranked results are left out as needed, and
         ``memories_omitted`` says how many."""
-        found = self.search(request)
+        result = self.reader.find(request)
+        found, reranked = result.memories, result.reranked
 
         def build(kept: int) -> SearchResult:
-            return SearchResult(memories=found[:kept], memories_omitted=len(found) - kept)
+            return SearchResult(
+                memories=found[:kept], memories_omitted=len(found) - kept, reranked=reranked
+            )
 
         return largest_fitting(build, len(found), budget)[0]
 
@@ -205,9 +213,10 @@ class Memories:
         limit: int,
         types: Sequence[str] | None = None,
         generation: tuple[int, int] | None = None,
-    ) -> list[MemoryView]:
+        rerank: bool = True,
+    ) -> Found:
         """``MemoryReader.relevant``: for recall, the actor's most relevant memories."""
-        return self.reader.relevant(actor_id, query, query_vector, limit, types, generation)
+        return self.reader.relevant(actor_id, query, query_vector, limit, types, generation, rerank)
 
     def queue_generation(self, pipe: Pipeline, actor_id: str) -> None:
         """``MemoryReader.queue_generation``: the actor's generations, read by a recall with its

@@ -1,5 +1,6 @@
-"""A store's language model and embedder built at their first call, so that a request or a run
-that calls neither never decrypts a provider key nor fails on a provider's settings.
+"""A store's language model, embedder and reranker built at their first call, so that a request
+or a run that calls none of them never decrypts a provider key nor fails on a provider's
+settings.
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from collections.abc import Callable, Sequence
 
 from agent_memory.providers.embeddings import Embedder, Vectors
 from agent_memory.providers.language_models import Completion, LanguageModel
+from agent_memory.providers.rerankers import Relevance, Reranker
 
 
 class LazyLanguageModel:
@@ -53,3 +55,20 @@ class LazyEmbedder:
         if self._embedder is None:
             self._embedder = self._build()
         return self._embedder.embed(texts)
+
+
+class LazyReranker:
+    """Builds the store's reranker (and decrypts its key) at its first call, so that a search
+    whose reranker cannot be built (a key that cannot be read, a setting missing) fails in the
+    rerank stage, which keeps the fused order, rather than before it."""
+
+    def __init__(self, build: Callable[[], Reranker]) -> None:
+        self._build = build
+        self.built: Reranker | None = None
+
+    def rerank(self, query: str, documents: Sequence[str], top_n: int) -> list[Relevance]:
+        """``Reranker.rerank`` of the reranker built now if not yet; errors as those and as
+        the build's."""
+        if self.built is None:
+            self.built = self._build()
+        return self.built.rerank(query, documents, top_n)

@@ -104,7 +104,7 @@ PURPOSE: Final = "kividb-provider-api-key"
 LEGACY_ENCRYPTION_CONTEXT: Final[Mapping[str, str]] = {"purpose": PURPOSE}
 """The one encryption context of the legacy formats: no place, so they are never read."""
 _HKDF_INFO: Final = b"kividb provider api key\0"
-KEY_FIELDS: Final = frozenset({"llm_api_key", "embed_api_key", "webhook_secret"})
+KEY_FIELDS: Final = frozenset({"llm_api_key", "embed_api_key", "rerank_api_key", "webhook_secret"})
 NONCE_BYTES: Final = 12
 TAG_BYTES: Final = 16
 DATA_KEY_BYTES: Final = 32

@@ -60,6 +60,7 @@ come from another clock. Later is refused, or an import could keep data for ever
 DedupeThreshold = Annotated[float, Field(gt=0, le=1)]
 CustomTypes = Annotated[list[CustomType], Field(max_length=3)]
 Dimensions = Annotated[int, Field(ge=1, le=8192)]
+RerankCandidates = Annotated[int, Field(ge=1, le=200)]
 
 
 class StoreSettings(Model):
@@ -109,6 +110,7 @@ class StoreSettings(Model):
 
 LlmProvider = Literal["none", "openai", "anthropic", "custom"]
 EmbedProvider = Literal["none", "openai", "custom"]
+RerankProvider = Literal["none", "cohere", "voyage", "jina", "custom", "llm"]
 ModelName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 BaseUrl = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 
@@ -127,13 +129,36 @@ class ProviderSettings(Model):
     embed_model: ModelName | None = None
     embed_base_url: BaseUrl | None = None
     dimensions: Dimensions = 1536
+    rerank_provider: RerankProvider = "none"
+    rerank_model: ModelName | None = None
+    rerank_base_url: BaseUrl | None = None
+    # With a reranker: how many fused candidates a search or recall asks it to order
+    # (memories.reranking); the top `limit` of its order are returned.
+    rerank_candidates: RerankCandidates = 50
 
     @model_validator(mode="after")
     def _coherent_providers(self, info: ValidationInfo) -> ProviderSettings:
+        if self.rerank_provider == "llm":
+            if self.llm_provider == "none":
+                raise ValueError(
+                    "rerank_provider 'llm' scores with the store's language model: set "
+                    "llm_provider first"
+                )
+            if self.rerank_model is not None:
+                raise ValueError(
+                    "rerank_model is not used when rerank_provider is 'llm' (llm_model is)"
+                )
         for kind, provider, model, base_url in (
             ("llm", self.llm_provider, self.llm_model, self.llm_base_url),
             ("embed", self.embed_provider, self.embed_model, self.embed_base_url),
+            ("rerank", self.rerank_provider, self.rerank_model, self.rerank_base_url),
         ):
+            if provider == "llm":
+                if base_url is not None:
+                    raise ValueError(
+                        "rerank_base_url is only used when rerank_provider is 'custom'"
+                    )
+                continue
             if provider != "none" and model is None:
                 raise ValueError(f"{kind}_model is required when {kind}_provider is '{provider}'")
             if provider == "custom":
@@ -156,7 +181,8 @@ class ProviderSettings(Model):
 class StorePut(Model):
     """Body of ``PUT .../agent-memory/{store}``. Omitted fields keep their value (or default).
 
-    ``llm_api_key`` / ``embed_api_key`` are write-only; ``null`` removes a stored key.
+    ``llm_api_key`` / ``embed_api_key`` / ``rerank_api_key`` are write-only; ``null`` removes a
+    stored key.
     """
 
     llm_provider: LlmProvider | None = None
@@ -172,6 +198,13 @@ class StorePut(Model):
         None, repr=False
     )
     dimensions: Dimensions | None = None
+    rerank_provider: RerankProvider | None = None
+    rerank_model: ModelName | None = None
+    rerank_base_url: BaseUrl | None = None
+    rerank_api_key: Annotated[str, StringConstraints(min_length=1, max_length=4096)] | None = Field(
+        None, repr=False
+    )
+    rerank_candidates: RerankCandidates | None = None
     extraction_delay_seconds: ExtractionDelaySeconds | None = None
     summarize_after: SummarizeAfter | None = None
     keep_recent: KeepRecent | None = None
@@ -200,6 +233,7 @@ class StoreConfig(StoreSettings, ProviderSettings):
     updated_at: datetime
     llm_api_key_ciphertext: str | None = None
     embed_api_key_ciphertext: str | None = None
+    rerank_api_key_ciphertext: str | None = None
     webhook_secret_ciphertext: str | None = None
     webhook_secret_created_at: datetime | None = None
 
@@ -237,6 +271,11 @@ class StoreView(View):
     embed_base_url: str | None
     has_embed_api_key: bool
     dimensions: int
+    rerank_provider: RerankProvider = "none"
+    rerank_model: str | None = None
+    rerank_base_url: str | None = None
+    has_rerank_api_key: bool = False
+    rerank_candidates: int = 50
     extraction_delay_seconds: int
     summarize_after: int
     keep_recent: int

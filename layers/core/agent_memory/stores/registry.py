@@ -38,9 +38,16 @@ from agent_memory.stores.models import (
 _SECRET_FIELDS = {
     "llm_api_key": "llm_api_key_ciphertext",
     "embed_api_key": "embed_api_key_ciphertext",
+    "rerank_api_key": "rerank_api_key_ciphertext",
     "webhook_secret": "webhook_secret_ciphertext",
 }
-_DEFAULTABLE = set(StoreSettings.model_fields) | {"llm_provider", "embed_provider", "dimensions"}
+_DEFAULTABLE = set(StoreSettings.model_fields) | {
+    "llm_provider",
+    "embed_provider",
+    "rerank_provider",
+    "rerank_candidates",
+    "dimensions",
+}
 _SCAN_BATCH = 1000
 _CLUSTER_DELETE_PASSES = 3
 STORED = {"stored": True}  # validation context: read back what was validated when saved
@@ -230,7 +237,7 @@ class Stores:
             }
         else:
             current = StoreConfig.model_validate_json(raw, context=STORED).model_dump()
-        for kind in ("llm", "embed"):
+        for kind in ("llm", "embed", "rerank"):
             # A key belongs to the provider and endpoint it was given for: a change of either
             # without a new key drops the stored one, so that it is never sent to another
             # server (the client sends the key again, or none for a keyless endpoint).
@@ -343,7 +350,11 @@ class Stores:
 
     def view(self, config: StoreConfig, counts: StoreCounts | None = None) -> StoreView:
         """The client-facing view: settings, ``has_*_api_key`` flags, never a key."""
-        secret_fields = {"llm_api_key_ciphertext", "embed_api_key_ciphertext"}
+        secret_fields = {
+            "llm_api_key_ciphertext",
+            "embed_api_key_ciphertext",
+            "rerank_api_key_ciphertext",
+        }
         data = config.model_dump(exclude=secret_fields | {"webhook_secret_ciphertext", "webhooks"})
         return StoreView(
             **data,
@@ -352,6 +363,7 @@ class Stores:
             instance_id=self.instance_id,
             has_llm_api_key=config.llm_api_key_ciphertext is not None,
             has_embed_api_key=config.embed_api_key_ciphertext is not None,
+            has_rerank_api_key=config.rerank_api_key_ciphertext is not None,
             has_webhook_secret=config.webhook_secret_ciphertext is not None,
             counts=counts,
         )

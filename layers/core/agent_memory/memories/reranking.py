@@ -1,0 +1,56 @@
+"""The rerank stage of a search or a recall: ``apply_reranker`` orders the fused candidates with the
+store's reranker (``providers.rerankers.Reranker``) and keeps the best ``limit``.
+
+A reranker is a paid, remote call that can fail or be slow; a search must still answer. So any
+failure of the stage (the provider unreachable, out of time, refusing, answering something that
+does not fit, a setting or key that cannot be used) keeps the fused order, cut to ``limit``,
+and says so (``Found.reranked`` false). The failure is logged by its error code only (never a
+provider's text, a query or a memory).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from agent_memory.errors import AgentMemoryError
+from agent_memory.memories.models import MemoryView
+from agent_memory.providers.rerankers import Reranker
+from agent_memory.providers.secrets import SecretUnreadable
+
+logger = logging.getLogger("agent_memory.rerank")
+
+
+@dataclass(frozen=True)
+class Found:
+    """What a search or recall found: ``memories`` best first, and whether the store's reranker
+    ordered them (``reranked``: True when it did, False when it failed and the fused order was
+    kept, None when the store has no reranker or the call asked for none)."""
+
+    memories: list[MemoryView]
+    reranked: bool | None = None
+
+
+def apply_reranker(
+    reranker: Reranker, query: str, candidates: Sequence[MemoryView], limit: int
+) -> Found:
+    """The best ``limit`` of ``candidates`` (fused order, best first) as ``reranker`` orders
+    them for ``query``, each with the reranker's relevance (in [0, 1]) as its ``score``; on any
+    failure, the first ``limit`` candidates as they came, ``reranked`` False. No candidates
+    sends nothing (``reranked`` True: there was nothing to order)."""
+    if not candidates:
+        return Found([], reranked=True)
+    try:
+        placed = reranker.rerank(query, [m.text for m in candidates], limit)
+    except (AgentMemoryError, SecretUnreadable) as exc:
+        code = getattr(exc, "code", type(exc).__name__)
+        logger.warning(
+            "rerank failed; the fused order was kept",
+            extra={"error": code, "candidates": len(candidates)},
+        )
+        return Found(list(candidates[:limit]), reranked=False)
+    ordered = [
+        candidates[p.index].model_copy(update={"score": round(p.relevance, 6)}) for p in placed
+    ]
+    return Found(ordered, reranked=True)

@@ -1,0 +1,126 @@
+"""The rerank stage over HTTP: a store whose reranker is a loopback server of Cohere's shape
+(``custom``) orders search and recall results and says so; a failing reranker leaves the fused
+order with ``"reranked": false``; the settings are checked and the key is write-only."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.common import unique
+from tests.support.http import BASE, assert_error
+from tests.support.rerank_servers import RerankServer
+
+DIM = 4
+KEY = "rk-live-0123456789abcdefghijSECRET"
+TEXTS = [
+    ("Alice drinks green tea every morning", [1, 0, 0, 0]),
+    ("Alice moved to Lisbon in May 2023", [0.6, 0.8, 0, 0]),
+    ("Alice adopted a cat named Miso", [0.5, 0, 0.866, 0]),
+    ("Alice plays chess on Sundays", [0.4, 0, 0, 0.9165]),
+]
+
+
+@pytest.fixture
+def reranker():
+    with RerankServer("cohere") as server:
+        yield server
+
+
+@pytest.fixture
+def store(api, reranker):
+    name = unique("store")
+    body = {
+        "dimensions": DIM,
+        "rerank_provider": "custom",
+        "rerank_model": "bge-test",
+        "rerank_base_url": reranker.url,
+        "rerank_api_key": KEY,
+        "rerank_candidates": 3,
+    }
+    answer = api.put(f"{BASE}/{name}", json=body)
+    assert answer.status_code == 201, answer.text
+    for text, vector in TEXTS:
+        added = api.post(f"{BASE}/{name}/memories",
+                         json={"text": text, "vector": vector, "actor_id": "alice"})  # fmt: skip
+        assert added.status_code == 201
+    yield f"{BASE}/{name}"
+    api.delete(f"{BASE}/{name}")
+
+
+def search(api, store, **body):
+    query = {"query": "cat Miso", "mode": "semantic", "actor_id": "alice", "limit": 2}
+    answer = api.post(
+        f"{store}/memories/search", json={**query, "query_vector": [1, 0, 0, 0], **body}
+    )
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def test_the_store_shows_its_reranker_but_never_its_key(api, store, reranker):
+    shown = api.get(store).json()
+    assert shown["rerank_provider"] == "custom" and shown["rerank_model"] == "bge-test"
+    assert shown["rerank_base_url"] == reranker.url and shown["has_rerank_api_key"] is True
+    assert shown["rerank_candidates"] == 3 and KEY not in api.get(store).text
+
+
+def test_a_search_is_reranked_from_the_fused_candidates(api, store, reranker):
+    found = search(api, store)
+    assert found["reranked"] is True
+    assert [m["text"] for m in found["memories"]] == [TEXTS[2][0], TEXTS[0][0]]
+    assert found["memories"][0]["score"] == pytest.approx(1.0)
+    sent = reranker.requests[-1]
+    assert sent.headers["authorization"] == f"Bearer {KEY}"
+    assert sent.body["documents"] == [t for t, _ in TEXTS[:3]]  # rerank_candidates, fused order
+    assert sent.body["top_n"] == 2
+
+
+def test_a_search_can_skip_the_reranker(api, store, reranker):
+    found = search(api, store, rerank=False)
+    assert found["reranked"] is None and [m["text"] for m in found["memories"]] == [
+        TEXTS[0][0],
+        TEXTS[1][0],
+    ]
+    assert reranker.requests == []
+
+
+@pytest.mark.parametrize("fault", ["500", "garbage", "slow"])
+def test_a_failing_reranker_leaves_the_fused_order(api, store, reranker, fault):
+    if fault == "500":
+        reranker.fail(500)
+        reranker.fail(500)
+    elif fault == "garbage":
+        reranker.garbage({"results": [{"index": 0}]})
+    else:
+        reranker.delay = 4.0  # past the rerank stage's 2.5 s deadline
+    found = search(api, store)
+    assert found["reranked"] is False
+    assert [m["text"] for m in found["memories"]] == [TEXTS[0][0], TEXTS[1][0]]
+
+
+def test_recall_is_reranked_too(api, store, reranker):
+    answer = api.post(f"{store}/recall", json={"session_id": "s-1", "actor_id": "alice",
+                      "query": "cat Miso", "query_vector": [1, 0, 0, 0], "limit": 1})  # fmt: skip
+    assert answer.status_code == 200, answer.text
+    recalled = answer.json()
+    assert recalled["reranked"] is True
+    assert [m["text"] for m in recalled["memories"]] == [TEXTS[2][0]]
+    assert "Miso" in recalled["context"]
+
+
+def test_reranker_settings_are_checked(api, store):
+    for body, field in (
+        ({"rerank_provider": "llm"}, "rerank_provider 'llm'"),
+        ({"rerank_provider": "cohere", "rerank_model": None}, "rerank_model is required"),
+        ({"rerank_provider": "cohere"}, "rerank_base_url is only used"),
+        ({"rerank_candidates": 0}, "rerank_candidates"),
+        ({"rerank_provider": "sentient"}, "rerank_provider"),
+    ):
+        answer = api.put(store, json=body)
+        assert_error(answer, 422, "validation_error")
+        assert field in answer.text, (body, answer.text)
+
+
+def test_changing_the_reranker_drops_its_key(api, store):
+    moved = api.put(store, json={"rerank_provider": "cohere", "rerank_base_url": None})
+    assert moved.status_code == 200, moved.text
+    assert moved.json()["has_rerank_api_key"] is False
