@@ -4,10 +4,13 @@ order with ``"reranked": false``; the settings are checked and the key is write-
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from tests.support.common import unique
 from tests.support.http import BASE, assert_error
+from tests.support.model_servers import ScriptedChatServer
 from tests.support.rerank_servers import RerankServer
 
 DIM = 4
@@ -124,3 +127,39 @@ def test_changing_the_reranker_drops_its_key(api, store):
     moved = api.put(store, json={"rerank_provider": "cohere", "rerank_base_url": None})
     assert moved.status_code == 200, moved.text
     assert moved.json()["has_rerank_api_key"] is False
+
+
+def test_the_python_client_reads_and_asks_for_the_rerank_stage(memory, store, reranker):
+    handle = memory.store("local", store.rsplit("/", 1)[1])
+    found = handle.search("cat Miso", mode="semantic", actor_id="alice",
+                          query_vector=[1, 0, 0, 0], limit=1)  # fmt: skip
+    assert found.reranked is True and found.memories[0].text == TEXTS[2][0]
+    skipped = handle.recall("s-2", "cat Miso", "alice", 1, [1, 0, 0, 0], rerank=False)
+    assert skipped.reranked is None and skipped.memories[0].text == TEXTS[0][0]
+    shown = memory.get_store("local", handle.name)
+    assert shown.rerank_provider == "custom" and shown.has_rerank_api_key is True
+
+
+def test_the_llm_reranker_scores_with_the_stores_model_and_counts_its_tokens(api, memory):
+    name = unique("store")
+    with ScriptedChatServer("openai") as model:
+        body = {"dimensions": DIM, "llm_provider": "custom", "llm_model": "tiny",
+                "llm_base_url": model.url, "rerank_provider": "llm"}  # fmt: skip
+        assert api.put(f"{BASE}/{name}", json=body).status_code == 201
+        try:
+            for text, vector in TEXTS:
+                api.post(f"{BASE}/{name}/memories",
+                         json={"text": text, "vector": vector, "actor_id": "alice"})  # fmt: skip
+            scores = [{"n": n, "score": s} for n, s in ((1, 0.1), (2, 0.2), (3, 0.9), (4, 0.3))]
+            model.reply(json.dumps({"scores": scores}), input_tokens=321, output_tokens=45)
+            found = api.post(f"{BASE}/{name}/memories/search", json={
+                "query": "cat Miso", "mode": "semantic", "actor_id": "alice",
+                "query_vector": [1, 0, 0, 0], "limit": 2}).json()  # fmt: skip
+            assert found["reranked"] is True
+            assert [m["text"] for m in found["memories"]] == [TEXTS[2][0], TEXTS[3][0]]
+            prompt = model.requests[-1].body["messages"][-1]["content"]
+            assert '[3] "Alice adopted a cat named Miso"' in prompt
+            day = memory.store("local", name).usage().days[-1]
+            assert (day.llm_input_tokens, day.llm_output_tokens) == (321, 45)
+        finally:
+            api.delete(f"{BASE}/{name}")

@@ -453,6 +453,7 @@ def recall(
     query_vector: Sequence[float] | None,
     types: Sequence[str] | None = None,
     max_bytes: int | None = None,
+    rerank: bool | None = None,
 ) -> Call[m.RecallView]:
     request = m.RecallRequest(
         session_id=session_id,
@@ -462,6 +463,7 @@ def recall(
         query_vector=list(query_vector) if query_vector is not None else None,
         types=list(types) if types is not None else None,
         max_bytes=max_bytes,
+        rerank=rerank,
     )
     return Call("POST", f"{store}/recall", m.RecallView, True, body=dump(request, nulls=False))
 

@@ -238,15 +238,18 @@ class StoreClient:
         *,
         types: Sequence[str] | None = None,
         max_bytes: int | None = None,
+        rerank: bool | None = None,
     ) -> m.RecallView:
         """What the agent needs before its next model call: summary, recent messages, the
         actor's relevant memories, and ``context`` (all of it as one text). The answer stays
         under the server's byte budget, or ``max_bytes`` (at least 1,048,576) when lower: the
         oldest messages are left out first (``messages_omitted``), then the lowest ranked
-        memories (``memories_omitted``)."""
+        memories (``memories_omitted``). The store's reranker orders the memories unless
+        ``rerank`` is False."""
         call = _http.recall(
-            self._prefix, session_id, query, actor_id, limit, query_vector, types, max_bytes
-        )
+            self._prefix, session_id, query, actor_id, limit, query_vector, types, max_bytes,
+            rerank,
+        )  # fmt: skip
         return self._client._answer(call)
 
     def list_sessions(self, offset: int | None = None, limit: int | None = None) -> m.SessionList:
@@ -390,10 +393,14 @@ class StoreClient:
         created_before: When = None,
         occurred_after: When = None,
         occurred_before: When = None,
+        rerank: bool | None = None,
     ) -> m.SearchResult:
         """Memories best first for ``query``: by meaning, keyword or both (current ones unless
-        ``include_superseded``, or what was current ``as_of`` a time)."""
+        ``include_superseded``, or what was current ``as_of`` a time), ordered by the store's
+        reranker when it has one (``reranked`` says whether it did) unless ``rerank`` is
+        False."""
         filters = _filters(
+            rerank=rerank,
             include_superseded=include_superseded,
             as_of=as_of,
             topics=topics,
