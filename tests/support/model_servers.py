@@ -36,7 +36,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from types import TracebackType
-from typing import Any, Literal
+from typing import Any, Literal, Self
 
 Shape = Literal["openai", "anthropic"]
 
@@ -72,21 +72,60 @@ class _Scripted:
     delay: float
 
 
-class ScriptedChatServer:
+class LoopbackJsonServer:
+    """A JSON-over-HTTP server on ``127.0.0.1`` (port 0) serving from a daemon thread while
+    the ``with`` block runs, at ``url`` (``http://127.0.0.1:PORT/v1``). Every POST is recorded
+    in ``requests``; a subclass answers it in ``_answer(path, body)`` with ``(status, headers,
+    JSON bytes, delay seconds, reason phrase or None)``."""
+
+    def __init__(self) -> None:
+        self.url = ""
+        self.requests: list[Recorded] = []
+        self._lock = threading.Lock()
+        self._server: _Server | None = None
+        self._thread: threading.Thread | None = None
+
+    def _answer(self, path: str, body: Any) -> tuple[int, dict[str, str], bytes, float, str | None]:
+        raise NotImplementedError
+
+    def _record(self, recorded: Recorded) -> None:
+        with self._lock:
+            self.requests.append(recorded)
+
+    def __enter__(self) -> Self:
+        server = _Server(self)
+        self._server = server
+        self.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        self._thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+        if self._thread is not None:
+            self._thread.join(5)
+        self._server = None
+        self._thread = None
+
+
+class ScriptedChatServer(LoopbackJsonServer):
     """A loopback chat-model server with scripted answers (see the module docstring)."""
 
     def __init__(self, shape: Shape) -> None:
         if shape not in ("openai", "anthropic"):
             raise ValueError(f"unknown shape {shape!r}")
+        super().__init__()
         self.shape: Shape = shape
-        self.url = ""
-        self.requests: list[Recorded] = []
         self.responder: Callable[[dict[str, Any]], str] | None = None
         self._queue: list[_Scripted] = []
-        self._lock = threading.Lock()
         self._ids = itertools.count(1)
-        self._server: _Server | None = None
-        self._thread: threading.Thread | None = None
 
     @property
     def path(self) -> str:
@@ -206,34 +245,6 @@ class ScriptedChatServer:
             },
         }
 
-    def _record(self, recorded: Recorded) -> None:
-        with self._lock:
-            self.requests.append(recorded)
-
-    # ---- lifetime ------------------------------------------------------------------------
-
-    def __enter__(self) -> ScriptedChatServer:
-        server = _Server(self)
-        self._server = server
-        self.url = f"http://127.0.0.1:{server.server_address[1]}/v1"
-        self._thread = threading.Thread(target=server.serve_forever, args=(0.02,), daemon=True)
-        self._thread.start()
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
-        self._server = None
-        self._thread = None
-
 
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
@@ -272,7 +283,7 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, scripted: ScriptedChatServer) -> None:
+    def __init__(self, scripted: LoopbackJsonServer) -> None:
         super().__init__(("127.0.0.1", 0), _Handler)
         self.scripted = scripted
 

@@ -66,6 +66,7 @@ def _search(
     limit: int | None,
     query_vector: Sequence[float] | None,
     filters: Mapping[str, Any],
+    rerank: bool | None = None,
 ) -> m.SearchRequest:
     given = dict(filters)
     if given.get("topics") is not None:
@@ -79,6 +80,7 @@ def _search(
         types=list(types) if types is not None else None,
         limit=limit,
         query_vector=list(query_vector) if query_vector is not None else None,
+        rerank=rerank,
         **given,
     )
 

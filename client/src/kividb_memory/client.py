@@ -400,7 +400,6 @@ class StoreClient:
         reranker when it has one (``reranked`` says whether it did) unless ``rerank`` is
         False."""
         filters = _filters(
-            rerank=rerank,
             include_superseded=include_superseded,
             as_of=as_of,
             topics=topics,
@@ -410,7 +409,7 @@ class StoreClient:
             occurred_after=occurred_after,
             occurred_before=occurred_before,
         )
-        request = _search(query, mode, actor_id, types, limit, query_vector, filters)
+        request = _search(query, mode, actor_id, types, limit, query_vector, filters, rerank)
         return self._client._answer(_http.search(self._prefix, request))
 
     def usage(

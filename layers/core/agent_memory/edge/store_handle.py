@@ -26,7 +26,8 @@ if TYPE_CHECKING:
     from agent_memory.providers.client import ProviderClient
     from agent_memory.providers.embeddings import Embedder
     from agent_memory.providers.language_models import LanguageModel
-    from agent_memory.providers.lazy import LazyEmbedder, LazyReranker
+    from agent_memory.providers.lazy import LazyEmbedder
+    from agent_memory.providers.llm_reranker import LlmReranker
     from agent_memory.providers.rerankers import Reranker
     from agent_memory.providers.secrets import KeyPlace
     from agent_memory.scopes import KeyScope
@@ -63,7 +64,7 @@ class StoreHandle:
         """The calling key (None: a background run), whose quota the model tokens spent count
         towards."""
         self._embedders: list[LazyEmbedder] = []
-        self._rerankers: list[LazyReranker] = []
+        self._scorers: list[LlmReranker] = []
         self._usage: dict[str, int] = {}
         self._events: list[Event] = []
 
@@ -98,13 +99,11 @@ class StoreHandle:
         if tokens:
             counts["embedding_tokens"] = counts.get("embedding_tokens", 0) + tokens
             self._embedders.clear()
-        for lazy in self._rerankers:
-            scorer = lazy.built
-            for counter in ("input_tokens", "output_tokens"):
-                spent = getattr(scorer, counter, 0)
+        for scorer in self._scorers:  # the ``llm`` reranker's model calls
+            for counter, spent in zip(("llm_input_tokens", "llm_output_tokens"),
+                                      scorer.take_tokens(), strict=True):  # fmt: skip
                 if spent:
-                    counts[f"llm_{counter}"] = counts.get(f"llm_{counter}", 0) + spent
-                    setattr(scorer, counter, 0)
+                    counts[counter] = counts.get(counter, 0) + spent
         self._usage = {}
         events, self._events = self._events, []
         if any(counts.values()):
@@ -138,8 +137,8 @@ class StoreHandle:
     @cached_property
     def memories(self) -> Memories:
         """The store's long-term memories, embedding through the in-request provider client,
-        reranking searches and recalls with the store's reranker (``reranker``)."""
-        return self._memories(self.runtime.provider_client, self.reranker())
+        reranking searches and recalls with the store's reranker (``_reranker``)."""
+        return self._memories(self.runtime.provider_client, self._reranker())
 
     @cached_property
     def session_transfer(self) -> SessionTransfer:
@@ -211,7 +210,7 @@ class StoreHandle:
         self._embedders.append(lazy)
         return lazy
 
-    def reranker(self) -> Reranker | None:
+    def _reranker(self) -> Reranker | None:
         """The store's reranker (``rerank_provider``), built and its key decrypted at its first
         call (``LazyReranker``), calling through the runtime's rerank client; None without
         one. ``llm`` scores with the store's language model (``providers.llm_reranker``), its
@@ -229,9 +228,10 @@ class StoreHandle:
                 from agent_memory.providers.llm_reranker import LlmReranker
 
                 model = self.language_model(runtime.rerank_provider_client)
-                if model is None:  # the settings refuse 'llm' without a language model
-                    raise RuntimeError("rerank_provider 'llm' without a language model")
-                return LlmReranker(model)
+                assert model is not None  # the settings refuse 'llm' without a language model
+                scorer = LlmReranker(model)
+                self._scorers.append(scorer)
+                return scorer
             from agent_memory.providers.rerankers import make_http_reranker
 
             api_key = None
@@ -249,9 +249,7 @@ class StoreHandle:
                 client=runtime.rerank_provider_client,
             )
 
-        lazy = LazyReranker(build)
-        self._rerankers.append(lazy)
-        return lazy
+        return LazyReranker(build)
 
     def _memories(self, client: ProviderClient, reranker: Reranker | None = None) -> Memories:
         """The ``Memories`` of the store; its embeddings go through ``client``

@@ -64,11 +64,11 @@ class LazyReranker:
 
     def __init__(self, build: Callable[[], Reranker]) -> None:
         self._build = build
-        self.built: Reranker | None = None
+        self._built: Reranker | None = None
 
     def rerank(self, query: str, documents: Sequence[str], top_n: int) -> list[Relevance]:
         """``Reranker.rerank`` of the reranker built now if not yet; errors as those and as
         the build's."""
-        if self.built is None:
-            self.built = self._build()
-        return self.built.rerank(query, documents, top_n)
+        if self._built is None:
+            self._built = self._build()
+        return self._built.rerank(query, documents, top_n)

@@ -78,13 +78,19 @@ def read_scores(data: object, count: int) -> dict[int, float]:
 
 
 class LlmReranker:
-    """Scores candidates with a language model (``complete_json``). ``tokens`` sums the input
-    and output tokens every call reported, for the store's usage."""
+    """Scores candidates with a language model (``complete_json``). ``input_tokens`` and
+    ``output_tokens`` sum what every call reported, for the store's usage (``take_tokens``)."""
 
     def __init__(self, model: LanguageModel) -> None:
         self._model = model
         self.input_tokens = 0
         self.output_tokens = 0
+
+    def take_tokens(self) -> tuple[int, int]:
+        """``(input_tokens, output_tokens)`` reported since the last take, then zero."""
+        taken = (self.input_tokens, self.output_tokens)
+        self.input_tokens = self.output_tokens = 0
+        return taken
 
     def rerank(self, query: str, documents: Sequence[str], top_n: int) -> list[Relevance]:
         """See ``rerankers.Reranker.rerank``; also ``ModelAnswerInvalid`` (a subclass of

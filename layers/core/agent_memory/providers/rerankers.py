@@ -205,9 +205,11 @@ def make_http_reranker(
     client: ProviderClient,
 ) -> HttpReranker:
     """The reranker of a store's ``rerank_*`` settings for the HTTP providers
-    (``HTTP_RERANKERS``). ``cohere``, ``voyage`` and ``jina`` need ``api_key`` and no
-    ``base_url``; ``custom`` needs ``base_url`` (its key is optional). Nothing is called here.
-    ``ValidationFailed`` names a missing or unexpected setting."""
+    (``HTTP_RERANKERS``). ``cohere``, ``voyage`` and ``jina`` need ``api_key``; a ``base_url``
+    given for them replaces their public address unchecked (tests point them at loopback
+    servers; a store's settings refuse it, ``stores.models.ProviderSettings``). ``custom``
+    needs ``base_url``, checked at every call (its key is optional). Nothing is called here.
+    ``ValidationFailed`` names the missing setting or an unknown provider."""
     if provider not in HTTP_RERANKERS:
         raise ValidationFailed(
             f"Unknown rerank_provider '{provider}'.",
