@@ -110,17 +110,29 @@ def test_recall_is_reranked_too(api, store, reranker):
     assert "Miso" in recalled["context"]
 
 
-def test_reranker_settings_are_checked(api, store):
-    for body, field in (
-        ({"rerank_provider": "llm"}, "rerank_provider 'llm'"),
-        ({"rerank_provider": "cohere", "rerank_model": None}, "rerank_model is required"),
-        ({"rerank_provider": "cohere"}, "rerank_base_url is only used"),
-        ({"rerank_candidates": 0}, "rerank_candidates"),
-        ({"rerank_provider": "sentient"}, "rerank_provider"),
-    ):
+def test_bad_reranker_settings_are_422_naming_the_problem_and_change_nothing(api, store):
+    before = api.get(store).json()
+    cases = [
+        ({"rerank_provider": "llm"}, "body",
+         "rerank_provider 'llm' scores with the store's language model: set llm_provider first"),
+        ({"rerank_provider": "cohere", "rerank_model": None}, "body",
+         "rerank_model is required when rerank_provider is 'cohere'"),
+        ({"rerank_provider": "cohere", "rerank_api_key": "other-key-0123456789"}, "body",
+         "rerank_base_url is only used when rerank_provider is 'custom'"),
+        ({"rerank_candidates": 0}, "rerank_candidates", "greater than or equal to 1"),
+        ({"rerank_candidates": 201}, "rerank_candidates", "less than or equal to 200"),
+        ({"rerank_provider": "sentient"}, "rerank_provider", "'none', 'cohere', 'voyage'"),
+        ({"rerank_api_key": ""}, "rerank_api_key", "at least 1 character"),
+        ({"rerank_base_url": "ftp://reranker.example/v1"}, "body",
+         "rerank_base_url must be an http(s):// URL with a host name"),
+    ]  # fmt: skip
+    for body, field, problem in cases:
         answer = api.put(store, json=body)
-        assert_error(answer, 422, "validation_error")
-        assert field in answer.text, (body, answer.text)
+        details = assert_error(answer, 422, "validation_error")["details"]
+        assert [d["field"] for d in details] == [field], (body, details)
+        assert problem in details[0]["problem"], (body, details)
+    after = api.get(store).json()
+    assert after == before  # nothing changed, the key included (has_rerank_api_key, updated_at)
 
 
 def test_changing_the_reranker_drops_its_key(api, store):
