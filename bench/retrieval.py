@@ -60,6 +60,7 @@ from tqdm import tqdm
 
 from agent_memory.memories.ranking import CANDIDATES
 from agent_memory.search.fusion import Hit, fuse
+from bench.retrieval_scores import Result, Scored, Words, dump, section as scores_section
 from kividb_memory import MemoryClient, MemoryView
 from kividb_memory.models import SearchMode
 from local.bootstrap import free_port
@@ -297,14 +298,35 @@ def _hits(memories: list[MemoryView]) -> tuple[list[Hit], dict[str, frozenset[st
     return hits, cites
 
 
+def _scored(
+    sample_id: str, own: bool, mode: str, question: Question, words: Words,
+    memories: list[MemoryView],
+) -> Scored:  # fmt: skip
+    """A ``Scored`` row of one search's results (``bench.retrieval_scores``)."""
+    results = tuple(
+        Result(
+            m.similarity,
+            words.coverage(question.text, m.text),
+            float(m.score or 0.0),
+            bool(question.evidence & frozenset(m.metadata.get("dia_ids", []))),
+        )
+        for m in memories
+    )
+    return Scored(sample_id, own, mode, results)
+
+
 def run_conversation(
     memory: MemoryClient,
     embed_url: str,
     conversation: Conversation,
+    foreign: Sequence[Question],
     fusion_check: bool,
     timing: Timing,
     bar: tqdm,
-) -> list[Outcome]:
+) -> tuple[list[Outcome], list[Scored]]:
+    """Add the conversation's facts to a new store, then search it with its own questions
+    (every mode, and the fusion check's wide lists) and with ``foreign`` (every mode), each
+    with ``min_score`` 0 (every result of the top ``LIMIT``); the store is deleted after."""
     name = f"locomo-{conversation.sample_id}"
     actor = conversation.sample_id
     settings = {
@@ -328,7 +350,9 @@ def run_conversation(
 
     wide = CANDIDATES * LIMIT
     start = time.perf_counter()
+    words = Words([text for text, _ in conversation.facts])
     outcomes = []
+    scored: list[Scored] = []
     for question in conversation.questions:
         lists: dict[str, list[Hit]] = {}
         cites: dict[str, frozenset[str]] = {}
@@ -338,9 +362,12 @@ def run_conversation(
         for mode, limit in requests:
             began = time.perf_counter()
             kind = cast(SearchMode, mode)
-            found = store.search(question.text, mode=kind, actor_id=actor, limit=limit)
+            found = store.search(question.text, mode=kind, actor_id=actor, limit=limit, min_score=0)
             if limit == LIMIT:
                 timing.search_ms.setdefault(mode, []).append((time.perf_counter() - began) * 1000)
+                scored.append(
+                    _scored(conversation.sample_id, True, mode, question, words, found.memories)
+                )
             hits, more = _hits(found.memories)
             lists[mode if limit == LIMIT else f"{mode} wide"] = hits
             cites.update(more)
@@ -362,9 +389,17 @@ def run_conversation(
                 {name: [cites[h.memory_id] for h in hits] for name, hits in rows.items()},
             )
         )
+    for question in foreign:
+        for mode in MODES:
+            kind = cast(SearchMode, mode)
+            found = store.search(question.text, mode=kind, actor_id=actor, limit=LIMIT, min_score=0)
+            scored.append(
+                _scored(conversation.sample_id, False, mode, question, words, found.memories)
+            )
+            bar.update()
     timing.search_seconds += time.perf_counter() - start
     memory.delete_store("local", name)
-    return outcomes
+    return outcomes, scored
 
 
 # --- report ----------------------------------------------------------------------------------
@@ -396,6 +431,7 @@ def write_report(
     fusion_check: bool,
     load: float,
     commit: str = "unknown",
+    scored: Sequence[Scored] = (),
 ) -> str:
     rows = [*MODES, BLEND]
     hybrid10 = mean_metric(outcomes, "hybrid", 10, hit_at)
@@ -468,6 +504,14 @@ def write_report(
     ]
     if fusion_check and len(conversations) >= 2:
         lines += _fusion_section(conversations, outcomes, timing.fuse_agrees)
+    if scored and len(conversations) >= 2:
+        half = len(conversations) // 2
+        lines += scores_section(
+            scored,
+            {c.sample_id for c in conversations[:half]},
+            ", ".join(c.sample_id for c in conversations[:half]),
+            ", ".join(c.sample_id for c in conversations[half:]),
+        )
     add = timing.add_ms
     lines += [
         "",
@@ -623,15 +667,26 @@ def main(argv: list[str] | None = None) -> int:
         help="skip the wide candidate lists and the fusion rules' comparison",
     )
     parser.add_argument("--out", type=Path, default=RESULTS, help="where retrieval.md and .png go")
+    parser.add_argument(
+        "--rows", type=Path, default=None, help="also write every result's measures here (JSON)"
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     commit = _commit()  # before the run writes its results (tracked files)
     load = os.getloadavg()[0]
     conversations = load_conversations(args.data)[: max(1, args.conversations)]
     per_question = len(MODES) + (2 if args.fusion_check else 0)
-    total = sum(len(c.facts) + per_question * len(c.questions) for c in conversations)
+    foreign = {
+        c.sample_id: conversations[(i + 1) % len(conversations)].questions
+        for i, c in enumerate(conversations)
+    }
+    total = sum(
+        len(c.facts) + per_question * len(c.questions) + len(MODES) * len(foreign[c.sample_id])
+        for c in conversations
+    )
     timing = Timing()
     outcomes: list[Outcome] = []
+    scored: list[Scored] = []
     with (
         TemporaryDirectory(prefix="bench-retrieval-") as folder,
         services(Path(folder)) as (api_url, embed_url),
@@ -640,9 +695,12 @@ def main(argv: list[str] | None = None) -> int:
     ):
         for conversation in conversations:
             bar.set_postfix_str(conversation.sample_id)
-            outcomes += run_conversation(
-                memory, embed_url, conversation, args.fusion_check, timing, bar
-            )
+            more, rows = run_conversation(
+                memory, embed_url, conversation, foreign[conversation.sample_id],
+                args.fusion_check, timing, bar,
+            )  # fmt: skip
+            outcomes += more
+            scored += rows
     command = "python -m bench.retrieval" + "".join(
         f" {a}" for a in (argv if argv is not None else sys.argv[1:])
     )
@@ -657,8 +715,11 @@ def main(argv: list[str] | None = None) -> int:
         args.fusion_check,
         load,
         commit,
+        scored,
     )
     (args.out / "retrieval.md").write_text(text, encoding="utf-8")
+    if args.rows is not None:
+        dump(scored, args.rows)
     print(text)
     return 0
 

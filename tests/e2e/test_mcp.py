@@ -500,10 +500,10 @@ def _calls(lab: str, memory_id: str) -> list[tuple[str, dict[str, Any], Any]]:
              "session_id": "parity-1", "query": "q-2", "actor_id": "actor-p", "limit": 7,
              "max_bytes": TOOL_ANSWER_BYTES})),
         ("memory_search", {"query": "q-3", "mode": "keyword", "actor_id": "actor-p",
-                           "types": ["episodic"], "limit": 3, **where},
+                           "types": ["episodic"], "limit": 3, "min_score": 0.25, **where},
          Recorded("POST", f"{s}/memories/search", "", {
              "query": "q-3", "mode": "keyword", "actor_id": "actor-p", "types": ["episodic"],
-             "limit": 3})),
+             "limit": 3, "min_score": 0.25})),
         ("memory_add", {"text": "t-4 likes tea", "actor_id": "actor-p", "type": "episodic",
                         "topics": ["tea"], **where},
          Recorded("POST", f"{s}/memories", "", {

@@ -281,7 +281,7 @@ def test_memories_kept_before_vectors_moved_into_records_read_search_change_and_
     near = cold.search(
         SearchRequest(query="tea", query_vector=_v(0, 1), mode="semantic", actor_id="alice")
     )
-    assert near[0].id == "mem_0000000000000000000b" and near[0].score == pytest.approx(1.0)
+    assert near[0].id == "mem_0000000000000000000b" and near[0].similarity == pytest.approx(1.0)
     # A duplicate of an old memory is found by its old vector.
     again = _add(cold, "Likes green tea!", _v(0, 1))
     assert again.duplicate and again.memory.id == "mem_0000000000000000000b"
@@ -294,7 +294,7 @@ def test_memories_kept_before_vectors_moved_into_records_read_search_change_and_
     near = fresh.search(
         SearchRequest(query="tea", query_vector=_v(0, 1), mode="semantic", actor_id="alice")
     )
-    assert near[0].id == "mem_0000000000000000000b" and near[0].score == pytest.approx(1.0)
+    assert near[0].id == "mem_0000000000000000000b" and near[0].similarity == pytest.approx(1.0)
     # Superseding an old memory closes it and keeps its vector where it was.
     new = _add(fresh, "Deploys to eu-west-1 on Mondays", _v(1, 1),
                supersedes="mem_0000000000000000000a")  # fmt: skip
@@ -395,7 +395,7 @@ def test_a_compact_index_ranks_and_dedupes_on_exact_rescored_cosines(make_memori
                             query_vector=[float(x) for x in query])  # fmt: skip
     found = memories.search(request)
     assert [m.text for m in found] == expected
-    assert found[0].score == pytest.approx(float(vectors[int(expected[0].split()[1])] @ query),
+    assert found[0].similarity == pytest.approx(float(vectors[int(expected[0].split()[1])] @ query),
                                            abs=1e-5)  # fmt: skip
     again = _add(memories, "memory 7 again", [float(x) for x in vectors[7]])
     assert again.duplicate and again.memory.text == "memory 7"

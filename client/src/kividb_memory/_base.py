@@ -67,6 +67,7 @@ def _search(
     query_vector: Sequence[float] | None,
     filters: Mapping[str, Any],
     rerank: bool | None = None,
+    min_score: float | None = None,
 ) -> m.SearchRequest:
     given = dict(filters)
     if given.get("topics") is not None:
@@ -81,6 +82,7 @@ def _search(
         limit=limit,
         query_vector=list(query_vector) if query_vector is not None else None,
         rerank=rerank,
+        min_score=min_score,
         **given,
     )
 

@@ -454,6 +454,7 @@ def recall(
     types: Sequence[str] | None = None,
     max_bytes: int | None = None,
     rerank: bool | None = None,
+    min_score: float | None = None,
 ) -> Call[m.RecallView]:
     request = m.RecallRequest(
         session_id=session_id,
@@ -464,6 +465,7 @@ def recall(
         types=list(types) if types is not None else None,
         max_bytes=max_bytes,
         rerank=rerank,
+        min_score=min_score,
     )
     return Call("POST", f"{store}/recall", m.RecallView, True, body=dump(request, nulls=False))
 

@@ -239,16 +239,18 @@ class StoreClient:
         types: Sequence[str] | None = None,
         max_bytes: int | None = None,
         rerank: bool | None = None,
+        min_score: float | None = None,
     ) -> m.RecallView:
         """What the agent needs before its next model call: summary, recent messages, the
         actor's relevant memories, and ``context`` (all of it as one text). The answer stays
         under the server's byte budget, or ``max_bytes`` (at least 1,048,576) when lower: the
         oldest messages are left out first (``messages_omitted``), then the lowest ranked
         memories (``memories_omitted``). The store's reranker orders the memories unless
-        ``rerank`` is False."""
+        ``rerank`` is False; memories scoring below ``min_score`` (as ``search``) are left
+        out."""
         call = _http.recall(
             self._prefix, session_id, query, actor_id, limit, query_vector, types, max_bytes,
-            rerank,
+            rerank, min_score,
         )  # fmt: skip
         return self._client._answer(call)
 
@@ -394,11 +396,14 @@ class StoreClient:
         occurred_after: When = None,
         occurred_before: When = None,
         rerank: bool | None = None,
+        min_score: float | None = None,
     ) -> m.SearchResult:
         """Memories best first for ``query``: by meaning, keyword or both (current ones unless
         ``include_superseded``, or what was current ``as_of`` a time), ordered by the store's
         reranker when it has one (``reranked`` says whether it did) unless ``rerank`` is
-        False."""
+        False. Each has a ``score`` from 0 to 1 and, with a query vector, its cosine as
+        ``similarity``; those below ``min_score`` are left out (none when None or 0; 0.037
+        suits MiniLM-like embeddings, docs/retrieval.md)."""
         filters = _filters(
             include_superseded=include_superseded,
             as_of=as_of,
@@ -409,7 +414,8 @@ class StoreClient:
             occurred_after=occurred_after,
             occurred_before=occurred_before,
         )
-        request = _search(query, mode, actor_id, types, limit, query_vector, filters, rerank)
+        request = _search(query, mode, actor_id, types, limit, query_vector, filters, rerank,
+                          min_score)  # fmt: skip
         return self._client._answer(_http.search(self._prefix, request))
 
     def usage(

@@ -375,6 +375,9 @@ class MemoryView(Answer):
     supersedes: str | None = None
     superseded_by: str | None = None
     score: float | None = None
+    """In search and recall results: relevance to the query, 0 to 1 (docs/retrieval.md)."""
+    similarity: float | None = None
+    """In search and recall results with a query vector: the cosine with it."""
     duplicate: bool | None = None
     versions: list[MemoryVersion] | None = None
     chain: list[MemoryLink] | None = None
@@ -415,6 +418,7 @@ class SearchRequest(Request):
     occurred_after: datetime | str | None = None
     occurred_before: datetime | str | None = None
     rerank: bool | None = None
+    min_score: float | None = Field(None, strict=False)  # 0 and 1 are valid too
 
 
 class SearchResult(Answer):
@@ -449,6 +453,7 @@ class RecallRequest(Request):
     types: list[str] | None = None
     max_bytes: int | None = None
     rerank: bool | None = None
+    min_score: float | None = Field(None, strict=False)
 
 
 class RecallView(Answer):

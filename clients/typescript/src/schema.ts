@@ -1358,8 +1358,16 @@ export interface components {
              * @description The memory that replaced this one.
              */
             superseded_by?: string | null;
-            /** Score */
+            /**
+             * Score
+             * @description In search and recall results: how relevant the memory is to the query, 0 to 1, comparable across queries and modes (docs/retrieval.md): the estimated probability that it holds what the query asks, or the reranker's relevance when reranked.
+             */
             score?: number | null;
+            /**
+             * Similarity
+             * @description In search and recall results with a query vector: the cosine of the query's and the memory's vectors (-1 to 1).
+             */
+            similarity?: number | null;
             /** Duplicate */
             duplicate?: boolean | null;
             /** Versions */
@@ -1496,6 +1504,11 @@ export interface components {
              * @default true
              */
             rerank: boolean;
+            /**
+             * Min Score
+             * @description Leave out results scoring below this; null or 0 keeps every result of the top limit. 0.037 keeps 95% of hits and drops 98% of questions a store cannot answer on LoCoMo with all-MiniLM-L6-v2 embeddings (docs/retrieval.md).
+             */
+            min_score?: number | null;
         };
         /**
          * RecallView
@@ -1613,6 +1626,11 @@ export interface components {
              * @default true
              */
             rerank: boolean;
+            /**
+             * Min Score
+             * @description Leave out results scoring below this; null or 0 keeps every result of the top limit. 0.037 keeps 95% of hits and drops 98% of questions a store cannot answer on LoCoMo with all-MiniLM-L6-v2 embeddings (docs/retrieval.md).
+             */
+            min_score?: number | null;
         };
         /**
          * SearchResult

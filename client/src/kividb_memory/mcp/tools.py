@@ -383,14 +383,27 @@ class _Tools:
             ),
         ] = None,
         limit: LimitArg = None,
+        min_score: Annotated[
+            float | None,
+            Field(
+                ge=0,
+                le=1,
+                description="Leave out memories scoring below this (scores are 0 to 1, about "
+                "how likely a memory answers the query; a close match scores about 0.1 to "
+                "0.4); omit to keep every result.",
+            ),
+        ] = None,
         instance_id: InstanceArg = None,
         store: StoreArg = None,
     ) -> m.SearchResult:
-        """Search long-term memories, best first, each with its score (the lowest ranked are
-        left out when the answer would be too large: memories_omitted says how many)."""
+        """Search long-term memories, best first, each with its score from 0 to 1 (those below
+        min_score are left out, and the lowest ranked when the answer would be too large:
+        memories_omitted says how many)."""
         handle = self._store(ctx, instance_id, store)
         found = self._call(
-            lambda: handle.search(query, mode=mode, actor_id=actor_id, types=types, limit=limit)
+            lambda: handle.search(
+                query, mode=mode, actor_id=actor_id, types=types, limit=limit, min_score=min_score
+            )
         )
         return fitted_search(found, TOOL_ANSWER_BYTES)
 

@@ -47,6 +47,7 @@ from agent_memory.memories.store_level import StoreLevel
 from agent_memory.models import RESERVED_TYPES
 from agent_memory.providers.embeddings import Embedder, validate_vector
 from agent_memory.providers.rerankers import Reranker
+from agent_memory.search.scores import DEFAULT_MIN_SCORE
 from agent_memory.search.selection import CURRENT, Selection
 from agent_memory.stores.models import StoreConfig
 
@@ -334,7 +335,8 @@ class MemoryReader:
     def find(self, request: SearchRequest) -> Found:
         """The best ``limit`` memories for the query, each with its ``score``.
 
-        ``semantic`` ranks by cosine, ``keyword`` by BM25, ``hybrid`` fuses both; then the
+        ``semantic`` ranks by cosine, ``keyword`` by BM25, ``hybrid`` fuses both, each result
+        scored on [0, 1] (``memories.ranking``, ``search.scores``); then the
         store's reranker, if any and unless ``request.rerank`` is false, orders the best
         ``rerank_candidates`` of that ranking (``_found``). Without ``actor_id`` every actor's
         memories are searched; with it, only that actor's. Only current memories unless
@@ -354,7 +356,8 @@ class MemoryReader:
             else self._store_level.buckets()
         )
         return self._found(buckets, request.query, query_vector, request.mode, request.limit,
-                           search_selection(request), rerank=request.rerank)  # fmt: skip
+                           search_selection(request), rerank=request.rerank,
+                           min_score=request.min_score)  # fmt: skip
 
     def relevant(
         self,
@@ -365,6 +368,7 @@ class MemoryReader:
         types: Sequence[str] | None = None,
         generation: tuple[int, int] | None = None,
         rerank: bool = True,
+        min_score: float | None = None,
     ) -> Found:
         """For recall: the actor's current memories (of ``types``, when given) most relevant to
         ``query`` (hybrid when the store can embed or a vector is given; keyword otherwise),
@@ -379,7 +383,8 @@ class MemoryReader:
         selection = Selection(types=tuple(types) if types else None)
         bucket = actor_bucket(actor_id)
         known = {bucket: generation} if generation is not None else None
-        return self._found([bucket], query, vector, mode, limit, selection, known, rerank=rerank)
+        return self._found([bucket], query, vector, mode, limit, selection, known,
+                           rerank=rerank, min_score=min_score)  # fmt: skip
 
     def queue_generation(self, pipe: Pipeline, actor_id: str) -> None:
         """Queue the read of the actor's generations (``ActorIndexes.queue_generation``), for a
@@ -424,15 +429,22 @@ class MemoryReader:
         generations: dict[str, tuple[int, int]] | None = None,
         *,
         rerank: bool,
+        min_score: float | None,
     ) -> Found:
         """``_rank``'s best ``limit``; with the store's reranker (and ``rerank``), the best
         ``rerank_candidates`` (at least ``limit``) of ``_rank`` ordered by it
-        (``memories.reranking.apply_reranker``, which keeps this order when it fails)."""
+        (``memories.reranking.apply_reranker``, which keeps this order when it fails). Then
+        those scoring below ``min_score`` (``search.scores.DEFAULT_MIN_SCORE`` when None) are
+        left out."""
+        floor = DEFAULT_MIN_SCORE if min_score is None else min_score
         if self._reranker is None or not rerank:
-            return Found(self._rank(buckets, query, vector, mode, limit, selection, generations))
-        wide = max(limit, self._store.rerank_candidates)
-        candidates = self._rank(buckets, query, vector, mode, wide, selection, generations)
-        return apply_reranker(self._reranker, query, candidates, limit)
+            found = Found(self._rank(buckets, query, vector, mode, limit, selection, generations))
+        else:
+            wide = max(limit, self._store.rerank_candidates)
+            candidates = self._rank(buckets, query, vector, mode, wide, selection, generations)
+            found = apply_reranker(self._reranker, query, candidates, limit)
+        kept = [m for m in found.memories if m.score is not None and m.score >= floor]
+        return Found(kept, found.reranked)
 
     def _rank(
         self,
@@ -461,7 +473,10 @@ class MemoryReader:
         for bucket, ids in by_bucket.items():
             found.update(self._ranked_views(bucket, ids, now_ms))
         return [
-            found[r.hit.memory_id].model_copy(update={"score": round(r.hit.score, 6)})
+            found[r.hit.memory_id].model_copy(update={
+                "score": round(r.hit.score, 6),
+                "similarity": round(r.similarity, 6) if r.similarity is not None else None,
+            })
             for r in ranked
             if r.hit.memory_id in found
-        ]
+        ]  # fmt: skip

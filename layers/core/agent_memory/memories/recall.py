@@ -193,6 +193,7 @@ def recall(
             request.types,
             generation if actor_id == named else None,
             request.rerank,
+            request.min_score,
         )
     if request.max_bytes is not None:
         budget = min(budget, request.max_bytes)

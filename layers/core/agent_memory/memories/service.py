@@ -214,9 +214,12 @@ class Memories:
         types: Sequence[str] | None = None,
         generation: tuple[int, int] | None = None,
         rerank: bool = True,
+        min_score: float | None = None,
     ) -> Found:
         """``MemoryReader.relevant``: for recall, the actor's most relevant memories."""
-        return self.reader.relevant(actor_id, query, query_vector, limit, types, generation, rerank)
+        return self.reader.relevant(
+            actor_id, query, query_vector, limit, types, generation, rerank, min_score
+        )
 
     def queue_generation(self, pipe: Pipeline, actor_id: str) -> None:
         """``MemoryReader.queue_generation``: the actor's generations, read by a recall with its

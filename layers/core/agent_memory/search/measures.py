@@ -1,0 +1,75 @@
+"""The measures a result's score is made of (``search.scores``), read off an actor's index for
+the memories a search ranked: their cosine with the query vector and their coverage of the
+query's words. Callers hold the index's lock."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from agent_memory.search.index import ActorIndex
+from agent_memory.search.scores import idf
+from agent_memory.search.tokenizer import query_tokens
+
+
+def cosines(
+    index: ActorIndex, vector: NDArray[np.float32], memory_ids: Sequence[str]
+) -> dict[str, float]:
+    """The cosine of each memory of ``memory_ids`` that the index holds with the unit
+    ``vector``: exact from an exact index, from the int8 codes of a compact one (off by at most
+    a few thousandths; ``ActorIndexes.rescore`` gives exact ones)."""
+    rows = [(i, index.rows[i]) for i in memory_ids if i in index.rows]
+    if not rows:
+        return {}
+    picked = np.array([row for _, row in rows], dtype=np.intp)
+    if index.compact:
+        codes = index.codes[picked].astype(np.float32)
+        values = (codes @ vector) * index.scales[picked]
+    else:
+        values = index.matrix[picked] @ vector
+    return {memory_id: float(v) for (memory_id, _), v in zip(rows, values.tolist(), strict=True)}
+
+
+def coverages(index: ActorIndex, text: str, memory_ids: Sequence[str]) -> dict[str, float]:
+    """``search.scores.coverage`` of each memory of ``memory_ids`` that the index holds, for
+    the query ``text`` (its ``query_tokens``), the words weighted by their rarity among the
+    index's memories. Each row's token ids (``ActorIndex.row_tokens``) say which query words it
+    holds, a few lookups a row; an index read from its kept form, which has not rebuilt them,
+    looks the rows up in the query words' postings instead."""
+    rows = {i: index.rows[i] for i in memory_ids if i in index.rows}
+    if not rows:
+        return {}
+    count = len(index.rows)
+    weights: dict[int, float] = {}  # query word's token id -> its idf
+    total = 0.0
+    for token in set(query_tokens(text)):
+        token_id = index.vocabulary.get(token)
+        df = len(index.posting_rows[token_id]) if token_id is not None else 0
+        weight = idf(count, df)
+        total += weight
+        if token_id is not None and df:
+            weights[token_id] = weight
+    if total <= 0.0:
+        return dict.fromkeys(rows, 0.0)
+    if index.tokens_unknown:
+        return _coverages_from_postings(index, rows, weights, total)
+    covered = {}
+    for memory_id, row in rows.items():
+        held = index.row_tokens[row]
+        words = set(held) if held is not None else set()
+        covered[memory_id] = sum(w for token_id, w in weights.items() if token_id in words) / total
+    return covered
+
+
+def _coverages_from_postings(
+    index: ActorIndex, rows: dict[str, int], weights: dict[int, float], total: float
+) -> dict[str, float]:
+    picked = np.array(list(rows.values()), dtype=np.int32)
+    covered = np.zeros(picked.size, dtype=np.float64)
+    for token_id, weight in weights.items():
+        posting = np.frombuffer(index.posting_rows[token_id], dtype=np.int32)
+        covered += weight * np.isin(picked, posting)
+    shares = (covered / total).tolist()
+    return {memory_id: float(c) for memory_id, c in zip(rows, shares, strict=True)}
