@@ -14,7 +14,7 @@ import pytest
 from kividb_memory import MemoryClient, StoreClient
 from local.launch import running_stack
 from tests.support.common import unique
-from tests.support.stack import API_KEY, Stack
+from tests.support.stack import API_KEY, STANDIN_AWS, Stack
 from tools.scripted_model import ScriptedServer
 
 
@@ -27,6 +27,10 @@ def stack(redis_url: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[
         "KIVIDB_WORKERS": "2",
         # Stores of the background tests use loopback model servers (tools.scripted_model).
         "KIVIDB_ALLOW_PRIVATE_ENDPOINTS": "1",
+        # Bedrock calls are signed with these, as with a function's role in AWS; the loopback
+        # stand-in checks them. No instance-metadata lookups for credentials on this machine.
+        **STANDIN_AWS,
+        "AWS_EC2_METADATA_DISABLED": "true",
     }
     log = tmp_path_factory.mktemp("logs") / "stack.log"
     with running_stack(env, log=log, timeout=30) as (url, _):

@@ -12,7 +12,6 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from agent_memory.errors import EndpointRefused, ProviderRejected, ProviderUnavailable
-from agent_memory.memories.models import MemoryView
 from agent_memory.memories.reranking import apply_reranker
 from agent_memory.providers.client import ProviderClient
 from agent_memory.providers.language_models import CustomChatModel
@@ -24,7 +23,7 @@ from agent_memory.providers.rerankers import (
     relevance_scale,
 )
 from tests.support.model_servers import ScriptedChatServer
-from tests.support.rerank_servers import RerankServer
+from tests.support.rerank_servers import RerankServer, views
 
 KEY = "rk-test-0123456789abcdefSECRET"
 DOCS = [
@@ -250,19 +249,6 @@ def test_reading_any_answer_never_raises_and_keeps_scores_on_zero_to_one(answer)
 
 
 # --- the stage of a search --------------------------------------------------------------------
-
-
-def views(*texts: str) -> list[MemoryView]:
-    from datetime import UTC, datetime
-
-    now = datetime(2026, 1, 1, tzinfo=UTC)
-    fields = {"type": "semantic", "actor_id": "alice", "topics": [], "metadata": {},
-              "importance": None, "confidence": None, "created_at": now, "updated_at": now,
-              "expires_at": now, "source": None, "valid_from": now}  # fmt: skip
-    return [
-        MemoryView(id=f"mem_{i:032x}", text=t, score=1.0 - i / 10, **fields)
-        for i, t in enumerate(texts)
-    ]
 
 
 def test_the_stage_orders_by_the_reranker_and_scores_by_its_relevance():

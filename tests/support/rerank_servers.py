@@ -21,6 +21,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from agent_memory.memories.models import MemoryView
 from tests.support.model_servers import LoopbackJsonServer
 
 Shape = Literal["cohere", "voyage", "jina"]
@@ -87,3 +88,18 @@ class RerankServer(LoopbackJsonServer):
             meta = {"billed_units": {"search_units": 1}}
             answer = {"id": "r-1", "results": results, "meta": meta}
         return 200, {}, json.dumps(answer).encode(), self.delay, None
+
+
+def views(*texts: str) -> list[MemoryView]:
+    """Search results of one actor holding ``texts``, best first (scores 1.0, 0.9, ...): the
+    fused candidates a rerank stage starts from."""
+    from datetime import UTC, datetime
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    fields = {"type": "semantic", "actor_id": "alice", "topics": [], "metadata": {},
+              "importance": None, "confidence": None, "created_at": now, "updated_at": now,
+              "expires_at": now, "source": None, "valid_from": now}  # fmt: skip
+    return [
+        MemoryView(id=f"mem_{i:032x}", text=t, score=1.0 - i / 10, **fields)
+        for i, t in enumerate(texts)
+    ]

@@ -11,6 +11,13 @@ from tests.support.common import unique
 from tools.scripted_model import ScriptedServer
 
 API_KEY = "kvm_e2e_test_key_0123456789abcdefghijklmnop"
+STANDIN_AWS = {
+    "AWS_ACCESS_KEY_ID": "AKIDE2ESTANDIN000001",
+    "AWS_SECRET_ACCESS_KEY": "e2eStandInSecretKey/0123456789abcdefABCD",
+    "AWS_SESSION_TOKEN": "e2eStandInSessionTokenIQoJb3JpZ2luX2Vj",
+}
+"""The AWS credentials the session's stack signs Bedrock calls with (as a Lambda function's
+role would give them) and the loopback Bedrock stand-in (``tools.bedrock_standin``) expects."""
 
 
 @dataclass

@@ -12,9 +12,9 @@ Role = Literal["user", "assistant", "system", "tool"]
 """Who wrote a message."""
 SearchMode = Literal["semantic", "keyword", "hybrid"]
 """How a search ranks memories: by meaning (cosine), by keyword (BM25), or both."""
-LlmProvider = Literal["none", "openai", "anthropic", "custom"]
-RerankProvider = Literal["none", "cohere", "voyage", "jina", "custom", "llm"]
-EmbedProvider = Literal["none", "openai", "custom"]
+LlmProvider = Literal["none", "openai", "anthropic", "bedrock", "custom"]
+RerankProvider = Literal["none", "cohere", "voyage", "jina", "bedrock", "custom", "llm"]
+EmbedProvider = Literal["none", "openai", "bedrock", "custom"]
 ExtractionState = Literal["idle", "waiting", "running", "failed"]
 
 

@@ -104,6 +104,7 @@ class StorePut(Request):
     rerank_base_url: str | None = None
     rerank_api_key: str | None = Field(None, repr=False)
     rerank_candidates: int | None = None
+    aws_region: str | None = None
     extraction_delay_seconds: int | None = None
     summarize_after: int | None = None
     keep_recent: int | None = None
@@ -145,6 +146,7 @@ class StoreView(Answer):
     rerank_base_url: str | None = None
     has_rerank_api_key: bool = False
     rerank_candidates: int = 50
+    aws_region: str | None = None  # the region of the 'bedrock' providers
     extraction_delay_seconds: int
     summarize_after: int
     keep_recent: int

@@ -1890,7 +1890,7 @@ export interface components {
          */
         StorePut: {
             /** Llm Provider */
-            llm_provider?: ("none" | "openai" | "anthropic" | "custom") | null;
+            llm_provider?: ("none" | "openai" | "anthropic" | "bedrock" | "custom") | null;
             /** Llm Model */
             llm_model?: string | null;
             /** Llm Base Url */
@@ -1898,7 +1898,7 @@ export interface components {
             /** Llm Api Key */
             llm_api_key?: string | null;
             /** Embed Provider */
-            embed_provider?: ("none" | "openai" | "custom") | null;
+            embed_provider?: ("none" | "openai" | "bedrock" | "custom") | null;
             /** Embed Model */
             embed_model?: string | null;
             /** Embed Base Url */
@@ -1908,7 +1908,7 @@ export interface components {
             /** Dimensions */
             dimensions?: number | null;
             /** Rerank Provider */
-            rerank_provider?: ("none" | "cohere" | "voyage" | "jina" | "custom" | "llm") | null;
+            rerank_provider?: ("none" | "cohere" | "voyage" | "jina" | "bedrock" | "custom" | "llm") | null;
             /** Rerank Model */
             rerank_model?: string | null;
             /** Rerank Base Url */
@@ -1917,6 +1917,8 @@ export interface components {
             rerank_api_key?: string | null;
             /** Rerank Candidates */
             rerank_candidates?: number | null;
+            /** Aws Region */
+            aws_region?: string | null;
             /** Extraction Delay Seconds */
             extraction_delay_seconds?: number | null;
             /** Summarize After */
@@ -1971,7 +1973,7 @@ export interface components {
              * Llm Provider
              * @enum {string}
              */
-            llm_provider: "none" | "openai" | "anthropic" | "custom";
+            llm_provider: "none" | "openai" | "anthropic" | "bedrock" | "custom";
             /** Llm Model */
             llm_model: string | null;
             /** Llm Base Url */
@@ -1982,7 +1984,7 @@ export interface components {
              * Embed Provider
              * @enum {string}
              */
-            embed_provider: "none" | "openai" | "custom";
+            embed_provider: "none" | "openai" | "bedrock" | "custom";
             /** Embed Model */
             embed_model: string | null;
             /** Embed Base Url */
@@ -1996,7 +1998,7 @@ export interface components {
              * @default none
              * @enum {string}
              */
-            rerank_provider: "none" | "cohere" | "voyage" | "jina" | "custom" | "llm";
+            rerank_provider: "none" | "cohere" | "voyage" | "jina" | "bedrock" | "custom" | "llm";
             /** Rerank Model */
             rerank_model?: string | null;
             /** Rerank Base Url */
@@ -2011,6 +2013,8 @@ export interface components {
              * @default 50
              */
             rerank_candidates: number;
+            /** Aws Region */
+            aws_region?: string | null;
             /** Extraction Delay Seconds */
             extraction_delay_seconds: number;
             /** Summarize After */

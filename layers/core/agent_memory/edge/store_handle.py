@@ -204,6 +204,7 @@ class StoreHandle:
                 api_key,
                 allow_private=runtime.settings.allow_private_endpoints,
                 client=client,
+                aws_region=config.aws_region,
             )
 
         lazy = LazyEmbedder(config.dimensions, embedder)
@@ -232,6 +233,17 @@ class StoreHandle:
                 scorer = LlmReranker(model)
                 self._scorers.append(scorer)
                 return scorer
+            if config.rerank_provider == "bedrock":
+                from agent_memory.providers.bedrock import make_bedrock_reranker
+
+                assert config.rerank_model is not None  # the settings require it
+                return make_bedrock_reranker(
+                    config.rerank_model,
+                    config.aws_region,
+                    config.rerank_base_url,
+                    allow_private=runtime.settings.allow_private_endpoints,
+                    client=runtime.rerank_provider_client,
+                )
             from agent_memory.providers.rerankers import make_http_reranker
 
             api_key = None
@@ -295,6 +307,7 @@ class StoreHandle:
                 api_key,
                 allow_private=runtime.settings.allow_private_endpoints,
                 client=client or runtime.background_provider_client,
+                aws_region=config.aws_region,
             )
             assert model is not None  # llm_provider is not "none" here
             return model

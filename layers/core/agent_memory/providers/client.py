@@ -73,7 +73,9 @@ _RETRYABLE_TRANSPORT: tuple[type[httpx.HTTPError], ...] = (
     httpx.NetworkError,
     httpx.RemoteProtocolError,
 )
-_SENSITIVE_HEADERS = frozenset({"authorization", "x-api-key", "api-key", "proxy-authorization"})
+_SENSITIVE_HEADERS = frozenset(
+    {"authorization", "x-api-key", "api-key", "proxy-authorization", "x-amz-security-token"}
+)
 
 
 @dataclass(frozen=True)
@@ -81,6 +83,30 @@ class _Answer:
     status: int
     headers: httpx.Headers
     body: bytes
+
+
+Signer = Callable[[str, bytes], Mapping[str, str]]
+"""Headers that authenticate one request: ``(url, body) -> headers``
+(``ProviderClient.post_json``)."""
+
+
+@dataclass
+class _Request:
+    """One ``post_json`` call: where, what, with which headers and signer."""
+
+    url: str
+    payload: Mapping[str, Any]
+    headers: Mapping[str, str]
+    sign: Signer | None
+    _body: bytes | None = None
+
+    def body(self) -> bytes:
+        """The payload as sent when signed: compact JSON in UTF-8, encoded once."""
+        if self._body is None:
+            self._body = json.dumps(
+                self.payload, ensure_ascii=False, separators=(",", ":"), allow_nan=False
+            ).encode("utf-8")
+        return self._body
 
 
 _AGAIN = object()
@@ -173,9 +199,15 @@ class ProviderClient:
         headers: Mapping[str, str] | None = None,
         custom: bool = False,
         allow_private: bool = False,
+        sign: Signer | None = None,
     ) -> object:
         """POST ``payload`` as JSON to ``url`` and return the decoded JSON answer (any JSON value;
         the caller checks its shape), all within ``deadline`` seconds.
+
+        ``sign`` (``(url, body) -> headers``) is called before each attempt with the exact bytes
+        sent (compact JSON, UTF-8), and the headers it returns are added to that attempt: AWS
+        Signature Version 4 (``providers.bedrock``) covers the body and a time, so each retry is
+        signed anew. Its ``Authorization`` and ``X-Amz-Security-Token`` are treated as keys.
 
         ``max_bytes`` is the largest 2xx answer accepted (the caller derives it from what it
         asked for). ``custom`` marks a custom endpoint: ``check_endpoint(url,
@@ -199,6 +231,7 @@ class ProviderClient:
                 headers=headers,
                 custom=custom,
                 allow_private=allow_private,
+                sign=sign,
             )
 
     def _post_json(
@@ -210,6 +243,7 @@ class ProviderClient:
         headers: Mapping[str, str] | None = None,
         custom: bool = False,
         allow_private: bool = False,
+        sign: Signer | None = None,
     ) -> object:
         """``post_json`` itself, in its trace subsegment ``provider``."""
         host = urlsplit(url).hostname or "?"
@@ -225,44 +259,31 @@ class ProviderClient:
                 check_endpoint(
                     url, allow_private=allow_private, timeout=min(self.connect_timeout, left)
                 )
-            return self._post(call, host, url, payload, max_bytes, headers or {})
+            request = _Request(url, payload, headers or {}, sign)
+            return self._post(call, host, request, max_bytes)
         finally:
             current_call.reset(token)
 
-    def _post(
-        self,
-        call: CallDeadline,
-        host: str,
-        url: str,
-        payload: Mapping[str, Any],
-        max_bytes: int,
-        headers: Mapping[str, str],
-    ) -> object:
-        secrets = _secret_values(headers)
-        sent = {**headers, "Accept-Encoding": "identity"}
+    def _post(self, call: CallDeadline, host: str, request: _Request, max_bytes: int) -> object:
+        secrets = _secret_values(request.headers)
+        if request.sign is not None:
+            secrets += _secret_values(request.sign(request.url, request.body()))
         retry = 0
         while True:
-            answer = self._attempt_or_pause(call, host, url, payload, max_bytes, sent, retry)
+            answer = self._attempt_or_pause(call, host, request, max_bytes, retry)
             if answer is not None:
-                read = self._read(call, host, payload, answer, secrets, retry)
+                read = self._read(call, host, request.payload, answer, secrets, retry)
                 if read is not _AGAIN:
                     return read
             retry += 1
 
     def _attempt_or_pause(
-        self,
-        call: CallDeadline,
-        host: str,
-        url: str,
-        payload: Mapping[str, Any],
-        max_bytes: int,
-        sent: Mapping[str, str],
-        retry: int,
+        self, call: CallDeadline, host: str, request: _Request, max_bytes: int, retry: int
     ) -> _Answer | None:
         """One attempt's answer; None when it failed in a way worth another attempt, after the
         pause before it. Raises when the failure is final."""
         try:
-            return self._attempt(call, host, url, payload, max_bytes, sent)
+            return self._attempt(call, host, request, max_bytes)
         except _RETRYABLE_TRANSPORT as exc:
             if call.left() < LAST_MOMENT:
                 raise self._late(host) from None
@@ -309,7 +330,7 @@ class ProviderClient:
                     f"The provider at {host} answered HTTP {status} with a body that is not JSON.",
                     status=status,
                 ) from None
-        code = _provider_code(answer.body, secrets)
+        code = _provider_code(answer.body, secrets) or _aws_error_code(answer.headers, secrets)
         said = f" ({code})" if code else ""
         if status == 429 and code == "insufficient_quota":
             raise ProviderRejected(
@@ -361,15 +382,7 @@ class ProviderClient:
         if not self._pause(call, host, problem, retry, wait_at_least):
             raise self._no_time_to_retry(host, problem, asked)
 
-    def _attempt(
-        self,
-        call: CallDeadline,
-        host: str,
-        url: str,
-        payload: Mapping[str, Any],
-        max_bytes: int,
-        headers: Mapping[str, str],
-    ) -> _Answer:
+    def _attempt(self, call: CallDeadline, host: str, request: _Request, max_bytes: int) -> _Answer:
         """One request, its answer read within the deadline: a 2xx body of at most
         ``max_bytes`` (else ``ProviderRejected``), at most ``ERROR_BODY_BYTES`` of another."""
         left = call.left()
@@ -381,8 +394,15 @@ class ProviderClient:
             write=self.read_timeout,
             pool=min(self.connect_timeout, left),
         )
+        headers = {**request.headers, "Accept-Encoding": "identity"}
+        content = json_body = None
+        if request.sign is None:
+            json_body = dict(request.payload)
+        else:
+            content = request.body()
+            headers |= {"Content-Type": "application/json", **request.sign(request.url, content)}
         with shared_http().stream(
-            "POST", url, json=dict(payload), headers=dict(headers), timeout=timeout
+            "POST", request.url, headers=headers, timeout=timeout, json=json_body, content=content
         ) as response:
             status = response.status_code
             success = 200 <= status < 300
@@ -501,15 +521,25 @@ def passed_on_wait(seconds: float | None) -> int | None:
     return math.ceil(min(seconds, RETRY_AFTER_MAX_SECONDS))
 
 
+_SIGV4_SECRETS = re.compile(r"(?:Credential=|Signature=)([^/,\s]+)")
+
+
 def _secret_values(headers: Mapping[str, str]) -> list[str]:
-    """Values of credential headers (and the token after "Bearer ")."""
+    """Values of credential headers (and the token after "Bearer "; of a SigV4
+    ``Authorization``, the access key id and the signature)."""
     found: list[str] = []
     for name, value in headers.items():
-        if name.lower() in _SENSITIVE_HEADERS and value:
-            found.append(value)
-            scheme, _, token = value.partition(" ")
-            if token and scheme.lower() == "bearer":
-                found.append(token)
+        if name.lower() not in _SENSITIVE_HEADERS or not value:
+            continue
+        scheme, _, token = value.partition(" ")
+        if scheme == "AWS4-HMAC-SHA256":
+            # SigV4: the access key id and the signature; the rest (the words "Credential",
+            # "SignedHeaders", "Signature", header names) is public and would match any code.
+            found += _SIGV4_SECRETS.findall(token)
+            continue
+        found.append(value)
+        if token and scheme.lower() == "bearer":
+            found.append(token)
     return found
 
 
@@ -533,6 +563,21 @@ def _provider_code(body: bytes, secrets: list[str]) -> str | None:
             and not _shares_letters(value, secrets)
         ):
             return value
+    return None
+
+
+def _aws_error_code(headers: httpx.Headers, secrets: list[str]) -> str | None:
+    """An AWS service's error type as a provider code: the ``x-amzn-ErrorType`` header of an AWS
+    JSON protocol answer (``ThrottlingException:http://internal.amazon.com/...``; the AWS
+    Smithy specification, "awsJson1_1 protocol", error type resolution) up to its ``:``, in
+    snake case (``throttling_exception``, ``access_denied_exception``), under the same rules as
+    ``_provider_code``."""
+    value = headers.get("x-amzn-errortype", "").partition(":")[0].strip()
+    if not value.isascii() or not value.isalpha() or len(value) > 64:
+        return None
+    snake = re.sub(r"(?<!^)(?=[A-Z])", "_", value).lower()
+    if PROVIDER_CODE.fullmatch(snake) and not _shares_letters(snake, secrets):
+        return snake
     return None
 
 

@@ -119,15 +119,7 @@ class _OpenAIShaped:
         """See ``Embedder.embed``. Sends ``ceil(len(texts) / batch_size)`` requests or more
         (a batch also closes at ``max_batch_bytes`` of UTF-8 text). Empty ``texts`` sends
         nothing. Raises ``ValidationFailed`` when a text is empty (the provider refuses them)."""
-        if isinstance(texts, str):
-            raise TypeError("embed() takes a sequence of texts, not one string")
-        items = list(texts)
-        for position, text in enumerate(items):
-            if not text:
-                raise ValidationFailed(
-                    f"Text number {position} to embed is empty; embedding models refuse "
-                    "empty input."
-                )
+        items = texts_to_embed(texts)
         result = np.empty((len(items), self.dimensions), dtype=np.float32)
         for start, stop in _batches(items, self.batch_size, self.max_batch_bytes):
             result[start:stop] = self._embed_batch(items[start:stop])
@@ -152,6 +144,21 @@ class _OpenAIShaped:
         vectors = _read_answer(answer, len(batch), self.dimensions, self.model, self._host)
         self.tokens += reported_tokens(answer)
         return vectors
+
+
+def texts_to_embed(texts: Sequence[str]) -> list[str]:
+    """``texts`` as a list, checked: ``TypeError`` for one string (a common slip: it would be
+    embedded a character at a time), ``ValidationFailed`` naming the first empty text (every
+    provider refuses them)."""
+    if isinstance(texts, str):
+        raise TypeError("embed() takes a sequence of texts, not one string")
+    items = list(texts)
+    for position, text in enumerate(items):
+        if not text:
+            raise ValidationFailed(
+                f"Text number {position} to embed is empty; embedding models refuse empty input."
+            )
+    return items
 
 
 def reported_tokens(answer: object) -> int:
@@ -321,23 +328,33 @@ def make_embedder(
     *,
     allow_private: bool,
     client: ProviderClient,
+    aws_region: str | None = None,
 ) -> Embedder:
     """The embedder for a store's settings (``ProviderSettings.embed_*`` and a decrypted key).
 
     ``none`` -> ``NoEmbedder``; ``openai`` -> ``OpenAIEmbedder`` (needs ``model`` and
     ``api_key``; no ``base_url``); ``custom`` -> ``CustomEmbedder`` (needs ``model`` and
-    ``base_url``; key optional). Nothing is called here: the endpoint is checked at each call.
+    ``base_url``; key optional); ``bedrock`` -> ``providers.bedrock.BedrockEmbedder`` (needs
+    ``model`` and ``aws_region``; no key). Nothing is called here: the endpoint is checked at
+    each call.
     Raises ``ValidationFailed`` naming the missing or unexpected setting.
     """
     if provider == "none":
         return NoEmbedder(dimensions)
-    if provider not in ("openai", "custom"):
+    if provider not in ("openai", "bedrock", "custom"):
         raise ValidationFailed(
-            f"Unknown embedding provider '{provider}'; use 'openai', 'custom' or 'none'.",
+            f"Unknown embedding provider '{provider}'; use 'openai', 'bedrock', 'custom' or "
+            "'none'.",
             details=[{"field": "embed_provider", "problem": "unknown provider"}],
         )
     if not model:
         raise _missing("embed_model", provider)
+    if provider == "bedrock":
+        from agent_memory.providers.bedrock import make_bedrock_embedder
+
+        return make_bedrock_embedder(
+            model, dimensions, aws_region, base_url, allow_private=allow_private, client=client
+        )
     if provider == "openai":
         if base_url is not None:
             raise ValidationFailed(

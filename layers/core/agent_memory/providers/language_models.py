@@ -441,25 +441,35 @@ def make_language_model(
     *,
     allow_private: bool,
     client: ProviderClient,
+    aws_region: str | None = None,
 ) -> LanguageModel | None:
     """The language model for a store's settings (``ProviderSettings.llm_*`` and a decrypted
     key), or ``None`` for ``none``.
 
     ``openai`` -> ``OpenAIChatModel`` and ``anthropic`` -> ``AnthropicModel`` (need ``model``
     and ``api_key``; no ``base_url``); ``custom`` -> ``CustomChatModel`` (needs ``model`` and
-    ``base_url``; key optional). Nothing is called here: a custom endpoint is checked at each
-    call. Raises ``ValidationFailed`` naming the missing or unexpected setting
-    (``details=[{"field": "llm_model", "problem": "required"}]`` and the like).
+    ``base_url``; key optional); ``bedrock`` -> ``providers.bedrock.BedrockChatModel`` (needs
+    ``model`` and ``aws_region``; no key, the function's role signs). Nothing is called here:
+    a custom endpoint is checked at each call. Raises ``ValidationFailed`` naming the missing
+    or unexpected setting (``details=[{"field": "llm_model", "problem": "required"}]`` and the
+    like).
     """
     if provider == "none":
         return None
-    if provider not in ("openai", "anthropic", "custom"):
+    if provider not in ("openai", "anthropic", "bedrock", "custom"):
         raise ValidationFailed(
-            f"Unknown llm_provider '{provider}'; use 'openai', 'anthropic', 'custom' or 'none'.",
+            f"Unknown llm_provider '{provider}'; use 'openai', 'anthropic', 'bedrock', "
+            "'custom' or 'none'.",
             details=[{"field": "llm_provider", "problem": "unknown provider"}],
         )
     if not model:
         raise _missing("llm_model", provider)
+    if provider == "bedrock":
+        from agent_memory.providers.bedrock import make_bedrock_model
+
+        return make_bedrock_model(
+            model, aws_region, base_url, allow_private=allow_private, client=client
+        )
     if provider == "custom":
         if not base_url:
             raise _missing("llm_base_url", provider)

@@ -108,9 +108,14 @@ class StoreSettings(Model):
         return self
 
 
-LlmProvider = Literal["none", "openai", "anthropic", "custom"]
-EmbedProvider = Literal["none", "openai", "custom"]
-RerankProvider = Literal["none", "cohere", "voyage", "jina", "custom", "llm"]
+LlmProvider = Literal["none", "openai", "anthropic", "bedrock", "custom"]
+EmbedProvider = Literal["none", "openai", "bedrock", "custom"]
+RerankProvider = Literal["none", "cohere", "voyage", "jina", "bedrock", "custom", "llm"]
+AwsRegion = Annotated[
+    str,
+    StringConstraints(pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$", max_length=32),
+    Field(description="An AWS region such as 'us-east-1', for the 'bedrock' providers."),
+]
 ModelName = Annotated[str, StringConstraints(min_length=1, max_length=200)]
 BaseUrl = Annotated[str, StringConstraints(min_length=1, max_length=2000)]
 
@@ -135,19 +140,13 @@ class ProviderSettings(Model):
     # With a reranker: how many fused candidates a search or recall asks it to order
     # (memories.reranking); the top `limit` of its order are returned.
     rerank_candidates: RerankCandidates = 50
+    # Where the 'bedrock' providers are called (providers.bedrock); kept when no provider is
+    # 'bedrock' (it is not a secret, and switching back needs it again).
+    aws_region: AwsRegion | None = None
 
     @model_validator(mode="after")
     def _coherent_providers(self, info: ValidationInfo) -> ProviderSettings:
-        if self.rerank_provider == "llm":
-            if self.llm_provider == "none":
-                raise ValueError(
-                    "rerank_provider 'llm' scores with the store's language model: set "
-                    "llm_provider first"
-                )
-            if self.rerank_model is not None:
-                raise ValueError(
-                    "rerank_model is not used when rerank_provider is 'llm' (llm_model is)"
-                )
+        self._check_llm_reranker()
         for kind, provider, model, base_url in (
             ("llm", self.llm_provider, self.llm_model, self.llm_base_url),
             ("embed", self.embed_provider, self.embed_model, self.embed_base_url),
@@ -161,21 +160,65 @@ class ProviderSettings(Model):
                 continue
             if provider != "none" and model is None:
                 raise ValueError(f"{kind}_model is required when {kind}_provider is '{provider}'")
-            if provider == "custom":
+            if provider == "bedrock":
+                self._check_bedrock(kind, base_url, info)
+            elif provider == "custom":
                 if base_url is None:
                     raise ValueError(
                         f"{kind}_base_url is required when {kind}_provider is 'custom'"
                     )
-                context = info.context or {}
-                if not context.get("stored"):  # else checked when saved; calls check it again
-                    check_endpoint_url(
-                        f"{kind}_base_url",
-                        base_url,
-                        allow_private=bool(context.get("allow_private_endpoints")),
-                    )
+                _check_base_url(kind, base_url, info)
             elif base_url is not None:
                 raise ValueError(f"{kind}_base_url is only used when {kind}_provider is 'custom'")
+        if self.embed_provider == "bedrock" and self.embed_model is not None:
+            from agent_memory.providers.bedrock import embed_model_problem
+
+            problem = embed_model_problem(self.embed_model, self.dimensions)
+            if problem is not None:
+                raise ValueError(f"embed_model: {problem} (see the store's 'dimensions')")
         return self
+
+    def _check_llm_reranker(self) -> None:
+        """``rerank_provider 'llm'`` scores with the store's language model: it needs one, and
+        its model is ``llm_model``."""
+        if self.rerank_provider != "llm":
+            return
+        if self.llm_provider == "none":
+            raise ValueError(
+                "rerank_provider 'llm' scores with the store's language model: set "
+                "llm_provider first"
+            )
+        if self.rerank_model is not None:
+            raise ValueError(
+                "rerank_model is not used when rerank_provider is 'llm' (llm_model is)"
+            )
+
+    def _check_bedrock(self, kind: str, base_url: str | None, info: ValidationInfo) -> None:
+        """A 'bedrock' provider needs ``aws_region``; its base URL replaces Bedrock's address
+        only on a stack that allows private endpoints (a loopback stand-in)."""
+        if self.aws_region is None:
+            raise ValueError(f"aws_region is required when {kind}_provider is 'bedrock'")
+        if base_url is None:
+            return
+        if not (info.context or {}).get("allow_private_endpoints") and not (info.context or {}).get(
+            "stored"
+        ):
+            raise ValueError(
+                f"{kind}_base_url is only used with {kind}_provider 'bedrock' by a local "
+                "stack started with KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 (Bedrock is called at "
+                "its regional address)"
+            )
+        _check_base_url(kind, base_url, info)
+
+
+def _check_base_url(kind: str, base_url: str, info: ValidationInfo) -> None:
+    context = info.context or {}
+    if not context.get("stored"):  # else checked when saved; calls check it again
+        check_endpoint_url(
+            f"{kind}_base_url",
+            base_url,
+            allow_private=bool(context.get("allow_private_endpoints")),
+        )
 
 
 class StorePut(Model):
@@ -205,6 +248,7 @@ class StorePut(Model):
         None, repr=False
     )
     rerank_candidates: RerankCandidates | None = None
+    aws_region: AwsRegion | None = None
     extraction_delay_seconds: ExtractionDelaySeconds | None = None
     summarize_after: SummarizeAfter | None = None
     keep_recent: KeepRecent | None = None
@@ -276,6 +320,7 @@ class StoreView(View):
     rerank_base_url: str | None = None
     has_rerank_api_key: bool = False
     rerank_candidates: int = 50
+    aws_region: str | None = None
     extraction_delay_seconds: int
     summarize_after: int
     keep_recent: int

@@ -248,6 +248,14 @@ class Stores:
             )
             if moved and f"{kind}_api_key" not in given:
                 current[f"{kind}_api_key_ciphertext"] = None
+            provider = given.get(f"{kind}_provider") or current.get(f"{kind}_provider")
+            if provider == "bedrock" and given.get(f"{kind}_api_key") is not None:
+                # Bedrock is called with the function's role: a key would be kept and never used.
+                raise ValidationFailed(
+                    f"{kind}_provider 'bedrock' takes no {kind}_api_key: the function's IAM role "
+                    "signs its calls.",
+                    details=[{"field": f"{kind}_api_key", "problem": "not used by bedrock"}],
+                )
         place = KeyPlace(self.org_id, self.instance_id, name, current["incarnation"])
         for field, value in given.items():
             if field in _SECRET_FIELDS:
