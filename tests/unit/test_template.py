@@ -488,7 +488,8 @@ def test_the_deploy_doc_gives_every_parameter_with_its_default(template):
     assert set(rows) == set(template["Parameters"])
     for name, parameter in template["Parameters"].items():
         default = parameter.get("Default")
-        assert rows[name][2] == ("none (required)" if default is None else str(default)), name
+        shown = {None: "none (required)", "": "empty"}.get(default, str(default))
+        assert rows[name][2] == shown, name
         assert rows[name][3] == ("yes" if parameter.get("NoEcho") else "no"), name
 
 
@@ -524,3 +525,26 @@ def test_every_link_inside_the_deploy_doc_names_one_of_its_headings():
         for heading in re.findall(r"(?m)^#+ (.+)$", text)
     }
     assert set(re.findall(r"\]\(#([^)]+)\)", text)) - anchors == set()
+
+
+def test_only_the_provider_callers_may_call_bedrock_and_only_the_named_models():
+    template = load_template(Path(ROOT / "template.yaml"))
+    resources = template["Resources"]
+    policy = resources["InvokeBedrockModelsPolicy"]
+    assert policy["Condition"] == "CallsBedrock"
+    assert template["Parameters"]["BedrockModelIds"]["Default"] == ""
+    statements = {s["Sid"]: s for s in policy["Properties"]["PolicyDocument"]["Statement"]}
+    invoke = statements["InvokeNamedModels"]
+    assert invoke["Action"] == "bedrock:InvokeModel" and invoke["Resource"] != "*"
+    assert "BedrockModelIds" in json.dumps(invoke["Resource"])
+    assert statements["RerankWithNamedModels"]["Action"] == "bedrock:Rerank"
+    attached = {
+        name
+        for name, resource in resources.items()
+        if "InvokeBedrockModelsPolicy" in json.dumps(resource.get("Properties", {}).get("Policies"))
+    }
+    callers = {
+        "RecallFunction", "AddMemoryFunction", "SearchMemoriesFunction", "UpdateMemoryFunction",
+        "PutKeyedMemoryFunction", "SearchKeyedMemoriesFunction", "BackgroundFunction",
+    }  # fmt: skip
+    assert attached == callers

@@ -43,6 +43,7 @@ function MemoryRows({ memories, instance, store, scores }) {
     <thead>
       <tr>
         ${scores && html`<th scope="col" class="num">Score</th>`}
+        ${scores && html`<th scope="col" class="num">Cosine</th>`}
         <th scope="col">Memory</th>
         <th scope="col">Type</th>
         <th scope="col">Actor</th>
@@ -54,6 +55,7 @@ function MemoryRows({ memories, instance, store, scores }) {
       ${memories.map(
         (m) => html`<tr key=${m.id}>
           ${scores && html`<td class="num score">${m.score === null || m.score === undefined ? "—" : m.score.toFixed(4)}</td>`}
+          ${scores && html`<td class="num similarity">${m.similarity === null || m.similarity === undefined ? "—" : m.similarity.toFixed(4)}</td>`}
           <th scope="row"><a href=${storeHref(instance, store, "memories", m.id)}><${Text} value=${m.text} max=${160} /></a></th>
           <td>${m.type}</td>
           <td><${Text} value=${m.actor_id} max=${40} /></td>
@@ -244,7 +246,7 @@ export function SearchPage({ instance, store }) {
       <div class="actions"><button type="submit" class="primary" disabled=${busy}>${busy ? "Searching…" : "Search"}</button></div>
     </form>`}
     ${result && html`<h2>Results</h2>
-      <p class="muted" role="status">${memoryCount(result.memories.length)}, best first, scored by ${mode === "keyword" ? "BM25" : mode === "semantic" ? "cosine similarity" : "the fused rank (relative to the other candidates)"}.</p>
+      <p class="muted" role="status">${memoryCount(result.memories.length)}, best first${result.reranked ? ", ordered by the store's reranker" : ""}${result.reranked === false ? " (the reranker failed: fused order)" : ""}. Scores are on 0 to 1 in every mode, comparable across queries (0.5: as likely relevant as not); the cosine is the raw similarity of ${mode === "keyword" ? "a vector match (none in keyword mode)" : "the memory's vector to the query's"}.</p>
       ${result.memories.length === 0
         ? html`<${Empty} title="Nothing matched."><p>Try other words, another mode, or no actor.</p><//>`
         : html`<${MemoryRows} memories=${result.memories} instance=${instance} store=${store} scores=${true} />`}`}
