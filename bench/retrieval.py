@@ -60,7 +60,15 @@ from tqdm import tqdm
 
 from agent_memory.memories.ranking import CANDIDATES
 from agent_memory.search.fusion import Hit, fuse
+from agent_memory.search.when import TimeWindow, time_window
 from bench.retrieval_scores import Result, Scored, Words, dump, section as scores_section
+from bench.retrieval_signals import (
+    TIME_ROW,
+    TIME_WEIGHTS,
+    boosted,
+    section as time_section,
+    session_dates,
+)
 from kividb_memory import MemoryClient, MemoryView
 from kividb_memory.models import SearchMode
 from local.bootstrap import free_port
@@ -101,6 +109,10 @@ class Conversation:
     questions: list[Question]
     skipped: dict[int, int] = field(default_factory=dict)
     """Questions of each category skipped for having no valid evidence turn."""
+    dates: list[datetime | None] = field(default_factory=list)
+    """Each fact's session date (its memory's ``occurred_at``), in ``facts`` order."""
+    reference: datetime | None = None
+    """The last session's date: when the questions are asked."""
 
 
 def load_conversations(path: Path) -> list[Conversation]:
@@ -114,13 +126,19 @@ def load_conversations(path: Path) -> list[Conversation]:
             for turn in session
         }
         facts = []
-        for per_speaker in sample["observation"].values():
+        dates = session_dates(sample["conversation"])
+        when: list[datetime | None] = []
+        for key, per_speaker in sample["observation"].items():
+            number = re.match(r"^session_(\d+)_observation$", key)
             for speaker_facts in per_speaker.values():
                 for text, cited in speaker_facts:
                     raw = cited if isinstance(cited, list) else [cited]
                     ids = _valid(raw, _OBSERVATION_SPLIT, turns)
                     facts.append((text, ids))
-        conversation = Conversation(sample["sample_id"], facts, [])
+                    when.append(dates.get(int(number[1])) if number else None)
+        conversation = Conversation(
+            sample["sample_id"], facts, [], dates=when, reference=max(dates.values(), default=None)
+        )
         for qa in sample["qa"]:
             category = qa["category"]
             if category not in CATEGORIES:
@@ -234,6 +252,8 @@ class Outcome:
     sample_id: str
     question: Question
     cited: dict[str, list[frozenset[str]]]
+    window: TimeWindow | None = None
+    """The question's time window (``agent_memory.search.when``), if it names a time."""
 
 
 @dataclass
@@ -292,6 +312,10 @@ def services(folder: Path) -> Iterator[tuple[str, str]]:
         stop(embedder)
 
 
+def _ms(moment: datetime | None) -> int | None:
+    return None if moment is None else int(moment.timestamp() * 1000)
+
+
 def _hits(memories: list[MemoryView]) -> tuple[list[Hit], dict[str, frozenset[str]]]:
     hits = [Hit(m.id, float(m.score or 0.0)) for m in memories]
     cites = {m.id: frozenset(m.metadata.get("dia_ids", [])) for m in memories}
@@ -340,9 +364,11 @@ def run_conversation(
     memory.put_store("local", name, **settings)
     store = memory.store("local", name)
     start = time.perf_counter()
-    for text, ids in conversation.facts:
+    for (text, ids), said_on in zip(conversation.facts, conversation.dates, strict=True):
         began = time.perf_counter()
-        kept = store.add_memory(text, actor_id=actor, metadata={"dia_ids": ids})
+        kept = store.add_memory(
+            text, actor_id=actor, metadata={"dia_ids": ids}, occurred_at=said_on
+        )
         timing.add_ms.append((time.perf_counter() - began) * 1000)
         timing.duplicates += bool(kept.duplicate)
         bar.update()
@@ -356,13 +382,16 @@ def run_conversation(
     for question in conversation.questions:
         lists: dict[str, list[Hit]] = {}
         cites: dict[str, frozenset[str]] = {}
+        occurred: dict[str, int | None] = {}
+        window = time_window(question.text, conversation.reference or datetime.now(UTC))
         requests = [(mode, LIMIT) for mode in MODES]
         if fusion_check:
             requests += [("semantic", wide), ("keyword", wide)]
         for mode, limit in requests:
             began = time.perf_counter()
             kind = cast(SearchMode, mode)
-            found = store.search(question.text, mode=kind, actor_id=actor, limit=limit, min_score=0)
+            found = store.search(question.text, mode=kind, actor_id=actor, limit=limit,
+                                 min_score=0, reference_time=conversation.reference)  # fmt: skip
             if limit == LIMIT:
                 timing.search_ms.setdefault(mode, []).append((time.perf_counter() - began) * 1000)
                 scored.append(
@@ -371,6 +400,7 @@ def run_conversation(
             hits, more = _hits(found.memories)
             lists[mode if limit == LIMIT else f"{mode} wide"] = hits
             cites.update(more)
+            occurred.update({m.id: _ms(m.occurred_at) for m in found.memories})
             bar.update()
         rows = {mode: lists[mode] for mode in MODES}
         rows[BLEND] = blend(lists["semantic"], lists["keyword"], LIMIT)
@@ -382,11 +412,16 @@ def run_conversation(
                 rows[_ORACLE.format(weight)] = fuse(*wide_lists, LIMIT, weight)
             same = [h.memory_id for h in rows[OWN]] == [h.memory_id for h in lists["hybrid"]]
             timing.fuse_agrees += same
+            for weight in TIME_WEIGHTS:
+                rows[TIME_ROW.format(weight)] = boosted(
+                    lists["semantic wide"], lists["keyword wide"], occurred, window, weight, LIMIT
+                )
         outcomes.append(
             Outcome(
                 conversation.sample_id,
                 question,
                 {name: [cites[h.memory_id] for h in hits] for name, hits in rows.items()},
+                window,
             )
         )
     for question in foreign:
@@ -504,6 +539,9 @@ def write_report(
     ]
     if fusion_check and len(conversations) >= 2:
         lines += _fusion_section(conversations, outcomes, timing.fuse_agrees)
+        half = len(conversations) // 2
+        first = {c.sample_id for c in conversations[:half]}
+        lines += time_section(outcomes, first, hit_at, OWN)[0]
     if scored and len(conversations) >= 2:
         half = len(conversations) // 2
         lines += scores_section(

@@ -244,7 +244,9 @@ def test_add_messages_recall_add_search_and_forget_a_memory(proxy, open_stack, l
     assert forgotten.structured_content == {
         "memory_id": memory_id, "deleted": True, "deleted_ids": [memory_id], "complete": True,
     }  # fmt: skip
-    assert again.structured_content == {"memories": [], "memories_omitted": 0, "reranked": None}
+    assert again.structured_content == {
+        "memories": [], "memories_omitted": 0, "reranked": None, "time_window": None
+    }
     assert gone.is_error and "404 memory_not_found" in text(gone)
     assert lab in [s["name"] for s in listed.structured_content["stores"]]
 
@@ -500,10 +502,11 @@ def _calls(lab: str, memory_id: str) -> list[tuple[str, dict[str, Any], Any]]:
              "session_id": "parity-1", "query": "q-2", "actor_id": "actor-p", "limit": 7,
              "max_bytes": TOOL_ANSWER_BYTES})),
         ("memory_search", {"query": "q-3", "mode": "keyword", "actor_id": "actor-p",
-                           "types": ["episodic"], "limit": 3, "min_score": 0.25, **where},
+                           "types": ["episodic"], "limit": 3, "min_score": 0.25,
+                           "time_filter": True, **where},
          Recorded("POST", f"{s}/memories/search", "", {
              "query": "q-3", "mode": "keyword", "actor_id": "actor-p", "types": ["episodic"],
-             "limit": 3, "min_score": 0.25})),
+             "limit": 3, "min_score": 0.25, "time_filter": True})),
         ("memory_add", {"text": "t-4 likes tea", "actor_id": "actor-p", "type": "episodic",
                         "topics": ["tea"], **where},
          Recorded("POST", f"{s}/memories", "", {

@@ -455,6 +455,8 @@ def recall(
     max_bytes: int | None = None,
     rerank: bool | None = None,
     min_score: float | None = None,
+    reference_time: datetime | str | None = None,
+    time_filter: bool | None = None,
 ) -> Call[m.RecallView]:
     request = m.RecallRequest(
         session_id=session_id,
@@ -466,6 +468,8 @@ def recall(
         max_bytes=max_bytes,
         rerank=rerank,
         min_score=min_score,
+        reference_time=reference_time,
+        time_filter=time_filter,
     )
     return Call("POST", f"{store}/recall", m.RecallView, True, body=dump(request, nulls=False))
 

@@ -237,6 +237,8 @@ class AsyncStoreClient:
         max_bytes: int | None = None,
         rerank: bool | None = None,
         min_score: float | None = None,
+        reference_time: When = None,
+        time_filter: bool | None = None,
     ) -> m.RecallView:
         """What the agent needs before its next model call: summary, recent messages, the
         actor's relevant memories, and ``context`` (all of it as one text). The answer stays
@@ -244,10 +246,12 @@ class AsyncStoreClient:
         oldest messages are left out first (``messages_omitted``), then the lowest ranked
         memories (``memories_omitted``). The store's reranker orders the memories unless
         ``rerank`` is False; memories scoring below ``min_score`` (as ``search``) are left
-        out."""
+        out. A time the query names ranks its memories higher (kept alone with
+        ``time_filter``), resolved against ``reference_time`` (default: the session's latest
+        message)."""
         call = _http.recall(
             self._prefix, session_id, query, actor_id, limit, query_vector, types, max_bytes,
-            rerank, min_score,
+            rerank, min_score, reference_time, time_filter,
         )  # fmt: skip
         return await self._client._answer(call)
 
@@ -398,13 +402,17 @@ class AsyncStoreClient:
         occurred_before: When = None,
         rerank: bool | None = None,
         min_score: float | None = None,
+        reference_time: When = None,
+        time_filter: bool | None = None,
     ) -> m.SearchResult:
         """Memories best first for ``query``: by meaning, keyword or both (current ones unless
         ``include_superseded``, or what was current ``as_of`` a time), ordered by the store's
         reranker when it has one (``reranked`` says whether it did) unless ``rerank`` is
         False. Each has a ``score`` from 0 to 1 and, with a query vector, its cosine as
         ``similarity``; those below ``min_score`` are left out (none when None or 0; 0.037
-        suits MiniLM-like embeddings, docs/retrieval.md)."""
+        suits MiniLM-like embeddings, docs/retrieval.md). A time the query names ("in May
+        2023", "last week"; ``time_window`` in the answer) ranks its memories higher, or with
+        ``time_filter`` keeps only them, resolved against ``reference_time`` (default now)."""
         filters = _filters(
             include_superseded=include_superseded,
             as_of=as_of,
@@ -414,6 +422,8 @@ class AsyncStoreClient:
             created_before=created_before,
             occurred_after=occurred_after,
             occurred_before=occurred_before,
+            reference_time=reference_time,
+            time_filter=time_filter,
         )
         request = _search(query, mode, actor_id, types, limit, query_vector, filters, rerank,
                           min_score)  # fmt: skip

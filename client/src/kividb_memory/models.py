@@ -421,6 +421,17 @@ class SearchRequest(Request):
     occurred_before: datetime | str | None = None
     rerank: bool | None = None
     min_score: float | None = Field(None, strict=False)  # 0 and 1 are valid too
+    reference_time: datetime | str | None = None
+    time_filter: bool | None = None
+
+
+class TimeWindowView(Answer):
+    """The time a query names ("in May 2023", "last week"): ``[start, end)`` and the words it
+    was read from."""
+
+    start: datetime
+    end: datetime
+    said: str
 
 
 class SearchResult(Answer):
@@ -432,6 +443,8 @@ class SearchResult(Answer):
     memories: list[MemoryView]
     memories_omitted: int = 0
     reranked: bool | None = None
+    time_window: TimeWindowView | None = None
+    """The time the query names, whose memories ranked higher (None when it names none)."""
 
 
 class ActorForgotten(Answer):
@@ -456,6 +469,8 @@ class RecallRequest(Request):
     max_bytes: int | None = None
     rerank: bool | None = None
     min_score: float | None = Field(None, strict=False)
+    reference_time: datetime | str | None = None
+    time_filter: bool | None = None
 
 
 class RecallView(Answer):
@@ -475,6 +490,8 @@ class RecallView(Answer):
     """The lowest ranked memories left out for the same reason, after every message was."""
     reranked: bool | None = None
     """As a search's ``reranked``."""
+    time_window: TimeWindowView | None = None
+    """As a search's ``time_window``."""
 
 
 # --- errors ----------------------------------------------------------------------------------

@@ -1509,6 +1509,17 @@ export interface components {
              * @description Leave out results scoring below this; null or 0 keeps every result of the top limit. 0.037 keeps 95% of hits and drops 98% of questions a store cannot answer on LoCoMo with all-MiniLM-L6-v2 embeddings (docs/retrieval.md).
              */
             min_score?: number | null;
+            /**
+             * Reference Time
+             * @description When the query is asked: relative times in it ('last week', 'two days ago', 'in October') are resolved against this. Default: now for a search, the session's latest message for a recall.
+             */
+            reference_time?: string | null;
+            /**
+             * Time Filter
+             * @description true: keep only memories whose occurred_at is inside the time the query names (time_window); false (default): those rank higher, the rest still count.
+             * @default false
+             */
+            time_filter: boolean;
         };
         /**
          * RecallView
@@ -1547,6 +1558,8 @@ export interface components {
              * @description As in a search's answer: whether the store's reranker ordered memories.
              */
             reranked?: boolean | null;
+            /** @description As in a search's answer: the time the query names. */
+            time_window?: components["schemas"]["TimeWindowView"] | null;
         };
         /** ResponseValidationError */
         ResponseValidationError: {
@@ -1631,6 +1644,17 @@ export interface components {
              * @description Leave out results scoring below this; null or 0 keeps every result of the top limit. 0.037 keeps 95% of hits and drops 98% of questions a store cannot answer on LoCoMo with all-MiniLM-L6-v2 embeddings (docs/retrieval.md).
              */
             min_score?: number | null;
+            /**
+             * Reference Time
+             * @description When the query is asked: relative times in it ('last week', 'two days ago', 'in October') are resolved against this. Default: now for a search, the session's latest message for a recall.
+             */
+            reference_time?: string | null;
+            /**
+             * Time Filter
+             * @description true: keep only memories whose occurred_at is inside the time the query names (time_window); false (default): those rank higher, the rest still count.
+             * @default false
+             */
+            time_filter: boolean;
         };
         /**
          * SearchResult
@@ -1652,6 +1676,8 @@ export interface components {
              * @description true: the store's reranker ordered these memories (each score is its relevance); false: it failed or ran out of time and the fused order was kept; null: the store has no reranker, or the request asked for none.
              */
             reranked?: boolean | null;
+            /** @description The time the query names, whose memories ranked higher (or, with time_filter, the only ones kept); null when it names none. */
+            time_window?: components["schemas"]["TimeWindowView"] | null;
         };
         /**
          * SessionExport
@@ -2055,6 +2081,25 @@ export interface components {
             last_extraction_at?: string | null;
             /** Last Extraction Error */
             last_extraction_error?: string | null;
+        };
+        /**
+         * TimeWindowView
+         * @description The time a query names (``search.when``): ``[start, end)`` and the words it was read
+         *     from.
+         */
+        TimeWindowView: {
+            /**
+             * Start
+             * Format: date-time
+             */
+            start: string;
+            /**
+             * End
+             * Format: date-time
+             */
+            end: string;
+            /** Said */
+            said: string;
         };
         /**
          * UnreachableInstance

@@ -393,16 +393,25 @@ class _Tools:
                 "0.4); omit to keep every result.",
             ),
         ] = None,
+        time_filter: Annotated[
+            bool | None,
+            Field(
+                description="When the query names a time ('in May 2023', 'last week'): true "
+                "keeps only memories of that time; omitted or false ranks them first."
+            ),
+        ] = None,
         instance_id: InstanceArg = None,
         store: StoreArg = None,
     ) -> m.SearchResult:
         """Search long-term memories, best first, each with its score from 0 to 1 (those below
         min_score are left out, and the lowest ranked when the answer would be too large:
-        memories_omitted says how many)."""
+        memories_omitted says how many). A time the query names ranks that time's memories
+        first (time_window in the answer says which it read)."""
         handle = self._store(ctx, instance_id, store)
+        options = {"min_score": min_score, "time_filter": time_filter}
         found = self._call(
             lambda: handle.search(
-                query, mode=mode, actor_id=actor_id, types=types, limit=limit, min_score=min_score
+                query, mode=mode, actor_id=actor_id, types=types, limit=limit, **options
             )
         )
         return fitted_search(found, TOOL_ANSWER_BYTES)

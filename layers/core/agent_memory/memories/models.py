@@ -231,6 +231,33 @@ MinScore = Annotated[
 """The ``min_score`` of a search or recall body (``search.scores``)."""
 
 
+ReferenceTime = Annotated[
+    UtcDatetime | None,
+    Field(
+        strict=False,
+        description="When the query is asked: relative times in it ('last week', 'two days "
+        "ago', 'in October') are resolved against this. Default: now for a search, the "
+        "session's latest message for a recall.",
+    ),
+]
+TimeFilter = Annotated[
+    bool,
+    Field(
+        description="true: keep only memories whose occurred_at is inside the time the query "
+        "names (time_window); false (default): those rank higher, the rest still count.",
+    ),
+]
+
+
+class TimeWindowView(View):
+    """The time a query names (``search.when``): ``[start, end)`` and the words it was read
+    from."""
+
+    start: datetime
+    end: datetime
+    said: str
+
+
 class SearchRequest(Model):
     """Body of ``POST .../memories/search``. Without ``actor_id`` the whole store is searched."""
 
@@ -279,6 +306,8 @@ class SearchRequest(Model):
         "the fused order is returned.",
     )
     min_score: MinScore = None
+    reference_time: ReferenceTime = None
+    time_filter: TimeFilter = False
 
 
 class SearchResult(View):
@@ -298,6 +327,11 @@ class SearchResult(View):
         description="true: the store's reranker ordered these memories (each score is its "
         "relevance); false: it failed or ran out of time and the fused order was kept; null: "
         "the store has no reranker, or the request asked for none.",
+    )
+    time_window: TimeWindowView | None = Field(
+        None,
+        description="The time the query names, whose memories ranked higher (or, with "
+        "time_filter, the only ones kept); null when it names none.",
     )
 
 
@@ -341,6 +375,8 @@ class RecallRequest(Model):
         True, description="false: skip the store's reranker for this recall (rerank_provider)."
     )
     min_score: MinScore = None
+    reference_time: ReferenceTime = None
+    time_filter: TimeFilter = False
 
 
 class RecallView(View):
@@ -369,4 +405,7 @@ class RecallView(View):
     reranked: bool | None = Field(
         None,
         description="As in a search's answer: whether the store's reranker ordered memories.",
+    )
+    time_window: TimeWindowView | None = Field(
+        None, description="As in a search's answer: the time the query names."
     )

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import replace
+from datetime import datetime
+from functools import partial
 from typing import cast
 
 import numpy as np
@@ -33,7 +35,7 @@ from agent_memory.errors import MemoryNotFound, StoreTooLarge, ValidationFailed,
 from agent_memory.memories.indexes import ActorIndexes
 from agent_memory.memories.models import MemoryList, MemoryView, SearchRequest
 from agent_memory.memories.queries import search_selection
-from agent_memory.memories.ranking import rank
+from agent_memory.memories.ranking import rank, within
 from agent_memory.memories.records import (
     MemoryRecord,
     decode_record,
@@ -49,6 +51,7 @@ from agent_memory.providers.embeddings import Embedder, validate_vector
 from agent_memory.providers.rerankers import Reranker
 from agent_memory.search.scores import DEFAULT_MIN_SCORE
 from agent_memory.search.selection import CURRENT, Selection
+from agent_memory.search.when import TimeWindow, time_window
 from agent_memory.stores.models import StoreConfig
 
 RELATED_TEXT_CHARS = 2000
@@ -355,9 +358,13 @@ class MemoryReader:
             if request.actor_id is not None
             else self._store_level.buckets()
         )
+        window = time_window(request.query, request.reference_time or self._clock.now())
+        selection = search_selection(request)
+        if window is not None and request.time_filter:
+            selection = within(selection, window)
         return self._found(buckets, request.query, query_vector, request.mode, request.limit,
-                           search_selection(request), rerank=request.rerank,
-                           min_score=request.min_score)  # fmt: skip
+                           selection, rerank=request.rerank, min_score=request.min_score,
+                           window=window)  # fmt: skip
 
     def relevant(
         self,
@@ -369,10 +376,14 @@ class MemoryReader:
         generation: tuple[int, int] | None = None,
         rerank: bool = True,
         min_score: float | None = None,
+        *,
+        reference: datetime | None = None,
+        time_filter: bool = False,
     ) -> Found:
         """For recall: the actor's current memories (of ``types``, when given) most relevant to
         ``query`` (hybrid when the store can embed or a vector is given; keyword otherwise),
-        reranked as ``find`` reranks. ``generation``: the actor's ``(gen, kept)`` when the
+        reranked as ``find`` reranks, the time the query names resolved against ``reference``
+        (now when None) as ``find`` does. ``generation``: the actor's ``(gen, kept)`` when the
         caller has just read them (``queue_generation``)."""
         for memory_type in types or []:
             self.check_type(memory_type, "types")
@@ -380,11 +391,14 @@ class MemoryReader:
         if query_vector is not None or self._store.embed_provider != "none":
             vector = self.vector(query, query_vector, "query_vector")
         mode = "hybrid" if vector is not None else "keyword"
+        window = time_window(query, reference or self._clock.now())
         selection = Selection(types=tuple(types) if types else None)
+        if window is not None and time_filter:
+            selection = within(selection, window)
         bucket = actor_bucket(actor_id)
         known = {bucket: generation} if generation is not None else None
         return self._found([bucket], query, vector, mode, limit, selection, known,
-                           rerank=rerank, min_score=min_score)  # fmt: skip
+                           rerank=rerank, min_score=min_score, window=window)  # fmt: skip
 
     def queue_generation(self, pipe: Pipeline, actor_id: str) -> None:
         """Queue the read of the actor's generations (``ActorIndexes.queue_generation``), for a
@@ -430,6 +444,7 @@ class MemoryReader:
         *,
         rerank: bool,
         min_score: float | None,
+        window: TimeWindow | None = None,
     ) -> Found:
         """``_rank``'s best ``limit``; with the store's reranker (and ``rerank``), the best
         ``rerank_candidates`` (at least ``limit``) of ``_rank`` ordered by it
@@ -437,14 +452,15 @@ class MemoryReader:
         those scoring below ``min_score`` (``search.scores.DEFAULT_MIN_SCORE`` when None) are
         left out."""
         floor = DEFAULT_MIN_SCORE if min_score is None else min_score
+        ranking = partial(self._rank, buckets, query, vector, mode, selection=selection,
+                          generations=generations, window=window)  # fmt: skip
         if self._reranker is None or not rerank:
-            found = Found(self._rank(buckets, query, vector, mode, limit, selection, generations))
+            found = Found(ranking(limit))
         else:
-            wide = max(limit, self._store.rerank_candidates)
-            candidates = self._rank(buckets, query, vector, mode, wide, selection, generations)
+            candidates = ranking(max(limit, self._store.rerank_candidates))
             found = apply_reranker(self._reranker, query, candidates, limit)
         kept = [m for m in found.memories if m.score is not None and m.score >= floor]
-        return Found(kept, found.reranked)
+        return Found(kept, found.reranked, window)
 
     def _rank(
         self,
@@ -455,6 +471,7 @@ class MemoryReader:
         limit: int,
         selection: Selection,
         generations: dict[str, tuple[int, int]] | None = None,
+        window: TimeWindow | None = None,
     ) -> list[MemoryView]:
         """``memories.ranking.rank`` over the indexes, then the views of the memories ranked. The
         ranking is of the indexes' state at the generation each read (one moment per actor):
@@ -464,7 +481,16 @@ class MemoryReader:
         new one, never neither and never both."""
         now_ms = to_ms(self._clock.now())
         ranked = rank(
-            self._indexes, buckets, query, vector, mode, limit, selection, now_ms, generations
+            self._indexes,
+            buckets,
+            query,
+            vector,
+            mode,
+            limit,
+            selection,
+            now_ms,
+            generations,
+            window,
         )
         by_bucket: dict[str, list[str]] = {}
         for item in ranked:

@@ -15,7 +15,7 @@ from functools import partial
 
 from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting, wire_bytes
 from agent_memory.errors import ActorMismatch
-from agent_memory.memories.models import MemoryView, RecallRequest, RecallView
+from agent_memory.memories.models import MemoryView, RecallRequest, RecallView, TimeWindowView
 from agent_memory.memories.reranking import Found
 from agent_memory.memories.service import Memories
 from agent_memory.models import is_blank
@@ -105,6 +105,7 @@ def fitted_recall(
     memories: Sequence[MemoryView],
     budget: int,
     reranked: bool | None = None,
+    window: TimeWindowView | None = None,
 ) -> RecallView:
     """The recall answer of these parts that fits ``budget`` bytes (``answers.wire_bytes``):
     all of them when they fit; else without the oldest messages, as few as need to go; else,
@@ -131,6 +132,7 @@ def fitted_recall(
             messages_omitted=omitted,
             memories_omitted=len(memories) - kept_memories,
             reranked=reranked,
+            time_window=window,
         )
 
     view, kept = largest_fitting(lambda n: build(n, len(memories)), len(messages), budget)
@@ -194,8 +196,10 @@ def recall(
             generation if actor_id == named else None,
             request.rerank,
             request.min_score,
+            reference=request.reference_time or (messages[-1].created_at if messages else None),
+            time_filter=request.time_filter,
         )
     if request.max_bytes is not None:
         budget = min(budget, request.max_bytes)
     return fitted_recall(request.session_id, actor_id, summary, messages, relevant.memories,
-                         budget, relevant.reranked)  # fmt: skip
+                         budget, relevant.reranked, relevant.window_view)  # fmt: skip

@@ -15,9 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_memory.errors import AgentMemoryError
-from agent_memory.memories.models import MemoryView
+from agent_memory.memories.models import MemoryView, TimeWindowView
 from agent_memory.providers.rerankers import Reranker
 from agent_memory.providers.secrets import SecretUnreadable
+from agent_memory.search.when import TimeWindow
 
 logger = logging.getLogger("agent_memory.rerank")
 
@@ -30,6 +31,15 @@ class Found:
 
     memories: list[MemoryView]
     reranked: bool | None = None
+    window: TimeWindow | None = None
+    """The time the query named (``search.when``), if any."""
+
+    @property
+    def window_view(self) -> TimeWindowView | None:
+        """``window`` as an answer shows it."""
+        if self.window is None:
+            return None
+        return TimeWindowView(start=self.window.start, end=self.window.end, said=self.window.said)
 
 
 def apply_reranker(

@@ -197,11 +197,13 @@ class Memories:
         ``memories_omitted`` says how many."""
         result = self.reader.find(request)
         found, reranked = result.memories, result.reranked
+        window = result.window_view
 
         def build(kept: int) -> SearchResult:
             return SearchResult(
-                memories=found[:kept], memories_omitted=len(found) - kept, reranked=reranked
-            )
+                memories=found[:kept], memories_omitted=len(found) - kept, reranked=reranked,
+                time_window=window,
+            )  # fmt: skip
 
         return largest_fitting(build, len(found), budget)[0]
 
@@ -215,11 +217,15 @@ class Memories:
         generation: tuple[int, int] | None = None,
         rerank: bool = True,
         min_score: float | None = None,
+        *,
+        reference: datetime | None = None,
+        time_filter: bool = False,
     ) -> Found:
         """``MemoryReader.relevant``: for recall, the actor's most relevant memories."""
         return self.reader.relevant(
-            actor_id, query, query_vector, limit, types, generation, rerank, min_score
-        )
+            actor_id, query, query_vector, limit, types, generation, rerank, min_score,
+            reference=reference, time_filter=time_filter,
+        )  # fmt: skip
 
     def queue_generation(self, pipe: Pipeline, actor_id: str) -> None:
         """``MemoryReader.queue_generation``: the actor's generations, read by a recall with its

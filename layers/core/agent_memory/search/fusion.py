@@ -20,8 +20,12 @@ class Hit:
     score: float
 
 
+FUSION_WEIGHT = 0.6
+"""The semantic share of a hybrid search's fusion (``fuse``)."""
+
+
 def fuse(
-    semantic: Sequence[Hit], keyword: Sequence[Hit], limit: int, weight: float = 0.6
+    semantic: Sequence[Hit], keyword: Sequence[Hit], limit: int, weight: float = FUSION_WEIGHT
 ) -> list[Hit]:
     """Hybrid ranking: z-score fusion. Each list's scores are standardised over that list (zero
     mean, unit variance: the "ZMUV" normalisation of Montague and Aslam, "Relevance Score

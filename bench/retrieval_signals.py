@@ -1,0 +1,104 @@
+"""Signals beyond the two lists, measured in ``bench.retrieval``: time in the query.
+
+Each LoCoMo memory (an ``observation`` of one session) keeps its session's date as
+``occurred_at``, as extraction keeps the date a thing was said. A question's time expression
+("in May 2023", "on 16 June, 2023", "the weekend before 4th October, 2023") is resolved by the
+store's own rule (``agent_memory.search.time_window``) against the conversation's last session
+date, and every fused candidate whose ``occurred_at`` is inside the window has ``weight`` added
+to its fused score (z-score units, ``agent_memory.search.fusion.fuse``) before the top
+``limit`` is cut. The weight is chosen on split A and reported on B.
+"""
+
+from __future__ import annotations
+
+import re
+import statistics
+from collections.abc import Callable, Mapping, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from agent_memory.search.fusion import Hit, fuse
+from agent_memory.search.when import TimeWindow
+
+TIME_WEIGHTS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0)
+TIME_ROW = "time boost {:g}"
+_SESSION_DATE = re.compile(r"^session_(\d+)_date_time$")
+
+
+def session_dates(conversation: Mapping[str, Any]) -> dict[int, datetime]:
+    """Each session's date (``"1:56 pm on 8 May, 2023"``) by session number, UTC."""
+    dates = {}
+    for key, value in conversation.items():
+        matched = _SESSION_DATE.match(key)
+        if matched and isinstance(value, str):
+            moment = datetime.strptime(" ".join(value.split()), "%I:%M %p on %d %B, %Y")
+            dates[int(matched[1])] = moment.replace(tzinfo=UTC)
+    return dates
+
+
+def boosted(
+    semantic: Sequence[Hit],
+    keyword: Sequence[Hit],
+    occurred: Mapping[str, int | None],
+    window: TimeWindow | None,
+    weight: float,
+    limit: int,
+    fusion: Callable[..., list[Hit]] = fuse,
+) -> list[Hit]:
+    """The store's fusion of every candidate, ``weight`` added to the ones whose
+    ``occurred`` (ms) is inside ``window``, the best ``limit`` of that."""
+    everything = fusion(semantic, keyword, len(semantic) + len(keyword))
+    if window is None:
+        return everything[:limit]
+    scored = [
+        Hit(h.memory_id, h.score + (weight if _inside(occurred.get(h.memory_id), window) else 0))
+        for h in everything
+    ]
+    return sorted(scored, key=lambda h: (-h.score, h.memory_id))[:limit]
+
+
+def _inside(moment_ms: int | None, window: TimeWindow) -> bool:
+    return moment_ms is not None and window.holds(moment_ms)
+
+
+def section(
+    outcomes: Sequence[Any],
+    first: set[str],
+    hit_at: Callable[[Sequence[frozenset[str]], frozenset[str], int], float],
+    base: str,
+) -> tuple[list[str], float]:
+    """The report's "Time in the query" section and the weight chosen on A (the best hit@10
+    of ``TIME_WEIGHTS`` on split A, ties to the smaller). Each outcome has ``window``, its
+    question's (or None); ``base`` is the row without the signal."""
+    part_a = [o for o in outcomes if o.sample_id in first]
+    part_b = [o for o in outcomes if o.sample_id not in first]
+    timed = [o for o in outcomes if o.window is not None]
+
+    def mean(chosen: Sequence[Any], row: str) -> float:
+        if not chosen:
+            return float("nan")
+        return statistics.fmean(hit_at(o.cited[row], o.question.evidence, 10) for o in chosen)
+
+    rows = [base, *(TIME_ROW.format(w) for w in TIME_WEIGHTS)]
+    best = max(TIME_WEIGHTS, key=lambda w: (round(mean(part_a, TIME_ROW.format(w)), 6), -w))
+    timed_a = [o for o in timed if o.sample_id in first]
+    timed_b = [o for o in timed if o.sample_id not in first]
+    lines = [
+        "",
+        "## Time in the query",
+        "",
+        f"{len(timed)} of {len(outcomes)} questions name a time the store's rule resolves "
+        f"(`agent_memory.search.when`; A {len(timed_a)}, B {len(timed_b)}), against the "
+        "conversation's last session date. Each memory keeps its session's date as "
+        "`occurred_at`. A fused candidate inside the window gets the weight added to its fused "
+        "score (z-score units) before the top 10 is cut; weight chosen on A.",
+        "",
+        "| row | hit@10 A | hit@10 B | hit@10 all | timed questions A | timed questions B |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in rows:
+        values = [mean(part_a, row), mean(part_b, row), mean(outcomes, row),
+                  mean(timed_a, row), mean(timed_b, row)]  # fmt: skip
+        chosen = " (chosen on A)" if row == TIME_ROW.format(best) else ""
+        lines.append(f"| {row}{chosen} | " + " | ".join(f"{v:.3f}" for v in values) + " |")
+    return lines, best
