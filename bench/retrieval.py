@@ -61,15 +61,21 @@ from tqdm import tqdm
 from agent_memory.memories.ranking import CANDIDATES
 from agent_memory.search.fusion import Hit, fuse
 from agent_memory.search.when import TimeWindow, time_window
+from bench.rerank_server import RerankServer
 from bench.retrieval_scores import Result, Scored, Words, dump, section as scores_section
 from bench.retrieval_signals import (
+    ENTITY_ROW,
+    ENTITY_WEIGHTS,
     TIME_ROW,
     TIME_WEIGHTS,
+    EntityIndex,
     boosted,
+    entity_boosted,
+    entity_section,
     section as time_section,
     session_dates,
 )
-from kividb_memory import MemoryClient, MemoryView
+from kividb_memory import MemoryClient, MemoryView, StoreClient
 from kividb_memory.models import SearchMode
 from local.bootstrap import free_port
 from local.launch import running_stack, stop
@@ -82,10 +88,17 @@ API_KEY = "kvm_bench_retrieval_0123456789abcdefghijkl"
 MODEL = "all-MiniLM-L6-v2"
 DIMENSIONS = 384
 MODES = ("semantic", "keyword", "hybrid")
+RERANKED = "hybrid + rerank (word-overlap stand-in)"
+"""The row of hybrid searches whose best ``rerank_candidates`` a loopback reranker with a fixed
+delay orders (``bench.rerank_server``): its latency is the stage's; its hit@10 is word
+overlap's, not a cross-encoder's."""
 BLEND = "blend 0.7/0.3"
 KS = (1, 5, 10, 20)
 LIMIT = 20
-TARGET = 0.76
+TARGET = 0.77
+RERANK_DELAY_MS = 100.0
+"""The loopback reranker's delay per call: a hosted cross-encoder's time for 50 short texts."""
+RERANK_CANDIDATES = 50
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 _EVIDENCE_SPLIT = re.compile(r"[;\s]+")
 _OBSERVATION_SPLIT = re.compile(r"[,;\s]+")
@@ -260,6 +273,9 @@ class Outcome:
 class Timing:
     add_ms: list[float] = field(default_factory=list)
     search_ms: dict[str, list[float]] = field(default_factory=dict)
+    reranked: int = 0
+    """Searches of the ``RERANKED`` row that the reranker did order (``"reranked": true``)."""
+    rerank_delay_ms: float = 0.0
     add_seconds: float = 0.0
     search_seconds: float = 0.0
     duplicates: int = 0
@@ -339,6 +355,53 @@ def _scored(
     return Scored(sample_id, own, mode, results)
 
 
+def _wide_rows(
+    lists: dict[str, list[Hit]],
+    occurred: dict[str, int | None],
+    texts: dict[str, str],
+    known: EntityIndex,
+    window: TimeWindow | None,
+    query: str,
+) -> dict[str, list[Hit]]:
+    """The rows computed here from the wide semantic and keyword lists: the fusion rules, the
+    oracle's weights, the time boosts and the entity experiment."""
+    wide = (lists["semantic wide"], lists["keyword wide"])
+    rows = {name: rule(*wide, LIMIT) for name, rule in FUSIONS.items()}
+    for weight in ORACLE_WEIGHTS:
+        rows[_ORACLE.format(weight)] = fuse(*wide, LIMIT, weight)
+    for weight in TIME_WEIGHTS:
+        rows[TIME_ROW.format(weight)] = boosted(*wide, occurred, window, weight, LIMIT)
+    pool = boosted(*wide, occurred, window, 2.0, 2 * CANDIDATES * LIMIT)
+    for weight in ENTITY_WEIGHTS:
+        rows[ENTITY_ROW.format(weight)] = entity_boosted(pool, texts, known, query, weight, LIMIT)
+    return rows
+
+
+def _reranked(
+    memory: MemoryClient,
+    store: StoreClient,
+    name: str,
+    actor: str,
+    conversation: Conversation,
+    outcomes: list[Outcome],
+    rerank_url: str,
+    timing: Timing,
+    bar: tqdm,
+) -> None:
+    """Give the store the loopback reranker and ask each question once more, hybrid, reranked:
+    the ``RERANKED`` row of ``outcomes`` (in ``conversation.questions`` order) and its time."""
+    memory.put_store("local", name, rerank_provider="custom", rerank_model="word-overlap",
+                     rerank_base_url=rerank_url, rerank_candidates=RERANK_CANDIDATES)  # fmt: skip
+    for question, outcome in zip(conversation.questions, outcomes, strict=True):
+        began = time.perf_counter()
+        found = store.search(question.text, mode="hybrid", actor_id=actor, limit=LIMIT,
+                             min_score=0, reference_time=conversation.reference)  # fmt: skip
+        timing.search_ms.setdefault(RERANKED, []).append((time.perf_counter() - began) * 1000)
+        timing.reranked += bool(found.reranked)
+        outcome.cited[RERANKED] = [frozenset(m.metadata.get("dia_ids", [])) for m in found.memories]
+        bar.update()
+
+
 def run_conversation(
     memory: MemoryClient,
     embed_url: str,
@@ -347,6 +410,7 @@ def run_conversation(
     fusion_check: bool,
     timing: Timing,
     bar: tqdm,
+    rerank_url: str | None = None,
 ) -> tuple[list[Outcome], list[Scored]]:
     """Add the conversation's facts to a new store, then search it with its own questions
     (every mode, and the fusion check's wide lists) and with ``foreign`` (every mode), each
@@ -377,12 +441,14 @@ def run_conversation(
     wide = CANDIDATES * LIMIT
     start = time.perf_counter()
     words = Words([text for text, _ in conversation.facts])
+    known = EntityIndex([text for text, _ in conversation.facts])
     outcomes = []
     scored: list[Scored] = []
     for question in conversation.questions:
         lists: dict[str, list[Hit]] = {}
         cites: dict[str, frozenset[str]] = {}
         occurred: dict[str, int | None] = {}
+        texts: dict[str, str] = {}
         window = time_window(question.text, conversation.reference or datetime.now(UTC))
         requests = [(mode, LIMIT) for mode in MODES]
         if fusion_check:
@@ -401,21 +467,14 @@ def run_conversation(
             lists[mode if limit == LIMIT else f"{mode} wide"] = hits
             cites.update(more)
             occurred.update({m.id: _ms(m.occurred_at) for m in found.memories})
+            texts.update({m.id: m.text for m in found.memories})
             bar.update()
         rows = {mode: lists[mode] for mode in MODES}
         rows[BLEND] = blend(lists["semantic"], lists["keyword"], LIMIT)
         if fusion_check:
-            for rule_name, rule in FUSIONS.items():  # not ``name``: the store's, deleted below
-                rows[rule_name] = rule(lists["semantic wide"], lists["keyword wide"], LIMIT)
-            for weight in ORACLE_WEIGHTS:
-                wide_lists = (lists["semantic wide"], lists["keyword wide"])
-                rows[_ORACLE.format(weight)] = fuse(*wide_lists, LIMIT, weight)
+            rows |= _wide_rows(lists, occurred, texts, known, window, question.text)
             same = [h.memory_id for h in rows[OWN]] == [h.memory_id for h in lists["hybrid"]]
-            timing.fuse_agrees += same
-            for weight in TIME_WEIGHTS:
-                rows[TIME_ROW.format(weight)] = boosted(
-                    lists["semantic wide"], lists["keyword wide"], occurred, window, weight, LIMIT
-                )
+            timing.fuse_agrees += same and window is None  # a time named reorders the API's
         outcomes.append(
             Outcome(
                 conversation.sample_id,
@@ -424,6 +483,8 @@ def run_conversation(
                 window,
             )
         )
+    if rerank_url is not None:
+        _reranked(memory, store, name, actor, conversation, outcomes, rerank_url, timing, bar)
     for question in foreign:
         for mode in MODES:
             kind = cast(SearchMode, mode)
@@ -468,7 +529,7 @@ def write_report(
     commit: str = "unknown",
     scored: Sequence[Scored] = (),
 ) -> str:
-    rows = [*MODES, BLEND]
+    rows = [*MODES, BLEND, *([RERANKED] if outcomes and RERANKED in outcomes[0].cited else [])]
     hybrid10 = mean_metric(outcomes, "hybrid", 10, hit_at)
     single10 = {m: mean_metric(outcomes, m, 10, hit_at) for m in ("semantic", "keyword")}
     union10 = statistics.fmean(
@@ -542,6 +603,7 @@ def write_report(
         half = len(conversations) // 2
         first = {c.sample_id for c in conversations[:half]}
         lines += time_section(outcomes, first, hit_at, OWN)[0]
+        lines += entity_section(outcomes, first, hit_at, TIME_ROW.format(2.0))
     if scored and len(conversations) >= 2:
         half = len(conversations) // 2
         lines += scores_section(
@@ -573,6 +635,13 @@ def write_report(
             f"  - {mode}: p50 {statistics.median(latencies):.1f} ms, "
             f"p99 {_percentile(latencies, 99):.1f} ms"
             + ("" if mode == "keyword" else " (the query is embedded by the provider)")
+            + (
+                f"; the loopback reranker answers each call after {timing.rerank_delay_ms:g} ms "
+                f"({RERANK_CANDIDATES} candidates), and ordered {timing.reranked} of "
+                f"{len(latencies)} searches"
+                if mode == RERANKED
+                else ""
+            )
         )
     lines += [
         f"- machine: {os.cpu_count()} cores; the embedding server, the stack (2 workers) and "
@@ -603,7 +672,8 @@ def _fusion_section(
         f"Each rule fuses the API's semantic and keyword lists of {CANDIDATES * LIMIT} "
         f"candidates (`CANDIDATES` x limit), in this process. The store's `fuse` applied here "
         f"gave the same memories, in the same order, as the hybrid answers for {agrees} of "
-        f"{len(outcomes)} questions. Split A: {names_a}; split B: {names_b}.",
+        f"the {sum(o.window is None for o in outcomes)} questions that name no time (the API "
+        f"ranks the others by time too, below). Split A: {names_a}; split B: {names_b}.",
         "",
         "| fusion | hit@10 A | hit@10 B | hit@10 all | hit@1 all | hit@5 all | hit@20 all |",
         "|---|---|---|---|---|---|---|",
@@ -708,12 +778,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--rows", type=Path, default=None, help="also write every result's measures here (JSON)"
     )
+    parser.add_argument(
+        "--rerank-delay-ms",
+        type=float,
+        default=RERANK_DELAY_MS,
+        help="the loopback reranker's delay per call (negative: no rerank row)",
+    )
     args = parser.parse_args(argv)
     started = time.monotonic()
     commit = _commit()  # before the run writes its results (tracked files)
     load = os.getloadavg()[0]
     conversations = load_conversations(args.data)[: max(1, args.conversations)]
-    per_question = len(MODES) + (2 if args.fusion_check else 0)
+    per_question = len(MODES) + (2 if args.fusion_check else 0) + (args.rerank_delay_ms >= 0)
     foreign = {
         c.sample_id: conversations[(i + 1) % len(conversations)].questions
         for i, c in enumerate(conversations)
@@ -722,9 +798,12 @@ def main(argv: list[str] | None = None) -> int:
         len(c.facts) + per_question * len(c.questions) + len(MODES) * len(foreign[c.sample_id])
         for c in conversations
     )
-    timing = Timing()
+    timing = Timing(rerank_delay_ms=max(args.rerank_delay_ms, 0.0))
     outcomes: list[Outcome] = []
     scored: list[Scored] = []
+    reranker = RerankServer(args.rerank_delay_ms / 1000) if args.rerank_delay_ms >= 0 else None
+    if reranker is not None:
+        reranker.start()
     with (
         TemporaryDirectory(prefix="bench-retrieval-") as folder,
         services(Path(folder)) as (api_url, embed_url),
@@ -735,7 +814,7 @@ def main(argv: list[str] | None = None) -> int:
             bar.set_postfix_str(conversation.sample_id)
             more, rows = run_conversation(
                 memory, embed_url, conversation, foreign[conversation.sample_id],
-                args.fusion_check, timing, bar,
+                args.fusion_check, timing, bar, reranker.url if reranker else None,
             )  # fmt: skip
             outcomes += more
             scored += rows

@@ -44,7 +44,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import unquote
 
-from tools.scripted_model import WORD, ScriptedModel, embed
+from tools.scripted_model import WORD, ScriptedModel, embed, overlap
 from tools.sigv4_check import AwsCredentials, check_signature
 
 ERROR_NAMESPACE = "http://internal.amazon.com/coral/com.amazon.bedrock/"
@@ -238,13 +238,6 @@ def _texts(blocks: object) -> str:
     return "".join(
         b["text"] for b in blocks if isinstance(b, dict) and isinstance(b.get("text"), str)
     )
-
-
-def overlap(query: str, text: str) -> float:
-    """The share of the query's distinct words (lower-cased) that ``text`` holds, 0 to 1."""
-    wanted = {w.lower() for w in WORD.findall(query)}
-    found = {w.lower() for w in WORD.findall(text)}
-    return len(wanted & found) / len(wanted) if wanted else 0.0
 
 
 def converse_answer(

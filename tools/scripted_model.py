@@ -58,6 +58,7 @@ TIME_WORDS = re.compile(
 )
 SENTENCE = re.compile(r"(?<=[.!?])\s+")
 WORD = re.compile(r"\w+")
+_RERANK_WORD = re.compile(r"[a-z0-9]+")
 KNOWN = re.compile(
     rf"^\[(mem_[0-9a-f]{{20}})\] [a-z_]+(?:, happened [\d-]+)?, kept [\d-]+: ({_QUOTED})$"
 )
@@ -216,6 +217,14 @@ def summarize(user_prompt: str) -> dict[str, Any]:
     for role, name, _, text in message_lines(user_prompt):
         parts.append(f"{name or role}: {first_sentence(text)}")
     return {"summary": " ".join(parts)[-1500:] or "Nothing yet."}
+
+
+def overlap(query: str, text: str) -> float:
+    """A reranker's relevance by rule: the share of the query's distinct words (lower-cased
+    runs of letters and digits) that ``text`` holds, 0 to 1 (the loopback rerankers' order)."""
+    wanted = set(_RERANK_WORD.findall(query.lower()))
+    found = set(_RERANK_WORD.findall(text.lower()))
+    return len(wanted & found) / len(wanted) if wanted else 0.0
 
 
 def embed(text: str, dimensions: int) -> list[float]:

@@ -17,22 +17,14 @@ parsed body); a path other than ``/v1/rerank`` answers 404.
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from agent_memory.memories.models import MemoryView
 from tests.support.model_servers import LoopbackJsonServer
+from tools.scripted_model import overlap
 
 Shape = Literal["cohere", "voyage", "jina"]
-_WORDS = re.compile(r"[a-z0-9]+")
-
-
-def overlap(query: str, document: str) -> float:
-    """The share of the query's distinct words found in ``document`` (0 to 1)."""
-    wanted = set(_WORDS.findall(query.lower()))
-    found = set(_WORDS.findall(document.lower()))
-    return len(wanted & found) / len(wanted) if wanted else 0.0
 
 
 @dataclass
