@@ -24,8 +24,13 @@ const BASE_URL_HELP =
   "a local stack started with KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 also takes http:// and loopback or private addresses, " +
   "such as http://127.0.0.1:8765/v1.";
 
-const LLM_PROVIDERS = ["none", "openai", "anthropic", "custom"];
-const EMBED_PROVIDERS = ["none", "openai", "custom"];
+const LLM_PROVIDERS = ["none", "openai", "anthropic", "bedrock", "custom"];
+const EMBED_PROVIDERS = ["none", "openai", "bedrock", "custom"];
+const BEDROCK_BASE_URL_HELP =
+  "Leave empty: Amazon Bedrock is called at its regional address with the service's own role. Only a local stack " +
+  "started with KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 takes one, for a stand-in such as http://127.0.0.1:8766.";
+// A base URL is sent for these providers (bedrock's only matters on a local stack).
+const WITH_BASE_URL = ["custom", "bedrock"];
 
 function initialValues(store) {
   const values = {
@@ -33,6 +38,7 @@ function initialValues(store) {
     llm_provider: "none", llm_model: "", llm_base_url: "",
     embed_provider: "none", embed_model: "", embed_base_url: "",
     dimensions: "1536",
+    aws_region: "",
     redact_pii: true,
     redact_card_digit_runs: true,
     custom_types: [],
@@ -42,6 +48,7 @@ function initialValues(store) {
   for (const field of ["llm_provider", "embed_provider"]) values[field] = store[field];
   for (const field of ["llm_model", "llm_base_url", "embed_model", "embed_base_url"]) values[field] = store[field] || "";
   values.dimensions = String(store.dimensions);
+  values.aws_region = store.aws_region || "";
   for (const [name] of SETTINGS) values[name] = String(store[name]);
   values.redact_pii = store.redact_pii;
   values.redact_card_digit_runs = store.redact_card_digit_runs;
@@ -63,11 +70,12 @@ function bodyOf(values, keys, store) {
   const wanted = {
     llm_provider: values.llm_provider,
     llm_model: text(values.llm_model),
-    llm_base_url: values.llm_provider === "custom" ? text(values.llm_base_url) : null,
+    llm_base_url: WITH_BASE_URL.includes(values.llm_provider) ? text(values.llm_base_url) : null,
     embed_provider: values.embed_provider,
     embed_model: text(values.embed_model),
-    embed_base_url: values.embed_provider === "custom" ? text(values.embed_base_url) : null,
+    embed_base_url: WITH_BASE_URL.includes(values.embed_provider) ? text(values.embed_base_url) : null,
     dimensions: number(values.dimensions),
+    aws_region: text(values.aws_region),
     redact_pii: values.redact_pii,
     redact_card_digit_runs: values.redact_card_digit_runs,
     custom_types: values.custom_types.map((t) => ({ name: t.name.trim(), description: t.description.trim() })),
@@ -203,11 +211,11 @@ export function StoreForm({ instance, store, onSaved }) {
         <${Field} name=${`${kind}_model`} label="Model" help="The provider's model name." problems=${problems}>
           ${input(`${kind}_model`, { autocomplete: "off", spellcheck: "false" })}
         <//>`}
-      ${provider === "custom" && html`
-        <${Field} name=${`${kind}_base_url`} label="Base URL" help=${BASE_URL_HELP} problems=${problems}>
+      ${WITH_BASE_URL.includes(provider) && html`
+        <${Field} name=${`${kind}_base_url`} label="Base URL" help=${provider === "bedrock" ? BEDROCK_BASE_URL_HELP : BASE_URL_HELP} problems=${problems}>
           ${input(`${kind}_base_url`, { type: "url", autocomplete: "off", spellcheck: "false" })}
         <//>`}
-      ${(provider !== "none" || (store && store[`has_${kind}_api_key`])) && html`
+      ${((provider !== "none" && provider !== "bedrock") || (store && store[`has_${kind}_api_key`])) && html`
         <${KeyControl} kind=${kind} stored=${store ? store[`has_${kind}_api_key`] : false}
           state=${keys[kind]} setState=${(s) => setKeys({ ...keys, [kind]: s })} problems=${problems} />`}
       ${kind === "embed" && html`
@@ -225,6 +233,10 @@ export function StoreForm({ instance, store, onSaved }) {
       <//>`}
     ${providerBlock("llm", LLM_PROVIDERS)}
     ${providerBlock("embed", EMBED_PROVIDERS)}
+    ${(values.llm_provider === "bedrock" || values.embed_provider === "bedrock" || (store && store.aws_region)) && html`
+      <${Field} name="aws_region" label="AWS region" help="Where the bedrock providers are called, such as us-east-1. Amazon Bedrock takes no API key: the service's own role signs its calls." problems=${problems}>
+        ${input("aws_region", { autocomplete: "off", spellcheck: "false" })}
+      <//>`}
     <fieldset>
       <legend>Settings</legend>
       ${SETTINGS.map(([name, fallback, help, min, max, step]) => html`

@@ -480,6 +480,35 @@ def test_create_a_store_with_every_setting_and_the_apis_problems_beside_their_fi
     expect(page.locator("dd[data-key]").first).to_have_text("present")
 
 
+def test_a_store_on_amazon_bedrock_asks_for_a_region_and_no_key(console, world):
+    name = unique("bedrock")
+    path = f"{BASE}/{name}"
+    world.made.append(path)
+    console.expected_statuses = {422}
+    console.sign_in("/instances/local/create")
+    page = console.page
+    page.get_by_label("Store name").fill(name)
+    llm = page.get_by_role("group", name=re.compile("Language model"))
+    llm.get_by_label("Provider").select_option("bedrock")
+    llm.get_by_label("Model").fill("amazon.nova-lite-v1:0")
+    expect(llm.get_by_role("button", name="Set key")).to_have_count(0)  # the role signs
+    embed = page.get_by_role("group", name=re.compile("Embeddings"))
+    embed.get_by_label("Provider").select_option("bedrock")
+    embed.get_by_label("Model").fill("amazon.titan-embed-text-v2:0")
+    page.get_by_label("Dimensions").fill("256")
+    page.get_by_role("button", name="Create store").click()
+    expect(page.get_by_role("alert")).to_contain_text("aws_region is required")
+    page.get_by_label("AWS region").fill("eu-central-1")
+    page.get_by_role("button", name="Create store").click()
+    console.heading(f"Store {name}")
+    stored = world.api.get(path).json()
+    assert {k: stored[k] for k in ("llm_provider", "embed_provider", "aws_region",
+                                   "llm_base_url", "has_llm_api_key")} == {
+        "llm_provider": "bedrock", "embed_provider": "bedrock", "aws_region": "eu-central-1",
+        "llm_base_url": None, "has_llm_api_key": False,
+    }  # fmt: skip
+
+
 def test_the_all_stores_page_creates_a_store_on_a_database_picked_or_typed(console, world):
     console.sign_in()
     page = console.page
