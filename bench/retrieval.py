@@ -456,8 +456,10 @@ def run_conversation(
         for mode, limit in requests:
             began = time.perf_counter()
             kind = cast(SearchMode, mode)
+            # The wide lists leave time out: the rows computed here add it themselves.
             found = store.search(question.text, mode=kind, actor_id=actor, limit=limit,
-                                 min_score=0, reference_time=conversation.reference)  # fmt: skip
+                                 min_score=0, reference_time=conversation.reference,
+                                 time_ranking=limit == LIMIT)  # fmt: skip
             if limit == LIMIT:
                 timing.search_ms.setdefault(mode, []).append((time.perf_counter() - began) * 1000)
                 scored.append(
@@ -673,7 +675,9 @@ def _fusion_section(
         f"candidates (`CANDIDATES` x limit), in this process. The store's `fuse` applied here "
         f"gave the same memories, in the same order, as the hybrid answers for {agrees} of "
         f"the {sum(o.window is None for o in outcomes)} questions that name no time (the API "
-        f"ranks the others by time too, below). Split A: {names_a}; split B: {names_b}.",
+        f"ranks the others by time too, below): since the scores of issue 21 the lists carry "
+        f"scores on [0, 1], not cosine and BM25, so the rules here fuse other numbers than the "
+        f"store does and these rows approximate it. Split A: {names_a}; split B: {names_b}.",
         "",
         "| fusion | hit@10 A | hit@10 B | hit@10 all | hit@1 all | hit@5 all | hit@20 all |",
         "|---|---|---|---|---|---|---|",

@@ -26,6 +26,9 @@ from agent_memory.search.when import TimeWindow
 
 TIME_WEIGHTS = (0.25, 0.5, 1.0, 1.5, 2.0, 3.0)
 TIME_ROW = "time boost {:g}"
+API_ROW = "hybrid"
+"""The API's own hybrid answers (the store's ``TIME_BOOST``, and its fetch of each mode's best
+inside the window), reported beside the rows computed here."""
 ENTITY_WEIGHTS = (0.25, 0.5, 1.0, 2.0)
 ENTITY_ROW = "time boost 2 + entities {:g}"
 _NAME = re.compile(r"\b[A-Z][\w'’-]*(?:\s+[A-Z][\w'’-]*)*")
@@ -176,7 +179,7 @@ def section(
             return float("nan")
         return statistics.fmean(hit_at(o.cited[row], o.question.evidence, 10) for o in chosen)
 
-    rows = [base, *(TIME_ROW.format(w) for w in TIME_WEIGHTS)]
+    rows = [base, *(TIME_ROW.format(w) for w in TIME_WEIGHTS), API_ROW]
     best = max(TIME_WEIGHTS, key=lambda w: (round(mean(part_a, TIME_ROW.format(w)), 6), -w))
     timed_a = [o for o in timed if o.sample_id in first]
     timed_b = [o for o in timed if o.sample_id not in first]
@@ -188,7 +191,11 @@ def section(
         f"(`agent_memory.search.when`; A {len(timed_a)}, B {len(timed_b)}), against the "
         "conversation's last session date. Each memory keeps its session's date as "
         "`occurred_at`. A fused candidate inside the window gets the weight added to its fused "
-        "score (z-score units) before the top 10 is cut; weight chosen on A.",
+        "score (z-score units) before the top 10 is cut; weight chosen on A. These rows fuse the "
+        "API's lists by their `score`s (on [0, 1] since the scores of issue 21, a monotone "
+        "function of the cosine for semantic lists but of the word coverage, not BM25, for "
+        "keyword ones), so they approximate the store's fusion; the last row is the API's own "
+        "hybrid answers, the store ranking with `memories.ranking.TIME_BOOST`.",
         "",
         "| row | hit@10 A | hit@10 B | hit@10 all | timed questions A | timed questions B |",
         "|---|---|---|---|---|---|",
@@ -197,5 +204,6 @@ def section(
         values = [mean(part_a, row), mean(part_b, row), mean(outcomes, row),
                   mean(timed_a, row), mean(timed_b, row)]  # fmt: skip
         chosen = " (chosen on A)" if row == TIME_ROW.format(best) else ""
-        lines.append(f"| {row}{chosen} | " + " | ".join(f"{v:.3f}" for v in values) + " |")
+        name = "hybrid, the API (the store's time signal)" if row == API_ROW else row
+        lines.append(f"| {name}{chosen} | " + " | ".join(f"{v:.3f}" for v in values) + " |")
     return lines, best

@@ -245,7 +245,10 @@ def test_add_messages_recall_add_search_and_forget_a_memory(proxy, open_stack, l
         "memory_id": memory_id, "deleted": True, "deleted_ids": [memory_id], "complete": True,
     }  # fmt: skip
     assert again.structured_content == {
-        "memories": [], "memories_omitted": 0, "reranked": None, "time_window": None
+        "memories": [],
+        "memories_omitted": 0,
+        "reranked": None,
+        "time_window": None,
     }
     assert gone.is_error and "404 memory_not_found" in text(gone)
     assert lab in [s["name"] for s in listed.structured_content["stores"]]

@@ -100,3 +100,11 @@ def test_a_bad_reference_time_is_422_naming_the_field(store):
     with pytest.raises(ValidationError) as refused:
         store.search("hiking last week", mode="keyword", reference_time="next Tuesday")
     assert "reference_time" in str(refused.value.details)
+
+
+def test_time_ranking_false_ranks_as_if_no_time_were_named_and_still_says_what_was_read(store):
+    found = store.search("Where did Alice go hiking in May 2023?", mode="semantic",
+                         actor_id="alice", query_vector=QUERY_VECTOR, limit=2,
+                         time_ranking=False)  # fmt: skip
+    assert texts(found) == ["Alice went hiking, trip 0", "Alice went hiking, trip 1"]
+    assert found.time_window is not None and found.time_window.said == "May 2023"

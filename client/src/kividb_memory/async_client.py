@@ -404,6 +404,7 @@ class AsyncStoreClient:
         min_score: float | None = None,
         reference_time: When = None,
         time_filter: bool | None = None,
+        time_ranking: bool | None = None,
     ) -> m.SearchResult:
         """Memories best first for ``query``: by meaning, keyword or both (current ones unless
         ``include_superseded``, or what was current ``as_of`` a time), ordered by the store's
@@ -412,7 +413,8 @@ class AsyncStoreClient:
         ``similarity``; those below ``min_score`` are left out (none when None or 0; 0.037
         suits MiniLM-like embeddings, docs/retrieval.md). A time the query names ("in May
         2023", "last week"; ``time_window`` in the answer) ranks its memories higher, or with
-        ``time_filter`` keeps only them, resolved against ``reference_time`` (default now)."""
+        ``time_filter`` keeps only them, resolved against ``reference_time`` (default now);
+        ``time_ranking=False`` leaves the ranking as if it named none."""
         filters = _filters(
             include_superseded=include_superseded,
             as_of=as_of,
@@ -424,6 +426,7 @@ class AsyncStoreClient:
             occurred_before=occurred_before,
             reference_time=reference_time,
             time_filter=time_filter,
+            time_ranking=time_ranking,
         )
         request = _search(query, mode, actor_id, types, limit, query_vector, filters, rerank,
                           min_score)  # fmt: skip

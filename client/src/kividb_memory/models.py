@@ -423,6 +423,7 @@ class SearchRequest(Request):
     min_score: float | None = Field(None, strict=False)  # 0 and 1 are valid too
     reference_time: datetime | str | None = None
     time_filter: bool | None = None
+    time_ranking: bool | None = None
 
 
 class TimeWindowView(Answer):

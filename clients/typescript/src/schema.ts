@@ -1655,6 +1655,12 @@ export interface components {
              * @default false
              */
             time_filter: boolean;
+            /**
+             * Time Ranking
+             * @description false: a time the query names does not change the ranking (time_window still says what was read, and time_filter still applies).
+             * @default true
+             */
+            time_ranking: boolean;
         };
         /**
          * SearchResult

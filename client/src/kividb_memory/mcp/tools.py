@@ -408,12 +408,14 @@ class _Tools:
         memories_omitted says how many). A time the query names ranks that time's memories
         first (time_window in the answer says which it read)."""
         handle = self._store(ctx, instance_id, store)
-        options = {"min_score": min_score, "time_filter": time_filter}
-        found = self._call(
-            lambda: handle.search(
-                query, mode=mode, actor_id=actor_id, types=types, limit=limit, **options
-            )
-        )
+
+        def search() -> m.SearchResult:
+            return handle.search(
+                query, mode=mode, actor_id=actor_id, types=types, limit=limit,
+                min_score=min_score, time_filter=time_filter,
+            )  # fmt: skip
+
+        found = self._call(search)
         return fitted_search(found, TOOL_ANSWER_BYTES)
 
     def memory_add(

@@ -308,6 +308,11 @@ class SearchRequest(Model):
     min_score: MinScore = None
     reference_time: ReferenceTime = None
     time_filter: TimeFilter = False
+    time_ranking: bool = Field(
+        True,
+        description="false: a time the query names does not change the ranking (time_window "
+        "still says what was read, and time_filter still applies).",
+    )
 
 
 class SearchResult(View):

@@ -362,9 +362,10 @@ class MemoryReader:
         selection = search_selection(request)
         if window is not None and request.time_filter:
             selection = within(selection, window)
-        return self._found(buckets, request.query, query_vector, request.mode, request.limit,
-                           selection, rerank=request.rerank, min_score=request.min_score,
-                           window=window)  # fmt: skip
+        found = self._found(buckets, request.query, query_vector, request.mode, request.limit,
+                            selection, rerank=request.rerank, min_score=request.min_score,
+                            window=window if request.time_ranking else None)  # fmt: skip
+        return Found(found.memories, found.reranked, window)
 
     def relevant(
         self,
