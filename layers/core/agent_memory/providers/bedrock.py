@@ -54,11 +54,11 @@ from agent_memory.providers.embeddings import (
     texts_to_embed,
 )
 from agent_memory.providers.language_models import (
-    _Answer,
-    _ChatModel,
-    _count,
-    _unusable,
+    ChatModel,
+    ModelAnswer,
     max_answer_bytes,
+    token_count,
+    unusable_answer,
 )
 from agent_memory.providers.rerankers import (
     Relevance,
@@ -216,7 +216,7 @@ class _Endpoint:
         )
 
 
-class BedrockChatModel(_ChatModel):
+class BedrockChatModel(ChatModel):
     """A Bedrock model through the Converse API (see the module docstring for the shape).
 
     Converse has no JSON mode: the messages ask for JSON (``JSON_REMINDER``) and the answer is
@@ -234,7 +234,7 @@ class BedrockChatModel(_ChatModel):
         self._endpoint = endpoint
         self._path = model_path(model, "converse")
 
-    def _call(self, system: str, user: str, max_tokens: int) -> _Answer:
+    def _call(self, system: str, user: str, max_tokens: int) -> ModelAnswer:
         payload: dict[str, Any] = {
             "messages": [{"role": "user", "content": [{"text": user or " "}]}],
             "inferenceConfig": {"maxTokens": max_tokens},
@@ -245,13 +245,13 @@ class BedrockChatModel(_ChatModel):
         return read_converse(answer, self.model, self.host)
 
 
-def read_converse(answer: object, model: str, host: str) -> _Answer:
+def read_converse(answer: object, model: str, host: str) -> ModelAnswer:
     """The text, stop reason and usage of a Converse answer."""
     output = answer.get("output") if isinstance(answer, dict) else None
     message = output.get("message") if isinstance(output, dict) else None
     content = message.get("content") if isinstance(message, dict) else None
     if not isinstance(answer, dict) or not isinstance(content, list):
-        raise _unusable(model, host, "answered without an 'output.message.content' list")
+        raise unusable_answer(model, host, "answered without an 'output.message.content' list")
     text = "".join(
         block["text"]
         for block in content
@@ -260,12 +260,12 @@ def read_converse(answer: object, model: str, host: str) -> _Answer:
     stop = answer.get("stopReason")
     stop = stop if isinstance(stop, str) else None
     usage = answer.get("usage")
-    return _Answer(
+    return ModelAnswer(
         text=text,
         truncated=stop in _TRUNCATED,
         stop_reason=stop,
-        input_tokens=_count(usage, "inputTokens"),
-        output_tokens=_count(usage, "outputTokens"),
+        input_tokens=token_count(usage, "inputTokens"),
+        output_tokens=token_count(usage, "outputTokens"),
     )
 
 

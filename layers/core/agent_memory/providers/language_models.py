@@ -124,7 +124,7 @@ def _ask_for_json(system: str, user: str) -> tuple[str, str]:
 
 
 @dataclass(frozen=True)
-class _Answer:
+class ModelAnswer:
     """What one provider call answered: the assistant text and whether it was cut off."""
 
     text: str
@@ -134,8 +134,10 @@ class _Answer:
     output_tokens: int
 
 
-class _ChatModel:
-    """What the three providers share: the JSON request loop of ``complete_json``."""
+class ChatModel:
+    """What the chat providers share: the JSON request loop of ``complete_json``. A provider
+    implements ``_call`` (one request, its answer read into a ``ModelAnswer``);
+    ``providers.bedrock.BedrockChatModel`` is one outside this module."""
 
     def __init__(self, *, url: str, model: str, api_key: str | None, client: ProviderClient):
         self.model = model
@@ -201,11 +203,11 @@ class _ChatModel:
             f"The language model {self.model} at {self.host} answered twice with {problem}; {hint}."
         )
 
-    def _call(self, system: str, user: str, max_tokens: int) -> _Answer:
+    def _call(self, system: str, user: str, max_tokens: int) -> ModelAnswer:
         raise NotImplementedError
 
 
-class _OpenAIShaped(_ChatModel):
+class _OpenAIShaped(ChatModel):
     """OpenAI's chat-completions request and answer (shared by ``openai`` and ``custom``)."""
 
     _max_tokens_field = "max_completion_tokens"
@@ -224,7 +226,7 @@ class _OpenAIShaped(_ChatModel):
             payload["response_format"] = {"type": "json_object"}
         return payload
 
-    def _call(self, system: str, user: str, max_tokens: int) -> _Answer:
+    def _call(self, system: str, user: str, max_tokens: int) -> ModelAnswer:
         payload = self._payload(system, user, max_tokens)
         answer = self._post(payload, bearer_headers(self._api_key), max_tokens)
         return _read_chat_completion(answer, self.model, self.host)
@@ -305,7 +307,7 @@ class CustomChatModel(_OpenAIShaped):
         """Whether requests still carry ``response_format`` (False once the server refused it)."""
         return self._json_mode
 
-    def _call(self, system: str, user: str, max_tokens: int) -> _Answer:
+    def _call(self, system: str, user: str, max_tokens: int) -> ModelAnswer:
         try:
             return super()._call(system, user, max_tokens)
         except ProviderRejected as exc:
@@ -321,7 +323,7 @@ class CustomChatModel(_OpenAIShaped):
         return super()._call(system, user, max_tokens)
 
 
-class AnthropicModel(_ChatModel):
+class AnthropicModel(ChatModel):
     """Anthropic Messages, ``POST {base_url}/messages``.
 
     Request (API reference, "Messages", https://docs.anthropic.com/en/api/messages): headers
@@ -350,7 +352,7 @@ class AnthropicModel(_ChatModel):
             url=endpoint(base_url, "messages"), model=model, api_key=api_key, client=client
         )
 
-    def _call(self, system: str, user: str, max_tokens: int) -> _Answer:
+    def _call(self, system: str, user: str, max_tokens: int) -> ModelAnswer:
         payload: dict[str, Any] = {"model": self.model, "max_tokens": max_tokens}
         if system:
             payload["system"] = system
@@ -370,7 +372,7 @@ class AnthropicModel(_ChatModel):
 # --------------------------------------------------------------------------------------------
 
 
-def _count(usage: object, name: str) -> int:
+def token_count(usage: object, name: str) -> int:
     """A token count from a ``usage`` object: a non-negative integer, else 0."""
     value = usage.get(name) if isinstance(usage, dict) else None
     if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
@@ -378,37 +380,38 @@ def _count(usage: object, name: str) -> int:
     return 0
 
 
-def _unusable(model: str, host: str, problem: str) -> ProviderRejected:
+def unusable_answer(model: str, host: str, problem: str) -> ProviderRejected:
+    """The error of an answer without the provider's shape (``problem`` is our own words)."""
     return ProviderRejected(f"The language model {model} at {host} {problem}.")
 
 
-def _read_chat_completion(answer: object, model: str, host: str) -> _Answer:
+def _read_chat_completion(answer: object, model: str, host: str) -> ModelAnswer:
     """The text, finish reason and usage of an OpenAI chat-completion object."""
     choices = answer.get("choices") if isinstance(answer, dict) else None
     if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
-        raise _unusable(model, host, "answered without a 'choices' list")
+        raise unusable_answer(model, host, "answered without a 'choices' list")
     message = choices[0].get("message")
     if not isinstance(message, dict):
-        raise _unusable(model, host, "answered without a 'message' in its first choice")
+        raise unusable_answer(model, host, "answered without a 'message' in its first choice")
     content = message.get("content")
     text = content if isinstance(content, str) else ""  # null when the model refused
     finish = choices[0].get("finish_reason")
     finish = finish if isinstance(finish, str) else None
     usage = answer.get("usage") if isinstance(answer, dict) else None
-    return _Answer(
+    return ModelAnswer(
         text=text,
         truncated=finish in _OPENAI_TRUNCATED,
         stop_reason=finish,
-        input_tokens=_count(usage, "prompt_tokens"),
-        output_tokens=_count(usage, "completion_tokens"),
+        input_tokens=token_count(usage, "prompt_tokens"),
+        output_tokens=token_count(usage, "completion_tokens"),
     )
 
 
-def _read_message(answer: object, model: str, host: str) -> _Answer:
+def _read_message(answer: object, model: str, host: str) -> ModelAnswer:
     """The text, stop reason and usage of an Anthropic Message object."""
     content = answer.get("content") if isinstance(answer, dict) else None
     if not isinstance(answer, dict) or not isinstance(content, list):
-        raise _unusable(model, host, "answered without a 'content' list")
+        raise unusable_answer(model, host, "answered without a 'content' list")
     text = "".join(
         block["text"]
         for block in content
@@ -419,12 +422,12 @@ def _read_message(answer: object, model: str, host: str) -> _Answer:
     stop = answer.get("stop_reason")
     stop = stop if isinstance(stop, str) else None
     usage = answer.get("usage")
-    return _Answer(
+    return ModelAnswer(
         text=text,
         truncated=stop in _ANTHROPIC_TRUNCATED,
         stop_reason=stop,
-        input_tokens=_count(usage, "input_tokens"),
-        output_tokens=_count(usage, "output_tokens"),
+        input_tokens=token_count(usage, "input_tokens"),
+        output_tokens=token_count(usage, "output_tokens"),
     )
 
 
