@@ -485,8 +485,6 @@ def run_conversation(
                 window,
             )
         )
-    if rerank_url is not None:
-        _reranked(memory, store, name, actor, conversation, outcomes, rerank_url, timing, bar)
     for question in foreign:
         for mode in MODES:
             kind = cast(SearchMode, mode)
@@ -495,6 +493,9 @@ def run_conversation(
                 _scored(conversation.sample_id, False, mode, question, words, found.memories)
             )
             bar.update()
+    # Last: from here on the store has a reranker, which would order every search above.
+    if rerank_url is not None:
+        _reranked(memory, store, name, actor, conversation, outcomes, rerank_url, timing, bar)
     timing.search_seconds += time.perf_counter() - start
     memory.delete_store("local", name)
     return outcomes, scored
