@@ -410,7 +410,7 @@ class AsyncStoreClient:
         ``include_superseded``, or what was current ``as_of`` a time), ordered by the store's
         reranker when it has one (``reranked`` says whether it did) unless ``rerank`` is
         False. Each has a ``score`` from 0 to 1 and, with a query vector, its cosine as
-        ``similarity``; those below ``min_score`` are left out (none when None or 0; 0.037
+        ``similarity``; those below ``min_score`` are left out (none when None or 0; 0.03
         suits MiniLM-like embeddings, docs/retrieval.md). A time the query names ("in May
         2023", "last week"; ``time_window`` in the answer) ranks its memories higher, or with
         ``time_filter`` keeps only them, resolved against ``reference_time`` (default now);

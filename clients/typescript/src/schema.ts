@@ -1506,7 +1506,7 @@ export interface components {
             rerank: boolean;
             /**
              * Min Score
-             * @description Leave out results scoring below this; null or 0 keeps every result of the top limit. 0.037 keeps 95% of hits and drops 98% of questions a store cannot answer on LoCoMo with all-MiniLM-L6-v2 embeddings (docs/retrieval.md).
+             * @description Leave out results scoring below this; null or 0 keeps every result of the top limit. 0.03 keeps 95% of hits and drops 95% of questions a store cannot answer on LoCoMo with all-MiniLM-L6-v2 embeddings (docs/retrieval.md).
              */
             min_score?: number | null;
             /**
@@ -1641,7 +1641,7 @@ export interface components {
             rerank: boolean;
             /**
              * Min Score
-             * @description Leave out results scoring below this; null or 0 keeps every result of the top limit. 0.037 keeps 95% of hits and drops 98% of questions a store cannot answer on LoCoMo with all-MiniLM-L6-v2 embeddings (docs/retrieval.md).
+             * @description Leave out results scoring below this; null or 0 keeps every result of the top limit. 0.03 keeps 95% of hits and drops 95% of questions a store cannot answer on LoCoMo with all-MiniLM-L6-v2 embeddings (docs/retrieval.md).
              */
             min_score?: number | null;
             /**

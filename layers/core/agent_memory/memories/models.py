@@ -224,7 +224,7 @@ MinScore = Annotated[
         ge=0,
         le=1,
         description="Leave out results scoring below this; null or 0 keeps every result of "
-        "the top limit. 0.037 keeps 95% of hits and drops 98% of questions a store cannot "
+        "the top limit. 0.03 keeps 95% of hits and drops 95% of questions a store cannot "
         "answer on LoCoMo with all-MiniLM-L6-v2 embeddings (docs/retrieval.md).",
     ),
 ]
