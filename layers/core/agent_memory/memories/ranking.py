@@ -88,11 +88,13 @@ def rank(
                     found = index.keyword(query, wide, now_ms, chosen)
                     keyword += [(h, bucket) for h in found]
             exact = index.exact
-        near = list({h.memory_id: h for h in near}.values())
+        if window is not None:  # the window's best may be among the first list's too
+            near = list({h.memory_id: h for h in near}.values())
         if vector is not None and not exact:
             near = indexes.rescore(bucket, near, vector)
         semantic += [(h, bucket) for h in near]
-    keyword = list({h.memory_id: (h, b) for h, b in keyword}.values())
+    if window is not None:
+        keyword = list({h.memory_id: (h, b) for h, b in keyword}.values())
     owner = {h.memory_id: b for h, b in semantic + keyword}
     sem = sorted((h for h, _ in semantic), key=lambda h: -h.score)[: wide * len(selections)]
     key = sorted((h for h, _ in keyword), key=lambda h: -h.score)[: wide * len(selections)]

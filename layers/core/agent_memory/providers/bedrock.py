@@ -431,7 +431,9 @@ def _endpoint(
     allow_private: bool,
     client: ProviderClient,
     credentials: Credentials,
-) -> tuple[str, _Endpoint]:
+) -> _Endpoint:
+    """Where a ``kind`` provider calls: ``base_url`` (a local stand-in) or Bedrock's regional
+    address, signed for ``region``. ``ValidationFailed`` as ``make_bedrock_model`` says."""
     if not region:
         raise ValidationFailed(
             f"aws_region is required when {kind}_provider is 'bedrock'.",
@@ -443,12 +445,10 @@ def _endpoint(
             "started with KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1.",
             details=[{"field": f"{kind}_base_url", "problem": "not allowed"}],
         )
-    signer = SigV4Signer(region, credentials)
-    endpoint = _Endpoint(
-        base_url or default_url(region), signer, client,
+    return _Endpoint(
+        base_url or default_url(region), SigV4Signer(region, credentials), client,
         checked=base_url is not None, allow_private=allow_private,
     )  # fmt: skip
-    return region, endpoint
 
 
 def make_bedrock_model(
@@ -462,7 +462,7 @@ def make_bedrock_model(
 ) -> BedrockChatModel:
     """The ``bedrock`` language model of a store's settings. ``ValidationFailed`` without
     ``aws_region``, or for a ``base_url`` outside a stack that allows private endpoints."""
-    _, endpoint = _endpoint(
+    endpoint = _endpoint(
         "llm", region, base_url, runtime_url,
         allow_private=allow_private, client=client, credentials=credentials,
     )  # fmt: skip
@@ -481,7 +481,7 @@ def make_bedrock_embedder(
 ) -> BedrockEmbedder:
     """The ``bedrock`` embedder of a store's settings; ``ValidationFailed`` as
     ``make_bedrock_model``, and for a model or size ``embed_model_problem`` refuses."""
-    _, endpoint = _endpoint(
+    endpoint = _endpoint(
         "embed", region, base_url, runtime_url,
         allow_private=allow_private, client=client, credentials=credentials,
     )  # fmt: skip
@@ -499,8 +499,8 @@ def make_bedrock_reranker(
 ) -> BedrockReranker:
     """The ``bedrock`` reranker of a store's settings; ``ValidationFailed`` as
     ``make_bedrock_model``."""
-    known, endpoint = _endpoint(
+    endpoint = _endpoint(
         "rerank", region, base_url, agent_runtime_url,
         allow_private=allow_private, client=client, credentials=credentials,
     )  # fmt: skip
-    return BedrockReranker(model, known, endpoint)
+    return BedrockReranker(model, endpoint.signer.region, endpoint)
