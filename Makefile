@@ -125,7 +125,7 @@ test: lint validate $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP) $(TS_OUT)
 	KIVIDB_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_TESTS)
 
 ## test-cluster: every test that can run on a cluster, on Redis Clusters it starts
-test-cluster: $(STAMP) $(CONSOLE_OUT)
+test-cluster: $(STAMP) $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP) $(TS_OUT) $(TS_EXAMPLES_OUT)
 	KIVIDB_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_EXCLUDED)
 
 unit: $(STAMP)
