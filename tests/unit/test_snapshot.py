@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from agent_memory.search import snapshot
 from agent_memory.search.index import ActorIndex
 from agent_memory.search.selection import NEVER, UNKNOWN, RowFacts, Selection, filter_terms
+from agent_memory.search.tokenizer import field_counts
 
 NOW = 1_700_000_000_000
 DIM = 12
@@ -27,8 +28,8 @@ upsert = st.tuples(
     st.sampled_from([None, 3, 100]),  # expiry offset (s); None: far away
     st.sampled_from([None, 2]),  # closed at offset (s)
     st.sampled_from([None, -50, 7]),  # occurred offset (s)
-    st.lists(st.sampled_from(["Work", "home", "x\x00y"]), max_size=2),
-    st.sampled_from([{}, {"k": 1}, {"k": "v", "n": [1, 2]}]),
+    st.lists(st.sampled_from(["Work", "home", "x\x00y", "Coffee"]), max_size=2),
+    st.sampled_from([{}, {"k": 1}, {"k": "v", "n": [1, 2]}, {"city": "Paris", "k": "tea"}]),
 )
 remove = st.tuples(st.just("remove"), st.integers(0, 40))
 operations = st.lists(st.one_of(upsert, upsert, remove), max_size=60)
@@ -50,6 +51,7 @@ def _apply(index, vectors_by_id, operation):
         valid_until=NEVER if closed is None else NOW + closed * 1000,
         occurred=UNKNOWN if occurred is None else NOW + occurred * 1000,
         terms=filter_terms(topics, metadata),
+        fields=field_counts(topics, metadata),
     )
     expires = NOW + (10**9 if expiry is None else expiry * 1000)
     vector = _unit(values)

@@ -24,7 +24,7 @@ from agent_memory.clock import from_ms
 from agent_memory.database.keys import NO_ACTOR
 from agent_memory.memories.models import MemoryLink, MemorySource, MemoryVersion, MemoryView
 from agent_memory.search.selection import NEVER, UNKNOWN, RowFacts, filter_terms
-from agent_memory.search.tokenizer import TOKENIZER_VERSION
+from agent_memory.search.tokenizer import TOKENIZER_VERSION, field_counts
 
 
 class StoredSource(BaseModel):
@@ -202,11 +202,13 @@ def raw_facts(record: dict[str, Any]) -> RowFacts:
     """What the index keeps of a raw record (a ``raw_record`` dict) for selections."""
     valid_until = record.get(F.valid_until)
     occurred = record.get(F.occurred_at)
+    topics, metadata = record.get(F.topics) or (), record.get(F.metadata) or {}
     return RowFacts(
         valid_from=int(record.get(F.valid_from) or record[F.created_at]),
         valid_until=NEVER if valid_until is None else int(valid_until),
         occurred=UNKNOWN if occurred is None else int(occurred),
-        terms=filter_terms(record.get(F.topics) or (), record.get(F.metadata) or {}),
+        terms=filter_terms(topics, metadata),
+        fields=field_counts(topics, metadata),
     )
 
 
@@ -232,6 +234,7 @@ def record_facts(record: MemoryRecord) -> RowFacts:
         valid_until=NEVER if record.valid_until is None else record.valid_until,
         occurred=UNKNOWN if record.occurred_at is None else record.occurred_at,
         terms=filter_terms(record.topics, record.metadata),
+        fields=field_counts(record.topics, record.metadata),
     )
 
 

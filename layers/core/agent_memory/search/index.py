@@ -10,7 +10,13 @@ Scores:
   and the compact form are in ``quantize``);
 - keyword: Okapi BM25 with k1 = 1.2, b = 0.75 and the non-negative idf
   ``ln(1 + (N - df + 0.5) / (df + 0.5))`` (Robertson and Zaragoza, "The Probabilistic
-  Relevance Framework: BM25 and Beyond", 2009), over the tokens of ``tokenizer``;
+  Relevance Framework: BM25 and Beyond", 2009), over the tokens of ``tokenizer``; a memory's
+  topics and metadata values count too, weighted below its text, as BM25F does (Robertson,
+  Zaragoza and Taylor, "Simple BM25 extension to multiple weighted fields", CIKM 2004): per
+  query word, the text's length-normalised frequency plus ``FIELD_WEIGHT`` times the fields'
+  (not length-normalised: b = 0, since topics and metadata values are short) go through BM25's
+  saturation once, with the idf of the memories holding the word in either. Where no memory's
+  fields hold a query word, it scores exactly as in plain BM25;
 - hybrid: ``search.fusion.fuse``, see its docstring.
 
 The container's cache of these indexes is ``search.cache.IndexCache``.
@@ -41,10 +47,15 @@ from agent_memory.search.quantize import (
     quantize_rows,
 )
 from agent_memory.search.selection import CURRENT, NEVER, UNKNOWN, RowFacts, Selection
-from agent_memory.search.tokenizer import query_tokens, term_counts
+from agent_memory.search.tokenizer import FIELD_MARK, query_tokens, term_counts
 
 K1 = 1.2
 B = 0.75
+FIELD_WEIGHT = 0.5
+"""What one occurrence of a query word in a memory's topics or metadata values counts, against
+one in its text (BM25F's field weight): below the text, since a field names what a memory is
+about or where it came from, not what it says. Half, a priori (LoCoMo's memories have no
+topics; bench/results/retrieval.md, "Fields", measures metadata holding ids and speakers)."""
 
 COMPACT_ABOVE_BYTES = 128 * 1024 * 1024
 """An actor whose float32 vectors would take more than this is held compactly instead: int8
@@ -250,10 +261,13 @@ class ActorIndex:
         self.expires[row] = expires_ms
         self.created[row] = created_ms
         self.alive[row] = True
-        self._set_facts(row, facts or RowFacts(valid_from=created_ms))
+        facts = facts or RowFacts(valid_from=created_ms)
+        self._set_facts(row, facts)
         counts = terms if terms is not None else term_counts(text)
-        self.row_tokens[row] = self._post(row, counts)
-        length = float(sum(counts.values()))
+        length = float(sum(counts.values()))  # the text's: fields have no length (b = 0)
+        self.row_tokens[row] = self._post(
+            row, {**counts, **facts.fields} if facts.fields else counts
+        )
         self.doclen[row] = length
         self.total_len += length
 
@@ -313,10 +327,18 @@ class ActorIndex:
                 if row_facts is not None:
                     self._set_facts(row, row_facts)
         all_counts = []
-        for i in fresh:
+        field_lengths: dict[int, int] = {}  # row offset -> its fields' token count
+        for at, i in enumerate(fresh):
             given = terms[i] if terms is not None else None
-            all_counts.append(given if given is not None else term_counts(texts[i]))
+            counts = given if given is not None else term_counts(texts[i])
+            row_facts = facts[i] if facts is not None else None
+            if row_facts is not None and row_facts.fields:
+                counts = {**counts, **row_facts.fields}
+                field_lengths[at] = sum(row_facts.fields.values())
+            all_counts.append(counts)
         lengths = self._post_many(start, all_counts)
+        for at, field_length in field_lengths.items():  # fields have no length (b = 0)
+            lengths[at] -= field_length
         self.doclen[start:end] = lengths
         self.total_len += float(lengths.sum())
 
@@ -636,6 +658,10 @@ class ActorIndex:
         matched = np.zeros(size, dtype=np.bool_)
         for token in set(query_tokens(text)):
             token_id = self.vocabulary.get(token)
+            field_id = self.vocabulary.get(FIELD_MARK + token)
+            if field_id is not None and self.posting_rows[field_id]:
+                self._add_bm25f(token_id, field_id, count, avgdl, scores, matched)
+                continue
             if token_id is None or not self.posting_rows[token_id]:
                 continue
             # Views of the C arrays, released when this loop moves on (an array that exports
@@ -648,6 +674,32 @@ class ActorIndex:
             scores[rows] += idf * tf * (K1 + 1.0) / (tf + norm)
             matched[rows] = True
         return top(scores, eligible(self, now_ms, types) & matched, limit, self.ids)
+
+    def _add_bm25f(
+        self,
+        token_id: int | None,
+        field_id: int,
+        count: int,
+        avgdl: float,
+        scores: NDArray[np.float32],
+        matched: NDArray[np.bool_],
+    ) -> None:
+        """Add one query word's BM25F score (the module docstring) to ``scores``, for a word
+        some memory's fields hold; rows that hold it in their text alone score as in BM25."""
+        pseudo = np.zeros(scores.size, dtype=np.float32)  # the weighted, normalised frequency
+        if token_id is not None and self.posting_rows[token_id]:
+            rows = np.frombuffer(self.posting_rows[token_id], dtype=np.int32)
+            tf = np.frombuffer(self.posting_tfs[token_id], dtype=np.uint16).astype(np.float32)
+            pseudo[rows] = tf / (1.0 - B + B * self.doclen[rows] / avgdl)
+        rows = np.frombuffer(self.posting_rows[field_id], dtype=np.int32)
+        tf = np.frombuffer(self.posting_tfs[field_id], dtype=np.uint16).astype(np.float32)
+        pseudo[rows] += FIELD_WEIGHT * tf
+        held = np.flatnonzero(pseudo)
+        df = held.size
+        idf = math.log(1.0 + (count - df + 0.5) / (df + 0.5))
+        frequency = pseudo[held]
+        scores[held] += idf * frequency * (K1 + 1.0) / (frequency + K1)
+        matched[held] = True
 
     def best_match(self, query: NDArray[np.float32], now_ms: int) -> list[Hit]:
         """Candidates for the most similar current memory (for deduplication): the one best

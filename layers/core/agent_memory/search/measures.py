@@ -9,9 +9,9 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from agent_memory.search.index import ActorIndex
+from agent_memory.search.index import FIELD_WEIGHT, ActorIndex
 from agent_memory.search.scores import idf
-from agent_memory.search.tokenizer import query_tokens
+from agent_memory.search.tokenizer import FIELD_MARK, query_tokens
 
 
 def cosines(
@@ -35,41 +35,59 @@ def cosines(
 def coverages(index: ActorIndex, text: str, memory_ids: Sequence[str]) -> dict[str, float]:
     """``search.scores.coverage`` of each memory of ``memory_ids`` that the index holds, for
     the query ``text`` (its ``query_tokens``), the words weighted by their rarity among the
-    index's memories. Each row's token ids (``ActorIndex.row_tokens``) say which query words it
-    holds, a few lookups a row; an index read from its kept form, which has not rebuilt them,
-    looks the rows up in the query words' postings instead."""
+    index's memories' texts. A word a memory holds only in its topics or metadata values
+    (``search.tokenizer.field_counts``) counts ``FIELD_WEIGHT`` of its weight, as in keyword
+    ranking. Each row's token ids (``ActorIndex.row_tokens``) say which query words it holds, a
+    few lookups a row; an index read from its kept form, which has not rebuilt them, looks the
+    rows up in the query words' postings instead."""
     rows = {i: index.rows[i] for i in memory_ids if i in index.rows}
     if not rows:
         return {}
     count = len(index.rows)
-    weights: dict[int, float] = {}  # query word's token id -> its idf
+    words: list[tuple[int | None, int | None, float]] = []  # (text id, field id, idf) held
     total = 0.0
     for token in set(query_tokens(text)):
         token_id = index.vocabulary.get(token)
         df = len(index.posting_rows[token_id]) if token_id is not None else 0
         weight = idf(count, df)
         total += weight
-        if token_id is not None and df:
-            weights[token_id] = weight
+        field_id = index.vocabulary.get(FIELD_MARK + token)
+        held_id = token_id if df else None
+        if held_id is not None or field_id is not None:
+            words.append((held_id, field_id, weight))
     if total <= 0.0:
         return dict.fromkeys(rows, 0.0)
     if index.tokens_unknown:
-        return _coverages_from_postings(index, rows, weights, total)
+        return _coverages_from_postings(index, rows, words, total)
     covered = {}
     for memory_id, row in rows.items():
         held = index.row_tokens[row]
-        words = set(held) if held is not None else set()
-        covered[memory_id] = sum(w for token_id, w in weights.items() if token_id in words) / total
+        tokens = set(held) if held is not None else set()
+        found = 0.0
+        for token_id, field_id, weight in words:
+            if token_id in tokens:
+                found += weight
+            elif field_id in tokens:
+                found += FIELD_WEIGHT * weight
+        covered[memory_id] = found / total
     return covered
 
 
 def _coverages_from_postings(
-    index: ActorIndex, rows: dict[str, int], weights: dict[int, float], total: float
+    index: ActorIndex,
+    rows: dict[str, int],
+    words: list[tuple[int | None, int | None, float]],
+    total: float,
 ) -> dict[str, float]:
     picked = np.array(list(rows.values()), dtype=np.int32)
     covered = np.zeros(picked.size, dtype=np.float64)
-    for token_id, weight in weights.items():
-        posting = np.frombuffer(index.posting_rows[token_id], dtype=np.int32)
-        covered += weight * np.isin(picked, posting)
+    for token_id, field_id, weight in words:
+        in_text = np.zeros(picked.size, dtype=np.bool_)
+        if token_id is not None:
+            in_text = np.isin(picked, np.frombuffer(index.posting_rows[token_id], dtype=np.int32))
+        covered += weight * in_text
+        if field_id is not None:
+            in_fields = np.isin(picked, np.frombuffer(index.posting_rows[field_id], dtype=np.int32))
+            covered += FIELD_WEIGHT * weight * (in_fields & ~in_text)
     shares = (covered / total).tolist()
     return {memory_id: float(c) for memory_id, c in zip(rows, shares, strict=True)}

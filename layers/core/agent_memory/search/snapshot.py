@@ -15,8 +15,9 @@ splitting the ids and the vocabulary), into an index in the compact form (``sear
 - created and expiry times per row (int64); ``valid_from``, ``valid_until`` and ``occurred`` only
   for the rows where they differ from their defaults (most rows: none);
 - the BM25 postings by token (rows and term frequencies, in the narrowest integer types that
-  hold them), from which the rows' lengths are summed; the rows' own token lists are rebuilt
-  only when a row is first removed (``ActorIndex.tokens_unknown``);
+  hold them; field tokens too), from which the rows' lengths are summed (text tokens only);
+  the rows' own token lists are rebuilt only when a row is first removed
+  (``ActorIndex.tokens_unknown``);
 - types and filter terms (topics, metadata pairs) as small tables; the vocabulary, ids of
   another form and the filter terms as JSON lists of strings (ASCII, escapes included), so any
   character a text may hold, NUL among them, reads back.
@@ -45,10 +46,11 @@ from numpy.typing import NDArray
 from agent_memory.search.index import ActorIndex
 from agent_memory.search.quantize import BLOCK, quantize_rows
 from agent_memory.search.selection import NEVER, UNKNOWN
-from agent_memory.search.tokenizer import TOKENIZER_VERSION
+from agent_memory.search.tokenizer import FIELD_MARK, TOKENIZER_VERSION
 
-FORMAT = 2
-"""The layout's version; a kept form of another version is not read."""
+FORMAT = 3
+"""The layout's version; a kept form of another version is not read. 3: the postings hold the
+field tokens of topics and metadata values (``search.tokenizer.field_counts``)."""
 MAGIC = b"KVX1"
 PART_BYTES = 256 * 1024 * 1024
 """Bytes per part of a kept form (each part is one Redis string, at most 512 MB; a section that
@@ -329,7 +331,8 @@ def _strings(data: memoryview | bytes) -> list[str]:
 
 
 def _load_postings(index: ActorIndex, column: Any, raw: Any, rows: int) -> None:
-    """The vocabulary and postings, and each row's length (the sum of its term frequencies)."""
+    """The vocabulary and postings, and each row's length (the sum of its text's term
+    frequencies)."""
     words = _strings(raw("vocabulary"))
     sizes = column("posting_sizes").astype(np.int64)
     if len(words) != sizes.size:
@@ -351,6 +354,9 @@ def _load_postings(index: ActorIndex, column: Any, raw: Any, rows: int) -> None:
         index.posting_rows.append(token_rows)
         index.posting_tfs.append(token_tfs)
         at += size
-    lengths = np.bincount(posting_rows, weights=tfs, minlength=rows)[:rows].astype(np.float32)
+    # A row's length is its text's: field tokens (``FIELD_MARK``) have none (BM25F, b = 0).
+    in_text = np.array([not word.startswith(FIELD_MARK) for word in words], dtype=np.bool_)
+    weights = np.where(np.repeat(in_text, sizes), tfs, 0)
+    lengths = np.bincount(posting_rows, weights=weights, minlength=rows)[:rows].astype(np.float32)
     index.doclen[:rows] = lengths
     index.total_len = float(lengths.sum())

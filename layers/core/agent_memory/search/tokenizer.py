@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator, Mapping, Sequence
+from typing import Any
 
 from agent_memory.search.english import STOP_WORDS, stem
 
@@ -45,6 +47,43 @@ def term_counts(text: str) -> dict[str, int]:
     """``{token: count}`` of ``text`` (what BM25 needs of a memory, and what a memory's record
     keeps so that a cold index build need not tokenize again)."""
     return dict(Counter(tokenize(text)))
+
+
+FIELD_MARK = " "
+"""The prefix of a field token (``field_counts``) in an index's vocabulary. No token of a text
+holds whitespace (``tokenize`` splits on it), so a field token never equals a text token and a
+query, tokenized like a text, never names one."""
+
+
+def field_counts(topics: Sequence[str], metadata: Mapping[str, Any]) -> dict[str, int]:
+    """``{FIELD_MARK + token: count}`` of a memory's fields: its topics and the strings and
+    numbers its metadata values hold, at any depth (not the keys, which name what a value is,
+    nor booleans and nulls), tokenized as a text (``tokenize``). What keyword search matches
+    besides the text, weighted below it (``search.index.FIELD_WEIGHT``)."""
+    counts: Counter[str] = Counter()
+    for topic in topics:
+        counts.update(tokenize(topic))
+    for value in metadata.values():
+        for leaf in _leaves(value):
+            counts.update(tokenize(leaf))
+    return {FIELD_MARK + token: count for token, count in counts.items()}
+
+
+def _leaves(value: Any) -> Iterator[str]:
+    """The strings and numbers (as text) inside a JSON value, depth first."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            yield item
+        elif isinstance(item, bool) or item is None:
+            continue
+        elif isinstance(item, int | float):
+            yield str(int(item)) if isinstance(item, float) and item.is_integer() else str(item)
+        elif isinstance(item, Mapping):
+            stack.extend(reversed(list(item.values())))
+        elif isinstance(item, list | tuple):
+            stack.extend(reversed(item))
 
 
 def _surface(text: str) -> list[str]:

@@ -1,0 +1,182 @@
+"""Fields in keyword search: a memory's topics and metadata values count, weighted below its
+text (``search.index``, BM25F), in the ranking and in the coverage a score is made of."""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from agent_memory.search.index import FIELD_WEIGHT, K1, ActorIndex, B
+from agent_memory.search.measures import coverages
+from agent_memory.search.selection import RowFacts, Selection
+from agent_memory.search.tokenizer import FIELD_MARK, field_counts, query_tokens, tokenize
+
+NOW = 1_700_000_000_000
+LATER = NOW + 10**9
+
+
+def _facts(topics=(), metadata=None):
+    return RowFacts(valid_from=NOW, fields=field_counts(list(topics), metadata or {}))
+
+
+def _index(rows):
+    """``rows``: (text, topics, metadata) per memory ``m0``, ``m1``..."""
+    index = ActorIndex(dimensions=len(rows) + 1)
+    for i, (text, topics, metadata) in enumerate(rows):
+        vector = np.eye(len(rows) + 1, dtype=np.float32)[i]
+        index.upsert(f"m{i}", vector, text, "semantic", NOW, LATER, None, _facts(topics, metadata))
+    return index
+
+
+def _ids(hits):
+    return [h.memory_id for h in hits]
+
+
+def test_a_topic_or_a_metadata_value_finds_a_memory_whose_text_lacks_the_word():
+    index = _index([
+        ("planted tomatoes on the balcony", ["gardening"], {}),
+        ("the parcel never came", [], {"order": "ORD-2291", "carrier": {"name": "DHL"}}),
+        ("likes green tea", [], {}),
+    ])  # fmt: skip
+    assert _ids(index.keyword("gardening", 5, NOW, None)) == ["m0"]
+    assert _ids(index.keyword("where is ORD-2291?", 5, NOW, None)) == ["m1"]
+    assert _ids(index.keyword("dhl", 5, NOW, None)) == ["m1"]
+
+
+def test_metadata_keys_booleans_and_nulls_are_not_words_of_a_memory():
+    index = _index([("a note", [], {"carrier": True, "order": None, "count": 3, "ratio": 2.0})])
+    for query in ("carrier", "order", "count", "true", "null", "none"):
+        assert index.keyword(query, 5, NOW, None) == [], query
+    assert _ids(index.keyword("3", 5, NOW, None)) == ["m0"]
+    assert _ids(index.keyword("2", 5, NOW, None)) == ["m0"]  # 2.0 is the number 2
+
+
+def test_the_text_counts_above_a_field():
+    index = _index([
+        ("I drink coffee every morning", ["tea"], {}),
+        ("I drink tea every morning", [], {}),
+    ])  # fmt: skip
+    hits = index.keyword("tea", 5, NOW, None)
+    assert _ids(hits) == ["m1", "m0"] and hits[0].score > hits[1].score > 0
+
+
+def test_bm25f_matches_the_formula():
+    rows = [
+        ("tea and biscuits", ["tea", "Tea time"], {}),  # text 1, fields 2
+        ("coffee", ["tea"], {}),  # fields 1
+        ("green tea is nice", [], {}),  # text 1
+        ("nothing here at all", [], {}),
+    ]
+    index = _index(rows)
+    hits = {h.memory_id: h.score for h in index.keyword("tea", 5, NOW, None)}
+    lengths = [len(tokenize(text)) for text, _, _ in rows]
+    avgdl = sum(lengths) / 4
+    df = 3
+    idf = math.log(1 + (4 - df + 0.5) / (df + 0.5))
+    text_tf = {0: 1, 2: 1}
+    field_tf = {0: 2, 1: 1}
+    for i in (0, 1, 2):
+        pseudo = text_tf.get(i, 0) / (1 - B + B * lengths[i] / avgdl) + FIELD_WEIGHT * field_tf.get(
+            i, 0
+        )
+        expected = idf * pseudo * (K1 + 1) / (pseudo + K1)
+        assert hits[f"m{i}"] == pytest.approx(expected, rel=1e-5)
+    assert "m3" not in hits
+
+
+def test_fields_do_not_lengthen_a_memory():
+    index = _index([("short text", ["a b c d e f g h"], {"k": "x " * 200})])
+    assert index.doclen[index.rows["m0"]] == 2
+    assert index.total_len == 2
+
+
+def test_a_removed_or_replaced_memory_leaves_no_field_behind():
+    index = _index([("first", ["gardening"], {}), ("second", ["gardening"], {})])
+    index.remove("m0")
+    assert _ids(index.keyword("gardening", 5, NOW, None)) == ["m1"]
+    vector = np.eye(3, dtype=np.float32)[1]
+    index.upsert("m1", vector, "second", "semantic", NOW, LATER, None, _facts(["cooking"]))
+    assert index.keyword("gardening", 5, NOW, None) == []
+    assert _ids(index.keyword("cooking", 5, NOW, None)) == ["m1"]
+    assert index.total_len == 1
+
+
+def test_a_selection_still_applies_to_memories_found_by_a_field():
+    index = _index([("first", ["gardening"], {}), ("second", ["gardening"], {})])
+    index.close("m0", NOW + 1)
+    assert _ids(index.keyword("gardening", 5, NOW + 2, Selection())) == ["m1"]
+    where = Selection(include_superseded=True)
+    assert sorted(_ids(index.keyword("gardening", 5, NOW + 2, where))) == ["m0", "m1"]
+
+
+def test_a_word_held_only_in_a_field_covers_part_of_its_weight():
+    index = _index([("likes tea", ["gardening"], {}), ("gardening tips", [], {})])
+    covered = coverages(index, "gardening", ["m0", "m1"])
+    assert covered["m1"] == pytest.approx(1.0)
+    assert covered["m0"] == pytest.approx(FIELD_WEIGHT)
+    index.tokens_unknown = True  # as read from a kept form: postings looked up instead
+    assert coverages(index, "gardening", ["m0", "m1"]) == pytest.approx(covered)
+
+
+def test_bulk_adding_with_fields_gives_the_same_index_as_adding_one_by_one():
+    rng = np.random.default_rng(4)
+    vectors = rng.standard_normal((60, 8)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    texts = [f"word{i % 5} text {i}" for i in range(60)]
+    facts = [_facts([f"word{i % 3}"], {"n": i % 4}) if i % 2 else None for i in range(60)]
+    one = ActorIndex(dimensions=8)
+    for i in range(60):
+        one.upsert(f"m{i}", vectors[i], texts[i], "semantic", NOW, LATER, None, facts[i])
+    bulk = ActorIndex(dimensions=8)
+    bulk.add_many([f"m{i}" for i in range(60)], vectors, texts, ["semantic"] * 60, [NOW] * 60,
+                  [LATER] * 60, None, facts)  # fmt: skip
+    assert bulk.total_len == one.total_len
+    for query in ("word1", "word2 text", "3", "word0 2"):
+        assert bulk.keyword(query, 10, NOW, None) == one.keyword(query, 10, NOW, None)
+        ids = [f"m{i}" for i in range(60)]
+        assert coverages(bulk, query, ids) == pytest.approx(coverages(one, query, ids))
+
+
+json_leaf = st.one_of(st.text(max_size=20), st.integers(), st.booleans(), st.none())
+json_value = st.recursive(
+    json_leaf,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    text=st.text(max_size=60),
+    topics=st.lists(st.text(max_size=20), max_size=3),
+    metadata=st.dictionaries(st.text(max_size=8), json_value, max_size=3),
+    query=st.text(max_size=30),
+)
+def test_no_text_or_query_token_is_ever_a_field_token(text, topics, metadata, query):
+    fields = field_counts(topics, metadata)
+    assert all(token.startswith(FIELD_MARK) for token in fields)
+    assert not set(tokenize(text)) & set(fields)
+    assert not set(query_tokens(query)) & set(fields)
+    # every field token is a token of a topic or of some value, marked
+    words = set()
+    for topic in topics:
+        words.update(tokenize(topic))
+    assert {token[len(FIELD_MARK) :] for token in fields} >= words
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    texts=st.lists(st.text(alphabet="abc de", max_size=20), min_size=1, max_size=6),
+    query=st.text(alphabet="abc de", max_size=10),
+)
+def test_an_index_without_fields_ranks_exactly_as_plain_bm25(texts, query):
+    plain = ActorIndex(dimensions=2)
+    empty = ActorIndex(dimensions=2)
+    for i, text in enumerate(texts):
+        vector = np.array([1.0, 0.0], dtype=np.float32)
+        plain.upsert(f"m{i}", vector, text, "semantic", NOW, LATER)
+        empty.upsert(f"m{i}", vector, text, "semantic", NOW, LATER, None, _facts([], {"k": True}))
+    assert empty.keyword(query, 10, NOW, None) == plain.keyword(query, 10, NOW, None)
