@@ -109,6 +109,20 @@ def test_the_readme_session_runs_on_bedrock_extraction_included(api, bedrock, st
     assert today.embedding_tokens > 0  # Titan's inputTextTokenCount
 
 
+def test_cohere_embed_is_told_memories_from_queries(api, bedrock, store_name):
+    standin, _ = bedrock
+    api.put_store("local", store_name, embed_model="cohere.embed-v4:0")
+    store = api.store("local", store_name)
+    store.add_memory("My favourite drink is green tea.", actor_id="ann")
+    assert [r.body["input_type"] for r in standin.requests] == ["search_document"]
+    found = store.search("what does ann drink?", mode="semantic", actor_id="ann")
+    assert [m.text for m in found.memories] == ["My favourite drink is green tea."]
+    store.recall("s1", query="tea", actor_id="ann")
+    embeds = [r.body for r in standin.requests if r.action == "invoke"]
+    assert [b["input_type"] for b in embeds] == ["search_document", "search_query", "search_query"]
+    assert [b["texts"] for b in embeds[1:]] == [["what does ann drink?"], ["tea"]]
+
+
 def test_a_refusing_reranker_leaves_the_fused_order(api, bedrock, store_name):
     standin, _ = bedrock
     store = api.store("local", store_name)

@@ -153,6 +153,17 @@ def test_cohere_embed_is_asked_96_texts_at_a_time_as_documents(bedrock):
     assert "output_dimension" not in sent[0]
 
 
+def test_cohere_embed_is_asked_for_a_query_as_a_query_and_titan_alike(bedrock):
+    standin, url = bedrock
+    cohere = embedder(url, "cohere.embed-english-v3", 1024)
+    cohere.embed(["green tea"], "query")
+    cohere.embed(["green tea"])
+    assert [r.body["input_type"] for r in standin.requests] == ["search_query", "search_document"]
+    titan = embedder(url)
+    np.testing.assert_array_equal(titan.embed(["tea"], "query"), titan.embed(["tea"]))
+    assert standin.requests[-1].body == standin.requests[-2].body
+
+
 def test_cohere_embed_v4_is_asked_for_the_stores_size(bedrock):
     standin, url = bedrock
     assert embedder(url, "cohere.embed-v4:0", 512).embed(["tea"]).shape == (1, 512)

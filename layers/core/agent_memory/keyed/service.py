@@ -269,7 +269,7 @@ class KeyedMemories:
         if request.query is not None:
             if self._store.embed_provider == "none":
                 raise EmbeddingRequired("query_vector")
-            return unit(self._embedder.embed([request.query])[0], "query")
+            return unit(self._embedder.embed([request.query], "query")[0], "query")
         return None
 
     def _read(self, namespaces: Sequence[tuple[str, ...]]) -> list[tuple[Entry, float]]:

@@ -47,7 +47,7 @@ from agent_memory.memories.reranking import Found, apply_reranker
 from agent_memory.memories.scripts import LOAD_CHAIN
 from agent_memory.memories.store_level import StoreLevel
 from agent_memory.models import RESERVED_TYPES
-from agent_memory.providers.embeddings import Embedder, validate_vector
+from agent_memory.providers.embeddings import Embedder, EmbedPurpose, validate_vector
 from agent_memory.providers.rerankers import Reranker
 from agent_memory.search.scores import DEFAULT_MIN_SCORE
 from agent_memory.search.selection import CURRENT, Selection
@@ -131,16 +131,21 @@ class MemoryReader:
             )
 
     def embed(self, texts: Sequence[str]) -> NDArray[np.float32]:
-        """The store's embeddings of ``texts`` (one batched provider call where it can), rows
-        in input order; ``EmbeddingRequired`` when the store has no embedding model."""
+        """The store's embeddings of ``texts`` as memories (one batched provider call where it
+        can), rows in input order; ``EmbeddingRequired`` when the store has no embedding
+        model."""
         return self._embedder.embed(texts)
 
-    def vector(self, text: str, given: Sequence[float] | None, field: str) -> NDArray[np.float32]:
+    def vector(
+        self, text: str, given: Sequence[float] | None, field: str,
+        purpose: EmbedPurpose = "document",
+    ) -> NDArray[np.float32]:  # fmt: skip
         """The unit-length vector of ``text``: ``given`` (checked against the store's
-        dimensions; ``VectorInvalid`` names ``field``) or the store's embedding of ``text``."""
+        dimensions; ``VectorInvalid`` names ``field``) or the store's embedding of ``text``
+        for ``purpose`` (a memory, or a query: ``providers.embeddings.EmbedPurpose``)."""
         if given is not None:
             return unit(validate_vector(given, self._store.dimensions, field), field)
-        return unit(self._embedder.embed([text])[0], field)
+        return unit(self._embedder.embed([text], purpose)[0], field)
 
     # --- reading -----------------------------------------------------------------------------
 
@@ -352,7 +357,7 @@ class MemoryReader:
             self._check_store_wide("search")
         query_vector = None
         if request.mode != "keyword":
-            query_vector = self.vector(request.query, request.query_vector, "query_vector")
+            query_vector = self.vector(request.query, request.query_vector, "query_vector", "query")
         buckets = (
             [actor_bucket(request.actor_id)]
             if request.actor_id is not None
@@ -390,7 +395,7 @@ class MemoryReader:
             self.check_type(memory_type, "types")
         vector = None
         if query_vector is not None or self._store.embed_provider != "none":
-            vector = self.vector(query, query_vector, "query_vector")
+            vector = self.vector(query, query_vector, "query_vector", "query")
         mode = "hybrid" if vector is not None else "keyword"
         window = time_window(query, reference or self._clock.now())
         selection = Selection(types=tuple(types) if types else None)

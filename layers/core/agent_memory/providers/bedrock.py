@@ -49,6 +49,7 @@ import numpy as np
 from agent_memory.errors import EmbeddingMismatch, ProviderRejected, ValidationFailed
 from agent_memory.providers.client import ProviderClient
 from agent_memory.providers.embeddings import (
+    EmbedPurpose,
     Vectors,
     max_answer_bytes as embed_answer_bytes,
     texts_to_embed,
@@ -297,14 +298,17 @@ class BedrockEmbedder:
     def __repr__(self) -> str:
         return f"BedrockEmbedder(model={self.model!r}, dimensions={self.dimensions})"
 
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        """See ``providers.embeddings.Embedder.embed``."""
+    def embed(self, texts: Sequence[str], purpose: EmbedPurpose = "document") -> Vectors:
+        """See ``providers.embeddings.Embedder.embed``: Cohere Embed is told the ``purpose``
+        (``input_type`` ``search_query`` for a query, ``search_document`` otherwise); Titan
+        embeds both alike."""
         items = texts_to_embed(texts)
         result = np.empty((len(items), self.dimensions), dtype=np.float32)
         if self._cohere:
+            kind = "search_query" if purpose == "query" else "search_document"
             for start in range(0, len(items), COHERE_MAX_TEXTS):
                 batch = items[start : start + COHERE_MAX_TEXTS]
-                result[start : start + len(batch)] = self._cohere_batch(batch)
+                result[start : start + len(batch)] = self._cohere_batch(batch, kind)
         else:
             for position, text in enumerate(items):
                 result[position] = self._titan(text)
@@ -325,10 +329,10 @@ class BedrockEmbedder:
             self.tokens += count
         return vector
 
-    def _cohere_batch(self, batch: list[str]) -> Vectors:
+    def _cohere_batch(self, batch: list[str], input_type: str) -> Vectors:
         payload: dict[str, Any] = {
             "texts": [text[:COHERE_MAX_CHARS] for text in batch],
-            "input_type": "search_document",
+            "input_type": input_type,
             "truncate": "END",
             "embedding_types": ["float"],
         }

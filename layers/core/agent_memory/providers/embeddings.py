@@ -18,7 +18,7 @@ reads at most ``max_answer_bytes(batch, dimensions)`` bytes of answer.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import Any, Protocol
+from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
 import numpy as np
@@ -60,6 +60,13 @@ def max_answer_bytes(count: int, dimensions: int) -> int:
     return ANSWER_ENVELOPE_BYTES + count * (BYTES_PER_ITEM + dimensions * BYTES_PER_VALUE)
 
 
+EmbedPurpose = Literal["document", "query"]
+"""What texts are embedded for: to be kept and found (``document``), or to search with
+(``query``). Providers whose models embed the two differently are told (Cohere Embed's
+``input_type`` ``search_document`` / ``search_query``, https://docs.cohere.com/reference/embed);
+the others embed both alike."""
+
+
 class Embedder(Protocol):
     """Turns texts into vectors of ``dimensions`` float32 values; ``tokens`` counts the input
     tokens its provider reported for every call so far (0 when it reports none)."""
@@ -71,8 +78,9 @@ class Embedder(Protocol):
         """Input tokens the provider reported for every call so far."""
         ...
 
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        """Shape ``(len(texts), dimensions)``, dtype float32, row ``i`` for ``texts[i]``.
+    def embed(self, texts: Sequence[str], purpose: EmbedPurpose = "document") -> Vectors:
+        """Shape ``(len(texts), dimensions)``, dtype float32, row ``i`` for ``texts[i]``;
+        ``purpose`` says whether they are memories or a query (``EmbedPurpose``).
 
         Raises ``ProviderUnavailable`` / ``ProviderRejected`` / ``EmbeddingMismatch`` when the
         provider fails, ``EmbeddingRequired`` when there is no embedding model.
@@ -115,10 +123,11 @@ class _OpenAIShaped:
     def __repr__(self) -> str:  # never shows the key
         return f"{type(self).__name__}(model={self.model!r}, dimensions={self.dimensions})"
 
-    def embed(self, texts: Sequence[str]) -> Vectors:
-        """See ``Embedder.embed``. Sends ``ceil(len(texts) / batch_size)`` requests or more
-        (a batch also closes at ``max_batch_bytes`` of UTF-8 text). Empty ``texts`` sends
-        nothing. Raises ``ValidationFailed`` when a text is empty (the provider refuses them)."""
+    def embed(self, texts: Sequence[str], purpose: EmbedPurpose = "document") -> Vectors:
+        """See ``Embedder.embed`` (OpenAI's shape embeds documents and queries alike). Sends
+        ``ceil(len(texts) / batch_size)`` requests or more (a batch also closes at
+        ``max_batch_bytes`` of UTF-8 text). Empty ``texts`` sends nothing. Raises
+        ``ValidationFailed`` when a text is empty (the provider refuses them)."""
         items = texts_to_embed(texts)
         result = np.empty((len(items), self.dimensions), dtype=np.float32)
         for start, stop in _batches(items, self.batch_size, self.max_batch_bytes):
@@ -269,7 +278,7 @@ class NoEmbedder:
     def __repr__(self) -> str:
         return f"NoEmbedder(dimensions={self.dimensions})"
 
-    def embed(self, texts: Sequence[str]) -> Vectors:
+    def embed(self, texts: Sequence[str], purpose: EmbedPurpose = "document") -> Vectors:
         """See the class docstring."""
         if len(texts) == 0:
             return np.empty((0, self.dimensions), dtype=np.float32)

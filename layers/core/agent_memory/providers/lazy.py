@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from agent_memory.providers.embeddings import Embedder, Vectors
+from agent_memory.providers.embeddings import Embedder, EmbedPurpose, Vectors
 from agent_memory.providers.language_models import Completion, LanguageModel
 from agent_memory.providers.rerankers import Relevance, Reranker
 
@@ -50,11 +50,11 @@ class LazyEmbedder:
         """``Embedder.tokens`` of the embedder built; 0 when none was."""
         return self._embedder.tokens if self._embedder is not None else 0
 
-    def embed(self, texts: Sequence[str]) -> Vectors:
+    def embed(self, texts: Sequence[str], purpose: EmbedPurpose = "document") -> Vectors:
         """``Embedder.embed`` of the embedder built (and its key decrypted) now if not yet."""
         if self._embedder is None:
             self._embedder = self._build()
-        return self._embedder.embed(texts)
+        return self._embedder.embed(texts, purpose)
 
 
 class LazyReranker:
