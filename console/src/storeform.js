@@ -26,6 +26,21 @@ const BASE_URL_HELP =
 
 const LLM_PROVIDERS = ["none", "openai", "anthropic", "bedrock", "custom"];
 const EMBED_PROVIDERS = ["none", "openai", "bedrock", "custom"];
+const RERANK_PROVIDERS = ["none", "cohere", "voyage", "jina", "bedrock", "custom", "llm"];
+// What each kind of provider is called in the form, and what "none" (or "llm") means for it.
+const KIND = {
+  llm: { legend: "Language model (extraction and summaries)", key: "Language model API key", newKey: "language model",
+    help: "none: nothing is extracted or summarized." },
+  embed: { legend: "Embeddings (semantic and hybrid search)", key: "Embedding API key", newKey: "embedding",
+    help: "none: clients send vectors with memories and searches." },
+  rerank: { legend: "Reranker (orders search and recall candidates)", key: "Reranker API key", newKey: "reranker",
+    help: "none: the fused order is returned. llm: the store's language model scores the candidates. custom: Cohere's rerank shape at the base URL." },
+};
+// Providers whose calls are signed by the service's role, or made with the language model's key: no key of their own.
+const KEYLESS = ["none", "bedrock", "llm"];
+const RERANK_BASE_URL_HELP =
+  "The base URL of a server with Cohere's rerank shape (POST {base}/rerank). The deployed service takes https:// URLs on " +
+  "public addresses only; a local stack started with KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 also takes http:// and loopback addresses.";
 const BEDROCK_BASE_URL_HELP =
   "Leave empty: Amazon Bedrock is called at its regional address with the service's own role. Only a local stack " +
   "started with KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 takes one, for a stand-in such as http://127.0.0.1:8766.";
@@ -37,6 +52,7 @@ function initialValues(store) {
     name: "",
     llm_provider: "none", llm_model: "", llm_base_url: "",
     embed_provider: "none", embed_model: "", embed_base_url: "",
+    rerank_provider: "none", rerank_model: "", rerank_base_url: "", rerank_candidates: "50",
     dimensions: "1536",
     aws_region: "",
     redact_pii: true,
@@ -45,8 +61,11 @@ function initialValues(store) {
   };
   for (const [name, fallback] of SETTINGS) values[name] = String(fallback);
   if (!store) return values;
-  for (const field of ["llm_provider", "embed_provider"]) values[field] = store[field];
-  for (const field of ["llm_model", "llm_base_url", "embed_model", "embed_base_url"]) values[field] = store[field] || "";
+  for (const field of ["llm_provider", "embed_provider", "rerank_provider"]) values[field] = store[field];
+  for (const field of ["llm_model", "llm_base_url", "embed_model", "embed_base_url", "rerank_model", "rerank_base_url"]) {
+    values[field] = store[field] || "";
+  }
+  values.rerank_candidates = String(store.rerank_candidates);
   values.dimensions = String(store.dimensions);
   values.aws_region = store.aws_region || "";
   for (const [name] of SETTINGS) values[name] = String(store[name]);
@@ -74,6 +93,10 @@ function bodyOf(values, keys, store) {
     embed_provider: values.embed_provider,
     embed_model: text(values.embed_model),
     embed_base_url: WITH_BASE_URL.includes(values.embed_provider) ? text(values.embed_base_url) : null,
+    rerank_provider: values.rerank_provider,
+    rerank_model: text(values.rerank_model),
+    rerank_base_url: WITH_BASE_URL.includes(values.rerank_provider) ? text(values.rerank_base_url) : null,
+    rerank_candidates: number(values.rerank_candidates),
     dimensions: number(values.dimensions),
     aws_region: text(values.aws_region),
     redact_pii: values.redact_pii,
@@ -82,6 +105,7 @@ function bodyOf(values, keys, store) {
   };
   if (values.llm_provider === "none") wanted.llm_model = null;
   if (values.embed_provider === "none") wanted.embed_model = null;
+  if (values.rerank_provider === "none" || values.rerank_provider === "llm") wanted.rerank_model = null;
   for (const [name] of SETTINGS) wanted[name] = number(values[name]);
   for (const [field, value] of Object.entries(wanted)) {
     const before = store ? store[field] : undefined;
@@ -93,12 +117,14 @@ function bodyOf(values, keys, store) {
     for (const [name, fallback] of SETTINGS) if (body[name] === fallback) delete body[name];
     if (body.llm_provider === "none") delete body.llm_provider;
     if (body.embed_provider === "none") delete body.embed_provider;
+    if (body.rerank_provider === "none") delete body.rerank_provider;
+    if (body.rerank_candidates === 50) delete body.rerank_candidates;
     if (body.redact_pii === true) delete body.redact_pii;
     if (body.redact_card_digit_runs === true) delete body.redact_card_digit_runs;
     if (body.custom_types && body.custom_types.length === 0) delete body.custom_types;
     if (body.dimensions === 1536) delete body.dimensions;
   }
-  for (const kind of ["llm", "embed"]) {
+  for (const kind of ["llm", "embed", "rerank"]) {
     const key = keys[kind];
     if (key.mode === "set") body[keyField(kind)] = key.value;
     if (key.mode === "remove") body[keyField(kind)] = null;
@@ -123,11 +149,11 @@ function KeyControl({ kind, stored, state, setState, problems }) {
   const name = keyField(kind);
   const status = stored ? "A key is stored (it is never shown)." : "No key is stored.";
   return html`<div class=${`field key-field${problems[name] ? " invalid" : ""}`}>
-    <span class="label" id=${`l-${name}`}>${kind === "llm" ? "Language model API key" : "Embedding API key"}</span>
+    <span class="label" id=${`l-${name}`}>${KIND[kind].key}</span>
     <span class="help" data-key-status=${stored ? "present" : "absent"}>${status}</span>
     ${state.mode === "set"
       ? html`<div class="inline">
-          <label class="visually-hidden" for=${`f-${name}`}>New ${kind === "llm" ? "language model" : "embedding"} API key</label>
+          <label class="visually-hidden" for=${`f-${name}`}>New ${KIND[kind].newKey} API key</label>
           <input id=${`f-${name}`} name=${name} type="password" autocomplete="off" spellcheck="false"
             value=${state.value} onInput=${(e) => setState({ mode: "set", value: e.currentTarget.value })}
             aria-describedby=${problems[name] ? `p-${name}` : undefined} aria-invalid=${problems[name] ? "true" : undefined} />
@@ -147,7 +173,9 @@ function KeyControl({ kind, stored, state, setState, problems }) {
 
 export function StoreForm({ instance, store, onSaved }) {
   const [values, setValues] = useState(() => initialValues(store));
-  const [keys, setKeys] = useState({ llm: { mode: "keep", value: "" }, embed: { mode: "keep", value: "" } });
+  const [keys, setKeys] = useState({
+    llm: { mode: "keep", value: "" }, embed: { mode: "keep", value: "" }, rerank: { mode: "keep", value: "" },
+  });
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
   const [nothing, setNothing] = useState(false);
@@ -203,24 +231,29 @@ export function StoreForm({ instance, store, onSaved }) {
   const providerBlock = (kind, providers) => {
     const provider = values[`${kind}_provider`];
     return html`<fieldset>
-      <legend>${kind === "llm" ? "Language model (extraction and summaries)" : "Embeddings (semantic and hybrid search)"}</legend>
-      <${Field} name=${`${kind}_provider`} label="Provider" help=${kind === "llm" ? "none: nothing is extracted or summarized." : "none: clients send vectors with memories and searches."} problems=${problems}>
+      <legend>${KIND[kind].legend}</legend>
+      <${Field} name=${`${kind}_provider`} label="Provider" help=${KIND[kind].help} problems=${problems}>
         ${select(`${kind}_provider`, providers)}
       <//>
-      ${provider !== "none" && html`
+      ${provider !== "none" && provider !== "llm" && html`
         <${Field} name=${`${kind}_model`} label="Model" help="The provider's model name." problems=${problems}>
           ${input(`${kind}_model`, { autocomplete: "off", spellcheck: "false" })}
         <//>`}
       ${WITH_BASE_URL.includes(provider) && html`
-        <${Field} name=${`${kind}_base_url`} label="Base URL" help=${provider === "bedrock" ? BEDROCK_BASE_URL_HELP : BASE_URL_HELP} problems=${problems}>
+        <${Field} name=${`${kind}_base_url`} label="Base URL"
+          help=${provider === "bedrock" ? BEDROCK_BASE_URL_HELP : kind === "rerank" ? RERANK_BASE_URL_HELP : BASE_URL_HELP} problems=${problems}>
           ${input(`${kind}_base_url`, { type: "url", autocomplete: "off", spellcheck: "false" })}
         <//>`}
-      ${((provider !== "none" && provider !== "bedrock") || (store && store[`has_${kind}_api_key`])) && html`
+      ${(!KEYLESS.includes(provider) || (store && store[`has_${kind}_api_key`])) && html`
         <${KeyControl} kind=${kind} stored=${store ? store[`has_${kind}_api_key`] : false}
           state=${keys[kind]} setState=${(s) => setKeys({ ...keys, [kind]: s })} problems=${problems} />`}
       ${kind === "embed" && html`
         <${Field} name="dimensions" label="Dimensions" help="Length of every vector (1 to 8192). Changes only while the store holds no memories." problems=${problems}>
           ${input("dimensions", { type: "number", min: 1, max: 8192, step: 1, inputmode: "numeric" })}
+        <//>`}
+      ${kind === "rerank" && provider !== "none" && html`
+        <${Field} name="rerank_candidates" label="Candidates" help="How many fused candidates a search or recall asks the reranker to order (1 to 200); the best limit of its order are returned. Default 50." problems=${problems}>
+          ${input("rerank_candidates", { type: "number", min: 1, max: 200, step: 1, inputmode: "numeric" })}
         <//>`}
     </fieldset>`;
   };
@@ -233,7 +266,8 @@ export function StoreForm({ instance, store, onSaved }) {
       <//>`}
     ${providerBlock("llm", LLM_PROVIDERS)}
     ${providerBlock("embed", EMBED_PROVIDERS)}
-    ${(values.llm_provider === "bedrock" || values.embed_provider === "bedrock" || (store && store.aws_region)) && html`
+    ${providerBlock("rerank", RERANK_PROVIDERS)}
+    ${(["llm", "embed", "rerank"].some((kind) => values[`${kind}_provider`] === "bedrock") || (store && store.aws_region)) && html`
       <${Field} name="aws_region" label="AWS region" help="Where the bedrock providers are called, such as us-east-1. Amazon Bedrock takes no API key: the service's own role signs its calls." problems=${problems}>
         ${input("aws_region", { autocomplete: "off", spellcheck: "false" })}
       <//>`}

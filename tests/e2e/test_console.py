@@ -480,14 +480,20 @@ def test_create_a_store_with_every_setting_and_the_apis_problems_beside_their_fi
     expect(page.locator("dd[data-key]").first).to_have_text("present")
 
 
-def test_a_store_on_amazon_bedrock_asks_for_a_region_and_no_key(console, world):
-    name = unique("bedrock")
+def creating(console, world, prefix: str) -> tuple[str, str, Any]:
+    """Sign in on the create-a-store page with a new store's name typed: its name, its API path
+    (deleted after the module) and the page. A 422 is expected: these tests provoke one."""
+    name = unique(prefix)
     path = f"{BASE}/{name}"
     world.made.append(path)
     console.expected_statuses = {422}
     console.sign_in("/instances/local/create")
-    page = console.page
-    page.get_by_label("Store name").fill(name)
+    console.page.get_by_label("Store name").fill(name)
+    return name, path, console.page
+
+
+def test_a_store_on_amazon_bedrock_asks_for_a_region_and_no_key(console, world):
+    name, path, page = creating(console, world, "bedrock")
     llm = page.get_by_role("group", name=re.compile("Language model"))
     llm.get_by_label("Provider").select_option("bedrock")
     llm.get_by_label("Model").fill("amazon.nova-lite-v1:0")
@@ -507,6 +513,44 @@ def test_a_store_on_amazon_bedrock_asks_for_a_region_and_no_key(console, world):
         "llm_provider": "bedrock", "embed_provider": "bedrock", "aws_region": "eu-central-1",
         "llm_base_url": None, "has_llm_api_key": False,
     }  # fmt: skip
+
+
+def test_a_reranker_is_chosen_with_its_key_and_candidates_and_shown_on_the_store(console, world):
+    name, path, page = creating(console, world, "rerank")
+    rerank = page.get_by_role("group", name=re.compile("Reranker"))
+    rerank.get_by_label("Provider").select_option("llm")
+    expect(rerank.get_by_label("Model")).to_have_count(0)  # the language model's is used
+    page.get_by_role("button", name="Create store").click()
+    expect(page.get_by_role("alert")).to_contain_text("scores with the store's language model")
+    assert world.api.get(path).status_code == 404  # nothing was made
+    rerank.get_by_label("Provider").select_option("cohere")
+    rerank.get_by_label("Model").fill("rerank-v3.5")
+    rerank.get_by_role("button", name="Set key").click()
+    page.get_by_label("New reranker API key").fill("co-secret-key")
+    rerank.get_by_label("Candidates").fill("80")
+    page.get_by_role("button", name="Create store").click()
+    console.heading(f"Store {name}")
+    stored = world.api.get(path).json()
+    assert {k: stored[k] for k in ("rerank_provider", "rerank_model", "rerank_base_url",
+                                   "has_rerank_api_key", "rerank_candidates")} == {
+        "rerank_provider": "cohere", "rerank_model": "rerank-v3.5", "rerank_base_url": None,
+        "has_rerank_api_key": True, "rerank_candidates": 80,
+    }  # fmt: skip
+    facts = page.locator("dl.facts")
+    expect(facts.filter(has_text="rerank_provider")).to_contain_text("cohere")
+    expect(page.locator('[data-key="present"]')).to_have_count(1)  # the reranker's, never shown
+    expect(page.get_by_text("co-secret-key")).to_have_count(0)
+    console.go(f"/instances/local/agent-memory/{name}/settings")
+    rerank = page.get_by_role("group", name=re.compile("Reranker"))
+    expect(rerank.get_by_text("A key is stored (it is never shown).")).to_be_visible()
+    rerank.get_by_label("Provider").select_option("none")
+    rerank.get_by_role("button", name="Remove key").click()
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.get_by_text("The settings were saved.")).to_be_visible()
+    stored = world.api.get(path).json()
+    assert (stored["rerank_provider"], stored["rerank_model"], stored["has_rerank_api_key"]) == (
+        "none", None, False,
+    )  # fmt: skip
 
 
 def test_the_all_stores_page_creates_a_store_on_a_database_picked_or_typed(console, world):

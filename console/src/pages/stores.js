@@ -316,6 +316,12 @@ export function StorePage({ instance, store }) {
         <dt>embed_base_url</dt><dd><${Text} value=${data.embed_base_url} /></dd>
         <dt>Embedding API key</dt><dd data-key=${data.has_embed_api_key ? "present" : "absent"}>${data.has_embed_api_key ? "present" : "absent"}</dd>
         <dt>dimensions</dt><dd>${data.dimensions}</dd>
+        <dt>rerank_provider</dt><dd>${data.rerank_provider}</dd>
+        <dt>rerank_model</dt><dd><${Text} value=${data.rerank_model} /></dd>
+        <dt>rerank_base_url</dt><dd><${Text} value=${data.rerank_base_url} /></dd>
+        <dt>Reranker API key</dt><dd data-key=${data.has_rerank_api_key ? "present" : "absent"}>${data.has_rerank_api_key ? "present" : "absent"}</dd>
+        <dt>rerank_candidates</dt><dd>${data.rerank_candidates}</dd>
+        <dt>aws_region</dt><dd><${Text} value=${data.aws_region} /></dd>
       </dl>
       <h2>Settings</h2>
       <dl class="facts">
