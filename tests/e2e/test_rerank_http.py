@@ -110,6 +110,21 @@ def test_recall_is_reranked_too(api, store, reranker):
     assert "Miso" in recalled["context"]
 
 
+def test_usage_counts_the_reranker_calls_that_answered_and_their_documents(api, store, reranker):
+    search(api, store)  # 3 candidates (rerank_candidates)
+    search(api, store, rerank=False)
+    reranker.fail(500)
+    reranker.fail(500)
+    assert search(api, store)["reranked"] is False  # a failed call is not billed
+    answer = api.post(f"{store}/recall", json={"session_id": "s-1", "actor_id": "alice",
+                      "query": "cat Miso", "query_vector": [1, 0, 0, 0], "limit": 1})  # fmt: skip
+    assert answer.json()["reranked"] is True
+    days = api.get(f"{store}/usage").json()["days"]
+    today = max(days, key=lambda day: day["date"])
+    assert (today["rerank_calls"], today["rerank_documents"]) == (2, 6)
+    assert today["llm_input_tokens"] == 0
+
+
 def test_bad_reranker_settings_are_422_naming_the_problem_and_change_nothing(api, store):
     before = api.get(store).json()
     cases = [

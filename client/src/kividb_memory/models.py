@@ -532,6 +532,8 @@ class UsageDay(Answer):
     llm_input_tokens: int
     llm_output_tokens: int
     embedding_tokens: int
+    rerank_calls: int = 0  # 0 from a server older than these counters
+    rerank_documents: int = 0
 
 
 class Holding(Answer):

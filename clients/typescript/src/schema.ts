@@ -2122,7 +2122,9 @@ export interface components {
          * UsageDay
          * @description One UTC day of use. ``requests`` is every request the authorizer let through, and
          *     ``requests_by_route`` the same by API Gateway route key; token counts are the providers'
-         *     own (``usage`` of OpenAI's and Anthropic's answers).
+         *     own (``usage`` of OpenAI's and Anthropic's answers); ``rerank_calls`` the reranker calls
+         *     that answered and ``rerank_documents`` the candidates they were sent (hosted rerankers bill
+         *     by these: Cohere per search of up to 100 documents, Bedrock per query).
          */
         UsageDay: {
             /**
@@ -2154,6 +2156,10 @@ export interface components {
             llm_output_tokens: number;
             /** Embedding Tokens */
             embedding_tokens: number;
+            /** Rerank Calls */
+            rerank_calls: number;
+            /** Rerank Documents */
+            rerank_documents: number;
         };
         /**
          * UsageReport

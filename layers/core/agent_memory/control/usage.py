@@ -41,6 +41,8 @@ COUNTERS = (
     "llm_input_tokens",
     "llm_output_tokens",
     "embedding_tokens",
+    "rerank_calls",
+    "rerank_documents",
 )
 """The counters of a day besides requests, as ``UsageDay`` names them."""
 MODEL_TOKEN_COUNTERS = ("llm_input_tokens", "llm_output_tokens", "embedding_tokens")
@@ -66,7 +68,9 @@ def day_key(moment: date) -> str:
 class UsageDay(View):
     """One UTC day of use. ``requests`` is every request the authorizer let through, and
     ``requests_by_route`` the same by API Gateway route key; token counts are the providers'
-    own (``usage`` of OpenAI's and Anthropic's answers)."""
+    own (``usage`` of OpenAI's and Anthropic's answers); ``rerank_calls`` the reranker calls
+    that answered and ``rerank_documents`` the candidates they were sent (hosted rerankers bill
+    by these: Cohere per search of up to 100 documents, Bedrock per query)."""
 
     date: date
     requests: int
@@ -80,6 +84,8 @@ class UsageDay(View):
     llm_input_tokens: int
     llm_output_tokens: int
     embedding_tokens: int
+    rerank_calls: int
+    rerank_documents: int
 
 
 def parse_day(value: str | None, field: str) -> date | None:

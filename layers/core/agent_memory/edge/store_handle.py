@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from agent_memory.providers.client import ProviderClient
     from agent_memory.providers.embeddings import Embedder
     from agent_memory.providers.language_models import LanguageModel
-    from agent_memory.providers.lazy import LazyEmbedder
+    from agent_memory.providers.lazy import LazyEmbedder, LazyReranker
     from agent_memory.providers.llm_reranker import LlmReranker
     from agent_memory.providers.rerankers import Reranker
     from agent_memory.providers.secrets import KeyPlace
@@ -65,6 +65,7 @@ class StoreHandle:
         towards."""
         self._embedders: list[LazyEmbedder] = []
         self._scorers: list[LlmReranker] = []
+        self._rerankers: list[LazyReranker] = []
         self._usage: dict[str, int] = {}
         self._events: list[Event] = []
 
@@ -99,6 +100,11 @@ class StoreHandle:
         if tokens:
             counts["embedding_tokens"] = counts.get("embedding_tokens", 0) + tokens
             self._embedders.clear()
+        for reranker in self._rerankers:  # the calls a hosted reranker bills
+            for counter, n in zip(("rerank_calls", "rerank_documents"), reranker.take_counts(),
+                                  strict=True):  # fmt: skip
+                if n:
+                    counts[counter] = counts.get(counter, 0) + n
         for scorer in self._scorers:  # the ``llm`` reranker's model calls
             for counter, spent in zip(("llm_input_tokens", "llm_output_tokens"),
                                       scorer.take_tokens(), strict=True):  # fmt: skip
@@ -261,7 +267,9 @@ class StoreHandle:
                 client=runtime.rerank_provider_client,
             )
 
-        return LazyReranker(build)
+        lazy = LazyReranker(build)
+        self._rerankers.append(lazy)
+        return lazy
 
     def _memories(self, client: ProviderClient, reranker: Reranker | None = None) -> Memories:
         """The ``Memories`` of the store; its embeddings go through ``client``

@@ -65,10 +65,23 @@ class LazyReranker:
     def __init__(self, build: Callable[[], Reranker]) -> None:
         self._build = build
         self._built: Reranker | None = None
+        self.calls = 0
+        """Calls that answered (what a hosted reranker bills), since ``take_counts``."""
+        self.documents = 0
+        """The candidates those calls were sent."""
 
     def rerank(self, query: str, documents: Sequence[str], top_n: int) -> list[Relevance]:
         """``Reranker.rerank`` of the reranker built now if not yet; errors as those and as
         the build's."""
         if self._built is None:
             self._built = self._build()
-        return self._built.rerank(query, documents, top_n)
+        found = self._built.rerank(query, documents, top_n)
+        self.calls += 1
+        self.documents += len(documents)
+        return found
+
+    def take_counts(self) -> tuple[int, int]:
+        """``(calls, documents)`` since the last take, then 0 and 0."""
+        counts = (self.calls, self.documents)
+        self.calls = self.documents = 0
+        return counts
