@@ -1,15 +1,16 @@
 """Retrieval quality on LoCoMo through the local stack: hit@k and evidence coverage@k.
 
-For each conversation of ``../shared/data/locomo/locomo10.json`` (Maharana et al., ACL 2024;
-CC BY-NC 4.0, test data only) the benchmark makes one store whose memories are that
-conversation's ``observation`` facts, one actor per conversation, each memory keeping the turns
-it cites in ``metadata.dia_ids``. The store embeds through its ``custom`` provider, pointed at a
-local OpenAI-shaped server (``bench.embedding_server``, ``all-MiniLM-L6-v2``, 384 dimensions)
-that the benchmark starts, as it starts the local stack (``python -m local``, its own
-``redis-server`` child, ``KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1`` so the store may use
-``http://127.0.0.1``). Every memory is added with ``POST .../memories`` and every question of
-categories 1 to 4 is searched with ``POST .../memories/search`` (``limit`` 20) in the modes
-semantic, keyword and hybrid.
+For each conversation of ``../shared/data/locomo/locomo10.json`` (Maharana et al., ACL 2024; CC
+BY-NC 4.0, test data only) the benchmark makes one store whose memories are that conversation's
+``observation`` facts, one actor per conversation; the benchmark keeps the turns each memory
+cites by its id (the memories carry no metadata: topics and metadata values count in keyword
+search, and the "Fields" section measures that apart). The store embeds through its ``custom``
+provider, pointed at a local OpenAI-shaped server (``bench.embedding_server``,
+``all-MiniLM-L6-v2``, 384 dimensions) that the benchmark starts, as it starts the local stack
+(``python -m local``, its own ``redis-server`` child, ``KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1`` so
+the store may use ``http://127.0.0.1``). Every memory is added with ``POST .../memories`` and
+every question of categories 1 to 4 is searched with ``POST .../memories/search`` (``limit`` 20)
+in the modes semantic, keyword and hybrid.
 
 Metrics, for k = 1, 5, 10, 20, averaged over the questions:
 - hit@k: 1 when one of the top k memories cites an evidence turn of the question;
@@ -47,7 +48,7 @@ import statistics
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -62,6 +63,7 @@ from agent_memory.memories.ranking import CANDIDATES
 from agent_memory.search.fusion import Hit, fuse
 from agent_memory.search.when import TimeWindow, time_window
 from bench.rerank_server import RerankServer
+from bench.retrieval_fields import FieldIndexes, rows as field_rows, section as fields_section
 from bench.retrieval_scores import Result, Scored, Words, dump, section as scores_section
 from bench.retrieval_signals import (
     ENTITY_ROW,
@@ -126,6 +128,8 @@ class Conversation:
     """Each fact's session date (its memory's ``occurred_at``), in ``facts`` order."""
     reference: datetime | None = None
     """The last session's date: when the questions are asked."""
+    speakers: list[str] = field(default_factory=list)
+    """Whose observation each fact is, in ``facts`` order (``bench.retrieval_fields``)."""
 
 
 def load_conversations(path: Path) -> list[Conversation]:
@@ -141,17 +145,20 @@ def load_conversations(path: Path) -> list[Conversation]:
         facts = []
         dates = session_dates(sample["conversation"])
         when: list[datetime | None] = []
+        speakers: list[str] = []
         for key, per_speaker in sample["observation"].items():
             number = re.match(r"^session_(\d+)_observation$", key)
-            for speaker_facts in per_speaker.values():
+            for speaker, speaker_facts in per_speaker.items():
                 for text, cited in speaker_facts:
                     raw = cited if isinstance(cited, list) else [cited]
                     ids = _valid(raw, _OBSERVATION_SPLIT, turns)
                     facts.append((text, ids))
                     when.append(dates.get(int(number[1])) if number else None)
+                    speakers.append(speaker)
         conversation = Conversation(
-            sample["sample_id"], facts, [], dates=when, reference=max(dates.values(), default=None)
-        )
+            sample["sample_id"], facts, [], dates=when, reference=max(dates.values(), default=None),
+            speakers=speakers,
+        )  # fmt: skip
         for qa in sample["qa"]:
             category = qa["category"]
             if category not in CATEGORIES:
@@ -332,15 +339,13 @@ def _ms(moment: datetime | None) -> int | None:
     return None if moment is None else int(moment.timestamp() * 1000)
 
 
-def _hits(memories: list[MemoryView]) -> tuple[list[Hit], dict[str, frozenset[str]]]:
-    hits = [Hit(m.id, float(m.score or 0.0)) for m in memories]
-    cites = {m.id: frozenset(m.metadata.get("dia_ids", [])) for m in memories}
-    return hits, cites
+def _hits(memories: list[MemoryView]) -> list[Hit]:
+    return [Hit(m.id, float(m.score or 0.0)) for m in memories]
 
 
 def _scored(
     sample_id: str, own: bool, mode: str, question: Question, words: Words,
-    memories: list[MemoryView],
+    memories: list[MemoryView], cites: Mapping[str, frozenset[str]],
 ) -> Scored:  # fmt: skip
     """A ``Scored`` row of one search's results (``bench.retrieval_scores``)."""
     results = tuple(
@@ -348,7 +353,7 @@ def _scored(
             m.similarity,
             words.coverage(question.text, m.text),
             float(m.score or 0.0),
-            bool(question.evidence & frozenset(m.metadata.get("dia_ids", []))),
+            bool(question.evidence & cites.get(m.id, frozenset())),
         )
         for m in memories
     )
@@ -387,6 +392,7 @@ def _reranked(
     rerank_url: str,
     timing: Timing,
     bar: tqdm,
+    cites: Mapping[str, frozenset[str]],
 ) -> None:
     """Give the store the loopback reranker and ask each question once more, hybrid, reranked:
     the ``RERANKED`` row of ``outcomes`` (in ``conversation.questions`` order) and its time."""
@@ -398,7 +404,7 @@ def _reranked(
                              min_score=0, reference_time=conversation.reference)  # fmt: skip
         timing.search_ms.setdefault(RERANKED, []).append((time.perf_counter() - began) * 1000)
         timing.reranked += bool(found.reranked)
-        outcome.cited[RERANKED] = [frozenset(m.metadata.get("dia_ids", [])) for m in found.memories]
+        outcome.cited[RERANKED] = [cites.get(m.id, frozenset()) for m in found.memories]
         bar.update()
 
 
@@ -428,15 +434,24 @@ def run_conversation(
     memory.put_store("local", name, **settings)
     store = memory.store("local", name)
     start = time.perf_counter()
+    kept_ids: list[str] = []
+    all_cites: dict[str, frozenset[str]] = {}
+    all_occurred: dict[str, int | None] = {}
     for (text, ids), said_on in zip(conversation.facts, conversation.dates, strict=True):
         began = time.perf_counter()
-        kept = store.add_memory(
-            text, actor_id=actor, metadata={"dia_ids": ids}, occurred_at=said_on
-        )
+        kept = store.add_memory(text, actor_id=actor, occurred_at=said_on)
         timing.add_ms.append((time.perf_counter() - began) * 1000)
         timing.duplicates += bool(kept.duplicate)
+        kept_ids.append(kept.id)
+        all_cites[kept.id] = frozenset(ids)
+        all_occurred[kept.id] = _ms(kept.occurred_at)
         bar.update()
     timing.add_seconds += time.perf_counter() - start
+    field_indexes = None
+    if fusion_check:
+        texts_kept = [text for text, _ in conversation.facts]
+        turns_cited = [ids for _, ids in conversation.facts]
+        field_indexes = FieldIndexes(kept_ids, texts_kept, conversation.speakers, turns_cited)
 
     wide = CANDIDATES * LIMIT
     start = time.perf_counter()
@@ -446,7 +461,6 @@ def run_conversation(
     scored: list[Scored] = []
     for question in conversation.questions:
         lists: dict[str, list[Hit]] = {}
-        cites: dict[str, frozenset[str]] = {}
         occurred: dict[str, int | None] = {}
         texts: dict[str, str] = {}
         window = time_window(question.text, conversation.reference or datetime.now(UTC))
@@ -463,11 +477,18 @@ def run_conversation(
             if limit == LIMIT:
                 timing.search_ms.setdefault(mode, []).append((time.perf_counter() - began) * 1000)
                 scored.append(
-                    _scored(conversation.sample_id, True, mode, question, words, found.memories)
+                    _scored(
+                        conversation.sample_id,
+                        True,
+                        mode,
+                        question,
+                        words,
+                        found.memories,
+                        all_cites,
+                    )
                 )
-            hits, more = _hits(found.memories)
+            hits = _hits(found.memories)
             lists[mode if limit == LIMIT else f"{mode} wide"] = hits
-            cites.update(more)
             occurred.update({m.id: _ms(m.occurred_at) for m in found.memories})
             texts.update({m.id: m.text for m in found.memories})
             bar.update()
@@ -475,13 +496,20 @@ def run_conversation(
         rows[BLEND] = blend(lists["semantic"], lists["keyword"], LIMIT)
         if fusion_check:
             rows |= _wide_rows(lists, occurred, texts, known, window, question.text)
+        if field_indexes is not None:
+            rows |= field_rows(
+                field_indexes.lists(question.text, wide),
+                lists["semantic wide"],
+                lambda s, k: boosted(s, k, all_occurred, window, 2.0, LIMIT),  # noqa: B023
+                LIMIT,
+            )
             same = [h.memory_id for h in rows[OWN]] == [h.memory_id for h in lists["hybrid"]]
             timing.fuse_agrees += same and window is None  # a time named reorders the API's
         outcomes.append(
             Outcome(
                 conversation.sample_id,
                 question,
-                {name: [cites[h.memory_id] for h in hits] for name, hits in rows.items()},
+                {name: [all_cites[h.memory_id] for h in hits] for name, hits in rows.items()},
                 window,
             )
         )
@@ -490,12 +518,15 @@ def run_conversation(
             kind = cast(SearchMode, mode)
             found = store.search(question.text, mode=kind, actor_id=actor, limit=LIMIT, min_score=0)
             scored.append(
-                _scored(conversation.sample_id, False, mode, question, words, found.memories)
+                _scored(
+                    conversation.sample_id, False, mode, question, words, found.memories, all_cites
+                )
             )
             bar.update()
     # Last: from here on the store has a reranker, which would order every search above.
     if rerank_url is not None:
-        _reranked(memory, store, name, actor, conversation, outcomes, rerank_url, timing, bar)
+        _reranked(memory, store, name, actor, conversation, outcomes, rerank_url, timing, bar,
+                  all_cites)  # fmt: skip
     timing.search_seconds += time.perf_counter() - start
     memory.delete_store("local", name)
     return outcomes, scored
@@ -548,8 +579,9 @@ def write_report(
         f"Measured {datetime.now(UTC):%Y-%m-%d %H:%M} UTC through the local stack (HTTP, "
         f"authorizer, handlers, redis-server), {len(conversations)} conversation(s) "
         f"({', '.join(ids)}): one store and one actor per conversation, its `observation` facts "
-        f"as memories ({sum(len(c.facts) for c in conversations)} in all, each with the turns it "
-        f"cites in `metadata.dia_ids`), embedded by the store's `custom` provider with "
+        f"as memories ({sum(len(c.facts) for c in conversations)} in all, without metadata; the "
+        f"benchmark keeps the turns each cites by its id), embedded by the store's `custom` "
+        f"provider with "
         f"`{MODEL}` ({DIMENSIONS} dimensions, served locally by `bench/embedding_server.py`). "
         f"Queries: the questions of categories 1-4, `POST .../memories/search` with "
         f"`limit` {LIMIT}. hit@k: a top-k memory cites an evidence turn; coverage@k: the "
@@ -607,6 +639,7 @@ def write_report(
         first = {c.sample_id for c in conversations[:half]}
         lines += time_section(outcomes, first, hit_at, OWN)[0]
         lines += entity_section(outcomes, first, hit_at, TIME_ROW.format(2.0))
+        lines += fields_section(outcomes, first, hit_at)
     if scored and len(conversations) >= 2:
         half = len(conversations) // 2
         lines += scores_section(

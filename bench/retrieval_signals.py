@@ -121,6 +121,21 @@ def boosted(
     return sorted(scored, key=lambda h: (-h.score, h.memory_id))[:limit]
 
 
+HitAt = Callable[[Sequence[frozenset[str]], frozenset[str], int], float]
+
+
+def hit10_mean(hit_at: HitAt) -> Callable[[Sequence[Any], str], float]:
+    """A function giving the mean hit@10 (``hit_at``) of a row over some outcomes (NaN for
+    none): what each section's table reports."""
+
+    def mean(chosen: Sequence[Any], row: str) -> float:
+        if not chosen:
+            return float("nan")
+        return statistics.fmean(hit_at(o.cited[row], o.question.evidence, 10) for o in chosen)
+
+    return mean
+
+
 def entity_section(
     outcomes: Sequence[Any],
     first: set[str],
@@ -130,11 +145,7 @@ def entity_section(
     """The report's "Entities" section: each ``ENTITY_WEIGHTS`` row on A, B and all."""
     part_a = [o for o in outcomes if o.sample_id in first]
     part_b = [o for o in outcomes if o.sample_id not in first]
-
-    def mean(chosen: Sequence[Any], row: str) -> float:
-        if not chosen:
-            return float("nan")
-        return statistics.fmean(hit_at(o.cited[row], o.question.evidence, 10) for o in chosen)
+    mean = hit10_mean(hit_at)
 
     best = max(ENTITY_WEIGHTS, key=lambda w: (round(mean(part_a, ENTITY_ROW.format(w)), 6), -w))
     lines = [
@@ -173,11 +184,7 @@ def section(
     part_a = [o for o in outcomes if o.sample_id in first]
     part_b = [o for o in outcomes if o.sample_id not in first]
     timed = [o for o in outcomes if o.window is not None]
-
-    def mean(chosen: Sequence[Any], row: str) -> float:
-        if not chosen:
-            return float("nan")
-        return statistics.fmean(hit_at(o.cited[row], o.question.evidence, 10) for o in chosen)
+    mean = hit10_mean(hit_at)
 
     rows = [base, *(TIME_ROW.format(w) for w in TIME_WEIGHTS), API_ROW]
     best = max(TIME_WEIGHTS, key=lambda w: (round(mean(part_a, TIME_ROW.format(w)), 6), -w))

@@ -54,8 +54,10 @@ B = 0.75
 FIELD_WEIGHT = 0.5
 """What one occurrence of a query word in a memory's topics or metadata values counts, against
 one in its text (BM25F's field weight): below the text, since a field names what a memory is
-about or where it came from, not what it says. Half, a priori (LoCoMo's memories have no
-topics; bench/results/retrieval.md, "Fields", measures metadata holding ids and speakers)."""
+about or where it came from, not what it says. On LoCoMo A, with each memory's speaker (and its
+cited turn ids) as metadata, 0.5 was the better of the weights below the text's (0.25, 0.5) on
+the keyword rows and equal on the hybrid ones; the gains are small, since LoCoMo's texts already
+name the speaker (bench/results/retrieval.md, "Fields")."""
 
 COMPACT_ABOVE_BYTES = 128 * 1024 * 1024
 """An actor whose float32 vectors would take more than this is held compactly instead: int8
