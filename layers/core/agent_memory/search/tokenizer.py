@@ -78,8 +78,10 @@ def _leaves(value: Any) -> Iterator[str]:
             yield item
         elif isinstance(item, bool) or item is None:
             continue
+        elif isinstance(item, float) and item.is_integer() and abs(item) < 2**53:
+            yield str(int(item))  # 2.0 is the number 2, as JSON has it (not 2e+300 in full)
         elif isinstance(item, int | float):
-            yield str(int(item)) if isinstance(item, float) and item.is_integer() else str(item)
+            yield str(item)
         elif isinstance(item, Mapping):
             stack.extend(reversed(list(item.values())))
         elif isinstance(item, list | tuple):
