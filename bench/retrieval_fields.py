@@ -26,7 +26,7 @@ import numpy as np
 
 from agent_memory.search import index as search_index
 from agent_memory.search.fusion import Hit
-from agent_memory.search.index import ActorIndex
+from agent_memory.search.index import FIELD_WEIGHT, ActorIndex
 from agent_memory.search.selection import RowFacts
 from agent_memory.search.tokenizer import field_counts
 from bench.retrieval_signals import hit10_mean
@@ -118,7 +118,8 @@ def section(
         "## Fields",
         "",
         "A memory's topics and metadata values count in keyword search, weighted below its text "
-        "(`agent_memory.search.index.FIELD_WEIGHT`, BM25F; the store ships 0.5). LoCoMo's "
+        f"(`agent_memory.search.index.FIELD_WEIGHT`, BM25F; the store ships {FIELD_WEIGHT:g}). "
+        "LoCoMo's "
         "memories have no topics: each is given, as metadata, its speaker, or its speaker and "
         "the turn ids it cites. The store's index ranks the keyword list in this process at each "
         "weight (0: fields count nothing), alone and fused with the API's semantic list with the "

@@ -63,26 +63,69 @@ def test_the_text_counts_above_a_field():
 
 def test_bm25f_matches_the_formula():
     rows = [
-        ("tea and biscuits", ["tea", "Tea time"], {}),  # text 1, fields 2
-        ("coffee", ["tea"], {}),  # fields 1
-        ("green tea is nice", [], {}),  # text 1
-        ("nothing here at all", [], {}),
+        ("tea and biscuits", ["tea", "Tea time"], {}),  # text 1, fields hold it
+        ("coffee", ["tea"], {"k": "tea tea tea"}),  # fields hold it (however often)
+        ("green tea is nice to drink in the long evenings of winter", [], {}),  # text 1
+        ("nothing here at all", ["tea"], {}),  # fields hold it; long enough to be damped
+        ("a", [], {}),
     ]
     index = _index(rows)
     hits = {h.memory_id: h.score for h in index.keyword("tea", 5, NOW, None)}
     lengths = [len(tokenize(text)) for text, _, _ in rows]
-    avgdl = sum(lengths) / 4
-    df = 3
-    idf = math.log(1 + (4 - df + 0.5) / (df + 0.5))
+    avgdl = sum(lengths) / len(rows)
+    df = 4
+    idf = math.log(1 + (len(rows) - df + 0.5) / (df + 0.5))
     text_tf = {0: 1, 2: 1}
-    field_tf = {0: 2, 1: 1}
-    for i in (0, 1, 2):
-        pseudo = text_tf.get(i, 0) / (1 - B + B * lengths[i] / avgdl) + FIELD_WEIGHT * field_tf.get(
-            i, 0
-        )
+    in_fields = {0, 1, 3}
+    for i in (0, 1, 2, 3):
+        norm = 1 - B + B * lengths[i] / avgdl
+        pseudo = text_tf.get(i, 0) / norm + (FIELD_WEIGHT / max(norm, 1.0) if i in in_fields else 0)
         expected = idf * pseudo * (K1 + 1) / (pseudo + K1)
         assert hits[f"m{i}"] == pytest.approx(expected, rel=1e-5)
-    assert "m3" not in hits
+    assert "m4" not in hits
+
+
+def test_repeating_a_word_in_fields_earns_nothing_over_a_text_naming_it_once():
+    index = _index([
+        ("The user moved to Lisbon last spring and loves it", [], {}),
+        ("Prefers window seats", ["lisbon"],
+         {"city": "Lisbon", "trip": "Lisbon, Portugal", "more": ["lisbon"] * 50}),
+        ("Owns a bike", [], {}),
+        ("Drinks tea", [], {}),
+    ])  # fmt: skip
+    hits = index.keyword("Lisbon", 5, NOW, None)
+    assert _ids(hits) == ["m0", "m1"] and hits[0].score > hits[1].score
+    covered = coverages(index, "Lisbon", ["m0", "m1"])
+    assert covered["m0"] > covered["m1"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    memories=st.lists(
+        st.tuples(
+            st.lists(st.sampled_from(["tea", "cat", "red", "sun", "box"]), min_size=1, max_size=12),
+            st.lists(st.sampled_from(["tea", "cat", "map"]), max_size=4),
+        ),
+        min_size=2,
+        max_size=10,
+    ),
+    word=st.sampled_from(["tea", "cat"]),
+)
+def test_a_text_naming_the_word_ranks_above_every_field_only_match(memories, word):
+    rows = [(" ".join(text), topics, {}) for text, topics in memories]
+    index = _index(rows)
+    avgdl = index.total_len / len(rows)
+    hits = index.keyword(word, len(rows), NOW, None)
+    rank = {h.memory_id: n for n, h in enumerate(hits)}
+    in_text = [i for i, (text, _) in enumerate(memories) if word in text]
+    field_only = [i for i, (text, topics) in enumerate(memories)
+                  if word not in text and word in topics]  # fmt: skip
+    assert set(rank) == {f"m{i}" for i in in_text + field_only}
+    # BM25's length norm may put a very long text below: up to 5 times the average, never
+    bound = (1 / FIELD_WEIGHT - 1 + B) / B
+    for i in in_text:
+        if len(memories[i][0]) < bound * avgdl:
+            assert all(rank[f"m{i}"] < rank[f"m{j}"] for j in field_only)
 
 
 def test_fields_do_not_lengthen_a_memory():
