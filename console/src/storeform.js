@@ -96,7 +96,8 @@ function bodyOf(values, keys, store) {
     rerank_provider: values.rerank_provider,
     rerank_model: text(values.rerank_model),
     rerank_base_url: WITH_BASE_URL.includes(values.rerank_provider) ? text(values.rerank_base_url) : null,
-    rerank_candidates: number(values.rerank_candidates),
+    // Hidden without a reranker: what the store has (or the default) is left as it is.
+    rerank_candidates: values.rerank_provider === "none" ? (store ? store.rerank_candidates : 50) : number(values.rerank_candidates),
     dimensions: number(values.dimensions),
     aws_region: text(values.aws_region),
     redact_pii: values.redact_pii,
@@ -145,9 +146,23 @@ function describedBy(name, problems, help = true) {
   return [help ? `h-${name}` : "", problems[name] ? `p-${name}` : ""].filter(Boolean).join(" ") || undefined;
 }
 
-function KeyControl({ kind, stored, state, setState, problems }) {
+// Whether the form's provider or base URL for `kind` differs from the store's: the API then
+// drops the stored key unless a new one is sent (a key is never sent to another server).
+function movesKey(kind, values, store) {
+  if (!store) return false;
+  const provider = values[`${kind}_provider`];
+  const url = WITH_BASE_URL.includes(provider) ? values[`${kind}_base_url`].trim() || null : null;
+  return provider !== store[`${kind}_provider`] || url !== (store[`${kind}_base_url`] ?? null);
+}
+
+function KeyControl({ kind, stored, dropped, keyless, state, setState, problems }) {
   const name = keyField(kind);
-  const status = stored ? "A key is stored (it is never shown)." : "No key is stored.";
+  const status = stored
+    ? "A key is stored (it is never shown)."
+    : dropped
+      ? "The stored key is dropped with this change of provider or base URL (a key is never sent to another server)" +
+        (keyless ? "." : ": set the key for the new one.")
+      : "No key is stored.";
   return html`<div class=${`field key-field${problems[name] ? " invalid" : ""}`}>
     <span class="label" id=${`l-${name}`}>${KIND[kind].key}</span>
     <span class="help" data-key-status=${stored ? "present" : "absent"}>${status}</span>
@@ -245,7 +260,8 @@ export function StoreForm({ instance, store, onSaved }) {
           ${input(`${kind}_base_url`, { type: "url", autocomplete: "off", spellcheck: "false" })}
         <//>`}
       ${(!KEYLESS.includes(provider) || (store && store[`has_${kind}_api_key`])) && html`
-        <${KeyControl} kind=${kind} stored=${store ? store[`has_${kind}_api_key`] : false}
+        <${KeyControl} kind=${kind} stored=${Boolean(store && store[`has_${kind}_api_key`]) && !movesKey(kind, values, store)}
+          dropped=${Boolean(store && store[`has_${kind}_api_key`]) && movesKey(kind, values, store)} keyless=${KEYLESS.includes(provider)}
           state=${keys[kind]} setState=${(s) => setKeys({ ...keys, [kind]: s })} problems=${problems} />`}
       ${kind === "embed" && html`
         <${Field} name="dimensions" label="Dimensions" help="Length of every vector (1 to 8192). Changes only while the store holds no memories." problems=${problems}>

@@ -543,14 +543,31 @@ def test_a_reranker_is_chosen_with_its_key_and_candidates_and_shown_on_the_store
     console.go(f"/instances/local/agent-memory/{name}/settings")
     rerank = page.get_by_role("group", name=re.compile("Reranker"))
     expect(rerank.get_by_text("A key is stored (it is never shown).")).to_be_visible()
-    rerank.get_by_label("Provider").select_option("none")
-    rerank.get_by_role("button", name="Remove key").click()
+    # Another provider: the key stays with the one it was given for, and voyage needs its own.
+    rerank.get_by_label("Provider").select_option("voyage")
+    rerank.get_by_label("Model").fill("rerank-2")
+    expect(
+        rerank.get_by_text(re.compile("The stored key is dropped with this change"))
+    ).to_be_visible()
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.get_by_role("alert")).to_contain_text("needs rerank_api_key")
+    assert world.api.get(path).json() == stored  # nothing changed, the key kept
+    rerank.get_by_role("button", name="Set key").click()
+    page.get_by_label("New reranker API key").fill("pa-voyage-key")
     page.get_by_role("button", name="Save settings").click()
     expect(page.get_by_text("The settings were saved.")).to_be_visible()
     stored = world.api.get(path).json()
-    assert (stored["rerank_provider"], stored["rerank_model"], stored["has_rerank_api_key"]) == (
-        "none", None, False,
-    )  # fmt: skip
+    assert (stored["rerank_provider"], stored["has_rerank_api_key"]) == ("voyage", True)
+    # A value of a field the provider hides is not sent: none saves whatever Candidates held.
+    console.go(f"/instances/local/agent-memory/{name}/settings")
+    rerank = page.get_by_role("group", name=re.compile("Reranker"))
+    rerank.get_by_label("Candidates").fill("0")
+    rerank.get_by_label("Provider").select_option("none")
+    page.get_by_role("button", name="Save settings").click()
+    expect(page.get_by_text("The settings were saved.")).to_be_visible()
+    stored = world.api.get(path).json()
+    assert (stored["rerank_provider"], stored["rerank_model"], stored["has_rerank_api_key"],
+            stored["rerank_candidates"]) == ("none", None, False, 80)  # fmt: skip
 
 
 def test_the_all_stores_page_creates_a_store_on_a_database_picked_or_typed(console, world):

@@ -150,10 +150,24 @@ def test_bad_reranker_settings_are_422_naming_the_problem_and_change_nothing(api
     assert after == before  # nothing changed, the key included (has_rerank_api_key, updated_at)
 
 
-def test_changing_the_reranker_drops_its_key(api, store):
-    moved = api.put(store, json={"rerank_provider": "cohere", "rerank_base_url": None})
+def test_changing_the_reranker_drops_its_key_and_a_hosted_one_needs_a_new_one(api, store, reranker):
+    before = api.get(store).json()
+    refused = api.put(store, json={"rerank_provider": "cohere", "rerank_base_url": None,
+                                   "rerank_model": "rerank-v3.5"})  # fmt: skip
+    details = assert_error(refused, 422, "validation_error")["details"]
+    assert details == [{"field": "rerank_api_key", "problem": "required by 'cohere'"}]
+    assert api.get(store).json() == before  # nothing changed, the key kept
+    moved = api.put(store, json={"rerank_base_url": reranker.url + "/"})  # custom: keyless is fine
     assert moved.status_code == 200, moved.text
-    assert moved.json()["has_rerank_api_key"] is False
+    assert moved.json()["has_rerank_api_key"] is False  # never sent to another address
+    voyage = {"rerank_provider": "voyage", "rerank_base_url": None, "rerank_model": "rerank-2"}
+    given = api.put(store, json={**voyage, "rerank_api_key": "pa-0123456789"})
+    assert given.status_code == 200 and given.json()["has_rerank_api_key"] is True
+    for provider in ("jina", "cohere"):  # another hosted provider: its key is dropped, so refused
+        answer = api.put(store, json={"rerank_provider": provider})
+        assert assert_error(answer, 422, "validation_error")["details"][0]["field"] == (
+            "rerank_api_key"
+        )
 
 
 def test_the_python_client_reads_and_asks_for_the_rerank_stage(memory, store, reranker):

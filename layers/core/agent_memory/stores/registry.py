@@ -291,6 +291,7 @@ class Stores:
                 "The store's settings are not valid; see details.",
                 details=validation_details(exc),
             ) from exc
+        _check_hosted_reranker_key(current)
         return StoreConfig.model_validate(current, context=STORED)
 
     def delete(self, name: str) -> None:
@@ -374,4 +375,22 @@ class Stores:
             has_rerank_api_key=config.rerank_api_key_ciphertext is not None,
             has_webhook_secret=config.webhook_secret_ciphertext is not None,
             counts=counts,
+        )
+
+
+KEYED_RERANKERS = ("cohere", "voyage", "jina")
+"""Rerank providers that refuse every call without a key (their hosted APIs)."""
+
+
+def _check_hosted_reranker_key(merged: dict[str, Any]) -> None:
+    """``ValidationFailed`` naming ``rerank_api_key`` when the merged settings name a hosted
+    reranker (``KEYED_RERANKERS``) and hold no key for it: each search would call it, be refused
+    and fall back to the fused order (``"reranked": false``) without saying why. A change of
+    provider or base URL drops the stored key (``_merge``), so such a change must bring one."""
+    provider = merged.get("rerank_provider")
+    if provider in KEYED_RERANKERS and merged.get("rerank_api_key_ciphertext") is None:
+        raise ValidationFailed(
+            f"rerank_provider '{provider}' needs rerank_api_key: its API refuses calls without "
+            "one (a change of rerank provider or base URL drops the stored key; send it again).",
+            details=[{"field": "rerank_api_key", "problem": f"required by '{provider}'"}],
         )
