@@ -34,7 +34,8 @@ const KIND = {
   embed: { legend: "Embeddings (semantic and hybrid search)", key: "Embedding API key", newKey: "embedding",
     help: "none: clients send vectors with memories and searches." },
   rerank: { legend: "Reranker (orders search and recall candidates)", key: "Reranker API key", newKey: "reranker",
-    help: "none: the fused order is returned. llm: the store's language model scores the candidates. custom: Cohere's rerank shape at the base URL." },
+    help: "none: the fused order is returned. cohere, voyage, jina: their hosted APIs, with a key. bedrock: Amazon Bedrock's Rerank, " +
+      "with the AWS region below and no key. custom: Cohere's rerank shape at the base URL. llm: the store's language model scores the candidates." },
 };
 // Providers whose calls are signed by the service's role, or made with the language model's key: no key of their own.
 const KEYLESS = ["none", "bedrock", "llm"];
@@ -198,7 +199,16 @@ export function StoreForm({ instance, store, onSaved }) {
   const creating = !store;
   const set = (name) => (event) => {
     const target = event.currentTarget;
-    setValues({ ...values, [name]: target.type === "checkbox" ? target.checked : target.value });
+    const next = { ...values, [name]: target.type === "checkbox" ? target.checked : target.value };
+    if (name.endsWith("_provider")) {
+      // Another provider starts from its own model and address (the store's, when it is the
+      // store's provider again), never the previous provider's: "gpt-4o-mini" is no rerank model.
+      const kind = name.slice(0, -"_provider".length);
+      const own = store && store[name] === target.value;
+      next[`${kind}_model`] = own ? store[`${kind}_model`] || "" : "";
+      next[`${kind}_base_url`] = own ? store[`${kind}_base_url`] || "" : "";
+    }
+    setValues(next);
   };
   const input = (name, attrs = {}) => html`<input id=${`f-${name}`} name=${name} value=${values[name]}
     onInput=${set(name)} aria-invalid=${problems[name] ? "true" : undefined}

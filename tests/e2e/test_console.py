@@ -545,6 +545,7 @@ def test_a_reranker_is_chosen_with_its_key_and_candidates_and_shown_on_the_store
     expect(rerank.get_by_text("A key is stored (it is never shown).")).to_be_visible()
     # Another provider: the key stays with the one it was given for, and voyage needs its own.
     rerank.get_by_label("Provider").select_option("voyage")
+    expect(rerank.get_by_label("Model")).to_have_value("")  # not cohere's model
     rerank.get_by_label("Model").fill("rerank-2")
     expect(
         rerank.get_by_text(re.compile("The stored key is dropped with this change"))

@@ -55,8 +55,10 @@ def apply_reranker(
         placed = reranker.rerank(query, [m.text for m in candidates], limit)
     except (AgentMemoryError, SecretUnreadable) as exc:
         code = getattr(exc, "code", type(exc).__name__)
-        logger.warning(
-            "rerank failed; the fused order was kept",
+        logger.warning(  # the code and count in the text too: the local stack prints no extra
+            "rerank failed (%s, %d candidates); the fused order was kept",
+            code,
+            len(candidates),
             extra={"error": code, "candidates": len(candidates)},
         )
         return Found(list(candidates[:limit]), reranked=False)
