@@ -23,7 +23,8 @@
   when it has neither. ``ScriptedModel(supersede=False)`` (``--no-supersede``) never
   supersedes: it answers as extraction did before memories could be replaced (the
   benchmark's "plain add"). Summarization: the previous summary followed by the first sentence
-  of each folded message, cut to 1,500 characters.
+  of each folded message, cut to 1,500 characters. The ``llm`` reranker's prompt: each
+  candidate scored by the share of the query's words it holds (``overlap``).
 - ``POST /v1/embeddings``: a hashed bag of words (each lower-cased word adds a fixed random
   vector), so texts sharing words are close and the same text is identical.
 
@@ -227,6 +228,31 @@ def overlap(query: str, text: str) -> float:
     return len(wanted & found) / len(wanted) if wanted else 0.0
 
 
+_CANDIDATE = re.compile(r'^\[(\d+)\] (".*")')
+_QUERY = re.compile(r'^Query: (".*")')
+
+
+def rerank(user_prompt: str) -> dict[str, Any]:
+    """The ``llm`` reranker's rule (``agent_memory.providers.llm_reranker``): each candidate line
+    ``[n] "text"`` scored by ``overlap`` with the ``Query: "..."`` line (quoted parts read as
+    JSON strings; a cut literal's note after its closing quote is left out)."""
+    query, scores = "", []
+    for line in user_prompt.splitlines():
+        if (found := _QUERY.match(line)) is not None:
+            query = _json_prefix(found[1])
+        elif (found := _CANDIDATE.match(line)) is not None:
+            scores.append(
+                {"n": int(found[1]), "score": round(overlap(query, _json_prefix(found[2])), 4)}
+            )
+    return {"scores": scores}
+
+
+def _json_prefix(literal: str) -> str:
+    """The JSON string at the start of ``literal`` (what follows its closing quote ignored)."""
+    text, _ = json.JSONDecoder().raw_decode(literal)
+    return str(text)
+
+
 def embed(text: str, dimensions: int) -> list[float]:
     """A unit vector: the sum of one fixed random vector per word (hashed)."""
     total = np.zeros(dimensions, dtype=np.float64)
@@ -248,19 +274,24 @@ class ScriptedModel:
         self.dimensions = dimensions
 
     def count(self, kind: str) -> None:
-        """Count one request of ``kind`` (``extract``, ``summarize``, ``embed``)."""
+        """Count one request of ``kind`` (``extract``, ``summarize``, ``rerank``, ``embed``)."""
         with self.lock:
             self.counts[kind] += 1
 
     def chat(self, body: dict[str, Any]) -> dict[str, Any]:
         """A chat-completions answer to ``body``: the summary rule for a summarization prompt
-        (its system message mentions the "running summary"), else the memories rule."""
+        (its system message mentions the "running summary"), the rerank rule for the ``llm``
+        reranker's (it asks to "judge how useful each stored memory" is), else the memories
+        rule."""
         messages = body.get("messages") or []
         system = str(messages[0].get("content", "")) if messages else ""
         user = str(messages[-1].get("content", "")) if messages else ""
         if "running summary" in system:
             self.count("summarize")
             answer = summarize(user)
+        elif "judge how useful each stored memory" in system:
+            self.count("rerank")
+            answer = rerank(user)
         else:
             self.count("extract")
             answer = extract(user, self.supersede)
