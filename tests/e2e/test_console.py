@@ -1119,6 +1119,36 @@ def test_search_in_each_mode_shows_scores_and_explains_the_vector_modes(console,
     console.accessible()
 
 
+def test_search_takes_a_minimum_score_and_says_which_time_the_query_named(console, world):
+    console.expected_statuses = {422}
+    console.sign_in(f"/instances/local/agent-memory/{world.name(world.notes)}/search")
+    page = console.page
+    console.heading("Search memories")
+    expect(page.get_by_label(re.compile("Rerank with"))).to_have_count(0)  # no reranker here
+    page.get_by_label("Query", exact=True).fill("eu-west-1")
+    rows = page.locator("tbody tr")
+    page.get_by_role("button", name="Search").click()
+    expect(rows).to_have_count(1)
+    page.get_by_label("Minimum score (optional)").fill("0.99")
+    page.get_by_role("button", name="Search").click()
+    expect(page.get_by_text("Nothing matched.")).to_be_visible()
+    page.get_by_label("Minimum score (optional)").fill("2")
+    page.get_by_role("button", name="Search").click()
+    expect(page.locator("#p-min_score")).to_contain_text("less than or equal to 1")
+    page.get_by_label("Minimum score (optional)").fill("")
+    page.get_by_label("Query", exact=True).fill("deploys to eu-west-1 in May 2023")
+    page.get_by_role("button", name="Search").click()
+    said = page.locator("[data-time-window]")
+    expect(said).to_contain_text("May 2023")
+    expect(said).to_contain_text("2023-05-01T00:00:00Z to 2023-06-01T00:00:00Z")
+    expect(rows.first).to_contain_text("Deploys to eu-west-1")  # ranked, not filtered
+    page.get_by_label("Only memories of the time the query names").check()
+    page.get_by_role("button", name="Search").click()
+    expect(page.get_by_text("Nothing matched.")).to_be_visible()
+    expect(said).to_contain_text("only they are kept")
+    console.accessible()
+
+
 def test_a_memory_shows_every_field_its_source_session_and_versions_edits_and_forgets(
     console, world
 ):

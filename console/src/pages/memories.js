@@ -154,7 +154,9 @@ export function MemoriesPage({ instance, store, query }) {
 
 export function SearchPage({ instance, store }) {
   const config = useLoad(() => api("GET", storePath(instance, store)), [instance, store]);
-  const [form, setForm] = useState({ query: "", mode: "keyword", actor_id: "", limit: "10", vector: "", types: [] });
+  const [form, setForm] = useState({
+    query: "", mode: "keyword", actor_id: "", limit: "10", vector: "", types: [], min_score: "", time_filter: false, rerank: true,
+  });
   const [result, setResult] = useState(null);
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
@@ -179,6 +181,9 @@ export function SearchPage({ instance, store }) {
     if (form.actor_id.trim()) body.actor_id = form.actor_id.trim();
     if (form.types.length) body.types = form.types;
     if (vector) body.query_vector = vector;
+    if (form.min_score.trim() !== "") body.min_score = Number(form.min_score);
+    if (form.time_filter) body.time_filter = true;
+    if (store_.rerank_provider !== "none" && !form.rerank) body.rerank = false;
     setBusy(true);
     try {
       setResult(await api("POST", storePath(instance, store, "memories", "search"), { body }));
@@ -238,7 +243,27 @@ export function SearchPage({ instance, store }) {
           <input id="search-limit" type="number" min="1" max="100" value=${form.limit} onInput=${set("limit")} />
           <${FieldProblems} id="p-limit" problems=${problems.limit} />
         </div>
+        <div class=${`field${problems.min_score ? " invalid" : ""}`}>
+          <label for="search-min-score">Minimum score (optional)</label>
+          <input id="search-min-score" type="number" min="0" max="1" step="0.01" inputmode="decimal" value=${form.min_score} onInput=${set("min_score")}
+            placeholder="0: every result" aria-describedby=${problems.min_score ? "p-min_score h-min_score" : "h-min_score"}
+            aria-invalid=${problems.min_score ? "true" : undefined} />
+          <span class="help" id="h-min_score">Leave out results scoring below it, 0 to 1 (0.03 suits MiniLM-like embeddings).</span>
+          <${FieldProblems} id="p-min_score" problems=${problems.min_score} />
+        </div>
       </div>
+      <div class="field checkbox">
+        <input type="checkbox" id="search-time-filter" checked=${form.time_filter}
+          onChange=${(e) => setForm({ ...form, time_filter: e.currentTarget.checked })} aria-describedby="h-time_filter" />
+        <label for="search-time-filter">Only memories of the time the query names</label>
+        <span class="help" id="h-time_filter">A query naming a time ("in May 2023", "last week") ranks the memories of that time first; checked, it keeps only them.</span>
+      </div>
+      ${store_.rerank_provider !== "none" && html`<div class="field checkbox">
+        <input type="checkbox" id="search-rerank" checked=${form.rerank}
+          onChange=${(e) => setForm({ ...form, rerank: e.currentTarget.checked })} aria-describedby="h-rerank" />
+        <label for="search-rerank">Rerank with the store's reranker (${store_.rerank_provider})</label>
+        <span class="help" id="h-rerank">Unchecked: the first stage's order and scores.</span>
+      </div>`}
       <fieldset class="types">
         <legend>Types (none checked: every type)</legend>
         ${typesOf(store_).map((t) => html`<label class="checkbox-inline"><input type="checkbox" checked=${form.types.includes(t)} onChange=${toggleType(t)} /> ${t}</label>`)}
@@ -247,6 +272,7 @@ export function SearchPage({ instance, store }) {
     </form>`}
     ${result && html`<h2>Results</h2>
       <p class="muted" role="status">${memoryCount(result.memories.length)}, best first${result.reranked ? ", ordered by the store's reranker" : ""}${result.reranked === false ? " (the reranker failed: fused order)" : ""}. Scores are on 0 to 1 in every mode, comparable across queries (0.5: as likely relevant as not); the cosine is the raw similarity of ${mode === "keyword" ? "a vector match (none in keyword mode)" : "the memory's vector to the query's"}.</p>
+      ${result.time_window && html`<p class="muted" data-time-window>The query names a time: “<${Text} value=${result.time_window.said} />”, read as ${result.time_window.start} to ${result.time_window.end} (UTC); memories that happened then rank first${form.time_filter ? ", and only they are kept" : ""}.</p>`}
       ${result.memories.length === 0
         ? html`<${Empty} title="Nothing matched."><p>Try other words, another mode, or no actor.</p><//>`
         : html`<${MemoryRows} memories=${result.memories} instance=${instance} store=${store} scores=${true} />`}`}
