@@ -1,5 +1,5 @@
 """Fields in keyword search, measured in ``bench.retrieval``: how much a memory's topics and
-metadata values, weighted below its text (``agent_memory.search.index.FIELD_WEIGHT``, BM25F),
+metadata values, weighted below its text (``agent_memory.search.keyword.FIELD_WEIGHT``, BM25F),
 help LoCoMo's questions.
 
 LoCoMo's observations have no topics; what a memory of theirs can carry is who it is about (the
@@ -24,9 +24,10 @@ from typing import Any
 
 import numpy as np
 
-from agent_memory.search import index as search_index
+from agent_memory.search import keyword as search_keyword
 from agent_memory.search.fusion import Hit
-from agent_memory.search.index import FIELD_WEIGHT, ActorIndex
+from agent_memory.search.index import ActorIndex
+from agent_memory.search.keyword import FIELD_WEIGHT
 from agent_memory.search.selection import RowFacts
 from agent_memory.search.tokenizer import field_counts
 from bench.retrieval_signals import hit10_mean
@@ -41,12 +42,12 @@ _FAR = 2**62
 @contextmanager
 def field_weight(weight: float) -> Iterator[None]:
     """The store's ``FIELD_WEIGHT`` set to ``weight`` for the block (this process only)."""
-    before = search_index.FIELD_WEIGHT
-    search_index.FIELD_WEIGHT = weight
+    before = search_keyword.FIELD_WEIGHT
+    search_keyword.FIELD_WEIGHT = weight
     try:
         yield
     finally:
-        search_index.FIELD_WEIGHT = before
+        search_keyword.FIELD_WEIGHT = before
 
 
 class FieldIndexes:
@@ -118,7 +119,7 @@ def section(
         "## Fields",
         "",
         "A memory's topics and metadata values count in keyword search, weighted below its text "
-        f"(`agent_memory.search.index.FIELD_WEIGHT`, BM25F; the store ships {FIELD_WEIGHT:g}). "
+        f"(`agent_memory.search.keyword.FIELD_WEIGHT`, BM25F; the store ships {FIELD_WEIGHT:g}). "
         "LoCoMo's "
         "memories have no topics: each is given, as metadata, its speaker, or its speaker and "
         "the turn ids it cites. The store's index ranks the keyword list in this process at each "

@@ -9,7 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from agent_memory.search.index import FIELD_WEIGHT, ActorIndex
+from agent_memory.search.index import ActorIndex
+from agent_memory.search.keyword import FIELD_WEIGHT
 from agent_memory.search.scores import idf
 from agent_memory.search.tokenizer import FIELD_MARK, query_tokens
 

@@ -59,7 +59,7 @@ def field_counts(topics: Sequence[str], metadata: Mapping[str, Any]) -> dict[str
     """``{FIELD_MARK + token: count}`` of a memory's fields: its topics and the strings and
     numbers its metadata values hold, at any depth (not the keys, which name what a value is,
     nor booleans and nulls), tokenized as a text (``tokenize``). What keyword search matches
-    besides the text, weighted below it (``search.index.FIELD_WEIGHT``)."""
+    besides the text, weighted below it (``search.keyword.FIELD_WEIGHT``)."""
     counts: Counter[str] = Counter()
     for topic in topics:
         counts.update(tokenize(topic))
