@@ -29,7 +29,7 @@ from agent_memory.search.fusion import Hit
 from agent_memory.search.index import ActorIndex
 from agent_memory.search.keyword import FIELD_WEIGHT
 from agent_memory.search.selection import RowFacts
-from agent_memory.search.tokenizer import field_counts
+from agent_memory.search.tokenizer import field_tokens
 from bench.retrieval_signals import hit10_mean
 
 FIELD_WEIGHTS = (0.0, 0.25, 0.5, 1.0, 2.0)
@@ -72,7 +72,7 @@ class FieldIndexes:
         ones = np.ones((len(ids), 1), dtype=np.float32)
         for name in FIELD_SETS:
             index = ActorIndex(dimensions=1)
-            facts = [RowFacts(valid_from=0, fields=field_counts([], m)) for m in metadata[name]]
+            facts = [RowFacts(valid_from=0, fields=field_tokens([], m)) for m in metadata[name]]
             count = len(ids)
             index.add_many(list(ids), ones, list(texts), ["semantic"] * count, [0] * count,
                            [_FAR] * count, None, facts)  # fmt: skip

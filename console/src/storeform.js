@@ -255,6 +255,8 @@ export function StoreForm({ instance, store, onSaved }) {
 
   const providerBlock = (kind, providers) => {
     const provider = values[`${kind}_provider`];
+    const hasKey = Boolean(store && store[`has_${kind}_api_key`]);
+    const moved = movesKey(kind, values, store);
     return html`<fieldset>
       <legend>${KIND[kind].legend}</legend>
       <${Field} name=${`${kind}_provider`} label="Provider" help=${KIND[kind].help} problems=${problems}>
@@ -269,9 +271,8 @@ export function StoreForm({ instance, store, onSaved }) {
           help=${provider === "bedrock" ? BEDROCK_BASE_URL_HELP : kind === "rerank" ? RERANK_BASE_URL_HELP : BASE_URL_HELP} problems=${problems}>
           ${input(`${kind}_base_url`, { type: "url", autocomplete: "off", spellcheck: "false" })}
         <//>`}
-      ${(!KEYLESS.includes(provider) || (store && store[`has_${kind}_api_key`])) && html`
-        <${KeyControl} kind=${kind} stored=${Boolean(store && store[`has_${kind}_api_key`]) && !movesKey(kind, values, store)}
-          dropped=${Boolean(store && store[`has_${kind}_api_key`]) && movesKey(kind, values, store)} keyless=${KEYLESS.includes(provider)}
+      ${(!KEYLESS.includes(provider) || hasKey) && html`
+        <${KeyControl} kind=${kind} stored=${hasKey && !moved} dropped=${hasKey && moved} keyless=${KEYLESS.includes(provider)}
           state=${keys[kind]} setState=${(s) => setKeys({ ...keys, [kind]: s })} problems=${problems} />`}
       ${kind === "embed" && html`
         <${Field} name="dimensions" label="Dimensions" help="Length of every vector (1 to 8192). Changes only while the store holds no memories." problems=${problems}>

@@ -11,14 +11,14 @@ from agent_memory.search.index import ActorIndex
 from agent_memory.search.keyword import FIELD_WEIGHT, K1, B
 from agent_memory.search.measures import coverages
 from agent_memory.search.selection import RowFacts, Selection
-from agent_memory.search.tokenizer import FIELD_MARK, field_counts, query_tokens, tokenize
+from agent_memory.search.tokenizer import FIELD_MARK, field_tokens, query_tokens, tokenize
 
 NOW = 1_700_000_000_000
 LATER = NOW + 10**9
 
 
 def _facts(topics=(), metadata=None):
-    return RowFacts(valid_from=NOW, fields=field_counts(list(topics), metadata or {}))
+    return RowFacts(valid_from=NOW, fields=field_tokens(list(topics), metadata or {}))
 
 
 def _index(rows):
@@ -200,7 +200,7 @@ json_value = st.recursive(
     query=st.text(max_size=30),
 )
 def test_no_text_or_query_token_is_ever_a_field_token(text, topics, metadata, query):
-    fields = field_counts(topics, metadata)
+    fields = field_tokens(topics, metadata)
     assert all(token.startswith(FIELD_MARK) for token in fields)
     assert not set(tokenize(text)) & set(fields)
     assert not set(query_tokens(query)) & set(fields)

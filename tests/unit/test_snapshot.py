@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from agent_memory.search import snapshot
 from agent_memory.search.index import ActorIndex
 from agent_memory.search.selection import NEVER, UNKNOWN, RowFacts, Selection, filter_terms
-from agent_memory.search.tokenizer import field_counts
+from agent_memory.search.tokenizer import field_tokens
 
 NOW = 1_700_000_000_000
 DIM = 12
@@ -51,7 +51,7 @@ def _apply(index, vectors_by_id, operation):
         valid_until=NEVER if closed is None else NOW + closed * 1000,
         occurred=UNKNOWN if occurred is None else NOW + occurred * 1000,
         terms=filter_terms(topics, metadata),
-        fields=field_counts(topics, metadata),
+        fields=field_tokens(topics, metadata),
     )
     expires = NOW + (10**9 if expiry is None else expiry * 1000)
     vector = _unit(values)

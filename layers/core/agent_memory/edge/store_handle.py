@@ -95,22 +95,17 @@ class StoreHandle:
         the outbox; a round trip each, only when there is any. Then forget them, so that
         nothing is counted or sent twice. Counting never raises (``UsageStore.add``); queueing
         raises ``DatabaseUnavailable``."""
-        counts = self._usage
         tokens = sum(embedder.tokens for embedder in self._embedders)
         if tokens:
-            counts["embedding_tokens"] = counts.get("embedding_tokens", 0) + tokens
+            self.count_usage({"embedding_tokens": tokens})
             self._embedders.clear()
         for reranker in self._rerankers:  # the calls a hosted reranker bills
-            for counter, n in zip(("rerank_calls", "rerank_documents"), reranker.take_counts(),
-                                  strict=True):  # fmt: skip
-                if n:
-                    counts[counter] = counts.get(counter, 0) + n
+            names = ("rerank_calls", "rerank_documents")
+            self.count_usage(dict(zip(names, reranker.take_counts(), strict=True)))
         for scorer in self._scorers:  # the ``llm`` reranker's model calls
-            for counter, spent in zip(("llm_input_tokens", "llm_output_tokens"),
-                                      scorer.take_tokens(), strict=True):  # fmt: skip
-                if spent:
-                    counts[counter] = counts.get(counter, 0) + spent
-        self._usage = {}
+            names = ("llm_input_tokens", "llm_output_tokens")
+            self.count_usage(dict(zip(names, scorer.take_tokens(), strict=True)))
+        counts, self._usage = self._usage, {}
         events, self._events = self._events, []
         if any(counts.values()):
             self.runtime.usage.add(

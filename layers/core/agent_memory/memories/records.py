@@ -24,7 +24,7 @@ from agent_memory.clock import from_ms
 from agent_memory.database.keys import NO_ACTOR
 from agent_memory.memories.models import MemoryLink, MemorySource, MemoryVersion, MemoryView
 from agent_memory.search.selection import NEVER, UNKNOWN, RowFacts, filter_terms
-from agent_memory.search.tokenizer import TOKENIZER_VERSION, field_counts
+from agent_memory.search.tokenizer import TOKENIZER_VERSION, field_tokens
 
 
 class StoredSource(BaseModel):
@@ -208,7 +208,7 @@ def raw_facts(record: dict[str, Any]) -> RowFacts:
         valid_until=NEVER if valid_until is None else int(valid_until),
         occurred=UNKNOWN if occurred is None else int(occurred),
         terms=filter_terms(topics, metadata),
-        fields=field_counts(topics, metadata),
+        fields=field_tokens(topics, metadata),
     )
 
 
@@ -234,7 +234,7 @@ def record_facts(record: MemoryRecord) -> RowFacts:
         valid_until=NEVER if record.valid_until is None else record.valid_until,
         occurred=UNKNOWN if record.occurred_at is None else record.occurred_at,
         terms=filter_terms(record.topics, record.metadata),
-        fields=field_counts(record.topics, record.metadata),
+        fields=field_tokens(record.topics, record.metadata),
     )
 
 

@@ -384,9 +384,9 @@ class BedrockReranker:
     sources, the answer's ``relevanceScore`` (already in [0, 1]) orders them. Errors as
     ``providers.rerankers.Reranker.rerank``."""
 
-    def __init__(self, model: str, region: str, endpoint: _Endpoint) -> None:
+    def __init__(self, model: str, endpoint: _Endpoint) -> None:
         self.model = model
-        self._arn = model_arn(model, region)
+        self._arn = model_arn(model, endpoint.signer.region)  # the region it signs for
         self._endpoint = endpoint
 
     def __repr__(self) -> str:
@@ -507,4 +507,4 @@ def make_bedrock_reranker(
         "rerank", region, base_url, agent_runtime_url,
         allow_private=allow_private, client=client, credentials=credentials,
     )  # fmt: skip
-    return BedrockReranker(model, endpoint.signer.region, endpoint)
+    return BedrockReranker(model, endpoint)

@@ -251,9 +251,9 @@ class ActorIndex:
         self._set_facts(row, facts)
         counts = terms if terms is not None else term_counts(text)
         length = float(sum(counts.values()))  # the text's: fields have no length (b = 0)
-        self.row_tokens[row] = self._post(
-            row, {**counts, **facts.fields} if facts.fields else counts
-        )
+        if facts.fields:  # each once (a field word counts once, search.keyword)
+            counts = {**counts, **dict.fromkeys(facts.fields, 1)}
+        self.row_tokens[row] = self._post(row, counts)
         self.doclen[row] = length
         self.total_len += length
 
@@ -313,14 +313,14 @@ class ActorIndex:
                 if row_facts is not None:
                     self._set_facts(row, row_facts)
         all_counts = []
-        field_lengths: dict[int, int] = {}  # row offset -> its fields' token count
+        field_lengths: dict[int, int] = {}  # row offset -> how many field tokens it has
         for at, i in enumerate(fresh):
             given = terms[i] if terms is not None else None
             counts = given if given is not None else term_counts(texts[i])
             row_facts = facts[i] if facts is not None else None
             if row_facts is not None and row_facts.fields:
-                counts = {**counts, **row_facts.fields}
-                field_lengths[at] = sum(row_facts.fields.values())
+                counts = {**counts, **dict.fromkeys(row_facts.fields, 1)}
+                field_lengths[at] = len(row_facts.fields)
             all_counts.append(counts)
         lengths = self._post_many(start, all_counts)
         for at, field_length in field_lengths.items():  # fields have no length (b = 0)

@@ -37,7 +37,7 @@ def coverages(index: ActorIndex, text: str, memory_ids: Sequence[str]) -> dict[s
     """``search.scores.coverage`` of each memory of ``memory_ids`` that the index holds, for
     the query ``text`` (its ``query_tokens``), the words weighted by their rarity among the
     index's memories' texts. A word a memory holds only in its topics or metadata values
-    (``search.tokenizer.field_counts``) counts ``FIELD_WEIGHT`` of its weight, as in keyword
+    (``search.tokenizer.field_tokens``) counts ``FIELD_WEIGHT`` of its weight, as in keyword
     ranking. Each row's token ids (``ActorIndex.row_tokens``) say which query words it holds, a
     few lookups a row; an index read from its kept form, which has not rebuilt them, looks the
     rows up in the query words' postings instead."""

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 NEVER = 2**63 - 1
@@ -82,14 +82,14 @@ def filter_terms(topics: Sequence[str], metadata: Mapping[str, Any]) -> tuple[st
 class RowFacts:
     """What the index keeps of a memory for selections, besides its type, creation and expiry:
     when it became current and stopped being so (``NEVER`` while current), when its event
-    happened (``UNKNOWN``), and its ``filter_terms``; for keyword search, the token counts of its
-    topics and metadata values (``search.tokenizer.field_counts``)."""
+    happened (``UNKNOWN``), and its ``filter_terms``; for keyword search, the tokens of its
+    topics and metadata values (``search.tokenizer.field_tokens``)."""
 
     valid_from: int
     valid_until: int = NEVER
     occurred: int = UNKNOWN
     terms: tuple[str, ...] = ()
-    fields: Mapping[str, int] = field(default_factory=dict)
+    fields: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,8 @@ splitting the ids and the vocabulary), into an index in the compact form (``sear
 - created and expiry times per row (int64); ``valid_from``, ``valid_until`` and ``occurred`` only
   for the rows where they differ from their defaults (most rows: none);
 - the BM25 postings by token (rows and term frequencies, in the narrowest integer types that
-  hold them; field tokens too), from which the rows' lengths are summed (text tokens only);
+  hold them; field tokens too, with the list of which words are field tokens), from which the
+  rows' lengths are summed (text tokens only);
   the rows' own token lists are rebuilt only when a row is first removed
   (``ActorIndex.tokens_unknown``);
 - types and filter terms (topics, metadata pairs) as small tables; the vocabulary, ids of
@@ -50,7 +51,7 @@ from agent_memory.search.tokenizer import FIELD_MARK, TOKENIZER_VERSION
 
 FORMAT = 3
 """The layout's version; a kept form of another version is not read. 3: the postings hold the
-field tokens of topics and metadata values (``search.tokenizer.field_counts``)."""
+field tokens of topics and metadata values (``search.tokenizer.field_tokens``)."""
 MAGIC = b"KVX1"
 PART_BYTES = 256 * 1024 * 1024
 """Bytes per part of a kept form (each part is one Redis string, at most 512 MB; a section that
@@ -176,6 +177,9 @@ def _add_postings(index: ActorIndex, renumber: NDArray[np.int64], rows: int, add
     tfs = np.frombuffer(b"".join(index.posting_tfs[t].tobytes() for t in used), dtype=np.uint16)
     new_rows = renumber[old_rows] if old_rows.size else np.zeros(0, dtype=np.int64)
     add("vocabulary", json.dumps(words).encode())  # ASCII: any token, NUL or not, reads back
+    # Which of them are field tokens (none in most indexes): a load need not look at every word.
+    add("field_words", np.array([n for n, w in enumerate(words) if w.startswith(FIELD_MARK)],
+                                dtype=np.int32))  # fmt: skip
     add("posting_sizes", sizes.astype(np.uint16 if rows < 65_536 else np.uint32))
     add("posting_rows", new_rows.astype(np.uint16 if rows <= 65_536 else np.int32))
     add("posting_tfs", tfs.astype(np.uint8) if tfs.size and int(tfs.max()) < 256 else tfs)
@@ -354,9 +358,13 @@ def _load_postings(index: ActorIndex, column: Any, raw: Any, rows: int) -> None:
         index.posting_rows.append(token_rows)
         index.posting_tfs.append(token_tfs)
         at += size
-    # A row's length is its text's: field tokens (``FIELD_MARK``) have none (BM25F, b = 0).
-    in_text = np.array([not word.startswith(FIELD_MARK) for word in words], dtype=np.bool_)
-    weights = np.where(np.repeat(in_text, sizes), tfs, 0)
+    # A row's length is its text's: field tokens (``field_words``) add none.
+    weights = tfs
+    field_words = column("field_words")
+    if field_words.size:
+        in_text = np.ones(len(words), dtype=np.bool_)
+        in_text[field_words] = False
+        weights = np.where(np.repeat(in_text, sizes), tfs, 0)
     lengths = np.bincount(posting_rows, weights=weights, minlength=rows)[:rows].astype(np.float32)
     index.doclen[:rows] = lengths
     index.total_len = float(lengths.sum())

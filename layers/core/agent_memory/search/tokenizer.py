@@ -50,23 +50,24 @@ def term_counts(text: str) -> dict[str, int]:
 
 
 FIELD_MARK = " "
-"""The prefix of a field token (``field_counts``) in an index's vocabulary. No token of a text
+"""The prefix of a field token (``field_tokens``) in an index's vocabulary. No token of a text
 holds whitespace (``tokenize`` splits on it), so a field token never equals a text token and a
 query, tokenized like a text, never names one."""
 
 
-def field_counts(topics: Sequence[str], metadata: Mapping[str, Any]) -> dict[str, int]:
-    """``{FIELD_MARK + token: count}`` of a memory's fields: its topics and the strings and
-    numbers its metadata values hold, at any depth (not the keys, which name what a value is,
-    nor booleans and nulls), tokenized as a text (``tokenize``). What keyword search matches
-    besides the text, weighted below it (``search.keyword.FIELD_WEIGHT``)."""
-    counts: Counter[str] = Counter()
+def field_tokens(topics: Sequence[str], metadata: Mapping[str, Any]) -> tuple[str, ...]:
+    """The distinct tokens of a memory's fields, each ``FIELD_MARK`` + token, sorted: its
+    topics and the strings and numbers its metadata values hold, at any depth (not the keys,
+    which name what a value is, nor booleans and nulls), tokenized as a text (``tokenize``).
+    What keyword search matches besides the text, once each however often the fields repeat
+    it, weighted below the text (``search.keyword.FIELD_WEIGHT``)."""
+    tokens: set[str] = set()
     for topic in topics:
-        counts.update(tokenize(topic))
+        tokens.update(tokenize(topic))
     for value in metadata.values():
         for leaf in _leaves(value):
-            counts.update(tokenize(leaf))
-    return {FIELD_MARK + token: count for token, count in counts.items()}
+            tokens.update(tokenize(leaf))
+    return tuple(sorted(FIELD_MARK + token for token in tokens))
 
 
 def _leaves(value: Any) -> Iterator[str]:
