@@ -85,8 +85,9 @@ def messages(count: int) -> list[EventIn]:
         for session in load_conversation("locomo", Path(path), sample_id).sessions:
             for m in session.messages:
                 created = datetime.fromisoformat(m.created_at.replace("Z", "+00:00"))
-                found.append(EventIn(role=m.role, content=m.content, name=m.name,
-                                     created_at=created))  # fmt: skip
+                found.append(
+                    EventIn(role=m.role, content=m.content, name=m.name, created_at=created)
+                )
                 if len(found) == count:
                     return found
     return found
@@ -101,14 +102,28 @@ def one_run(url: str, provider: str, events: list[EventIn], keep_recent: int) ->
     control = ControlPlane(client, SystemClock())  # the function finds the instance here
     control.create_organization("bench")
     control.register_instance("bench", INSTANCE, url)
-    stores = Stores(client, INSTANCE, FernetCipher(Fernet.generate_key()), SystemClock(),
-                    allow_private_endpoints=True)  # fmt: skip
+    stores = Stores(
+        client,
+        INSTANCE,
+        FernetCipher(Fernet.generate_key()),
+        SystemClock(),
+        allow_private_endpoints=True,
+    )
     name = f"bg-{time.time_ns()}"
-    config, _ = stores.put(name, StorePut(
-        llm_provider="custom", llm_model="scripted", llm_base_url=provider,
-        embed_provider="custom", embed_model="scripted", embed_base_url=provider,
-        dimensions=384, summarize_after=1000, keep_recent=keep_recent,
-    ))  # fmt: skip
+    config, _ = stores.put(
+        name,
+        StorePut(
+            llm_provider="custom",
+            llm_model="scripted",
+            llm_base_url=provider,
+            embed_provider="custom",
+            embed_model="scripted",
+            embed_base_url=provider,
+            dimensions=384,
+            summarize_after=1000,
+            keep_recent=keep_recent,
+        ),
+    )
     sessions = Sessions(stores.client, config, stores.clock)
     session_id = "bench-session"
     arms = 0
@@ -123,22 +138,33 @@ def one_run(url: str, provider: str, events: list[EventIn], keep_recent: int) ->
     before = httpx.get(provider.rsplit("/v1", 1)[0] + "/stats").json()
     env = {
         **os.environ,
-        "PARAMETERS": json.dumps({"ControlRedisUrl": url, "SubnetIds": "", "SecurityGroupIds": "",
-                                  "LogRetentionDays": "30", "LogLevel": "WARN"}),
+        "PARAMETERS": json.dumps(
+            {
+                "ControlRedisUrl": url,
+                "SubnetIds": "",
+                "SecurityGroupIds": "",
+                "LogRetentionDays": "30",
+                "LogLevel": "WARN",
+            }
+        ),
         "EVENT": json.dumps(target.event()),
         "KIVIDB_SCHEDULER": "local",
         "KIVIDB_ALLOW_PRIVATE_ENDPOINTS": "1",
         "KIVIDB_SECRET_KEY": Fernet.generate_key().decode(),
         "POWERTOOLS_METRICS_DISABLED": "true",
-    }  # fmt: skip
+    }
     # The run needs no quiet period: ask for it as POST .../extract does.
     from agent_memory.background.triggers import request_extraction
 
     request_extraction(client, config, session_id, SystemClock())
     child = subprocess.run(
         [sys.executable, "-c", CHILD.format(template=str(ROOT / "template.yaml"))],
-        env=env, capture_output=True, text=True, timeout=900, cwd=ROOT,
-    )  # fmt: skip
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        cwd=ROOT,
+    )
     if child.returncode != 0:
         raise RuntimeError(child.stderr[-3000:])
     result: dict[str, Any] = json.loads(child.stdout.strip().splitlines()[-1])
@@ -166,9 +192,10 @@ def main(argv: list[str] | None = None) -> int:
         database = start_redis_server(Path(data), persist=False)
         port = free_port()
         provider = subprocess.Popen(
-            [sys.executable, "-m", "tools.scripted_model", "--port", str(port)], cwd=ROOT,
+            [sys.executable, "-m", "tools.scripted_model", "--port", str(port)],
+            cwd=ROOT,
             stdout=subprocess.DEVNULL,
-        )  # fmt: skip
+        )
         url = f"http://127.0.0.1:{port}/v1"
         try:
             for _ in range(100):
@@ -199,8 +226,9 @@ def report(results: list[dict[str, Any]], args: argparse.Namespace, count: int) 
     answer = first["answer"]
     calls = first["calls"]
     peak = med("peak_mb")
-    head = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"],
-                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True, text=True
+    ).stdout.strip()
     lines = [
         "# Background work on one long session",
         "",

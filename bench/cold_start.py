@@ -162,8 +162,9 @@ def run_case(size: int, redis_url: str, args: argparse.Namespace) -> Outcome:
             INSTANCE, case.store, dimensions=case.dims, dedupe_threshold=1.0, redact_pii=False
         )
         store = memory.store(INSTANCE, case.store)
-        config = Stores(text_client, INSTANCE, FernetCipher(Fernet.generate_key()),
-                        SystemClock()).get(case.store)  # fmt: skip
+        config = Stores(
+            text_client, INSTANCE, FernetCipher(Fernet.generate_key()), SystemClock()
+        ).get(case.store)
         with tqdm(desc=f"{case.label}: seed", total=size, leave=False) as bar:
             seeded = seed(binary, config, corpus, size, bar)
         prepare_sessions(store, corpus)
@@ -176,8 +177,15 @@ def run_case(size: int, redis_url: str, args: argparse.Namespace) -> Outcome:
     outcome.record_bytes = int(binary.memory_usage(actor.memories) or 0)
     vectors = [q.vector for q in queries]
     outcome.scan = timed(cycling(vectors, lambda v: exact_top(seeded.matrix, v)), args.requests)
-    memories = Memories(text_client, binary, config, SystemClock(), NoEmbedder(case.dims),
-                        IndexCache(INDEX_CACHE_MB * 2**20), "bench")  # fmt: skip
+    memories = Memories(
+        text_client,
+        binary,
+        config,
+        SystemClock(),
+        NoEmbedder(case.dims),
+        IndexCache(INDEX_CACHE_MB * 2**20),
+        "bench",
+    )
     relevant = cycling(queries, lambda q: memories.relevant(ACTOR, q.text, q.values, LIMIT))
     relevant()  # loads the kept index
     relevant()  # reads its exact vectors in the background
@@ -207,8 +215,9 @@ def check(redis_url: str, case: Case, corpus: Corpus, seeded: Seeded, outcome: O
     with local_stack(redis_url) as (url, _), memory_client(url) as memory:
         store = memory.store(INSTANCE, case.store)
         for q in checks:
-            answer = store.search(q.text, mode="semantic", actor_id=ACTOR, limit=LIMIT,
-                                  query_vector=q.values)  # fmt: skip
+            answer = store.search(
+                q.text, mode="semantic", actor_id=ACTOR, limit=LIMIT, query_vector=q.values
+            )
             want = [seeded.ids[i] for i in exact_top(seeded.matrix, q.vector)]
             outcome.identical += [m.id for m in answer.memories] == want
             outcome.checked += 1

@@ -115,12 +115,30 @@ class Database:
             raise FileNotFoundError("redis-server")
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.process = subprocess.Popen(
-            [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--dir", str(self.data_dir),
-             "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-             "--enable-debug-command", "local", "--logfile", "redis.log"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--dir",
+                str(self.data_dir),
+                "--save",
+                "",
+                "--appendonly",
+                "yes",
+                "--appendfsync",
+                "always",
+                "--enable-debug-command",
+                "local",
+                "--logfile",
+                "redis.log",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
             preexec_fn=_parent_death_signal(),
-        )  # fmt: skip
+        )
         client = self.admin(timeout=0.5)
         deadline = time.monotonic() + timeout
         while True:
@@ -135,9 +153,12 @@ class Database:
     def admin(self, timeout: float = 5.0) -> redis.Redis:
         """A client of its own (not the stack's), for the faults and for reading the server."""
         return redis.Redis(
-            host="127.0.0.1", port=self.port, socket_timeout=timeout,
-            socket_connect_timeout=timeout, decode_responses=True,
-        )  # fmt: skip
+            host="127.0.0.1",
+            port=self.port,
+            socket_timeout=timeout,
+            socket_connect_timeout=timeout,
+            decode_responses=True,
+        )
 
     def kill(self) -> None:
         """SIGKILL: the server dies at once, every connection with it."""
@@ -360,11 +381,19 @@ def make_stores(w: World, tag: str) -> tuple[str, str]:
     url = w.provider.url
     with w.memory() as client:
         client.put_store("local", vectors, dimensions=8, **common)
-        client.put_store("local", models,
-            llm_provider="custom", llm_model="scripted", llm_base_url=url,
-            embed_provider="custom", embed_model="scripted", embed_base_url=url,
-            dimensions=384, extraction_delay_seconds=30, **common,
-        )  # fmt: skip
+        client.put_store(
+            "local",
+            models,
+            llm_provider="custom",
+            llm_model="scripted",
+            llm_base_url=url,
+            embed_provider="custom",
+            embed_model="scripted",
+            embed_base_url=url,
+            dimensions=384,
+            extraction_delay_seconds=30,
+            **common,
+        )
     return f"{base}/{vectors}", f"{base}/{models}"
 
 
@@ -425,7 +454,7 @@ FAULTS: dict[str, tuple[Inject, str]] = {
     "provider-trickle": (_provider("trickle"), "provider sends its answer 1 byte every 2 s"),
     "provider-garbage": (_provider("garbage"), "provider answers 200 with a body not JSON"),
     "provider-wrong-shape": (_provider("wrong-shape"), "provider answers 200, JSON, wrong shape"),
-}  # fmt: skip
+}
 
 
 @dataclass
@@ -456,8 +485,9 @@ class FaultRun:
 
     def missing_retry_after(self, code: str) -> int:
         """503 answers with error ``code`` that carry no ``Retry-After``."""
-        return sum(1 for a in self.answers
-                   if a.status == 503 and a.code == code and not a.retry_after)  # fmt: skip
+        return sum(
+            1 for a in self.answers if a.status == 503 and a.code == code and not a.retry_after
+        )
 
     @property
     def unanswered(self) -> int:
@@ -474,8 +504,11 @@ class FaultRun:
     @property
     def server_errors(self) -> int:
         """Answers 500 and other 5xx than 502 and 503 (504 included): each is a bug."""
-        return sum(1 for a in self.answers if a.status is not None and a.status >= 500
-                   and a.status not in (502, 503))  # fmt: skip
+        return sum(
+            1
+            for a in self.answers
+            if a.status is not None and a.status >= 500 and a.status not in (502, 503)
+        )
 
     def rate(self) -> float:
         """Calls answered per second over the traffic's whole time."""
@@ -518,8 +551,16 @@ def run_fault(
             http = w.client()
             clients.append(http)
             kind = "v" if dims else "m"
-            agents.append(Agent(httpx_transport(http), store, f"{tag}-{kind}{n}", dimensions=dims,
-                                extract=dims is None, seed=n))  # fmt: skip
+            agents.append(
+                Agent(
+                    httpx_transport(http),
+                    store,
+                    f"{tag}-{kind}{n}",
+                    dimensions=dims,
+                    extract=dims is None,
+                    seed=n,
+                )
+            )
     stop = threading.Event()
 
     def loop(agent: Agent) -> None:
@@ -572,12 +613,20 @@ def run_fault(
 
 
 def _commit() -> str:
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                          text=True, check=False).stdout.strip()  # fmt: skip
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
     dirty = subprocess.run(
         ["git", "status", "--porcelain", "--", "layers", "functions", "local", "template.yaml"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    ).stdout.strip()  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
     return head + (" (with uncommitted changes in layers/, functions/ or local/)" if dirty else "")
 
 
@@ -674,8 +723,14 @@ def write_results(by_fault: dict[str, list[FaultRun]], args: argparse.Namespace)
     return "\n".join(lines)
 
 
-COLOURS = {"2xx": "#55a868", "503": "#dd8452", "502": "#8172b3", "4xx": "#4c72b0",
-           "500": "#c44e52", "none": "black"}  # fmt: skip
+COLOURS = {
+    "2xx": "#55a868",
+    "503": "#dd8452",
+    "502": "#8172b3",
+    "4xx": "#4c72b0",
+    "500": "#c44e52",
+    "none": "black",
+}
 
 
 def _kind(answer: Answer) -> str:
@@ -706,9 +761,13 @@ def plot(by_fault: dict[str, list[FaultRun]], path: Path) -> None:
             picked = [a for a in run.answers if _kind(a) == kind]
             if picked:
                 label = kind if kind != "none" else "no answer"
-                ax.scatter([a.start - run.begin for a in picked],
-                           [max(a.seconds, 1e-4) * 1000 for a in picked],
-                           s=4, color=colour, label=label)  # fmt: skip
+                ax.scatter(
+                    [a.start - run.begin for a in picked],
+                    [max(a.seconds, 1e-4) * 1000 for a in picked],
+                    s=4,
+                    color=colour,
+                    label=label,
+                )
         ax.axvspan(0, run.end - run.begin, color="#eeeeee", zorder=0)
         ax.axhline(FUNCTION_TIMEOUT * 1000, color="#c44e52", linewidth=0.6, linestyle=":")
         ax.set_yscale("log")
@@ -723,8 +782,9 @@ def plot(by_fault: dict[str, list[FaultRun]], path: Path) -> None:
                 handles.append(h)
                 labels.append(lab)
     fig.legend(handles, labels, loc="upper right", fontsize=8, markerscale=3)
-    fig.supxlabel("seconds since the fault began (grey: the fault; dotted: 10 s function timeout)",
-                  fontsize=9)  # fmt: skip
+    fig.supxlabel(
+        "seconds since the fault began (grey: the fault; dotted: 10 s function timeout)", fontsize=9
+    )
     fig.supylabel("answer latency, ms (log)", fontsize=9)
     fig.tight_layout()
     fig.savefig(path, dpi=100)

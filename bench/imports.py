@@ -129,9 +129,14 @@ class Seeded:
             "demo-session", EventsRequest.model_validate(body("add_events"))
         )
         memories = Memories(
-            client, redis_client(self.url, binary=True), config, clock, NoEmbedder(1536),
-            IndexCache(), "local",
-        )  # fmt: skip
+            client,
+            redis_client(self.url, binary=True),
+            config,
+            clock,
+            NoEmbedder(1536),
+            IndexCache(),
+            "local",
+        )
         memories.add(MemoryIn.model_validate(body("add_memory")))
 
     def stop(self) -> None:

@@ -120,8 +120,12 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         database = start_redis_server(folder / "redis", persist=False)
         try:
-            env = {"REDIS_URL": database.url, "KIVIDB_API_KEY": API_KEY,
-                   "KIVIDB_LOCAL_DIR": str(folder / "local"), "KIVIDB_WORKERS": "2"}  # fmt: skip
+            env = {
+                "REDIS_URL": database.url,
+                "KIVIDB_API_KEY": API_KEY,
+                "KIVIDB_LOCAL_DIR": str(folder / "local"),
+                "KIVIDB_WORKERS": "2",
+            }
             with running_stack(env, log=folder / "stack.log") as (url, _):
                 client = redis_client(database.url)
                 control = ControlPlane(client, SystemClock(), release_hold_seconds=0)
@@ -151,15 +155,23 @@ def main(argv: list[str] | None = None) -> int:
                     later = [t for t in seen.accepted_at if t >= start + 1.0]
                     rate = len(later) / (args.seconds - 1.0)
                     take_ms, auth_ms = cost(limits, control, flooder, flood_key)
-                    rows.append({
-                        "accepted_per_s": rate, "ratio": rate / args.rate,
-                        "refused": seen.statuses[429], "other": sum(
-                            n for s, n in seen.statuses.items() if s not in (200, 429)),
-                        "no_retry_after": seen.refusals_without_retry_after,
-                        "quiet_alone_ms": alone, "quiet_beside_ms": beside[0],
-                        "quiet_ratio": beside[0] / alone, "take_ms": take_ms, "auth_ms": auth_ms,
-                        "take_ratio": take_ms / auth_ms,
-                    })  # fmt: skip
+                    rows.append(
+                        {
+                            "accepted_per_s": rate,
+                            "ratio": rate / args.rate,
+                            "refused": seen.statuses[429],
+                            "other": sum(
+                                n for s, n in seen.statuses.items() if s not in (200, 429)
+                            ),
+                            "no_retry_after": seen.refusals_without_retry_after,
+                            "quiet_alone_ms": alone,
+                            "quiet_beside_ms": beside[0],
+                            "quiet_ratio": beside[0] / alone,
+                            "take_ms": take_ms,
+                            "auth_ms": auth_ms,
+                            "take_ratio": take_ms / auth_ms,
+                        }
+                    )
                     print(f"run {run + 1}: {rows[-1]}")
         finally:
             database.stop()

@@ -161,8 +161,10 @@ def scripted_provider() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "tools.scripted_model", "--port", str(port)],
-        cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -180,11 +182,20 @@ def scripted_provider() -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
 
 def make_store(client: MemoryClient, name: str, provider: str) -> str:
     """A new store ``name`` of instance ``local`` on the scripted ``provider``; its path."""
-    client.put_store("local", name,
-        llm_provider="custom", llm_model="scripted", llm_base_url=provider,
-        embed_provider="custom", embed_model="scripted", embed_base_url=provider,
-        dimensions=384, extraction_delay_seconds=30, summarize_after=1000, dedupe_threshold=1.0,
-    )  # fmt: skip
+    client.put_store(
+        "local",
+        name,
+        llm_provider="custom",
+        llm_model="scripted",
+        llm_base_url=provider,
+        embed_provider="custom",
+        embed_model="scripted",
+        embed_base_url=provider,
+        dimensions=384,
+        extraction_delay_seconds=30,
+        summarize_after=1000,
+        dedupe_threshold=1.0,
+    )
     return f"{BASE}/{name}"
 
 
@@ -217,22 +228,52 @@ class Phase:
         return sum(1 for a in self.ledger.answers if not a.ok)
 
 
-def run_locust(url: str, store: str, *, users: int, seconds: float, wait: float, tag: str,
-               folder: Path) -> Phase:  # fmt: skip
+def run_locust(
+    url: str, store: str, *, users: int, seconds: float, wait: float, tag: str, folder: Path
+) -> Phase:
     """Run ``bench/locustfile.py`` headless against ``url``; its users' ledger and rate."""
     ledger_path = folder / f"{tag}-ledger.json"
     csv = folder / tag
-    env = {**os.environ, "KIVIDB_LOAD_STORE": store, "KIVIDB_LOAD_KEY": API_KEY,
-           "KIVIDB_LOAD_TAG": tag, "KIVIDB_LOAD_WAIT": f"{wait:g}",
-           "KIVIDB_LOAD_LEDGER": str(ledger_path)}  # fmt: skip
+    env = {
+        **os.environ,
+        "KIVIDB_LOAD_STORE": store,
+        "KIVIDB_LOAD_KEY": API_KEY,
+        "KIVIDB_LOAD_TAG": tag,
+        "KIVIDB_LOAD_WAIT": f"{wait:g}",
+        "KIVIDB_LOAD_LEDGER": str(ledger_path),
+    }
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     subprocess.run(
-        [sys.executable, "-m", "locust", "-f", str(ROOT / "bench" / "locustfile.py"),
-         "--headless", "-u", str(users), "-r", str(users), "-t", f"{seconds:g}s",
-         "--stop-timeout", "40", "--host", url, "--csv", str(csv), "--only-summary",
-         "--loglevel", "WARNING", "--exit-code-on-error", "0"],
-        cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "locust",
+            "-f",
+            str(ROOT / "bench" / "locustfile.py"),
+            "--headless",
+            "-u",
+            str(users),
+            "-r",
+            str(users),
+            "-t",
+            f"{seconds:g}s",
+            "--stop-timeout",
+            "40",
+            "--host",
+            url,
+            "--csv",
+            str(csv),
+            "--only-summary",
+            "--loglevel",
+            "WARNING",
+            "--exit-code-on-error",
+            "0",
+        ],
+        cwd=ROOT,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     ledger = Ledger.load(json.loads(ledger_path.read_text(encoding="utf-8")))
@@ -281,12 +322,20 @@ class Run:
 
 
 def _commit() -> str:
-    head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                          text=True, check=False).stdout.strip()  # fmt: skip
+    head = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
     dirty = subprocess.run(
         ["git", "status", "--porcelain", "--", "layers", "functions", "local", "template.yaml"],
-        cwd=ROOT, capture_output=True, text=True, check=False,
-    ).stdout.strip()  # fmt: skip
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    ).stdout.strip()
     return head + (" (with uncommitted changes in layers/, functions/ or local/)" if dirty else "")
 
 
@@ -300,17 +349,26 @@ def route_table(runs: list[Run]) -> list[tuple[str, int, float, float, float, fl
     rows: list[tuple[str, int, float, float, float, float, int]] = []
     for route in ROUTES:
         load50 = [_median(r.load.latencies(route)) for r in runs if r.load.latencies(route)]
-        load99 = [percentile(r.load.latencies(route), 99) for r in runs
-                  if r.load.latencies(route)]  # fmt: skip
-        base50 = [_median(r.baseline.latencies(route)) for r in runs
-                  if r.baseline.latencies(route)]  # fmt: skip
-        base99 = [percentile(r.baseline.latencies(route), 99) for r in runs
-                  if r.baseline.latencies(route)]  # fmt: skip
+        load99 = [percentile(r.load.latencies(route), 99) for r in runs if r.load.latencies(route)]
+        base50 = [_median(r.baseline.latencies(route)) for r in runs if r.baseline.latencies(route)]
+        base99 = [
+            percentile(r.baseline.latencies(route), 99) for r in runs if r.baseline.latencies(route)
+        ]
         calls = sum(len(r.load.latencies(route)) for r in runs)
-        errors = sum(1 for r in runs for a in r.load.ledger.answers
-                     if a.route == route and not a.ok)  # fmt: skip
-        rows.append((route, calls, _median(load50), _median(load99), _median(base50),
-                     _median(base99), errors))  # fmt: skip
+        errors = sum(
+            1 for r in runs for a in r.load.ledger.answers if a.route == route and not a.ok
+        )
+        rows.append(
+            (
+                route,
+                calls,
+                _median(load50),
+                _median(load99),
+                _median(base50),
+                _median(base99),
+                errors,
+            )
+        )
     return rows
 
 
@@ -321,8 +379,11 @@ def write_results(runs: list[Run], check: Check, waited: float, args: argparse.N
     answers = [a for r in runs for a in r.load.ledger.answers]
     kinds = statuses(answers)
     base_kinds = statuses(a for r in runs for a in r.baseline.ledger.answers)
-    pace = (f"each waiting 0 to {args.wait:g} s between calls" if args.wait > 0
-            else "each calling back to back")  # fmt: skip
+    pace = (
+        f"each waiting 0 to {args.wait:g} s between calls"
+        if args.wait > 0
+        else "each calling back to back"
+    )
     peak = {name: max(r.peaks.get(name, 0.0) for r in runs) for name in runs[0].peaks}
     lines = [
         "# Load",
@@ -376,21 +437,26 @@ def write_results(runs: list[Run], check: Check, waited: float, args: argparse.N
     ]
     for route, calls, p50, p99, b50, b99, errors in route_table(runs):
         ratio = f"{p50 / b50:.1f}x" if b50 == b50 and b50 > 0 else "-"
-        lines.append(f"| {route} | {calls:,} | {p50:.1f} | {p99:.1f} | {b50:.1f} | {b99:.1f} | "
-                     f"{ratio} | {errors} |")  # fmt: skip
+        lines.append(
+            f"| {route} | {calls:,} | {p50:.1f} | {p99:.1f} | {b50:.1f} | {b99:.1f} | "
+            f"{ratio} | {errors} |"
+        )
     lines += [
         "",
-        "Per run: " + "; ".join(
+        "Per run: "
+        + "; ".join(
             f"{r.load.rate():.0f} calls/s (baseline {r.baseline.rate():.0f}), stack peak "
-            f"{r.peaks.get('stack', 0):.0f} MB" for r in runs
-        ) + ".",
+            f"{r.peaks.get('stack', 0):.0f} MB"
+            for r in runs
+        )
+        + ".",
         "",
         f"Command: `make bench-load` (`python -m bench.load --runs {args.runs} --seconds "
         f"{args.seconds:g} --users {args.users} --wait {args.wait:g}`).",
         "",
         "![load](load.png)",
         "",
-    ]  # fmt: skip
+    ]
     return "\n".join(lines)
 
 
@@ -405,14 +471,14 @@ def plot(runs: list[Run], series: list[tuple[float, dict[str, float]]], path: Pa
     rows = route_table(runs)
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 4.5), width_ratios=[3, 2])
     ys = range(len(rows))
-    left.barh([y - 0.3 for y in ys], [r[4] for r in rows], 0.2, color="#999999",
-              label="baseline p50")  # fmt: skip
-    left.barh([y - 0.1 for y in ys], [r[5] for r in rows], 0.2, color="#cccccc",
-              label="baseline p99")  # fmt: skip
-    left.barh([y + 0.1 for y in ys], [r[2] for r in rows], 0.2, color="#4c72b0",
-              label="load p50")  # fmt: skip
-    left.barh([y + 0.3 for y in ys], [r[3] for r in rows], 0.2, color="#dd8452",
-              label="load p99")  # fmt: skip
+    left.barh(
+        [y - 0.3 for y in ys], [r[4] for r in rows], 0.2, color="#999999", label="baseline p50"
+    )
+    left.barh(
+        [y - 0.1 for y in ys], [r[5] for r in rows], 0.2, color="#cccccc", label="baseline p99"
+    )
+    left.barh([y + 0.1 for y in ys], [r[2] for r in rows], 0.2, color="#4c72b0", label="load p50")
+    left.barh([y + 0.3 for y in ys], [r[3] for r in rows], 0.2, color="#dd8452", label="load p99")
     left.set_yticks(list(ys), [r[0] for r in rows])
     left.set_xscale("log")
     left.set_xlabel("milliseconds (log; medians over runs)")
@@ -455,11 +521,19 @@ def main(argv: list[str] | None = None) -> int:
         database = start_redis_server(folder / "redis", persist=False)
         try:
             redis_pid = int(redis.Redis.from_url(database.url).info("server")["process_id"])
-            with scripted_provider() as (provider, model_process), running_stack({
-                "REDIS_URL": database.url, "KIVIDB_API_KEY": API_KEY,
-                "KIVIDB_LOCAL_DIR": str(folder / "local"), "KIVIDB_WORKERS": str(args.workers),
-                "KIVIDB_ALLOW_PRIVATE_ENDPOINTS": "1",
-            }, log=folder / "stack.log") as (url, process):  # fmt: skip
+            with (
+                scripted_provider() as (provider, model_process),
+                running_stack(
+                    {
+                        "REDIS_URL": database.url,
+                        "KIVIDB_API_KEY": API_KEY,
+                        "KIVIDB_LOCAL_DIR": str(folder / "local"),
+                        "KIVIDB_WORKERS": str(args.workers),
+                        "KIVIDB_ALLOW_PRIVATE_ENDPOINTS": "1",
+                    },
+                    log=folder / "stack.log",
+                ) as (url, process),
+            ):
                 trees = {"stack": process.pid, "redis": redis_pid, "provider": model_process.pid}
                 with (
                     RssSampler(trees) as sampler,
@@ -470,23 +544,40 @@ def main(argv: list[str] | None = None) -> int:
                     for n in range(args.runs):
                         tag = f"load{n + 1}-{time.monotonic_ns() % 10**8}"
                         store = make_store(client, f"{tag}-baseline", provider)
-                        baseline = run_locust(url, store, users=1, seconds=args.baseline_seconds,
-                                              wait=0.0, tag=f"{tag}b", folder=folder)  # fmt: skip
+                        baseline = run_locust(
+                            url,
+                            store,
+                            users=1,
+                            seconds=args.baseline_seconds,
+                            wait=0.0,
+                            tag=f"{tag}b",
+                            folder=folder,
+                        )
                         stores.append(store)
                         store = make_store(client, f"{tag}-load", provider)
                         sampler.reset()
                         cpu = sampler.cpu()
-                        load = run_locust(url, store, users=args.users, seconds=args.seconds,
-                                          wait=args.wait, tag=f"{tag}l", folder=folder)  # fmt: skip
+                        load = run_locust(
+                            url,
+                            store,
+                            users=args.users,
+                            seconds=args.seconds,
+                            wait=args.wait,
+                            tag=f"{tag}l",
+                            folder=folder,
+                        )
                         used = {k: v - cpu[k] for k, v in sampler.cpu().items()}
                         used["locust"] = load.locust_cpu
                         stores.append(store)
                         runs.append(Run(baseline, load, sampler.reset(), used))
                         ledgers += [baseline.ledger, load.ledger]
                         peak = runs[-1].peaks["stack"]
-                        print(f"run {n + 1}: {load.rate():.0f} calls/s under load, "
-                              f"{baseline.rate():.0f} baseline, {load.errors()} errors, "
-                              f"stack peak {peak:.0f} MB", flush=True)  # fmt: skip
+                        print(
+                            f"run {n + 1}: {load.rate():.0f} calls/s under load, "
+                            f"{baseline.rate():.0f} baseline, {load.errors()} errors, "
+                            f"stack peak {peak:.0f} MB",
+                            flush=True,
+                        )
                     waited = wait_for_extraction(client, stores, limit=180)
                     check = Check()
                     for ledger in ledgers:

@@ -41,8 +41,9 @@ class AgentUser(FastHttpUser):  # type: ignore[misc,unused-ignore]
     connection_timeout = CLIENT_TIMEOUT
 
     def on_start(self) -> None:
-        self.agent = Agent(self.send, STORE, f"{TAG}-u{next(NUMBERS)}", dimensions=None,
-                           extract=True)  # fmt: skip
+        self.agent = Agent(
+            self.send, STORE, f"{TAG}-u{next(NUMBERS)}", dimensions=None, extract=True
+        )
         AGENTS.append(self.agent)
 
     def send(self, method: str, path: str, body: dict[str, Any] | None, route: Route) -> Reply:

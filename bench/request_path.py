@@ -78,8 +78,13 @@ def gateway(url: str, folder: Path) -> Gateway:
     secret_key(folder)
     os.environ["KIVIDB_SECRET_KEY_FILE"] = str(folder / "secret.key")
     bootstrap(url, folder, API_KEY)
-    parameters = {"ControlRedisUrl": url, "SubnetIds": "", "SecurityGroupIds": "",
-                  "LogRetentionDays": "30", "LogLevel": "WARN"}  # fmt: skip
+    parameters = {
+        "ControlRedisUrl": url,
+        "SubnetIds": "",
+        "SecurityGroupIds": "",
+        "LogRetentionDays": "30",
+        "LogLevel": "WARN",
+    }
     os.environ[PARAMETERS_ENV] = json.dumps(parameters)
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     api = read_http_api(ROOT / "template.yaml", parameters)
@@ -108,13 +113,18 @@ async def prepare(call: Call) -> None:
     assert status in (200, 201), answer
     for n in range(20):
         vector = [1.0 if i == n % 8 else 0.1 for i in range(8)]
-        memory = {"text": f"Ann fact number {n} about tea and travel", "actor_id": "ann",
-                  "vector": vector}  # fmt: skip
+        memory = {
+            "text": f"Ann fact number {n} about tea and travel",
+            "actor_id": "ann",
+            "vector": vector,
+        }
         status, answer = await call("POST", f"{STORE}/memories", memory)
         assert status in (200, 201), answer
     for n in range(20):
-        events = [{"role": "user", "content": f"question {n} on tea"},
-                  {"role": "assistant", "content": f"answer {n}"}]  # fmt: skip
+        events = [
+            {"role": "user", "content": f"question {n} on tea"},
+            {"role": "assistant", "content": f"answer {n}"},
+        ]
         turn = {"actor_id": "ann", "events": events}
         status, answer = await call("POST", f"{STORE}/sessions/read/events", turn)
         assert status == 200, answer
@@ -214,11 +224,21 @@ def report(found: dict[str, Any], count: int, runs: int) -> str:
             f"| {route} | {median:.2f} ms | {min(p50s):.2f} - {max(p50s):.2f} | "
             f"{median / rpush:.1f}x | {trips:.1f} | {commands:.1f} |"
         )
-    lines += ["", f"Baseline: bare `RPUSH` p50 {rpush:.3f} ms.", "",
-              "Command: `make bench-request-path` (`python -m bench.request_path`)."]  # fmt: skip
+    lines += [
+        "",
+        f"Baseline: bare `RPUSH` p50 {rpush:.3f} ms.",
+        "",
+        "Command: `make bench-request-path` (`python -m bench.request_path`).",
+    ]
     for route, text in found.get("profiles", []):
-        lines += ["", f"## Profile: {route} (cProfile, cumulative time, top 25)", "", "```",
-                  text.strip(), "```"]  # fmt: skip
+        lines += [
+            "",
+            f"## Profile: {route} (cProfile, cumulative time, top 25)",
+            "",
+            "```",
+            text.strip(),
+            "```",
+        ]
     return "\n".join(lines) + "\n"
 
 
@@ -227,8 +247,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--requests", type=int, default=500)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--profile", choices=ROUTES, action="append", default=[],
-                        help="a route to profile (may be given more than once)")  # fmt: skip
+    parser.add_argument(
+        "--profile",
+        choices=ROUTES,
+        action="append",
+        default=[],
+        help="a route to profile (may be given more than once)",
+    )
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="kividb-request-path-") as folder:

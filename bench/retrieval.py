@@ -156,9 +156,13 @@ def load_conversations(path: Path) -> list[Conversation]:
                     when.append(dates.get(int(number[1])) if number else None)
                     speakers.append(speaker)
         conversation = Conversation(
-            sample["sample_id"], facts, [], dates=when, reference=max(dates.values(), default=None),
+            sample["sample_id"],
+            facts,
+            [],
+            dates=when,
+            reference=max(dates.values(), default=None),
             speakers=speakers,
-        )  # fmt: skip
+        )
         for qa in sample["qa"]:
             category = qa["category"]
             if category not in CATEGORIES:
@@ -344,9 +348,14 @@ def _hits(memories: list[MemoryView]) -> list[Hit]:
 
 
 def _scored(
-    sample_id: str, own: bool, mode: str, question: Question, words: Words,
-    memories: list[MemoryView], cites: Mapping[str, frozenset[str]],
-) -> Scored:  # fmt: skip
+    sample_id: str,
+    own: bool,
+    mode: str,
+    question: Question,
+    words: Words,
+    memories: list[MemoryView],
+    cites: Mapping[str, frozenset[str]],
+) -> Scored:
     """A ``Scored`` row of one search's results (``bench.retrieval_scores``)."""
     results = tuple(
         Result(
@@ -396,12 +405,24 @@ def _reranked(
 ) -> None:
     """Give the store the loopback reranker and ask each question once more, hybrid, reranked:
     the ``RERANKED`` row of ``outcomes`` (in ``conversation.questions`` order) and its time."""
-    memory.put_store("local", name, rerank_provider="custom", rerank_model="word-overlap",
-                     rerank_base_url=rerank_url, rerank_candidates=RERANK_CANDIDATES)  # fmt: skip
+    memory.put_store(
+        "local",
+        name,
+        rerank_provider="custom",
+        rerank_model="word-overlap",
+        rerank_base_url=rerank_url,
+        rerank_candidates=RERANK_CANDIDATES,
+    )
     for question, outcome in zip(conversation.questions, outcomes, strict=True):
         began = time.perf_counter()
-        found = store.search(question.text, mode="hybrid", actor_id=actor, limit=LIMIT,
-                             min_score=0, reference_time=conversation.reference)  # fmt: skip
+        found = store.search(
+            question.text,
+            mode="hybrid",
+            actor_id=actor,
+            limit=LIMIT,
+            min_score=0,
+            reference_time=conversation.reference,
+        )
         timing.search_ms.setdefault(RERANKED, []).append((time.perf_counter() - began) * 1000)
         timing.reranked += bool(found.reranked)
         outcome.cited[RERANKED] = [cites.get(m.id, frozenset()) for m in found.memories]
@@ -471,9 +492,15 @@ def run_conversation(
             began = time.perf_counter()
             kind = cast(SearchMode, mode)
             # The wide lists leave time out: the rows computed here add it themselves.
-            found = store.search(question.text, mode=kind, actor_id=actor, limit=limit,
-                                 min_score=0, reference_time=conversation.reference,
-                                 time_ranking=limit == LIMIT)  # fmt: skip
+            found = store.search(
+                question.text,
+                mode=kind,
+                actor_id=actor,
+                limit=limit,
+                min_score=0,
+                reference_time=conversation.reference,
+                time_ranking=limit == LIMIT,
+            )
             if limit == LIMIT:
                 timing.search_ms.setdefault(mode, []).append((time.perf_counter() - began) * 1000)
                 scored.append(
@@ -525,8 +552,9 @@ def run_conversation(
             bar.update()
     # Last: from here on the store has a reranker, which would order every search above.
     if rerank_url is not None:
-        _reranked(memory, store, name, actor, conversation, outcomes, rerank_url, timing, bar,
-                  all_cites)  # fmt: skip
+        _reranked(
+            memory, store, name, actor, conversation, outcomes, rerank_url, timing, bar, all_cites
+        )
     timing.search_seconds += time.perf_counter() - start
     memory.delete_store("local", name)
     return outcomes, scored
@@ -587,10 +615,13 @@ def write_report(
         f"`limit` {LIMIT}. hit@k: a top-k memory cites an evidence turn; coverage@k: the "
         f"fraction of the question's evidence turns the top-k memories cite, averaged.",
         "",
-        "| mode | " + " | ".join(f"hit@{k}" for k in KS) + " | "
-        + " | ".join(f"coverage@{k}" for k in KS) + " |",
+        "| mode | "
+        + " | ".join(f"hit@{k}" for k in KS)
+        + " | "
+        + " | ".join(f"coverage@{k}" for k in KS)
+        + " |",
         "|---|" + "---|" * (2 * len(KS)),
-    ]  # fmt: skip
+    ]
     for row in rows:
         hits = [f"{mean_metric(outcomes, row, k, hit_at):.3f}" for k in KS]
         covs = [f"{mean_metric(outcomes, row, k, coverage_at):.3f}" for k in KS]
@@ -614,9 +645,10 @@ def write_report(
         "## Questions and hit@10 per category",
         "",
         "| category | questions | skipped (no valid evidence) | "
-        + " | ".join(f"{r} hit@10" for r in rows) + " |",
+        + " | ".join(f"{r} hit@10" for r in rows)
+        + " |",
         "|---|---|---|" + "---|" * len(rows),
-    ]  # fmt: skip
+    ]
     for category, name in CATEGORIES.items():
         chosen = [o for o in outcomes if o.question.category == category]
         skipped = sum(c.skipped.get(category, 0) for c in conversations)
@@ -851,9 +883,15 @@ def main(argv: list[str] | None = None) -> int:
         for conversation in conversations:
             bar.set_postfix_str(conversation.sample_id)
             more, rows = run_conversation(
-                memory, embed_url, conversation, foreign[conversation.sample_id],
-                args.fusion_check, timing, bar, reranker.url if reranker else None,
-            )  # fmt: skip
+                memory,
+                embed_url,
+                conversation,
+                foreign[conversation.sample_id],
+                args.fusion_check,
+                timing,
+                bar,
+                reranker.url if reranker else None,
+            )
             outcomes += more
             scored += rows
     command = "python -m bench.retrieval" + "".join(

@@ -74,8 +74,16 @@ class FieldIndexes:
             index = ActorIndex(dimensions=1)
             facts = [RowFacts(valid_from=0, fields=field_tokens([], m)) for m in metadata[name]]
             count = len(ids)
-            index.add_many(list(ids), ones, list(texts), ["semantic"] * count, [0] * count,
-                           [_FAR] * count, None, facts)  # fmt: skip
+            index.add_many(
+                list(ids),
+                ones,
+                list(texts),
+                ["semantic"] * count,
+                [0] * count,
+                [_FAR] * count,
+                None,
+                facts,
+            )
             self._indexes[name] = index
 
     def lists(self, query: str, limit: int) -> dict[tuple[str, float], list[Hit]]:

@@ -145,8 +145,12 @@ def fit(rows: Sequence[Scored], mode: str) -> Fit:
 
         ratio = max(RATIOS, key=lambda r: (foreign(r), -r))
     values = [_measure(r, ratio) for r in chosen]
-    own = [(v, r.relevant) for row, vals in zip(chosen, values, strict=True) if row.own
-           for r, v in zip(row.results, vals, strict=True)]  # fmt: skip
+    own = [
+        (v, r.relevant)
+        for row, vals in zip(chosen, values, strict=True)
+        if row.own
+        for r, v in zip(row.results, vals, strict=True)
+    ]
     x = np.array([v for v, _ in own], dtype=np.float64)
     y = np.array([1.0 if relevant else 0.0 for _, relevant in own])
     scale, intercept = _logistic_fit(x, y)
@@ -193,8 +197,11 @@ def foreign_empty(
     rows: Sequence[Scored], scores: Sequence[Sequence[float]], threshold: float
 ) -> float:
     """Of the foreign questions, the share whose top 10 all score below ``threshold``."""
-    asked = [max(values[:10], default=-math.inf) < threshold
-             for row, values in zip(rows, scores, strict=True) if not row.own]  # fmt: skip
+    asked = [
+        max(values[:10], default=-math.inf) < threshold
+        for row, values in zip(rows, scores, strict=True)
+        if not row.own
+    ]
     return sum(asked) / len(asked) if asked else float("nan")
 
 
@@ -232,8 +239,11 @@ def section(rows: Sequence[Scored], first: set[str], names_a: str, names_b: str)
         "recommended min_score) | foreign empty A / B (API, recommended) |",
         "|---|---|---|---|---|---|---|",
     ]
-    constants = {"hybrid": store_scores.HYBRID, "semantic": store_scores.SEMANTIC,
-                 "keyword": store_scores.KEYWORD}  # fmt: skip
+    constants = {
+        "hybrid": store_scores.HYBRID,
+        "semantic": store_scores.SEMANTIC,
+        "keyword": store_scores.KEYWORD,
+    }
     for mode, used in constants.items():
         mode_a = [r for r in part_a if r.mode == mode]
         mode_b = [r for r in rows if r.mode == mode and r.sample_id not in first]

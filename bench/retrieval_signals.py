@@ -208,8 +208,13 @@ def section(
         "|---|---|---|---|---|---|",
     ]
     for row in rows:
-        values = [mean(part_a, row), mean(part_b, row), mean(outcomes, row),
-                  mean(timed_a, row), mean(timed_b, row)]  # fmt: skip
+        values = [
+            mean(part_a, row),
+            mean(part_b, row),
+            mean(outcomes, row),
+            mean(timed_a, row),
+            mean(timed_b, row),
+        ]
         chosen = " (chosen on A)" if row == TIME_ROW.format(best) else ""
         name = "hybrid, the API (the store's time signal)" if row == API_ROW else row
         lines.append(f"| {name}{chosen} | " + " | ".join(f"{v:.3f}" for v in values) + " |")

@@ -231,9 +231,14 @@ def seed(cluster: Cluster, config: StoreConfig, args: argparse.Namespace, report
             memory_id = new_memory_id(bucket)
             created_ms = now_ms - (args.per_actor - i) * 1000
             record = MemoryRecord(
-                id=memory_id, text=texts[i], type="semantic", actor_id=actor_id,
-                created_at=created_ms, updated_at=created_ms, expires_at=created_ms + ttl_ms,
-            )  # fmt: skip
+                id=memory_id,
+                text=texts[i],
+                type="semantic",
+                actor_id=actor_id,
+                created_at=created_ms,
+                updated_at=created_ms,
+                expires_at=created_ms + ttl_ms,
+            )
             records[memory_id] = encode_memory(record, vectors[i].tobytes())
             if i >= args.per_actor - log_kept(args.per_actor):  # what the scripts keep
                 log[f"{i + 1}:+:{memory_id}"] = i + 1
@@ -262,12 +267,13 @@ def api_add_rate(url: str, args: argparse.Namespace) -> float:
     with _client(url) as client:
         client.put_store(INSTANCE, name, dimensions=args.dimensions, dedupe_threshold=1.0)
         store = client.store(INSTANCE, name)
-        vectors = [[round(float(v), 6) for v in rng.standard_normal(args.dimensions)]
-                   for _ in range(args.api_adds)]  # fmt: skip
+        vectors = [
+            [round(float(v), 6) for v in rng.standard_normal(args.dimensions)]
+            for _ in range(args.api_adds)
+        ]
         started = time.monotonic()
         for i, vector in enumerate(vectors):
-            store.add_memory(f"fact number {i} about deploys", actor_id=f"a{i % 50}",
-                             vector=vector)  # fmt: skip
+            store.add_memory(f"fact number {i} about deploys", actor_id=f"a{i % 50}", vector=vector)
         rate = float(args.api_adds / (time.monotonic() - started))
         client.delete_store(INSTANCE, name)
     return rate
@@ -304,8 +310,12 @@ def memory_of(
     report.store_level_by_port[report.store_slot_port] += actors
     sample = keys.actor(actor_bucket("user-00000"))
     node = cluster.node(slot_map[key_slot(sample.memories.encode())])
-    for name, key in (("records", sample.memories), ("vectors", sample.vectors),
-                      ("change log", sample.log), ("meta", sample.meta)):  # fmt: skip
+    for name, key in (
+        ("records", sample.memories),
+        ("vectors", sample.vectors),
+        ("change log", sample.log),
+        ("meta", sample.meta),
+    ):
         report.actor_keys[name] = int(node.memory_usage(key, samples=0) or 0)
     slots = {key_slot(k.encode()) for k in sample.all()}
     report.actor_keys["slots"] = len(slots)
@@ -362,8 +372,10 @@ def reads(url: str, args: argparse.Namespace, report: Report, *, fresh: bool) ->
             for _ in range(4):
                 _call(store, "recall", f"user-{a:05d}", queries[0])
         for op in ("recall", "search"):
-            times = [_call(store, op, f"user-{actors[n % len(actors)]:05d}",
-                           queries[n % len(queries)]) for n in range(args.requests)]  # fmt: skip
+            times = [
+                _call(store, op, f"user-{actors[n % len(actors)]:05d}", queries[n % len(queries)])
+                for n in range(args.requests)
+            ]
             report.latency[f"{op}, warm ({len(actors)} random actors)"] = times
 
 
@@ -372,11 +384,17 @@ def _call(store: StoreClient, op: str, actor: str, query: Any) -> float:
     ``query``'s vector; ``RuntimeError`` unless it found ``LIMIT`` memories."""
     started = time.perf_counter()
     if op == "recall":
-        found = store.recall(f"scale-reader-{actor}", query=query.text, actor_id=actor,
-                             limit=LIMIT, query_vector=query.values).memories  # fmt: skip
+        found = store.recall(
+            f"scale-reader-{actor}",
+            query=query.text,
+            actor_id=actor,
+            limit=LIMIT,
+            query_vector=query.values,
+        ).memories
     else:
-        found = store.search(query.text, mode="semantic", actor_id=actor, limit=LIMIT,
-                             query_vector=query.values).memories  # fmt: skip
+        found = store.search(
+            query.text, mode="semantic", actor_id=actor, limit=LIMIT, query_vector=query.values
+        ).memories
     elapsed = (time.perf_counter() - started) * 1000
     if len(found) != LIMIT:
         raise RuntimeError(f"{op} of {actor} gave {len(found)} memories")
@@ -402,12 +420,16 @@ def counts_and_store_wide(url: str, args: argparse.Namespace, report: Report) ->
         query = Corpus(args.dimensions, SEED).queries(np.random.default_rng(3), 1)[0]
         started = time.perf_counter()
         try:
-            client.store(INSTANCE, STORE).search(query.text, mode="semantic",
-                                                 query_vector=query.values)  # fmt: skip
+            client.store(INSTANCE, STORE).search(
+                query.text, mode="semantic", query_vector=query.values
+            )
         except ApiError as exc:
             elapsed = (time.perf_counter() - started) * 1000
-            report.store_wide = (exc.status, exc.message if exc.status == 409 else exc.code,
-                                 elapsed)  # fmt: skip
+            report.store_wide = (
+                exc.status,
+                exc.message if exc.status == 409 else exc.code,
+                elapsed,
+            )
         else:
             report.store_wide = (200, "200", (time.perf_counter() - started) * 1000)
 
@@ -415,8 +437,7 @@ def counts_and_store_wide(url: str, args: argparse.Namespace, report: Report) ->
 # --- appends from several processes ------------------------------------------------------------
 
 
-def _appender(url: str, sessions: list[str], appends: int, threads: int, out: Any,
-              go: Any) -> None:  # fmt: skip
+def _appender(url: str, sessions: list[str], appends: int, threads: int, out: Any, go: Any) -> None:
     """One client process: ``threads`` threads appending ``appends`` turns to each session,
     once every process is ready (``go``); puts ``(done, failed, seconds)`` on ``out``: messages
     acknowledged, and the appends not acknowledged by status (``"no answer"`` for a timeout
@@ -432,8 +453,10 @@ def _appender(url: str, sessions: list[str], appends: int, threads: int, out: An
         store = client.store(INSTANCE, STORE)
         for turn in range(appends):
             for session in mine:
-                events = [{"role": "user", "content": f"turn {turn} of {session}: where?"},
-                          {"role": "assistant", "content": "eu-west-1, on Fridays."}]  # fmt: skip
+                events = [
+                    {"role": "user", "content": f"turn {turn} of {session}: where?"},
+                    {"role": "assistant", "content": "eu-west-1, on Fridays."},
+                ]
                 try:
                     store.add_events(session, events, actor_id=f"{session}-actor")
                 except ApiError as exc:
@@ -449,8 +472,9 @@ def _appender(url: str, sessions: list[str], appends: int, threads: int, out: An
                         done["messages"] += 2
 
     parts = [sessions[i::threads] for i in range(threads)]
-    workers = [threading.Thread(target=work, args=(c, p)) for c, p in zip(clients, parts,
-                                                                          strict=True)]  # fmt: skip
+    workers = [
+        threading.Thread(target=work, args=(c, p)) for c, p in zip(clients, parts, strict=True)
+    ]
     out.put("ready")
     go.wait()
     started = time.monotonic()
@@ -491,18 +515,28 @@ def send_appends(url: str, sessions: list[str], args: argparse.Namespace) -> dic
     failed: Counter[str] = Counter()
     for _, bad, _ in results:
         failed.update(bad)
-    return {"messages": messages, "seconds": seconds, "rate": messages / seconds,
-            "failed": dict(failed), "sessions": len(sessions)}  # fmt: skip
+    return {
+        "messages": messages,
+        "seconds": seconds,
+        "rate": messages / seconds,
+        "failed": dict(failed),
+        "sessions": len(sessions),
+    }
 
 
-def appends(url: str, cluster: Cluster, config: StoreConfig, args: argparse.Namespace,
-            report: Report) -> None:  # fmt: skip
+def appends(
+    url: str, cluster: Cluster, config: StoreConfig, args: argparse.Namespace, report: Report
+) -> None:
     sessions = [f"chat-{n:05d}" for n in range(args.sessions)]
-    before = [int(n.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
-              for n in _nodes(cluster)]  # fmt: skip
+    before = [
+        int(n.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+        for n in _nodes(cluster)
+    ]
     report.appends = send_appends(url, sessions, args)
-    after = [int(n.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
-             for n in _nodes(cluster)]  # fmt: skip
+    after = [
+        int(n.info("commandstats").get("cmdstat_evalsha", {}).get("calls", 0))
+        for n in _nodes(cluster)
+    ]
     keys = config.keys()
     slot_map = _slot_map(cluster)
     by_port = {s.port: s for s in report.shards}
@@ -522,9 +556,12 @@ def baseline_appends(folder: Path, args: argparse.Namespace, report: Report) -> 
     """The same appends (at most 2,000 sessions) on one ``redis-server`` in the same run."""
     database = start_redis_server(folder / "single", persist=False)
     try:
-        env = {"REDIS_URL": database.url, "KIVIDB_API_KEY": API_KEY,
-               "KIVIDB_LOCAL_DIR": str(folder / "single-local"),
-               "KIVIDB_WORKERS": str(args.workers)}  # fmt: skip
+        env = {
+            "REDIS_URL": database.url,
+            "KIVIDB_API_KEY": API_KEY,
+            "KIVIDB_LOCAL_DIR": str(folder / "single-local"),
+            "KIVIDB_WORKERS": str(args.workers),
+        }
         with running_stack(env, log=folder / "single.log", timeout=120) as (url, _):
             with _client(url) as client:
                 client.put_store(INSTANCE, STORE, dimensions=args.dimensions)
@@ -543,8 +580,9 @@ def run(args: argparse.Namespace) -> Report:
     ``check_memory``; an ``kividb_memory.ApiError`` when a call other than an append or the
     store-wide search is refused."""
     report = Report(args, started=datetime.now(UTC).strftime("%Y-%m-%d %H:%M UTC"))
-    report.commit = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h"],
-                                   capture_output=True, text=True).stdout.strip()  # fmt: skip
+    report.commit = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--format=%h"], capture_output=True, text=True
+    ).stdout.strip()
     report.memory_check = check_memory(args)
     report.load = [os.getloadavg()[0]]
     with TemporaryDirectory() as data:
@@ -586,8 +624,9 @@ def run(args: argparse.Namespace) -> Report:
                     client.delete_store(INSTANCE, STORE)
                     report.delete_seconds = time.monotonic() - started
             pattern = config.keys().all_pattern
-            report.keys_left = sum(len(list(n.scan_iter(match=pattern, count=1000)))
-                                   for n in _nodes(cluster))  # fmt: skip
+            report.keys_left = sum(
+                len(list(n.scan_iter(match=pattern, count=1000))) for n in _nodes(cluster)
+            )
         finally:
             cluster.stop()
     report.load.append(os.getloadavg()[0])
@@ -675,8 +714,10 @@ def write(report: Report, out: Path, *, plot_it: bool = True) -> str:
             f"{s.messages:,} | {s.evalsha_calls:,} |"
         )
     used_by = [s.used_after - s.used_before for s in report.shards]
-    without = [u - report.store_level_by_port.get(s.port, 0)
-               for u, s in zip(used_by, report.shards, strict=True)]  # fmt: skip
+    without = [
+        u - report.store_level_by_port.get(s.port, 0)
+        for u, s in zip(used_by, report.shards, strict=True)
+    ]
     lines += [
         "",
         f"Max / min (target within {TARGET_SHARD_RATIO}): keys "
@@ -693,8 +734,9 @@ def write(report: Report, out: Path, *, plot_it: bool = True) -> str:
         "|---|---|---|---|",
     ]
     for name, times in report.latency.items():
-        lines.append(f"| {name} | {len(times)} | {percentile(times, 50):.1f} | "
-                     f"{percentile(times, 99):.1f} |")  # fmt: skip
+        lines.append(
+            f"| {name} | {len(times)} | {percentile(times, 50):.1f} | {percentile(times, 99):.1f} |"
+        )
     status, message, ms = report.store_wide
     lines += [
         "",
@@ -754,8 +796,12 @@ def plot(report: Report, path: Path) -> None:
     used = [(s.used_after - s.used_before) / 2**20 for s in report.shards]
     store = [report.store_level_by_port.get(s.port, 0) / 2**20 for s in report.shards]
     left.bar(ports, [u - x for u, x in zip(used, store, strict=True)], label="actors' keys")
-    left.bar(ports, store, bottom=[u - x for u, x in zip(used, store, strict=True)],
-             label="store-level indexes")  # fmt: skip
+    left.bar(
+        ports,
+        store,
+        bottom=[u - x for u, x in zip(used, store, strict=True)],
+        label="store-level indexes",
+    )
     left.set_title(f"Redis memory per primary, {report.memories:,} memories")
     left.set_ylabel("MiB")
     left.legend()

@@ -60,10 +60,27 @@ WEIGHTS: dict[Route, int] = {
 """The mix: relative weights of each call (``POST extract`` comes on top, once per session of
 a store with a language model)."""
 WORDS = [
-    "deploy", "cache", "billing", "replica", "region", "quota", "ticket", "invoice", "rollout",
-    "schema", "backup", "latency", "budget", "roadmap", "release", "migration", "alert",
-    "dashboard", "contract", "vendor",
-]  # fmt: skip
+    "deploy",
+    "cache",
+    "billing",
+    "replica",
+    "region",
+    "quota",
+    "ticket",
+    "invoice",
+    "rollout",
+    "schema",
+    "backup",
+    "latency",
+    "budget",
+    "roadmap",
+    "release",
+    "migration",
+    "alert",
+    "dashboard",
+    "contract",
+    "vendor",
+]
 
 
 @dataclass(frozen=True)
@@ -238,9 +255,17 @@ class Agent:
         start = time.monotonic()
         reply = self.send(method, self.store + path, body, route)
         self.ledger.answers.append(
-            Answer(route, self.name, start, time.monotonic(), reply.status, reply.retry_after,
-                   reply.error, reply.code)
-        )  # fmt: skip
+            Answer(
+                route,
+                self.name,
+                start,
+                time.monotonic(),
+                reply.status,
+                reply.retry_after,
+                reply.error,
+                reply.code,
+            )
+        )
         return reply
 
     def step(self) -> None:
@@ -258,14 +283,18 @@ class Agent:
             f"I wrote down {tok} while planning the {word} changes.",
             f"Noted {tok} for the {word} changes.",
         ]
-        events = [{"role": "user", "content": contents[0]},
-                  {"role": "assistant", "content": contents[1]}]  # fmt: skip
+        events = [
+            {"role": "user", "content": contents[0]},
+            {"role": "assistant", "content": contents[1]},
+        ]
         sent = Append(self.session_id, self.actor_id, contents, None)
         self.ledger.appends.append(sent)  # before sending: a call cut off midway is in the ledger
         reply = self.call(
-            "POST", f"/sessions/{self.session_id}/events",
-            {"actor_id": self.actor_id, "events": events}, "POST events",
-        )  # fmt: skip
+            "POST",
+            f"/sessions/{self.session_id}/events",
+            {"actor_id": self.actor_id, "events": events},
+            "POST events",
+        )
         sent.status = reply.status
         self.stored = self.stored or acknowledged(reply.status)
         self.turns += 1
@@ -383,10 +412,17 @@ class Check:
     problems: list[str] = field(default_factory=list)
 
     MUST_BE_ZERO = (
-        "messages_lost", "messages_duplicated", "messages_unknown", "sessions_out_of_order",
-        "count_mismatches", "memories_lost", "memories_duplicated", "memories_wrong_text",
-        "memories_unlisted", "extracted_duplicated",
-    )  # fmt: skip
+        "messages_lost",
+        "messages_duplicated",
+        "messages_unknown",
+        "sessions_out_of_order",
+        "count_mismatches",
+        "memories_lost",
+        "memories_duplicated",
+        "memories_wrong_text",
+        "memories_unlisted",
+        "extracted_duplicated",
+    )
 
     @property
     def failures(self) -> int:

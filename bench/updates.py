@@ -71,29 +71,70 @@ DIMENSIONS = 384
 
 # (kind, question, old sentence, newer sentence, values): the sentences take {old} / {new}.
 ATTRIBUTES: list[tuple[str, str, str, str, list[str]]] = [
-    ("attribute", "What is my favorite color?", "My favorite color is {v}.",
-     "My favorite color is {v} now.",
-     ["blue", "green", "crimson", "purple", "yellow", "orange", "teal", "magenta"]),
-    ("attribute", "What is my favorite food?", "My favorite food is {v}.",
-     "My favorite food is {v} these days.",
-     ["pizza", "sushi", "tacos", "ramen", "paella", "curry", "pierogi", "falafel"]),
-    ("attribute", "What is my car?", "My car is a {v}.", "My car is a {v} since last week.",
-     ["Toyota", "Honda", "Tesla", "Volvo", "Subaru", "Peugeot", "Skoda", "Mazda"]),
-    ("attribute", "What is my phone?", "My phone is a {v}.", "My phone is a {v} now.",
-     ["iPhone", "Pixel", "Galaxy", "Xperia", "Fairphone", "Nokia", "Motorola", "OnePlus"]),
-    ("attribute", "What is my favorite sport?", "My favorite sport is {v}.",
-     "My favorite sport is {v} nowadays.",
-     ["tennis", "soccer", "chess", "rowing", "climbing", "cycling", "fencing", "curling"]),
-    ("attribute", "What is my dog's name?", "My dog's name is {v}.",
-     "My dog's name is {v}; we renamed him.",
-     ["Rex", "Bella", "Milo", "Luna", "Biscuit", "Pepper", "Nala", "Ziggy"]),
-    ("group", "Where do I work?", "I work at {v}.", "I work at {v} now.",
-     ["Northwind", "Contoso", "Fabrikam", "Initech", "Globex", "Umbrella", "Hooli", "Vandelay"]),
-    ("group", "Where do I live?", "I live in {v}.", "We moved to {v} last month.",
-     ["Lisbon", "Porto", "Madrid", "Oslo", "Vienna", "Prague", "Dublin", "Krakow"]),
-    ("group", "What do I eat, am I vegetarian?", "I am {v}.", "I started eating {v} again.",
-     ["vegetarian", "vegan", "pescatarian", "fish", "meat", "chicken", "beef", "seafood"]),
-]  # fmt: skip
+    (
+        "attribute",
+        "What is my favorite color?",
+        "My favorite color is {v}.",
+        "My favorite color is {v} now.",
+        ["blue", "green", "crimson", "purple", "yellow", "orange", "teal", "magenta"],
+    ),
+    (
+        "attribute",
+        "What is my favorite food?",
+        "My favorite food is {v}.",
+        "My favorite food is {v} these days.",
+        ["pizza", "sushi", "tacos", "ramen", "paella", "curry", "pierogi", "falafel"],
+    ),
+    (
+        "attribute",
+        "What is my car?",
+        "My car is a {v}.",
+        "My car is a {v} since last week.",
+        ["Toyota", "Honda", "Tesla", "Volvo", "Subaru", "Peugeot", "Skoda", "Mazda"],
+    ),
+    (
+        "attribute",
+        "What is my phone?",
+        "My phone is a {v}.",
+        "My phone is a {v} now.",
+        ["iPhone", "Pixel", "Galaxy", "Xperia", "Fairphone", "Nokia", "Motorola", "OnePlus"],
+    ),
+    (
+        "attribute",
+        "What is my favorite sport?",
+        "My favorite sport is {v}.",
+        "My favorite sport is {v} nowadays.",
+        ["tennis", "soccer", "chess", "rowing", "climbing", "cycling", "fencing", "curling"],
+    ),
+    (
+        "attribute",
+        "What is my dog's name?",
+        "My dog's name is {v}.",
+        "My dog's name is {v}; we renamed him.",
+        ["Rex", "Bella", "Milo", "Luna", "Biscuit", "Pepper", "Nala", "Ziggy"],
+    ),
+    (
+        "group",
+        "Where do I work?",
+        "I work at {v}.",
+        "I work at {v} now.",
+        ["Northwind", "Contoso", "Fabrikam", "Initech", "Globex", "Umbrella", "Hooli", "Vandelay"],
+    ),
+    (
+        "group",
+        "Where do I live?",
+        "I live in {v}.",
+        "We moved to {v} last month.",
+        ["Lisbon", "Porto", "Madrid", "Oslo", "Vienna", "Prague", "Dublin", "Krakow"],
+    ),
+    (
+        "group",
+        "What do I eat, am I vegetarian?",
+        "I am {v}.",
+        "I started eating {v} again.",
+        ["vegetarian", "vegan", "pescatarian", "fish", "meat", "chicken", "beef", "seafood"],
+    ),
+]
 VERBS = [
     "visited",
     "painted",
@@ -238,20 +279,33 @@ def run_store(url: str, server: ScriptedServer, actors: list[Actor], mode: str) 
     client = redis.Redis.from_url(url, decode_responses=True)
     binary = redis.Redis.from_url(url)
     clock = Clock()
-    stores = Stores(client, "bench", FernetCipher(Fernet.generate_key()), clock,
-                    allow_private_endpoints=True)  # fmt: skip
+    stores = Stores(
+        client, "bench", FernetCipher(Fernet.generate_key()), clock, allow_private_endpoints=True
+    )
     name = f"updates-{mode.replace(' ', '-')}-{time.time_ns()}"
-    config, _ = stores.put(name, StorePut(
-        llm_provider="custom", llm_model="scripted", llm_base_url=server.url,
-        embed_provider="custom", embed_model="scripted", embed_base_url=server.url,
-        dimensions=DIMENSIONS, extraction_delay_seconds=30, summarize_after=1000,
-        keep_recent=12, session_ttl_seconds=7 * 86_400,
-    ))  # fmt: skip
+    config, _ = stores.put(
+        name,
+        StorePut(
+            llm_provider="custom",
+            llm_model="scripted",
+            llm_base_url=server.url,
+            embed_provider="custom",
+            embed_model="scripted",
+            embed_base_url=server.url,
+            dimensions=DIMENSIONS,
+            extraction_delay_seconds=30,
+            summarize_after=1000,
+            keep_recent=12,
+            session_ttl_seconds=7 * 86_400,
+        ),
+    )
     provider = ProviderClient(max_retries=0, read_timeout=30)
-    embedder = make_embedder("custom", "scripted", DIMENSIONS, server.url, None,
-                             allow_private=True, client=provider)  # fmt: skip
-    model = make_language_model("custom", "scripted", server.url, None, allow_private=True,
-                                client=provider)  # fmt: skip
+    embedder = make_embedder(
+        "custom", "scripted", DIMENSIONS, server.url, None, allow_private=True, client=provider
+    )
+    model = make_language_model(
+        "custom", "scripted", server.url, None, allow_private=True, client=provider
+    )
     memories = Memories(client, binary, config, clock, embedder, IndexCache(), "bench")
     sessions = Sessions(stores.client, config, stores.clock)
     scheduler = LocalScheduler(client, clock, keys=LocalScheduleKeys(name))
@@ -264,13 +318,15 @@ def run_store(url: str, server: ScriptedServer, actors: list[Actor], mode: str) 
             for actor in tqdm(actors, desc=f"{mode}: session {day + 1}", unit="actor"):
                 session = f"{actor.actor_id}-s{day + 1}"
                 events = [EventIn(role="user", content=c) for c in getattr(actor, attribute)]
-                sessions.append_events(session, EventsRequest(actor_id=actor.actor_id,
-                                                              events=events))  # fmt: skip
+                sessions.append_events(
+                    session, EventsRequest(actor_id=actor.actor_id, events=events)
+                )
             clock.moment += timedelta(seconds=31)  # quiet for extraction_delay_seconds
             for actor in actors:
                 target = ExtractionTarget("bench", name, f"{actor.actor_id}-s{day + 1}")
-                report = SessionWork(client, config, memories, model, scheduler, clock,
-                                     target).run()  # fmt: skip
+                report = SessionWork(
+                    client, config, memories, model, scheduler, clock, target
+                ).run()
                 if report.outcome != "done":
                     raise RuntimeError(f"extraction {report.outcome}: {report.error}")
                 outcome.superseded += report.superseded
@@ -294,13 +350,15 @@ def measure(memories: Memories, actors: list[Actor], outcome: Outcome) -> None:
     """The questions and the listings of every actor, into ``outcome``."""
     for actor in actors:
         current = [m.text for m in memories.page(0, 100, actor.actor_id, None).memories]
-        everything = memories.page(0, 100, actor.actor_id, None,
-                                   Selection(include_superseded=True)).memories  # fmt: skip
+        everything = memories.page(
+            0, 100, actor.actor_id, None, Selection(include_superseded=True)
+        ).memories
         outcome.unchanged_total += 1
         outcome.unchanged_kept += any(_holds(t, actor.unchanged) for t in current)
         for pair in actor.pairs:
-            found = memories.search(SearchRequest(query=pair.question, mode="hybrid",
-                                                  actor_id=actor.actor_id, limit=10))  # fmt: skip
+            found = memories.search(
+                SearchRequest(query=pair.question, mode="hybrid", actor_id=actor.actor_id, limit=10)
+            )
             updated = bool(found) and _holds(found[0].text, pair.new)
             outcome.found_new += any(_holds(m.text, pair.new) for m in found)
             newer = [m for m in everything if _holds(m.text, pair.new) and m.supersedes]
@@ -330,8 +388,9 @@ def share(part: int, whole: int) -> str:
 
 def report(outcomes: list[Outcome], args: argparse.Namespace, wall: float) -> str:
     """The results file: the measures of both stores side by side."""
-    head = subprocess.run(["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"],
-                          capture_output=True, text=True).stdout.strip()  # fmt: skip
+    head = subprocess.run(
+        ["git", "-C", str(ROOT), "log", "-1", "--format=%h %s"], capture_output=True, text=True
+    ).stdout.strip()
     on, off = outcomes
     rows = [
         ("update share: top memory holds the newer value", "updated", "questions"),
@@ -411,12 +470,18 @@ def plot(outcomes: list[Outcome], path: Path) -> None:
     labels = ["update share", "stale share", "both current"]
     fig, ax = plt.subplots(figsize=(7, 3.6))
     width = 0.38
-    for offset, outcome, colour in ((-width / 2, outcomes[0], "#2a7"),
-                                    (width / 2, outcomes[1], "#c54")):  # fmt: skip
-        values = [outcome.updated / outcome.questions, outcome.stale / outcome.questions,
-                  outcome.both_current / outcome.questions]  # fmt: skip
-        bars = ax.bar([i + offset for i in range(3)], values, width, label=outcome.mode,
-                      color=colour)  # fmt: skip
+    for offset, outcome, colour in (
+        (-width / 2, outcomes[0], "#2a7"),
+        (width / 2, outcomes[1], "#c54"),
+    ):
+        values = [
+            outcome.updated / outcome.questions,
+            outcome.stale / outcome.questions,
+            outcome.both_current / outcome.questions,
+        ]
+        bars = ax.bar(
+            [i + offset for i in range(3)], values, width, label=outcome.mode, color=colour
+        )
         ax.bar_label(bars, fmt="%.2f", fontsize=8)
     ax.set_xticks(range(3), labels)
     ax.set_ylim(0, 1.1)

@@ -116,8 +116,11 @@ def one_run(url: str, writes: int, run: int) -> tuple[dict[str, float], list[flo
             if hook_id in receiver.first_2xx
         ]
         listed = memory.store("local", hooked).webhook_deliveries().deliveries
-        late = [f"{d.status} after {d.attempts}: {d.last_error}" for d in listed
-                if d.webhook_id not in receiver.first_2xx]  # fmt: skip
+        late = [
+            f"{d.status} after {d.attempts}: {d.last_error}"
+            for d in listed
+            if d.webhook_id not in receiver.first_2xx
+        ]
         if late:
             print(f"not delivered in the wait (of the last 100 listed): {late}")
         memory.delete_store("local", hooked)
@@ -170,9 +173,13 @@ def main(argv: list[str] | None = None) -> int:
         folder = Path(tmp)
         database = start_redis_server(folder / "redis", persist=False)
         try:
-            env = {"REDIS_URL": database.url, "KIVIDB_API_KEY": API_KEY,
-                   "KIVIDB_LOCAL_DIR": str(folder / "local"), "KIVIDB_WORKERS": "2",
-                   "KIVIDB_ALLOW_PRIVATE_ENDPOINTS": "1"}  # fmt: skip
+            env = {
+                "REDIS_URL": database.url,
+                "KIVIDB_API_KEY": API_KEY,
+                "KIVIDB_LOCAL_DIR": str(folder / "local"),
+                "KIVIDB_WORKERS": "2",
+                "KIVIDB_ALLOW_PRIVATE_ENDPOINTS": "1",
+            }
             with running_stack(env, log=folder / "stack.log") as (url, _):
                 for run in range(args.runs):
                     row, lagged = one_run(url, args.writes, run)
@@ -204,8 +211,11 @@ def plot(args: argparse.Namespace, runs: list[list[float]]) -> None:
     fig, ax = plt.subplots(figsize=(7, 3.5))
     for n, lagged in enumerate(runs, 1):
         lags = sorted(lagged)
-        ax.plot([lag / 1000 for lag in lags], [i / len(lags) for i in range(len(lags))],
-                label=f"run {n}")  # fmt: skip
+        ax.plot(
+            [lag / 1000 for lag in lags],
+            [i / len(lags) for i in range(len(lags))],
+            label=f"run {n}",
+        )
     ax.set_xlabel("seconds from the write's answer to the first 2xx delivery")
     ax.set_ylabel("share of events")
     ax.set_title("memory.created to a receiver that is slow (0.3 s) or fails 1 in 3")

@@ -218,12 +218,22 @@ class Cluster:
         return redis.Redis(host="127.0.0.1", port=port, decode_responses=True, socket_timeout=5)
 
 
-def _cluster_node(binary: str, port: int, data_dir: Path, node_timeout_ms: int,
-                  extra: list[str]) -> subprocess.Popen[bytes]:  # fmt: skip
+def _cluster_node(
+    binary: str, port: int, data_dir: Path, node_timeout_ms: int, extra: list[str]
+) -> subprocess.Popen[bytes]:
     node_dir = data_dir / str(port)
     node_dir.mkdir(parents=True, exist_ok=True)
-    options = ["--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-               "--cluster-node-timeout", str(node_timeout_ms), "--save", "", *extra]  # fmt: skip
+    options = [
+        "--cluster-enabled",
+        "yes",
+        "--cluster-config-file",
+        "nodes.conf",
+        "--cluster-node-timeout",
+        str(node_timeout_ms),
+        "--save",
+        "",
+        *extra,
+    ]
     return _spawn_redis(binary, port, node_dir, options)
 
 
@@ -234,13 +244,25 @@ def _spawn_redis(
     ``redis.log`` there, ``options`` after; in a session of its own (see ``start_redis_server``)
     and stopped with its parent on Linux."""
     return subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--dir", str(data_dir),
-         "--appendonly", "no", "--logfile", "redis.log", *options],
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--dir",
+            str(data_dir),
+            "--appendonly",
+            "no",
+            "--logfile",
+            "redis.log",
+            *options,
+        ],
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
         start_new_session=True,
         preexec_fn=_parent_death_signal(),
-    )  # fmt: skip
+    )
 
 
 def wait_for_cluster(cluster: Cluster, timeout: float = 30.0) -> None:
@@ -296,8 +318,9 @@ def start_redis_cluster(
     if binary is None or cli is None:
         raise FileNotFoundError("redis-server" if binary is None else "redis-cli")
     ports = cluster_ports(primaries * (1 + replicas))
-    processes = {p: _cluster_node(binary, p, data_dir, node_timeout_ms, [*extra_args])
-                 for p in ports}  # fmt: skip
+    processes = {
+        p: _cluster_node(binary, p, data_dir, node_timeout_ms, [*extra_args]) for p in ports
+    }
     cluster = Cluster(f"redis://127.0.0.1:{ports[0]}/0", ports, processes, data_dir)
     try:
         for port in ports:

@@ -47,9 +47,13 @@ def running_stack(
     output: IO[bytes] | int = log.open("wb") if log is not None else subprocess.DEVNULL
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "local"], cwd=ROOT, env=child_env, stdout=output,
-            stderr=subprocess.STDOUT, start_new_session=new_session,
-        )  # fmt: skip
+            [sys.executable, "-m", "local"],
+            cwd=ROOT,
+            env=child_env,
+            stdout=output,
+            stderr=subprocess.STDOUT,
+            start_new_session=new_session,
+        )
     finally:
         if not isinstance(output, int):
             output.close()

@@ -148,10 +148,16 @@ def _issue_key(control: ControlPlane, args: argparse.Namespace) -> None:
                 raise ValueError(f"--store takes INSTANCE/STORE, not {given!r}")
             stores.append({"instance_id": instance, "store": store})
         body = KeyCreate.model_validate(
-            {"name": args.name, "access": args.access, "instances": args.instance,
-             "stores": stores or None, "actors": args.actor, "expires_at": args.expires_at},
+            {
+                "name": args.name,
+                "access": args.access,
+                "instances": args.instance,
+                "stores": stores or None,
+                "actors": args.actor,
+                "expires_at": args.expires_at,
+            },
             strict=False,
-        )  # fmt: skip
+        )
         created = control.create_api_key(args.org, body)
         key_id, api_key = created.key_id, created.api_key
     print(f"key id:  {key_id}\nAPI key: {api_key}\n(shown once; only its hash is kept)")
@@ -168,10 +174,12 @@ def _set_limits(control: ControlPlane, args: argparse.Namespace) -> None:
     from agent_memory.control.limits import Limits, LimitStore
 
     given = {
-        "requests_per_second": args.requests_per_second, "burst": args.burst,
-        "messages_per_day": args.messages_per_day, "memories_per_day": args.memories_per_day,
+        "requests_per_second": args.requests_per_second,
+        "burst": args.burst,
+        "messages_per_day": args.messages_per_day,
+        "memories_per_day": args.memories_per_day,
         "model_tokens_per_day": args.model_tokens_per_day,
-    }  # fmt: skip
+    }
     control.organizations.require(args.org)
     if args.key_id is not None and args.key_id not in control.api_keys.hashes(args.org):
         from agent_memory.errors import KeyNotFound

@@ -174,12 +174,21 @@ class BedrockStandIn:
             text = self.responder(system, user)
         else:
             chat = self.model.chat(
-                {"messages": [{"role": "system", "content": system},
-                              {"role": "user", "content": user}]}
-            )  # fmt: skip
+                {
+                    "messages": [
+                        {"role": "system", "content": system},
+                        {"role": "user", "content": user},
+                    ]
+                }
+            )
             text = chat["choices"][0]["message"]["content"]
-        return 200, {}, converse_answer(text, "end_turn", len(WORD.findall(system + user)),
-                                        len(WORD.findall(text)))  # fmt: skip
+        return (
+            200,
+            {},
+            converse_answer(
+                text, "end_turn", len(WORD.findall(system + user)), len(WORD.findall(text))
+            ),
+        )
 
     def _invoke(self, model: str, body: dict[str, Any]) -> Answer:
         if model.startswith("amazon.titan-embed-text"):
@@ -192,22 +201,36 @@ class BedrockStandIn:
                 if size not in TITAN_V2_SIZES:
                     return error(400, "ValidationException", "dimensions must be 256, 512 or 1024.")
             self.model.count("embed")
-            return 200, {}, {"embedding": embed(text, size),
-                             "inputTextTokenCount": len(WORD.findall(text))}  # fmt: skip
+            return (
+                200,
+                {},
+                {"embedding": embed(text, size), "inputTextTokenCount": len(WORD.findall(text))},
+            )
         if model.startswith("cohere.embed"):
             texts = body.get("texts")
             if not isinstance(texts, list) or not 1 <= len(texts) <= 96:
                 return error(400, "ValidationException", "texts must hold 1 to 96 texts.")
             if body.get("input_type") not in (
-                "search_document", "search_query", "classification", "clustering"
-            ):  # fmt: skip
+                "search_document",
+                "search_query",
+                "classification",
+                "clustering",
+            ):
                 return error(400, "ValidationException", "input_type is required.")
             size = body.get("output_dimension", 1536 if "v4" in model else 1024)
             vectors = [embed(str(t), size) for t in texts]
             self.model.count("embed")
             embeddings: Any = {"float": vectors} if body.get("embedding_types") else vectors
-            return 200, {}, {"id": "standin", "embeddings": embeddings, "texts": texts,
-                             "response_type": "embeddings_by_type"}  # fmt: skip
+            return (
+                200,
+                {},
+                {
+                    "id": "standin",
+                    "embeddings": embeddings,
+                    "texts": texts,
+                    "response_type": "embeddings_by_type",
+                },
+            )
         return error(400, "ValidationException", "The provided model identifier is invalid.")
 
     def _rerank(self, body: dict[str, Any]) -> Answer:
@@ -247,10 +270,13 @@ def converse_answer(
     return {
         "output": {"message": {"role": "assistant", "content": [{"text": text}]}},
         "stopReason": stop_reason,
-        "usage": {"inputTokens": input_tokens, "outputTokens": output_tokens,
-                  "totalTokens": input_tokens + output_tokens},
+        "usage": {
+            "inputTokens": input_tokens,
+            "outputTokens": output_tokens,
+            "totalTokens": input_tokens + output_tokens,
+        },
         "metrics": {"latencyMs": 1},
-    }  # fmt: skip
+    }
 
 
 def error(status: int, error_type: str, message: str) -> Answer:

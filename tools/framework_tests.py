@@ -50,10 +50,21 @@ def fetch(name: str) -> Path:
     downloads = CACHE / "downloads"
     downloads.mkdir(parents=True, exist_ok=True)
     subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--quiet", "--no-deps", "--no-binary", ":all:",
-         f"{name}=={version}", "--dest", str(downloads)],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--quiet",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+            f"{name}=={version}",
+            "--dest",
+            str(downloads),
+        ],
         check=True,
-    )  # fmt: skip
+    )
     stem = f"{name.replace('-', '_')}-{version}"
     archive = downloads / f"{stem}.tar.gz"
     if not archive.is_file():

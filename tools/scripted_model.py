@@ -76,16 +76,33 @@ SUBJECT_GROUPS = {
 }
 """Subjects of sentences that say no "my X is": a sentence with one of a group's words is
 about that group (the first group in this order that it meets)."""
-NUMBERS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7,
-           "eight": 8, "nine": 9, "ten": 10, "a": 1}  # fmt: skip
+NUMBERS = {
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "a": 1,
+}
 DAY_WORDS = re.compile(
     r"\b(today|yesterday|tomorrow|last week|last month|last year"
     r"|(\d+|one|two|three|four|five|six|seven|eight|nine|ten|a) (day|week)s? ago)\b",
     re.IGNORECASE,
 )
 EXPLICIT_DAY = re.compile(r"\bon (\d{4}-\d{2}-\d{2})\b")
-_SHIFT = {"today": 0, "yesterday": -1, "tomorrow": 1, "last week": -7, "last month": -30,
-          "last year": -365}  # fmt: skip
+_SHIFT = {
+    "today": 0,
+    "yesterday": -1,
+    "tomorrow": 1,
+    "last week": -7,
+    "last month": -30,
+    "last year": -365,
+}
 
 
 def first_sentence(text: str) -> str:
@@ -174,8 +191,12 @@ def extract(user_prompt: str, supersede: bool = True) -> dict[str, Any]:
         who = name or "The user"
         kind = "episodic" if TIME_WORDS.search(sentence) else "semantic"
         topics = [w.lower() for w in WORD.findall(sentence) if len(w) > 5][:3]
-        item: dict[str, Any] = {"text": f"{who} said on {day}: {sentence}", "type": kind,
-                                "topics": topics, "messages": [seq]}  # fmt: skip
+        item: dict[str, Any] = {
+            "text": f"{who} said on {day}: {sentence}",
+            "type": kind,
+            "topics": topics,
+            "messages": [seq],
+        }
         when = occurred(sentence, day)
         if when is not None:
             item["occurred_at"] = when
@@ -203,8 +224,9 @@ def _numbered_lines(prompt: str) -> list[tuple[int, str, str | None, str, str]]:
         match = LINE.match(line)
         if match:
             seq, role, name, day, text = match.groups()
-            found.append((int(seq), role, json.loads(name) if name else None, day,
-                          json.loads(text)))  # fmt: skip
+            found.append(
+                (int(seq), role, json.loads(name) if name else None, day, json.loads(text))
+            )
     return found
 
 
@@ -300,11 +322,18 @@ class ScriptedModel:
             "id": "chatcmpl-scripted",
             "object": "chat.completion",
             "model": body.get("model", "scripted"),
-            "choices": [{"index": 0, "finish_reason": "stop",
-                         "message": {"role": "assistant", "content": text}}],
-            "usage": {"prompt_tokens": len(WORD.findall(system + user)),
-                      "completion_tokens": len(WORD.findall(text))},
-        }  # fmt: skip
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "stop",
+                    "message": {"role": "assistant", "content": text},
+                }
+            ],
+            "usage": {
+                "prompt_tokens": len(WORD.findall(system + user)),
+                "completion_tokens": len(WORD.findall(text)),
+            },
+        }
 
     def embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
         """An embeddings answer to ``body``: ``embed`` of each input, ``dimensions`` long
@@ -317,10 +346,12 @@ class ScriptedModel:
         return {
             "object": "list",
             "model": body.get("model", "scripted"),
-            "data": [{"object": "embedding", "index": i, "embedding": embed(t, dimensions)}
-                     for i, t in enumerate(inputs)],
+            "data": [
+                {"object": "embedding", "index": i, "embedding": embed(t, dimensions)}
+                for i, t in enumerate(inputs)
+            ],
             "usage": {"prompt_tokens": words, "total_tokens": words},
-        }  # fmt: skip
+        }
 
 
 class _Handler(BaseHTTPRequestHandler):

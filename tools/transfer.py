@@ -96,19 +96,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         with MemoryClient(args.url, key, timeout=60.0, max_retries=5) as client:
             if args.command == "export":
-                counts = export_store(client, args.instance, args.store, args.file,
-                                      quiet=args.quiet)  # fmt: skip
-                print(f"exported {counts['sessions']} sessions ({counts['messages']} messages) "
-                      f"and {counts['memories']} memories to {args.file}")  # fmt: skip
+                counts = export_store(
+                    client, args.instance, args.store, args.file, quiet=args.quiet
+                )
+                print(
+                    f"exported {counts['sessions']} sessions ({counts['messages']} messages) "
+                    f"and {counts['memories']} memories to {args.file}"
+                )
             else:
-                done = import_store(client, args.instance, args.store, args.file,
-                                    quiet=args.quiet)  # fmt: skip
+                done = import_store(client, args.instance, args.store, args.file, quiet=args.quiet)
                 resumed = (
                     f" (resumed after line {done.resumed_after})" if done.resumed_after else ""
                 )
-                print(f"imported {done.sessions} sessions ({done.messages_added} new messages) "
-                      f"and {done.memories} memories ({done.expired} left out: expired) into "
-                      f"{args.instance}/{args.store}{resumed}")  # fmt: skip
+                print(
+                    f"imported {done.sessions} sessions ({done.messages_added} new messages) "
+                    f"and {done.memories} memories ({done.expired} left out: expired) into "
+                    f"{args.instance}/{args.store}{resumed}"
+                )
                 for note in done.notes:
                     print(f"note: {note}")
     except (KiviDBError, TransferError, OSError) as exc:

@@ -149,8 +149,10 @@ def _whole_session(store: StoreClient, session_id: str) -> dict[str, Any] | None
         session = _one_moment(pages)
         if session is not None:
             return session
-    raise TransferError(f"session {session_id} was deleted and started again each time it "
-                        "was read; export again when it is quiet")  # fmt: skip
+    raise TransferError(
+        f"session {session_id} was deleted and started again each time it "
+        "was read; export again when it is quiet"
+    )
 
 
 def _session_pages(store: StoreClient, session_id: str) -> list[dict[str, Any]] | None:
@@ -269,8 +271,9 @@ class _MemorySpool:
             after = self._links.get(fields["superseded_by"] or "")
             if fields["superseded_by"] and (after is None or after["supersedes"] != memory_id):
                 self._change(memory_id, superseded_by=None, valid_until=None)
-        successors = [(_moment(f["valid_from"]), i) for i, f in self._links.items()
-                      if f["supersedes"]]  # fmt: skip
+        successors = [
+            (_moment(f["valid_from"]), i) for i, f in self._links.items() if f["supersedes"]
+        ]
         for _, memory_id in sorted(successors):
             fields = self._links[memory_id]
             before_id = fields["supersedes"]
@@ -286,5 +289,6 @@ class _MemorySpool:
             elif before["superseded_by"] is None:
                 moment = fields["valid_from"]
                 updated = max(before["updated_at"], moment, key=_moment)
-                self._change(before_id, superseded_by=memory_id, valid_until=moment,
-                             updated_at=updated)  # fmt: skip
+                self._change(
+                    before_id, superseded_by=memory_id, valid_until=moment, updated_at=updated
+                )

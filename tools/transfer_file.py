@@ -47,8 +47,9 @@ def _lines(
             lines = handle.read().splitlines()
     except (EOFError, gzip.BadGzipFile, UnicodeDecodeError) as exc:
         # a gzip file cut short (EOFError), not gzip at all, or not UTF-8 text
-        raise TransferError(f"{path} cannot be read whole ({exc}): the export was cut or is "
-                            "not one") from exc  # fmt: skip
+        raise TransferError(
+            f"{path} cannot be read whole ({exc}): the export was cut or is not one"
+        ) from exc
     if not lines:
         raise TransferError(f"{path} is empty")
     try:
@@ -146,11 +147,15 @@ def session_problems(session: dict[str, Any]) -> list[str]:
     if seqs != sorted(set(seqs)):
         problems.append("its messages are not in order, once each")
     elif seqs and not low < seqs[0] <= seqs[-1] <= count:
-        problems.append(f"its messages run from {seqs[0]} to {seqs[-1]}, outside folded_seq + 1 "
-                        f"to message_count ({low + 1} to {count})")  # fmt: skip
+        problems.append(
+            f"its messages run from {seqs[0]} to {seqs[-1]}, outside folded_seq + 1 "
+            f"to message_count ({low + 1} to {count})"
+        )
     if not low <= read <= count:
-        problems.append(f"its cursors are out of order: folded_seq {low}, read_seq {read}, "
-                        f"message_count {count}")  # fmt: skip
+        problems.append(
+            f"its cursors are out of order: folded_seq {low}, read_seq {read}, "
+            f"message_count {count}"
+        )
     pending = session.get("pending")
     if pending is not None:
         try:
@@ -160,8 +165,10 @@ def session_problems(session: dict[str, Any]) -> list[str]:
             problems.append("its pending is not an extraction answer")
         else:
             if first != read + 1 or not first <= last <= count:
-                problems.append(f"its pending is of messages {first} to {last}, not from "
-                                f"read_seq + 1 ({read + 1}) to at most {count}")  # fmt: skip
+                problems.append(
+                    f"its pending is of messages {first} to {last}, not from "
+                    f"read_seq + 1 ({read + 1}) to at most {count}"
+                )
     if (
         not _moment(session["created_at"])
         <= _moment(session["last_event_at"])
@@ -180,8 +187,9 @@ def chain_problems(links: dict[str, dict[str, Any]]) -> list[str]:
         after_id = fields["superseded_by"]
         after = links.get(after_id or "")
         if after_id and after is None:
-            problems.append(f"memory {memory_id} was replaced by {after_id}, which the export "
-                            "lacks")  # fmt: skip
+            problems.append(
+                f"memory {memory_id} was replaced by {after_id}, which the export lacks"
+            )
         elif after is not None and (
             after["supersedes"] != memory_id
             or after["actor_id"] != fields["actor_id"]
@@ -192,8 +200,10 @@ def chain_problems(links: dict[str, dict[str, Any]]) -> list[str]:
         before_id = fields["supersedes"]
         before = links.get(before_id or "")
         if before_id and (before is None or before["superseded_by"] != memory_id):
-            problems.append(f"memory {memory_id} replaced {before_id}, which the export lacks "
-                            "or shows replaced by another")  # fmt: skip
+            problems.append(
+                f"memory {memory_id} replaced {before_id}, which the export lacks "
+                "or shows replaced by another"
+            )
     pairs = {i: (f["supersedes"], f["superseded_by"]) for i, f in links.items()}
     seen: set[str] = set()
     for memory_id in links:

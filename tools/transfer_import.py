@@ -84,16 +84,18 @@ def import_store(
     done = Imported()
     for key, had in (header.get("had_keys") or {}).items():
         if had:
-            done.notes.append(f"the source store had a {key}; give it again with PUT (it is "
-                              "never exported)")  # fmt: skip
+            done.notes.append(
+                f"the source store had a {key}; give it again with PUT (it is never exported)"
+            )
     client.put_store(instance, name, **header["settings"])
     store = client.store(instance, name)
     progress = Progress(source, f"{client.base_url} {instance} {name}")
     done.resumed_after = progress.done
     sender = _MemorySender(store, progress, done)
     kinds = [_kind(line) for line in items]
-    with tqdm(total=len(items), initial=progress.done, unit="item", desc="import",
-              disable=quiet) as bar:  # fmt: skip
+    with tqdm(
+        total=len(items), initial=progress.done, unit="item", desc="import", disable=quiet
+    ) as bar:
         for unit in _units(_import_order(kinds), kinds, progress.done):
             number, at = unit[0]
             if kinds[at][0] is None:

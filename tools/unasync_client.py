@@ -45,11 +45,15 @@ SUBS: list[tuple[str, str]] = [
     (r"__aexit__", "__exit__"),
     (r"\(asynchronous\)", "(synchronous)"),
     (r"\bThe asynchronous client\b", "The synchronous client"),
-    (r"This module is the source of the synchronous client: ``client.py`` is generated from it",
-     "This module is generated from ``async_client.py``, the asynchronous client,"),
-    (r"by\n``python -m tools.unasync_client`` \(``make lint`` checks that it is up to date\)\.",
-     "by\n``python -m tools.unasync_client`` (``make lint`` checks that it is up to date)."),
-]  # fmt: skip
+    (
+        r"This module is the source of the synchronous client: ``client.py`` is generated from it",
+        "This module is generated from ``async_client.py``, the asynchronous client,",
+    ),
+    (
+        r"by\n``python -m tools.unasync_client`` \(``make lint`` checks that it is up to date\)\.",
+        "by\n``python -m tools.unasync_client`` (``make lint`` checks that it is up to date).",
+    ),
+]
 
 
 def generate(source: str) -> str:

@@ -39,8 +39,11 @@ def add_memory(
         handle.reachable_superseded(body.supersedes)
     app.runtime.reserve(app.principal, handle, "memories", 1, embeds=body.vector is None)
     kept = handle.add_memory(body)
-    metrics.add_metric(name="MemoriesDeduplicated" if kept.duplicate else "MemoriesKept",
-                       unit=MetricUnit.Count, value=1)  # fmt: skip
+    metrics.add_metric(
+        name="MemoriesDeduplicated" if kept.duplicate else "MemoriesKept",
+        unit=MetricUnit.Count,
+        value=1,
+    )
     for _, count in kept.redactions.items():
         metrics.add_metric(name="Redactions", unit=MetricUnit.Count, value=count)
     view = kept.memory.model_copy(update={"duplicate": kept.duplicate})

@@ -9,8 +9,9 @@ from agent_memory.stores.holding import UsageReport
 app = Api(admin_only="reads the whole organization's usage")
 
 
-@app.get("/usage", summary="The organization's usage by day", tags=["usage"],
-         responses=ERROR_RESPONSES)  # fmt: skip
+@app.get(
+    "/usage", summary="The organization's usage by day", tags=["usage"], responses=ERROR_RESPONSES
+)
 def get_org_usage(
     from_: FromDay = None,
     to: ToDay = None,

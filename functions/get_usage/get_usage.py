@@ -10,9 +10,11 @@ app = Api()
 
 
 @app.get(
-    STORE_ROUTE + "/usage", summary="A store's usage by day", tags=["usage"],
+    STORE_ROUTE + "/usage",
+    summary="A store's usage by day",
+    tags=["usage"],
     responses=ERROR_RESPONSES,
-)  # fmt: skip
+)
 def get_usage(
     instance_id: InstancePath,
     store: StorePath,

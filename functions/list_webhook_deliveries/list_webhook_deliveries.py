@@ -9,9 +9,11 @@ app = Api()
 
 
 @app.get(
-    STORE_ROUTE + "/webhooks/deliveries", summary="The store's last webhook deliveries",
-    tags=["webhooks"], responses=ERROR_RESPONSES,
-)  # fmt: skip
+    STORE_ROUTE + "/webhooks/deliveries",
+    summary="The store's last webhook deliveries",
+    tags=["webhooks"],
+    responses=ERROR_RESPONSES,
+)
 def list_webhook_deliveries(instance_id: InstancePath, store: StorePath) -> DeliveryList:
     """The store's last 100 deliveries, newest first: event, URL, status (``pending``,
     ``delivered``, ``failed``), attempts, the last HTTP status and error. A key limited to

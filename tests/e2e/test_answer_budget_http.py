@@ -32,10 +32,14 @@ def heavy_session(memory, api):
     memory.put_store("local", name, dimensions=3)
     handle = memory.store("local", name)
     for first in range(0, MESSAGES, 5):
-        handle.add_events("big", [
-            {"role": "user", "content": f"{i:02d}" + HEAVY * (MAX_MESSAGE_CHARS - 2)}
-            for i in range(first + 1, first + 6)
-        ], actor_id="ann")  # fmt: skip
+        handle.add_events(
+            "big",
+            [
+                {"role": "user", "content": f"{i:02d}" + HEAVY * (MAX_MESSAGE_CHARS - 2)}
+                for i in range(first + 1, first + 6)
+            ],
+            actor_id="ann",
+        )
     yield f"{BASE}/{name}", handle
     memory.delete_store("local", name)
 
@@ -84,10 +88,12 @@ def test_search_and_listing_over_the_budget_leave_out_the_lowest_and_page_on(mem
         for i in range(100):
             vector = [0.0] * dims
             vector[i] = 1.0
-            handle.add_memory(f"tea {i:03d} " + HEAVY * (MAX_MEMORY_CHARS - 8), "ann",
-                              vector=vector)  # fmt: skip
-        found = api.post(f"{path}/memories/search",
-                         json={"query": "tea", "mode": "keyword", "limit": 100})  # fmt: skip
+            handle.add_memory(
+                f"tea {i:03d} " + HEAVY * (MAX_MEMORY_CHARS - 8), "ann", vector=vector
+            )
+        found = api.post(
+            f"{path}/memories/search", json={"query": "tea", "mode": "keyword", "limit": 100}
+        )
         assert found.status_code == 200 and carried(found) <= DEFAULT_ANSWER_BUDGET
         answer = found.json()
         assert answer["memories_omitted"] > 0

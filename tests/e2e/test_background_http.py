@@ -59,10 +59,25 @@ def test_a_replayed_conversation_is_summarized_and_extracted_on_its_own(
     store = api.store("local", name)
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "tools.replay", "--url", open_stack.url, "--api-key", API_KEY,
-         "--quiet", "--store", name, "--sessions", "1"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "tools.replay",
+            "--url",
+            open_stack.url,
+            "--api-key",
+            API_KEY,
+            "--quiet",
+            "--store",
+            name,
+            "--sessions",
+            "1",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
 
     # Summarized while it arrived: never more than summarize_after + a call's worth verbatim.
@@ -84,9 +99,11 @@ def test_a_replayed_conversation_is_summarized_and_extracted_on_its_own(
         return view if status.unread == 0 and status.status == "idle" else None
 
     view = wait_for(
-        extracted, 90, "extraction after the quiet period",
+        extracted,
+        90,
+        "extraction after the quiet period",
         lambda: store.get_session(SESSION, recent=1),
-    )  # fmt: skip
+    )
     assert time.monotonic() - started >= 30 or view.extraction.last_run_at
     assert view.extraction.last_error is None
     memories = store.list_memories(limit=100).memories

@@ -52,12 +52,21 @@ def store_name(api, bedrock) -> Iterator[str]:
     _, url = bedrock
     name = unique("bedrock")
     view = api.put_store(
-        "local", name,
-        llm_provider="bedrock", llm_model=CHAT, llm_base_url=url,
-        embed_provider="bedrock", embed_model=TITAN, embed_base_url=url, dimensions=256,
-        rerank_provider="bedrock", rerank_model=RERANK, rerank_base_url=url,
-        aws_region=REGION, extraction_delay_seconds=30,
-    )  # fmt: skip
+        "local",
+        name,
+        llm_provider="bedrock",
+        llm_model=CHAT,
+        llm_base_url=url,
+        embed_provider="bedrock",
+        embed_model=TITAN,
+        embed_base_url=url,
+        dimensions=256,
+        rerank_provider="bedrock",
+        rerank_model=RERANK,
+        rerank_base_url=url,
+        aws_region=REGION,
+        extraction_delay_seconds=30,
+    )
     assert view.llm_provider == view.embed_provider == view.rerank_provider == "bedrock"
     assert view.aws_region == REGION
     assert not (view.has_llm_api_key or view.has_embed_api_key or view.has_rerank_api_key)

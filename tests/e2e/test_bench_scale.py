@@ -7,13 +7,39 @@ from bench import scale
 
 def test_the_scale_benchmark_reads_back_what_it_seeded_and_deletes_every_key(tmp_path):
     actors, per_actor, sessions, appends, requests = 4, 25, 40, 2, 6
-    args = scale.parse_args([
-        "--actors", str(actors), "--per-actor", str(per_actor), "--dimensions", "16",
-        "--sessions", str(sessions), "--appends", str(appends), "--processes", "2",
-        "--threads", "2", "--workers", "1", "--warm-actors", "2", "--fresh-actors", "4",
-        "--requests", str(requests), "--api-adds", "5", "--headroom-gb", "0",
-        "--out", str(tmp_path), "--no-plot",
-    ])  # fmt: skip
+    args = scale.parse_args(
+        [
+            "--actors",
+            str(actors),
+            "--per-actor",
+            str(per_actor),
+            "--dimensions",
+            "16",
+            "--sessions",
+            str(sessions),
+            "--appends",
+            str(appends),
+            "--processes",
+            "2",
+            "--threads",
+            "2",
+            "--workers",
+            "1",
+            "--warm-actors",
+            "2",
+            "--fresh-actors",
+            "4",
+            "--requests",
+            str(requests),
+            "--api-adds",
+            "5",
+            "--headroom-gb",
+            "0",
+            "--out",
+            str(tmp_path),
+            "--no-plot",
+        ]
+    )
     report = scale.run(args)
     text = scale.write(report, args.out, plot_it=not args.no_plot)
 

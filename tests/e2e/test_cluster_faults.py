@@ -84,8 +84,9 @@ class World:
         raise AssertionError(f"{port} serves no slot")
 
     def primaries(self) -> list[int]:
-        return [p for p in self.alive()
-                if self.cluster.node(p).info("replication")["role"] == "master"]  # fmt: skip
+        return [
+            p for p in self.alive() if self.cluster.node(p).info("replication")["role"] == "master"
+        ]
 
     def node_id(self, port: int) -> str:
         return str(self.cluster.node(port).execute_command("CLUSTER", "MYID"))
@@ -134,8 +135,10 @@ def under_traffic(world: World, tag: str, fault: Callable[[str], str]) -> Run:
     with world.memory() as client:
         client.put_store("local", tag, dimensions=DIMENSIONS, dedupe_threshold=1.0)
     clients = [world.http() for _ in range(AGENTS)]
-    agents = [Agent(transport(c), store, f"{tag}-a{n}", dimensions=DIMENSIONS, extract=False,
-                    seed=n) for n, c in enumerate(clients)]  # fmt: skip
+    agents = [
+        Agent(transport(c), store, f"{tag}-a{n}", dimensions=DIMENSIONS, extract=False, seed=n)
+        for n, c in enumerate(clients)
+    ]
     stop = threading.Event()
 
     def loop(agent: Agent) -> None:
@@ -199,11 +202,24 @@ def test_moving_slots_between_primaries_under_traffic_loses_nothing(world):
         # primaries could not elect a replacement for one of them in the next test)
         count = min(end - start, slot - start + 1 + 1000)
         moved = subprocess.run(
-            ["redis-cli", "--cluster", "reshard", f"127.0.0.1:{source}",
-             "--cluster-from", world.node_id(source), "--cluster-to", world.node_id(target),
-             "--cluster-slots", str(count), "--cluster-yes"],
-            capture_output=True, text=True, timeout=300, check=False,
-        )  # fmt: skip
+            [
+                "redis-cli",
+                "--cluster",
+                "reshard",
+                f"127.0.0.1:{source}",
+                "--cluster-from",
+                world.node_id(source),
+                "--cluster-to",
+                world.node_id(target),
+                "--cluster-slots",
+                str(count),
+                "--cluster-yes",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=False,
+        )
         assert moved.returncode == 0, moved.stdout[-2000:] + moved.stderr[-2000:]
         assert world.owner(slot) == target
         return f"{count} slots of {source} moved to {target}, the store's among them"

@@ -115,10 +115,25 @@ def world(open_stack: Stack, provider) -> Iterator[World]:
     model = model_store(api, provider, made, summarize_after=10, keep_recent=4)
     if HAVE_DATA:
         done = subprocess.run(
-            [sys.executable, "-m", "tools.replay", "--url", open_stack.url, "--api-key", API_KEY,
-             "--quiet", "--store", model.rsplit("/", 1)[1], "--sessions", "2"],
-            cwd=ROOT, capture_output=True, text=True, timeout=300,
-        )  # fmt: skip
+            [
+                sys.executable,
+                "-m",
+                "tools.replay",
+                "--url",
+                open_stack.url,
+                "--api-key",
+                API_KEY,
+                "--quiet",
+                "--store",
+                model.rsplit("/", 1)[1],
+                "--sessions",
+                "2",
+            ],
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert done.returncode == 0, done.stderr
     else:
         _seed_conversation(api, model)
@@ -166,10 +181,14 @@ def browser_context(world: World) -> Iterator[Any]:
             headless=True,
             viewport={"width": 1280, "height": 860},
             args=[
-                "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                "--disable-component-update", "--disable-sync", "--no-first-run",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
             ],
-        )  # fmt: skip
+        )
         # axe-core from console/node_modules, added the way DevTools adds scripts (not subject
         # to the page's CSP, which refuses inline and foreign scripts).
         context.add_init_script(path=str(AXE))
@@ -441,10 +460,13 @@ def test_create_a_store_with_every_setting_and_the_apis_problems_beside_their_fi
     page.get_by_label("New language model API key").fill("sk-test-0123456789")
     page.get_by_label("Dimensions").fill("8")
     for setting, value in (
-        ("extraction_delay_seconds", "45"), ("summarize_after", "30"), ("keep_recent", "6"),
-        ("session_ttl_seconds", "7200"), ("memory_ttl_seconds", "86400"),
+        ("extraction_delay_seconds", "45"),
+        ("summarize_after", "30"),
+        ("keep_recent", "6"),
+        ("session_ttl_seconds", "7200"),
+        ("memory_ttl_seconds", "86400"),
         ("dedupe_threshold", "0"),
-    ):  # fmt: skip
+    ):
         page.get_by_label(setting, exact=True).fill(value)
     page.get_by_label("redact_pii").uncheck()
     page.get_by_label("redact_card_digit_runs").uncheck()
@@ -465,17 +487,38 @@ def test_create_a_store_with_every_setting_and_the_apis_problems_beside_their_fi
     console.heading(f"Store {name}")
     expect(page.get_by_text("The store was created.")).to_be_visible()
     stored = world.api.get(path).json()
-    assert {k: stored[k] for k in (
-        "llm_provider", "llm_model", "has_llm_api_key", "dimensions", "extraction_delay_seconds",
-        "summarize_after", "keep_recent", "session_ttl_seconds", "memory_ttl_seconds",
-        "dedupe_threshold", "redact_pii", "redact_card_digit_runs", "custom_types",
-    )} == {
-        "llm_provider": "openai", "llm_model": "gpt-4o-mini", "has_llm_api_key": True,
-        "dimensions": 8, "extraction_delay_seconds": 45, "summarize_after": 30, "keep_recent": 6,
-        "session_ttl_seconds": 7200, "memory_ttl_seconds": 86400, "dedupe_threshold": 0.9,
-        "redact_pii": False, "redact_card_digit_runs": False,
+    assert {
+        k: stored[k]
+        for k in (
+            "llm_provider",
+            "llm_model",
+            "has_llm_api_key",
+            "dimensions",
+            "extraction_delay_seconds",
+            "summarize_after",
+            "keep_recent",
+            "session_ttl_seconds",
+            "memory_ttl_seconds",
+            "dedupe_threshold",
+            "redact_pii",
+            "redact_card_digit_runs",
+            "custom_types",
+        )
+    } == {
+        "llm_provider": "openai",
+        "llm_model": "gpt-4o-mini",
+        "has_llm_api_key": True,
+        "dimensions": 8,
+        "extraction_delay_seconds": 45,
+        "summarize_after": 30,
+        "keep_recent": 6,
+        "session_ttl_seconds": 7200,
+        "memory_ttl_seconds": 86400,
+        "dedupe_threshold": 0.9,
+        "redact_pii": False,
+        "redact_card_digit_runs": False,
         "custom_types": [{"name": "order_issue", "description": "A problem with an order"}],
-    }  # fmt: skip
+    }
     assert "sk-test" not in page.content()  # write-only: shown as present, never echoed
     expect(page.locator("dd[data-key]").first).to_have_text("present")
 
@@ -508,11 +551,16 @@ def test_a_store_on_amazon_bedrock_asks_for_a_region_and_no_key(console, world):
     page.get_by_role("button", name="Create store").click()
     console.heading(f"Store {name}")
     stored = world.api.get(path).json()
-    assert {k: stored[k] for k in ("llm_provider", "embed_provider", "aws_region",
-                                   "llm_base_url", "has_llm_api_key")} == {
-        "llm_provider": "bedrock", "embed_provider": "bedrock", "aws_region": "eu-central-1",
-        "llm_base_url": None, "has_llm_api_key": False,
-    }  # fmt: skip
+    assert {
+        k: stored[k]
+        for k in ("llm_provider", "embed_provider", "aws_region", "llm_base_url", "has_llm_api_key")
+    } == {
+        "llm_provider": "bedrock",
+        "embed_provider": "bedrock",
+        "aws_region": "eu-central-1",
+        "llm_base_url": None,
+        "has_llm_api_key": False,
+    }
 
 
 def test_a_reranker_is_chosen_with_its_key_and_candidates_and_shown_on_the_store(console, world):
@@ -531,11 +579,22 @@ def test_a_reranker_is_chosen_with_its_key_and_candidates_and_shown_on_the_store
     page.get_by_role("button", name="Create store").click()
     console.heading(f"Store {name}")
     stored = world.api.get(path).json()
-    assert {k: stored[k] for k in ("rerank_provider", "rerank_model", "rerank_base_url",
-                                   "has_rerank_api_key", "rerank_candidates")} == {
-        "rerank_provider": "cohere", "rerank_model": "rerank-v3.5", "rerank_base_url": None,
-        "has_rerank_api_key": True, "rerank_candidates": 80,
-    }  # fmt: skip
+    assert {
+        k: stored[k]
+        for k in (
+            "rerank_provider",
+            "rerank_model",
+            "rerank_base_url",
+            "has_rerank_api_key",
+            "rerank_candidates",
+        )
+    } == {
+        "rerank_provider": "cohere",
+        "rerank_model": "rerank-v3.5",
+        "rerank_base_url": None,
+        "has_rerank_api_key": True,
+        "rerank_candidates": 80,
+    }
     facts = page.locator("dl.facts")
     expect(facts.filter(has_text="rerank_provider")).to_contain_text("cohere")
     expect(page.locator('[data-key="present"]')).to_have_count(1)  # the reranker's, never shown
@@ -567,8 +626,12 @@ def test_a_reranker_is_chosen_with_its_key_and_candidates_and_shown_on_the_store
     page.get_by_role("button", name="Save settings").click()
     expect(page.get_by_text("The settings were saved.")).to_be_visible()
     stored = world.api.get(path).json()
-    assert (stored["rerank_provider"], stored["rerank_model"], stored["has_rerank_api_key"],
-            stored["rerank_candidates"]) == ("none", None, False, 80)  # fmt: skip
+    assert (
+        stored["rerank_provider"],
+        stored["rerank_model"],
+        stored["has_rerank_api_key"],
+        stored["rerank_candidates"],
+    ) == ("none", None, False, 80)
 
 
 def test_the_all_stores_page_creates_a_store_on_a_database_picked_or_typed(console, world):
@@ -672,8 +735,10 @@ def test_change_settings_replace_and_remove_a_key_then_delete_after_typing_the_n
     expect(page.get_by_text("The settings were saved.")).to_be_visible()
     stored = world.api.get(path).json()
     assert (stored["summarize_after"], stored["keep_recent"], stored["has_llm_api_key"]) == (
-        25, 5, True,
-    )  # fmt: skip
+        25,
+        5,
+        True,
+    )
     console.go(f"/instances/local/agent-memory/{name}/settings")
     page.get_by_role("button", name="Remove key").click()
     page.get_by_role("button", name="Save settings").click()
@@ -1159,8 +1224,19 @@ def test_a_memory_shows_every_field_its_source_session_and_versions_edits_and_fo
     page = console.page
     console.heading("Memory")
     expect(page.locator(".memory-text")).to_have_text(extracted["text"])
-    for name in ("id", "type", "actor_id", "topics", "importance", "confidence", "source",
-                 "created_at", "updated_at", "expires_at", "metadata"):  # fmt: skip
+    for name in (
+        "id",
+        "type",
+        "actor_id",
+        "topics",
+        "importance",
+        "confidence",
+        "source",
+        "created_at",
+        "updated_at",
+        "expires_at",
+        "metadata",
+    ):
         expect(page.locator("dl.facts dt", has_text=re.compile(f"^{name}$"))).to_have_count(1)
     source = extracted["source"]["session_id"]
     page.get_by_role("link", name=source).click()
@@ -1186,8 +1262,10 @@ def test_a_memory_shows_every_field_its_source_session_and_versions_edits_and_fo
     expect(page.locator("ol.versions > li").first).to_contain_text("Someone else likes chess")
     after = world.api.get(f"{path}/memories/{memory['id']}").json()
     assert (after["topics"], after["importance"], len(after["versions"])) == (
-        ["games", "board games"], 0.8, 1,
-    )  # fmt: skip
+        ["games", "board games"],
+        0.8,
+        1,
+    )
     console.shot("memory")
     page.get_by_role("button", name="Forget memory…").click()
     dialog = page.get_by_role("dialog")
@@ -1221,8 +1299,10 @@ def test_try_it_shows_exactly_what_recall_returns_then_adds_the_turn(console, wo
     response = answered.value
     assert response.status == 200
     assert json.loads(response.request.post_data or "{}") == {
-        "session_id": SESSION_1, "actor_id": ACTOR, "query": "What does Caroline like to paint?",
-    }  # fmt: skip
+        "session_id": SESSION_1,
+        "actor_id": ACTOR,
+        "query": "What does Caroline like to paint?",
+    }
     expected = response.json()
     assert expected["memories"] and expected["summary"]
     context = page.get_by_label("Context string")
@@ -1320,8 +1400,11 @@ def test_an_address_naming_no_database_or_no_store_says_so_with_a_way_back(conso
     expect(page.get_by_role("link", name=re.compile("Create a store"))).to_have_count(0)
     console.shot("no-such-database")
     # Under it, every page says the same: no store tabs, no form.
-    for below in (f"/instances/{nope}/create", f"/instances/{nope}/agent-memory/notes/sessions",
-                  f"/instances/{nope}/agent-memory/notes/memories/m1"):  # fmt: skip
+    for below in (
+        f"/instances/{nope}/create",
+        f"/instances/{nope}/agent-memory/notes/sessions",
+        f"/instances/{nope}/agent-memory/notes/memories/m1",
+    ):
         console.go(below)
         console.heading("No such database")
         expect(page.get_by_role("navigation", name="Store")).to_have_count(0)
@@ -1365,8 +1448,12 @@ def test_text_from_the_api_is_shown_as_text_whatever_it_holds(console, world):
     assert (
         world.api.post(f"{world.notes}/sessions/{session}/events", json=events).status_code == 200
     )
-    body = {"text": "<img src=x onerror=alert(3)> \u202eRTL", "actor_id": "user-7",
-            "vector": [0.5, 0.5, 0.7], "topics": ["<i>t</i>"]}  # fmt: skip
+    body = {
+        "text": "<img src=x onerror=alert(3)> \u202eRTL",
+        "actor_id": "user-7",
+        "vector": [0.5, 0.5, 0.7],
+        "topics": ["<i>t</i>"],
+    }
     memory = world.api.post(f"{world.notes}/memories", json=body).json()
     console.sign_in(f"/instances/local/agent-memory/{store}/sessions/{session}")
     page = console.page

@@ -31,11 +31,21 @@ EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 )
 def test_an_example_runs_against_the_local_stack(stack, memory, example, said):
     name = unique("example")
-    env = {**os.environ, "KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key,
-           "KIVIDB_INSTANCE": "local", "KIVIDB_STORE": name}  # fmt: skip
+    env = {
+        **os.environ,
+        "KIVIDB_API_URL": stack.url,
+        "KIVIDB_API_KEY": stack.api_key,
+        "KIVIDB_INSTANCE": "local",
+        "KIVIDB_STORE": name,
+    }
     try:
-        done = subprocess.run([sys.executable, str(EXAMPLES / example)], env=env,
-                              capture_output=True, text=True, timeout=120)  # fmt: skip
+        done = subprocess.run(
+            [sys.executable, str(EXAMPLES / example)],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
         assert done.returncode == 0, done.stderr[-3000:]
         assert done.stdout.splitlines() == said, done.stdout
     finally:
@@ -57,12 +67,17 @@ def test_a_typescript_example_runs_against_the_local_stack(stack, memory, exampl
     built = EXAMPLES / "typescript" / "dist" / example.replace(".ts", ".js")
     assert built.is_file(), "build the examples first: make test (or make e2e) builds them"
     name = unique("example")
-    env = {**os.environ, "KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key,
-           "KIVIDB_STORE": name}  # fmt: skip
+    env = {
+        **os.environ,
+        "KIVIDB_API_URL": stack.url,
+        "KIVIDB_API_KEY": stack.api_key,
+        "KIVIDB_STORE": name,
+    }
     try:
         for _ in range(2):
-            done = subprocess.run(["node", str(built)], env=env, capture_output=True, text=True,
-                                  timeout=120)  # fmt: skip
+            done = subprocess.run(
+                ["node", str(built)], env=env, capture_output=True, text=True, timeout=120
+            )
             assert done.returncode == 0, done.stderr[-3000:]
             lines = iter(done.stdout.splitlines())
             assert all(any(part in line for line in lines) for part in said), done.stdout

@@ -26,12 +26,17 @@ def texts(found) -> list[str]:
 
 
 def test_topics_and_metadata_values_find_a_memory_below_the_text(store):
-    store.add_memory("Planted tomatoes on the balcony", actor_id="ann", topics=["Gardening"],
-                     vector=[1.0, 0.0, 0.0])  # fmt: skip
+    store.add_memory(
+        "Planted tomatoes on the balcony",
+        actor_id="ann",
+        topics=["Gardening"],
+        vector=[1.0, 0.0, 0.0],
+    )
     store.add_memory("Read a book about gardening", actor_id="ann", vector=[0.0, 1.0, 0.0])
     metadata = {"order": "ORD-2291", "carrier": {"name": "DHL"}, "urgent": True}
-    store.add_memory("The parcel never came", actor_id="ann", vector=[0.0, 0.0, 1.0],
-                     metadata=metadata)  # fmt: skip
+    store.add_memory(
+        "The parcel never came", actor_id="ann", vector=[0.0, 0.0, 1.0], metadata=metadata
+    )
     found = store.search("gardening", mode="keyword", actor_id="ann", limit=5)
     assert texts(found) == ["Read a book about gardening", "Planted tomatoes on the balcony"]
     assert found.memories[0].score > found.memories[1].score > 0
@@ -46,8 +51,13 @@ def test_topics_and_metadata_values_find_a_memory_below_the_text(store):
 
 
 def test_changing_a_memorys_topics_or_metadata_changes_what_finds_it(store):
-    kept = store.add_memory("Planted tomatoes", actor_id="ann", topics=["gardening"],
-                            metadata={"place": "balcony"}, vector=[1.0, 0.0, 0.0])  # fmt: skip
+    kept = store.add_memory(
+        "Planted tomatoes",
+        actor_id="ann",
+        topics=["gardening"],
+        metadata={"place": "balcony"},
+        vector=[1.0, 0.0, 0.0],
+    )
     assert texts(store.search("balcony", mode="keyword", actor_id="ann")) == ["Planted tomatoes"]
     store.update_memory(kept.id, topics=["cooking"], metadata={"place": "kitchen"})
     for gone in ("gardening", "balcony"):

@@ -48,10 +48,25 @@ def _run_suite(
     root: Path, plugin: str, node_ids: list[str], env: dict[str, str], python: Path | None = None
 ) -> str:
     done = subprocess.run(
-        [str(python or sys.executable), "-m", "pytest", "-q", "-p", plugin,
-         "-p", "no:cacheprovider", "--rootdir", str(root), *node_ids],
-        cwd=root, env=env, capture_output=True, text=True, timeout=600,
-    )  # fmt: skip
+        [
+            str(python or sys.executable),
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            plugin,
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(root),
+            *node_ids,
+        ],
+        cwd=root,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     return done.stdout
 

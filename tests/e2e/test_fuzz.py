@@ -157,13 +157,33 @@ def _fuzz(stack: Stack, plane: ControlPlane, other_org: str, tmp_path: Path) -> 
     # recursion depth mismatch" when threads parse at once (python/cpython#106905): an error of
     # the fuzzer's own, seen once in a make fuzz run, that would fail the run at random.
     command = [
-        str(Path(sys.executable).with_name("schemathesis")), "run", str(OPENAPI),
-        "--url", stack.url, "-H", f"Authorization: Bearer {stack.api_key}",
-        "--checks", "all", "--exclude-checks", ",".join(sorted(EXCLUDED_CHECKS)),
-        "--max-examples", str(EXAMPLES), "--seed", "8", "--workers", "1",
-        "--request-timeout", "30", "--suppress-health-check", "all",
-        "--report", "json", "--report-dir", str(report_dir), "--no-color",
-    ]  # fmt: skip
+        str(Path(sys.executable).with_name("schemathesis")),
+        "run",
+        str(OPENAPI),
+        "--url",
+        stack.url,
+        "-H",
+        f"Authorization: Bearer {stack.api_key}",
+        "--checks",
+        "all",
+        "--exclude-checks",
+        ",".join(sorted(EXCLUDED_CHECKS)),
+        "--max-examples",
+        str(EXAMPLES),
+        "--seed",
+        "8",
+        "--workers",
+        "1",
+        "--request-timeout",
+        "30",
+        "--suppress-health-check",
+        "all",
+        "--report",
+        "json",
+        "--report-dir",
+        str(report_dir),
+        "--no-color",
+    ]
     done = subprocess.run(
         command, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=1200
     )

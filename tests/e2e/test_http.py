@@ -97,8 +97,9 @@ def test_another_organizations_instance_is_a_404_like_a_missing_one(stack, api):
 
 
 def test_unknown_store_and_session_are_404(api, store):
-    assert_error(api.post(f"{BASE}/no-such-store/recall", json={"session_id": "s"}), 404,
-                 "store_not_found")  # fmt: skip
+    assert_error(
+        api.post(f"{BASE}/no-such-store/recall", json={"session_id": "s"}), 404, "store_not_found"
+    )
     assert_error(api.get(f"{store}/sessions/never"), 404, "session_not_found")
     assert_error(api.delete(f"{store}/sessions/never"), 404, "session_not_found")
 
@@ -109,8 +110,10 @@ def test_unknown_route_is_api_gateways_404(api):
 
 
 def test_another_actor_is_a_409_and_adds_nothing(api, store):
-    api.post(f"{store}/sessions/s/events", json={"actor_id": "alice", "events": [
-        {"role": "user", "content": "hi"}]})  # fmt: skip
+    api.post(
+        f"{store}/sessions/s/events",
+        json={"actor_id": "alice", "events": [{"role": "user", "content": "hi"}]},
+    )
     response = api.post(
         f"{store}/sessions/s/events",
         json={"actor_id": "bob", "events": [{"role": "user", "content": "mine now"}]},
@@ -155,8 +158,9 @@ def test_malformed_bodies_are_422_never_500_and_store_nothing(api, store, raw):
 def test_invalid_settings_are_422_with_details_and_change_nothing(api, store):
     body = assert_error(api.put(store, json={"keep_recent": 40}), 422, "validation_error")
     assert "keep_recent" in body["details"][0]["problem"]
-    body = assert_error(api.put(store, json={"extraction_delay_seconds": 10}), 422,
-                        "validation_error")  # fmt: skip
+    body = assert_error(
+        api.put(store, json={"extraction_delay_seconds": 10}), 422, "validation_error"
+    )
     assert body["details"][0]["field"] == "extraction_delay_seconds"
     body = assert_error(
         api.put(
@@ -248,8 +252,9 @@ def test_bad_ids_and_queries_are_422(api, store):
     assert_error(api.put(f"{BASE}/{'x' * 65}", json={}), 422, "validation_error")
     assert_error(api.get(f"{store}/sessions", params={"limit": 0}), 422, "validation_error")
     assert_error(api.get(f"{store}/sessions/s", params={"recent": 1001}), 422, "validation_error")
-    assert_error(api.post(f"{store}/recall", json={"session_id": "s", "limit": 500}), 422,
-                 "validation_error")  # fmt: skip
+    assert_error(
+        api.post(f"{store}/recall", json={"session_id": "s", "limit": 500}), 422, "validation_error"
+    )
 
 
 def test_delete_store_forgets_everything(api):

@@ -14,8 +14,13 @@ import pytest
 from local.launch import running_stack
 from tests.support.stack import API_KEY
 
-EVENTS = {"actor_id": "ann", "events": [{"role": "user", "content": "I moved to Lisbon"},
-                                        {"role": "assistant", "content": "Noted."}]}  # fmt: skip
+EVENTS = {
+    "actor_id": "ann",
+    "events": [
+        {"role": "user", "content": "I moved to Lisbon"},
+        {"role": "assistant", "content": "Noted."},
+    ],
+}
 
 
 def _key() -> dict[str, str]:
@@ -48,8 +53,10 @@ def test_events_sent_twice_with_one_key_are_added_once_and_answered_the_same(api
 def test_the_same_body_with_its_keys_in_another_order_or_spacing_is_the_same_request(api, store):
     key = _key()
     first = api.post(f"{store}/sessions/s/events", json=EVENTS, headers=key)
-    reordered = '{ "events": [{"content": "I moved to Lisbon", "role": "user"}, ' \
-        '{"content": "Noted.", "role": "assistant"}], "actor_id": "ann" }'  # fmt: skip
+    reordered = (
+        '{ "events": [{"content": "I moved to Lisbon", "role": "user"}, '
+        '{"content": "Noted.", "role": "assistant"}], "actor_id": "ann" }'
+    )
     again = api.post(f"{store}/sessions/s/events", content=reordered, headers=key)
     assert again.status_code == 200 and again.content == first.content
     assert len(_messages(api, store, "s")) == 2
@@ -168,10 +175,16 @@ def test_spaces_around_a_key_are_not_part_of_it(api, stack, store):
     first = api.post(f"{store}/sessions/s/events", json=EVENTS, headers={"Idempotency-Key": "k-ws"})
     where = urlsplit(stack.url)
     connection = http.client.HTTPConnection(where.hostname, where.port, timeout=30)
-    connection.request("POST", f"{store}/sessions/s/events", body=json.dumps(EVENTS),
-                       headers={"Authorization": f"Bearer {stack.api_key}",
-                                "Content-Type": "application/json",
-                                "Idempotency-Key": "  k-ws\t"})  # fmt: skip
+    connection.request(
+        "POST",
+        f"{store}/sessions/s/events",
+        body=json.dumps(EVENTS),
+        headers={
+            "Authorization": f"Bearer {stack.api_key}",
+            "Content-Type": "application/json",
+            "Idempotency-Key": "  k-ws\t",
+        },
+    )
     again = connection.getresponse()
     body = again.read()
     connection.close()
@@ -191,8 +204,9 @@ def test_a_route_without_a_body_ignores_one_for_its_key_too(api, store):
 def test_a_key_of_255_visible_characters_is_taken(api, store):
     key = "".join(chr(33 + i % 94) for i in range(255))
     for _ in range(2):
-        answer = api.post(f"{store}/sessions/s/events", json=EVENTS,
-                          headers={"Idempotency-Key": key})  # fmt: skip
+        answer = api.post(
+            f"{store}/sessions/s/events", json=EVENTS, headers={"Idempotency-Key": key}
+        )
         assert answer.status_code == 200
     assert len(_messages(api, store, "s")) == 2
 
@@ -201,8 +215,12 @@ def test_a_kept_answer_outlives_a_restart_of_the_stack(redis_url, tmp_path: Path
     name = "restart-" + uuid.uuid4().hex[:8]
     memory.put_store("local", name)
     path = f"/instances/local/agent-memory/{name}/sessions/s/events"
-    env = {"REDIS_URL": redis_url, "KIVIDB_API_KEY": API_KEY,
-           "KIVIDB_LOCAL_DIR": str(tmp_path), "KIVIDB_WORKERS": "1"}  # fmt: skip
+    env = {
+        "REDIS_URL": redis_url,
+        "KIVIDB_API_KEY": API_KEY,
+        "KIVIDB_LOCAL_DIR": str(tmp_path),
+        "KIVIDB_WORKERS": "1",
+    }
     key = _key()
     try:
         answers = []

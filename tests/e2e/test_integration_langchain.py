@@ -83,7 +83,10 @@ def test_a_runnable_with_message_history_remembers_the_first_turn(memory_store):
     answer = chain.invoke({"question": "What is my name?"}, config=config)
     assert answer.content == "Ann."
     assert [m.content for m in seen[1]] == [
-        "I am Ann.", "Nice to meet you, Ann.", "What is my name?"]  # fmt: skip
+        "I am Ann.",
+        "Nice to meet you, Ann.",
+        "What is my name?",
+    ]
     assert memory_store.get_session("lc-3").message_count == 4
 
 
@@ -99,11 +102,15 @@ def test_chunks_and_chat_messages_keep_the_role_they_speak_in():
     from kividb_memory.integrations.langchain import message_role
 
     messages = [
-        HumanMessageChunk(content="h"), SystemMessageChunk(content="s"),
-        ToolMessageChunk(content="t", tool_call_id="c"), ChatMessage(content="c", role="user"),
-        ChatMessage(content="c", role="system"), FunctionMessage(content="f", name="f"),
-        AIMessage(content="a"), ChatMessage(content="c", role="narrator"),
-    ]  # fmt: skip
+        HumanMessageChunk(content="h"),
+        SystemMessageChunk(content="s"),
+        ToolMessageChunk(content="t", tool_call_id="c"),
+        ChatMessage(content="c", role="user"),
+        ChatMessage(content="c", role="system"),
+        FunctionMessage(content="f", name="f"),
+        AIMessage(content="a"),
+        ChatMessage(content="c", role="narrator"),
+    ]
     roles = ["user", "system", "tool", "user", "system", "tool", "assistant", "assistant"]
     assert [message_role(m) for m in messages] == roles
 

@@ -45,7 +45,11 @@ def test_a_run_with_a_tool_call_is_kept_item_for_item_and_seen_by_the_next(stack
     first, kept, second, last_input = _run(go())
     assert first.final_output == "It is 22 C and sunny in Lisbon."
     assert [item.get("type", "message") for item in kept] == [
-        "message", "function_call", "function_call_output", "message"]  # fmt: skip
+        "message",
+        "function_call",
+        "function_call_output",
+        "message",
+    ]
     assert kept[1]["call_id"] == kept[2]["call_id"] == "call_1"
     assert kept[2]["output"] == "22 C and sunny in Lisbon"
     assert kept == first.to_input_list()  # exactly what the SDK holds
@@ -85,15 +89,22 @@ def test_without_store_and_without_the_environment_it_says_what_to_set(monkeypat
 
 def test_items_map_to_roles_and_text():
     assert item_event({"role": "developer", "content": "Be brief."}) == {
-        "role": "system", "item": {"role": "developer", "content": "Be brief."},
-        "content": "Be brief."}  # fmt: skip
+        "role": "system",
+        "item": {"role": "developer", "content": "Be brief."},
+        "content": "Be brief.",
+    }
     call = {"type": "function_call", "call_id": "c", "name": "f", "arguments": "{}"}
     assert item_event(call) == {"role": "assistant", "item": call}
     output = {"type": "function_call_output", "call_id": "c", "output": "done"}
     assert item_event(output) == {"role": "tool", "item": output, "content": "done"}
-    parts = {"role": "user", "content": [{"type": "input_text", "text": "a"},
-                                         {"type": "input_image", "image_url": "x"},
-                                         {"type": "input_text", "text": "b"}]}  # fmt: skip
+    parts = {
+        "role": "user",
+        "content": [
+            {"type": "input_text", "text": "a"},
+            {"type": "input_image", "image_url": "x"},
+            {"type": "input_text", "text": "b"},
+        ],
+    }
     assert item_event(parts)["content"] == "a\nb"
     reasoning = {"type": "reasoning", "id": "r", "summary": []}
     assert item_event(reasoning) == {"role": "assistant", "item": reasoning}

@@ -543,9 +543,12 @@ def ask(client: httpx.Client, route: tuple[str, str], t: Target, probed: str) ->
     created is deleted), and its generated ids and times are replaced by placeholders."""
     method, template = route
     path = template.split("#")[0].format(
-        instance_id=t.instance, store=t.store, session_id=t.session, memory_id=t.memory,
+        instance_id=t.instance,
+        store=t.store,
+        session_id=t.session,
+        memory_id=t.memory,
         actor_id=t.actor,
-    )  # fmt: skip
+    )
     response = client.request(
         method, path, params=_query(method, template, t), json=_body(method, template, t)
     )

@@ -98,11 +98,14 @@ def test_importing_a_session_counts_against_the_messages_quota(stack, memory):
     now = "2026-01-01T00:00:00Z"
     soon = (datetime.now(UTC) + timedelta(days=1)).isoformat()
     body = {
-        "message_count": 3, "created_at": now, "last_event_at": now, "expires_at": soon,
+        "message_count": 3,
+        "created_at": now,
+        "last_event_at": now,
+        "expires_at": soon,
         "messages": [
             {"seq": n, "role": "user", "content": str(n), "created_at": now} for n in (1, 2, 3)
         ],
-    }  # fmt: skip
+    }
     with (
         new_store(memory, "quota-import") as name,
         limited_key(stack, Limits(messages_per_day=2)) as limited,

@@ -21,10 +21,17 @@ def test_mixed_traffic_keeps_every_acknowledged_write_exactly_once(open_stack, p
         store = model_store(api, provider, summarize_after=1000, dedupe_threshold=1.0)
         clients = [open_stack.client() for _ in range(AGENTS)]
         agents = [
-            Agent(httpx_transport(http), store, unique("load"), dimensions=None, extract=True,
-                  turns_per_session=4, seed=n)
+            Agent(
+                httpx_transport(http),
+                store,
+                unique("load"),
+                dimensions=None,
+                extract=True,
+                turns_per_session=4,
+                seed=n,
+            )
             for n, http in enumerate(clients)
-        ]  # fmt: skip
+        ]
         end = time.monotonic() + SECONDS
 
         def loop(agent: Agent) -> None:

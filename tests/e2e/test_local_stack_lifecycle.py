@@ -148,9 +148,13 @@ def test_an_unreachable_redis_url_is_one_line_without_its_password(
         "KIVIDB_LOCAL_DIR": str(tmp_path / "local"),
     }
     done = subprocess.run(
-        [sys.executable, "-m", "local"], cwd=ROOT, env=env, capture_output=True, text=True,
+        [sys.executable, "-m", "local"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=60,
-    )  # fmt: skip
+    )
     assert done.returncode == 2
     assert done.stdout == ""
     assert done.stderr.splitlines() == [
@@ -174,8 +178,11 @@ def test_a_cluster_redis_url_serves_and_the_banner_says_it_is_one(
     tmp_path: Path, cluster, option: str
 ) -> None:
     log = tmp_path / "stack.log"
-    env = {"REDIS_URL": cluster.url + option, "KIVIDB_API_KEY": API_KEY,
-           "KIVIDB_LOCAL_DIR": str(tmp_path / "local")}  # fmt: skip
+    env = {
+        "REDIS_URL": cluster.url + option,
+        "KIVIDB_API_KEY": API_KEY,
+        "KIVIDB_LOCAL_DIR": str(tmp_path / "local"),
+    }
     with running_stack(env, log=log, timeout=60) as (url, _):
         answer = httpx.get(f"{url}/agent-memory", headers={"Authorization": f"Bearer {API_KEY}"})
         assert answer.status_code == 200, answer.text
@@ -195,12 +202,20 @@ def test_a_cluster_redis_url_serves_and_the_banner_says_it_is_one(
 def test_a_cluster_url_it_cannot_use_is_one_line_saying_why(
     tmp_path: Path, cluster, suffix: str, reason: str
 ) -> None:
-    env = {**os.environ, "REDIS_URL": cluster.url + suffix, "PORT": str(free_port()),
-           "KIVIDB_LOCAL_DIR": str(tmp_path / "local")}  # fmt: skip
+    env = {
+        **os.environ,
+        "REDIS_URL": cluster.url + suffix,
+        "PORT": str(free_port()),
+        "KIVIDB_LOCAL_DIR": str(tmp_path / "local"),
+    }
     done = subprocess.run(
-        [sys.executable, "-m", "local"], cwd=ROOT, env=env, capture_output=True, text=True,
+        [sys.executable, "-m", "local"],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
         timeout=60,
-    )  # fmt: skip
+    )
     assert done.returncode == 2, done.stdout + done.stderr
     lines = done.stderr.splitlines()
     assert len(lines) == 1, done.stderr
@@ -211,12 +226,20 @@ def test_a_cluster_url_it_cannot_use_is_one_line_saying_why(
 def test_a_single_node_said_to_be_a_cluster_is_one_line_saying_why(tmp_path: Path) -> None:
     database = start_redis_server(tmp_path / "redis", persist=False)
     try:
-        env = {**os.environ, "REDIS_URL": database.url + "?cluster=1", "PORT": str(free_port()),
-               "KIVIDB_LOCAL_DIR": str(tmp_path / "local")}  # fmt: skip
+        env = {
+            **os.environ,
+            "REDIS_URL": database.url + "?cluster=1",
+            "PORT": str(free_port()),
+            "KIVIDB_LOCAL_DIR": str(tmp_path / "local"),
+        }
         done = subprocess.run(
-            [sys.executable, "-m", "local"], cwd=ROOT, env=env, capture_output=True, text=True,
+            [sys.executable, "-m", "local"],
+            cwd=ROOT,
+            env=env,
+            capture_output=True,
+            text=True,
             timeout=60,
-        )  # fmt: skip
+        )
     finally:
         database.stop()
     assert done.returncode == 2, done.stdout + done.stderr

@@ -187,8 +187,10 @@ def test_both_transports_list_the_six_tools_with_described_arguments_and_hints(
     assert "deleted_ids" in tools["memory_forget"].output_schema["properties"]
     assert tools["memory_add_messages"].annotations.read_only_hint is False
     assert tools["memory_search"].input_schema["properties"]["mode"]["enum"] == [
-        "semantic", "keyword", "hybrid",
-    ]  # fmt: skip
+        "semantic",
+        "keyword",
+        "hybrid",
+    ]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)
@@ -199,19 +201,31 @@ def test_add_messages_recall_add_search_and_forget_a_memory(proxy, open_stack, l
 
     async def go():
         async with connect(transport, proxy.url, open_stack.api_key) as client:
-            added = await client.call_tool("memory_add_messages", {
-                "session_id": session, "actor_id": actor, **where, "messages": [
-                    {"role": "user", "content": DEPLOYS, "name": "Ann"},
-                    {"role": "assistant", "content": "Noted: eu-west-1, Fridays."},
-                ],
-            })  # fmt: skip
+            added = await client.call_tool(
+                "memory_add_messages",
+                {
+                    "session_id": session,
+                    "actor_id": actor,
+                    **where,
+                    "messages": [
+                        {"role": "user", "content": DEPLOYS, "name": "Ann"},
+                        {"role": "assistant", "content": "Noted: eu-west-1, Fridays."},
+                    ],
+                },
+            )
             recalled = await client.call_tool(
                 "memory_recall", {"session_id": session, "query": "When do we deploy?", **where}
             )
-            kept = await client.call_tool("memory_add", {
-                "text": "Ann's on-call rotation starts on Mondays", "actor_id": actor,
-                "type": "semantic", "topics": ["on-call"], **where,
-            })  # fmt: skip
+            kept = await client.call_tool(
+                "memory_add",
+                {
+                    "text": "Ann's on-call rotation starts on Mondays",
+                    "actor_id": actor,
+                    "type": "semantic",
+                    "topics": ["on-call"],
+                    **where,
+                },
+            )
             found = await client.call_tool(
                 "memory_search",
                 {"query": "on-call rotation", "mode": "keyword", "actor_id": actor, **where},
@@ -234,16 +248,20 @@ def test_add_messages_recall_add_search_and_forget_a_memory(proxy, open_stack, l
     assert context == recalled.structured_content["context"]
     assert '] user "Ann": "We deploy to eu-west-1 on Fridays."' in context
     assert [m["content"] for m in recalled.structured_content["messages"]] == [
-        "We deploy to eu-west-1 on Fridays.", "Noted: eu-west-1, Fridays.",
-    ]  # fmt: skip
+        "We deploy to eu-west-1 on Fridays.",
+        "Noted: eu-west-1, Fridays.",
+    ]
     assert not kept.is_error and kept.structured_content["topics"] == ["on-call"]
     assert [m["id"] for m in found.structured_content["memories"]] == [
         kept.structured_content["id"]
     ]
     memory_id = kept.structured_content["id"]
     assert forgotten.structured_content == {
-        "memory_id": memory_id, "deleted": True, "deleted_ids": [memory_id], "complete": True,
-    }  # fmt: skip
+        "memory_id": memory_id,
+        "deleted": True,
+        "deleted_ids": [memory_id],
+        "complete": True,
+    }
     assert again.structured_content == {
         "memories": [],
         "memories_omitted": 0,
@@ -264,15 +282,25 @@ def test_api_errors_and_bad_arguments_are_tool_errors_naming_the_problem(
         async with connect(transport, proxy.url, key) as client:
             return [await client.call_tool(name, args) for name, args in calls]
 
-    unknown_store, bad_limit, unknown_arg, bad_role, bad_id, no_store = run(go(open_stack.api_key, [
-        ("memory_recall", {"session_id": "s", "instance_id": "local", "store": unique("none")}),
-        ("memory_recall", {"session_id": "s", "limit": 0, **where}),
-        ("memory_search", {"query": "x", "search_mode": "keyword", **where}),
-        ("memory_add_messages", {"session_id": "s", "messages": [{"role": "robot",
-                                                                   "content": "x"}], **where}),
-        ("memory_recall", {"session_id": "bad/id", **where}),
-        ("memory_recall", {"session_id": "s"}),
-    ]))  # fmt: skip
+    unknown_store, bad_limit, unknown_arg, bad_role, bad_id, no_store = run(
+        go(
+            open_stack.api_key,
+            [
+                (
+                    "memory_recall",
+                    {"session_id": "s", "instance_id": "local", "store": unique("none")},
+                ),
+                ("memory_recall", {"session_id": "s", "limit": 0, **where}),
+                ("memory_search", {"query": "x", "search_mode": "keyword", **where}),
+                (
+                    "memory_add_messages",
+                    {"session_id": "s", "messages": [{"role": "robot", "content": "x"}], **where},
+                ),
+                ("memory_recall", {"session_id": "bad/id", **where}),
+                ("memory_recall", {"session_id": "s"}),
+            ],
+        )
+    )
     assert all(r.is_error for r in (unknown_store, bad_limit, unknown_arg, bad_role, bad_id))
     assert "KiviDB API error 404 store_not_found: Store " in text(unknown_store)
     assert "limit\n  Input should be greater than or equal to 1" in text(bad_limit)
@@ -284,9 +312,14 @@ def test_api_errors_and_bad_arguments_are_tool_errors_naming_the_problem(
     assert "KiviDB API error 422 validation_error" in text(bad_id) and "session_id:" in text(bad_id)
     assert no_store.is_error and "instance_id is required" in text(no_store)
 
-    (wrong_key,) = run(go("kvm_wrong_key_000000000000000000000000000", [
-        ("memory_recall", {"session_id": "s", **where}),
-    ]))  # fmt: skip
+    (wrong_key,) = run(
+        go(
+            "kvm_wrong_key_000000000000000000000000000",
+            [
+                ("memory_recall", {"session_id": "s", **where}),
+            ],
+        )
+    )
     assert wrong_key.is_error
     assert text(wrong_key).endswith(
         "KiviDB API error 401 unauthorized: The API key is not valid or has been revoked."
@@ -345,9 +378,11 @@ def test_a_dot_segment_store_or_instance_is_a_tool_error_naming_it(proxy, open_s
         async with connect(transport, proxy.url, open_stack.api_key) as client:
             return [
                 await client.call_tool("memory_recall", {"session_id": "s", **where})
-                for where in ({"instance_id": "local", "store": ".."},
-                              {"instance_id": "..", "store": "x"})
-            ]  # fmt: skip
+                for where in (
+                    {"instance_id": "local", "store": ".."},
+                    {"instance_id": "..", "store": "x"},
+                )
+            ]
 
     store, instance = run(go())
     assert store.is_error and text(store) == (
@@ -382,9 +417,11 @@ def test_forgetting_a_superseded_memory_forgets_its_chain_and_lists_every_id(
         listed = memories.list_memories(actor_id=actor, include_superseded=True)
     assert not forgotten.is_error, text(forgotten)
     assert forgotten.structured_content == {
-        "memory_id": second, "deleted": True, "deleted_ids": [first, second, third],
+        "memory_id": second,
+        "deleted": True,
+        "deleted_ids": [first, second, third],
         "complete": True,
-    }  # fmt: skip
+    }
     assert [m.id for m in listed.memories] == [other]
 
 
@@ -464,8 +501,11 @@ def test_the_stdio_server_without_a_key_says_so_and_exits_2():
     done = subprocess.run(
         [sys.executable, "-m", "kividb_memory.mcp"],
         env={"KIVIDB_API_URL": "http://127.0.0.1:9", "PATH": "/usr/bin:/bin"},
-        capture_output=True, text=True, timeout=60, input="",
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        input="",
+    )
     assert done.returncode == 2
     assert done.stderr == "kividb_memory.mcp: no API key: pass api_key= or set KIVIDB_API_KEY\n"
     assert done.stdout == ""
@@ -491,34 +531,102 @@ def _calls(lab: str, memory_id: str) -> list[tuple[str, dict[str, Any], Any]]:
     s = f"/instances/local/agent-memory/{lab}"
     where = {"instance_id": "local", "store": lab}
     return [
-        ("list_memory_stores", {"instance_id": "local"},
-         Recorded("GET", "/instances/local/agent-memory", "", None)),
-        ("memory_add_messages", {
-            "session_id": "parity-1", "actor_id": "actor-p",
-            "messages": [{"role": "user", "content": "c-1", "name": "n-1"}], **where},
-         Recorded("POST", f"{s}/sessions/parity-1/events", "", {
-             "actor_id": "actor-p",
-             "events": [{"role": "user", "content": "c-1", "name": "n-1"}]})),
-        ("memory_recall", {"session_id": "parity-1", "query": "q-2", "actor_id": "actor-p",
-                           "limit": 7, **where},
-         Recorded("POST", f"{s}/recall", "", {
-             "session_id": "parity-1", "query": "q-2", "actor_id": "actor-p", "limit": 7,
-             "max_bytes": TOOL_ANSWER_BYTES})),
-        ("memory_search", {"query": "q-3", "mode": "keyword", "actor_id": "actor-p",
-                           "types": ["episodic"], "limit": 3, "min_score": 0.25,
-                           "time_filter": True, **where},
-         Recorded("POST", f"{s}/memories/search", "", {
-             "query": "q-3", "mode": "keyword", "actor_id": "actor-p", "types": ["episodic"],
-             "limit": 3, "min_score": 0.25, "time_filter": True})),
-        ("memory_add", {"text": "t-4 likes tea", "actor_id": "actor-p", "type": "episodic",
-                        "topics": ["tea"], **where},
-         Recorded("POST", f"{s}/memories", "", {
-             "text": "t-4 likes tea", "actor_id": "actor-p", "type": "episodic",
-             "topics": ["tea"]})),
-        ("memory_forget", {"memory_id": memory_id, **where},
-         [Recorded("GET", f"{s}/memories/{memory_id}", "", None),
-          Recorded("DELETE", f"{s}/memories/{memory_id}", "", None)]),
-    ]  # fmt: skip
+        (
+            "list_memory_stores",
+            {"instance_id": "local"},
+            Recorded("GET", "/instances/local/agent-memory", "", None),
+        ),
+        (
+            "memory_add_messages",
+            {
+                "session_id": "parity-1",
+                "actor_id": "actor-p",
+                "messages": [{"role": "user", "content": "c-1", "name": "n-1"}],
+                **where,
+            },
+            Recorded(
+                "POST",
+                f"{s}/sessions/parity-1/events",
+                "",
+                {
+                    "actor_id": "actor-p",
+                    "events": [{"role": "user", "content": "c-1", "name": "n-1"}],
+                },
+            ),
+        ),
+        (
+            "memory_recall",
+            {"session_id": "parity-1", "query": "q-2", "actor_id": "actor-p", "limit": 7, **where},
+            Recorded(
+                "POST",
+                f"{s}/recall",
+                "",
+                {
+                    "session_id": "parity-1",
+                    "query": "q-2",
+                    "actor_id": "actor-p",
+                    "limit": 7,
+                    "max_bytes": TOOL_ANSWER_BYTES,
+                },
+            ),
+        ),
+        (
+            "memory_search",
+            {
+                "query": "q-3",
+                "mode": "keyword",
+                "actor_id": "actor-p",
+                "types": ["episodic"],
+                "limit": 3,
+                "min_score": 0.25,
+                "time_filter": True,
+                **where,
+            },
+            Recorded(
+                "POST",
+                f"{s}/memories/search",
+                "",
+                {
+                    "query": "q-3",
+                    "mode": "keyword",
+                    "actor_id": "actor-p",
+                    "types": ["episodic"],
+                    "limit": 3,
+                    "min_score": 0.25,
+                    "time_filter": True,
+                },
+            ),
+        ),
+        (
+            "memory_add",
+            {
+                "text": "t-4 likes tea",
+                "actor_id": "actor-p",
+                "type": "episodic",
+                "topics": ["tea"],
+                **where,
+            },
+            Recorded(
+                "POST",
+                f"{s}/memories",
+                "",
+                {
+                    "text": "t-4 likes tea",
+                    "actor_id": "actor-p",
+                    "type": "episodic",
+                    "topics": ["tea"],
+                },
+            ),
+        ),
+        (
+            "memory_forget",
+            {"memory_id": memory_id, **where},
+            [
+                Recorded("GET", f"{s}/memories/{memory_id}", "", None),
+                Recorded("DELETE", f"{s}/memories/{memory_id}", "", None),
+            ],
+        ),
+    ]
 
 
 @pytest.mark.parametrize("transport", TRANSPORTS)

@@ -178,10 +178,14 @@ def test_dimensions_cannot_change_under_existing_memories(api, store):
 
 @pytest.mark.parametrize("query", ["   ", "\u200b", "\u2060\ufeff", "\u00ad"])
 def test_blank_or_invisible_queries_are_422(api, store, query):
-    assert_error(api.post(f"{store}/memories/search", json={"query": query}), 422,
-                 "validation_error")  # fmt: skip
-    assert_error(api.post(f"{store}/recall", json={"session_id": "s", "query": query}), 422,
-                 "validation_error")  # fmt: skip
+    assert_error(
+        api.post(f"{store}/memories/search", json={"query": query}), 422, "validation_error"
+    )
+    assert_error(
+        api.post(f"{store}/recall", json={"session_id": "s", "query": query}),
+        422,
+        "validation_error",
+    )
     assert_error(_add(api, store, query, [1, 0, 0, 0]), 422, "validation_error")
 
 
@@ -210,9 +214,12 @@ def test_unknown_type_filter_on_listing_is_422(api, store):
 def test_a_memory_that_supersedes_another_hides_it_unless_asked(memories):
     old = memories.add_memory("Lives in Paris", "user-7", vector=[1, 0, 0, 0])
     new = memories.add_memory(
-        "Lives in Lisbon", "user-7", vector=[0, 1, 0, 0], supersedes=old.id,
+        "Lives in Lisbon",
+        "user-7",
+        vector=[0, 1, 0, 0],
+        supersedes=old.id,
         occurred_at="2026-03-01T00:00:00Z",
-    )  # fmt: skip
+    )
     assert new.supersedes == old.id and new.valid_until is None
     assert [m.id for m in memories.list_memories().memories] == [new.id]
     listed = memories.list_memories(include_superseded=True).memories
@@ -227,9 +234,12 @@ def test_a_memory_that_supersedes_another_hides_it_unless_asked(memories):
 
 def test_the_clients_filters_reach_the_listing_search_and_recall(memories):
     ops = memories.add_memory(
-        "Pages the on-call", "user-7", vector=[1, 0, 0, 0], topics=["On-Call"],
+        "Pages the on-call",
+        "user-7",
+        vector=[1, 0, 0, 0],
+        topics=["On-Call"],
         metadata={"team": "ops", "level": 2},
-    )  # fmt: skip
+    )
     memories.add_memory("Likes tea", "user-7", vector=[0, 1, 0, 0], metadata={"team": "dev"})
     listed = memories.list_memories(topics=["on-call", "x"], metadata={"team": "ops"})
     assert [m.id for m in listed.memories] == [ops.id]
@@ -247,8 +257,10 @@ def test_the_clients_filters_reach_the_listing_search_and_recall(memories):
 def test_a_custom_type_memories_use_cannot_be_removed(api, store):
     types = [{"name": n, "description": f"about {n}"} for n in ("recipe", "order_issue", "unused")]
     assert api.put(store, json={"custom_types": types}).status_code == 200
-    kept = [_add(api, store, f"recipe {i}", [1, 0, i, 0], actor=a, type="recipe").json()
-            for i, a in enumerate(("alice", "bob"))]  # fmt: skip
+    kept = [
+        _add(api, store, f"recipe {i}", [1, 0, i, 0], actor=a, type="recipe").json()
+        for i, a in enumerate(("alice", "bob"))
+    ]
     issue = _add(api, store, "late parcel", [0, 1, 0, 0], type="order_issue").json()
     changed = api.patch(f"{store}/memories/{issue['id']}", json={"type": "semantic"})
     assert changed.status_code == 200
@@ -261,7 +273,10 @@ def test_a_custom_type_memories_use_cannot_be_removed(api, store):
         {"field": "custom_types", "problem": "2 memories use the type 'recipe'"},
     ]
     assert [t["name"] for t in api.get(store).json()["custom_types"]] == [
-        "recipe", "order_issue", "unused"]  # fmt: skip
+        "recipe",
+        "order_issue",
+        "unused",
+    ]
     listed = api.get(f"{store}/memories", params={"type": "recipe"}).json()["memories"]
     assert sorted(m["id"] for m in listed) == sorted(m["id"] for m in kept)
 

@@ -9,12 +9,19 @@ import json
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 TOOL_CALL = {
-    "type": "function_call", "call_id": "call_7", "name": "get_weather",
-    "arguments": '{"city": "Lisbon"}', "id": "fc_1", "status": "completed",
-}  # fmt: skip
+    "type": "function_call",
+    "call_id": "call_7",
+    "name": "get_weather",
+    "arguments": '{"city": "Lisbon"}',
+    "id": "fc_1",
+    "status": "completed",
+}
 TOOL_RESULT = {"type": "function_call_output", "call_id": "call_7", "output": "22 C, sunny"}
-REASONING = {"type": "reasoning", "id": "rs_1", "summary": [{"type": "summary_text",
-                                                             "text": "Look it up."}]}  # fmt: skip
+REASONING = {
+    "type": "reasoning",
+    "id": "rs_1",
+    "summary": [{"type": "summary_text", "text": "Look it up."}],
+}
 
 
 def _session(api, store: str, session: str = "s") -> dict:
@@ -34,8 +41,11 @@ def test_tool_calls_results_and_reasoning_come_back_as_given(api, store):
     assert answer.status_code == 200, answer.text
     messages = _session(api, store)["messages"]
     assert [m["item"] for m in messages] == [None, REASONING, TOOL_CALL, TOOL_RESULT]
-    assert [list(m["item"]) for m in messages[1:]] == [list(REASONING), list(TOOL_CALL),
-                                                      list(TOOL_RESULT)]  # fmt: skip
+    assert [list(m["item"]) for m in messages[1:]] == [
+        list(REASONING),
+        list(TOOL_CALL),
+        list(TOOL_RESULT),
+    ]
     # without content, the content is the item's JSON text; given, it is kept
     assert json.loads(messages[2]["content"]) == TOOL_CALL
     assert messages[3]["content"] == "22 C, sunny"
@@ -47,11 +57,14 @@ def test_tool_calls_results_and_reasoning_come_back_as_given(api, store):
 
 JSON_TEXT = st.text(alphabet=st.characters(codec="utf-8"), max_size=30)
 JSON_VALUES = st.recursive(
-    st.none() | st.booleans() | st.integers(-(2**70), 2**70) | JSON_TEXT
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | JSON_TEXT
     | st.floats(allow_nan=False, allow_infinity=False),
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(JSON_TEXT, inner, max_size=4),
     max_leaves=20,
-)  # fmt: skip
+)
 ITEMS = st.dictionaries(JSON_TEXT, JSON_VALUES, min_size=1, max_size=6)
 
 
@@ -60,8 +73,9 @@ ITEMS = st.dictionaries(JSON_TEXT, JSON_VALUES, min_size=1, max_size=6)
 )
 @given(item=ITEMS)
 def test_any_json_object_is_returned_as_the_same_json_value_in_its_key_order(api, store, item):
-    answer = api.post(f"{store}/sessions/h/events", json={"events": [{"role": "tool",
-                                                                       "item": item}]})  # fmt: skip
+    answer = api.post(
+        f"{store}/sessions/h/events", json={"events": [{"role": "tool", "item": item}]}
+    )
     assert answer.status_code == 200, answer.text
     back = _session(api, store, "h")["messages"][-1]["item"]
     assert json.dumps(back) == json.dumps(item)  # values and key order

@@ -16,10 +16,22 @@ SUMMARY = re.compile(
 
 def _replay(stack, *args):
     return subprocess.run(
-        [sys.executable, "-m", "tools.replay", "--url", stack.url, "--api-key", stack.api_key,
-         "--quiet", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+        [
+            sys.executable,
+            "-m",
+            "tools.replay",
+            "--url",
+            stack.url,
+            "--api-key",
+            stack.api_key,
+            "--quiet",
+            *args,
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
 def test_locomo_sessions_arrive_in_order_with_dates_and_speakers(stack):

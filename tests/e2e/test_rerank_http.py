@@ -43,8 +43,9 @@ def store(api, reranker):
     answer = api.put(f"{BASE}/{name}", json=body)
     assert answer.status_code == 201, answer.text
     for text, vector in TEXTS:
-        added = api.post(f"{BASE}/{name}/memories",
-                         json={"text": text, "vector": vector, "actor_id": "alice"})  # fmt: skip
+        added = api.post(
+            f"{BASE}/{name}/memories", json={"text": text, "vector": vector, "actor_id": "alice"}
+        )
         assert added.status_code == 201
     yield f"{BASE}/{name}"
     api.delete(f"{BASE}/{name}")
@@ -101,8 +102,16 @@ def test_a_failing_reranker_leaves_the_fused_order(api, store, reranker, fault):
 
 
 def test_recall_is_reranked_too(api, store, reranker):
-    answer = api.post(f"{store}/recall", json={"session_id": "s-1", "actor_id": "alice",
-                      "query": "cat Miso", "query_vector": [1, 0, 0, 0], "limit": 1})  # fmt: skip
+    answer = api.post(
+        f"{store}/recall",
+        json={
+            "session_id": "s-1",
+            "actor_id": "alice",
+            "query": "cat Miso",
+            "query_vector": [1, 0, 0, 0],
+            "limit": 1,
+        },
+    )
     assert answer.status_code == 200, answer.text
     recalled = answer.json()
     assert recalled["reranked"] is True
@@ -116,8 +125,16 @@ def test_usage_counts_the_reranker_calls_that_answered_and_their_documents(api, 
     reranker.fail(500)
     reranker.fail(500)
     assert search(api, store)["reranked"] is False  # a failed call is not billed
-    answer = api.post(f"{store}/recall", json={"session_id": "s-1", "actor_id": "alice",
-                      "query": "cat Miso", "query_vector": [1, 0, 0, 0], "limit": 1})  # fmt: skip
+    answer = api.post(
+        f"{store}/recall",
+        json={
+            "session_id": "s-1",
+            "actor_id": "alice",
+            "query": "cat Miso",
+            "query_vector": [1, 0, 0, 0],
+            "limit": 1,
+        },
+    )
     assert answer.json()["reranked"] is True
     days = api.get(f"{store}/usage").json()["days"]
     today = max(days, key=lambda day: day["date"])
@@ -128,19 +145,31 @@ def test_usage_counts_the_reranker_calls_that_answered_and_their_documents(api, 
 def test_bad_reranker_settings_are_422_naming_the_problem_and_change_nothing(api, store):
     before = api.get(store).json()
     cases = [
-        ({"rerank_provider": "llm"}, "body",
-         "rerank_provider 'llm' scores with the store's language model: set llm_provider first"),
-        ({"rerank_provider": "cohere", "rerank_model": None}, "body",
-         "rerank_model is required when rerank_provider is 'cohere'"),
-        ({"rerank_provider": "cohere", "rerank_api_key": "other-key-0123456789"}, "body",
-         "rerank_base_url is only used when rerank_provider is 'custom'"),
+        (
+            {"rerank_provider": "llm"},
+            "body",
+            "rerank_provider 'llm' scores with the store's language model: set llm_provider first",
+        ),
+        (
+            {"rerank_provider": "cohere", "rerank_model": None},
+            "body",
+            "rerank_model is required when rerank_provider is 'cohere'",
+        ),
+        (
+            {"rerank_provider": "cohere", "rerank_api_key": "other-key-0123456789"},
+            "body",
+            "rerank_base_url is only used when rerank_provider is 'custom'",
+        ),
         ({"rerank_candidates": 0}, "rerank_candidates", "greater than or equal to 1"),
         ({"rerank_candidates": 201}, "rerank_candidates", "less than or equal to 200"),
         ({"rerank_provider": "sentient"}, "rerank_provider", "'none', 'cohere', 'voyage'"),
         ({"rerank_api_key": ""}, "rerank_api_key", "at least 1 character"),
-        ({"rerank_base_url": "ftp://reranker.example/v1"}, "body",
-         "rerank_base_url must be an http(s):// URL with a host name"),
-    ]  # fmt: skip
+        (
+            {"rerank_base_url": "ftp://reranker.example/v1"},
+            "body",
+            "rerank_base_url must be an http(s):// URL with a host name",
+        ),
+    ]
     for body, field, problem in cases:
         answer = api.put(store, json=body)
         details = assert_error(answer, 422, "validation_error")["details"]
@@ -152,8 +181,10 @@ def test_bad_reranker_settings_are_422_naming_the_problem_and_change_nothing(api
 
 def test_changing_the_reranker_drops_its_key_and_a_hosted_one_needs_a_new_one(api, store, reranker):
     before = api.get(store).json()
-    refused = api.put(store, json={"rerank_provider": "cohere", "rerank_base_url": None,
-                                   "rerank_model": "rerank-v3.5"})  # fmt: skip
+    refused = api.put(
+        store,
+        json={"rerank_provider": "cohere", "rerank_base_url": None, "rerank_model": "rerank-v3.5"},
+    )
     details = assert_error(refused, 422, "validation_error")["details"]
     assert details == [{"field": "rerank_api_key", "problem": "required by 'cohere'"}]
     assert api.get(store).json() == before  # nothing changed, the key kept
@@ -172,8 +203,9 @@ def test_changing_the_reranker_drops_its_key_and_a_hosted_one_needs_a_new_one(ap
 
 def test_the_python_client_reads_and_asks_for_the_rerank_stage(memory, store, reranker):
     handle = memory.store("local", store.rsplit("/", 1)[1])
-    found = handle.search("cat Miso", mode="semantic", actor_id="alice",
-                          query_vector=[1, 0, 0, 0], limit=1)  # fmt: skip
+    found = handle.search(
+        "cat Miso", mode="semantic", actor_id="alice", query_vector=[1, 0, 0, 0], limit=1
+    )
     assert found.reranked is True and found.memories[0].text == TEXTS[2][0]
     skipped = handle.recall("s-2", "cat Miso", "alice", 1, [1, 0, 0, 0], rerank=False)
     assert skipped.reranked is None and skipped.memories[0].text == TEXTS[0][0]
@@ -184,18 +216,32 @@ def test_the_python_client_reads_and_asks_for_the_rerank_stage(memory, store, re
 def test_the_llm_reranker_scores_with_the_stores_model_and_counts_its_tokens(api, memory):
     name = unique("store")
     with ScriptedChatServer("openai") as model:
-        body = {"dimensions": DIM, "llm_provider": "custom", "llm_model": "tiny",
-                "llm_base_url": model.url, "rerank_provider": "llm"}  # fmt: skip
+        body = {
+            "dimensions": DIM,
+            "llm_provider": "custom",
+            "llm_model": "tiny",
+            "llm_base_url": model.url,
+            "rerank_provider": "llm",
+        }
         assert api.put(f"{BASE}/{name}", json=body).status_code == 201
         try:
             for text, vector in TEXTS:
-                api.post(f"{BASE}/{name}/memories",
-                         json={"text": text, "vector": vector, "actor_id": "alice"})  # fmt: skip
+                api.post(
+                    f"{BASE}/{name}/memories",
+                    json={"text": text, "vector": vector, "actor_id": "alice"},
+                )
             scores = [{"n": n, "score": s} for n, s in ((1, 0.1), (2, 0.2), (3, 0.9), (4, 0.3))]
             model.reply(json.dumps({"scores": scores}), input_tokens=321, output_tokens=45)
-            found = api.post(f"{BASE}/{name}/memories/search", json={
-                "query": "cat Miso", "mode": "semantic", "actor_id": "alice",
-                "query_vector": [1, 0, 0, 0], "limit": 2}).json()  # fmt: skip
+            found = api.post(
+                f"{BASE}/{name}/memories/search",
+                json={
+                    "query": "cat Miso",
+                    "mode": "semantic",
+                    "actor_id": "alice",
+                    "query_vector": [1, 0, 0, 0],
+                    "limit": 2,
+                },
+            ).json()
             assert found["reranked"] is True
             assert [m["text"] for m in found["memories"]] == [TEXTS[2][0], TEXTS[3][0]]
             prompt = model.requests[-1].body["messages"][-1]["content"]

@@ -64,9 +64,13 @@ class Scene:
 
     def target(self, **ids: str) -> Target:
         values = {
-            "instance": INSTANCE, "store": self.store, "session": self.ann_session,
-            "memory": self.ann_memory, "actor": "ann", **ids,
-        }  # fmt: skip
+            "instance": INSTANCE,
+            "store": self.store,
+            "session": self.ann_session,
+            "memory": self.ann_memory,
+            "actor": "ann",
+            **ids,
+        }
         return Target(**values, vector=(1.0, 0.0, 0.0))
 
     def snapshot(self) -> str:
@@ -114,9 +118,16 @@ def scene(stack: Stack) -> Iterator[Scene]:
         "actor": _key(admin, access="write", stores=on_store, actors=["ann"]),
     }
     yield Scene(
-        stack, admin, store, other, sessions["ann"], sessions["bob"], memories["ann"],
-        memories["bob"], keys,
-    )  # fmt: skip
+        stack,
+        admin,
+        store,
+        other,
+        sessions["ann"],
+        sessions["bob"],
+        memories["ann"],
+        memories["bob"],
+        keys,
+    )
     for name in (store, other):
         admin.delete(f"/instances/{INSTANCE}/agent-memory/{name}")
     admin.close()
@@ -146,15 +157,17 @@ def test_a_read_only_key_cannot_write_anything_and_changes_nothing(scene, route)
         answer = ask(client, route, scene.target(), "store")
     assert answer.status == 403, answer.body
     assert json.loads(answer.body) == {
-        "error": "forbidden", "message": "This API key is read-only: it cannot write.",
-    }  # fmt: skip
+        "error": "forbidden",
+        "message": "This API key is read-only: it cannot write.",
+    }
     assert scene.snapshot() == before
 
 
 @pytest.mark.parametrize(
-    "route", [r for r in STORE_ROUTES if r[0] == "GET" or r in READS_BY_POST],
+    "route",
+    [r for r in STORE_ROUTES if r[0] == "GET" or r in READS_BY_POST],
     ids=lambda r: f"{r[0]} {r[1]}",
-)  # fmt: skip
+)
 def test_a_read_only_key_reads_its_store_as_the_admin_key_does(scene, route):
     with scene.client(scene.keys["read"]) as client:
         scoped = ask(client, route, scene.target(), "store")

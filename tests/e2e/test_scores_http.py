@@ -26,8 +26,9 @@ def store(api):
     path = f"{BASE}/{unique('store')}"
     assert api.put(path, json={"dimensions": DIM}).status_code == 201
     for text, vector in MEMORIES:
-        answer = api.post(f"{path}/memories",
-                          json={"text": text, "vector": vector, "actor_id": "alice"})  # fmt: skip
+        answer = api.post(
+            f"{path}/memories", json={"text": text, "vector": vector, "actor_id": "alice"}
+        )
         assert answer.status_code == 201, answer.text
     yield path
     api.delete(path)
@@ -80,8 +81,12 @@ def test_min_score_leaves_out_what_scores_below_it(api, store):
 
 
 def test_recall_takes_min_score_too(api, store):
-    body = {"session_id": unique("s"), "actor_id": "alice", "query": "Lisbon move",
-            "query_vector": [1, 0, 0, 0]}  # fmt: skip
+    body = {
+        "session_id": unique("s"),
+        "actor_id": "alice",
+        "query": "Lisbon move",
+        "query_vector": [1, 0, 0, 0],
+    }
     every = api.post(f"{store}/recall", json={**body, "min_score": 0}).json()["memories"]
     best = api.post(f"{store}/recall", json={**body, "min_score": 0.999}).json()["memories"]
     assert len(every) == 3 and all(0 <= m["score"] <= 1 for m in every)
@@ -93,8 +98,11 @@ def test_a_min_score_off_zero_to_one_is_422(api, store, bad):
     body = {"query": "Lisbon", "mode": "keyword", "actor_id": "alice", "min_score": bad}
     if bad is math.inf:
         content = b'{"query": "Lisbon", "mode": "keyword", "actor_id": "alice", "min_score": 1e999}'
-        answer = api.post(f"{store}/memories/search", content=content,
-                          headers={"Content-Type": "application/json"})  # fmt: skip
+        answer = api.post(
+            f"{store}/memories/search",
+            content=content,
+            headers={"Content-Type": "application/json"},
+        )
     else:
         answer = api.post(f"{store}/memories/search", json=body)
     details = assert_error(answer, 422, "validation_error")["details"]

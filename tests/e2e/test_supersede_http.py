@@ -50,16 +50,24 @@ def test_the_vegetarian_story_over_http(api, store):
     time.sleep(0.01)
     between = api.get(f"{store}/memories/{old['id']}").json()["updated_at"]
     time.sleep(0.01)
-    answer = _add(api, store, "The user started eating fish again", [0.9, 0.1, 0, 0],
-                  topics=["diet"], supersedes=old["id"], occurred_at="2026-11-30")  # fmt: skip
+    answer = _add(
+        api,
+        store,
+        "The user started eating fish again",
+        [0.9, 0.1, 0, 0],
+        topics=["diet"],
+        supersedes=old["id"],
+        occurred_at="2026-11-30",
+    )
     assert answer.status_code == 201, answer.text
     new = answer.json()
     assert new["supersedes"] == old["id"] and new["valid_until"] is None
     assert new["occurred_at"] == "2026-11-30T00:00:00Z"
 
     for mode, vector in (("keyword", None), ("semantic", [1, 0, 0, 0]), ("hybrid", [1, 0, 0, 0])):
-        found = _search(api, store, "vegetarian fish diet Northwind", mode=mode,
-                        query_vector=vector)  # fmt: skip
+        found = _search(
+            api, store, "vegetarian fish diet Northwind", mode=mode, query_vector=vector
+        )
         assert {m["id"] for m in found} == {new["id"], work["id"]}, mode
     listing = api.get(f"{store}/memories").json()
     assert {m["id"] for m in listing["memories"]} == {new["id"], work["id"]}
@@ -89,16 +97,28 @@ def test_a_refused_supersede_answers_exactly_and_stores_nothing(api, store):
     before = _everything(api, store)
     unknown = "mem_0123456789abcdef0123"
     for target, status, code, message in (
-        (unknown, 404, "memory_not_found",
-         f"Memory '{unknown}', named by 'supersedes', does not exist or has expired; "
-         "nothing was kept."),
-        (bobs["id"], 409, "actor_mismatch",
-         f"Memory '{bobs['id']}' belongs to another actor; a memory can only supersede a "
-         "memory of its own actor. Nothing was kept."),
-        (old["id"], 409, "already_superseded",
-         f"Memory '{old['id']}' was already superseded by '{newer['id']}'; supersede "
-         f"'{newer['id']}' instead. Nothing was kept."),
-    ):  # fmt: skip
+        (
+            unknown,
+            404,
+            "memory_not_found",
+            f"Memory '{unknown}', named by 'supersedes', does not exist or has expired; "
+            "nothing was kept.",
+        ),
+        (
+            bobs["id"],
+            409,
+            "actor_mismatch",
+            f"Memory '{bobs['id']}' belongs to another actor; a memory can only supersede a "
+            "memory of its own actor. Nothing was kept.",
+        ),
+        (
+            old["id"],
+            409,
+            "already_superseded",
+            f"Memory '{old['id']}' was already superseded by '{newer['id']}'; supersede "
+            f"'{newer['id']}' instead. Nothing was kept.",
+        ),
+    ):
         answer = _add(api, store, "Lives in Porto", [0, 0, 0, 1], supersedes=target)
         body = assert_error(answer, status, code)
         assert body["message"] == message
@@ -143,8 +163,10 @@ def test_the_vegetarian_story_through_extraction_over_http(open_stack, provider)
                 ("diet-2", ["Yesterday I started eating fish again."]),
             ):
                 events = [{"role": "user", "content": c} for c in content]
-                answer = api.post(f"{store}/sessions/{session}/events",
-                                  json={"actor_id": "user-7", "events": events})  # fmt: skip
+                answer = api.post(
+                    f"{store}/sessions/{session}/events",
+                    json={"actor_id": "user-7", "events": events},
+                )
                 assert answer.status_code == 200, answer.text
                 _extracted(api, store, session)
             current = api.get(f"{store}/memories", params={"actor_id": "user-7"}).json()
@@ -170,24 +192,39 @@ def test_the_vegetarian_story_through_extraction_over_http(open_stack, provider)
 
 
 def test_filters_over_http_on_search_listing_and_recall(api, store):
-    ops = _add(api, store, "report on ops", [1, 0, 0, 0], topics=["Ops"],
-               metadata={"team": "ops", "n": 1}, occurred_at="2024-05-01").json()  # fmt: skip
+    ops = _add(
+        api,
+        store,
+        "report on ops",
+        [1, 0, 0, 0],
+        topics=["Ops"],
+        metadata={"team": "ops", "n": 1},
+        occurred_at="2024-05-01",
+    ).json()
     _add(api, store, "report on sales", [0, 1, 0, 0], topics=["sales"], metadata={"team": "x"})
     trip = _add(api, store, "report of a trip", [0, 0, 1, 0], type="episodic").json()
-    for filters in ({"topics": ["ops"]}, {"metadata": {"n": 1.0}},
-                    {"occurred_after": "2024-01-01", "occurred_before": "2024-06-01"}):  # fmt: skip
+    for filters in (
+        {"topics": ["ops"]},
+        {"metadata": {"n": 1.0}},
+        {"occurred_after": "2024-01-01", "occurred_before": "2024-06-01"},
+    ):
         assert [m["id"] for m in _search(api, store, "report", limit=1, **filters)] == [ops["id"]]
-    for params in ({"topics": "nothing,OPS"}, {"metadata": '{"team":"ops"}'},
-                   {"occurred_after": "2024-04-30T00:00:00Z"}):  # fmt: skip
+    for params in (
+        {"topics": "nothing,OPS"},
+        {"metadata": '{"team":"ops"}'},
+        {"occurred_after": "2024-04-30T00:00:00Z"},
+    ):
         listed = api.get(f"{store}/memories", params=params)
         assert listed.status_code == 200, listed.text
         assert [m["id"] for m in listed.json()["memories"]] == [ops["id"]]
         assert listed.json()["total"] == 1
     assert api.get(f"{store}/memories", params={"include_superseded": "false"}).json()["total"] == 3
-    for params, field in (({"metadata": "[1]"}, "query.metadata"),
-                          ({"topics": ""}, "query.topics"),
-                          ({"include_superseded": "maybe"}, "query.include_superseded"),
-                          ({"created_after": "soon"}, "query.created_after")):  # fmt: skip
+    for params, field in (
+        ({"metadata": "[1]"}, "query.metadata"),
+        ({"topics": ""}, "query.topics"),
+        ({"include_superseded": "maybe"}, "query.include_superseded"),
+        ({"created_after": "soon"}, "query.created_after"),
+    ):
         body = assert_error(api.get(f"{store}/memories", params=params), 422, "validation_error")
         assert body["details"][0]["field"] == field
     body = {"session_id": "chat", "actor_id": "user-7", "query": "report", "types": ["episodic"]}

@@ -53,11 +53,27 @@ class Server:
 
     def start(self) -> None:
         self.process = subprocess.Popen(
-            ["redis-server", "--bind", "127.0.0.1", "--port", str(self.port),
-             "--unixsocket", str(self.socket), "--unixsocketperm", "700",
-             "--dir", str(self.folder), "--save", "3600 1", "--appendonly", "no"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True,
-        )  # fmt: skip
+            [
+                "redis-server",
+                "--bind",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                "--unixsocket",
+                str(self.socket),
+                "--unixsocketperm",
+                "700",
+                "--dir",
+                str(self.folder),
+                "--save",
+                "3600 1",
+                "--appendonly",
+                "no",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            start_new_session=True,
+        )
         deadline = time.monotonic() + 10
         while True:
             try:
@@ -109,8 +125,10 @@ def test_a_database_registered_during_its_outage_under_a_second_name_stays_its_o
         with stack.client(owner_key) as a:
             path = f"/instances/{mine}/agent-memory/{store}"
             assert a.put(path, json={"dimensions": 3}).status_code == 201
-            kept = a.post(f"{path}/memories", json={"text": "A's secret plan", "actor_id": "u1",
-                                                    "vector": [1, 0, 0]})  # fmt: skip
+            kept = a.post(
+                f"{path}/memories",
+                json={"text": "A's secret plan", "actor_id": "u1", "vector": [1, 0, 0]},
+            )
             assert kept.status_code == 201, kept.text
         # The database is down; B registers the same server by its unix socket.
         server.stop()
@@ -121,9 +139,14 @@ def test_a_database_registered_during_its_outage_under_a_second_name_stays_its_o
         assert "cannot be reached" in output and "--allow-unreachable" in output
         assert control.instances(intruder) == []
         status, output = admin_command(  # ...unless the operator says so
-            stack, capsys, "register-instance", intruder, theirs, server.socket_url,
+            stack,
+            capsys,
+            "register-instance",
+            intruder,
+            theirs,
+            server.socket_url,
             "--allow-unreachable",
-        )  # fmt: skip
+        )
         assert status == 0, output
         # The database is back, with A's data and A's ownership marker.
         server.start()

@@ -57,18 +57,34 @@ def _vector(i: int) -> list[float]:
 
 
 def _fill(client: MemoryClient, name: str) -> None:
-    client.put_store("local", name, dimensions=DIM, dedupe_threshold=1.0, summarize_after=50,
-                     custom_types=[{"name": "order_issue", "description": "A problem with an "
-                                    "order"}])  # fmt: skip
+    client.put_store(
+        "local",
+        name,
+        dimensions=DIM,
+        dedupe_threshold=1.0,
+        summarize_after=50,
+        custom_types=[{"name": "order_issue", "description": "A problem with an order"}],
+    )
     store = client.store("local", name)
     for i in range(12):
-        store.add_events(f"chat-{i}", [{"role": "user", "content": f"hello {i} ✨"},
-                                       {"role": "assistant", "content": "hi", "name": "bot"}],
-                         actor_id=f"user-{i % 3}")  # fmt: skip
+        store.add_events(
+            f"chat-{i}",
+            [
+                {"role": "user", "content": f"hello {i} ✨"},
+                {"role": "assistant", "content": "hi", "name": "bot"},
+            ],
+            actor_id=f"user-{i % 3}",
+        )
     store.add_events("long", [{"role": "user", "content": f"m {n}"} for n in range(100)])
     store.add_events("long", [{"role": "user", "content": f"m {n}"} for n in range(100, 150)])
-    old = store.add_memory("Lives in Paris", "user-0", vector=_vector(1), topics=["home"],
-                           metadata={"source": "crm"}, importance=0.5)  # fmt: skip
+    old = store.add_memory(
+        "Lives in Paris",
+        "user-0",
+        vector=_vector(1),
+        topics=["home"],
+        metadata={"source": "crm"},
+        importance=0.5,
+    )
     store.add_memory("Lives in Lisbon", "user-0", vector=_vector(2), supersedes=old.id)
     changed = store.add_memory("Order 12 is late", "user-1", type="order_issue", vector=_vector(3))
     store.update_memory(changed.id, text="Order 12 arrived late", vector=_vector(4))
@@ -78,8 +94,18 @@ def _fill(client: MemoryClient, name: str) -> None:
 
 def _export(stack: Stack, name: str, path: Path, monkeypatch) -> tuple[dict, dict, dict]:
     monkeypatch.setenv("KIVIDB_API_KEY", stack.api_key)
-    argv = ["export", "--url", stack.url, "--instance", "local", "--store", name,
-            "--out", str(path), "--quiet"]  # fmt: skip
+    argv = [
+        "export",
+        "--url",
+        stack.url,
+        "--instance",
+        "local",
+        "--store",
+        name,
+        "--out",
+        str(path),
+        "--quiet",
+    ]
     assert transfer.main(argv) == 0
     opener = gzip.open if path.name.endswith(".gz") else open
     with opener(path, "rt", encoding="utf-8") as handle:
@@ -91,8 +117,18 @@ def _export(stack: Stack, name: str, path: Path, monkeypatch) -> tuple[dict, dic
 
 def _import(stack: Stack, name: str, path: Path, monkeypatch, capsys) -> tuple[int, str]:
     monkeypatch.setenv("KIVIDB_API_KEY", stack.api_key)
-    argv = ["import", "--url", stack.url, "--instance", "local", "--store", name,
-            "--in", str(path), "--quiet"]  # fmt: skip
+    argv = [
+        "import",
+        "--url",
+        stack.url,
+        "--instance",
+        "local",
+        "--store",
+        name,
+        "--in",
+        str(path),
+        "--quiet",
+    ]
     status = transfer.main(argv)
     captured = capsys.readouterr()
     return status, captured.out + captured.err
@@ -113,8 +149,9 @@ def test_a_store_moves_to_a_cluster_whole_and_twice_keeps_one_copy(
     status, out = _import(cluster_stack, name, tmp_path / "store.jsonl.gz", monkeypatch, capsys)
     assert status == 0, out
     assert "imported 13 sessions (174 new messages) and 133 memories" in out
-    _, moved_sessions, moved_memories = _export(cluster_stack, name, tmp_path / "again.jsonl",
-                                                monkeypatch)  # fmt: skip
+    _, moved_sessions, moved_memories = _export(
+        cluster_stack, name, tmp_path / "again.jsonl", monkeypatch
+    )
     assert moved_sessions == sessions
     assert moved_memories == memories
     status, out = _import(cluster_stack, name, tmp_path / "store.jsonl.gz", monkeypatch, capsys)
@@ -127,7 +164,10 @@ def test_a_store_moves_to_a_cluster_whole_and_twice_keeps_one_copy(
         )
         store = client.store("local", name)
         assert [m.content for m in store.get_session("long", recent=3).messages] == [
-            "m 147", "m 148", "m 149"]  # fmt: skip
+            "m 147",
+            "m 148",
+            "m 149",
+        ]
         found = store.search("Lisbon", mode="keyword", actor_id="user-0").memories
         assert [m.text for m in found] == ["Lives in Lisbon"]
         client.delete_store("local", name)
@@ -145,19 +185,22 @@ def test_an_interrupted_import_goes_on_where_it_stopped(
     items = len(sessions) + len(memories)
     target = f"{cluster_stack.url} local {name}"
     # as a run that stopped after the first 100 items leaves it: only the rest is sent now
-    (tmp_path / "resume.jsonl.progress").write_text(json.dumps({"target": target,
-                                                                "lines_done": 100}))  # fmt: skip
+    (tmp_path / "resume.jsonl.progress").write_text(
+        json.dumps({"target": target, "lines_done": 100})
+    )
     status, out = _import(cluster_stack, name, path, monkeypatch, capsys)
     assert status == 0 and "(resumed after line 100)" in out
     assert not (tmp_path / "resume.jsonl.progress").exists()
-    _, partly_sessions, partly_memories = _export(cluster_stack, name, tmp_path / "a.jsonl",
-                                                  monkeypatch)  # fmt: skip
+    _, partly_sessions, partly_memories = _export(
+        cluster_stack, name, tmp_path / "a.jsonl", monkeypatch
+    )
     assert len(partly_sessions) + len(partly_memories) == items - 100
     with cluster_stack.memory() as client:
         status, out = _import(cluster_stack, name, path, monkeypatch, capsys)  # from the start
         assert status == 0 and "resumed" not in out
-        _, moved_sessions, moved_memories = _export(cluster_stack, name, tmp_path / "b.jsonl",
-                                                    monkeypatch)  # fmt: skip
+        _, moved_sessions, moved_memories = _export(
+            cluster_stack, name, tmp_path / "b.jsonl", monkeypatch
+        )
         assert (moved_sessions, moved_memories) == (sessions, memories)
         client.delete_store("local", name)
 
@@ -172,8 +215,10 @@ class _Writers:
         self.stop = threading.Event()
         self.writes = 0
         self.errors: list[BaseException] = []
-        self.threads = [threading.Thread(target=self._run, args=(job,), daemon=True)
-                        for job in (self._append, self._supersede)]  # fmt: skip
+        self.threads = [
+            threading.Thread(target=self._run, args=(job,), daemon=True)
+            for job in (self._append, self._supersede)
+        ]
 
     def __enter__(self) -> _Writers:
         for thread in self.threads:
@@ -198,8 +243,13 @@ class _Writers:
 
     def _append(self, store, rng: random.Random) -> None:
         session = rng.choice(self.sessions)
-        store.add_events(session, [{"role": "user", "content": f"more {self.writes}"},
-                                   {"role": "assistant", "content": "ok"}])  # fmt: skip
+        store.add_events(
+            session,
+            [
+                {"role": "user", "content": f"more {self.writes}"},
+                {"role": "assistant", "content": "ok"},
+            ],
+        )
 
     def _supersede(self, store, rng: random.Random) -> None:
         fact = rng.choice(sorted(self.facts))
@@ -225,11 +275,15 @@ def test_a_store_exported_while_written_to_imports_whole(
         client.put_store("local", name, dimensions=DIM, dedupe_threshold=1.0)
         store = client.store("local", name)
         for session in sessions:
-            store.add_events(session, [{"role": "user", "content": f"m {n}"} for n in range(40)],
-                             actor_id="user-0")  # fmt: skip
+            store.add_events(
+                session,
+                [{"role": "user", "content": f"m {n}"} for n in range(40)],
+                actor_id="user-0",
+            )
         for i in range(5):
-            facts[f"fact {i}"] = store.add_memory(f"fact {i} version 0", "user-0",
-                                                  vector=_vector(i)).id  # fmt: skip
+            facts[f"fact {i}"] = store.add_memory(
+                f"fact {i} version 0", "user-0", vector=_vector(i)
+            ).id
         for i in range(40):
             store.add_memory(f"filler {i}", f"user-{i % 4 + 1}", vector=_vector(50 + i))
     # small pages, so that the export takes many calls and the writers come between them
@@ -247,14 +301,18 @@ def test_a_store_exported_while_written_to_imports_whole(
     status, out = _import(cluster_stack, name, path, monkeypatch, capsys)
     assert status == 0, out
     assert transfer_file.check_export(path) == []
-    _, moved_sessions, moved_memories = _export(cluster_stack, name, tmp_path / "moved.jsonl",
-                                                monkeypatch)  # fmt: skip
+    _, moved_sessions, moved_memories = _export(
+        cluster_stack, name, tmp_path / "moved.jsonl", monkeypatch
+    )
     assert moved_sessions == exported_sessions
     assert moved_memories == exported_memories
     with cluster_stack.memory() as client:
         store = client.store("local", name)
-        current = [m for m in store.list_memories(limit=100, actor_id="user-0").memories
-                   if m.text.startswith("fact")]  # fmt: skip
+        current = [
+            m
+            for m in store.list_memories(limit=100, actor_id="user-0").memories
+            if m.text.startswith("fact")
+        ]
         assert sorted(m.text.partition(" version")[0] for m in current) == sorted(facts)
         for memory in current:
             chain = store.get_memory(memory.id).chain
@@ -309,8 +367,9 @@ def test_export_pages_fit_the_answer_budget_and_the_store_still_moves_whole(
         client.delete_store("local", name)
     status, out = _import(cluster_stack, name, tmp_path / "big.jsonl", monkeypatch, capsys)
     assert status == 0, out
-    _, moved_sessions, moved_memories = _export(cluster_stack, name, tmp_path / "again.jsonl",
-                                                monkeypatch)  # fmt: skip
+    _, moved_sessions, moved_memories = _export(
+        cluster_stack, name, tmp_path / "again.jsonl", monkeypatch
+    )
     assert (moved_sessions, moved_memories) == (sessions, memories)
     with cluster_stack.memory() as client:
         client.delete_store("local", name)
@@ -321,8 +380,12 @@ def test_a_cut_or_foreign_file_is_refused_and_nothing_is_created(
 ):
     name = unique("cut")
     cut = tmp_path / "cut.jsonl"
-    cut.write_text(json.dumps({"format": transfer_file.FORMAT, "version": 1, "settings": {}}) + "\n"
-                   + json.dumps({"memory": {}}) + "\n")  # fmt: skip
+    cut.write_text(
+        json.dumps({"format": transfer_file.FORMAT, "version": 1, "settings": {}})
+        + "\n"
+        + json.dumps({"memory": {}})
+        + "\n"
+    )
     status, out = _import(cluster_stack, name, cut, monkeypatch, capsys)
     assert status == 1 and "has no end line: the export did not finish" in out
     other = tmp_path / "other.jsonl"
@@ -330,8 +393,9 @@ def test_a_cut_or_foreign_file_is_refused_and_nothing_is_created(
     status, out = _import(cluster_stack, name, other, monkeypatch, capsys)
     assert status == 1 and "is not an export of kividb-agent-memory-export" in out
     # a gzip export cut short in the middle of its stream, and a file that only says .gz
-    whole = gzip.compress(("\n".join(json.dumps({"memory": {"n": i}}) for i in range(3000)))
-                          .encode())  # fmt: skip
+    whole = gzip.compress(
+        ("\n".join(json.dumps({"memory": {"n": i}}) for i in range(3000))).encode()
+    )
     short = tmp_path / "short.jsonl.gz"
     short.write_bytes(whole[: len(whole) // 2])
     status, out = _import(cluster_stack, name, short, monkeypatch, capsys)
@@ -344,17 +408,38 @@ def test_a_cut_or_foreign_file_is_refused_and_nothing_is_created(
     # closed by one the file lacks (what the tool wrote before under writes)
     day = "2026-01-01T00:00:00Z"
     broken = tmp_path / "broken.jsonl"
-    session = {"session_id": "s", "message_count": 1, "read_seq": 0, "folded_seq": 0,
-               "created_at": day, "last_event_at": day, "expires_at": "2099-01-01T00:00:00Z",
-               "messages": [{"seq": n, "role": "user", "content": "x", "created_at": day}
-                            for n in (1, 2)]}  # fmt: skip
-    memory = {"id": "mem_0123456789abcdef0123", "actor_id": "a", "valid_from": day,
-              "supersedes": None, "superseded_by": "mem_0123456789abcdef0124",
-              "valid_until": day, "updated_at": day, "created_at": day}  # fmt: skip
-    broken.write_text("\n".join(json.dumps(line) for line in (
-        {"format": transfer_file.FORMAT, "version": 1, "settings": {}},
-        {"session": session}, {"memory": memory}, {"end": {"sessions": 1, "memories": 1}},
-    )) + "\n")  # fmt: skip
+    session = {
+        "session_id": "s",
+        "message_count": 1,
+        "read_seq": 0,
+        "folded_seq": 0,
+        "created_at": day,
+        "last_event_at": day,
+        "expires_at": "2099-01-01T00:00:00Z",
+        "messages": [{"seq": n, "role": "user", "content": "x", "created_at": day} for n in (1, 2)],
+    }
+    memory = {
+        "id": "mem_0123456789abcdef0123",
+        "actor_id": "a",
+        "valid_from": day,
+        "supersedes": None,
+        "superseded_by": "mem_0123456789abcdef0124",
+        "valid_until": day,
+        "updated_at": day,
+        "created_at": day,
+    }
+    broken.write_text(
+        "\n".join(
+            json.dumps(line)
+            for line in (
+                {"format": transfer_file.FORMAT, "version": 1, "settings": {}},
+                {"session": session},
+                {"memory": memory},
+                {"end": {"sessions": 1, "memories": 1}},
+            )
+        )
+        + "\n"
+    )
     status, out = _import(cluster_stack, name, broken, monkeypatch, capsys)
     assert status == 1 and "is not whole, so nothing was imported" in out
     assert "session s: its messages run from 1 to 2, outside folded_seq + 1 to message_count" in out
@@ -370,15 +455,31 @@ def test_an_export_that_is_not_whole_is_not_called_done(stack, tmp_path, monkeyp
     name = unique("notwhole")
     with stack.memory() as client:
         client.put_store("local", name, dimensions=DIM)
-        client.store("local", name).add_events("s", [{"role": "user", "content": "a"},
-                                                     {"role": "user", "content": "b"}])  # fmt: skip
-        monkeypatch.setattr(transfer_export, "_one_moment", lambda pages: {
-            **{k: v for k, v in pages[0].items() if k != "next_after_seq"},
-            "message_count": 1})  # fmt: skip
+        client.store("local", name).add_events(
+            "s", [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]
+        )
+        monkeypatch.setattr(
+            transfer_export,
+            "_one_moment",
+            lambda pages: {
+                **{k: v for k, v in pages[0].items() if k != "next_after_seq"},
+                "message_count": 1,
+            },
+        )
         monkeypatch.setenv("KIVIDB_API_KEY", stack.api_key)
         out = tmp_path / "s.jsonl"
-        argv = ["export", "--url", stack.url, "--instance", "local", "--store", name,
-                "--out", str(out), "--quiet"]  # fmt: skip
+        argv = [
+            "export",
+            "--url",
+            stack.url,
+            "--instance",
+            "local",
+            "--store",
+            name,
+            "--out",
+            str(out),
+            "--quiet",
+        ]
         assert transfer.main(argv) == 1
         err = capsys.readouterr().err
         assert "the export is not whole, so it was left as" in err
@@ -393,9 +494,14 @@ def test_the_import_routes_refuse_bad_input_exactly_and_keep_nothing(api: httpx.
     assert api.put(store, json={"dimensions": DIM}).status_code == 201
     now = "2026-01-01T00:00:00Z"
     soon = (datetime.now(UTC) + timedelta(days=30)).isoformat()  # within every TTL
-    memory = {"id": "mem_0123456789abcdef0123", "text": "t", "created_at": now,
-              "updated_at": now, "expires_at": soon,
-              "vector": base64.b64encode(np.ones(3, "<f4").tobytes()).decode()}  # fmt: skip
+    memory = {
+        "id": "mem_0123456789abcdef0123",
+        "text": "t",
+        "created_at": now,
+        "updated_at": now,
+        "expires_at": soon,
+        "vector": base64.b64encode(np.ones(3, "<f4").tobytes()).decode(),
+    }
     answer = api.post(f"{store}/import/memories", json={"memories": [memory]})
     assert answer.status_code == 422
     assert answer.json() == {
@@ -409,34 +515,51 @@ def test_the_import_routes_refuse_bad_input_exactly_and_keep_nothing(api: httpx.
         answer.json()["details"]
     )
     message = {"seq": 3, "role": "user", "content": "x", "created_at": now}
-    session = {"message_count": 2, "created_at": now, "last_event_at": now,
-               "expires_at": soon, "messages": [message]}  # fmt: skip
+    session = {
+        "message_count": 2,
+        "created_at": now,
+        "last_event_at": now,
+        "expires_at": soon,
+        "messages": [message],
+    }
     answer = api.put(f"{store}/import/sessions/s1", json=session)
     assert answer.status_code == 422
-    assert answer.json()["details"] == [{
-        "field": "messages.0.seq",
-        "problem": "must lie from folded_seq + 1 to message_count (1 to 2)",
-    }]  # fmt: skip
+    assert answer.json()["details"] == [
+        {
+            "field": "messages.0.seq",
+            "problem": "must lie from folded_seq + 1 to message_count (1 to 2)",
+        }
+    ]
     pending = json.dumps({"from": 1, "to": 10**15, "memories": []})
-    answer = api.put(f"{store}/import/sessions/s1", json={**session, "messages": [],
-                                                           "pending": pending})  # fmt: skip
+    answer = api.put(
+        f"{store}/import/sessions/s1", json={**session, "messages": [], "pending": pending}
+    )
     assert answer.status_code == 422
     assert answer.json()["details"] == [
         {"field": "pending", "problem": "to must lie from 1 (from) to 2 (message_count)"}
     ]
-    answer = api.put(f"{store}/import/sessions/s1", json={**session, "messages": [],
-                                                           "read_seq": 3})  # fmt: skip
+    answer = api.put(f"{store}/import/sessions/s1", json={**session, "messages": [], "read_seq": 3})
     assert answer.json()["details"] == [
         {"field": "read_seq", "problem": "must be at most message_count (2)"}
     ]
     other = "mem_0123456789abcdef0124"
-    cycle = [{**memory, "vector": base64.b64encode(np.ones(DIM, "<f4").tobytes()).decode(),
-              "id": one, "supersedes": two, "superseded_by": two, "valid_until": now}
-             for one, two in ((memory["id"], other), (other, memory["id"]))]  # fmt: skip
+    cycle = [
+        {
+            **memory,
+            "vector": base64.b64encode(np.ones(DIM, "<f4").tobytes()).decode(),
+            "id": one,
+            "supersedes": two,
+            "superseded_by": two,
+            "valid_until": now,
+        }
+        for one, two in ((memory["id"], other), (other, memory["id"]))
+    ]
     answer = api.post(f"{store}/import/memories", json={"memories": cycle})
     assert answer.status_code == 422
     assert [d["field"] for d in answer.json()["details"]] == [
-        "memories.0.superseded_by", "memories.1.superseded_by"]  # fmt: skip
+        "memories.0.superseded_by",
+        "memories.1.superseded_by",
+    ]
     answer = api.post(f"{store}/import/memories", json={"memories": cycle[:1]})
     assert answer.status_code == 422
     assert answer.json()["details"][0]["field"] == "memories.0.superseded_by"

@@ -55,8 +55,11 @@ def test_the_agents_sdk_runs_turns_on_the_openai_agents_session(built, stack: St
 def test_the_ai_sdk_runs_the_middleware_and_the_tools(built, stack: Stack, provider):
     """`@kividb/memory/ai-sdk` under `generateText` and `streamText` of `ai` with its own
     `MockLanguageModelV4`: recall's context in front, turns kept whole, the tools called."""
-    env = {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key,
-           "KIVIDB_PROVIDER_URL": provider.url}  # fmt: skip
+    env = {
+        "KIVIDB_API_URL": stack.url,
+        "KIVIDB_API_KEY": stack.api_key,
+        "KIVIDB_PROVIDER_URL": provider.url,
+    }
     out = _node(["node", "--test", "test/ai-sdk.test.mjs"], TS, env)
     assert "# fail 0" in out and "# pass 11" in out, out[-2000:]
 
@@ -64,8 +67,11 @@ def test_the_ai_sdk_runs_the_middleware_and_the_tools(built, stack: Stack, provi
 def test_a_strands_agent_runs_on_the_memory_store(built, stack: Stack, provider: ScriptedServer):
     """`@kividb/memory/strands` in a Strands `Agent`'s `MemoryManager` (its tools, injection
     and extraction), the model Strands' `VercelModel` over `ai`'s `MockLanguageModelV3`."""
-    env = {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key,
-           "KIVIDB_PROVIDER_URL": provider.url}  # fmt: skip
+    env = {
+        "KIVIDB_API_URL": stack.url,
+        "KIVIDB_API_KEY": stack.api_key,
+        "KIVIDB_PROVIDER_URL": provider.url,
+    }
     out = _node(["node", "--test", "test/strands.test.mjs"], TS, env)
     assert "# fail 0" in out and "# pass 7" in out, out[-2000:]
 
@@ -75,19 +81,30 @@ def test_a_stopped_database_is_a_503_with_retry_after_and_retried(built, tmp_pat
     `database_unavailable` with `Retry-After`, then retries a write), started again 2 s later."""
     database = Database(tmp_path / "redis")
     database.start()
-    env = {"REDIS_URL": database.url, "KIVIDB_API_KEY": API_KEY,
-           "KIVIDB_LOCAL_DIR": str(tmp_path / "local"), "KIVIDB_WORKERS": "1"}  # fmt: skip
+    env = {
+        "REDIS_URL": database.url,
+        "KIVIDB_API_KEY": API_KEY,
+        "KIVIDB_LOCAL_DIR": str(tmp_path / "local"),
+        "KIVIDB_WORKERS": "1",
+    }
     try:
         with running_stack(env, log=tmp_path / "stack.log", timeout=60) as (url, _):
             with Stack(url, API_KEY, database.url).memory() as memory:
                 memory.put_store("local", "down", dimensions=3)
             database.kill()
             node = subprocess.Popen(
-                ["node", "--test", "test/unavailable.test.mjs"], cwd=TS, text=True,
-                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                env={**os.environ, "KIVIDB_API_URL": url, "KIVIDB_API_KEY": API_KEY,
-                     "KIVIDB_STORE": "down"},
-            )  # fmt: skip
+                ["node", "--test", "test/unavailable.test.mjs"],
+                cwd=TS,
+                text=True,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                env={
+                    **os.environ,
+                    "KIVIDB_API_URL": url,
+                    "KIVIDB_API_KEY": API_KEY,
+                    "KIVIDB_STORE": "down",
+                },
+            )
             time.sleep(2.0)
             database.start()
             out, _ = node.communicate(timeout=120)

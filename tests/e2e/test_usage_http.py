@@ -158,8 +158,9 @@ def test_a_keys_model_token_quota_refuses_what_would_embed_more(
             vector = [1.0] + [0.0] * 383
             store.add_memory("Eve sells wax", actor_id="eve", vector=vector)  # no embedding
             assert [m.text for m in store.list_memories(actor_id="eve").memories] == [
-                "Eve sells wax", "Eve keeps bees in the garden",
-            ]  # fmt: skip
+                "Eve sells wax",
+                "Eve keeps bees in the garden",
+            ]
     finally:
         control.revoke_api_key("local", key_id)
         memory.delete_store("local", name)

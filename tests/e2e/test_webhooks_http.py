@@ -20,9 +20,14 @@ from tests.support.stack import Stack, model_store
 from tools.webhook_receiver import WebhookReceiver
 
 ALL_EVENTS = [
-    "extraction.completed", "extraction.failed", "memory.created", "memory.superseded",
-    "memory.deleted", "session.deleted", "store.deleted",
-]  # fmt: skip
+    "extraction.completed",
+    "extraction.failed",
+    "memory.created",
+    "memory.superseded",
+    "memory.deleted",
+    "session.deleted",
+    "store.deleted",
+]
 
 
 @pytest.fixture
@@ -67,14 +72,20 @@ def test_route_writes_reach_the_endpoint_signed_and_the_deliveries_are_listed(
     events = _events(receiver, secret, 5)
     by_type = {e["type"]: e["data"] for e in events}
     assert sorted(by_type) == [
-        "memory.created", "memory.deleted", "memory.superseded", "session.deleted",
-    ]  # fmt: skip
+        "memory.created",
+        "memory.deleted",
+        "memory.superseded",
+        "session.deleted",
+    ]
     created = [e["data"]["memory"]["text"] for e in events if e["type"] == "memory.created"]
     assert sorted(created) == ["Ana likes black tea", "Ana likes green tea"]
     assert by_type["memory.superseded"] == {
-        "instance_id": "local", "store": name, "memory_id": kept.id,
-        "superseded_by": newer.id, "actor_id": "ana",
-    }  # fmt: skip
+        "instance_id": "local",
+        "store": name,
+        "memory_id": kept.id,
+        "superseded_by": newer.id,
+        "actor_id": "ana",
+    }
     assert by_type["session.deleted"]["session_id"] == "s1"
     assert by_type["memory.deleted"]["memory_id"] == newer.id
     listed = store.webhook_deliveries().deliveries
@@ -90,9 +101,11 @@ def test_a_failed_attempt_is_sent_again_with_the_same_id(memory: MemoryClient):
     with WebhookReceiver(["fail"]) as receiver:
         name = unique("retried")
         memory.put_store(
-            "local", name, dimensions=3,
+            "local",
+            name,
+            dimensions=3,
             webhooks=[{"url": receiver.url, "events": ["memory.created"]}],
-        )  # fmt: skip
+        )
         store = memory.store("local", name)
         secret = store.rotate_webhook_secret().secret
         store.add_memory("Bo rides a bike", vector=[1.0, 0.0, 0.0])
@@ -202,9 +215,12 @@ def test_a_receivers_token_in_the_url_is_shown_only_to_keys_that_manage_the_stor
             shown = {
                 client.get_store(*where).webhooks[0].url,
                 *(s.webhooks[0].url for s in client.list_stores().stores if s.name == where[1]),
-                *(s.webhooks[0].url for s in client.list_stores("local").stores
-                  if s.name == where[1]),
-            }  # fmt: skip
+                *(
+                    s.webhooks[0].url
+                    for s in client.list_stores("local").stores
+                    if s.name == where[1]
+                ),
+            }
             if name != "actor":
                 shown |= {d.url for d in client.store(*where).webhook_deliveries().deliveries}
         expected = url if name == "manager" else "https://hooks.example.com/in?***"

@@ -22,8 +22,9 @@ MEMORY = "user prefers dark mode"
 
 
 def _store() -> KiviDBMemoryStore:
-    return KiviDBMemoryStore(actor_id=os.environ["KIVIDB_ACTOR"], name="kb",
-                             description="knowledge base", writable=False)  # fmt: skip
+    return KiviDBMemoryStore(
+        actor_id=os.environ["KIVIDB_ACTOR"], name="kb", description="knowledge base", writable=False
+    )
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

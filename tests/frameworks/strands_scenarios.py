@@ -47,15 +47,33 @@ def scripted_store():
 
 def test_what_one_session_adds_the_next_session_is_given(scripted_store):
     model_class = _mocked_model_provider()
-    first_model = model_class([
-        {"role": "assistant", "content": [{"toolUse": {
-            "toolUseId": "t1", "name": "add_memory",
-            "input": {"entries": ["Lee's favourite city is Lisbon"]}}}]},
-        {"role": "assistant", "content": [{"text": "I will remember that."}]},
-    ])  # fmt: skip
-    first = Agent(model=first_model, callback_handler=None, plugins=[MemoryManager(
-        stores=[KiviDBMemoryStore(actor_id="lee", store=scripted_store)],
-        add_tool_config=True)])  # fmt: skip
+    first_model = model_class(
+        [
+            {
+                "role": "assistant",
+                "content": [
+                    {
+                        "toolUse": {
+                            "toolUseId": "t1",
+                            "name": "add_memory",
+                            "input": {"entries": ["Lee's favourite city is Lisbon"]},
+                        }
+                    }
+                ],
+            },
+            {"role": "assistant", "content": [{"text": "I will remember that."}]},
+        ]
+    )
+    first = Agent(
+        model=first_model,
+        callback_handler=None,
+        plugins=[
+            MemoryManager(
+                stores=[KiviDBMemoryStore(actor_id="lee", store=scripted_store)],
+                add_tool_config=True,
+            )
+        ],
+    )
     first("My favourite city is Lisbon.")
     kept = scripted_store.list_memories(actor_id="lee").memories
     assert [m.text for m in kept] == ["Lee's favourite city is Lisbon"]
@@ -69,8 +87,11 @@ def test_what_one_session_adds_the_next_session_is_given(scripted_store):
         return stream(messages, *args, **kwargs)
 
     second_model.stream = record
-    second = Agent(model=second_model, callback_handler=None, plugins=[MemoryManager(
-        stores=[KiviDBMemoryStore(actor_id="lee", store=scripted_store)])])  # fmt: skip
+    second = Agent(
+        model=second_model,
+        callback_handler=None,
+        plugins=[MemoryManager(stores=[KiviDBMemoryStore(actor_id="lee", store=scripted_store)])],
+    )
     second("Which city do I like best?")
     assert "Lee's favourite city is Lisbon" in _texts(seen[0])  # injected for the model
     assert "Lee's favourite city is Lisbon" not in _texts(second.messages)  # not in history
@@ -92,10 +113,13 @@ class _AnswerLost:
 
 
 def test_a_batch_whose_answer_was_lost_is_sent_again_and_kept_once(scripted_store):
-    store = KiviDBMemoryStore(actor_id="bo", store=_AnswerLost(scripted_store),
-                              session_id="bo-chat")  # fmt: skip
-    batch = [{"role": "user", "content": [{"text": "I moved to Porto."}]},
-             {"role": "assistant", "content": [{"text": "Noted."}]}]  # fmt: skip
+    store = KiviDBMemoryStore(
+        actor_id="bo", store=_AnswerLost(scripted_store), session_id="bo-chat"
+    )
+    batch = [
+        {"role": "user", "content": [{"text": "I moved to Porto."}]},
+        {"role": "assistant", "content": [{"text": "Noted."}]},
+    ]
     context = AddMessagesContext(sequence_numbers=[0, 1])
 
     async def go() -> None:
@@ -113,8 +137,10 @@ def test_the_same_turn_of_two_runs_is_kept_twice(scripted_store):
     """Two agents in turn on one store, each saying the same: Strands numbers each run from 0,
     so the second batch has the first one's numbers and messages, and it is not a retry."""
     store = KiviDBMemoryStore(actor_id="cy", store=scripted_store, session_id="cy-chat")
-    batch = [{"role": "user", "content": [{"text": "yes"}]},
-             {"role": "assistant", "content": [{"text": "Done."}]}]  # fmt: skip
+    batch = [
+        {"role": "user", "content": [{"text": "yes"}]},
+        {"role": "assistant", "content": [{"text": "Done."}]},
+    ]
 
     async def go() -> None:
         for _ in range(2):
@@ -128,10 +154,13 @@ def test_the_same_turn_of_two_runs_is_kept_twice(scripted_store):
 def test_a_failed_batch_sent_again_with_the_next_messages_is_kept_once(scripted_store):
     """Strands sends a batch that failed again together with the messages that came after it:
     the failed part goes under its own key (kept once), the rest under a new one."""
-    store = KiviDBMemoryStore(actor_id="di", store=_AnswerLost(scripted_store),
-                              session_id="di-chat")  # fmt: skip
-    first = [{"role": "user", "content": [{"text": "one"}]},
-             {"role": "assistant", "content": [{"text": "two"}]}]  # fmt: skip
+    store = KiviDBMemoryStore(
+        actor_id="di", store=_AnswerLost(scripted_store), session_id="di-chat"
+    )
+    first = [
+        {"role": "user", "content": [{"text": "one"}]},
+        {"role": "assistant", "content": [{"text": "two"}]},
+    ]
     later = [{"role": "user", "content": [{"text": "three"}]}]
 
     async def go() -> None:
@@ -175,10 +204,13 @@ def test_a_call_of_more_than_100_messages_failed_halfway_is_kept_once_when_sent_
 ):
     """Its first 100 were kept, its last 30 not: sent again with one more message, each is kept
     once (the kept write goes again under its own key)."""
-    store = KiviDBMemoryStore(actor_id="ed", store=_SecondWriteFails(plain_store),
-                              session_id="ed-chat")  # fmt: skip
-    messages: list[Any] = [{"role": "assistant" if i % 2 else "user",
-                            "content": [{"text": f"message {i}"}]} for i in range(131)]  # fmt: skip
+    store = KiviDBMemoryStore(
+        actor_id="ed", store=_SecondWriteFails(plain_store), session_id="ed-chat"
+    )
+    messages: list[Any] = [
+        {"role": "assistant" if i % 2 else "user", "content": [{"text": f"message {i}"}]}
+        for i in range(131)
+    ]
 
     def numbered(count: int) -> AddMessagesContext:
         return AddMessagesContext(sequence_numbers=list(range(count)))
@@ -195,10 +227,13 @@ def test_a_call_of_more_than_100_messages_failed_halfway_is_kept_once_when_sent_
 
 def test_a_photo_and_a_very_long_message_do_not_stop_the_conversation(scripted_store):
     store = KiviDBMemoryStore(actor_id="fi", store=scripted_store, session_id="fi-chat")
-    photo = {"role": "user", "content": [
-        {"text": "What is in this photo?"},
-        {"image": {"format": "png", "source": {"bytes": b"\x89PNG" + bytes(40_000)}}},
-    ]}  # fmt: skip
+    photo = {
+        "role": "user",
+        "content": [
+            {"text": "What is in this photo?"},
+            {"image": {"format": "png", "source": {"bytes": b"\x89PNG" + bytes(40_000)}}},
+        ],
+    }
     long = {"role": "assistant", "content": [{"text": "y" * 33_000}]}
     asyncio.run(store.add_messages([photo, long], AddMessagesContext(sequence_numbers=[0, 1])))
     first, second = scripted_store.get_session("fi-chat").messages

@@ -91,8 +91,10 @@ def test_extraction_keeps_what_the_model_returned_redacted_and_deduplicated(make
     report = world.run("s1")
     assert report.outcome == "done", report.error
     assert world.texts() == [
-        "Alice lives in Lisbon", "Alice loves green tea", "Alice's email is [email]",
-    ]  # fmt: skip
+        "Alice lives in Lisbon",
+        "Alice loves green tea",
+        "Alice's email is [email]",
+    ]
     assert (report.kept, report.deduplicated, report.redacted) == (2, 2, 1)
     kept = [m for m in world.memories.page(0, 10, "alice", None).memories if "tea" in m.text]
     assert kept[0].source is not None and kept[0].source.session_id == "s1"
@@ -290,8 +292,9 @@ def test_summarization_folds_exactly_the_oldest_and_keeps_appends_made_meanwhile
     writer.join()
     assert done.is_set() and report.outcome == "done", report.error
     assert [sent_seqs(r) for r in world.model_server.requests] == [
-        list(range(1, 12)), list(range(1, 8)),
-    ]  # fmt: skip
+        list(range(1, 12)),
+        list(range(1, 8)),
+    ]
     session = world.meta("s")
     assert session.summary == "S1"
     assert [m.content for m in session.messages] == ["m8", "m9", "m10", "m11", "m12"]
@@ -409,9 +412,17 @@ def test_an_item_that_is_not_a_memory_is_dropped_and_the_cursor_moves(make_world
     world = make_world()
     world.say("s", "hello", "I like jazz")
     world.model_server.reply(
-        json.dumps({"memories": [{"text": "\u200b\u200b"}, {"text": 42}, "Alice likes jazz",
-                                 {"text": "Alice is nice", "topics": "not a list"}]})
-    )  # fmt: skip
+        json.dumps(
+            {
+                "memories": [
+                    {"text": "\u200b\u200b"},
+                    {"text": 42},
+                    "Alice likes jazz",
+                    {"text": "Alice is nice", "topics": "not a list"},
+                ]
+            }
+        )
+    )
     world.quiet()
     report = world.run("s")
     assert report.outcome == "done" and report.dropped == 2
@@ -436,8 +447,9 @@ def test_new_messages_give_a_failed_session_a_fresh_start(make_world):
 
 def test_a_reservation_whose_function_died_is_armed_again(make_world, client):
     world = make_world()
-    first = world.sessions.append_events("s", EventsRequest(
-        actor_id="alice", events=[EventIn(role="user", content="hi")]))  # fmt: skip
+    first = world.sessions.append_events(
+        "s", EventsRequest(actor_id="alice", events=[EventIn(role="user", content="hi")])
+    )
     assert first.arm_due is not None  # reserved, and (the function died) never armed
     world.clock.moment += timedelta(minutes=5)
     assert world.say("s", "anyone?").arm_due is None  # still counts as armed

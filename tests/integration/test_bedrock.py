@@ -56,8 +56,14 @@ def role() -> Credentials:
 
 
 def client(**overrides) -> ProviderClient:
-    base = {"deadline": 3.0, "connect_timeout": 0.5, "read_timeout": 3.0, "max_retries": 1,
-            "sleep": lambda _s: None, "max_retry_after": 1.0}  # fmt: skip
+    base = {
+        "deadline": 3.0,
+        "connect_timeout": 0.5,
+        "read_timeout": 3.0,
+        "max_retries": 1,
+        "sleep": lambda _s: None,
+        "max_retry_after": 1.0,
+    }
     return ProviderClient(**{**base, **overrides})
 
 
@@ -75,13 +81,21 @@ def chat(url, credentials=role, **client_settings):
 
 
 def embedder(url, model=TITAN, dimensions=256, **client_settings):
-    return make_bedrock_embedder(model, dimensions, REGION, url, allow_private=True,
-                                 client=client(**client_settings), credentials=role)  # fmt: skip
+    return make_bedrock_embedder(
+        model,
+        dimensions,
+        REGION,
+        url,
+        allow_private=True,
+        client=client(**client_settings),
+        credentials=role,
+    )
 
 
 def reranker(url, model=RERANK, **client_settings):
-    return make_bedrock_reranker(model, REGION, url, allow_private=True,
-                                 client=client(**client_settings), credentials=role)  # fmt: skip
+    return make_bedrock_reranker(
+        model, REGION, url, allow_private=True, client=client(**client_settings), credentials=role
+    )
 
 
 # --- the shapes ----------------------------------------------------------------------------
@@ -225,8 +239,9 @@ def test_any_model_id_and_any_text_are_signed_as_bedrock_checks_them(bedrock, mo
     embed_model = "amazon.titan-embed-text-v1" + model  # any id after a known prefix
     # the stand-in may refuse the model id; the signature is what is checked here
     with contextlib.suppress(ProviderRejected):
-        make_bedrock_embedder(embed_model, 1536, REGION, url, allow_private=True,
-                              client=client(), credentials=role).embed([text])  # fmt: skip
+        make_bedrock_embedder(
+            embed_model, 1536, REGION, url, allow_private=True, client=client(), credentials=role
+        ).embed([text])
     assert standin.requests and all(r.signed for r in standin.requests)
 
 
@@ -293,8 +308,9 @@ def test_a_slow_bedrock_is_cut_off_at_the_calls_deadline(bedrock):
 
 def test_an_unknown_model_is_rejected_with_awss_code_and_not_retried(bedrock):
     standin, url = bedrock
-    make_bedrock_embedder("cohere.embed-v4:0", 256, REGION, url, allow_private=True,
-                          client=client(), credentials=role).embed(["x"])  # fmt: skip
+    make_bedrock_embedder(
+        "cohere.embed-v4:0", 256, REGION, url, allow_private=True, client=client(), credentials=role
+    ).embed(["x"])
     standin.fail(400, "ValidationException")
     with pytest.raises(ProviderRejected) as refused:
         chat(url).complete_json("JSON", "x")
@@ -362,7 +378,7 @@ def environment_role(monkeypatch):
         ("AWS_SESSION_TOKEN", TOKEN),
         ("AWS_EC2_METADATA_DISABLED", "true"),
     ):
-        monkeypatch.setenv(name, value)  # fmt: skip
+        monkeypatch.setenv(name, value)
     monkeypatch.delenv("AWS_PROFILE", raising=False)
     default_credentials.cache_clear()
     yield
@@ -371,11 +387,13 @@ def environment_role(monkeypatch):
 
 def test_the_factories_build_bedrock_signed_by_the_default_chain(bedrock, environment_role):
     standin, url = bedrock
-    model = make_language_model("bedrock", CHAT, url, None, allow_private=True, client=client(),
-                                aws_region=REGION)  # fmt: skip
+    model = make_language_model(
+        "bedrock", CHAT, url, None, allow_private=True, client=client(), aws_region=REGION
+    )
     assert model is not None and model.complete_json("JSON", "x").data == {"memories": []}
-    embedder_ = make_embedder("bedrock", TITAN, 512, url, None, allow_private=True,
-                              client=client(), aws_region=REGION)  # fmt: skip
+    embedder_ = make_embedder(
+        "bedrock", TITAN, 512, url, None, allow_private=True, client=client(), aws_region=REGION
+    )
     assert embedder_.embed(["tea"]).shape == (1, 512)
     assert [r.signed for r in standin.requests] == [True, True]
 
@@ -385,15 +403,17 @@ def test_the_factories_refuse_bedrock_without_a_region_or_with_a_base_url_in_aws
         make_language_model("bedrock", CHAT, None, None, allow_private=False, client=client())
     assert missing.value.details == [{"field": "aws_region", "problem": "required"}]
     with pytest.raises(ValidationFailed) as refused:
-        make_bedrock_reranker(RERANK, REGION, "https://example.com", allow_private=False,
-                              client=client())  # fmt: skip
+        make_bedrock_reranker(
+            RERANK, REGION, "https://example.com", allow_private=False, client=client()
+        )
     assert refused.value.details == [{"field": "rerank_base_url", "problem": "not allowed"}]
 
 
 def test_a_base_url_to_a_private_address_is_checked_at_the_call(bedrock):
     _, url = bedrock
-    model = make_bedrock_model(CHAT, REGION, url, allow_private=True, client=client(),
-                               credentials=role)  # fmt: skip
+    model = make_bedrock_model(
+        CHAT, REGION, url, allow_private=True, client=client(), credentials=role
+    )
     model._endpoint.allow_private = False  # as if the stack no longer allowed private endpoints
     with pytest.raises(EndpointRefused):
         model.complete_json("JSON", "x")
@@ -403,17 +423,40 @@ def test_a_base_url_to_a_private_address_is_checked_at_the_call(bedrock):
     ("settings_", "problem"),
     [
         ({"llm_provider": "bedrock", "llm_model": CHAT}, "aws_region is required"),
-        ({"embed_provider": "bedrock", "embed_model": TITAN, "dimensions": 1536,
-          "aws_region": REGION}, "answers in 256, 512 or 1024 dimensions, not 1536"),
-        ({"embed_provider": "bedrock", "embed_model": "openai.text-embedding", "dimensions": 8,
-          "aws_region": REGION}, "use a Titan Text Embeddings model"),
+        (
+            {
+                "embed_provider": "bedrock",
+                "embed_model": TITAN,
+                "dimensions": 1536,
+                "aws_region": REGION,
+            },
+            "answers in 256, 512 or 1024 dimensions, not 1536",
+        ),
+        (
+            {
+                "embed_provider": "bedrock",
+                "embed_model": "openai.text-embedding",
+                "dimensions": 8,
+                "aws_region": REGION,
+            },
+            "use a Titan Text Embeddings model",
+        ),
         ({"rerank_provider": "bedrock", "aws_region": REGION}, "rerank_model is required"),
-        ({"rerank_provider": "bedrock", "rerank_model": RERANK, "aws_region": "Europe"},
-         "should match pattern"),
-        ({"llm_provider": "bedrock", "llm_model": CHAT, "aws_region": REGION,
-          "llm_base_url": "https://bedrock.example.com"}, "KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1"),
+        (
+            {"rerank_provider": "bedrock", "rerank_model": RERANK, "aws_region": "Europe"},
+            "should match pattern",
+        ),
+        (
+            {
+                "llm_provider": "bedrock",
+                "llm_model": CHAT,
+                "aws_region": REGION,
+                "llm_base_url": "https://bedrock.example.com",
+            },
+            "KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_bedrock_settings_are_refused_naming_the_problem(settings_, problem):
     with pytest.raises(ValueError, match=problem):
         ProviderSettings.model_validate(settings_)
@@ -421,10 +464,14 @@ def test_bad_bedrock_settings_are_refused_naming_the_problem(settings_, problem)
 
 def test_a_local_stack_may_point_bedrock_at_a_loopback_stand_in():
     allowed = ProviderSettings.model_validate(
-        {"llm_provider": "bedrock", "llm_model": CHAT, "aws_region": REGION,
-         "llm_base_url": "http://127.0.0.1:8766"},
+        {
+            "llm_provider": "bedrock",
+            "llm_model": CHAT,
+            "aws_region": REGION,
+            "llm_base_url": "http://127.0.0.1:8766",
+        },
         context={"allow_private_endpoints": True},
-    )  # fmt: skip
+    )
     assert allowed.llm_base_url == "http://127.0.0.1:8766"
 
 

@@ -11,9 +11,21 @@ from tests.support.common import ROOT
 
 
 def test_the_request_path_benchmark_reports_each_route_and_its_round_trips(tmp_path):
-    command = [sys.executable, "-m", "bench.request_path", "--requests", "5", "--runs", "1",
-               "--profile", "recall", "--profile", "keyword search",
-               "--out", str(tmp_path)]  # fmt: skip
+    command = [
+        sys.executable,
+        "-m",
+        "bench.request_path",
+        "--requests",
+        "5",
+        "--runs",
+        "1",
+        "--profile",
+        "recall",
+        "--profile",
+        "keyword search",
+        "--out",
+        str(tmp_path),
+    ]
     done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     text = (tmp_path / "request_path.md").read_text()

@@ -70,8 +70,15 @@ def _stores(url: str) -> Stores:
 
 
 def _memories(url: str, config) -> Memories:
-    return Memories(redis_client(url), redis_client(url, binary=True), config, SystemClock(),
-                    NoEmbedder(DIM), IndexCache(), "cluster-test")  # fmt: skip
+    return Memories(
+        redis_client(url),
+        redis_client(url, binary=True),
+        config,
+        SystemClock(),
+        NoEmbedder(DIM),
+        IndexCache(),
+        "cluster-test",
+    )
 
 
 def _vector(i: int) -> list[float]:
@@ -207,8 +214,10 @@ def test_the_control_plane_works_on_a_cluster_and_its_marker_catches_another_nod
         control.register_instance(
             stranger, "mine", cluster.url + "?cluster=1", allow_unreachable=True
         )
-    every_key = [str(k) for k in real_client(redis_client(cluster.url)).scan_iter(
-        match=ControlKeys.instance("*"))]  # fmt: skip
+    every_key = [
+        str(k)
+        for k in real_client(redis_client(cluster.url)).scan_iter(match=ControlKeys.instance("*"))
+    ]
     assert ControlKeys.instance("cluster") in every_key
     assert {key_slot(k.encode()) for k in [ControlKeys.organizations, *every_key]} == {
         key_slot(ControlKeys.organizations.encode())
@@ -317,8 +326,9 @@ def test_control_keys_of_before_the_tag_are_renamed_once_and_keep_working(tmp_pa
         assert old.get(PREFIX + "@stores-untouched") == "x"
         # once marked, a key written under an old name later is not looked at again
         old.hset("kividb:control:orgs", "late", "{}")
-        again = ControlPlane(redis.Redis.from_url(database.url, decode_responses=True),
-                             SystemClock())  # fmt: skip
+        again = ControlPlane(
+            redis.Redis.from_url(database.url, decode_responses=True), SystemClock()
+        )
         assert again.list_organizations() == ["acme"]
     finally:
         database.stop()

@@ -399,11 +399,24 @@ def two_names() -> Iterator[tuple[str, str]]:
     folder = Path(tempfile.mkdtemp(prefix="kv", dir="/tmp"))
     port, sock = low_free_port(), folder / "redis.sock"
     server = subprocess.Popen(
-        [shutil.which("redis-server") or "redis-server", "--port", str(port), "--bind",
-         "127.0.0.1", "--unixsocket", str(sock), "--save", "", "--appendonly", "no",
-         "--dir", str(folder)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            shutil.which("redis-server") or "redis-server",
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--unixsocket",
+            str(sock),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(folder),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         tcp = f"redis://127.0.0.1:{port}/0"
         for _ in range(100):
@@ -705,8 +718,10 @@ def test_admin_lists_say_when_the_organization_does_not_exist(control, redis_url
     if command[0] == "revoke-key":  # an organization without that key says so
         org = other_org(control)
         status, _, err = run_admin(redis_url, capsys, "revoke-key", org, "key_0123abcd")
-        assert (status, err) == (1, f"key_not_found: Organization '{org}' has no API key "
-                                    "'key_0123abcd'.\n")  # fmt: skip
+        assert (status, err) == (
+            1,
+            f"key_not_found: Organization '{org}' has no API key 'key_0123abcd'.\n",
+        )
         return
     # an organization that exists but has no keys or instances is an empty listing
     assert run_admin(redis_url, capsys, command[0], other_org(control)) == (0, "", "")

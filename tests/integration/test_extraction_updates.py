@@ -139,24 +139,47 @@ def test_a_supersedes_naming_a_memory_not_shown_is_ignored_and_logged(make_world
         world = make_world(model, scripted)
         mine = world.memories.add(MemoryIn(text="I am vegetarian", actor_id="alice")).memory
         bobs = world.memories.add(MemoryIn(text="I am vegetarian", actor_id="bob")).memory
-        _answer_with(model, [
-            {"text": "The user eats fish", "type": "semantic", "topics": [],
-             "supersedes": bobs.id},
-            {"text": "The user eats eggs", "type": "semantic", "topics": [],
-             "supersedes": "mem_0123456789abcdef0123"},
-            {"text": "The user eats cheese", "type": "semantic", "topics": [],
-             "supersedes": mine.id},
-            {"text": "The user eats tofu", "type": "semantic", "topics": [],
-             "supersedes": mine.id},
-        ])  # fmt: skip
+        _answer_with(
+            model,
+            [
+                {
+                    "text": "The user eats fish",
+                    "type": "semantic",
+                    "topics": [],
+                    "supersedes": bobs.id,
+                },
+                {
+                    "text": "The user eats eggs",
+                    "type": "semantic",
+                    "topics": [],
+                    "supersedes": "mem_0123456789abcdef0123",
+                },
+                {
+                    "text": "The user eats cheese",
+                    "type": "semantic",
+                    "topics": [],
+                    "supersedes": mine.id,
+                },
+                {
+                    "text": "The user eats tofu",
+                    "type": "semantic",
+                    "topics": [],
+                    "supersedes": mine.id,
+                },
+            ],
+        )
         with caplog.at_level(logging.WARNING, logger="agent_memory.background"):
             report = _extract(world, "s1", "I changed my diet.")
         assert _shown_ids(model.requests[-1]) == [mine.id]  # never another actor's
         assert (report.kept, report.superseded, report.ignored_supersedes) == (4, 1, 3)
         assert "not shown to it" in caplog.text and "fish" not in caplog.text
         current = {m.text: m for m in _current(world)}
-        assert set(current) == {"The user eats fish", "The user eats eggs",
-                                "The user eats cheese", "The user eats tofu"}  # fmt: skip
+        assert set(current) == {
+            "The user eats fish",
+            "The user eats eggs",
+            "The user eats cheese",
+            "The user eats tofu",
+        }
         assert current["The user eats cheese"].supersedes == mine.id
         assert [m.id for m in _current(world, "bob")] == [bobs.id]  # untouched
 
@@ -169,8 +192,18 @@ def test_a_shown_memory_superseded_meanwhile_leaves_a_plain_memory(make_world, s
         def answer(request):
             # While the model "thinks", someone else replaces the memory it was shown.
             world.memories.add(MemoryIn(text="I am vegan", actor_id="alice", supersedes=old.id))
-            return json.dumps({"memories": [{"text": "The user eats fish", "type": "semantic",
-                                             "topics": [], "supersedes": old.id}]})  # fmt: skip
+            return json.dumps(
+                {
+                    "memories": [
+                        {
+                            "text": "The user eats fish",
+                            "type": "semantic",
+                            "topics": [],
+                            "supersedes": old.id,
+                        }
+                    ]
+                }
+            )
 
         model.responder = answer
         report = _extract(world, "s1", "I eat fish now.")
@@ -181,15 +214,32 @@ def test_a_shown_memory_superseded_meanwhile_leaves_a_plain_memory(make_world, s
 def test_an_answers_occurred_at_and_messages_are_checked(make_world, scripted):
     with ScriptedChatServer("openai") as model:
         world = make_world(model, scripted)
-        _answer_with(model, [
-            {"text": "a", "type": "episodic", "topics": [], "occurred_at": "2026-11-29",
-             "messages": [1, 2, 99, "2", True]},
-            {"text": "b", "type": "episodic", "topics": [], "occurred_at": "yesterday",
-             "messages": "1"},
-            {"text": "c", "type": "episodic", "topics": [],
-             "occurred_at": "2026-11-29T23:30:00-02:00"},
-            {"text": "d", "type": "episodic", "topics": [], "occurred_at": "1800-01-01"},
-        ])  # fmt: skip
+        _answer_with(
+            model,
+            [
+                {
+                    "text": "a",
+                    "type": "episodic",
+                    "topics": [],
+                    "occurred_at": "2026-11-29",
+                    "messages": [1, 2, 99, "2", True],
+                },
+                {
+                    "text": "b",
+                    "type": "episodic",
+                    "topics": [],
+                    "occurred_at": "yesterday",
+                    "messages": "1",
+                },
+                {
+                    "text": "c",
+                    "type": "episodic",
+                    "topics": [],
+                    "occurred_at": "2026-11-29T23:30:00-02:00",
+                },
+                {"text": "d", "type": "episodic", "topics": [], "occurred_at": "1800-01-01"},
+            ],
+        )
         _extract(world, "s1", "one", "two")
         by_text = {m.text: m for m in _current(world)}
         assert by_text["a"].occurred_at == datetime(2026, 11, 29, tzinfo=UTC)

@@ -58,8 +58,11 @@ def _vector(closeness: float, rng) -> list[float]:
 
 
 def _search(memories, mode, limit=5, **filters):
-    return memories.search(SearchRequest(query="report", mode=mode, actor_id="alice",
-                                         limit=limit, query_vector=QUERY, **filters))  # fmt: skip
+    return memories.search(
+        SearchRequest(
+            query="report", mode=mode, actor_id="alice", limit=limit, query_vector=QUERY, **filters
+        )
+    )
 
 
 def _seed_low_ranked(memories, n=120, matching=6):
@@ -73,12 +76,16 @@ def _seed_low_ranked(memories, n=120, matching=6):
         worst = i >= n - matching
         closeness = 0.99 - i * 0.9 / n
         words = " ".join(["report"] * max(1, (n - i) // 10))
-        kept = memories.add(MemoryIn(
-            text=f"{words} number {i}", actor_id="alice", vector=_vector(closeness, rng),
-            topics=["Billing"] if worst else ["other"],
-            metadata={"team": "ops", "tier": 2} if worst else {"team": "sales", "tier": 2},
-            occurred_at=when + timedelta(days=i) if worst else None,
-        )).memory  # fmt: skip
+        kept = memories.add(
+            MemoryIn(
+                text=f"{words} number {i}",
+                actor_id="alice",
+                vector=_vector(closeness, rng),
+                topics=["Billing"] if worst else ["other"],
+                metadata={"team": "ops", "tier": 2} if worst else {"team": "sales", "tier": 2},
+                occurred_at=when + timedelta(days=i) if worst else None,
+            )
+        ).memory
         if worst:
             low.add(kept.id)
     return low
@@ -114,8 +121,9 @@ def test_metadata_matches_top_level_keys_by_json_equality(memories):
 
     def add(text, metadata):  # distinct vectors: none is a duplicate of another
         vector = _vector(0.5, rng)
-        return memories.add(MemoryIn(text=f"report {text}", actor_id="alice", vector=vector,
-                                     metadata=metadata)).memory.id  # fmt: skip
+        return memories.add(
+            MemoryIn(text=f"report {text}", actor_id="alice", vector=vector, metadata=metadata)
+        ).memory.id
 
     one = add("one", {"n": 1, "deep": {"a": 1, "b": [1, 2]}, "flag": True})
     two = add("two", {"n": 1.5, "flag": 1})
@@ -135,14 +143,24 @@ def test_metadata_matches_top_level_keys_by_json_equality(memories):
 
 def test_time_ranges_are_half_open_and_unknown_event_times_never_match(memories):
     start = datetime.now(UTC).replace(microsecond=0)
-    a = memories.add(MemoryIn(text="report a", actor_id="alice", vector=QUERY,
-                              occurred_at=start - timedelta(days=2))).memory  # fmt: skip
+    a = memories.add(
+        MemoryIn(
+            text="report a", actor_id="alice", vector=QUERY, occurred_at=start - timedelta(days=2)
+        )
+    ).memory
     time.sleep(0.003)  # kept in another millisecond (the precision of created_at)
-    b = memories.add(MemoryIn(text="report b", actor_id="alice", vector=[0.0, 1.0] + [0.0] * 6,
-                              occurred_at=start - timedelta(days=1))).memory  # fmt: skip
+    b = memories.add(
+        MemoryIn(
+            text="report b",
+            actor_id="alice",
+            vector=[0.0, 1.0] + [0.0] * 6,
+            occurred_at=start - timedelta(days=1),
+        )
+    ).memory
     time.sleep(0.003)
-    c = memories.add(MemoryIn(text="report c", actor_id="alice",
-                              vector=[0.0, 0.0, 1.0] + [0.0] * 5)).memory  # fmt: skip
+    c = memories.add(
+        MemoryIn(text="report c", actor_id="alice", vector=[0.0, 0.0, 1.0] + [0.0] * 5)
+    ).memory
 
     def ids(**filters):
         return sorted(m.id for m in _search(memories, "keyword", limit=10, **filters))
@@ -194,8 +212,11 @@ def test_recall_takes_types(client, store, memories):
     stores, config, _ = store
     sessions = sessions_of(stores, config)
     memories.add(MemoryIn(text="report fact", actor_id="alice", vector=QUERY))
-    episode = memories.add(MemoryIn(text="report trip", actor_id="alice", type="episodic",
-                                    vector=[0.0, 1.0] + [0.0] * 6)).memory  # fmt: skip
+    episode = memories.add(
+        MemoryIn(
+            text="report trip", actor_id="alice", type="episodic", vector=[0.0, 1.0] + [0.0] * 6
+        )
+    ).memory
     body = RecallRequest(session_id="s", actor_id="alice", query="report", types=["episodic"])
     assert [m.id for m in recall(sessions, memories, config, body).memories] == [episode.id]
     with pytest.raises(ValidationFailed, match="not one of this store's types"):
@@ -244,10 +265,16 @@ def test_search_and_listing_return_exactly_what_the_filters_describe(memories, i
     kept = {}
     for topics, metadata, day in items:
         occurred = base + timedelta(days=day) if day is not None else None
-        memory = memories.add(MemoryIn(
-            text="report", actor_id="alice", vector=_vector(0.5, rng), topics=topics,
-            metadata=metadata, occurred_at=occurred,
-        )).memory  # fmt: skip
+        memory = memories.add(
+            MemoryIn(
+                text="report",
+                actor_id="alice",
+                vector=_vector(0.5, rng),
+                topics=topics,
+                metadata=metadata,
+                occurred_at=occurred,
+            )
+        ).memory
         kept[memory.id] = (topics, metadata, day)
     asked = dict(filters)
     for name in ("occurred_after", "occurred_before"):

@@ -48,16 +48,42 @@ def test_samples_drive_a_whole_conversation(tenant, store):
 
 # What a 404 store_not_found says on each route: the next step where there is one.
 MISSING_STORE = {
-    "create it with PUT first": {"add_events", "add_memory", "import_session", "import_memories",
-                                 "put_keyed_memory"},
-    "nothing was deleted": {"delete_store", "delete_session", "delete_memory", "forget_actor",
-                            "delete_keyed_memory"},
-    "": {"get_store", "list_sessions", "get_session", "extract_session", "pop_message", "recall",
-         "list_memories", "search_memories", "get_memory", "update_memory", "export_sessions",
-         "export_session", "export_memories", "get_keyed_memory", "search_keyed_memories",
-         "list_keyed_namespaces", "get_usage", "rotate_webhook_secret",
-         "list_webhook_deliveries"},
-}  # fmt: skip
+    "create it with PUT first": {
+        "add_events",
+        "add_memory",
+        "import_session",
+        "import_memories",
+        "put_keyed_memory",
+    },
+    "nothing was deleted": {
+        "delete_store",
+        "delete_session",
+        "delete_memory",
+        "forget_actor",
+        "delete_keyed_memory",
+    },
+    "": {
+        "get_store",
+        "list_sessions",
+        "get_session",
+        "extract_session",
+        "pop_message",
+        "recall",
+        "list_memories",
+        "search_memories",
+        "get_memory",
+        "update_memory",
+        "export_sessions",
+        "export_session",
+        "export_memories",
+        "get_keyed_memory",
+        "search_keyed_memories",
+        "list_keyed_namespaces",
+        "get_usage",
+        "rotate_webhook_secret",
+        "list_webhook_deliveries",
+    },
+}
 
 
 @pytest.mark.parametrize(
@@ -103,8 +129,11 @@ def test_a_warm_authorizer_checks_a_key_it_has_seen_in_one_round_trip_and_refuse
     assert "org_id" in authorizer(event, LambdaContext("authorizer"))["context"]  # seen now
     sent = []
     real = redis.connection.AbstractConnection.send_packed_command
-    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command",
-                        lambda self, *a, **k: sent.append(1) or real(self, *a, **k))  # fmt: skip
+    monkeypatch.setattr(
+        redis.connection.AbstractConnection,
+        "send_packed_command",
+        lambda self, *a, **k: sent.append(1) or real(self, *a, **k),
+    )
     answer = authorizer(event, LambdaContext("authorizer"))
     assert answer["context"] == {"org_id": tenant.org_id, "key_id": tenant.key_id}
     assert len(sent) == 1
@@ -186,8 +215,13 @@ def test_extract_now_needs_a_language_model_and_a_session(tenant, store, monkeyp
     }
     assert queued_for_the_session() == []  # nothing queued, nothing marked
     status, body, _ = invoke("get_session", build("get_session", tenant, store))
-    assert body["extraction"] == {"status": "idle", "due_at": None, "last_run_at": None,
-                                  "last_error": None, "unread": 2}  # fmt: skip
+    assert body["extraction"] == {
+        "status": "idle",
+        "due_at": None,
+        "last_run_at": None,
+        "last_error": None,
+        "unread": 2,
+    }
     invoke("delete_session", build("delete_session", tenant, store))
     model = {"llm_provider": "openai", "llm_model": "gpt-4o-mini", "llm_api_key": "sk-test"}
     status, _, _ = invoke("put_store", build("put_store", tenant, store, body=model))

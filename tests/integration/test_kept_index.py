@@ -116,16 +116,21 @@ def test_a_new_container_applies_the_changes_made_since_the_index_was_kept(
     ids = _fill(first, 100, rng)
     _answers(first)
     other = container()  # writes from another container, after the index was kept
-    replaced = other.add(MemoryIn(text="kayak and violin", vector=_vector(rng), actor_id="alice",
-                                  supersedes=ids[5])).memory.id  # fmt: skip
+    replaced = other.add(
+        MemoryIn(text="kayak and violin", vector=_vector(rng), actor_id="alice", supersedes=ids[5])
+    ).memory.id
     _fill(other, 3, rng)
     assert _kept_gen(client, config)[0] == 100
     want = _answers(first)  # caught up from the change log
     _no_build(monkeypatch)
     fresh = container()
     _same(_answers(fresh), want)
-    shown = {m.id for m in fresh.search(SearchRequest(query="kayak violin", mode="keyword",
-                                                      actor_id="alice", limit=50))}  # fmt: skip
+    shown = {
+        m.id
+        for m in fresh.search(
+            SearchRequest(query="kayak violin", mode="keyword", actor_id="alice", limit=50)
+        )
+    }
     assert replaced in shown and ids[5] not in shown
 
 
@@ -136,9 +141,15 @@ def test_a_removal_or_a_changed_text_leaves_nothing_of_it_in_the_database(
     first = container()
     rng = np.random.default_rng(12)
     ids = _fill(first, 100, rng)
-    secret = first.add(MemoryIn(text="diagnosis xylophonecancer7", vector=_vector(rng),
-                                actor_id="alice", topics=["hivstatus"],
-                                metadata={"passport": "P99887766"})).memory.id  # fmt: skip
+    secret = first.add(
+        MemoryIn(
+            text="diagnosis xylophonecancer7",
+            vector=_vector(rng),
+            actor_id="alice",
+            topics=["hivstatus"],
+            metadata={"passport": "P99887766"},
+        )
+    ).memory.id
     renamed = ids[4]
     first.patch(renamed, MemoryPatch(text="codeword zebrafinch42", vector=_vector(rng)))
     _answers(first)  # the kept index now holds both words
@@ -235,8 +246,11 @@ def test_a_loaded_index_reads_the_records_it_shows_once(store, monkeypatch):
     indexes_module.wait_for_exact()
     sent = []
     real = redis.connection.AbstractConnection.send_packed_command
-    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command",
-                        lambda self, *a, **k: sent.append(1) or real(self, *a, **k))  # fmt: skip
+    monkeypatch.setattr(
+        redis.connection.AbstractConnection,
+        "send_packed_command",
+        lambda self, *a, **k: sent.append(1) or real(self, *a, **k),
+    )
     request = SearchRequest(query="tango", mode="keyword", actor_id="alice", limit=10)
     assert [m.id for m in fresh.search(request)] == [i for i, _ in want[4]]
     assert len(sent) == 1  # the generation only: the records shown are held
@@ -248,8 +262,9 @@ def test_a_loaded_index_goes_exact_in_the_background_and_answers_the_same(store)
     _fill(first, 100, np.random.default_rng(9))
     want = _answers(first)
     cache = IndexCache()
-    fresh = Memories(first.client, first.binary, first.config, SystemClock(), NoEmbedder(DIM),
-                     cache, "t")  # fmt: skip
+    fresh = Memories(
+        first.client, first.binary, first.config, SystemClock(), NoEmbedder(DIM), cache, "t"
+    )
     _same(_answers(fresh), want)  # the first read loads it, the next read its exact vectors
     indexes_module.wait_for_exact()
     (index,) = cache._entries.values()

@@ -96,8 +96,12 @@ def test_another_organization_gets_the_database_only_on_purpose_and_never_its_ke
     a, b = orgs
     instance = unique("moving")
     a.tenant.instance_id = b.tenant.instance_id = instance
-    assert admin_run(redis_url, capsys, "register-instance", a.tenant.org_id, instance,
-                     database.url)[0] == 0  # fmt: skip
+    assert (
+        admin_run(redis_url, capsys, "register-instance", a.tenant.org_id, instance, database.url)[
+            0
+        ]
+        == 0
+    )
     assert a.call("put_store", "notes", store_body(embeddings))[0] == 201
     status, kept, _ = a.call("add_memory", "notes", MEMORY)
     assert status == 201, kept
@@ -116,8 +120,15 @@ def test_another_organization_gets_the_database_only_on_purpose_and_never_its_ke
     assert b.call("get_store", "notes")[0] == 404
 
     # adopted on purpose: B sees the data, but A's provider key is not B's to use
-    status, out, _ = admin_run(redis_url, capsys, "register-instance", b.tenant.org_id,
-                               instance, database.url, "--adopt-existing-data")  # fmt: skip
+    status, out, _ = admin_run(
+        redis_url,
+        capsys,
+        "register-instance",
+        b.tenant.org_id,
+        instance,
+        database.url,
+        "--adopt-existing-data",
+    )
     assert status == 0, out
     status, view, _ = b.call("get_store", "notes")
     assert (status, view["has_embed_api_key"], view["counts"]["memories"]) == (200, True, 1)
@@ -143,8 +154,12 @@ def test_an_organization_registers_its_own_database_again_and_an_empty_one_freel
     assert a.call("put_store", "notes", {"dimensions": DIMS})[0] == 201
     # the same registration again, and a re-registration while its marker is held: its own
     assert admin_run(redis_url, capsys, "register-instance", org, instance, database.url)[0] == 0
-    assert admin.main(["--control-url", redis_url, "--release-hold", "30", "remove-instance",
-                       org, instance]) == 0  # fmt: skip
+    assert (
+        admin.main(
+            ["--control-url", redis_url, "--release-hold", "30", "remove-instance", org, instance]
+        )
+        == 0
+    )
     capsys.readouterr()
     marker = redis.Redis.from_url(database.url, decode_responses=True).get(InstanceKeys.owner)
     assert marker.startswith(f"{org}/{instance}/") and marker.endswith("/released")

@@ -59,9 +59,14 @@ def make_memories(client, redis_url):
     def reopen(memories, cache=None):
         """The same store in a fresh container: an empty index cache."""
         return Memories(
-            client, binary, memories.config, SystemClock(), NoEmbedder(DIM),
-            cache or IndexCache(), "test",
-        )  # fmt: skip
+            client,
+            binary,
+            memories.config,
+            SystemClock(),
+            NoEmbedder(DIM),
+            cache or IndexCache(),
+            "test",
+        )
 
     make.reopen = reopen
     yield make
@@ -79,8 +84,11 @@ def test_keep_read_list_and_count(make_memories):
     assert not kept.duplicate and kept.memory.id.startswith("mem_")
     got = memories.get(kept.memory.id)
     assert (got.text, got.type, got.topics, got.importance) == (
-        "Deploys to eu-west-1", "semantic", ["infra"], 0.7,
-    )  # fmt: skip
+        "Deploys to eu-west-1",
+        "semantic",
+        ["infra"],
+        0.7,
+    )
     assert got.versions == []
     _add(memories, "Likes tea", _v(0, 1), actor="bob")
     assert memories.count() == 2
@@ -169,8 +177,13 @@ def test_personal_identifiers_are_removed_before_anything_is_kept(make_memories)
 
 def test_topics_are_redacted_too_and_metadata_is_kept_as_sent(make_memories):
     memories = make_memories()
-    kept = _add(memories, "Prefers email contact", _v(1), topics=["contact", "jane@example.com"],
-                metadata={"crm": "jane@example.com"})  # fmt: skip
+    kept = _add(
+        memories,
+        "Prefers email contact",
+        _v(1),
+        topics=["contact", "jane@example.com"],
+        metadata={"crm": "jane@example.com"},
+    )
     assert kept.memory.topics == ["contact", "[email]"] and kept.redactions == {"email": 1}
     assert kept.memory.metadata == {"crm": "jane@example.com"}
     changed = memories.patch(kept.memory.id, MemoryPatch(topics=["call 415-555-0132"]))
@@ -190,8 +203,9 @@ def test_search_modes_actor_isolation_and_store_wide(make_memories):
     assert search(mode="keyword", actor_id="alice") == ["Order ORD-2291 arrived damaged"]
     semantic = search(mode="semantic", actor_id="alice", query_vector=_v(0, 1, 0))
     assert semantic[0] == "Prefers email over phone"
-    assert "Bob's order ORD-2291 is his" not in search(mode="hybrid", actor_id="alice",
-                                                       query_vector=_v(1, 0, 0))  # fmt: skip
+    assert "Bob's order ORD-2291 is his" not in search(
+        mode="hybrid", actor_id="alice", query_vector=_v(1, 0, 0)
+    )
     assert len(search(mode="keyword")) == 2  # store-wide: both actors
     with pytest.raises(EmbeddingRequired):
         search(mode="semantic", actor_id="alice")
@@ -250,10 +264,17 @@ def _write_as_before(memories, memory_id, text, vector, actor="alice", terms=Non
     keys = memories.store_keys
     actor_keys = keys.actor(actor)
     now_ms = int(SystemClock().now().timestamp() * 1000)
-    record = {"id": memory_id, "text": text, "type": "semantic", "actor_id": actor,
-              "created_at": now_ms, "updated_at": now_ms, "expires_at": now_ms + 86_400_000,
-              "terms": terms if terms is not None else [TOKENIZER_VERSION, term_counts(text)],
-              **extra}  # fmt: skip
+    record = {
+        "id": memory_id,
+        "text": text,
+        "type": "semantic",
+        "actor_id": actor,
+        "created_at": now_ms,
+        "updated_at": now_ms,
+        "expires_at": now_ms + 86_400_000,
+        "terms": terms if terms is not None else [TOKENIZER_VERSION, term_counts(text)],
+        **extra,
+    }
     unit = np.array(vector, dtype=np.float32)
     unit /= np.linalg.norm(unit)
     binary.hset(actor_keys.memories, memory_id, json.dumps(record))
@@ -270,8 +291,13 @@ def test_memories_kept_before_vectors_moved_into_records_read_search_change_and_
     memories = make_memories()
     _write_as_before(memories, "mem_0000000000000000000a", "Deploys to eu-west-1 on Fridays", _v(1))
     # A record written by another tokenizer version: its counts are ignored, its text is used.
-    _write_as_before(memories, "mem_0000000000000000000b", "Likes green tea", _v(0, 1),
-                     terms=[TOKENIZER_VERSION - 1, {"stale": 1}])  # fmt: skip
+    _write_as_before(
+        memories,
+        "mem_0000000000000000000b",
+        "Likes green tea",
+        _v(0, 1),
+        terms=[TOKENIZER_VERSION - 1, {"stale": 1}],
+    )
     cold = make_memories.reopen(memories)
     assert cold.get("mem_0000000000000000000a").text == "Deploys to eu-west-1 on Fridays"
     assert cold.count() == 2
@@ -296,8 +322,9 @@ def test_memories_kept_before_vectors_moved_into_records_read_search_change_and_
     )
     assert near[0].id == "mem_0000000000000000000b" and near[0].similarity == pytest.approx(1.0)
     # Superseding an old memory closes it and keeps its vector where it was.
-    new = _add(fresh, "Deploys to eu-west-1 on Mondays", _v(1, 1),
-               supersedes="mem_0000000000000000000a")  # fmt: skip
+    new = _add(
+        fresh, "Deploys to eu-west-1 on Mondays", _v(1, 1), supersedes="mem_0000000000000000000a"
+    )
     assert new.superseded == "mem_0000000000000000000a"
     # ... and the closed record takes its vector in, as every write of a record of before does
     assert cold.binary.hget(actor.vectors, "mem_0000000000000000000a") is None
@@ -306,10 +333,16 @@ def test_memories_kept_before_vectors_moved_into_records_read_search_change_and_
     old = fresh.get("mem_0000000000000000000a")
     assert old.superseded_by == new.memory.id and old.valid_until is not None
     assert [link.id for link in fresh.get(new.memory.id).chain] == [
-        "mem_0000000000000000000a", new.memory.id,
-    ]  # fmt: skip
-    request = SearchRequest(query="deploys", query_vector=_v(1), mode="semantic",
-                            actor_id="alice", include_superseded=True)  # fmt: skip
+        "mem_0000000000000000000a",
+        new.memory.id,
+    ]
+    request = SearchRequest(
+        query="deploys",
+        query_vector=_v(1),
+        mode="semantic",
+        actor_id="alice",
+        include_superseded=True,
+    )
     history = fresh.search(request)
     assert "mem_0000000000000000000a" in [m.id for m in history]
     # Forgetting removes it.
@@ -330,8 +363,10 @@ def test_a_warm_container_behind_another_still_dedupes_and_counts(make_memories)
     fresh = _add(first, "Lives in Porto", _v(0, 1))
     assert not fresh.duplicate and first.count() == 3
     assert [m.text for m in first.page(0, 10, None, None).memories] == [
-        "Lives in Porto", "Likes green tea", "warm-up",
-    ]  # fmt: skip
+        "Lives in Porto",
+        "Likes green tea",
+        "warm-up",
+    ]
 
 
 def test_changes_keep_versions_newest_first(make_memories):
@@ -391,12 +426,18 @@ def test_a_compact_index_ranks_and_dedupes_on_exact_rescored_cosines(make_memori
     query = vectors[7] * 0.9 + vectors[8] * 0.1
     query /= np.linalg.norm(query)
     expected = [f"memory {i}" for i in np.argsort(-(vectors @ query))[:5]]
-    request = SearchRequest(query="x", mode="semantic", actor_id="alice", limit=5,
-                            query_vector=[float(x) for x in query])  # fmt: skip
+    request = SearchRequest(
+        query="x",
+        mode="semantic",
+        actor_id="alice",
+        limit=5,
+        query_vector=[float(x) for x in query],
+    )
     found = memories.search(request)
     assert [m.text for m in found] == expected
-    assert found[0].similarity == pytest.approx(float(vectors[int(expected[0].split()[1])] @ query),
-                                           abs=1e-5)  # fmt: skip
+    assert found[0].similarity == pytest.approx(
+        float(vectors[int(expected[0].split()[1])] @ query), abs=1e-5
+    )
     again = _add(memories, "memory 7 again", [float(x) for x in vectors[7]])
     assert again.duplicate and again.memory.text == "memory 7"
 
@@ -411,13 +452,26 @@ def test_a_cold_load_in_batches_sees_every_memory(make_memories, monkeypatch):
     vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
     for i, v in enumerate(vectors):
         _add(memories, f"memory {i}", [float(x) for x in v])
-    fresh = Memories(memories.client, memories.binary, memories.config, SystemClock(),
-                     NoEmbedder(DIM), IndexCache(), "other")  # fmt: skip
-    request = SearchRequest(query="x", mode="semantic", actor_id="alice", limit=40,
-                            query_vector=[float(x) for x in vectors[0]])  # fmt: skip
+    fresh = Memories(
+        memories.client,
+        memories.binary,
+        memories.config,
+        SystemClock(),
+        NoEmbedder(DIM),
+        IndexCache(),
+        "other",
+    )
+    request = SearchRequest(
+        query="x",
+        mode="semantic",
+        actor_id="alice",
+        limit=40,
+        query_vector=[float(x) for x in vectors[0]],
+    )
     assert len(fresh.search(request)) == 40
-    keyword = fresh.search(SearchRequest(query="memory", mode="keyword", actor_id="alice",
-                                         limit=100))  # fmt: skip
+    keyword = fresh.search(
+        SearchRequest(query="memory", mode="keyword", actor_id="alice", limit=100)
+    )
     assert len(keyword) == 40
 
 
@@ -462,9 +516,15 @@ def test_a_store_of_before_partitions_keeps_its_indexes_where_they_were(make_mem
     under the key names of before; everything reads and writes there."""
     made = make_memories()
     legacy = make_memories.reopen(made)
-    legacy = Memories(made.client, made.binary,
-                      made.config.model_copy(update={"memory_partitions": 1}), SystemClock(),
-                      NoEmbedder(DIM), IndexCache(), "test")  # fmt: skip
+    legacy = Memories(
+        made.client,
+        made.binary,
+        made.config.model_copy(update={"memory_partitions": 1}),
+        SystemClock(),
+        NoEmbedder(DIM),
+        IndexCache(),
+        "test",
+    )
     kept = _add(legacy, "Deploys on Fridays", _v(1)).memory
     _add(legacy, "Deploys on Mondays", _v(0, 1), supersedes=kept.id)
     base = f"kividb:mem:{made.config.name}:{made.config.incarnation}:{{{made.config.name}}}"

@@ -207,8 +207,9 @@ def _core(url: str, instance_id: str, secret_key: str, clock: Any) -> tuple[Stor
     client = redis.Redis.from_url(url, decode_responses=True)
     stores = Stores(client, instance_id, FernetCipher(secret_key.encode("ascii")), clock)
     config = stores.get(STORE)
-    memories = Memories(client, redis.Redis.from_url(url), config, clock, NoEmbedder(3),
-                        IndexCache(), "seed")  # fmt: skip
+    memories = Memories(
+        client, redis.Redis.from_url(url), config, clock, NoEmbedder(3), IndexCache(), "seed"
+    )
     return stores, memories
 
 
@@ -444,8 +445,15 @@ def test_the_embedded_server_runs_the_flagged_scripts_without_their_flags(secret
         again = memories.add(MemoryIn(text=DEPLOYS, actor_id=ACTOR, vector=[1, 0, 0]))
         assert again.duplicate and again.memory.id == kept.id
         memories.patch(kept.id, MemoryPatch(text="Deploys on Mondays.", vector=[1, 0, 0]))
-        fresh = Memories(client, redis.Redis.from_url(url), stores.get(STORE), SystemClock(),
-                         NoEmbedder(3), IndexCache(), "fresh")  # fmt: skip
+        fresh = Memories(
+            client,
+            redis.Redis.from_url(url),
+            stores.get(STORE),
+            SystemClock(),
+            NoEmbedder(3),
+            IndexCache(),
+            "fresh",
+        )
         found = fresh.search(
             _search("mondays", "keyword"),
         )

@@ -88,8 +88,15 @@ def test_another_registrations_marker_refuses_every_route_with_a_strangers_404(
 ):
     instance = _unmarked(tenant, spare)
     database_client(spare).set(InstanceKeys.owner, "other-org/their-db/0123456789abcdef")
-    for name in ("list_instance_stores", "get_store", "list_sessions", "recall", "add_memory",
-                 "search_memories", "put_store"):  # fmt: skip
+    for name in (
+        "list_instance_stores",
+        "get_store",
+        "list_sessions",
+        "recall",
+        "add_memory",
+        "search_memories",
+        "put_store",
+    ):
         with caplog.at_level(logging.WARNING):
             status, body, _ = _get(tenant, instance, name)
         assert (status, body) == (404, {k: v.format(instance) for k, v in NOWHERE.items()})

@@ -200,9 +200,12 @@ def names(monkeypatch):
 def test_a_slow_name_lookup_is_cut_at_the_deadline(server, names):
     names["slow-dns.test"] = [4.0]
     embedder = OpenAIEmbedder(
-        KEY, "m", DIMS, base_url=f"http://slow-dns.test:{server.port}/v1",
+        KEY,
+        "m",
+        DIMS,
+        base_url=f"http://slow-dns.test:{server.port}/v1",
         client=patient(1.0, max_retries=0),
-    )  # fmt: skip
+    )
     error, elapsed = timed(lambda: embedder.embed(["a"]))
     assert isinstance(error, ProviderUnavailable)
     assert str(error) == late(1.0).replace("127.0.0.1", "slow-dns.test")
@@ -226,9 +229,12 @@ def test_the_endpoint_checks_name_lookup_counts_toward_the_deadline(names):
 def test_a_name_that_rebinds_to_loopback_after_the_check_is_refused_at_connect(server, names):
     names["rebind.test"] = ["93.184.216.34", "127.0.0.1"]  # the check, then the connection
     embedder = CustomEmbedder(
-        f"https://rebind.test:{server.port}/v1", "m", DIMS, allow_private=False,
+        f"https://rebind.test:{server.port}/v1",
+        "m",
+        DIMS,
+        allow_private=False,
         client=patient(5.0),
-    )  # fmt: skip
+    )
     with pytest.raises(EndpointRefused) as error:
         embedder.embed(["a"])
     assert str(error.value) == (

@@ -36,8 +36,14 @@ DOCS = [
 
 def client(**overrides) -> ProviderClient:
     """A quick client: no real waits between retries."""
-    base = {"deadline": 2.0, "connect_timeout": 0.5, "read_timeout": 2.0, "max_retries": 1,
-            "sleep": lambda _s: None, "max_retry_after": 1.0}  # fmt: skip
+    base = {
+        "deadline": 2.0,
+        "connect_timeout": 0.5,
+        "read_timeout": 2.0,
+        "max_retries": 1,
+        "sleep": lambda _s: None,
+        "max_retry_after": 1.0,
+    }
     return ProviderClient(**{**base, **overrides})
 
 
@@ -170,8 +176,14 @@ def test_garbage_answers_are_rejected_and_say_what_was_wrong(answer, problem):
 
 def test_an_answer_of_logits_is_scaled_onto_zero_to_one_keeping_its_order():
     with RerankServer("cohere") as server:
-        server.garbage({"results": [{"index": 1, "relevance_score": -2.5},
-                                    {"index": 0, "relevance_score": 4.0}]})  # fmt: skip
+        server.garbage(
+            {
+                "results": [
+                    {"index": 1, "relevance_score": -2.5},
+                    {"index": 0, "relevance_score": 4.0},
+                ]
+            }
+        )
         placed = reranker("cohere", server).rerank("q", DOCS, 2)
     assert [p.index for p in placed] == [0, 1]
     assert placed[0].relevance == pytest.approx(1 / (1 + math.exp(-4.0)))
@@ -198,9 +210,20 @@ def scorer(server: ScriptedChatServer) -> LlmReranker:
 
 def test_the_llm_scorer_asks_for_scores_and_orders_by_them():
     with ScriptedChatServer("openai") as server:
-        server.reply(json.dumps({"scores": [{"n": 1, "score": 0.2}, {"n": 2, "score": 0.1},
-                                            {"n": 3, "score": 0.9}, {"n": 4, "score": 1.7}]}),
-                     input_tokens=300, output_tokens=40)  # fmt: skip
+        server.reply(
+            json.dumps(
+                {
+                    "scores": [
+                        {"n": 1, "score": 0.2},
+                        {"n": 2, "score": 0.1},
+                        {"n": 3, "score": 0.9},
+                        {"n": 4, "score": 1.7},
+                    ]
+                }
+            ),
+            input_tokens=300,
+            output_tokens=40,
+        )
         llm = scorer(server)
         placed = llm.rerank("Where did Alice move?", DOCS, 3)
     assert placed == [Relevance(3, 1.0), Relevance(2, 0.9), Relevance(0, 0.2)]
@@ -211,8 +234,12 @@ def test_the_llm_scorer_asks_for_scores_and_orders_by_them():
 
 def test_the_llm_scorer_keeps_the_sent_order_for_what_it_did_not_score():
     with ScriptedChatServer("openai") as server:
-        scores = [{"n": 4, "score": 0.6}, {"n": 2, "score": 0.7}, {"n": 99, "score": 1},
-                  {"n": 2, "score": 0}]  # fmt: skip
+        scores = [
+            {"n": 4, "score": 0.6},
+            {"n": 2, "score": 0.7},
+            {"n": 99, "score": 1},
+            {"n": 2, "score": 0},
+        ]
         server.reply(json.dumps({"scores": scores}))
         placed = scorer(server).rerank("q", DOCS, 4)
     assert [p.index for p in placed] == [1, 3, 0, 2]
@@ -241,8 +268,12 @@ def test_no_query_or_candidate_text_adds_a_line_or_a_candidate_to_the_prompt(que
     assert len(user.splitlines()) == len(user.split("\n"))
 
 
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
-                    lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner)))  # fmt: skip
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.floats() | st.text(),
+        lambda inner: st.lists(inner) | st.dictionaries(st.text(), inner),
+    )
+)
 def test_reading_any_answer_never_raises_and_keeps_scores_on_zero_to_one(answer):
     scores = read_scores({"scores": answer}, 5)
     assert all(0 <= i < 5 and 0.0 <= s <= 1.0 for i, s in scores.items())

@@ -42,9 +42,11 @@ def test_a_scoped_key_authenticates_with_its_scope_and_is_stored_only_as_a_hash(
     raw = redis.Redis.from_url(redis_url, decode_responses=True)
     stored = raw.hgetall(ControlKeys.api_key(hash_api_key(created.api_key)))
     everything = " ".join(
-        str(v) for k in raw.scan_iter(match="kividb:control:*") if raw.type(k) == "hash"
+        str(v)
+        for k in raw.scan_iter(match="kividb:control:*")
+        if raw.type(k) == "hash"
         for v in raw.hgetall(k).values()
-    )  # fmt: skip
+    )
     assert created.api_key not in everything and stored["org_id"] == org
     listed = {i.key_id: i for i in control.list_api_keys(org)}
     assert (

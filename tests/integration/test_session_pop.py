@@ -41,7 +41,10 @@ def test_the_newest_message_comes_back_and_its_number_goes_to_the_next(store):
     assert sessions.append("s", _events("three again")).message_count == 3
     view = sessions.get("s", 50)
     assert [(m.seq, m.content) for m in view.messages] == [
-        (1, "one"), (2, "two"), (3, "three again")]  # fmt: skip
+        (1, "one"),
+        (2, "two"),
+        (3, "three again"),
+    ]
 
 
 def test_a_session_emptied_by_pops_answers_no_message_and_stays(store):

@@ -26,8 +26,9 @@ from tests.support.stores import sessions_of
 def _memories(config):
     client = database_client(_URL[0])
     binary = database_client(_URL[0], binary=True)
-    return Memories(client, binary, config, SystemClock(), NoEmbedder(config.dimensions),
-                    IndexCache(), "test")  # fmt: skip
+    return Memories(
+        client, binary, config, SystemClock(), NoEmbedder(config.dimensions), IndexCache(), "test"
+    )
 
 
 _URL: list[str] = []
@@ -213,8 +214,7 @@ def test_the_listing_does_not_read_the_summaries_it_does_not_show(make_store, cl
     summary = "s" * 8_000  # background_steps.MAX_SUMMARY_CHARS: a long-running session's summary
     for i in range(20):
         sessions.append(f"s{i}", _events("x"))
-        client.hset(config.keys().session(f"s{i}").meta,
-                    "summary", summary)  # fmt: skip
+        client.hset(config.keys().session(f"s{i}").meta, "summary", summary)
 
     def sent() -> int:  # bytes the server has sent to its clients so far
         return int(client.info("stats")["total_net_output_bytes"])
@@ -335,8 +335,11 @@ def test_a_warm_recall_naming_its_actor_reads_session_and_generation_together_an
     other.add(MemoryIn(text="Ann drinks coffee now", actor_id="ann", vector=[0, 1, 0, 0]))
     sent = []
     real = redis.connection.AbstractConnection.send_packed_command
-    monkeypatch.setattr(redis.connection.AbstractConnection, "send_packed_command",
-                        lambda self, *a, **k: sent.append(1) or real(self, *a, **k))  # fmt: skip
+    monkeypatch.setattr(
+        redis.connection.AbstractConnection,
+        "send_packed_command",
+        lambda self, *a, **k: sent.append(1) or real(self, *a, **k),
+    )
     found = recall(sessions, mine, config, request)
     texts = sorted(m.text for m in found.memories)
     assert texts == ["Ann drinks coffee now", "Ann drinks green tea"]

@@ -36,8 +36,9 @@ def made(client, redis_url):
 
     stores = Stores(client, "db", FernetCipher(Fernet.generate_key()), clock, type_usage=usage)
     name = unique("s")
-    config, _ = stores.put(name, StorePut(dimensions=DIM, custom_types=TYPES,
-                                          memory_ttl_seconds=3600))  # fmt: skip
+    config, _ = stores.put(
+        name, StorePut(dimensions=DIM, custom_types=TYPES, memory_ttl_seconds=3600)
+    )
     memories = Memories(client, binary, config, clock, NoEmbedder(DIM), IndexCache(), "test")
     yield clock, stores, name, memories, usage
     stores.delete(name)

@@ -27,8 +27,15 @@ def store(client, redis_url):
     stores = Stores(client, "db", FernetCipher(Fernet.generate_key()), SystemClock())
     name = unique("wide")
     config, _ = stores.put(name, StorePut(dimensions=4, dedupe_threshold=1.0))
-    memories = Memories(client, database_client(redis_url, binary=True), config, SystemClock(),
-                        NoEmbedder(4), IndexCache(), "wide")  # fmt: skip
+    memories = Memories(
+        client,
+        database_client(redis_url, binary=True),
+        config,
+        SystemClock(),
+        NoEmbedder(4),
+        IndexCache(),
+        "wide",
+    )
     for i in range(4):
         memories.add(MemoryIn(text=f"fact {i}", actor_id=f"a{i % 2}", vector=[1, i, 0, 0]))
     yield memories

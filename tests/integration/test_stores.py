@@ -58,9 +58,14 @@ def test_api_keys_are_encrypted_at_rest_and_never_in_the_view(stores, client):
 
 def test_a_key_is_never_kept_for_another_provider_or_endpoint(stores):
     name = unique("s")
-    openai = {"llm_provider": "openai", "llm_model": "gpt-4o-mini", "llm_api_key": "sk-1",
-              "embed_provider": "openai", "embed_model": "text-embedding-3-small",
-              "embed_api_key": "sk-2"}  # fmt: skip
+    openai = {
+        "llm_provider": "openai",
+        "llm_model": "gpt-4o-mini",
+        "llm_api_key": "sk-1",
+        "embed_provider": "openai",
+        "embed_model": "text-embedding-3-small",
+        "embed_api_key": "sk-2",
+    }
     config, _ = stores.put(name, StorePut.model_validate(openai))
     config, _ = stores.put(name, StorePut(dedupe_threshold=0.9, llm_model="gpt-4o"))
     assert config.llm_api_key_ciphertext and config.embed_api_key_ciphertext  # same provider

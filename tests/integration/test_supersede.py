@@ -56,13 +56,27 @@ def make_memories(client, redis_url):
         name = unique("s")
         config, _ = stores.put(name, StorePut(dimensions=DIM, **settings_))
         made.append((stores, name))
-        return Memories(client, binary, config, clock or SystemClock(), NoEmbedder(DIM),
-                        cache or IndexCache(), "test")  # fmt: skip
+        return Memories(
+            client,
+            binary,
+            config,
+            clock or SystemClock(),
+            NoEmbedder(DIM),
+            cache or IndexCache(),
+            "test",
+        )
 
     def reopen(memories, clock=None):
         """The same store in another container: an index cache of its own."""
-        return Memories(client, binary, memories.config, clock or SystemClock(),
-                        NoEmbedder(DIM), IndexCache(), "test")  # fmt: skip
+        return Memories(
+            client,
+            binary,
+            memories.config,
+            clock or SystemClock(),
+            NoEmbedder(DIM),
+            IndexCache(),
+            "test",
+        )
 
     make.reopen = reopen
     yield make
@@ -82,8 +96,9 @@ def _add(memories, text, vector, actor="alice", **fields):
 
 
 def _search(memories, query, mode="keyword", actor="alice", **fields):
-    return memories.search(SearchRequest(query=query, mode=mode, actor_id=actor,
-                                         query_vector=_v(1, 1, 1, 1), **fields))  # fmt: skip
+    return memories.search(
+        SearchRequest(query=query, mode=mode, actor_id=actor, query_vector=_v(1, 1, 1, 1), **fields)
+    )
 
 
 def _texts(views):
@@ -117,8 +132,9 @@ def test_the_vegetarian_story_ends_with_one_current_diet_fact(make_memories):
     old = _add(memories, "I am vegetarian", _v(1), topics=["diet"]).memory
     between = clock.moment + timedelta(seconds=5)
     clock.moment += timedelta(seconds=10)
-    kept = _add(memories, "I started eating fish again", _v(0.8, 0.6), topics=["diet"],
-                supersedes=old.id)  # fmt: skip
+    kept = _add(
+        memories, "I started eating fish again", _v(0.8, 0.6), topics=["diet"], supersedes=old.id
+    )
     new = kept.memory
     assert not kept.duplicate and kept.superseded == old.id
     assert (new.supersedes, new.valid_until, new.superseded_by) == (old.id, None, None)
@@ -299,8 +315,9 @@ def test_the_count_of_current_diet_facts_is_never_zero_or_two_under_concurrent_s
             current = _search(memories, "diet", "keyword")
             target = next(m.id for m in current if m.text.startswith("diet:"))
             try:
-                done = _add(memories, f"diet: change {n}.{i}", fresh(), topics=["diet"],
-                            supersedes=target)  # fmt: skip
+                done = _add(
+                    memories, f"diet: change {n}.{i}", fresh(), topics=["diet"], supersedes=target
+                )
                 kept.append(done.memory.id)
             except AlreadySuperseded:
                 pass  # another writer replaced it first: read again
@@ -316,8 +333,11 @@ def test_the_count_of_current_diet_facts_is_never_zero_or_two_under_concurrent_s
         return counts
 
     with ThreadPoolExecutor(7) as pool:
-        readers = [pool.submit(reader, memories, "search"), pool.submit(reader, other, "search"),
-                   pool.submit(reader, other, "listing")]  # fmt: skip
+        readers = [
+            pool.submit(reader, memories, "search"),
+            pool.submit(reader, other, "search"),
+            pool.submit(reader, other, "listing"),
+        ]
         writers = [pool.submit(writer, n) for n in range(3)] + [pool.submit(adder)]
         try:
             for future in writers:
@@ -326,8 +346,9 @@ def test_the_count_of_current_diet_facts_is_never_zero_or_two_under_concurrent_s
             stop.set()
         seen = [count for future in readers for count in future.result()]
     assert len(seen) > 30 and set(seen) == {1}, sorted(set(seen))
-    history = memories.page(0, 100, "alice", None, Selection(include_superseded=True,
-                                                              topics=("diet",)))  # fmt: skip
+    history = memories.page(
+        0, 100, "alice", None, Selection(include_superseded=True, topics=("diet",))
+    )
     assert history.total == len(kept) > 3
     assert sum(m.valid_until is None for m in history.memories) == 1
     assert memories.count() == 1 + 40
@@ -455,8 +476,9 @@ def test_every_read_agrees_with_a_model_of_what_was_current_when(make_memories, 
                 with pytest.raises(AlreadySuperseded):
                     _add(memories, "never kept", vector, actor=actor, supersedes=target)
                 continue
-            kept = _add(memories, f"fact {len(model)} word", vector, actor=actor,
-                        supersedes=target).memory  # fmt: skip
+            kept = _add(
+                memories, f"fact {len(model)} word", vector, actor=actor, supersedes=target
+            ).memory
             model[target]["end"] = moments[-1]
             model[target]["next"] = kept.id
             model[kept.id] = {"actor": actor, "start": moments[-1], "end": None, "prev": target}
@@ -496,8 +518,9 @@ def test_every_read_agrees_with_a_model_of_what_was_current_when(make_memories, 
             )
             selection = Selection(as_of=moment)
             assert ids_of(memories.page(0, 100, actor, None, selection).memories) == then
-            found = _search(memories, "word", "keyword", actor=actor, limit=100,
-                            as_of=from_ms(moment))  # fmt: skip
+            found = _search(
+                memories, "word", "keyword", actor=actor, limit=100, as_of=from_ms(moment)
+            )
             assert ids_of(found) == then
     assert memories.count() == sum(m["end"] is None for m in model.values())
     assert memories.page(0, 100, None, None).total == memories.count()

@@ -56,9 +56,12 @@ def traced():
     daemon = Daemon()
     recorder = AWSXRayRecorder()
     recorder.configure(
-        daemon_address=daemon.address, sampling=False, context=Context(),
-        context_missing="RUNTIME_ERROR", streaming_threshold=10_000,
-    )  # fmt: skip
+        daemon_address=daemon.address,
+        sampling=False,
+        context=Context(),
+        context_missing="RUNTIME_ERROR",
+        streaming_threshold=10_000,
+    )
     observability.use_tracer(Tracer(provider=recorder, auto_patch=False, disabled=False))
 
     def trace(handler_name, event):

@@ -68,8 +68,15 @@ class Side:
     def reload(self) -> None:
         self.config = self.stores.get(self.name)
         self.sessions = sessions_of(self.stores, self.config)
-        self.memories = Memories(self.client, self.binary, self.config, self.clock,
-                                 NoEmbedder(DIM), IndexCache(), "transfer")  # fmt: skip
+        self.memories = Memories(
+            self.client,
+            self.binary,
+            self.config,
+            self.clock,
+            NoEmbedder(DIM),
+            IndexCache(),
+            "transfer",
+        )
         self.session_transfer = SessionTransfer(self.client, self.config, self.clock)
         self.memory_transfer = MemoryTransfer(self.client, self.binary, self.config, self.clock)
 
@@ -125,27 +132,50 @@ def _fill(side: Side) -> dict[str, str]:
     sessions.append("long:one@x", EventsRequest(actor_id="user-1", events=long))
     # extraction read 24 messages and summarization folded 18 of them (as its scripts do)
     meta = side.keys().session("long:one@x")
-    side.client.hset(meta.meta, mapping={
-        "read_seq": 24, "folded_seq": 18, "summary": "The assistant counted lines.",
-        "failures": 2, "last_error": "the model answered 503",
-        "last_run_at": to_ms(side.clock.now()),
-        "pending": '{"from": 25, "to": 30, "memories": [{"text": "x", "type": "semantic", '
-                   '"topics": ["t"], "supersedes": null, "occurred_at": null, "messages": [26]}]}',
-    })  # fmt: skip
+    side.client.hset(
+        meta.meta,
+        mapping={
+            "read_seq": 24,
+            "folded_seq": 18,
+            "summary": "The assistant counted lines.",
+            "failures": 2,
+            "last_error": "the model answered 503",
+            "last_run_at": to_ms(side.clock.now()),
+            "pending": '{"from": 25, "to": 30, "memories": [{"text": "x", "type": "semantic", '
+            '"topics": ["t"], "supersedes": null, "occurred_at": null, "messages": [26]}]}',
+        },
+    )
     side.client.zremrangebyscore(meta.messages, "-inf", 18)
     ids = {}
     kept = memories.add(
-        MemoryIn(text="Prefers tea", actor_id="user-0", topics=["drinks"], importance=0.4,
-                 confidence=0.9, metadata={"crm": {"id": 7}}, vector=_vector(1)),
+        MemoryIn(
+            text="Prefers tea",
+            actor_id="user-0",
+            topics=["drinks"],
+            importance=0.4,
+            confidence=0.9,
+            metadata={"crm": {"id": 7}},
+            vector=_vector(1),
+        ),
         source_session="chat-0",
-    )  # fmt: skip
+    )
     ids["old"] = kept.memory.id
-    newer = memories.add(MemoryIn(text="Prefers coffee now", actor_id="user-0",
-                                  supersedes=ids["old"], vector=_vector(2)))  # fmt: skip
+    newer = memories.add(
+        MemoryIn(
+            text="Prefers coffee now", actor_id="user-0", supersedes=ids["old"], vector=_vector(2)
+        )
+    )
     ids["new"] = newer.memory.id
-    patched = memories.add(MemoryIn.model_validate({
-        "text": "Deploys on Fridays", "actor_id": "user-1", "vector": _vector(3),
-        "occurred_at": "2025-05-08T13:56:00Z"}))  # fmt: skip
+    patched = memories.add(
+        MemoryIn.model_validate(
+            {
+                "text": "Deploys on Fridays",
+                "actor_id": "user-1",
+                "vector": _vector(3),
+                "occurred_at": "2025-05-08T13:56:00Z",
+            }
+        )
+    )
     memories.patch(patched.memory.id, MemoryPatch(text="Deploys on Thursdays", vector=_vector(4)))
     ids["patched"] = patched.memory.id
     ids["no_actor"] = memories.add(MemoryIn(text="Office closes at 6", vector=_vector(5))).memory.id
@@ -179,8 +209,9 @@ def _import(sessions: dict, memories: dict, target: Side, page: int = 4) -> int:
             added += target.session_transfer.import_page(session_id, part).result.messages_added
     rows = list(memories.values())
     for start in range(0, len(rows), 3):
-        batch = MemoryImportBatch.model_validate({"memories": rows[start : start + 3]},
-                                                 strict=False)  # fmt: skip
+        batch = MemoryImportBatch.model_validate(
+            {"memories": rows[start : start + 3]}, strict=False
+        )
         target.memory_transfer.import_batch(batch)
     return added
 
@@ -272,11 +303,14 @@ def test_bad_imports_are_refused_whole_with_the_exact_problems_and_change_nothin
         {**good, "id": "mem_00000000000000000002", "vector": base64.b64encode(b"\0" * 16).decode()},
         {**good, "id": "mem_00000000000000000003", "vector": "not base64!"},
         {**good, "id": "mem_00000000000000000004", "vector": base64.b64encode(b"\1" * 12).decode()},
-        {**good, "id": "mem_00000000000000000005",
-         "vector": base64.b64encode(np.array([np.nan, 1, 0, 0], "<f4").tobytes()).decode()},
+        {
+            **good,
+            "id": "mem_00000000000000000005",
+            "vector": base64.b64encode(np.array([np.nan, 1, 0, 0], "<f4").tobytes()).decode(),
+        },
         {**good, "id": "mem_00000000000000000006", "expires_at": "8999-01-01T00:00:00Z"},
         good,
-    ]  # fmt: skip
+    ]
     with pytest.raises(ValidationFailed) as refused:
         target.memory_transfer.import_batch(
             MemoryImportBatch.model_validate({"memories": bad}, strict=False)
@@ -287,9 +321,12 @@ def test_bad_imports_are_refused_whole_with_the_exact_problems_and_change_nothin
         {"field": "memories.2.vector", "problem": "must be base64 of little-endian float32 values"},
         {"field": "memories.3.vector", "problem": "expected 4 dimensions, got 3"},
         {"field": "memories.4.vector", "problem": "values must be finite"},
-        {"field": "memories.5.expires_at", "problem": "must be at most 315360000 s (the largest "
-         "memory_ttl_seconds) and a day from now"},
-    ]  # fmt: skip
+        {
+            "field": "memories.5.expires_at",
+            "problem": "must be at most 315360000 s (the largest "
+            "memory_ttl_seconds) and a day from now",
+        },
+    ]
     assert target.export() == before
     session = {k: v for k, v in source.export()[0]["chat-1"].items() if k != "session_id"}
     forever = SessionImport.model_validate({**session, "expires_at": "8999-01-01T00:00:00Z"})
@@ -336,8 +373,12 @@ def test_what_has_expired_is_neither_exported_nor_imported(redis_url, target):
         with pytest.raises(SessionNotFound):
             target.session_transfer.export("nothing", 0, 10)
         day = "2020-01-01T00:00:00Z"
-        expired = {"message_count": 1, "created_at": day, "last_event_at": day,
-                   "expires_at": "2020-01-02T00:00:00Z"}  # fmt: skip
+        expired = {
+            "message_count": 1,
+            "created_at": day,
+            "last_event_at": day,
+            "expires_at": "2020-01-02T00:00:00Z",
+        }
         with pytest.raises(ValidationFailed, match="expires_at has passed"):
             target.session_transfer.import_page("late", SessionImport.model_validate(expired))
         assert to_ms(SystemClock().now()) > 0 and target.sessions.count() == 0
@@ -349,9 +390,16 @@ def _imported_memory(**fields) -> dict:
     """An exported memory's fields, with ``fields`` changed."""
     vector = base64.b64encode(np.array([1, 0, 0, 0], "<f4").tobytes()).decode()
     day = "2026-01-01T00:00:00Z"
-    return {"id": "mem_0000000000000000000a", "text": "Prefers tea", "actor_id": "ann",
-            "created_at": day, "updated_at": day, "expires_at": "2030-01-01T00:00:00Z",
-            "vector": vector, **fields}  # fmt: skip
+    return {
+        "id": "mem_0000000000000000000a",
+        "text": "Prefers tea",
+        "actor_id": "ann",
+        "created_at": day,
+        "updated_at": day,
+        "expires_at": "2030-01-01T00:00:00Z",
+        "vector": vector,
+        **fields,
+    }
 
 
 @pytest.mark.parametrize("text", ["\u200b\u200b", "\u2060", "\u3164", " \ufe0f "])
@@ -428,8 +476,14 @@ def _session(**fields) -> dict:
     day = "2026-01-01T00:00:00Z"
     message = {"seq": 1, "role": "user", "content": "hi", "created_at": day}
     soon = (datetime.now(UTC) + timedelta(days=30)).isoformat()  # within any session TTL
-    return {"message_count": 1, "created_at": day, "last_event_at": day,
-            "expires_at": soon, "messages": [message], **fields}  # fmt: skip
+    return {
+        "message_count": 1,
+        "created_at": day,
+        "last_event_at": day,
+        "expires_at": soon,
+        "messages": [message],
+        **fields,
+    }
 
 
 @pytest.mark.parametrize(
@@ -439,10 +493,19 @@ def _session(**fields) -> dict:
         {"message_count": 2**63, "messages": []},
         {"message_count": 10**15 + 1, "messages": []},
         {"message_count": 3, "read_seq": 10**16, "messages": []},
-        {"message_count": 10**20, "messages": [{"seq": 10**20, "role": "user", "content": "x",
-                                                "created_at": "2026-01-01T00:00:00Z"}]},
+        {
+            "message_count": 10**20,
+            "messages": [
+                {
+                    "seq": 10**20,
+                    "role": "user",
+                    "content": "x",
+                    "created_at": "2026-01-01T00:00:00Z",
+                }
+            ],
+        },
     ],
-)  # fmt: skip
+)
 def test_a_sequence_number_beyond_what_the_scripts_hold_exactly_is_refused(fields):
     with pytest.raises(ValidationError, match="less than or equal to 1000000000000000"):
         SessionImport.model_validate(_session(**fields))
@@ -520,19 +583,25 @@ def test_two_imports_of_one_id_under_two_actors_at_once_keep_it_under_one(plain)
         memory_id = "mem_" + actor_tag("ann") + format(round_, "016x")
         results: list[str] = []
         start = threading.Barrier(2)
-        threads = [threading.Thread(target=run, args=(a, memory_id, start, results))
-                   for a in ("ann", "bob")]  # fmt: skip
+        threads = [
+            threading.Thread(target=run, args=(a, memory_id, start, results))
+            for a in ("ann", "bob")
+        ]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join()
-        kept = [a for a in ("ann", "bob")
-                if plain.binary.hexists(plain.keys().actor(a).memories, memory_id)]  # fmt: skip
+        kept = [
+            a
+            for a in ("ann", "bob")
+            if plain.binary.hexists(plain.keys().actor(a).memories, memory_id)
+        ]
         assert sorted(results) in (["409", "ann"], ["409", "bob"]), results
         assert kept == [r for r in results if r != "409"]
         plain.memories.delete(memory_id)
-        assert not any(plain.binary.hexists(plain.keys().actor(a).memories, memory_id)
-                       for a in ("ann", "bob"))  # fmt: skip
+        assert not any(
+            plain.binary.hexists(plain.keys().actor(a).memories, memory_id) for a in ("ann", "bob")
+        )
 
 
 def test_an_import_waits_for_another_of_the_store_and_answers_503_past_the_wait(plain, monkeypatch):

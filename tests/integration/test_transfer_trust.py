@@ -55,8 +55,15 @@ class Side:
         self.name = name
         self.config, _ = self.stores.put(name, StorePut(dimensions=DIM, dedupe_threshold=1.0))
         self.sessions = sessions_of(self.stores, self.config)
-        self.memories = Memories(self.client, self.binary, self.config, self.clock,
-                                 NoEmbedder(DIM), IndexCache(), "trust")  # fmt: skip
+        self.memories = Memories(
+            self.client,
+            self.binary,
+            self.config,
+            self.clock,
+            NoEmbedder(DIM),
+            IndexCache(),
+            "trust",
+        )
         self.session_transfer = SessionTransfer(self.client, self.config, self.clock)
         self.memory_transfer = MemoryTransfer(self.client, self.binary, self.config, self.clock)
 
@@ -104,8 +111,9 @@ def _events(*texts: str) -> EventsRequest:
 
 
 def _session_body(session: dict[str, Any], messages: list[dict[str, Any]]) -> SessionImport:
-    state = {k: v for k, v in session.items() if k not in ("session_id", "messages",
-                                                            "next_after_seq")}  # fmt: skip
+    state = {
+        k: v for k, v in session.items() if k not in ("session_id", "messages", "next_after_seq")
+    }
     return SessionImport.model_validate({**state, "messages": messages}, strict=False)
 
 
@@ -142,14 +150,28 @@ def test_a_session_appended_to_and_folded_between_its_pages_is_exported_as_one_m
         if len(pages) == 1:  # a writer appends between the first page and the second
             source.sessions.append("s", _events(*(f"m{n}" for n in range(11, 16))))
             # and extraction and summarization move on (as their scripts do)
-            source.client.hset(meta.meta, mapping={"read_seq": 12, "folded_seq": 6,
-                                                   "summary": "m1 to m6"})  # fmt: skip
+            source.client.hset(
+                meta.meta, mapping={"read_seq": 12, "folded_seq": 6, "summary": "m1 to m6"}
+            )
             source.client.zremrangebyscore(meta.messages, "-inf", 6)
         if page.next_after_seq is None:
             break
         after = page.next_after_seq
-    assert [m["seq"] for p in pages for m in p["messages"]] == [1, 2, 3, 4, 7, 8, 9, 10, 11, 12,
-                                                                 13, 14, 15]  # fmt: skip
+    assert [m["seq"] for p in pages for m in p["messages"]] == [
+        1,
+        2,
+        3,
+        4,
+        7,
+        8,
+        9,
+        10,
+        11,
+        12,
+        13,
+        14,
+        15,
+    ]
     glued = {**pages[0], "messages": [m for p in pages for m in p["messages"]]}  # as before
     assert transfer_file.session_problems(glued) == [
         "its messages run from 1 to 15, outside folded_seq + 1 to message_count (1 to 10)"
@@ -176,13 +198,16 @@ def test_chains_read_across_supersedes_are_exported_whole_and_import(source, tar
     repairs each chain to one moment: closed by a successor in the file, or current."""
     kept = {}
     for fact in ("diet", "city", "job"):
-        kept[fact] = source.memories.add(MemoryIn(text=f"{fact} 1", actor_id="ann",
-                                                  vector=_vector(len(kept)))).memory.id  # fmt: skip
+        kept[fact] = source.memories.add(
+            MemoryIn(text=f"{fact} 1", actor_id="ann", vector=_vector(len(kept)))
+        ).memory.id
     before = source.all_memories()
     for fact in ("diet", "city", "job"):
-        kept[fact + "2"] = source.memories.add(MemoryIn(
-            text=f"{fact} 2", actor_id="ann", vector=_vector(len(kept)), supersedes=kept[fact]
-        )).memory.id  # fmt: skip
+        kept[fact + "2"] = source.memories.add(
+            MemoryIn(
+                text=f"{fact} 2", actor_id="ann", vector=_vector(len(kept)), supersedes=kept[fact]
+            )
+        ).memory.id
     after = source.all_memories()
     readings = [
         before[kept["diet"]],  # read current, its successor read later
@@ -195,8 +220,10 @@ def test_chains_read_across_supersedes_are_exported_whole_and_import(source, tar
     with pytest.raises(ValidationFailed) as refused:  # what the tool sent before
         target.memory_transfer.import_batch(_batch(readings))
     assert [d["field"] for d in refused.value.details] == [
-        "memories.1.supersedes", "memories.2.superseded_by", "memories.3.supersedes",
-    ]  # fmt: skip
+        "memories.1.supersedes",
+        "memories.2.superseded_by",
+        "memories.3.supersedes",
+    ]
     assert target.all_memories() == {}
     with transfer_export._MemorySpool() as spool:
         for memory in readings:
@@ -207,14 +234,18 @@ def test_chains_read_across_supersedes_are_exported_whole_and_import(source, tar
     written = {m["id"]: m for m in _lines_memories(lines)}
     assert written[kept["diet"]] == after[kept["diet"]]  # closed, as after the supersede
     # current, as before it (its updated_at as the supersede left it: the one before is gone)
-    assert written[kept["city"]] == {**before[kept["city"]],
-                                     "updated_at": after[kept["city"]]["updated_at"]}  # fmt: skip
+    assert written[kept["city"]] == {
+        **before[kept["city"]],
+        "updated_at": after[kept["city"]]["updated_at"],
+    }
     assert written[kept["job2"]] == {**after[kept["job2"]], "supersedes": None}
     assert list(written) == [kept["diet"], kept["diet2"], kept["city"], kept["job2"]]
     target.memory_transfer.import_batch(_batch(list(written.values())))
     assert target.all_memories() == written
     assert [link.id for link in target.memories.get(kept["diet2"]).chain] == [
-        kept["diet"], kept["diet2"]]  # fmt: skip
+        kept["diet"],
+        kept["diet2"],
+    ]
     assert _current_at(target, "ann", datetime.now(UTC)) == sorted(
         [kept["diet2"], kept["city"], kept["job2"]]
     )
@@ -227,14 +258,18 @@ def test_an_export_is_the_store_as_it_was_when_its_first_memory_page_was_read(so
     that followed it)."""
     first = source.memories.add(MemoryIn(text="v1", actor_id="ann", vector=_vector(1))).memory
     page = source.memory_transfer.export(None, 100)
-    second = source.memories.add(MemoryIn(text="v2", actor_id="ann", vector=_vector(2),
-                                          supersedes=first.id)).memory  # fmt: skip
-    third = source.memories.add(MemoryIn(text="v3", actor_id="ann", vector=_vector(3),
-                                         supersedes=second.id)).memory  # fmt: skip
+    second = source.memories.add(
+        MemoryIn(text="v2", actor_id="ann", vector=_vector(2), supersedes=first.id)
+    ).memory
+    third = source.memories.add(
+        MemoryIn(text="v3", actor_id="ann", vector=_vector(3), supersedes=second.id)
+    ).memory
     after = source.all_memories()
     assert page.read_at is not None and [m.id for m in page.memories] == [first.id]
-    for readings in ([after[first.id], after[third.id]],  # v2 missed by the scan
-                     [after[first.id], after[second.id], after[third.id]]):  # fmt: skip
+    for readings in (
+        [after[first.id], after[third.id]],  # v2 missed by the scan
+        [after[first.id], after[second.id], after[third.id]],
+    ):
         with transfer_export._MemorySpool() as spool:
             spool.moment = page.read_at
             for memory in readings:
@@ -272,8 +307,9 @@ def test_a_chain_longer_than_a_batch_is_imported_whole_after_every_batch(
     monkeypatch.setattr(transfer_import, "MEMORY_BATCH", 3)
     last = source.memories.add(MemoryIn(text="v0", actor_id="ann", vector=_vector(0))).memory.id
     for n in range(1, 8):
-        last = source.memories.add(MemoryIn(text=f"v{n}", actor_id="ann", vector=_vector(n),
-                                            supersedes=last)).memory.id  # fmt: skip
+        last = source.memories.add(
+            MemoryIn(text=f"v{n}", actor_id="ann", vector=_vector(n), supersedes=last)
+        ).memory.id
     with transfer_export._MemorySpool() as spool:
         for memory in source.all_memories().values():
             spool.add(memory)
@@ -297,15 +333,27 @@ def test_a_chain_longer_than_a_batch_is_imported_whole_after_every_batch(
 
 def _session(**fields: Any) -> dict[str, Any]:
     day = datetime.now(UTC) - timedelta(hours=1)
-    return {"message_count": 30, "read_seq": 24, "folded_seq": 0,
-            "created_at": day.isoformat(), "last_event_at": day.isoformat(),
-            "expires_at": (day + timedelta(days=30)).isoformat(), "messages": [],
-            **fields}  # fmt: skip
+    return {
+        "message_count": 30,
+        "read_seq": 24,
+        "folded_seq": 0,
+        "created_at": day.isoformat(),
+        "last_event_at": day.isoformat(),
+        "expires_at": (day + timedelta(days=30)).isoformat(),
+        "messages": [],
+        **fields,
+    }
 
 
 def _pending(**fields: Any) -> str:
-    item = {"text": "Ann moved to Lisbon", "type": "semantic", "topics": ["home"],
-            "supersedes": None, "occurred_at": None, "messages": [25, 26]}  # fmt: skip
+    item = {
+        "text": "Ann moved to Lisbon",
+        "type": "semantic",
+        "topics": ["home"],
+        "supersedes": None,
+        "occurred_at": None,
+        "messages": [25, 26],
+    }
     return json.dumps({"from": 25, "to": 30, "memories": [item], **fields})
 
 
@@ -328,16 +376,30 @@ def _errors(body: dict[str, Any]) -> list[tuple[str, str]]:
         (_pending(**{"from": True}), "from: Input should be a valid integer"),
         (_pending(extra=1), "extra: Extra inputs are not permitted"),
         (_pending(memories=[{"type": "semantic", "topics": []}]), "memories.0.text: Field"),
-        (_pending(memories=[{"text": "x", "type": "semantic", "topics": [], "messages": [31]}]),
-         "memories.0.messages: 31 is outside from to to"),
-        (_pending(memories=[{"text": "x", "type": "semantic", "topics": [],
-                             "occurred_at": 10**20}]), "memories.0.occurred_at"),
-        (_pending(memories=[{"text": "x", "type": "semantic", "topics": [],
-                             "supersedes": "not an id"}]), "memories.0.supersedes"),
-        (_pending(memories=[{"text": "x", "type": "semantic", "topics": []}] * 51),
-         "memories: List should have at most 50 items"),
+        (
+            _pending(memories=[{"text": "x", "type": "semantic", "topics": [], "messages": [31]}]),
+            "memories.0.messages: 31 is outside from to to",
+        ),
+        (
+            _pending(
+                memories=[{"text": "x", "type": "semantic", "topics": [], "occurred_at": 10**20}]
+            ),
+            "memories.0.occurred_at",
+        ),
+        (
+            _pending(
+                memories=[
+                    {"text": "x", "type": "semantic", "topics": [], "supersedes": "not an id"}
+                ]
+            ),
+            "memories.0.supersedes",
+        ),
+        (
+            _pending(memories=[{"text": "x", "type": "semantic", "topics": []}] * 51),
+            "memories: List should have at most 50 items",
+        ),
     ],
-)  # fmt: skip
+)
 def test_a_pending_answer_extraction_could_not_have_written_is_refused_naming_pending(
     target, pending, problem
 ):
@@ -353,21 +415,41 @@ def test_the_pending_check_takes_what_extraction_writes_and_agrees_with_its_boun
     from agent_memory.sessions import transfer as sessions_transfer
 
     assert (sessions_transfer.PENDING_MEMORIES, sessions_transfer.PENDING_MEMORY_CHARS) == (
-        prompts.MAX_MEMORIES_PER_RUN, prompts.MAX_MEMORY_CHARS)  # fmt: skip
+        prompts.MAX_MEMORIES_PER_RUN,
+        prompts.MAX_MEMORY_CHARS,
+    )
     assert (sessions_transfer.PENDING_TOPICS, sessions_transfer.PENDING_TOPIC_CHARS) == (
-        models.MAX_TOPICS, models.MAX_TOPIC_CHARS)  # fmt: skip
-    answer = {"memories": [
-        {"text": "  Moved to Lisbon " + "x" * 3000, "type": "place", "topics": ["Home", " "],
-         "occurred_at": "2025-05-08", "messages": [26, 25, 26, "x"],
-         "supersedes": "mem_00000000000000000001"},
-        "A bare string is a memory too",
-    ]}  # fmt: skip
+        models.MAX_TOPICS,
+        models.MAX_TOPIC_CHARS,
+    )
+    answer = {
+        "memories": [
+            {
+                "text": "  Moved to Lisbon " + "x" * 3000,
+                "type": "place",
+                "topics": ["Home", " "],
+                "occurred_at": "2025-05-08",
+                "messages": [26, 25, 26, "x"],
+                "supersedes": "mem_00000000000000000001",
+            },
+            "A bare string is a memory too",
+        ]
+    }
     items, _ = prompts.ExtractionAnswer.read(answer).items()
-    kept = [{"text": m.text, "type": m.type or "semantic", "topics": m.topics,
-             "supersedes": m.supersedes, "occurred_at": m.occurred_at, "messages": m.messages}
-            for m in items]  # fmt: skip
-    written = json.dumps({"from": 25, "to": 30, "memories": kept}, ensure_ascii=False,
-                         separators=(",", ":"))  # fmt: skip
+    kept = [
+        {
+            "text": m.text,
+            "type": m.type or "semantic",
+            "topics": m.topics,
+            "supersedes": m.supersedes,
+            "occurred_at": m.occurred_at,
+            "messages": m.messages,
+        }
+        for m in items
+    ]
+    written = json.dumps(
+        {"from": 25, "to": 30, "memories": kept}, ensure_ascii=False, separators=(",", ":")
+    )
     assert sessions_transfer.pending_problem(written, 24, 30) is None
 
 
@@ -386,13 +468,27 @@ def test_a_pending_answer_as_extraction_writes_it_is_kept(target):
         ({"last_event_at": "2000-01-01T00:00:00Z"}, "last_event_at", "not be before created_at"),
         ({"last_run_at": "2000-01-01T00:00:00Z"}, "last_run_at", "from created_at to before"),
         ({"failures": 2}, "last_run_at", "must be given with failures"),
-        ({"failures": 2, "last_run_at": datetime.now(UTC).isoformat()}, "last_error",
-         "must be given when failures is above 0"),
-        ({"messages": [{"seq": 31, "role": "user", "content": "x",
-                        "created_at": "2026-01-01T00:00:00Z"}]}, "messages.0.seq",
-         "must lie from folded_seq + 1 to message_count (1 to 30)"),
+        (
+            {"failures": 2, "last_run_at": datetime.now(UTC).isoformat()},
+            "last_error",
+            "must be given when failures is above 0",
+        ),
+        (
+            {
+                "messages": [
+                    {
+                        "seq": 31,
+                        "role": "user",
+                        "content": "x",
+                        "created_at": "2026-01-01T00:00:00Z",
+                    }
+                ]
+            },
+            "messages.0.seq",
+            "must lie from folded_seq + 1 to message_count (1 to 30)",
+        ),
     ],
-)  # fmt: skip
+)
 def test_cursors_and_times_the_session_contradicts_are_refused_naming_the_field(
     fields, field, problem
 ):
@@ -406,10 +502,16 @@ T0 = datetime(2026, 1, 1, tzinfo=UTC)
 def _memory(memory_id: str, **fields: Any) -> dict[str, Any]:
     """An exported memory of actor ann kept at T0 (times as ISO text: ``at`` hours after T0)."""
     vector = base64.b64encode(np.array([1, 0, 0, 0], "<f4").tobytes()).decode()
-    return {"id": memory_id, "text": f"fact {memory_id[-2:]}", "actor_id": "ann",
-            "created_at": T0.isoformat(), "updated_at": T0.isoformat(),
-            "expires_at": (datetime.now(UTC) + timedelta(days=30)).isoformat(),
-            "vector": vector, **fields}  # fmt: skip
+    return {
+        "id": memory_id,
+        "text": f"fact {memory_id[-2:]}",
+        "actor_id": "ann",
+        "created_at": T0.isoformat(),
+        "updated_at": T0.isoformat(),
+        "expires_at": (datetime.now(UTC) + timedelta(days=30)).isoformat(),
+        "vector": vector,
+        **fields,
+    }
 
 
 def _at(hours: float) -> str:
@@ -431,34 +533,68 @@ def _chain_ab() -> list[dict[str, Any]]:
     ("memories", "details"),
     [
         # a cycle: A -> B -> C -> A, all at one time (so every interval and link agrees)
-        ([_memory(A, supersedes=C, superseded_by=B, valid_until=_at(0)),
-          _memory(B, supersedes=A, superseded_by=C, valid_until=_at(0)),
-          _memory(C, supersedes=B, superseded_by=A, valid_until=_at(0))],
-         [("memories.0.superseded_by", "makes a cycle"),
-          ("memories.1.superseded_by", "makes a cycle"),
-          ("memories.2.superseded_by", "makes a cycle")]),
+        (
+            [
+                _memory(A, supersedes=C, superseded_by=B, valid_until=_at(0)),
+                _memory(B, supersedes=A, superseded_by=C, valid_until=_at(0)),
+                _memory(C, supersedes=B, superseded_by=A, valid_until=_at(0)),
+            ],
+            [
+                ("memories.0.superseded_by", "makes a cycle"),
+                ("memories.1.superseded_by", "makes a cycle"),
+                ("memories.2.superseded_by", "makes a cycle"),
+            ],
+        ),
         # a fork: B and C both replace A
-        ([*_chain_ab(), _memory(C, supersedes=A, created_at=_at(2), updated_at=_at(2))],
-         [("memories.2.supersedes", f"names {A}, whose superseded_by is {B}, not this memory")]),
+        (
+            [*_chain_ab(), _memory(C, supersedes=A, created_at=_at(2), updated_at=_at(2))],
+            [("memories.2.supersedes", f"names {A}, whose superseded_by is {B}, not this memory")],
+        ),
         # a link to an id that is nowhere
-        ([_memory(A, superseded_by=D, valid_until=_at(1))],
-         [("memories.0.superseded_by", "names no live memory of this actor")]),
-        ([_memory(B, supersedes=D)],
-         [("memories.0.supersedes", "names no memory of this actor in this batch or this store")]),
+        (
+            [_memory(A, superseded_by=D, valid_until=_at(1))],
+            [("memories.0.superseded_by", "names no live memory of this actor")],
+        ),
+        (
+            [_memory(B, supersedes=D)],
+            [
+                (
+                    "memories.0.supersedes",
+                    "names no memory of this actor in this batch or this store",
+                )
+            ],
+        ),
         # across actors
-        ([_chain_ab()[0], {**_chain_ab()[1], "actor_id": "bob"}],
-         [("memories.0.superseded_by", f"names {B}, another actor's memory"),
-          ("memories.1.supersedes", f"names {A}, another actor's memory")]),
+        (
+            [_chain_ab()[0], {**_chain_ab()[1], "actor_id": "bob"}],
+            [
+                ("memories.0.superseded_by", f"names {B}, another actor's memory"),
+                ("memories.1.supersedes", f"names {A}, another actor's memory"),
+            ],
+        ),
         # times: the successor's valid_from is not the predecessor's valid_until
-        ([_chain_ab()[0], {**_chain_ab()[1], "created_at": _at(2), "updated_at": _at(2),
-                           "valid_from": _at(2)}],
-         [("memories.0.valid_until", f"must be the valid_from of {B}"),
-          ("memories.1.valid_from", f"must be the valid_until of {A}")]),
+        (
+            [
+                _chain_ab()[0],
+                {
+                    **_chain_ab()[1],
+                    "created_at": _at(2),
+                    "updated_at": _at(2),
+                    "valid_from": _at(2),
+                },
+            ],
+            [
+                ("memories.0.valid_until", f"must be the valid_from of {B}"),
+                ("memories.1.valid_from", f"must be the valid_until of {A}"),
+            ],
+        ),
         # A names B, B names nothing
-        ([_chain_ab()[0], {**_chain_ab()[1], "supersedes": None}],
-         [("memories.0.superseded_by", f"names {B}, whose supersedes is null, not this memory")]),
+        (
+            [_chain_ab()[0], {**_chain_ab()[1], "supersedes": None}],
+            [("memories.0.superseded_by", f"names {B}, whose supersedes is null, not this memory")],
+        ),
     ],
-)  # fmt: skip
+)
 def test_supersede_graphs_the_api_could_not_have_made_are_refused_and_nothing_is_written(
     target, memories, details
 ):
@@ -475,17 +611,29 @@ def test_supersede_graphs_the_api_could_not_have_made_are_refused_and_nothing_is
     ("fields", "field", "problem"),
     [
         ({"valid_from": "2099-01-01T00:00:00Z"}, "valid_from", "must be before expires_at"),
-        ({"superseded_by": B, "valid_until": "2099-01-01T00:00:00Z"}, "valid_until",
-         "must not be after expires_at"),
-        ({"superseded_by": B, "valid_until": "2025-01-01T00:00:00Z"}, "valid_until",
-         "must not be before valid_from"),
+        (
+            {"superseded_by": B, "valid_until": "2099-01-01T00:00:00Z"},
+            "valid_until",
+            "must not be after expires_at",
+        ),
+        (
+            {"superseded_by": B, "valid_until": "2025-01-01T00:00:00Z"},
+            "valid_until",
+            "must not be before valid_from",
+        ),
         ({"valid_from": "2025-01-01T00:00:00Z"}, "valid_from", "must not be before created_at"),
-        ({"supersedes": B, "superseded_by": B, "valid_until": _at(1)}, "superseded_by",
-         "must not be the memory it supersedes"),
-        ({"versions": [{"text": "x", "type": "semantic", "changed_at": _at(5)}]},
-         "versions.0.changed_at", "must lie from created_at to updated_at"),
+        (
+            {"supersedes": B, "superseded_by": B, "valid_until": _at(1)},
+            "superseded_by",
+            "must not be the memory it supersedes",
+        ),
+        (
+            {"versions": [{"text": "x", "type": "semantic", "changed_at": _at(5)}]},
+            "versions.0.changed_at",
+            "must lie from created_at to updated_at",
+        ),
     ],
-)  # fmt: skip
+)
 def test_times_a_memory_contradicts_are_refused_naming_the_field(fields, field, problem):
     with pytest.raises(ValidationError) as refused:
         _batch([_memory(A, **fields)])
@@ -498,31 +646,45 @@ def test_links_resolve_against_the_store_and_forks_through_it_are_refused(target
     before = target.all_memories()
     # C claims A while the store has A replaced by B: a fork
     with pytest.raises(ValidationFailed) as refused:
-        target.memory_transfer.import_batch(_batch([_memory(C, supersedes=A, created_at=_at(2),
-                                                            updated_at=_at(2),
-                                                            valid_from=_at(2))]))  # fmt: skip
+        target.memory_transfer.import_batch(
+            _batch(
+                [_memory(C, supersedes=A, created_at=_at(2), updated_at=_at(2), valid_from=_at(2))]
+            )
+        )
     assert refused.value.details[0]["field"] == "memories.0.supersedes"
     # A replaced by C now, with B of the store still naming A: a fork too
     with pytest.raises(ValidationFailed) as refused:
-        target.memory_transfer.import_batch(_batch([
-            _memory(A, superseded_by=C, valid_until=_at(2), updated_at=_at(2)),
-            _memory(C, supersedes=A, created_at=_at(2), updated_at=_at(2), valid_from=_at(2)),
-        ]))  # fmt: skip
-    assert refused.value.details == [{
-        "field": "memories.0.superseded_by",
-        "problem": f"memory {B} of this store supersedes this one: a memory is replaced by one "
-                   "memory at most",
-    }]  # fmt: skip
+        target.memory_transfer.import_batch(
+            _batch(
+                [
+                    _memory(A, superseded_by=C, valid_until=_at(2), updated_at=_at(2)),
+                    _memory(
+                        C, supersedes=A, created_at=_at(2), updated_at=_at(2), valid_from=_at(2)
+                    ),
+                ]
+            )
+        )
+    assert refused.value.details == [
+        {
+            "field": "memories.0.superseded_by",
+            "problem": f"memory {B} of this store supersedes this one: a memory is replaced by one "
+            "memory at most",
+        }
+    ]
     assert target.all_memories() == before
     # the chain goes on from the store: C replaces B, B (closed now) sent with it
     b_closed = {**_chain_ab()[1], "superseded_by": C, "valid_until": _at(2), "updated_at": _at(2)}
     c = _memory(C, supersedes=B, created_at=_at(2), updated_at=_at(2), valid_from=_at(2))
     target.memory_transfer.import_batch(_batch([b_closed, c]))
     # and a memory naming a store memory in supersedes imports with it
-    target.memory_transfer.import_batch(_batch([
-        {**c, "superseded_by": D, "valid_until": _at(3), "updated_at": _at(3)},
-        _memory(D, supersedes=C, created_at=_at(3), updated_at=_at(3), valid_from=_at(3)),
-    ]))  # fmt: skip
+    target.memory_transfer.import_batch(
+        _batch(
+            [
+                {**c, "superseded_by": D, "valid_until": _at(3), "updated_at": _at(3)},
+                _memory(D, supersedes=C, created_at=_at(3), updated_at=_at(3), valid_from=_at(3)),
+            ]
+        )
+    )
     for hours, current in ((0.5, A), (1.5, B), (2.5, C), (3.5, D)):
         assert _current_at(target, "ann", T0 + timedelta(hours=hours)) == [current]
     assert [link.id for link in target.memories.get(D).chain] == [A, B, C, D]
@@ -538,19 +700,22 @@ def test_a_supersede_racing_an_import_is_checked_again_and_never_makes_a_fork(ta
 
     def racing(self, rows, now_ms):
         if not raced:
-            kept = target.memories.add(MemoryIn(text="fact c", actor_id="ann",
-                                                vector=_vector(3), supersedes=A))  # fmt: skip
+            kept = target.memories.add(
+                MemoryIn(text="fact c", actor_id="ann", vector=_vector(3), supersedes=A)
+            )
             raced.append(kept.memory.id)
         return claim(self, rows, now_ms)
 
     monkeypatch.setattr(MemoryTransfer, "_index", racing)
     with pytest.raises(ValidationFailed) as refused:
         target.memory_transfer.import_batch(_batch(_chain_ab()))
-    assert refused.value.details == [{
-        "field": "memories.0.superseded_by",
-        "problem": f"memory {raced[0]} of this store supersedes this one: a memory is replaced "
-                   "by one memory at most",
-    }]  # fmt: skip
+    assert refused.value.details == [
+        {
+            "field": "memories.0.superseded_by",
+            "problem": f"memory {raced[0]} of this store supersedes this one: a memory is replaced "
+            "by one memory at most",
+        }
+    ]
     assert sorted(target.all_memories()) == sorted([A, raced[0]])
     assert target.memories.get(A).superseded_by == raced[0]
     assert target.memories.count() == 1
@@ -595,8 +760,9 @@ def test_memory_export_pages_are_cut_to_the_answer_budget_and_miss_nothing(sourc
     ids = set()
     for n in range(60):
         text = '"' * 2000 + f" fact {n}"
-        ids.add(source.memories.add(MemoryIn(text=text, actor_id="ann",
-                                             vector=_vector(n))).memory.id)  # fmt: skip
+        ids.add(
+            source.memories.add(MemoryIn(text=text, actor_id="ann", vector=_vector(n))).memory.id
+        )
     for budget, most in ((12_000, 1), (40_000, 4)):
         seen, cursor, inside = [], None, 0
         while True:

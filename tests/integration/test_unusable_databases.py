@@ -107,10 +107,26 @@ def real_server(port: int, tmp_path: Path) -> Iterator[None]:
     binary = shutil.which("redis-server")
     assert binary is not None
     process = subprocess.Popen(
-        [binary, "--port", str(port), "--bind", "127.0.0.1", "--databases", "4",
-         "--requirepass", PASSWORD, "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
+        [
+            binary,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--databases",
+            "4",
+            "--requirepass",
+            PASSWORD,
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(tmp_path),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         probe = redis.Redis(port=port, password=PASSWORD, socket_connect_timeout=0.2)
         deadline = time.monotonic() + 10

@@ -79,12 +79,15 @@ def _store(cipher, url: str, events: list[str], secret: str, name: str | None = 
     now = datetime.now(UTC)
     return StoreConfig.model_validate(
         {
-            "name": name, "incarnation": "0a0b0c0d0e0f", "created_at": now, "updated_at": now,
+            "name": name,
+            "incarnation": "0a0b0c0d0e0f",
+            "created_at": now,
+            "updated_at": now,
             "webhooks": [{"url": url, "events": events}],
             "webhook_secret_ciphertext": seal(cipher, secret, place, "webhook_secret"),
         },
         context={"stored": True},
-    )  # fmt: skip
+    )
 
 
 def _queue(outbox, clock, config, event="memory.created", data=None):
@@ -112,14 +115,19 @@ def test_a_delivery_is_signed_and_verifies_with_the_standard_webhooks_package(pa
     assert got.headers["webhook-id"] == made.id
     assert payload["type"] == "memory.created"
     assert payload["data"] == {
-        "instance_id": INSTANCE, "store": config.name, "memory": {"text": "likes tea ☕"},
-    }  # fmt: skip
+        "instance_id": INSTANCE,
+        "store": config.name,
+        "memory": {"text": "likes tea ☕"},
+    }
     with pytest.raises(Exception, match="signature"):
         Webhook(new_secret()).verify(got.body, got.headers)  # another store's secret
     (view,) = outbox.log(ORG, INSTANCE, config.name).deliveries
     assert (view.status, view.attempts, view.last_status_code, view.last_error) == (
-        "delivered", 1, 204, None,
-    )  # fmt: skip
+        "delivered",
+        1,
+        204,
+        None,
+    )
 
 
 def test_only_the_endpoints_that_asked_for_an_event_get_it_and_none_without_a_secret(parts):
@@ -274,8 +282,12 @@ def test_the_body_never_carries_the_secret_or_a_provider_key(parts):
     config = config.model_copy(update={"llm_api_key_ciphertext": "ciphertext-of-a-key"})
     made = event_for(config, ORG, INSTANCE, "memory.created", {"memory_id": "m1"}, clock.now())
     assert made is not None
-    for hidden in (secret, secret.removeprefix("whsec_"), "ciphertext-of-a-key",
-                   config.webhook_secret_ciphertext):  # fmt: skip
+    for hidden in (
+        secret,
+        secret.removeprefix("whsec_"),
+        "ciphertext-of-a-key",
+        config.webhook_secret_ciphertext,
+    ):
         assert hidden not in made.body
     outbox.enqueue(made.deliveries)
     (view,) = outbox.log(ORG, INSTANCE, config.name).deliveries

@@ -51,28 +51,39 @@ class World:
         self.clock.moment = moment.replace(microsecond=moment.microsecond // 1000 * 1000)
         self.model_server = model_server
         stores = Stores(
-            client, "db", FernetCipher(Fernet.generate_key()), self.clock,
+            client,
+            "db",
+            FernetCipher(Fernet.generate_key()),
+            self.clock,
             allow_private_endpoints=True,
-        )  # fmt: skip
+        )
         self.stores = stores
         self.name = unique("bg")
         settings.setdefault("extraction_delay_seconds", 60)
         self.config, _ = stores.put(
             self.name,
             StorePut(
-                llm_provider="custom", llm_model="scripted", llm_base_url=model_server.url,
-                embed_provider="custom", embed_model="fake", embed_base_url=embed_server.url,
-                dimensions=DIMS, **settings,
+                llm_provider="custom",
+                llm_model="scripted",
+                llm_base_url=model_server.url,
+                embed_provider="custom",
+                embed_model="fake",
+                embed_base_url=embed_server.url,
+                dimensions=DIMS,
+                **settings,
             ),
-        )  # fmt: skip
+        )
         self.sessions = sessions_of(stores, self.config)
         provider = ProviderClient(max_retries=0, read_timeout=10)
-        embedder = make_embedder("custom", "fake", DIMS, embed_server.url, None,
-                                 allow_private=True, client=provider)  # fmt: skip
-        self.memories = Memories(client, binary, self.config, self.clock, embedder,
-                                 IndexCache(), "test")  # fmt: skip
-        self.model = make_language_model("custom", "scripted", model_server.url, None,
-                                         allow_private=True, client=provider)  # fmt: skip
+        embedder = make_embedder(
+            "custom", "fake", DIMS, embed_server.url, None, allow_private=True, client=provider
+        )
+        self.memories = Memories(
+            client, binary, self.config, self.clock, embedder, IndexCache(), "test"
+        )
+        self.model = make_language_model(
+            "custom", "scripted", model_server.url, None, allow_private=True, client=provider
+        )
         self.scheduler = CountingScheduler(
             LocalScheduler(client, self.clock, keys=LocalScheduleKeys(unique("ns")))
         )
@@ -93,10 +104,14 @@ class World:
 
     def run(self, session_id, *, model=...):
         work = SessionWork(
-            self.client, self.config, self.memories,
-            self.model if model is ... else model, self.scheduler, self.clock,
+            self.client,
+            self.config,
+            self.memories,
+            self.model if model is ... else model,
+            self.scheduler,
+            self.clock,
             self.target(session_id),
-        )  # fmt: skip
+        )
         return work.run()
 
     def quiet(self):

@@ -72,8 +72,12 @@ class RerankServer(LoopbackJsonServer):
         )[:top]
         results = [{"index": i, "relevance_score": s} for i, s in scored]
         if self.shape == "voyage":
-            answer = {"object": "list", "data": results, "model": body["model"],
-                      "usage": {"total_tokens": 10}}  # fmt: skip
+            answer = {
+                "object": "list",
+                "data": results,
+                "model": body["model"],
+                "usage": {"total_tokens": 10},
+            }
         elif self.shape == "jina":
             answer = {"model": body["model"], "usage": {"total_tokens": 10}, "results": results}
         else:
@@ -88,9 +92,19 @@ def views(*texts: str) -> list[MemoryView]:
     from datetime import UTC, datetime
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
-    fields = {"type": "semantic", "actor_id": "alice", "topics": [], "metadata": {},
-              "importance": None, "confidence": None, "created_at": now, "updated_at": now,
-              "expires_at": now, "source": None, "valid_from": now}  # fmt: skip
+    fields = {
+        "type": "semantic",
+        "actor_id": "alice",
+        "topics": [],
+        "metadata": {},
+        "importance": None,
+        "confidence": None,
+        "created_at": now,
+        "updated_at": now,
+        "expires_at": now,
+        "source": None,
+        "valid_from": now,
+    }
     return [
         MemoryView(id=f"mem_{i:032x}", text=t, score=1.0 - i / 10, **fields)
         for i, t in enumerate(texts)

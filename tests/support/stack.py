@@ -48,10 +48,16 @@ def model_store(
     if made is not None:
         made.append(path)
     body = {
-        "llm_provider": "custom", "llm_model": "scripted", "llm_base_url": provider.url,
-        "embed_provider": "custom", "embed_model": "scripted", "embed_base_url": provider.url,
-        "dimensions": 384, "extraction_delay_seconds": 30, **settings,
-    }  # fmt: skip
+        "llm_provider": "custom",
+        "llm_model": "scripted",
+        "llm_base_url": provider.url,
+        "embed_provider": "custom",
+        "embed_model": "scripted",
+        "embed_base_url": provider.url,
+        "dimensions": 384,
+        "extraction_delay_seconds": 30,
+        **settings,
+    }
     if isinstance(api, MemoryClient):
         api.put_store("local", name, **body)
         return path

@@ -39,16 +39,32 @@ HEAVY_METADATA = {"k": HEAVY * ((MAX_METADATA_BYTES - 10) // 6)}  # 4,096 bytes 
 
 def heaviest_memory(n: int = 0, **fields) -> MemoryView:
     return MemoryView(
-        id=f"mem_{n:020x}", text=HEAVY * MAX_MEMORY_CHARS, type="x" * 40, actor_id="a" * 128,
-        topics=[HEAVY * MAX_TOPIC_CHARS] * MAX_TOPICS, metadata=HEAVY_METADATA, importance=0.5,
-        confidence=0.5, created_at=WHEN, updated_at=WHEN, expires_at=WHEN, source=None,
-        valid_from=WHEN, score=0.5, **fields,
-    )  # fmt: skip
+        id=f"mem_{n:020x}",
+        text=HEAVY * MAX_MEMORY_CHARS,
+        type="x" * 40,
+        actor_id="a" * 128,
+        topics=[HEAVY * MAX_TOPIC_CHARS] * MAX_TOPICS,
+        metadata=HEAVY_METADATA,
+        importance=0.5,
+        confidence=0.5,
+        created_at=WHEN,
+        updated_at=WHEN,
+        expires_at=WHEN,
+        source=None,
+        valid_from=WHEN,
+        score=0.5,
+        **fields,
+    )
 
 
 def message(seq: int, chars: int = MAX_MESSAGE_CHARS) -> Message:
-    return Message(seq=seq, role="assistant", content=HEAVY * chars, name="n" * 128,
-                   created_at=WHEN + timedelta(seconds=seq))  # fmt: skip
+    return Message(
+        seq=seq,
+        role="assistant",
+        content=HEAVY * chars,
+        name="n" * 128,
+        created_at=WHEN + timedelta(seconds=seq),
+    )
 
 
 def test_the_metadata_used_here_is_the_largest_allowed():
@@ -62,11 +78,20 @@ def test_one_item_of_each_list_fits_the_least_budget_with_room():
 
 
 def test_the_largest_memory_with_versions_and_chain_fits_any_budget_once_cut():
-    version = MemoryVersion(text=HEAVY * MAX_MEMORY_CHARS, type="x" * 40,
-                            topics=[HEAVY * MAX_TOPIC_CHARS] * MAX_TOPICS,
-                            metadata=HEAVY_METADATA, importance=None, changed_at=WHEN)  # fmt: skip
-    chain = [MemoryLink(id=f"mem_{n:020x}", text=HEAVY * MAX_MEMORY_CHARS, valid_from=WHEN,
-                        valid_until=None) for n in range(2 * MAX_CHAIN_SHOWN + 1)]  # fmt: skip
+    version = MemoryVersion(
+        text=HEAVY * MAX_MEMORY_CHARS,
+        type="x" * 40,
+        topics=[HEAVY * MAX_TOPIC_CHARS] * MAX_TOPICS,
+        metadata=HEAVY_METADATA,
+        importance=None,
+        changed_at=WHEN,
+    )
+    chain = [
+        MemoryLink(
+            id=f"mem_{n:020x}", text=HEAVY * MAX_MEMORY_CHARS, valid_from=WHEN, valid_until=None
+        )
+        for n in range(2 * MAX_CHAIN_SHOWN + 1)
+    ]
     whole = heaviest_memory(MAX_CHAIN_SHOWN, versions=[version] * MAX_VERSIONS, chain=chain)
     assert wire_bytes(whole) > LAMBDA_PAYLOAD_LIMIT  # what GET would have answered
     for budget in (MIN_ANSWER_BYTES, 5_000_000):
@@ -85,9 +110,14 @@ def test_the_largest_memory_with_versions_and_chain_fits_any_budget_once_cut():
 @given(st.lists(st.integers(1, 400), min_size=0, max_size=30), st.integers(2_000, 40_000))
 def test_largest_fitting_keeps_the_most_that_fit(sizes, budget):
     def build(kept: int) -> MemoryList:
-        return MemoryList(memories=[heaviest_memory(n).model_copy(update={"text": "t" * size})
-                                    for n, size in enumerate(sizes[:kept])],
-                          next_offset=None, total=len(sizes))  # fmt: skip
+        return MemoryList(
+            memories=[
+                heaviest_memory(n).model_copy(update={"text": "t" * size})
+                for n, size in enumerate(sizes[:kept])
+            ],
+            next_offset=None,
+            total=len(sizes),
+        )
 
     view, kept = largest_fitting(build, len(sizes), budget)
     assert view == build(kept)

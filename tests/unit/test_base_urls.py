@@ -58,12 +58,14 @@ def test_a_base_url_that_is_not_a_plain_base_is_refused_in_both_modes(url, expec
         ("http://127.0.0.1:8080/v1?key=1", QUERY),
         ("http://localhost/v1#x", QUERY),
         ("http://xn--ls8h.la/v1", HOST),
-        ("http://user:pw@127.0.0.1/v1", "embed_base_url must not hold credentials; send the key "
-         "as the api_key field"),
+        (
+            "http://user:pw@127.0.0.1/v1",
+            "embed_base_url must not hold credentials; send the key as the api_key field",
+        ),
         ("http://loc al/v1", "embed_base_url must not contain spaces or control characters"),
         ("http://127.0.0.1:99999/v1", "embed_base_url has an invalid port"),
     ],
-)  # fmt: skip
+)
 def test_a_local_stack_allowing_private_endpoints_still_refuses_malformed_urls(url, expected):
     assert problem(url, PRIVATE) == expected
 

@@ -39,10 +39,20 @@ KEY = "kvm_secret_key_0123456789abcdefghijklmnop"
 NOW = "2026-01-01T00:00:00Z"
 EVENTS = {"session_id": "chat-1", "added": 1, "message_count": 1}
 MEMORY = {
-    "id": "mem_00000000000000000000", "text": "t", "type": "semantic", "actor_id": None,
-    "topics": [], "metadata": {}, "importance": None, "confidence": None, "created_at": NOW,
-    "updated_at": NOW, "expires_at": NOW, "source": None, "valid_from": NOW,
-}  # fmt: skip
+    "id": "mem_00000000000000000000",
+    "text": "t",
+    "type": "semantic",
+    "actor_id": None,
+    "topics": [],
+    "metadata": {},
+    "importance": None,
+    "confidence": None,
+    "created_at": NOW,
+    "updated_at": NOW,
+    "expires_at": NOW,
+    "source": None,
+    "valid_from": NOW,
+}
 
 
 class Api:
@@ -148,11 +158,15 @@ def test_no_repr_shows_the_api_key_or_a_provider_key():
 
 def test_an_api_error_shows_status_code_message_and_details_but_no_key():
     api = Api(
-        httpx.Response(422, json={
-            "error": "validation_error", "message": "The request is not valid; see details.",
-            "details": [{"field": "events.0.role", "problem": "Input should be 'user'"}],
-        })
-    )  # fmt: skip
+        httpx.Response(
+            422,
+            json={
+                "error": "validation_error",
+                "message": "The request is not valid; see details.",
+                "details": [{"field": "events.0.role", "problem": "Input should be 'user'"}],
+            },
+        )
+    )
     with pytest.raises(ValidationError) as raised:
         api.client().store("local", "s").add_events("c", [{"role": "user", "content": "x"}])
     err = raised.value
@@ -268,20 +282,29 @@ def test_optional_arguments_not_given_are_left_out():
 @pytest.mark.parametrize(
     ("status", "cls"),
     [
-        (401, AuthenticationError), (403, PermissionDeniedError), (404, NotFoundError),
-        (409, ConflictError), (413, PayloadTooLargeError), (422, ValidationError),
-        (429, RateLimitedError), (500, ServerError), (502, BadGatewayError),
-        (503, UnavailableError), (504, ServerError),
+        (401, AuthenticationError),
+        (403, PermissionDeniedError),
+        (404, NotFoundError),
+        (409, ConflictError),
+        (413, PayloadTooLargeError),
+        (422, ValidationError),
+        (429, RateLimitedError),
+        (500, ServerError),
+        (502, BadGatewayError),
+        (503, UnavailableError),
+        (504, ServerError),
     ],
-)  # fmt: skip
+)
 def test_each_error_status_raises_its_exception(status, cls):
     api = Api(error(status, f"code_{status}", "it failed"))
     with pytest.raises(cls) as raised:
         api.client(max_retries=0).get_store("local", "s")
     assert type(raised.value) is cls
     assert (raised.value.status, raised.value.code, raised.value.message) == (
-        status, f"code_{status}", "it failed",
-    )  # fmt: skip
+        status,
+        f"code_{status}",
+        "it failed",
+    )
     assert raised.value.url == "https://api.test/instances/local/agent-memory/s"
 
 
@@ -297,8 +320,9 @@ def test_an_error_without_json_keeps_the_start_of_its_text():
     with pytest.raises(BadGatewayError) as raised:
         api.client().get_store("local", "s")
     assert (raised.value.code, raised.value.message) == (
-        "http_502", "Bad Gateway: <html>Bad Gateway</html>",
-    )  # fmt: skip
+        "http_502",
+        "Bad Gateway: <html>Bad Gateway</html>",
+    )
 
 
 def test_answers_ignore_fields_a_newer_server_adds():
@@ -317,9 +341,10 @@ def test_a_204_answer_returns_none():
 
 
 def test_a_503_with_retry_after_is_retried_after_that_wait_for_a_read(no_sleep):
-    api = Api(error(503, "database_unavailable", "down", **{"Retry-After": "1"}), httpx.Response(
-        200, json={"stores": [], "unreachable": []}
-    ))  # fmt: skip
+    api = Api(
+        error(503, "database_unavailable", "down", **{"Retry-After": "1"}),
+        httpx.Response(200, json={"stores": [], "unreachable": []}),
+    )
     api.client().list_stores()
     assert len(api.requests) == 2 and no_sleep == [1.0]
 
@@ -394,8 +419,9 @@ def test_each_write_gets_a_new_key_unless_one_is_given(no_sleep):
 def test_a_key_that_is_not_1_to_255_visible_ascii_is_refused_before_any_request(bad):
     api = Api(httpx.Response(200, json=EVENTS))
     with pytest.raises(ValueError, match="idempotency_key"):
-        api.client().store("l", "s").add_events("c", [{"role": "user", "content": "x"}],
-                                                idempotency_key=bad)  # fmt: skip
+        api.client().store("l", "s").add_events(
+            "c", [{"role": "user", "content": "x"}], idempotency_key=bad
+        )
     assert api.requests == []
 
 
@@ -422,9 +448,9 @@ def test_a_409_without_retry_after_is_not_retried(no_sleep):
 
 
 def test_a_429_is_retried_for_every_call_it_was_refused_before_any_work(no_sleep):
-    api = Api(httpx.Response(429, json={"message": "Too Many Requests"}), httpx.Response(
-        200, json=EVENTS
-    ))  # fmt: skip
+    api = Api(
+        httpx.Response(429, json={"message": "Too Many Requests"}), httpx.Response(200, json=EVENTS)
+    )
     api.client().store("l", "s").add_events("c", [{"role": "user", "content": "x"}])
     assert len(api.requests) == 2 and len(no_sleep) == 1 and 0 <= no_sleep[0] <= 0.5
 
@@ -436,8 +462,10 @@ def test_a_connection_that_could_not_be_made_is_retried_for_every_call(no_sleep)
 
 
 FAILURES_AFTER_SENDING = [
-    httpx.ReadTimeout("slow"), httpx.RemoteProtocolError("cut"), httpx.ReadError("x")
-]  # fmt: skip
+    httpx.ReadTimeout("slow"),
+    httpx.RemoteProtocolError("cut"),
+    httpx.ReadError("x"),
+]
 
 
 @pytest.mark.parametrize("failure", FAILURES_AFTER_SENDING)
@@ -482,9 +510,18 @@ def run(make: Callable[[], object]) -> object:
 def test_the_async_client_sends_the_same_requests_and_retries_the_same_way(no_sleep):
     api = Api(
         error(503, "database_unavailable", "down", **{"Retry-After": "2"}),
-        httpx.Response(200, json={"session_id": "c", "actor_id": None, "summary": None,
-                                  "messages": [], "memories": [MEMORY], "context": "ctx"}),
-    )  # fmt: skip
+        httpx.Response(
+            200,
+            json={
+                "session_id": "c",
+                "actor_id": None,
+                "summary": None,
+                "messages": [],
+                "memories": [MEMORY],
+                "context": "ctx",
+            },
+        ),
+    )
 
     async def go():
         async with _async(api) as client:
@@ -496,8 +533,10 @@ def test_the_async_client_sends_the_same_requests_and_retries_the_same_way(no_sl
 
 
 def test_the_async_client_retries_a_503_after_adding_messages_with_the_same_key(no_sleep):
-    api = Api(error(503, "database_unavailable", "down", **{"Retry-After": "1"}),
-              httpx.Response(200, json=EVENTS))  # fmt: skip
+    api = Api(
+        error(503, "database_unavailable", "down", **{"Retry-After": "1"}),
+        httpx.Response(200, json=EVENTS),
+    )
 
     async def go():
         async with _async(api) as client:
@@ -560,8 +599,14 @@ def test_search_filters_and_recall_types_go_in_the_body():
             "created_after": "2026-01-01T00:00:00Z",
         }
     ]
-    empty = {"session_id": "c", "actor_id": None, "summary": None, "messages": [],
-             "memories": [], "context": ""}  # fmt: skip
+    empty = {
+        "session_id": "c",
+        "actor_id": None,
+        "summary": None,
+        "messages": [],
+        "memories": [],
+        "context": "",
+    }
     recall = Api(httpx.Response(200, json=empty))
     recall.client().store("l", "s").recall("c", types=["episodic"])
     assert recall.bodies() == [{"session_id": "c", "types": ["episodic"]}]

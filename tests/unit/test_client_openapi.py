@@ -166,8 +166,10 @@ def test_every_request_field_of_the_document_is_on_the_client_model_and_no_other
         fields = set(model.model_fields)
         props = set(doc["properties"])
         if fields != props:
-            problems.append(f"{name}: only in the document {props - fields}, only in the client "
-                            f"{fields - props}")  # fmt: skip
+            problems.append(
+                f"{name}: only in the document {props - fields}, only in the client "
+                f"{fields - props}"
+            )
         required = {n for n, f in model.model_fields.items() if f.is_required()}
         if required != set(doc.get("required", [])):
             problems.append(f"{name}: required {required}, document {doc.get('required', [])}")
@@ -200,8 +202,10 @@ def test_every_answer_field_of_the_document_is_on_the_client_model():
             problems.append(f"{name}: the client does not read {sorted(missing)}")
         required = {n for n, f in model.model_fields.items() if f.is_required()}
         if not required <= set(doc.get("required", [])):
-            problems.append(f"{name}: the client requires {required - set(doc.get('required', []))}"
-                            " which the document does not")  # fmt: skip
+            problems.append(
+                f"{name}: the client requires {required - set(doc.get('required', []))}"
+                " which the document does not"
+            )
         if model.model_config.get("extra") == "forbid":
             problems.append(f"{name}: a field a newer server adds would be refused")
         for field in props & set(model.model_fields):
@@ -229,29 +233,62 @@ def _answer_for(method: str, path: str) -> httpx.Response:
     """A 2xx answer of the route's documented model, built from the client's own models."""
     now = "2026-01-01T00:00:00Z"
     memory = {
-        "id": "mem_00000000000000000000", "text": "t", "type": "semantic", "actor_id": None,
-        "topics": [], "metadata": {}, "importance": None, "confidence": None, "created_at": now,
-        "updated_at": now, "expires_at": now, "source": None, "valid_from": now,
-    }  # fmt: skip
+        "id": "mem_00000000000000000000",
+        "text": "t",
+        "type": "semantic",
+        "actor_id": None,
+        "topics": [],
+        "metadata": {},
+        "importance": None,
+        "confidence": None,
+        "created_at": now,
+        "updated_at": now,
+        "expires_at": now,
+        "source": None,
+        "valid_from": now,
+    }
     extraction = {"status": "idle", "unread": 0}
     key = {"key_id": "key_0123456789ab", "access": "read", "created_at": now}
     keyed = {
-        "namespace": ["a"], "key": "k", "value": {}, "created_at": now, "updated_at": now,
-        "expires_at": now,
-    }  # fmt: skip
-    store = {
-        "name": "s", "instance_id": "i", "llm_provider": "none", "llm_model": None,
-        "llm_base_url": None, "has_llm_api_key": False, "embed_provider": "none",
-        "embed_model": None, "embed_base_url": None, "has_embed_api_key": False,
-        "dimensions": 3, "extraction_delay_seconds": 300, "summarize_after": 40,
-        "keep_recent": 12, "session_ttl_seconds": 3600, "memory_ttl_seconds": 60,
-        "dedupe_threshold": 0.9, "custom_types": [], "redact_pii": True, "created_at": now,
+        "namespace": ["a"],
+        "key": "k",
+        "value": {},
+        "created_at": now,
         "updated_at": now,
-    }  # fmt: skip
+        "expires_at": now,
+    }
+    store = {
+        "name": "s",
+        "instance_id": "i",
+        "llm_provider": "none",
+        "llm_model": None,
+        "llm_base_url": None,
+        "has_llm_api_key": False,
+        "embed_provider": "none",
+        "embed_model": None,
+        "embed_base_url": None,
+        "has_embed_api_key": False,
+        "dimensions": 3,
+        "extraction_delay_seconds": 300,
+        "summarize_after": 40,
+        "keep_recent": 12,
+        "session_ttl_seconds": 3600,
+        "memory_ttl_seconds": 60,
+        "dedupe_threshold": 0.9,
+        "custom_types": [],
+        "redact_pii": True,
+        "created_at": now,
+        "updated_at": now,
+    }
     session = {
-        "session_id": "c", "actor_id": None, "message_count": 0, "created_at": now,
-        "last_event_at": now, "expires_at": now, "extraction": extraction,
-    }  # fmt: skip
+        "session_id": "c",
+        "actor_id": None,
+        "message_count": 0,
+        "created_at": now,
+        "last_event_at": now,
+        "expires_at": now,
+        "extraction": extraction,
+    }
     bodies: dict[str, Any] = {
         "OrganizationStoreList": {"stores": [store], "unreachable": []},
         "StoreList": {"stores": [store]},
@@ -280,35 +317,80 @@ def _answer_for(method: str, path: str) -> httpx.Response:
         "ActorForgotten": {"actor_id": "a", "deleted": 1},
         "SessionIdPage": {"session_ids": ["c"], "next_cursor": None},
         "SessionExport": {
-            "session_id": "c", "actor_id": None, "summary": None, "message_count": 1,
-            "created_at": now, "last_event_at": now, "expires_at": now, "read_seq": 0,
-            "folded_seq": 0, "failures": 0, "last_error": None, "last_run_at": None,
-            "pending": None, "next_after_seq": None,
+            "session_id": "c",
+            "actor_id": None,
+            "summary": None,
+            "message_count": 1,
+            "created_at": now,
+            "last_event_at": now,
+            "expires_at": now,
+            "read_seq": 0,
+            "folded_seq": 0,
+            "failures": 0,
+            "last_error": None,
+            "last_run_at": None,
+            "pending": None,
+            "next_after_seq": None,
             "messages": [{"seq": 1, "role": "user", "content": "x", "created_at": now}],
         },
         "SessionImported": {
-            "session_id": "c", "message_count": 1, "expires_at": now, "messages_added": 1,
+            "session_id": "c",
+            "message_count": 1,
+            "expires_at": now,
+            "messages_added": 1,
         },
         "MemoryExportPage": {
-            "memories": [{**memory, "versions": [], "occurred_at": None, "valid_until": None,
-                          "supersedes": None, "superseded_by": None, "vector": "AACAPw=="}],
+            "memories": [
+                {
+                    **memory,
+                    "versions": [],
+                    "occurred_at": None,
+                    "valid_until": None,
+                    "supersedes": None,
+                    "superseded_by": None,
+                    "vector": "AACAPw==",
+                }
+            ],
             "next_cursor": None,
         },
         "MemoryImportResult": {"imported": 1, "expired": []},
         "UsageReport": {
-            "days": [{"date": "2026-01-01", "requests": 1, "requests_by_route": {"GET /x": 1},
-                      "messages_added": 0, "memories_added": 0, "memories_superseded": 0,
-                      "memories_deleted": 0, "extraction_runs": 0, "summarization_runs": 0,
-                      "llm_input_tokens": 0, "llm_output_tokens": 0, "embedding_tokens": 0}],
+            "days": [
+                {
+                    "date": "2026-01-01",
+                    "requests": 1,
+                    "requests_by_route": {"GET /x": 1},
+                    "messages_added": 0,
+                    "memories_added": 0,
+                    "memories_superseded": 0,
+                    "memories_deleted": 0,
+                    "extraction_runs": 0,
+                    "summarization_runs": 0,
+                    "llm_input_tokens": 0,
+                    "llm_output_tokens": 0,
+                    "embedding_tokens": 0,
+                }
+            ],
             "now": {"sessions": 0, "messages": 0, "memories": 0, "bytes": 0},
         },
         "WebhookSecret": {"secret": "whsec_AAAA", "created_at": now},
-        "DeliveryList": {"deliveries": [{
-            "webhook_id": "msg_1", "event": "memory.created", "url": "https://h.test/",
-            "status": "delivered", "attempts": 1, "created_at": now, "last_attempt_at": now,
-            "next_attempt_at": None, "last_status_code": 204, "last_error": None,
-        }]},
-    }  # fmt: skip
+        "DeliveryList": {
+            "deliveries": [
+                {
+                    "webhook_id": "msg_1",
+                    "event": "memory.created",
+                    "url": "https://h.test/",
+                    "status": "delivered",
+                    "attempts": 1,
+                    "created_at": now,
+                    "last_attempt_at": now,
+                    "next_attempt_at": None,
+                    "last_status_code": 204,
+                    "last_error": None,
+                }
+            ]
+        },
+    }
     for doc_method, template, op in _operations():
         if doc_method == method and _template_pattern(template).match(path):
             status, answer = next(
@@ -334,8 +416,9 @@ def test_every_route_of_the_document_has_a_client_method_and_every_method_a_rout
     seen: list[tuple[str, str, dict[str, str]]] = []
 
     def record(request: httpx.Request) -> httpx.Response:
-        seen.append((request.method, request.url.raw_path.decode().split("?")[0],
-                     dict(request.url.params)))  # fmt: skip
+        seen.append(
+            (request.method, request.url.raw_path.decode().split("?")[0], dict(request.url.params))
+        )
         return _answer_for(request.method, request.url.path)
 
     client = MemoryClient(

@@ -32,8 +32,11 @@ def test_every_method_has_a_twin_with_the_same_signature(sync, async_):
     for name in names:
         theirs = getattr(async_, RENAMED.get(name, name))
         ours = getattr(sync, name)
-        strip = {"AsyncMemoryClient": "MemoryClient", "AsyncStoreClient": "StoreClient",
-                 "httpx.AsyncClient": "httpx.Client"}  # fmt: skip
+        strip = {
+            "AsyncMemoryClient": "MemoryClient",
+            "AsyncStoreClient": "StoreClient",
+            "httpx.AsyncClient": "httpx.Client",
+        }
         expected = str(inspect.signature(theirs))
         for old, new in strip.items():
             expected = expected.replace(old, new)

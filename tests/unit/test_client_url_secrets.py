@@ -13,8 +13,9 @@ from hypothesis import given, settings, strategies as st
 from kividb_memory import ApiConnectionError, MemoryClient
 from kividb_memory._http import shown_url
 
-SECRET = st.text(string.ascii_letters + string.digits + "-._~!$&'()*+,;=%:@/?#", min_size=6,
-                 max_size=20).filter(lambda s: any(c.isalnum() for c in s))  # fmt: skip
+SECRET = st.text(
+    string.ascii_letters + string.digits + "-._~!$&'()*+,;=%:@/?#", min_size=6, max_size=20
+).filter(lambda s: any(c.isalnum() for c in s))
 
 
 def _free_port() -> int:
@@ -23,17 +24,20 @@ def _free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-@pytest.mark.parametrize(("url", "shown"), [
-    ("https://api.example.com/v1", "https://api.example.com/v1"),
-    ("https://u:hunter2@api.example.com/v1", "https://***@api.example.com/v1"),
-    ("https://hunter2@api.example.com", "https://***@api.example.com"),
-    ("https://api.example.com/v1?token=hunter2", "https://api.example.com/v1?***"),
-    ("https://api.example.com/v1#hunter2", "https://api.example.com/v1#***"),
-    ("https://u:hun#ter2@api.example.com/", "https://***"),
-    ("https://u:hun?ter2@api.example.com/", "https://***"),
-    ("https://u:hun/ter2@api.example.com/", "https://***"),
-    ("https://user:@0000/@api.example.com/v1", "https://***"),
-])  # fmt: skip
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("https://api.example.com/v1", "https://api.example.com/v1"),
+        ("https://u:hunter2@api.example.com/v1", "https://***@api.example.com/v1"),
+        ("https://hunter2@api.example.com", "https://***@api.example.com"),
+        ("https://api.example.com/v1?token=hunter2", "https://api.example.com/v1?***"),
+        ("https://api.example.com/v1#hunter2", "https://api.example.com/v1#***"),
+        ("https://u:hun#ter2@api.example.com/", "https://***"),
+        ("https://u:hun?ter2@api.example.com/", "https://***"),
+        ("https://u:hun/ter2@api.example.com/", "https://***"),
+        ("https://user:@0000/@api.example.com/v1", "https://***"),
+    ],
+)
 def test_shown_urls(url, shown):
     assert shown_url(url) == shown
 
@@ -50,17 +54,27 @@ def test_connection_errors_and_reprs_show_no_credentials():
     client = MemoryClient(f"http://app:hunter2@127.0.0.1:{port}/prefix", "key-123", max_retries=0)
     with pytest.raises(ApiConnectionError) as failed:
         client.list_stores()
-    shown = [str(failed.value), failed.value.message, failed.value.url, repr(failed.value),
-             repr(client)]  # fmt: skip
+    shown = [
+        str(failed.value),
+        failed.value.message,
+        failed.value.url,
+        repr(failed.value),
+        repr(client),
+    ]
     for text in shown:
         assert "hunter2" not in text and "key-123" not in text and "app:" not in text, text
     assert f"http://***@127.0.0.1:{port}/prefix" in str(failed.value)
     client.close()
 
 
-@pytest.mark.parametrize("url", ["https://api.example.com/v1?token=hunter2",
-                                 "https://api.example.com/v1#hunter2",
-                                 "https://api.example.com/v1?"])  # fmt: skip
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://api.example.com/v1?token=hunter2",
+        "https://api.example.com/v1#hunter2",
+        "https://api.example.com/v1?",
+    ],
+)
 def test_a_base_url_with_a_query_or_fragment_is_refused_without_showing_it(url):
     with pytest.raises(ValueError, match="query string or fragment") as refused:
         MemoryClient(url, "key")

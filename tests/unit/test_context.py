@@ -15,10 +15,20 @@ def _message(seq, role, content, name=None):
 
 def _memory(text, type_):
     return MemoryView(
-        id="m1", text=text, type=type_, actor_id="u", topics=[], metadata={}, importance=None,
-        confidence=None, created_at=WHEN, updated_at=WHEN, expires_at=WHEN, source=None,
+        id="m1",
+        text=text,
+        type=type_,
+        actor_id="u",
+        topics=[],
+        metadata={},
+        importance=None,
+        confidence=None,
+        created_at=WHEN,
+        updated_at=WHEN,
+        expires_at=WHEN,
+        source=None,
         valid_from=WHEN,
-    )  # fmt: skip
+    )
 
 
 def test_empty_memory_says_so():

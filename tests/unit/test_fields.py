@@ -35,11 +35,13 @@ def _ids(hits):
 
 
 def test_a_topic_or_a_metadata_value_finds_a_memory_whose_text_lacks_the_word():
-    index = _index([
-        ("planted tomatoes on the balcony", ["gardening"], {}),
-        ("the parcel never came", [], {"order": "ORD-2291", "carrier": {"name": "DHL"}}),
-        ("likes green tea", [], {}),
-    ])  # fmt: skip
+    index = _index(
+        [
+            ("planted tomatoes on the balcony", ["gardening"], {}),
+            ("the parcel never came", [], {"order": "ORD-2291", "carrier": {"name": "DHL"}}),
+            ("likes green tea", [], {}),
+        ]
+    )
     assert _ids(index.keyword("gardening", 5, NOW, None)) == ["m0"]
     assert _ids(index.keyword("where is ORD-2291?", 5, NOW, None)) == ["m1"]
     assert _ids(index.keyword("dhl", 5, NOW, None)) == ["m1"]
@@ -54,10 +56,12 @@ def test_metadata_keys_booleans_and_nulls_are_not_words_of_a_memory():
 
 
 def test_the_text_counts_above_a_field():
-    index = _index([
-        ("I drink coffee every morning", ["tea"], {}),
-        ("I drink tea every morning", [], {}),
-    ])  # fmt: skip
+    index = _index(
+        [
+            ("I drink coffee every morning", ["tea"], {}),
+            ("I drink tea every morning", [], {}),
+        ]
+    )
     hits = index.keyword("tea", 5, NOW, None)
     assert _ids(hits) == ["m1", "m0"] and hits[0].score > hits[1].score > 0
 
@@ -87,13 +91,18 @@ def test_bm25f_matches_the_formula():
 
 
 def test_repeating_a_word_in_fields_earns_nothing_over_a_text_naming_it_once():
-    index = _index([
-        ("The user moved to Lisbon last spring and loves it", [], {}),
-        ("Prefers window seats", ["lisbon"],
-         {"city": "Lisbon", "trip": "Lisbon, Portugal", "more": ["lisbon"] * 50}),
-        ("Owns a bike", [], {}),
-        ("Drinks tea", [], {}),
-    ])  # fmt: skip
+    index = _index(
+        [
+            ("The user moved to Lisbon last spring and loves it", [], {}),
+            (
+                "Prefers window seats",
+                ["lisbon"],
+                {"city": "Lisbon", "trip": "Lisbon, Portugal", "more": ["lisbon"] * 50},
+            ),
+            ("Owns a bike", [], {}),
+            ("Drinks tea", [], {}),
+        ]
+    )
     hits = index.keyword("Lisbon", 5, NOW, None)
     assert _ids(hits) == ["m0", "m1"] and hits[0].score > hits[1].score
     covered = coverages(index, "Lisbon", ["m0", "m1"])
@@ -119,8 +128,9 @@ def test_a_text_naming_the_word_ranks_above_every_field_only_match(memories, wor
     hits = index.keyword(word, len(rows), NOW, None)
     rank = {h.memory_id: n for n, h in enumerate(hits)}
     in_text = [i for i, (text, _) in enumerate(memories) if word in text]
-    field_only = [i for i, (text, topics) in enumerate(memories)
-                  if word not in text and word in topics]  # fmt: skip
+    field_only = [
+        i for i, (text, topics) in enumerate(memories) if word not in text and word in topics
+    ]
     assert set(rank) == {f"m{i}" for i in in_text + field_only}
     # BM25's length norm may put a very long text below: up to 5 times the average, never
     bound = (1 / FIELD_WEIGHT - 1 + B) / B
@@ -173,8 +183,16 @@ def test_bulk_adding_with_fields_gives_the_same_index_as_adding_one_by_one():
     for i in range(60):
         one.upsert(f"m{i}", vectors[i], texts[i], "semantic", NOW, LATER, None, facts[i])
     bulk = ActorIndex(dimensions=8)
-    bulk.add_many([f"m{i}" for i in range(60)], vectors, texts, ["semantic"] * 60, [NOW] * 60,
-                  [LATER] * 60, None, facts)  # fmt: skip
+    bulk.add_many(
+        [f"m{i}" for i in range(60)],
+        vectors,
+        texts,
+        ["semantic"] * 60,
+        [NOW] * 60,
+        [LATER] * 60,
+        None,
+        facts,
+    )
     assert bulk.total_len == one.total_len
     for query in ("word1", "word2 text", "3", "word0 2"):
         assert bulk.keyword(query, 10, NOW, None) == one.keyword(query, 10, NOW, None)

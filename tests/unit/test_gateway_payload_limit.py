@@ -21,8 +21,12 @@ def lambda_handler(event, context):
 """
 
 # The envelope around the body: {"statusCode": 200, "headers": {...}, "body": "..."}.
-ENVELOPE = len(json.dumps({"statusCode": 200, "headers": {"content-type": "text/plain"},
-                           "body": ""}, ensure_ascii=False))  # fmt: skip
+ENVELOPE = len(
+    json.dumps(
+        {"statusCode": 200, "headers": {"content-type": "text/plain"}, "body": ""},
+        ensure_ascii=False,
+    )
+)
 
 
 def _gateway(tmp_path, character: str) -> Gateway:

@@ -39,8 +39,11 @@ def test_spaces_and_tabs_around_a_key_are_not_part_of_it(before, after):
     assert _taken(before + "k-1" + after) and key_of(before + "k-1" + after) == "k-1"
 
 
-@given(st.text(alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1,
-               max_size=255))  # fmt: skip
+@given(
+    st.text(
+        alphabet=st.characters(min_codepoint=0x21, max_codepoint=0x7E), min_size=1, max_size=255
+    )
+)
 def test_every_visible_ascii_key_is_taken_and_named_by_its_digest(text):
     assert _taken(text) and _taken(text + "\n") is False
     digest = key_digest(text)

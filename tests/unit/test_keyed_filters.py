@@ -64,9 +64,17 @@ def test_booleans_are_not_numbers_and_a_missing_path_is_null():
 
 @pytest.mark.parametrize(
     "conditions",
-    [{"": 1}, {"a..b": 1}, {".a": 1}, {"a.": 1}, {"a": {"$in": [1]}}, {"a": {"$eq": 1, "b": 2}},
-     {"x" * 257: 1}, {"access') = 'public' OR '1'='1' OR json_extract(value, '$.": 1}],
-)  # fmt: skip
+    [
+        {"": 1},
+        {"a..b": 1},
+        {".a": 1},
+        {"a.": 1},
+        {"a": {"$in": [1]}},
+        {"a": {"$eq": 1, "b": 2}},
+        {"x" * 257: 1},
+        {"access') = 'public' OR '1'='1' OR json_extract(value, '$.": 1},
+    ],
+)
 def test_a_bad_path_or_operator_is_refused_naming_the_filter_key(conditions):
     with pytest.raises(ValidationFailed, match="Invalid filter key") as caught:
         check_filter(conditions)

@@ -118,9 +118,12 @@ def test_one_partition_is_the_layout_of_before_partitions():
     """A store created before partitions reads its indexes where they always were."""
     base = "kividb:mem:acme:abc123:{acme}"
     assert StoreKeys("acme", "abc123").memory_indexes() == [
-        f"{base}:memories", f"{base}:memories:expiry", f"{base}:memories:owner",
-        f"{base}:memories:superseded", f"{base}:memories:actors",
-    ]  # fmt: skip
+        f"{base}:memories",
+        f"{base}:memories:expiry",
+        f"{base}:memories:owner",
+        f"{base}:memories:superseded",
+        f"{base}:memories:actors",
+    ]
 
 
 @given(st.lists(st.from_regex(r"mem_[0-9a-f]{20}", fullmatch=True), max_size=200))

@@ -179,9 +179,11 @@ class Recorder:
                     (self.command, self.path, self.headers.get("authorization"))
                 )
                 body = json.dumps(
-                    {"stores": [], "unreachable": [{"instance_id": marker, "error": "x",
-                                                    "message": marker}]}
-                ).encode()  # fmt: skip
+                    {
+                        "stores": [],
+                        "unreachable": [{"instance_id": marker, "error": "x", "message": marker}],
+                    }
+                ).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(body)))
@@ -302,8 +304,13 @@ def test_the_response_joins_repeated_headers_moves_cookies_and_base64s_binary_bo
 def test_an_asgi_app_that_answers_in_chunks_is_one_response():
     async def app(scope, receive, send):
         assert (await receive())["body"] == b"ping"
-        await send({"type": "http.response.start", "status": 201,
-                    "headers": [(b"content-type", b"text/plain")]})  # fmt: skip
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 201,
+                "headers": [(b"content-type", b"text/plain")],
+            }
+        )
         await send({"type": "http.response.body", "body": b"po", "more_body": True})
         await send({"type": "http.response.body", "body": b"ng"})
 
@@ -315,8 +322,11 @@ def test_an_asgi_app_that_answers_in_chunks_is_one_response():
 
 
 def test_the_functions_pinned_packages_are_the_versions_the_tests_run():
-    pins = re.findall(r"^([A-Za-z0-9_.-]+)==(\S+)$", (FUNCTION.code_dir / "requirements.txt")
-                      .read_text(), re.MULTILINE)  # fmt: skip
+    pins = re.findall(
+        r"^([A-Za-z0-9_.-]+)==(\S+)$",
+        (FUNCTION.code_dir / "requirements.txt").read_text(),
+        re.MULTILINE,
+    )
     assert ("mcp", "2.3.0") in pins
     assert {name: importlib.metadata.version(name) for name, _ in pins} == dict(pins)
     dev = (ROOT / "requirements-dev.txt").read_text()

@@ -36,9 +36,13 @@ class StdioServer:
             "PATH": "/usr/bin:/bin",
         }
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "kividb_memory.mcp"], cwd=ROOT, env=env,
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
+            [sys.executable, "-m", "kividb_memory.mcp"],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+        )
         self.lines: queue.Queue[bytes] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
 

@@ -79,8 +79,12 @@ def test_a_strict_body_still_reaches_the_tools(handler):
 
 
 def call(handler, tool: str, arguments: dict[str, Any]) -> str:
-    body = {"jsonrpc": "2.0", "id": 9, "method": "tools/call",
-            "params": {"name": tool, "arguments": arguments}}  # fmt: skip
+    body = {
+        "jsonrpc": "2.0",
+        "id": 9,
+        "method": "tools/call",
+        "params": {"name": tool, "arguments": arguments},
+    }
     _, _, answer = post(handler, json.dumps(body))
     assert answer["result"]["isError"] is True
     return str(answer["result"]["content"][0]["text"])

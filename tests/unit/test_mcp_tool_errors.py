@@ -109,9 +109,15 @@ def test_the_remote_servers_default_headers_name_the_argument_they_stand_for(
 ):
     monkeypatch.setenv(API_URL_ENV, NOWHERE)
     event = sample(
-        body=json.dumps({"jsonrpc": "2.0", "id": 4, "method": "tools/call",
-                         "params": {"name": "memory_recall", "arguments": {"session_id": "s"}}})
-    )  # fmt: skip
+        body=json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 4,
+                "method": "tools/call",
+                "params": {"name": "memory_recall", "arguments": {"session_id": "s"}},
+            }
+        )
+    )
     event["headers"].update({"x-kividb-instance": "local", "x-kividb-store": "lab", header: ".."})
     result = json.loads(FUNCTION.load()(event, None)["body"])["result"]
     assert result["isError"] is True

@@ -140,8 +140,20 @@ def test_reprs_never_show_api_keys_and_stay_short():
 
 # Characters that show nothing and that a name may hold (joiners) or that are not Cf (so the
 # category check alone lets them through): each alone, or any mix, is a name of no one.
-INVISIBLE_ALLOWED = ["\u200c", "\u200d", "\u3164", "\u115f", "\u1160", "\uffa0", "\ufe0f",
-                     "\u034f", "\u17b4", " ", "\u3000", "\u00a0"]  # fmt: skip
+INVISIBLE_ALLOWED = [
+    "\u200c",
+    "\u200d",
+    "\u3164",
+    "\u115f",
+    "\u1160",
+    "\uffa0",
+    "\ufe0f",
+    "\u034f",
+    "\u17b4",
+    " ",
+    "\u3000",
+    "\u00a0",
+]
 
 
 @given(st.lists(st.sampled_from(INVISIBLE_ALLOWED), min_size=1, max_size=12))

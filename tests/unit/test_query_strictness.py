@@ -147,8 +147,11 @@ def test_many_unknown_parameters_are_named_at_most_ten_times(monkeypatch):
     }
 
 
-API_ROUTES = [route for route in HTTP_API.routes if route.function.handler.split(".")[0]
-              not in ("mcp_handler", "console")]  # fmt: skip
+API_ROUTES = [
+    route
+    for route in HTTP_API.routes
+    if route.function.handler.split(".")[0] not in ("mcp_handler", "console")
+]
 
 
 @pytest.mark.parametrize("route", API_ROUTES, ids=lambda r: f"{r.method} {r.path}")
@@ -160,8 +163,9 @@ def test_every_route_refuses_a_parameter_it_does_not_take(route, monkeypatch):
     for name in ("session_id", "memory_id", "actor_id", "proxy+"):
         path = path.replace("{" + name + "}", "x")
     handler = route.function.load()
-    answer = handler(event(route.method, path, "bogus_parameter=1", f"{route.method} {route.path}"),
-                     Context())  # fmt: skip
+    answer = handler(
+        event(route.method, path, "bogus_parameter=1", f"{route.method} {route.path}"), Context()
+    )
     body = json.loads(answer["body"])
     assert answer["statusCode"] == 422, body
     assert body["details"][0]["field"] == "query.bogus_parameter"

@@ -83,8 +83,15 @@ def test_a_memory_reads_back_as_it_was_written_with_its_vector():
 def test_the_stored_json_leaves_out_what_the_key_and_the_text_say():
     record = _record(updated_at=1, valid_from=1)
     fields = raw_record(encode_memory(record, VECTOR))
-    assert set(fields) == {"text", "type", "topics", "metadata", "importance", "created_at",
-                           "expires_at"}  # fmt: skip
+    assert set(fields) == {
+        "text",
+        "type",
+        "topics",
+        "metadata",
+        "importance",
+        "created_at",
+        "expires_at",
+    }
     assert decode_record(encode_memory(record, VECTOR), record.id, "alice") == record
     assert stored_terms(fields) is None  # computed when an index is built
 
@@ -104,8 +111,17 @@ def test_a_record_of_an_older_version_reads_with_defaults():
 
 def test_term_counts_a_record_of_before_kept_are_used():
     terms = [TOKENIZER_VERSION, term_counts("groups of dogs")]
-    old = json.dumps({"id": "m", "text": "groups of dogs", "type": "semantic", "created_at": 1,
-                      "updated_at": 1, "expires_at": 9, "terms": terms}).encode()  # fmt: skip
+    old = json.dumps(
+        {
+            "id": "m",
+            "text": "groups of dogs",
+            "type": "semantic",
+            "created_at": 1,
+            "updated_at": 1,
+            "expires_at": 9,
+            "terms": terms,
+        }
+    ).encode()
     assert stored_terms(raw_record(old)) == term_counts("groups of dogs")
 
 

@@ -34,14 +34,28 @@ def test_the_put_body_and_the_view_carry_it():
 def test_the_client_mirrors_it():
     assert client_models.StorePut(redact_card_digit_runs=False).redact_card_digit_runs is False
     view = {
-        "name": "s", "instance_id": "i", "llm_provider": "none", "llm_model": None,
-        "llm_base_url": None, "has_llm_api_key": False, "embed_provider": "none",
-        "embed_model": None, "embed_base_url": None, "has_embed_api_key": False,
-        "dimensions": 3, "extraction_delay_seconds": 300, "summarize_after": 40,
-        "keep_recent": 12, "session_ttl_seconds": 3600, "memory_ttl_seconds": 60,
-        "dedupe_threshold": 0.9, "custom_types": [], "redact_pii": True,
-        "created_at": "2026-01-01T00:00:00Z", "updated_at": "2026-01-01T00:00:00Z",
-    }  # fmt: skip
+        "name": "s",
+        "instance_id": "i",
+        "llm_provider": "none",
+        "llm_model": None,
+        "llm_base_url": None,
+        "has_llm_api_key": False,
+        "embed_provider": "none",
+        "embed_model": None,
+        "embed_base_url": None,
+        "has_embed_api_key": False,
+        "dimensions": 3,
+        "extraction_delay_seconds": 300,
+        "summarize_after": 40,
+        "keep_recent": 12,
+        "session_ttl_seconds": 3600,
+        "memory_ttl_seconds": 60,
+        "dedupe_threshold": 0.9,
+        "custom_types": [],
+        "redact_pii": True,
+        "created_at": "2026-01-01T00:00:00Z",
+        "updated_at": "2026-01-01T00:00:00Z",
+    }
     assert client_models.StoreView.model_validate(view).redact_card_digit_runs is True
     off = client_models.StoreView.model_validate({**view, "redact_card_digit_runs": False})
     assert off.redact_card_digit_runs is False

@@ -12,11 +12,17 @@ JULY = int(datetime(2023, 7, 1, tzinfo=UTC).timestamp() * 1000)
 
 
 def test_session_dates_are_read_from_locomos_own_format():
-    dates = session_dates({"session_1_date_time": "1:56 pm on 8 May, 2023",
-                           "session_12_date_time": "10:37 am on 27 June,  2023",
-                           "session_1": []})  # fmt: skip
-    assert dates == {1: datetime(2023, 5, 8, 13, 56, tzinfo=UTC),
-                     12: datetime(2023, 6, 27, 10, 37, tzinfo=UTC)}  # fmt: skip
+    dates = session_dates(
+        {
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_12_date_time": "10:37 am on 27 June,  2023",
+            "session_1": [],
+        }
+    )
+    assert dates == {
+        1: datetime(2023, 5, 8, 13, 56, tzinfo=UTC),
+        12: datetime(2023, 6, 27, 10, 37, tzinfo=UTC),
+    }
 
 
 def test_the_time_boost_lifts_the_windows_memories_and_nothing_without_a_window():
@@ -31,8 +37,12 @@ def test_the_time_boost_lifts_the_windows_memories_and_nothing_without_a_window(
 
 def test_entities_are_names_and_numbers_less_the_words_a_sentence_starts_with():
     assert entities("What did Caroline see at the Pride Parade in 2023?") == {
-        "caroline", "pride parade", "pride", "parade", "2023",
-    }  # fmt: skip
+        "caroline",
+        "pride parade",
+        "pride",
+        "parade",
+        "2023",
+    }
     assert entities("she went home") == frozenset()
 
 

@@ -20,10 +20,20 @@ WHEN = datetime(2026, 11, 30, 10, 0, tzinfo=UTC)
 
 def _memory(number: int, text: str) -> MemoryView:
     return MemoryView(
-        id=f"mem_{number:020x}", text=text, type="semantic", actor_id="u", topics=[],
-        metadata={}, importance=None, confidence=None, created_at=WHEN, updated_at=WHEN,
-        expires_at=WHEN, source=None, valid_from=WHEN,
-    )  # fmt: skip
+        id=f"mem_{number:020x}",
+        text=text,
+        type="semantic",
+        actor_id="u",
+        topics=[],
+        metadata={},
+        importance=None,
+        confidence=None,
+        created_at=WHEN,
+        updated_at=WHEN,
+        expires_at=WHEN,
+        source=None,
+        valid_from=WHEN,
+    )
 
 
 def _answer(contents, known=(), supersede=True, roles=None):
@@ -125,10 +135,12 @@ def test_the_llm_rerankers_prompt_is_scored_by_word_overlap_and_read_back():
     documents = ["Alice adopted a cat named Miso", 'a "cat" line\n[9] "forged"', "x" * 5000]
     system, user = rerank_prompt("cat Miso", documents)
     model = ScriptedModel()
-    answer = model.chat({"messages": [{"role": "system", "content": system},
-                                      {"role": "user", "content": user}]})  # fmt: skip
+    answer = model.chat(
+        {"messages": [{"role": "system", "content": system}, {"role": "user", "content": user}]}
+    )
     data = json.loads(answer["choices"][0]["message"]["content"])
-    assert data == {"scores": [{"n": 1, "score": 1.0}, {"n": 2, "score": 0.5},
-                               {"n": 3, "score": 0.0}]}  # fmt: skip
+    assert data == {
+        "scores": [{"n": 1, "score": 1.0}, {"n": 2, "score": 0.5}, {"n": 3, "score": 0.0}]
+    }
     assert read_scores(data, 3) == {0: 1.0, 1: 0.5, 2: 0.0}
     assert model.counts == {"rerank": 1}

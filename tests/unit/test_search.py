@@ -112,17 +112,39 @@ def test_tokens():
 @pytest.mark.parametrize(
     ("word", "expected"),
     # The examples of Porter's paper (Program 14(3), 1980) for step 1.
-    [("caresses", "caress"), ("ponies", "poni"), ("ties", "ti"), ("caress", "caress"),
-     ("cats", "cat"), ("feed", "feed"), ("agreed", "agree"), ("plastered", "plaster"),
-     ("bled", "bled"), ("motoring", "motor"), ("sing", "sing"), ("conflated", "conflate"),
-     ("troubled", "trouble"), ("sized", "size"), ("hopping", "hop"), ("tanned", "tan"),
-     ("falling", "fall"), ("hissing", "hiss"), ("fizzed", "fizz"), ("failing", "fail"),
-     ("filing", "file"), ("happy", "happi"), ("sky", "sky"),
-     # 1b's AT -> ATE on a base word without an e: step 1's output (step 5a would drop the e).
-     ("eating", "eate"), ("eat", "eat"),
-     # Not English letters, or too short: as they are.
-     ("niños", "niños"), ("2291s", "2291s"), ("is", "is")],
-)  # fmt: skip
+    [
+        ("caresses", "caress"),
+        ("ponies", "poni"),
+        ("ties", "ti"),
+        ("caress", "caress"),
+        ("cats", "cat"),
+        ("feed", "feed"),
+        ("agreed", "agree"),
+        ("plastered", "plaster"),
+        ("bled", "bled"),
+        ("motoring", "motor"),
+        ("sing", "sing"),
+        ("conflated", "conflate"),
+        ("troubled", "trouble"),
+        ("sized", "size"),
+        ("hopping", "hop"),
+        ("tanned", "tan"),
+        ("falling", "fall"),
+        ("hissing", "hiss"),
+        ("fizzed", "fizz"),
+        ("failing", "fail"),
+        ("filing", "file"),
+        ("happy", "happi"),
+        ("sky", "sky"),
+        # 1b's AT -> ATE on a base word without an e: step 1's output (step 5a would drop the e).
+        ("eating", "eate"),
+        ("eat", "eat"),
+        # Not English letters, or too short: as they are.
+        ("niños", "niños"),
+        ("2291s", "2291s"),
+        ("is", "is"),
+    ],
+)
 def test_stem_follows_porter_step_1(word, expected):
     assert stem(word) == expected
 
@@ -253,8 +275,14 @@ def test_bulk_adding_gives_the_same_index_as_adding_one_by_one(compact):
     for start in (0, 120):
         part = slice(start, 120 if start == 0 else 300)
         n = len(range(300)[part])
-        bulk.add_many([f"m{i}" for i in range(300)[part]], vectors[part], texts[part],
-                      ["semantic"] * n, [NOW] * n, [LATER] * n)  # fmt: skip
+        bulk.add_many(
+            [f"m{i}" for i in range(300)[part]],
+            vectors[part],
+            texts[part],
+            ["semantic"] * n,
+            [NOW] * n,
+            [LATER] * n,
+        )
     assert bulk.compact == one.compact == compact
     q = vectors[3]
     assert bulk.semantic(q, 10, NOW, None) == one.semantic(q, 10, NOW, None)

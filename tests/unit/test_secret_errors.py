@@ -12,8 +12,11 @@ PLACE = KeyPlace("org", "db", "notes", "0123456789ab")
 
 class FailingKms:
     def __init__(self, retryable: bool) -> None:
-        self.error = KeyServiceError("kms said no", code="ThrottlingException" if retryable
-                                     else "DisabledException", retryable=retryable)  # fmt: skip
+        self.error = KeyServiceError(
+            "kms said no",
+            code="ThrottlingException" if retryable else "DisabledException",
+            retryable=retryable,
+        )
 
     def encrypt(self, plaintext: str, context: object) -> str:
         raise self.error
@@ -44,9 +47,14 @@ def test_a_throttled_key_service_is_a_503_and_a_disabled_key_a_409():
 
 @pytest.mark.parametrize(
     "key",
-    ["sk-proj-abcdefgh  ijkl", "sk-x\tTABBED-secret-1234", "abc", "sk-normal-key-1234",
-     "only_letters_and_underscores"],
-)  # fmt: skip
+    [
+        "sk-proj-abcdefgh  ijkl",
+        "sk-x\tTABBED-secret-1234",
+        "abc",
+        "sk-normal-key-1234",
+        "only_letters_and_underscores",
+    ],
+)
 def test_an_error_code_that_echoes_the_key_is_never_kept(key):
     import base64
     import json

@@ -90,9 +90,17 @@ def test_a_message_reads_back_as_it_was_kept(seq, role, content, name, created_m
 
 
 def test_a_meta_hash_reads_as_a_record_with_empty_fields_absent():
-    raw = {"seq": "7", "created_at": "1700000000000", "expires_at": "4102444800000",
-           "last_event_at": "1700000000500", "read_seq": "3", "summary": "",
-           "last_error": "", "armed_due": "1700000060000", "requested_at": "1"}  # fmt: skip
+    raw = {
+        "seq": "7",
+        "created_at": "1700000000000",
+        "expires_at": "4102444800000",
+        "last_event_at": "1700000000500",
+        "read_seq": "3",
+        "summary": "",
+        "last_error": "",
+        "armed_due": "1700000060000",
+        "requested_at": "1",
+    }
     meta = live_meta("s-1", raw, now_ms=1_700_000_001_000)
     assert meta is not None
     assert meta.life == "1700000000000" and meta.message_count == 7 and meta.unread == 4

@@ -29,9 +29,15 @@ def headers(signature: str, **changes: str) -> dict[str, str]:
 
 def check(method="GET", target="/", body=b"", now=SIGNED_AT, **changes):
     return check_signature(
-        method, target, headers(VANILLA["GET" if method == "GET" else "POST"], **changes), body,
-        EXAMPLE, region="us-east-1", service="service", now=now,
-    )  # fmt: skip
+        method,
+        target,
+        headers(VANILLA["GET" if method == "GET" else "POST"], **changes),
+        body,
+        EXAMPLE,
+        region="us-east-1",
+        service="service",
+        now=now,
+    )
 
 
 @pytest.mark.parametrize("method", ["GET", "POST"])
@@ -58,19 +64,43 @@ def test_any_tampering_is_refused_as_aws_refuses_it(change, error_type):
 
 def test_another_key_or_a_missing_session_token_is_an_unrecognized_client():
     other = AwsCredentials("AKIDOTHER", EXAMPLE.secret_key)
-    refusal = check_signature("GET", "/", headers(VANILLA["GET"]), b"", other,
-                              region="us-east-1", service="service", now=SIGNED_AT)  # fmt: skip
+    refusal = check_signature(
+        "GET",
+        "/",
+        headers(VANILLA["GET"]),
+        b"",
+        other,
+        region="us-east-1",
+        service="service",
+        now=SIGNED_AT,
+    )
     assert refusal is not None and refusal.error_type == "UnrecognizedClientException"
     with_token = AwsCredentials(EXAMPLE.access_key, EXAMPLE.secret_key, "token")
-    refusal = check_signature("GET", "/", headers(VANILLA["GET"]), b"", with_token,
-                              region="us-east-1", service="service", now=SIGNED_AT)  # fmt: skip
+    refusal = check_signature(
+        "GET",
+        "/",
+        headers(VANILLA["GET"]),
+        b"",
+        with_token,
+        region="us-east-1",
+        service="service",
+        now=SIGNED_AT,
+    )
     assert refusal is not None and refusal.error_type == "UnrecognizedClientException"
 
 
 def test_a_signature_for_another_region_or_service_is_refused():
     for region, service in (("eu-west-1", "service"), ("us-east-1", "bedrock")):
-        refusal = check_signature("GET", "/", headers(VANILLA["GET"]), b"", EXAMPLE,
-                                  region=region, service=service, now=SIGNED_AT)  # fmt: skip
+        refusal = check_signature(
+            "GET",
+            "/",
+            headers(VANILLA["GET"]),
+            b"",
+            EXAMPLE,
+            region=region,
+            service=service,
+            now=SIGNED_AT,
+        )
         assert refusal is not None and refusal.error_type == "InvalidSignatureException"
 
 

@@ -200,8 +200,9 @@ def test_memory_ids_are_kept_as_their_digits_and_read_back_exactly():
     index = ActorIndex(dimensions=DIM, gen=3)
     ids = [f"mem_{rng.bytes(10).hex()}" for _ in range(50)]
     for n, memory_id in enumerate(ids):
-        index.upsert(memory_id, _unit(rng.standard_normal(DIM)), WORDS[n % 10], "semantic",
-                     NOW, NOW + 10**9)  # fmt: skip
+        index.upsert(
+            memory_id, _unit(rng.standard_normal(DIM)), WORDS[n % 10], "semantic", NOW, NOW + 10**9
+        )
     parts = snapshot.dump(index)
     names = [section[0] for section in snapshot.header(parts)["sections"]]
     assert "id_digits" in names and "ids" not in names

@@ -356,8 +356,10 @@ def test_only_the_extract_and_events_routes_may_invoke_the_background_function(r
         invokes = [s for s in inline if "lambda:InvokeFunction" in _as_list(s["Action"])]
         # POST .../extract starts extraction now; an append that outgrows summarize_after
         # starts summarization now. Both only the background function.
-        sids = {"ExtractSessionFunction": "StartExtractionNow",
-                "AddEventsFunction": "StartSummarizationNow"}  # fmt: skip
+        sids = {
+            "ExtractSessionFunction": "StartExtractionNow",
+            "AddEventsFunction": "StartSummarizationNow",
+        }
         if name in sids:
             assert invokes == [
                 {
@@ -513,8 +515,10 @@ def test_the_deploy_doc_describes_every_admin_subcommand():
     from tools.admin import _parser
 
     (choices,) = re.findall(r"\{([a-z,-]+)\}", _parser().format_usage())
-    described = {row[0].split()[0].strip("`") for row in _table_rows(_doc_section(
-        "Bootstrap the control plane"))}  # fmt: skip
+    described = {
+        row[0].split()[0].strip("`")
+        for row in _table_rows(_doc_section("Bootstrap the control plane"))
+    }
     assert set(choices.split(",")) <= described
 
 
@@ -544,7 +548,12 @@ def test_only_the_provider_callers_may_call_bedrock_and_only_the_named_models():
         if "InvokeBedrockModelsPolicy" in json.dumps(resource.get("Properties", {}).get("Policies"))
     }
     callers = {
-        "RecallFunction", "AddMemoryFunction", "SearchMemoriesFunction", "UpdateMemoryFunction",
-        "PutKeyedMemoryFunction", "SearchKeyedMemoriesFunction", "BackgroundFunction",
-    }  # fmt: skip
+        "RecallFunction",
+        "AddMemoryFunction",
+        "SearchMemoriesFunction",
+        "UpdateMemoryFunction",
+        "PutKeyedMemoryFunction",
+        "SearchKeyedMemoriesFunction",
+        "BackgroundFunction",
+    }
     assert attached == callers

@@ -42,15 +42,19 @@ def day(year: int, month: int, number: int) -> datetime:
         ("a couple of months ago", day(2023, 9, 1), day(2023, 12, 1), "a couple of months ago"),
         (
             "the weekend before 4th October, 2023",
-            day(2023, 9, 27), day(2023, 10, 5), "4th October, 2023",
+            day(2023, 9, 27),
+            day(2023, 10, 5),
+            "4th October, 2023",
         ),
         (
             "Tim's issue last week, as mentioned on November 6, 2023",
-            day(2023, 10, 30), day(2023, 11, 7), "last week",
+            day(2023, 10, 30),
+            day(2023, 11, 7),
+            "last week",
         ),
         ("everything since May 2023", day(2023, 5, 1), REFERENCE, "May 2023"),
     ],
-)  # fmt: skip
+)
 def test_each_expression_is_resolved_to_its_window(query, start, end, said):
     window = time_window(query, REFERENCE)
     assert window is not None and (window.start, window.end, window.said) == (start, end, said)
@@ -89,9 +93,10 @@ def test_any_text_gives_no_window_or_a_nonempty_one_naming_its_words(query, refe
 @given(
     st.sampled_from(["in May 2023", "on 16 June, 2023", "summer 2023", "in 2022"]),
     st.text(alphabet=st.characters(blacklist_categories=("Nd",)), max_size=40),
-    st.datetimes(min_value=datetime(2000, 1, 1), max_value=datetime(2090, 1, 1),
-                 timezones=st.just(UTC)),
-)  # fmt: skip
+    st.datetimes(
+        min_value=datetime(2000, 1, 1), max_value=datetime(2090, 1, 1), timezones=st.just(UTC)
+    ),
+)
 def test_an_absolute_date_does_not_depend_on_the_reference_or_on_words_around_it(
     expression, words, reference
 ):

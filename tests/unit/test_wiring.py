@@ -36,9 +36,12 @@ def _loaded(handler: str, *, invoke: bool = False) -> dict:
     path = str(ROOT / "functions" / handler / f"{handler}.py")
     done = subprocess.run(
         [sys.executable, "-c", COUNT.format(path=path, invoke=invoke)],
-        capture_output=True, text=True, check=True, cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=ROOT,
         env={"PATH": "/usr/bin:/bin", "KIVIDB_CONTROL_URL": "redis://127.0.0.1:1/0"},
-    )  # fmt: skip
+    )
     return json.loads(done.stdout)
 
 

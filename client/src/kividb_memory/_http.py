@@ -105,8 +105,12 @@ def _scrubbed(text: str, url: str) -> str:
     """``text`` (a library's error message about ``url``) without the parts of ``url`` that
     ``shown_url`` hides, written as they are or percent-decoded."""
     parts = urlsplit(url)
-    hidden = [parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else "", parts.query,
-              parts.fragment, url]  # fmt: skip
+    hidden = [
+        parts.netloc.rsplit("@", 1)[0] if "@" in parts.netloc else "",
+        parts.query,
+        parts.fragment,
+        url,
+    ]
     for secret in sorted({h for s in hidden if s for h in (s, unquote(s))}, key=len, reverse=True):
         text = text.replace(secret, "***")
     return text
@@ -505,9 +509,13 @@ def extract(store: str, session_id: str, key: str | None = None) -> Call[m.Extra
 def add_memory(store: str, memory: m.MemoryIn, key: str | None = None) -> Call[m.MemoryView]:
     body = dump(memory, nulls=False)
     return Call(
-        "POST", f"{store}/memories", m.MemoryView, True, body=body,
+        "POST",
+        f"{store}/memories",
+        m.MemoryView,
+        True,
+        body=body,
         idempotency_key=idempotency_key(key),
-    )  # fmt: skip
+    )
 
 
 def list_memories(
@@ -638,6 +646,10 @@ def import_memories(
 ) -> Call[m.MemoryImportResult]:
     body = dump(batch, nulls=False)
     return Call(
-        "POST", f"{store}/import/memories", m.MemoryImportResult, True, body=body,
+        "POST",
+        f"{store}/import/memories",
+        m.MemoryImportResult,
+        True,
+        body=body,
         idempotency_key=idempotency_key(key),
-    )  # fmt: skip
+    )

@@ -164,13 +164,15 @@ class AsyncMemoryClient(_Base):
         ``access``, and expiring at ``expires_at``; its ``api_key`` is shown this once. Not
         retried: a retry could make a second key."""
         body = m.KeyCreate(
-            name=name, access=access,
+            name=name,
+            access=access,
             instances=None if instances is None else list(instances),
-            stores=None if stores is None
+            stores=None
+            if stores is None
             else [m.StoreScope(instance_id=i, store=s) for i, s in stores],
             actors=None if actors is None else list(actors),
             expires_at=expires_at,
-        )  # fmt: skip
+        )
         return await self._answer(_http.create_key(body))
 
     async def list_keys(self) -> m.KeyList:
@@ -250,9 +252,19 @@ class AsyncStoreClient:
         ``time_filter``), resolved against ``reference_time`` (default: the session's latest
         message)."""
         call = _http.recall(
-            self._prefix, session_id, query, actor_id, limit, query_vector, types, max_bytes,
-            rerank, min_score, reference_time, time_filter,
-        )  # fmt: skip
+            self._prefix,
+            session_id,
+            query,
+            actor_id,
+            limit,
+            query_vector,
+            types,
+            max_bytes,
+            rerank,
+            min_score,
+            reference_time,
+            time_filter,
+        )
         return await self._client._answer(call)
 
     async def list_sessions(
@@ -312,9 +324,17 @@ class AsyncStoreClient:
         had it); ``supersedes`` names a memory of the actor it replaces. Sent with
         ``idempotency_key`` (a new UUID when not given), so a retry keeps it once."""
         memory = _memory(
-            text, actor_id, type, topics, vector, metadata, importance, confidence,
-            supersedes, occurred_at,
-        )  # fmt: skip
+            text,
+            actor_id,
+            type,
+            topics,
+            vector,
+            metadata,
+            importance,
+            confidence,
+            supersedes,
+            occurred_at,
+        )
         call = _http.add_memory(self._prefix, memory, idempotency_key)
         return await self._client._answer(call)
 
@@ -428,8 +448,9 @@ class AsyncStoreClient:
             time_filter=time_filter,
             time_ranking=time_ranking,
         )
-        request = _search(query, mode, actor_id, types, limit, query_vector, filters, rerank,
-                          min_score)  # fmt: skip
+        request = _search(
+            query, mode, actor_id, types, limit, query_vector, filters, rerank, min_score
+        )
         return await self._client._answer(_http.search(self._prefix, request))
 
     async def usage(
@@ -470,11 +491,14 @@ class AsyncStoreClient:
         store embeds, or its JSON when the store has an embedding model; ``index=False`` keeps
         it out of searches by meaning."""
         body = m.KeyedMemoryPut(
-            namespace=list(namespace), key=key, value=dict(value),
+            namespace=list(namespace),
+            key=key,
+            value=dict(value),
             texts=None if texts is None else list(texts),
             vectors=None if vectors is None else [list(v) for v in vectors],
-            index=index, ttl_seconds=ttl_seconds,
-        )  # fmt: skip
+            index=index,
+            ttl_seconds=ttl_seconds,
+        )
         return await self._client._answer(_http.put_keyed_memory(self._prefix, body))
 
     async def get_keyed_memory(
@@ -509,8 +533,10 @@ class AsyncStoreClient:
             filter=None if filter is None else dict(filter),
             query=query,
             query_vector=None if query_vector is None else list(query_vector),
-            limit=limit, offset=offset, refresh_ttl=refresh_ttl,
-        )  # fmt: skip
+            limit=limit,
+            offset=offset,
+            refresh_ttl=refresh_ttl,
+        )
         return await self._client._answer(_http.search_keyed_memories(self._prefix, body))
 
     async def list_keyed_namespaces(
@@ -527,8 +553,10 @@ class AsyncStoreClient:
         body = m.NamespacesRequest(
             prefix=None if prefix is None else list(prefix),
             suffix=None if suffix is None else list(suffix),
-            max_depth=max_depth, limit=limit, offset=offset,
-        )  # fmt: skip
+            max_depth=max_depth,
+            limit=limit,
+            offset=offset,
+        )
         return await self._client._answer(_http.list_keyed_namespaces(self._prefix, body))
 
     # --- export and import (moving a store: tools/transfer.py) ----------------------------

@@ -167,13 +167,15 @@ class MemoryClient(_Base):
         ``access``, and expiring at ``expires_at``; its ``api_key`` is shown this once. Not
         retried: a retry could make a second key."""
         body = m.KeyCreate(
-            name=name, access=access,
+            name=name,
+            access=access,
             instances=None if instances is None else list(instances),
-            stores=None if stores is None
+            stores=None
+            if stores is None
             else [m.StoreScope(instance_id=i, store=s) for i, s in stores],
             actors=None if actors is None else list(actors),
             expires_at=expires_at,
-        )  # fmt: skip
+        )
         return self._answer(_http.create_key(body))
 
     def list_keys(self) -> m.KeyList:
@@ -253,9 +255,19 @@ class StoreClient:
         ``time_filter``), resolved against ``reference_time`` (default: the session's latest
         message)."""
         call = _http.recall(
-            self._prefix, session_id, query, actor_id, limit, query_vector, types, max_bytes,
-            rerank, min_score, reference_time, time_filter,
-        )  # fmt: skip
+            self._prefix,
+            session_id,
+            query,
+            actor_id,
+            limit,
+            query_vector,
+            types,
+            max_bytes,
+            rerank,
+            min_score,
+            reference_time,
+            time_filter,
+        )
         return self._client._answer(call)
 
     def list_sessions(self, offset: int | None = None, limit: int | None = None) -> m.SessionList:
@@ -311,9 +323,17 @@ class StoreClient:
         had it); ``supersedes`` names a memory of the actor it replaces. Sent with
         ``idempotency_key`` (a new UUID when not given), so a retry keeps it once."""
         memory = _memory(
-            text, actor_id, type, topics, vector, metadata, importance, confidence,
-            supersedes, occurred_at,
-        )  # fmt: skip
+            text,
+            actor_id,
+            type,
+            topics,
+            vector,
+            metadata,
+            importance,
+            confidence,
+            supersedes,
+            occurred_at,
+        )
         call = _http.add_memory(self._prefix, memory, idempotency_key)
         return self._client._answer(call)
 
@@ -427,8 +447,9 @@ class StoreClient:
             time_filter=time_filter,
             time_ranking=time_ranking,
         )
-        request = _search(query, mode, actor_id, types, limit, query_vector, filters, rerank,
-                          min_score)  # fmt: skip
+        request = _search(
+            query, mode, actor_id, types, limit, query_vector, filters, rerank, min_score
+        )
         return self._client._answer(_http.search(self._prefix, request))
 
     def usage(
@@ -469,11 +490,14 @@ class StoreClient:
         store embeds, or its JSON when the store has an embedding model; ``index=False`` keeps
         it out of searches by meaning."""
         body = m.KeyedMemoryPut(
-            namespace=list(namespace), key=key, value=dict(value),
+            namespace=list(namespace),
+            key=key,
+            value=dict(value),
             texts=None if texts is None else list(texts),
             vectors=None if vectors is None else [list(v) for v in vectors],
-            index=index, ttl_seconds=ttl_seconds,
-        )  # fmt: skip
+            index=index,
+            ttl_seconds=ttl_seconds,
+        )
         return self._client._answer(_http.put_keyed_memory(self._prefix, body))
 
     def get_keyed_memory(
@@ -508,8 +532,10 @@ class StoreClient:
             filter=None if filter is None else dict(filter),
             query=query,
             query_vector=None if query_vector is None else list(query_vector),
-            limit=limit, offset=offset, refresh_ttl=refresh_ttl,
-        )  # fmt: skip
+            limit=limit,
+            offset=offset,
+            refresh_ttl=refresh_ttl,
+        )
         return self._client._answer(_http.search_keyed_memories(self._prefix, body))
 
     def list_keyed_namespaces(
@@ -526,8 +552,10 @@ class StoreClient:
         body = m.NamespacesRequest(
             prefix=None if prefix is None else list(prefix),
             suffix=None if suffix is None else list(suffix),
-            max_depth=max_depth, limit=limit, offset=offset,
-        )  # fmt: skip
+            max_depth=max_depth,
+            limit=limit,
+            offset=offset,
+        )
         return self._client._answer(_http.list_keyed_namespaces(self._prefix, body))
 
     # --- export and import (moving a store: tools/transfer.py) ----------------------------

@@ -36,9 +36,15 @@ from kividb_memory.integrations.sessions import (
 from kividb_memory.models import Message
 
 _ROLES = {
-    "human": "user", "user": "user", "ai": "assistant", "assistant": "assistant",
-    "system": "system", "developer": "system", "tool": "tool", "function": "tool",
-}  # fmt: skip
+    "human": "user",
+    "user": "user",
+    "ai": "assistant",
+    "assistant": "assistant",
+    "system": "system",
+    "developer": "system",
+    "tool": "tool",
+    "function": "tool",
+}
 
 
 def message_role(message: BaseMessage) -> str:
@@ -54,8 +60,10 @@ def message_role(message: BaseMessage) -> str:
 
 
 _PLAIN: dict[str, type[BaseMessage]] = {
-    "user": HumanMessage, "assistant": AIMessage, "system": SystemMessage,
-}  # fmt: skip
+    "user": HumanMessage,
+    "assistant": AIMessage,
+    "system": SystemMessage,
+}
 
 
 def message_event(message: BaseMessage) -> dict[str, Any]:

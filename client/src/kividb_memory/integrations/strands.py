@@ -34,8 +34,11 @@ def _without_bytes(value: Any) -> Any:
     ``source.bytes``; those are left out (format, name and location kept), as is any other
     ``bytes`` value."""
     if isinstance(value, dict):
-        return {k: _without_bytes(v) for k, v in value.items()
-                if k != "bytes" and not isinstance(v, bytes | bytearray)}  # fmt: skip
+        return {
+            k: _without_bytes(v)
+            for k, v in value.items()
+            if k != "bytes" and not isinstance(v, bytes | bytearray)
+        }
     if isinstance(value, list | tuple):
         return [_without_bytes(v) for v in value if not isinstance(v, bytes | bytearray)]
     return value
@@ -153,11 +156,11 @@ class KiviDBMemoryStore(MemoryStore):
         numbers = context.sequence_numbers if context is not None else None
         if numbers is None or len(numbers) != len(events):
             for batch in batches(events):
-                await self._store.call("add_events", self.session_id, batch,
-                                       actor_id=self.actor_id)  # fmt: skip
+                await self._store.call("add_events", self.session_id, batch, actor_id=self.actor_id)
             return None
-        digests = [hashlib.sha256(json.dumps(e, sort_keys=True).encode()).hexdigest()
-                   for e in events]  # fmt: skip
+        digests = [
+            hashlib.sha256(json.dumps(e, sort_keys=True).encode()).hexdigest() for e in events
+        ]
         pairs = list(zip(numbers, digests, strict=True))
         unsure = {n: d for _, group in self._unsure for n, d in group}
         if any(n in self._acknowledged or unsure.get(n, d) != d for n, d in pairs):
@@ -169,8 +172,13 @@ class KiviDBMemoryStore(MemoryStore):
         for key, at in self._plan(pairs):
             group = [pairs[i] for i in at]
             try:
-                await self._store.call("add_events", self.session_id, [events[i] for i in at],
-                                       actor_id=self.actor_id, idempotency_key=key)  # fmt: skip
+                await self._store.call(
+                    "add_events",
+                    self.session_id,
+                    [events[i] for i in at],
+                    actor_id=self.actor_id,
+                    idempotency_key=key,
+                )
             except BaseException:
                 pending = {key, *(k for k, _ in written)}
                 kept = [(k, g) for k, g in self._unsure if k not in pending]

@@ -78,8 +78,9 @@ def fitted_search(found: m.SearchResult, budget: int) -> m.SearchResult:
 
     def cut(kept: int) -> m.SearchResult:
         left_out = found.memories_omitted + len(found.memories) - kept
-        return found.model_copy(update={"memories": found.memories[:kept],
-                                        "memories_omitted": left_out})  # fmt: skip
+        return found.model_copy(
+            update={"memories": found.memories[:kept], "memories_omitted": left_out}
+        )
 
     low, high = 1, len(found.memories)  # cut(high) is over the budget
     while high - low > 1:
@@ -351,10 +352,13 @@ class _Tools:
         handle = self._store(ctx, instance_id, store)
         recalled: m.RecallView = self._call(
             lambda: handle.recall(
-                session_id, query=query, actor_id=actor_id, limit=limit,
+                session_id,
+                query=query,
+                actor_id=actor_id,
+                limit=limit,
                 max_bytes=TOOL_ANSWER_BYTES,
             )
-        )  # fmt: skip
+        )
         return CallToolResult(
             content=[TextContent(type="text", text=recalled.context)],
             structured_content=recalled.model_dump(mode="json"),
@@ -411,9 +415,14 @@ class _Tools:
 
         def search() -> m.SearchResult:
             return handle.search(
-                query, mode=mode, actor_id=actor_id, types=types, limit=limit,
-                min_score=min_score, time_filter=time_filter,
-            )  # fmt: skip
+                query,
+                mode=mode,
+                actor_id=actor_id,
+                types=types,
+                limit=limit,
+                min_score=min_score,
+                time_filter=time_filter,
+            )
 
         found = self._call(search)
         return fitted_search(found, TOOL_ANSWER_BYTES)

@@ -73,9 +73,13 @@ class Extraction:
         state = self._state
         while True:
             record = state.record(
-                SessionFields.read_seq, SessionFields.seq, SessionFields.summary,
-                SessionFields.pending, SessionFields.actor_id, SessionFields.created_at,
-            )  # fmt: skip
+                SessionFields.read_seq,
+                SessionFields.seq,
+                SessionFields.summary,
+                SessionFields.pending,
+                SessionFields.actor_id,
+                SessionFields.created_at,
+            )
             read = record.read_seq
             pending = json.loads(record.pending) if record.pending else None
             if pending is not None and pending.get("from") != read + 1:
@@ -202,8 +206,11 @@ class Extraction:
             bodies.append(body)
             ids.append(self._memory_id(source, index, actor_bucket(actor)))
             seqs = item.get("messages")
-            sources.append(StoredSource(session_id=self._state.session_id, first_seq=first,
-                                        last_seq=last, seqs=seqs))  # fmt: skip
+            sources.append(
+                StoredSource(
+                    session_id=self._state.session_id, first_seq=first, last_seq=last, seqs=seqs
+                )
+            )
         for kept in self._memories.add_many(bodies, sources, ids):
             if kept.duplicate:
                 report.deduplicated += 1
@@ -221,9 +228,15 @@ class Extraction:
         (``database.keys.actor_tag``)."""
         started, first, last = source
         seed = "\x00".join(
-            [self._store.incarnation, self._state.session_id, started, str(first), str(last),
-             str(index)]
-        )  # fmt: skip
+            [
+                self._store.incarnation,
+                self._state.session_id,
+                started,
+                str(first),
+                str(last),
+                str(index),
+            ]
+        )
         return "mem_" + actor_tag(bucket) + hashlib.sha256(seed.encode()).hexdigest()[:16]
 
 

@@ -255,8 +255,9 @@ class ExtractedMemory(BaseModel):
     def _topics(cls, value: object) -> list[str]:
         if not isinstance(value, list):
             return []
-        topics = [t.strip().lower()[:MAX_TOPIC_CHARS] for t in value
-                  if isinstance(t, str) and t.strip()]  # fmt: skip
+        topics = [
+            t.strip().lower()[:MAX_TOPIC_CHARS] for t in value if isinstance(t, str) and t.strip()
+        ]
         return topics[:MAX_TOPICS]
 
     @field_validator("occurred_at", mode="before")

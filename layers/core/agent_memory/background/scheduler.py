@@ -285,11 +285,19 @@ class EventBridgeScheduler:
         request = self.schedule_request(target, due)
         client = self.scheduler_client
         for _ in range(self.MAX_ROUNDS):
-            if _call("create the extraction schedule", ("ConflictException",),
-                     client.create_schedule, request):  # fmt: skip
+            if _call(
+                "create the extraction schedule",
+                ("ConflictException",),
+                client.create_schedule,
+                request,
+            ):
                 return
-            if _call("update the extraction schedule", ("ResourceNotFoundException",),
-                     client.update_schedule, request):  # fmt: skip
+            if _call(
+                "update the extraction schedule",
+                ("ResourceNotFoundException",),
+                client.update_schedule,
+                request,
+            ):
                 return
         raise SchedulerUnavailable(
             "The extraction schedule kept appearing and vanishing while it was being armed; "

@@ -254,9 +254,13 @@ class SessionWork:
         with database_errors():
             failures = int(self._redis.hget(self._state.keys.meta, SessionFields.failures) or 0) + 1
         self._state.set_field(
-            SessionFields.last_run_at, str(to_ms(now)), SessionFields.failures, str(failures),
-            SessionFields.last_error, message,
-        )  # fmt: skip
+            SessionFields.last_run_at,
+            str(to_ms(now)),
+            SessionFields.failures,
+            str(failures),
+            SessionFields.last_error,
+            message,
+        )
         self._state.hdel(SessionFields.fold_requested)
         if self._store_still_here():
             with database_errors():

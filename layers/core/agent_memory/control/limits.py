@@ -221,10 +221,12 @@ class LimitStore:
         nothing was checked); True otherwise."""
         now = self._clock.now()
         keys = [
-            ControlKeys.limits(org_id), ControlKeys.limits(org_id, key_id),
-            ControlKeys.bucket(org_id), ControlKeys.bucket(org_id, key_id),
+            ControlKeys.limits(org_id),
+            ControlKeys.limits(org_id, key_id),
+            ControlKeys.bucket(org_id),
+            ControlKeys.bucket(org_id, key_id),
             ControlKeys.usage(org_id, _day(now)),
-        ]  # fmt: skip
+        ]
         checked: list[str] = []
         if key_record is not None:
             keys.append(key_record[0])
@@ -280,15 +282,23 @@ class LimitStore:
         now = self._clock.now()
         day = _day(now)
         keys = [
-            ControlKeys.limits(org_id), ControlKeys.limits(org_id, key_id),
-            ControlKeys.quota(org_id, day), ControlKeys.quota(org_id, day, key_id),
+            ControlKeys.limits(org_id),
+            ControlKeys.limits(org_id, key_id),
+            ControlKeys.quota(org_id, day),
+            ControlKeys.quota(org_id, day, key_id),
             ControlKeys.usage(org_id, day),
-        ]  # fmt: skip
+        ]
         field = ControlKeys.usage_field(*store, f"{kind}_added")
         args: list[str | int | float] = [
-            kind, count, DEFAULT_PER_DAY[kind], 2 * 86_400, field, KEEP_SECONDS,
-            "1" if embeds else "0", DEFAULT_PER_DAY[MODEL_TOKENS],
-        ]  # fmt: skip
+            kind,
+            count,
+            DEFAULT_PER_DAY[kind],
+            2 * 86_400,
+            field,
+            KEEP_SECONDS,
+            "1" if embeds else "0",
+            DEFAULT_PER_DAY[MODEL_TOKENS],
+        ]
         with database_errors():
             answer = load_script(self._redis, RESERVE)(keys=keys, args=args)
         if not isinstance(answer, list):

@@ -44,8 +44,11 @@ def merged_window(client: redis.Redis, keys: Sequence[str], offset: int, count: 
     if len(keys) == 1:
         return [str(m) for m in client.zrevrange(keys[0], offset, offset + count - 1)]
     if offset + count <= DIRECT_WINDOW:
-        tops = _each(client, keys, lambda pipe, key: pipe.zrevrange(key, 0, offset + count - 1,
-                                                                    withscores=True))  # fmt: skip
+        tops = _each(
+            client,
+            keys,
+            lambda pipe, key: pipe.zrevrange(key, 0, offset + count - 1, withscores=True),
+        )
         return _merge(tops, offset, count)
     return _deep_window(client, keys, offset, count)
 
@@ -72,8 +75,13 @@ def _deep_window(client: redis.Redis, keys: Sequence[str], offset: int, count: i
         else:
             low = middle
     skip = offset - above(high)
-    rest = _each(client, keys, lambda pipe, key: pipe.zrevrangebyscore(
-        key, high, "-inf", start=0, num=skip + count, withscores=True))  # fmt: skip
+    rest = _each(
+        client,
+        keys,
+        lambda pipe, key: pipe.zrevrangebyscore(
+            key, high, "-inf", start=0, num=skip + count, withscores=True
+        ),
+    )
     return _merge(rest, skip, count)
 
 

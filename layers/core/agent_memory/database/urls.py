@@ -17,16 +17,33 @@ MASK = "***"
 SHOWN_OPTIONS = frozenset(
     {
         # redis.connection.URL_QUERY_ARGUMENT_PARSERS (redis-py 8.1)
-        "db", "socket_timeout", "socket_connect_timeout", "socket_read_size",
-        "socket_keepalive", "retry_on_timeout", "retry_on_error", "max_connections",
-        "health_check_interval", "ssl_check_hostname", "ssl_include_verify_flags",
-        "ssl_exclude_verify_flags", "ssl_min_version", "timeout", "protocol",
+        "db",
+        "socket_timeout",
+        "socket_connect_timeout",
+        "socket_read_size",
+        "socket_keepalive",
+        "retry_on_timeout",
+        "retry_on_error",
+        "max_connections",
+        "health_check_interval",
+        "ssl_check_hostname",
+        "ssl_include_verify_flags",
+        "ssl_exclude_verify_flags",
+        "ssl_min_version",
+        "timeout",
+        "protocol",
         "legacy_responses",
         # other options a database URL may carry that are no secret
-        "cluster", "username", "client_name", "ssl_cert_reqs", "ssl_ca_certs", "ssl_ca_path",
-        "ssl_certfile", "ssl_keyfile",
+        "cluster",
+        "username",
+        "client_name",
+        "ssl_cert_reqs",
+        "ssl_ca_certs",
+        "ssl_ca_path",
+        "ssl_certfile",
+        "ssl_keyfile",
     }
-)  # fmt: skip
+)
 """Query options whose values :func:`mask_url` shows. Every other part of the query is
 masked whole: ``password=`` and ``ssl_password=`` (secrets redis-py reads), and anything it
 does not know, which may be a piece of a password written without percent-encoding

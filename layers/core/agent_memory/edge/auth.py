@@ -84,8 +84,9 @@ def _authenticate_and_take(event: dict[str, Any], token: str, runtime: Runtime) 
     if seen is not None:
         principal = seen.principal
         field = usage_field(event, principal.scope)
-        if limits.take(principal.org_id, principal.key_id, field,
-                       key_record=(seen.record, seen.scope_text)):  # fmt: skip
+        if limits.take(
+            principal.org_id, principal.key_id, field, key_record=(seen.record, seen.scope_text)
+        ):
             return principal
         keys.forget(seen)
     principal = keys.authenticate(token)

@@ -82,9 +82,13 @@ class StoreHandle:
         from agent_memory.webhooks.events import event_for
 
         made = event_for(
-            self.config, self.instance.org_id, self.instance_id, event, data,
+            self.config,
+            self.instance.org_id,
+            self.instance_id,
+            event,
+            data,
             self.runtime.clock.now(),
-        )  # fmt: skip
+        )
         if made is not None:
             self._events.append(made)
 
@@ -194,9 +198,11 @@ class StoreHandle:
             api_key = None
             if config.embed_api_key_ciphertext is not None:
                 api_key = unseal(
-                    runtime.cipher, config.embed_api_key_ciphertext, self._key_place(),
+                    runtime.cipher,
+                    config.embed_api_key_ciphertext,
+                    self._key_place(),
                     "embed_api_key",
-                )  # fmt: skip
+                )
             return make_embedder(
                 config.embed_provider,
                 config.embed_model,
@@ -250,9 +256,11 @@ class StoreHandle:
             api_key = None
             if config.rerank_api_key_ciphertext is not None:
                 api_key = unseal(
-                    runtime.cipher, config.rerank_api_key_ciphertext, self._key_place(),
+                    runtime.cipher,
+                    config.rerank_api_key_ciphertext,
+                    self._key_place(),
                     "rerank_api_key",
-                )  # fmt: skip
+                )
             return make_http_reranker(
                 config.rerank_provider,
                 config.rerank_model,
@@ -300,9 +308,11 @@ class StoreHandle:
             api_key = None
             if config.llm_api_key_ciphertext is not None:
                 api_key = unseal(
-                    runtime.cipher, config.llm_api_key_ciphertext, self._key_place(),
+                    runtime.cipher,
+                    config.llm_api_key_ciphertext,
+                    self._key_place(),
                     "llm_api_key",
-                )  # fmt: skip
+                )
             model = make_language_model(
                 config.llm_provider,
                 config.llm_model,

@@ -371,8 +371,11 @@ class ActorIndexes:
         found: list[bytes | None] = [
             split_memory(raw)[1] if raw is not None else None for raw in raws
         ]
-        apart = [i for i, (raw, blob) in enumerate(zip(raws, found, strict=True))
-                 if raw is not None and blob is None]  # fmt: skip
+        apart = [
+            i
+            for i, (raw, blob) in enumerate(zip(raws, found, strict=True))
+            if raw is not None and blob is None
+        ]
         if apart:
             with database_errors():
                 blobs = self._binary.hmget(actor.vectors, [ids[i] for i in apart])
@@ -397,8 +400,11 @@ class ActorIndexes:
                 index.hold_missing(
                     {i: split_memory(raw)[0] for i, raw in zip(ids, raws, strict=True) if raw}
                 )
-        kept = [(memory_id, blob) for memory_id, blob in zip(ids, blobs, strict=True)
-                if blob is not None and len(blob) == vector.nbytes]  # fmt: skip
+        kept = [
+            (memory_id, blob)
+            for memory_id, blob in zip(ids, blobs, strict=True)
+            if blob is not None and len(blob) == vector.nbytes
+        ]
         if not kept:
             return []
         # One matrix product, as an exact index scores its rows.

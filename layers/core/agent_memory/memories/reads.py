@@ -137,9 +137,12 @@ class MemoryReader:
         return self._embedder.embed(texts)
 
     def vector(
-        self, text: str, given: Sequence[float] | None, field: str,
+        self,
+        text: str,
+        given: Sequence[float] | None,
+        field: str,
         purpose: EmbedPurpose = "document",
-    ) -> NDArray[np.float32]:  # fmt: skip
+    ) -> NDArray[np.float32]:
         """The unit-length vector of ``text``: ``given`` (checked against the store's
         dimensions; ``VectorInvalid`` names ``field``) or the store's embedding of ``text``
         for ``purpose`` (a memory, or a query: ``providers.embeddings.EmbedPurpose``)."""
@@ -367,9 +370,17 @@ class MemoryReader:
         selection = search_selection(request)
         if window is not None and request.time_filter:
             selection = within(selection, window)
-        found = self._found(buckets, request.query, query_vector, request.mode, request.limit,
-                            selection, rerank=request.rerank, min_score=request.min_score,
-                            window=window if request.time_ranking else None)  # fmt: skip
+        found = self._found(
+            buckets,
+            request.query,
+            query_vector,
+            request.mode,
+            request.limit,
+            selection,
+            rerank=request.rerank,
+            min_score=request.min_score,
+            window=window if request.time_ranking else None,
+        )
         return Found(found.memories, found.reranked, window)
 
     def relevant(
@@ -403,8 +414,18 @@ class MemoryReader:
             selection = within(selection, window)
         bucket = actor_bucket(actor_id)
         known = {bucket: generation} if generation is not None else None
-        return self._found([bucket], query, vector, mode, limit, selection, known,
-                           rerank=rerank, min_score=min_score, window=window)  # fmt: skip
+        return self._found(
+            [bucket],
+            query,
+            vector,
+            mode,
+            limit,
+            selection,
+            known,
+            rerank=rerank,
+            min_score=min_score,
+            window=window,
+        )
 
     def queue_generation(self, pipe: Pipeline, actor_id: str) -> None:
         """Queue the read of the actor's generations (``ActorIndexes.queue_generation``), for a
@@ -458,8 +479,16 @@ class MemoryReader:
         those scoring below ``min_score`` (``search.scores.DEFAULT_MIN_SCORE`` when None) are
         left out."""
         floor = DEFAULT_MIN_SCORE if min_score is None else min_score
-        ranking = partial(self._rank, buckets, query, vector, mode, selection=selection,
-                          generations=generations, window=window)  # fmt: skip
+        ranking = partial(
+            self._rank,
+            buckets,
+            query,
+            vector,
+            mode,
+            selection=selection,
+            generations=generations,
+            window=window,
+        )
         if self._reranker is None or not rerank:
             found = Found(ranking(limit))
         else:
@@ -505,10 +534,12 @@ class MemoryReader:
         for bucket, ids in by_bucket.items():
             found.update(self._ranked_views(bucket, ids, now_ms))
         return [
-            found[r.hit.memory_id].model_copy(update={
-                "score": round(r.hit.score, 6),
-                "similarity": round(r.similarity, 6) if r.similarity is not None else None,
-            })
+            found[r.hit.memory_id].model_copy(
+                update={
+                    "score": round(r.hit.score, 6),
+                    "similarity": round(r.similarity, 6) if r.similarity is not None else None,
+                }
+            )
             for r in ranked
             if r.hit.memory_id in found
-        ]  # fmt: skip
+        ]

@@ -201,5 +201,13 @@ def recall(
         )
     if request.max_bytes is not None:
         budget = min(budget, request.max_bytes)
-    return fitted_recall(request.session_id, actor_id, summary, messages, relevant.memories,
-                         budget, relevant.reranked, relevant.window_view)  # fmt: skip
+    return fitted_recall(
+        request.session_id,
+        actor_id,
+        summary,
+        messages,
+        relevant.memories,
+        budget,
+        relevant.reranked,
+        relevant.window_view,
+    )

@@ -50,8 +50,9 @@ def fitted_page(page: MemoryList, offset: int, budget: int) -> MemoryList:
     def build(kept: int) -> MemoryList:
         if kept == len(page.memories):
             return page
-        return page.model_copy(update={"memories": page.memories[:kept],
-                                       "next_offset": offset + kept})  # fmt: skip
+        return page.model_copy(
+            update={"memories": page.memories[:kept], "next_offset": offset + kept}
+        )
 
     view, kept = largest_fitting(build, len(page.memories), budget)
     return view if kept or not page.memories else build(1)
@@ -69,17 +70,22 @@ def fitted_memory(view: MemoryView, budget: int) -> MemoryView:
 
     def with_chain(kept: int) -> MemoryView:
         shown = sorted(nearest[: max(kept, 1)]) if chain else []
-        return view.model_copy(update={"chain": [chain[at] for at in shown],
-                                       "chain_omitted": len(chain) - len(shown),
-                                       "versions_omitted": 0})  # fmt: skip
+        return view.model_copy(
+            update={
+                "chain": [chain[at] for at in shown],
+                "chain_omitted": len(chain) - len(shown),
+                "versions_omitted": 0,
+            }
+        )
 
     fitted, kept = largest_fitting(with_chain, len(chain), budget)
     if kept > 1 or not versions or wire_bytes(fitted) <= budget:
         return fitted
 
     def with_versions(kept: int) -> MemoryView:
-        return fitted.model_copy(update={"versions": versions[:kept],
-                                         "versions_omitted": len(versions) - kept})  # fmt: skip
+        return fitted.model_copy(
+            update={"versions": versions[:kept], "versions_omitted": len(versions) - kept}
+        )
 
     return largest_fitting(with_versions, len(versions), budget)[0]
 
@@ -201,9 +207,11 @@ class Memories:
 
         def build(kept: int) -> SearchResult:
             return SearchResult(
-                memories=found[:kept], memories_omitted=len(found) - kept, reranked=reranked,
+                memories=found[:kept],
+                memories_omitted=len(found) - kept,
+                reranked=reranked,
                 time_window=window,
-            )  # fmt: skip
+            )
 
         return largest_fitting(build, len(found), budget)[0]
 
@@ -223,9 +231,17 @@ class Memories:
     ) -> Found:
         """``MemoryReader.relevant``: for recall, the actor's most relevant memories."""
         return self.reader.relevant(
-            actor_id, query, query_vector, limit, types, generation, rerank, min_score,
-            reference=reference, time_filter=time_filter,
-        )  # fmt: skip
+            actor_id,
+            query,
+            query_vector,
+            limit,
+            types,
+            generation,
+            rerank,
+            min_score,
+            reference=reference,
+            time_filter=time_filter,
+        )
 
     def queue_generation(self, pipe: Pipeline, actor_id: str) -> None:
         """``MemoryReader.queue_generation``: the actor's generations, read by a recall with its

@@ -242,14 +242,20 @@ class MemoryTransfer:
         first: dict[str, int] = {}
         for at, memory in enumerate(batch.memories):
             if memory.id in first:
-                problems.append({"field": f"memories.{at}.id",
-                                 "problem": f"the batch gives this id already, as "
-                                            f"memories.{first[memory.id]}.id"})  # fmt: skip
+                problems.append(
+                    {
+                        "field": f"memories.{at}.id",
+                        "problem": f"the batch gives this id already, as "
+                        f"memories.{first[memory.id]}.id",
+                    }
+                )
             first.setdefault(memory.id, at)
             wrong_types = [f"memories.{at}.type"] if memory.type not in types else []
-            wrong_types += [f"memories.{at}.versions.{v}.type"
-                            for v, version in enumerate(memory.versions)
-                            if version.type not in types]  # fmt: skip
+            wrong_types += [
+                f"memories.{at}.versions.{v}.type"
+                for v, version in enumerate(memory.versions)
+                if version.type not in types
+            ]
             problems += [{"field": field, "problem": allowed} for field in wrong_types]
             try:
                 blob = _vector_bytes(memory.vector, self._store.dimensions)
@@ -258,8 +264,10 @@ class MemoryTransfer:
                 problems.append({"field": f"memories.{at}.vector", "problem": problem})
                 continue
             if to_ms(memory.expires_at) > latest_ms:
-                problem = (f"must be at most {MAX_MEMORY_TTL_SECONDS} s (the largest "
-                           "memory_ttl_seconds) and a day from now")  # fmt: skip
+                problem = (
+                    f"must be at most {MAX_MEMORY_TTL_SECONDS} s (the largest "
+                    "memory_ttl_seconds) and a day from now"
+                )
                 problems.append({"field": f"memories.{at}.expires_at", "problem": problem})
             elif to_ms(memory.expires_at) <= now_ms:
                 expired.append(memory.id)
@@ -296,9 +304,13 @@ class MemoryTransfer:
             raise Conflict(
                 f"Memory '{stale}' is another actor's memory in this store; a memory "
                 "never changes actor. Nothing was written.",
-                details=[{"field": f"memories.{at}.id",
-                          "problem": "a live memory of another actor has this id"}],
-            )  # fmt: skip
+                details=[
+                    {
+                        "field": f"memories.{at}.id",
+                        "problem": "a live memory of another actor has this id",
+                    }
+                ],
+            )
         for memory_id, bucket in stale:
             self._remove(keys=self._keys.actor(bucket).all(), args=[LOG_KEEP, memory_id])
         for bucket, items in by_bucket.items():
@@ -381,11 +393,25 @@ class MemoryTransfer:
             for memory_id in ids:
                 record = row_of[memory_id]
                 bucket = actor_bucket(record.actor_id)
-                args += [memory_id, bucket, record.created_at, record.expires_at,
-                         "1" if record.valid_until is None else "0",
-                         "0" if id_tag(memory_id) == actor_tag(bucket) else "1"]  # fmt: skip
-            calls.append(([part.memories, part.memories_superseded, part.memory_expiry,
-                           part.memory_owners], args))  # fmt: skip
+                args += [
+                    memory_id,
+                    bucket,
+                    record.created_at,
+                    record.expires_at,
+                    "1" if record.valid_until is None else "0",
+                    "0" if id_tag(memory_id) == actor_tag(bucket) else "1",
+                ]
+            calls.append(
+                (
+                    [
+                        part.memories,
+                        part.memories_superseded,
+                        part.memory_expiry,
+                        part.memory_owners,
+                    ],
+                    args,
+                )
+            )
         buckets = {actor_bucket(r.actor_id) for r, _ in rows}
         pipe = self._redis.pipeline(transaction=False)
         pipe.sadd(self._keys.memory_actors, *buckets)

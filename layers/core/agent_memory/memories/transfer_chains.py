@@ -85,21 +85,34 @@ class _Chains:
     def problems(self) -> list[dict[str, str]]:
         """Every problem of the batch's links, as ``details``."""
         live = [link for link in self._batch.values() if link.expires_at > self._now]
-        self._load([(link.bucket, link.id) for link in live]
-                   + [(link.bucket, other) for link in live
-                      for other in (link.supersedes, link.superseded_by)
-                      if other is not None and other not in self._batch])  # fmt: skip
+        self._load(
+            [(link.bucket, link.id) for link in live]
+            + [
+                (link.bucket, other)
+                for link in live
+                for other in (link.supersedes, link.superseded_by)
+                if other is not None and other not in self._batch
+            ]
+        )
         olds = [self._stored.get((link.bucket, link.id)) for link in live]
-        self._load([(old.bucket, other) for old in olds if old is not None
-                    for other in (old.supersedes, old.superseded_by)
-                    if other is not None and other not in self._batch])  # fmt: skip
+        self._load(
+            [
+                (old.bucket, other)
+                for old in olds
+                if old is not None
+                for other in (old.supersedes, old.superseded_by)
+                if other is not None and other not in self._batch
+            ]
+        )
         found: list[dict[str, str]] = []
         for link in live:
             at = self._at[link.id]
             for field, problem in (
-                self._successor(link) + self._predecessor(link) + self._forks(link)
+                self._successor(link)
+                + self._predecessor(link)
+                + self._forks(link)
                 + self._cycle(link)
-            ):  # fmt: skip
+            ):
                 found.append({"field": f"memories.{at}.{field}", "problem": problem})
         return found
 
@@ -167,11 +180,21 @@ class _Chains:
         if other.bucket != link.bucket:
             return [(field, f"names {name}, another actor's memory: a chain is one actor's")]
         if field == "superseded_by" and other.expires_at <= self._now:
-            return [(field, f"names {name}, whose time is up (its expires_at has "
-                     "passed): this memory would have no current version")]  # fmt: skip
+            return [
+                (
+                    field,
+                    f"names {name}, whose time is up (its expires_at has "
+                    "passed): this memory would have no current version",
+                )
+            ]
         if getattr(other, back) != link.id:
-            return [(field, f"names {name}, whose {back} is "
-                     f"{getattr(other, back) or 'null'}, not this memory")]  # fmt: skip
+            return [
+                (
+                    field,
+                    f"names {name}, whose {back} is "
+                    f"{getattr(other, back) or 'null'}, not this memory",
+                )
+            ]
         if getattr(other, its_time) != getattr(link, own_time):
             return [(own_time, f"must be the {its_time} of {name}, {which}")]
         return []
@@ -190,8 +213,13 @@ class _Chains:
                 and other.expires_at > self._now
                 and (other.bucket == link.bucket and other.supersedes == link.id)
             ):
-                found.append(("superseded_by", f"memory {other.id} of this store supersedes "
-                              "this one: a memory is replaced by one memory at most"))  # fmt: skip
+                found.append(
+                    (
+                        "superseded_by",
+                        f"memory {other.id} of this store supersedes "
+                        "this one: a memory is replaced by one memory at most",
+                    )
+                )
         if old.supersedes not in (None, link.supersedes):
             other = self._node(str(old.supersedes), link.bucket)
             if (
@@ -199,8 +227,13 @@ class _Chains:
                 and other.bucket == link.bucket
                 and (other.superseded_by == link.id)
             ):
-                found.append(("supersedes", f"memory {other.id} of this store is replaced by "
-                              "this one: a memory replaces one memory at most"))  # fmt: skip
+                found.append(
+                    (
+                        "supersedes",
+                        f"memory {other.id} of this store is replaced by "
+                        "this one: a memory replaces one memory at most",
+                    )
+                )
         return found
 
     def _cycle(self, link: _Link) -> list[tuple[str, str]]:
@@ -216,8 +249,12 @@ class _Chains:
             if after is None:
                 return []
             if after.id == link.id:
-                return [("superseded_by", "makes a cycle: following superseded_by comes back "
-                         "to this memory")]  # fmt: skip
+                return [
+                    (
+                        "superseded_by",
+                        "makes a cycle: following superseded_by comes back to this memory",
+                    )
+                ]
             if after.id in seen or (after.valid_from, after.valid_until) != (at, at):
                 return []
             seen.add(after.id)

@@ -114,9 +114,10 @@ class ImportedSource(Model):
         if low is not None and high is not None and low > high:
             raise ValueError("needs first_seq <= last_seq")
         outside = [
-            n for n in self.seqs or []
+            n
+            for n in self.seqs or []
             if (low is not None and n < low) or (high is not None and n > high)
-        ]  # fmt: skip
+        ]
         if outside:
             raise ValueError(f"seqs {outside[0]} is outside first_seq to last_seq")
         return self

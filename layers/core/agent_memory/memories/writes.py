@@ -203,8 +203,9 @@ class MemoryWriter:
             else:
                 vector = self._reader.vector(text, body.vector, "vector")
             try:
-                kept[at] = self._keep(body, text, topics, counts, vector, sources[at],
-                                      memory_ids[at])  # fmt: skip
+                kept[at] = self._keep(
+                    body, text, topics, counts, vector, sources[at], memory_ids[at]
+                )
             except (SupersededNotFound, SupersedeActorMismatch, AlreadySuperseded) as exc:
                 plain = body.model_copy(update={"supersedes": None})
                 done = self._keep(plain, text, topics, counts, vector, sources[at], memory_ids[at])
@@ -323,9 +324,17 @@ class MemoryWriter:
         ``index`` when nothing else changed the actor since ``gen`` (no catch-up read later)."""
         with index.lock:
             if index.gen == gen:
-                index.upsert(record.id, vector, record.text, record.type, record.created_at,
-                             record.expires_at, None, record_facts(record),
-                             split_memory(stored)[0])  # fmt: skip
+                index.upsert(
+                    record.id,
+                    vector,
+                    record.text,
+                    record.type,
+                    record.created_at,
+                    record.expires_at,
+                    None,
+                    record_facts(record),
+                    split_memory(stored)[0],
+                )
                 index.gen = new_gen
 
     def _already_kept(
@@ -395,9 +404,14 @@ class MemoryWriter:
                     update={"valid_until": now_ms, "superseded_by": record.id, "updated_at": now_ms}
                 )
                 args: list[EncodableT] = [
-                    record.id, stored, old_id,
-                    cast(bytes, raw_old), record_json(closed), LOG_KEEP, mode,
-                ]  # fmt: skip
+                    record.id,
+                    stored,
+                    old_id,
+                    cast(bytes, raw_old),
+                    record_json(closed),
+                    LOG_KEEP,
+                    mode,
+                ]
                 with database_errors():
                     (written, new_gen), registered = script_then(
                         self._binary,
@@ -424,9 +438,17 @@ class MemoryWriter:
                         with index.lock:
                             if index.gen == int(new_gen) - 2:  # only our two changes since
                                 facts = record_facts(record)
-                                index.upsert(record.id, vector, record.text, record.type,
-                                             now_ms, record.expires_at, None, facts,
-                                             split_memory(stored)[0])  # fmt: skip
+                                index.upsert(
+                                    record.id,
+                                    vector,
+                                    record.text,
+                                    record.type,
+                                    now_ms,
+                                    record.expires_at,
+                                    None,
+                                    facts,
+                                    split_memory(stored)[0],
+                                )
                                 index.close(old_id, now_ms)
                                 index.gen = int(new_gen)
                     return Kept(record_view(record), False, counts, superseded=old_id)
@@ -542,9 +564,14 @@ class MemoryWriter:
             with database_errors():
                 written, _ = self._put(
                     keys=actor.all(),
-                    args=[memory_id, encode_memory(record, vector.tobytes()), int(gen), LOG_KEEP,
-                          "update"],
-                )  # fmt: skip
+                    args=[
+                        memory_id,
+                        encode_memory(record, vector.tobytes()),
+                        int(gen),
+                        LOG_KEEP,
+                        "update",
+                    ],
+                )
             if int(written) == 1:
                 return record_view(record, with_versions=True)
             if int(written) == -1:

@@ -195,9 +195,14 @@ class _Endpoint:
     """Where a Bedrock model is called and how: base URL, signer, guard."""
 
     def __init__(
-        self, base_url: str, signer: SigV4Signer, client: ProviderClient, *, checked: bool,
+        self,
+        base_url: str,
+        signer: SigV4Signer,
+        client: ProviderClient,
+        *,
+        checked: bool,
         allow_private: bool,
-    ) -> None:  # fmt: skip
+    ) -> None:
         self.base_url = base_url.rstrip("/")
         self.signer = signer
         self.client = client
@@ -450,9 +455,12 @@ def _endpoint(
             details=[{"field": f"{kind}_base_url", "problem": "not allowed"}],
         )
     return _Endpoint(
-        base_url or default_url(region), SigV4Signer(region, credentials), client,
-        checked=base_url is not None, allow_private=allow_private,
-    )  # fmt: skip
+        base_url or default_url(region),
+        SigV4Signer(region, credentials),
+        client,
+        checked=base_url is not None,
+        allow_private=allow_private,
+    )
 
 
 def make_bedrock_model(
@@ -467,9 +475,14 @@ def make_bedrock_model(
     """The ``bedrock`` language model of a store's settings. ``ValidationFailed`` without
     ``aws_region``, or for a ``base_url`` outside a stack that allows private endpoints."""
     endpoint = _endpoint(
-        "llm", region, base_url, runtime_url,
-        allow_private=allow_private, client=client, credentials=credentials,
-    )  # fmt: skip
+        "llm",
+        region,
+        base_url,
+        runtime_url,
+        allow_private=allow_private,
+        client=client,
+        credentials=credentials,
+    )
     return BedrockChatModel(model, endpoint)
 
 
@@ -486,9 +499,14 @@ def make_bedrock_embedder(
     """The ``bedrock`` embedder of a store's settings; ``ValidationFailed`` as
     ``make_bedrock_model``, and for a model or size ``embed_model_problem`` refuses."""
     endpoint = _endpoint(
-        "embed", region, base_url, runtime_url,
-        allow_private=allow_private, client=client, credentials=credentials,
-    )  # fmt: skip
+        "embed",
+        region,
+        base_url,
+        runtime_url,
+        allow_private=allow_private,
+        client=client,
+        credentials=credentials,
+    )
     return BedrockEmbedder(model, dimensions, endpoint)
 
 
@@ -504,7 +522,12 @@ def make_bedrock_reranker(
     """The ``bedrock`` reranker of a store's settings; ``ValidationFailed`` as
     ``make_bedrock_model``."""
     endpoint = _endpoint(
-        "rerank", region, base_url, agent_runtime_url,
-        allow_private=allow_private, client=client, credentials=credentials,
-    )  # fmt: skip
+        "rerank",
+        region,
+        base_url,
+        agent_runtime_url,
+        allow_private=allow_private,
+        client=client,
+        credentials=credentials,
+    )
     return BedrockReranker(model, endpoint)

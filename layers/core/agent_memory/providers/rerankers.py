@@ -221,9 +221,13 @@ def make_http_reranker(
         if not base_url:
             raise _missing("rerank_base_url", provider)
         return HttpReranker(
-            url=endpoint(base_url, "rerank"), model=model, api_key=api_key or None,
-            client=client, custom=True, allow_private=allow_private,
-        )  # fmt: skip
+            url=endpoint(base_url, "rerank"),
+            model=model,
+            api_key=api_key or None,
+            client=client,
+            custom=True,
+            allow_private=allow_private,
+        )
     if not api_key:
         raise _missing("rerank_api_key", provider)
     if provider == "cohere":
@@ -232,9 +236,14 @@ def make_http_reranker(
     if provider == "voyage":
         url = endpoint(base_url or VOYAGE_BASE_URL, "rerank")
         return HttpReranker(
-            url=url, model=model, api_key=api_key, client=client,
-            results_field="data", top_field="top_k", extra={"truncation": True},
-        )  # fmt: skip
+            url=url,
+            model=model,
+            api_key=api_key,
+            client=client,
+            results_field="data",
+            top_field="top_k",
+            extra={"truncation": True},
+        )
     url = endpoint(base_url or JINA_BASE_URL, "rerank")
     return HttpReranker(
         url=url, model=model, api_key=api_key, client=client, extra={"return_documents": False}

@@ -276,10 +276,17 @@ class ActorIndex:
         fresh = [i for i, memory_id in enumerate(memory_ids) if memory_id not in self.rows]
         if len(fresh) < len(memory_ids):  # already indexed: replace them one by one
             for i in set(range(len(memory_ids))) - set(fresh):
-                self.upsert(memory_ids[i], vectors[i], texts[i], memory_types[i],
-                            created_ms[i], expires_ms[i], terms[i] if terms else None,
-                            facts[i] if facts else None,
-                            records[i] if records else None)  # fmt: skip
+                self.upsert(
+                    memory_ids[i],
+                    vectors[i],
+                    texts[i],
+                    memory_types[i],
+                    created_ms[i],
+                    expires_ms[i],
+                    terms[i] if terms else None,
+                    facts[i] if facts else None,
+                    records[i] if records else None,
+                )
         if not fresh:
             return
         start = len(self.ids)

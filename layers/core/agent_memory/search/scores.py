@@ -62,8 +62,9 @@ def idf(count: int, df: int) -> float:
     return math.log(1.0 + (count - df + 0.5) / (df + 0.5))
 
 
-def coverage(query_words: Iterable[str], memory_words: set[str], df: Mapping[str, int],
-             count: int) -> float:  # fmt: skip
+def coverage(
+    query_words: Iterable[str], memory_words: set[str], df: Mapping[str, int], count: int
+) -> float:
     """The share of the query's distinct words (``search.tokenizer.query_tokens``) that a
     memory holds, each weighted by ``idf(count, df[word])``: 0 (none, or no words) to 1 (all)."""
     words = set(query_words)

@@ -91,8 +91,13 @@ def dump(index: ActorIndex, max_parts: int = MAX_PARTS) -> list[bytes]:
         add("ids", json.dumps(texts).encode())
     type_names = sorted({index.types[row] for row in live.tolist()})
     type_of = {name: n for n, name in enumerate(type_names)}
-    add("types", np.array([type_of[index.types[row]] for row in live.tolist()], dtype=np.uint16
-                          if len(type_names) > 255 else np.uint8))  # fmt: skip
+    add(
+        "types",
+        np.array(
+            [type_of[index.types[row]] for row in live.tolist()],
+            dtype=np.uint16 if len(type_names) > 255 else np.uint8,
+        ),
+    )
     created = index.created[live]
     add("created", created)
     add("expires", index.expires[live])
@@ -110,8 +115,11 @@ def dump(index: ActorIndex, max_parts: int = MAX_PARTS) -> list[bytes]:
     _add_postings(index, renumber, rows, add)
     terms = sorted({term for row in live.tolist() for term in index.row_filters[row]})
     term_of = {term: n for n, term in enumerate(terms)}
-    pairs = [(new, term_of[term]) for new, row in enumerate(live.tolist())
-             for term in index.row_filters[row]]  # fmt: skip
+    pairs = [
+        (new, term_of[term])
+        for new, row in enumerate(live.tolist())
+        for term in index.row_filters[row]
+    ]
     add("filter_terms", json.dumps(terms).encode())
     add("filter_rows", np.array([p[0] for p in pairs], dtype=np.int32))
     add("filter_term_ids", np.array([p[1] for p in pairs], dtype=np.int32))
@@ -172,14 +180,17 @@ def _add_postings(index: ActorIndex, renumber: NDArray[np.int64], rows: int, add
     tokens = sorted(index.vocabulary, key=index.vocabulary.__getitem__)
     words = [tokens[t] for t in used]
     sizes = np.array([len(index.posting_rows[t]) for t in used], dtype=np.int64)
-    old_rows = np.frombuffer(b"".join(index.posting_rows[t].tobytes() for t in used),
-                             dtype=np.int32)  # fmt: skip
+    old_rows = np.frombuffer(
+        b"".join(index.posting_rows[t].tobytes() for t in used), dtype=np.int32
+    )
     tfs = np.frombuffer(b"".join(index.posting_tfs[t].tobytes() for t in used), dtype=np.uint16)
     new_rows = renumber[old_rows] if old_rows.size else np.zeros(0, dtype=np.int64)
     add("vocabulary", json.dumps(words).encode())  # ASCII: any token, NUL or not, reads back
     # Which of them are field tokens (none in most indexes): a load need not look at every word.
-    add("field_words", np.array([n for n, w in enumerate(words) if w.startswith(FIELD_MARK)],
-                                dtype=np.int32))  # fmt: skip
+    add(
+        "field_words",
+        np.array([n for n, w in enumerate(words) if w.startswith(FIELD_MARK)], dtype=np.int32),
+    )
     add("posting_sizes", sizes.astype(np.uint16 if rows < 65_536 else np.uint32))
     add("posting_rows", new_rows.astype(np.uint16 if rows <= 65_536 else np.int32))
     add("posting_tfs", tfs.astype(np.uint8) if tfs.size and int(tfs.max()) < 256 else tfs)
@@ -316,8 +327,9 @@ def _build(blob: _Blob, head: dict[str, Any], dimensions: int) -> ActorIndex | N
     index.row_filters = [()] * rows
     terms = _strings(raw("filter_terms"))
     held: dict[int, list[str]] = {}
-    for row, term in zip(column("filter_rows").tolist(), column("filter_term_ids").tolist(),
-                         strict=True):  # fmt: skip
+    for row, term in zip(
+        column("filter_rows").tolist(), column("filter_term_ids").tolist(), strict=True
+    ):
         held.setdefault(row, []).append(terms[term])
         index.filter_rows.setdefault(terms[term], set()).add(row)
     for row, row_terms in held.items():

@@ -36,20 +36,43 @@ MONTHS = {
     name: number
     for number, names in enumerate(
         [
-            ("january", "jan"), ("february", "feb"), ("march", "mar"), ("april", "apr"),
-            ("may",), ("june", "jun"), ("july", "jul"), ("august", "aug"),
-            ("september", "sep", "sept"), ("october", "oct"), ("november", "nov"),
+            ("january", "jan"),
+            ("february", "feb"),
+            ("march", "mar"),
+            ("april", "apr"),
+            ("may",),
+            ("june", "jun"),
+            ("july", "jul"),
+            ("august", "aug"),
+            ("september", "sep", "sept"),
+            ("october", "oct"),
+            ("november", "nov"),
             ("december", "dec"),
         ],
         start=1,
     )
     for name in names
-}  # fmt: skip
+}
 NUMBERS = {
-    "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6,
-    "seven": 7, "eight": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
-    "a couple of": 2, "a few": 3, "couple of": 2, "few": 3,
-}  # fmt: skip
+    "a": 1,
+    "an": 1,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "eleven": 11,
+    "twelve": 12,
+    "a couple of": 2,
+    "a few": 3,
+    "couple of": 2,
+    "few": 3,
+}
 SEASONS = {"spring": 3, "summer": 6, "fall": 9, "autumn": 9, "winter": 12}
 """The month each season (of the northern hemisphere) starts in; each lasts three months."""
 
@@ -186,10 +209,15 @@ def _year(m: re.Match[str], _: datetime) -> tuple[datetime, datetime, bool] | No
 
 
 _ABSOLUTE = (
-    (_DAY_FIRST, _day_first), (_MONTH_FIRST, _month_first), (_ISO_DAY, _iso_day),
-    (_DAY_NO_YEAR, _day_no_year), (_MONTH_YEAR, _month_year), (_SEASON, _season),
-    (_MONTH_ALONE, _month_alone), (_BARE_YEAR, _year),
-)  # fmt: skip
+    (_DAY_FIRST, _day_first),
+    (_MONTH_FIRST, _month_first),
+    (_ISO_DAY, _iso_day),
+    (_DAY_NO_YEAR, _day_no_year),
+    (_MONTH_YEAR, _month_year),
+    (_SEASON, _season),
+    (_MONTH_ALONE, _month_alone),
+    (_BARE_YEAR, _year),
+)
 """The absolute expressions, most precise first: a span one of them read is not read again by
 a later one (the year of "16 June, 2023" is not also a year)."""
 

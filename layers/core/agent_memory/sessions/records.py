@@ -123,12 +123,18 @@ def session_field_names() -> dict[str, str]:
 
 
 LIST_FIELDS = (
-    SessionFields.actor_id, SessionFields.seq, SessionFields.created_at,
-    SessionFields.last_event_at, SessionFields.expires_at,
+    SessionFields.actor_id,
+    SessionFields.seq,
+    SessionFields.created_at,
+    SessionFields.last_event_at,
+    SessionFields.expires_at,
     # extraction status (SessionMeta.extraction)
-    SessionFields.read_seq, SessionFields.armed_due, SessionFields.failures,
-    SessionFields.last_run_at, SessionFields.last_error,
-)  # fmt: skip
+    SessionFields.read_seq,
+    SessionFields.armed_due,
+    SessionFields.failures,
+    SessionFields.last_run_at,
+    SessionFields.last_error,
+)
 """The meta fields a listing reads: what ``SessionSummary`` shows. Not ``summary``, which the
 listing does not show and which may hold 8,000 characters a session (``GET`` of one session
 reads it): with it, listing 200 such sessions read 1.6 MB from the database."""

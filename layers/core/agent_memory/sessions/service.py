@@ -139,9 +139,16 @@ class Sessions:
         with database_errors():
             last, owner, expires_ms, arm_ms, fold = self._append(
                 keys=script_keys,
-                args=[request.actor_id or "", now_ms, expires_ms, delay_ms, fold_after,
-                      fingerprint, *payloads],
-            )  # fmt: skip
+                args=[
+                    request.actor_id or "",
+                    now_ms,
+                    expires_ms,
+                    delay_ms,
+                    fold_after,
+                    fingerprint,
+                    *payloads,
+                ],
+            )
             if int(last) < 0:
                 raise IdempotencyKeyReused()
             if int(last) == 0:
@@ -175,8 +182,9 @@ class Sessions:
             if reads is None:
                 flat, members, locked = self._read_script(keys=script_keys, args=args)
             else:
-                found, *others = script_then(self._redis, self._read_script, script_keys, args,
-                                             reads)  # fmt: skip
+                found, *others = script_then(
+                    self._redis, self._read_script, script_keys, args, reads
+                )
                 flat, members, locked = found
         raw = dict(zip(flat[::2], flat[1::2], strict=True))
         meta = live_meta(session_id, raw, to_ms(self._clock.now()), running=bool(locked))

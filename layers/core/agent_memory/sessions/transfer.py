@@ -276,8 +276,13 @@ class SessionImport(Model):
         if read > count:
             problems.append((("read_seq",), f"must be at most message_count ({count})"))
         if self.folded_seq > read:
-            problems.append((("folded_seq",), f"must be at most read_seq ({read}): no message "
-                             "is folded before extraction read it"))  # fmt: skip
+            problems.append(
+                (
+                    ("folded_seq",),
+                    f"must be at most read_seq ({read}): no message "
+                    "is folded before extraction read it",
+                )
+            )
         if self.pending is not None:
             problem = pending_problem(self.pending, read, count)
             if problem is not None:
@@ -295,11 +300,19 @@ class SessionImport(Model):
         ):
             problems.append((("last_run_at",), "must lie from created_at to before expires_at"))
         if self.last_run_at is None and (self.failures or self.last_error is not None):
-            problems.append((("last_run_at",), "must be given with failures or last_error (a "
-                             "run records when it ended)"))  # fmt: skip
+            problems.append(
+                (
+                    ("last_run_at",),
+                    "must be given with failures or last_error (a run records when it ended)",
+                )
+            )
         if self.failures and self.last_error is None:
-            problems.append((("last_error",), "must be given when failures is above 0 (a failed "
-                             "run records its error)"))  # fmt: skip
+            problems.append(
+                (
+                    ("last_error",),
+                    "must be given when failures is above 0 (a failed run records its error)",
+                )
+            )
         return problems
 
     def _message_problems(self) -> list[Problem]:
@@ -428,27 +441,44 @@ class SessionTransfer:
         if to_ms(body.expires_at) > latest:
             raise ValidationFailed(
                 "The session's expires_at is further away than any store keeps a session.",
-                details=[{"field": "expires_at", "problem": f"must be at most "
-                          f"{MAX_SESSION_TTL_SECONDS} s (the largest session_ttl_seconds) "
-                          "and a day from now"}],
-            )  # fmt: skip
+                details=[
+                    {
+                        "field": "expires_at",
+                        "problem": f"must be at most "
+                        f"{MAX_SESSION_TTL_SECONDS} s (the largest session_ttl_seconds) "
+                        "and a day from now",
+                    }
+                ],
+            )
         pairs: list[str | int] = []
         for message in body.messages:
             stored = encode_message(
-                message.role, message.content, message.name, to_ms(message.created_at),
+                message.role,
+                message.content,
+                message.name,
+                to_ms(message.created_at),
                 message.item,
-            )  # fmt: skip
+            )
             pairs += [message.seq, message_member(message.seq, stored)]
         model = self._store.llm_provider != "none"
         keys = self._keys.session(session_id)
         args: list[str | int] = [
-            now_ms, to_ms(body.created_at), body.actor_id or "", body.message_count,
-            body.read_seq, body.folded_seq, to_ms(body.last_event_at), to_ms(body.expires_at),
-            body.summary or "", body.failures,
-            str(to_ms(body.last_run_at)) if body.last_run_at else "", body.last_error or "",
-            body.pending or "", self._store.extraction_delay_seconds * 1000 if model else "",
+            now_ms,
+            to_ms(body.created_at),
+            body.actor_id or "",
+            body.message_count,
+            body.read_seq,
+            body.folded_seq,
+            to_ms(body.last_event_at),
+            to_ms(body.expires_at),
+            body.summary or "",
+            body.failures,
+            str(to_ms(body.last_run_at)) if body.last_run_at else "",
+            body.last_error or "",
+            body.pending or "",
+            self._store.extraction_delay_seconds * 1000 if model else "",
             *pairs,
-        ]  # fmt: skip
+        ]
         with database_errors():
             reply = self._import(keys=keys.all(), args=args)
         if int(reply[0]) == -1:

@@ -126,9 +126,13 @@ class Sender:
             logger.exception("webhook attempt failed on an internal error")
             now_ms = to_ms(self._clock.now())
             done = delivery.model_copy(
-                update={"attempts": delivery.attempts + 1, "last_attempt_ms": now_ms,
-                        "last_status": None, "last_error": "internal error (logged)"},
-            )  # fmt: skip
+                update={
+                    "attempts": delivery.attempts + 1,
+                    "last_attempt_ms": now_ms,
+                    "last_status": None,
+                    "last_error": "internal error (logged)",
+                },
+            )
             following = next_attempt_ms(done, now_ms)
             state = "pending" if following is not None else "failed"
             return done.model_copy(update={"state": state, "next_ms": following})
@@ -154,9 +158,14 @@ class Sender:
             body = self._body(delivery)
         except _Gone as exc:
             return delivery.model_copy(
-                update={"state": "failed", "next_ms": None, "last_error": str(exc),
-                        "body": None, "secret": None},
-            )  # fmt: skip
+                update={
+                    "state": "failed",
+                    "next_ms": None,
+                    "last_error": str(exc),
+                    "body": None,
+                    "secret": None,
+                },
+            )
         except _AttemptFailed as exc:
             body, error = None, str(exc)
         if body is not None:

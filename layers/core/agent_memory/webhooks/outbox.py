@@ -119,12 +119,16 @@ class Outbox:
                     ControlKeys.webhook_log(delivery.org_id, delivery.instance_id, delivery.store),
                 ],
                 [
-                    delivery.id, delivery.model_dump_json(), PENDING_TTL_SECONDS, now_ms,
-                    LOG_SIZE, ControlKeys.webhook(""),
+                    delivery.id,
+                    delivery.model_dump_json(),
+                    PENDING_TTL_SECONDS,
+                    now_ms,
+                    LOG_SIZE,
+                    ControlKeys.webhook(""),
                 ],
             )
             for delivery in deliveries
-        ]  # fmt: skip
+        ]
         with database_errors():
             scripts_in_pipeline(self._redis, load_script(self._redis, ENQUEUE), calls)
 
