@@ -46,6 +46,7 @@ from agent_memory.control.plane import ControlPlane
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.sessions.models import EventIn, EventsRequest
 from agent_memory.sessions.service import Sessions
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import free_port, start_redis_server
@@ -124,7 +125,7 @@ def one_run(url: str, provider: str, events: list[EventIn], keep_recent: int) ->
             keep_recent=keep_recent,
         ),
     )
-    sessions = Sessions(stores.client, config, stores.clock)
+    sessions = Sessions(StoreDatabase(stores.client, stores.client, config, stores.clock))
     session_id = "bench-session"
     arms = 0
     for start in range(0, len(events), 100):

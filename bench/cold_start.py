@@ -52,6 +52,7 @@ from agent_memory.memories.service import Memories
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StoreConfig
 from agent_memory.stores.registry import Stores
 from bench.latency import (
@@ -178,10 +179,7 @@ def run_case(size: int, redis_url: str, args: argparse.Namespace) -> Outcome:
     vectors = [q.vector for q in queries]
     outcome.scan = timed(cycling(vectors, lambda v: exact_top(seeded.matrix, v)), args.requests)
     memories = Memories(
-        text_client,
-        binary,
-        config,
-        SystemClock(),
+        StoreDatabase(text_client, binary, config, SystemClock()),
         NoEmbedder(case.dims),
         IndexCache(INDEX_CACHE_MB * 2**20),
         "bench",

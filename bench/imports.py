@@ -42,6 +42,7 @@ from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
 from agent_memory.sessions.models import EventsRequest
 from agent_memory.sessions.service import Sessions
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import start_redis_server
@@ -125,14 +126,11 @@ class Seeded:
         client = redis_client(self.url)
         stores = Stores(client, "local", FernetCipher(self.secret_key.encode()), clock)
         config, _ = stores.put("demo", StorePut(**body("put_store"), dimensions=1536))
-        Sessions(client, config, clock).append(
+        Sessions(StoreDatabase(client, client, config, clock)).append(
             "demo-session", EventsRequest.model_validate(body("add_events"))
         )
         memories = Memories(
-            client,
-            redis_client(self.url, binary=True),
-            config,
-            clock,
+            StoreDatabase(client, redis_client(self.url, binary=True), config, clock),
             NoEmbedder(1536),
             IndexCache(),
             "local",

@@ -74,6 +74,7 @@ from agent_memory.memories.store_level import queue_store_level
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StoreConfig
 from agent_memory.stores.registry import Stores
 from bench.measure import peak_rss_mb, percentile, timed
@@ -556,7 +557,10 @@ def measure_baselines(
     result.numpy = timed(cycling(vectors, lambda v: exact_top(seeded.matrix, v)), count)
     cache = IndexCache(INDEX_CACHE_MB * 1024 * 1024)
     memories = Memories(
-        text_client, binary, config, SystemClock(), NoEmbedder(case.dims), cache, "bench"
+        StoreDatabase(text_client, binary, config, SystemClock()),
+        NoEmbedder(case.dims),
+        cache,
+        "bench",
     )
     asked: dict[str, list[SearchRequest]] = {
         mode: [

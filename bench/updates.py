@@ -54,13 +54,14 @@ from agent_memory.database.keys import LocalScheduleKeys
 from agent_memory.memories.models import SearchRequest
 from agent_memory.memories.service import Memories
 from agent_memory.providers.client import ProviderClient
-from agent_memory.providers.embeddings import make_embedder
-from agent_memory.providers.language_models import make_language_model
+from agent_memory.providers.factory import make_embedder, make_language_model
 from agent_memory.providers.secrets import FernetCipher
+from agent_memory.providers.setting import Outbound, ProviderSetting, in_the_clear
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.selection import Selection
 from agent_memory.sessions.models import EventIn, EventsRequest
 from agent_memory.sessions.service import Sessions
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import start_redis_server
@@ -301,13 +302,18 @@ def run_store(url: str, server: ScriptedServer, actors: list[Actor], mode: str) 
     )
     provider = ProviderClient(max_retries=0, read_timeout=30)
     embedder = make_embedder(
-        "custom", "scripted", DIMENSIONS, server.url, None, allow_private=True, client=provider
+        ProviderSetting("embed", "custom", "scripted", server.url, None, None),
+        DIMENSIONS,
+        Outbound(provider, True, in_the_clear),
     )
     model = make_language_model(
-        "custom", "scripted", server.url, None, allow_private=True, client=provider
+        ProviderSetting("llm", "custom", "scripted", server.url, None, None),
+        Outbound(provider, True, in_the_clear),
     )
-    memories = Memories(client, binary, config, clock, embedder, IndexCache(), "bench")
-    sessions = Sessions(stores.client, config, stores.clock)
+    memories = Memories(
+        StoreDatabase(client, binary, config, clock), embedder, IndexCache(), "bench"
+    )
+    sessions = Sessions(StoreDatabase(stores.client, stores.client, config, stores.clock))
     scheduler = LocalScheduler(client, clock, keys=LocalScheduleKeys(name))
     outcome = Outcome(mode)
     started = time.perf_counter()
@@ -325,7 +331,7 @@ def run_store(url: str, server: ScriptedServer, actors: list[Actor], mode: str) 
             for actor in actors:
                 target = ExtractionTarget("bench", name, f"{actor.actor_id}-s{day + 1}")
                 report = SessionWork(
-                    client, config, memories, model, scheduler, clock, target
+                    StoreDatabase(client, client, config, clock), memories, model, scheduler, target
                 ).run()
                 if report.outcome != "done":
                     raise RuntimeError(f"extraction {report.outcome}: {report.error}")

@@ -41,6 +41,7 @@ from agent_memory.clock import SystemClock
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.sessions.models import EventIn, EventsRequest
 from agent_memory.sessions.service import Sessions
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from bench.measure import peak_rss_mb, percentile, timed, verdict
@@ -166,7 +167,7 @@ def run_once(url: str, redis_url: str, requests: int, clients: int, bar: tqdm) -
     stores = Stores(client, "bench", FernetCipher(Fernet.generate_key()), SystemClock())
     name = f"bench-core-{time.monotonic_ns()}"
     config, _ = stores.put(name, StorePut())
-    sessions = Sessions(stores.client, config, stores.clock)
+    sessions = Sessions(StoreDatabase(stores.client, stores.client, config, stores.clock))
     request = EventsRequest(events=[EventIn.model_validate(e) for e in TURN])
     core = timed(lambda: sessions.append("s", request), requests, bar)
     payload = [json.dumps(e) for e in TURN]

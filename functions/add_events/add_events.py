@@ -3,10 +3,9 @@
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Body
-from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.edge.http_errors import WRITE_RESPONSES
-from agent_memory.edge.idempotency import IdempotencyKeyHeader, once_of
+from agent_memory.edge.idempotency import IdempotencyKeyHeader
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import (
     CREATE_STORE_FIRST,
@@ -15,7 +14,7 @@ from agent_memory.edge.routes import (
     SessionPath,
     StorePath,
 )
-from agent_memory.observability import metrics
+from agent_memory.flows.sessions import append_events
 from agent_memory.sessions.models import EventsRequest, EventsResult
 
 app = Api(store_not_found_step=CREATE_STORE_FIRST, idempotent_writes=True)
@@ -36,13 +35,7 @@ def add_events(
 ) -> EventsResult:
     """Append the events' messages (200 ``EventsResult``); then arm the session's extraction
     schedule or ask for summarization when the append calls for it. 409 ``actor_mismatch``."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    if handle.scope is not None:
-        body = body.model_copy(update={"actor_id": handle.claim_session(session_id, body.actor_id)})
-    app.runtime.reserve(app.principal, handle, "messages", len(body.events))
-    result = handle.add_events(session_id, body, once_of(app))
-    metrics.add_metric(name="MessagesAdded", unit=MetricUnit.Count, value=result.added)
-    return result
+    return append_events(app.store(instance_id, store), session_id, body, app.once)
 
 
 lambda_handler = app.lambda_handler

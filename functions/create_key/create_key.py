@@ -1,15 +1,16 @@
 """POST /keys: a new API key of the caller's organization, limited to some instances, stores or
 actors, to reading, and expiring; the organization's admin key only."""
 
-from http import HTTPStatus
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
 from agent_memory.control.key_models import KeyCreate, KeyCreated
-from agent_memory.edge.http_errors import JSON, responses
+from agent_memory.edge.http_errors import responses
 from agent_memory.edge.resolver import Api
+from agent_memory.edge.routes import created
+from agent_memory.flows.keys import new_key
 
 app = Api(admin_only="manages API keys")
 
@@ -19,8 +20,7 @@ app = Api(admin_only="manages API keys")
 )
 def create_key(body: Annotated[KeyCreate, Body()]) -> Response[KeyCreated]:
     """The new key with its secret (``api_key``), shown this once; only its hash is kept."""
-    created = app.runtime.control.create_api_key(app.principal.org_id, body)
-    return Response(status_code=HTTPStatus.CREATED, content_type=JSON, body=created)
+    return created(new_key(app.caller, body))
 
 
 lambda_handler = app.lambda_handler

@@ -11,6 +11,7 @@ from agent_memory.control.key_models import KEY_ID_PATTERN
 from agent_memory.edge.http_errors import responses
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import no_content
+from agent_memory.flows.keys import revoke_key
 
 app = Api(admin_only="manages API keys")
 
@@ -24,14 +25,7 @@ app = Api(admin_only="manages API keys")
 def delete_key(key_id: Annotated[str, Path(pattern=KEY_ID_PATTERN)]) -> Response[None]:
     """Revoke the key (204): its next request is a 401. 404 ``key_not_found``; 409 for the
     key this request is made with (revoke it with another admin key)."""
-    from agent_memory.errors import Conflict
-
-    if key_id == app.principal.key_id:
-        raise Conflict(
-            "This is the key the request is made with; revoke it with another admin key, so "
-            "that the organization keeps one."
-        )
-    app.runtime.control.api_keys.revoke(app.principal.org_id, key_id)
+    revoke_key(app.caller, key_id)
     return no_content()
 
 

@@ -14,6 +14,7 @@ from agent_memory.edge.routes import (
     StorePath,
     no_content,
 )
+from agent_memory.flows.keyed import delete_keyed
 from agent_memory.keyed.models import MAX_KEY_CHARS, namespace_from_query
 
 app = Api(store_not_found_step=NOTHING_DELETED)
@@ -35,10 +36,7 @@ def delete_keyed_memory(
 ) -> Response[None]:
     """Forget the keyed memory under ``namespace`` and ``key`` (204); 404
     ``keyed_memory_not_found``."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.whole_store("forget keyed memories")
-    keyed = handle.keyed
-    keyed.delete(namespace_from_query(namespace), key)
+    delete_keyed(app.store(instance_id, store), namespace_from_query(namespace), key)
     return no_content()
 
 

@@ -12,6 +12,7 @@ from agent_memory.edge.routes import (
     StorePath,
     no_content,
 )
+from agent_memory.flows.memories import forget_memory
 
 app = Api(store_not_found_step=NOTHING_DELETED)
 
@@ -26,9 +27,7 @@ def delete_memory(
     instance_id: InstancePath, store: StorePath, memory_id: MemoryPath
 ) -> Response[None]:
     """Forget one memory (204); 404 ``memory_not_found``."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.reachable_memory(memory_id)
-    handle.delete_memory(memory_id)
+    forget_memory(app.store(instance_id, store), memory_id)
     return no_content()
 
 

@@ -12,6 +12,7 @@ from agent_memory.edge.routes import (
     StorePath,
     no_content,
 )
+from agent_memory.flows.sessions import forget_session
 
 app = Api(store_not_found_step=NOTHING_DELETED)
 
@@ -25,9 +26,7 @@ app = Api(store_not_found_step=NOTHING_DELETED)
 def delete_session(
     instance_id: InstancePath, store: StorePath, session_id: SessionPath
 ) -> Response[None]:
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.reachable_session(session_id)
-    handle.delete_session(session_id)
+    forget_session(app.store(instance_id, store), session_id)
     return no_content()
 
 

@@ -11,6 +11,7 @@ from agent_memory.edge.routes import (
     StorePath,
     no_content,
 )
+from agent_memory.flows.stores import remove_store
 
 app = Api(store_not_found_step=NOTHING_DELETED)
 
@@ -24,7 +25,7 @@ app = Api(store_not_found_step=NOTHING_DELETED)
 def delete_store(instance_id: InstancePath, store: StorePath) -> Response[None]:
     """Delete the store and everything it keeps (204); a key limited to stores or actors
     cannot (403, or a stranger's 404 outside its scope)."""
-    app.runtime.delete_store(app.principal, instance_id, store)
+    remove_store(app.caller, instance_id, store)
     return no_content()
 
 

@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from agent_memory.edge.http_errors import ERROR_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
+from agent_memory.flows.transfer import memory_export_page
 from agent_memory.memories.transfer_models import (
     MAX_CURSOR_CHARS,
     MAX_IMPORT_MEMORIES,
@@ -32,10 +33,7 @@ def export_memories(
     """About ``limit`` live memories, current and superseded, actor by actor, from ``cursor``
     on (the ``next_cursor`` of the page before; none for the first), fewer when more would
     pass the answer's byte budget."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.whole_store("export memories")
-    budget = handle.runtime.settings.answer_budget_bytes
-    return handle.memory_transfer.export(cursor, limit, budget=budget)
+    return memory_export_page(app.store(instance_id, store), cursor, limit)
 
 
 lambda_handler = app.lambda_handler

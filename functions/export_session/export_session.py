@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from agent_memory.edge.http_errors import ERROR_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import STORE_ROUTE, InstancePath, SessionPath, StorePath
+from agent_memory.flows.transfer import session_export_page
 from agent_memory.sessions.transfer import MAX_EXPORT_MESSAGES, SessionExport
 
 app = Api()
@@ -30,10 +31,7 @@ def export_session(
     messages after ``after_seq``, at most ``limit`` (fewer when more would pass the answer's
     byte budget), oldest first (``next_after_seq`` for the next page). 404
     ``session_not_found``."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.whole_store("export sessions")
-    budget = handle.runtime.settings.answer_budget_bytes
-    return handle.session_transfer.export(session_id, after_seq, limit, budget=budget)
+    return session_export_page(app.store(instance_id, store), session_id, after_seq, limit)
 
 
 lambda_handler = app.lambda_handler

@@ -7,6 +7,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from agent_memory.edge.http_errors import ERROR_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
+from agent_memory.flows.transfer import export_session_ids
 from agent_memory.sessions.transfer import SessionIdPage
 
 app = Api()
@@ -28,10 +29,7 @@ def export_sessions(
 ) -> SessionIdPage:
     """About ``limit`` live session ids (in no order; one may be listed twice), from
     ``cursor`` on (the ``next_cursor`` of the page before; none for the first)."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.whole_store("export sessions")
-    session_transfer = handle.session_transfer
-    return session_transfer.ids(cursor, limit)
+    return export_session_ids(app.store(instance_id, store), cursor, limit)
 
 
 lambda_handler = app.lambda_handler

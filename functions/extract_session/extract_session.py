@@ -4,10 +4,11 @@ from http import HTTPStatus
 
 from aws_lambda_powertools.event_handler import Response
 
-from agent_memory.edge.http_errors import JSON, responses
+from agent_memory.edge.http_errors import responses
 from agent_memory.edge.idempotency import IdempotencyKeyHeader
 from agent_memory.edge.resolver import Api
-from agent_memory.edge.routes import SESSION_ROUTE, InstancePath, SessionPath, StorePath
+from agent_memory.edge.routes import SESSION_ROUTE, InstancePath, SessionPath, StorePath, accepted
+from agent_memory.flows.sessions import extract_now
 from agent_memory.sessions.models import ExtractionQueued
 
 app = Api(idempotent_writes=True)
@@ -27,10 +28,7 @@ def extract_session(
 ) -> Response[ExtractionQueued]:
     """Queue the session's extraction now (202); 409 without a language model, 404 without
     the session."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.reachable_session(session_id)
-    queued = handle.extract_now(session_id)
-    return Response(status_code=HTTPStatus.ACCEPTED, content_type=JSON, body=queued)
+    return accepted(extract_now(app.store(instance_id, store), session_id))
 
 
 lambda_handler = app.lambda_handler

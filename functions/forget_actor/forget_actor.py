@@ -9,6 +9,7 @@ from agent_memory.edge.routes import (
     InstancePath,
     StorePath,
 )
+from agent_memory.flows.memories import forget_actor_memories
 from agent_memory.memories.models import ActorForgotten
 
 app = Api(store_not_found_step=NOTHING_DELETED)
@@ -24,9 +25,7 @@ def forget_actor(
     instance_id: InstancePath, store: StorePath, actor_id: ActorPath
 ) -> ActorForgotten:
     """Forget every memory of one actor (200 with how many)."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.actor(actor_id)
-    return ActorForgotten(actor_id=actor_id, deleted=handle.forget_actor(actor_id))
+    return forget_actor_memories(app.store(instance_id, store), actor_id)
 
 
 lambda_handler = app.lambda_handler

@@ -7,6 +7,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from agent_memory.edge.http_errors import ERROR_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import KEYED_ROUTE, InstancePath, StorePath
+from agent_memory.flows.keyed import keyed_view
 from agent_memory.keyed.models import MAX_KEY_CHARS, KeyedMemoryView, namespace_from_query
 
 app = Api()
@@ -25,12 +26,9 @@ def get_keyed_memory(
     refresh_ttl: Annotated[bool, Query(description="Start its expiry again from now.")] = False,
 ) -> KeyedMemoryView:
     """The keyed memory under ``namespace`` and ``key``; 404 ``keyed_memory_not_found``."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.whole_store("read keyed memories")
-    if refresh_ttl:
-        handle.writes("refresh_ttl")
-    keyed = handle.keyed
-    return keyed.get(namespace_from_query(namespace), key, refresh_ttl)
+    return keyed_view(
+        app.store(instance_id, store), namespace_from_query(namespace), key, refresh_ttl
+    )
 
 
 lambda_handler = app.lambda_handler

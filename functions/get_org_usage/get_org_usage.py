@@ -4,6 +4,7 @@ from agent_memory.control.usage import parse_day
 from agent_memory.edge.http_errors import ERROR_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import FromDay, ToDay
+from agent_memory.flows.usage import organization_usage
 from agent_memory.stores.holding import UsageReport
 
 app = Api(admin_only="reads the whole organization's usage")
@@ -19,9 +20,7 @@ def get_org_usage(
     """``GET .../{store}/usage`` summed over every store of the organization (deleted ones
     included, and requests of no store); ``now`` sums the stores of every instance that
     answers."""
-    return app.runtime.organization_usage(
-        app.principal, parse_day(from_, "from"), parse_day(to, "to")
-    )
+    return organization_usage(app.caller, parse_day(from_, "from"), parse_day(to, "to"))
 
 
 lambda_handler = app.lambda_handler

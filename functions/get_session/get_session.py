@@ -7,6 +7,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from agent_memory.edge.http_errors import ERROR_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import SESSION_ROUTE, InstancePath, SessionPath, StorePath
+from agent_memory.flows.sessions import session_view
 from agent_memory.models import DEFAULT_RECENT, MAX_RECENT
 from agent_memory.sessions.models import SessionView
 
@@ -30,10 +31,7 @@ def get_session(
     ] = None,
 ) -> SessionView:
     """The newest ``recent`` messages (before ``before_seq``), within the answer budget."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.reachable_session(session_id)
-    sessions = handle.sessions
-    return sessions.get(session_id, recent, before_seq, app.runtime.settings.answer_budget_bytes)
+    return session_view(app.store(instance_id, store), session_id, recent, before_seq)
 
 
 lambda_handler = app.lambda_handler

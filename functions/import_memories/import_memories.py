@@ -4,14 +4,13 @@ links and vectors."""
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Body
-from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.edge.http_errors import WRITE_RESPONSES
 from agent_memory.edge.idempotency import IdempotencyKeyHeader
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import CREATE_STORE_FIRST, STORE_ROUTE, InstancePath, StorePath
+from agent_memory.flows.transfer import import_memory_batch
 from agent_memory.memories.transfer_models import MemoryImportBatch, MemoryImportResult
-from agent_memory.observability import metrics
 
 app = Api(store_not_found_step=CREATE_STORE_FIRST, idempotent_writes=True)
 
@@ -35,13 +34,7 @@ def import_memories(
     (422 naming ``memories.<i>.<field>``, an id given twice too); those whose time is up are
     left out and named in ``expired``. 409 when an id is a live memory of another actor in
     this store (nothing is written)."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.whole_store("import memories")
-    memory_transfer = handle.memory_transfer
-    app.runtime.reserve(app.principal, handle, "memories", len(body.memories))
-    result = memory_transfer.import_batch(body)
-    metrics.add_metric(name="MemoriesImported", unit=MetricUnit.Count, value=result.imported)
-    return result
+    return import_memory_batch(app.store(instance_id, store), body)
 
 
 lambda_handler = app.lambda_handler

@@ -4,7 +4,6 @@ messages at a time) under its own id, sequence numbers and times."""
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler.openapi.params import Body
-from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.edge.http_errors import WRITE_RESPONSES
 from agent_memory.edge.resolver import Api
@@ -15,7 +14,7 @@ from agent_memory.edge.routes import (
     SessionPath,
     StorePath,
 )
-from agent_memory.observability import metrics
+from agent_memory.flows.transfer import import_session_page
 from agent_memory.sessions.transfer import SessionImport, SessionImported
 
 app = Api(store_not_found_step=CREATE_STORE_FIRST)
@@ -39,12 +38,7 @@ def import_session(
     the id or a sequence number holds another message; 422 naming the field when its cursors,
     times, ``pending`` or a message's ``seq`` contradict the rest of the session, or when its
     time is up."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.whole_store("import sessions")
-    app.runtime.reserve(app.principal, handle, "messages", len(body.messages))
-    result = handle.import_session(session_id, body)
-    metrics.add_metric(name="MessagesImported", unit=MetricUnit.Count, value=result.messages_added)
-    return result
+    return import_session_page(app.store(instance_id, store), session_id, body)
 
 
 lambda_handler = app.lambda_handler

@@ -3,6 +3,7 @@
 from agent_memory.edge.http_errors import ERROR_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import InstancePath
+from agent_memory.flows.stores import instance_store_list
 from agent_memory.stores.models import StoreList
 
 app = Api()
@@ -16,7 +17,7 @@ app = Api()
 )
 def list_instance_stores(instance_id: InstancePath) -> StoreList:
     """The stores of the instance that the caller's key reaches."""
-    return app.runtime.store_views(app.principal, instance_id)
+    return instance_store_list(app.caller, instance_id)
 
 
 lambda_handler = app.lambda_handler

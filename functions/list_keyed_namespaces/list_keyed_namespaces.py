@@ -7,6 +7,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from agent_memory.edge.http_errors import ERROR_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import KEYED_ROUTE, InstancePath, StorePath
+from agent_memory.flows.keyed import keyed_namespaces
 from agent_memory.keyed.models import NamespaceList, NamespacesRequest
 
 app = Api(reads=True)
@@ -23,9 +24,7 @@ def list_keyed_namespaces(
 ) -> NamespaceList:
     """The namespaces that hold keyed memories, in label order, by ``prefix`` / ``suffix``
     (``*`` any one label), cut to ``max_depth``."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.whole_store("list keyed namespaces")
-    return handle.keyed.namespaces(body)
+    return keyed_namespaces(app.store(instance_id, store), body)
 
 
 lambda_handler = app.lambda_handler

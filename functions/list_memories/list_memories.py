@@ -8,7 +8,8 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from agent_memory.edge.http_errors import WRITE_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
-from agent_memory.memories.models import MemoryList
+from agent_memory.flows.memories import memory_list
+from agent_memory.memories.models import MemoryFilters, MemoryList, MemoryPage
 from agent_memory.models import DEFAULT_PAGE, MAX_OFFSET, MAX_PAGE, SESSION_ID_PATTERN, UtcDatetime
 
 app = Api()
@@ -64,23 +65,19 @@ def list_memories(
 ) -> MemoryList:
     """A page of memories, newest first, among those the filters select; current ones
     unless ``include_superseded`` or ``as_of``."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    actor_id = handle.actor(actor_id)
-    memories = handle.memories
-    return memories.listing(
-        offset,
-        limit,
-        actor_id,
-        type,
-        include_superseded=include_superseded,
-        as_of=as_of,
-        topics=topics,
-        metadata=metadata,
-        created_after=created_after,
-        created_before=created_before,
-        occurred_after=occurred_after,
-        occurred_before=occurred_before,
-        budget=app.runtime.settings.answer_budget_bytes,
+    return memory_list(
+        app.store(instance_id, store),
+        MemoryPage(offset, limit, actor_id, type),
+        MemoryFilters(
+            include_superseded=include_superseded,
+            as_of=as_of,
+            topics=topics,
+            metadata=metadata,
+            created_after=created_after,
+            created_before=created_before,
+            occurred_after=occurred_after,
+            occurred_before=occurred_before,
+        ),
     )
 
 

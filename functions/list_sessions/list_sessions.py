@@ -7,6 +7,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Query
 from agent_memory.edge.http_errors import ERROR_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
+from agent_memory.flows.sessions import session_list
 from agent_memory.models import DEFAULT_PAGE, MAX_OFFSET, MAX_PAGE
 from agent_memory.sessions.models import SessionList
 
@@ -23,10 +24,7 @@ def list_sessions(
     limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = DEFAULT_PAGE,
 ) -> SessionList:
     """A page of live sessions, most recent first."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.whole_store("list every session")
-    sessions = handle.sessions
-    return sessions.list(offset, limit)
+    return session_list(app.store(instance_id, store), offset, limit)
 
 
 lambda_handler = app.lambda_handler

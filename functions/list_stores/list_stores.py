@@ -3,6 +3,7 @@ instances that could not be read are listed apart (``agent_memory.stores.listing
 
 from agent_memory.edge.http_errors import ERROR_RESPONSES
 from agent_memory.edge.resolver import Api
+from agent_memory.flows.stores import organization_stores
 from agent_memory.stores.models import OrganizationStoreList
 
 app = Api()
@@ -13,7 +14,7 @@ def list_stores() -> OrganizationStoreList:
     """Every store of the caller's organization, on every instance that answered within 5 s;
     the others in ``unreachable`` with the reason. 503 only when the control database cannot
     be reached."""
-    return app.runtime.organization_stores(app.principal)
+    return organization_stores(app.caller)
 
 
 lambda_handler = app.lambda_handler

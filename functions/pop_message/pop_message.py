@@ -3,9 +3,10 @@
 from http import HTTPStatus
 
 from agent_memory.edge.http_errors import responses
-from agent_memory.edge.idempotency import IdempotencyKeyHeader, once_of
+from agent_memory.edge.idempotency import IdempotencyKeyHeader
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import SESSION_ROUTE, InstancePath, SessionPath, StorePath
+from agent_memory.flows.sessions import pop_newest
 from agent_memory.sessions.models import PoppedMessage
 
 app = Api(idempotent_writes=True)
@@ -26,10 +27,7 @@ def pop_message(
     """Remove the session's newest message and answer it (null when the session keeps none),
     in one atomic step; its number is given to the next message. 404 without the session,
     409 ``session_busy`` (with ``Retry-After``) while a background run reads it."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.reachable_session(session_id)
-    sessions = handle.sessions
-    return sessions.pop(session_id, once_of(app))
+    return pop_newest(app.store(instance_id, store), session_id, app.once)
 
 
 lambda_handler = app.lambda_handler

@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from agent_memory.edge.http_errors import PROVIDER_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import CREATE_STORE_FIRST, KEYED_ROUTE, InstancePath, StorePath
+from agent_memory.flows.keyed import put_keyed
 from agent_memory.keyed.models import KeyedMemoryPut, KeyedMemoryView
 
 app = Api(store_not_found_step=CREATE_STORE_FIRST)
@@ -24,9 +25,7 @@ def put_keyed_memory(
 ) -> KeyedMemoryView:
     """Keep ``value`` under ``(namespace, key)`` in one atomic step (an upsert: its
     ``created_at`` stays); the memory as kept."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.whole_store("keep keyed memories")
-    return handle.keyed.put(body)
+    return put_keyed(app.store(instance_id, store), body)
 
 
 lambda_handler = app.lambda_handler

@@ -6,9 +6,10 @@ from typing import Annotated
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Body
 
-from agent_memory.edge.http_errors import JSON, responses
+from agent_memory.edge.http_errors import responses
 from agent_memory.edge.resolver import Api
-from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
+from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath, created
+from agent_memory.flows.stores import create_or_change_store
 from agent_memory.stores.models import StorePut, StoreView
 
 app = Api()
@@ -25,11 +26,7 @@ def put_store(
 ) -> Response[StoreView]:
     """Create the store (201) or change its settings (200); a key limited to stores or actors
     cannot (403, or a stranger's 404 outside its scope)."""
-    stores = app.runtime.managed_stores(app.principal, instance_id, store)
-    config, created = stores.put(store, body)
-    return Response(
-        status_code=201 if created else 200, content_type=JSON, body=stores.view(config)
-    )
+    return created(*create_or_change_store(app.caller, instance_id, store, body))
 
 
 lambda_handler = app.lambda_handler

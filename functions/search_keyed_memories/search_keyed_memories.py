@@ -8,6 +8,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from agent_memory.edge.http_errors import PROVIDER_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import KEYED_ROUTE, InstancePath, StorePath
+from agent_memory.flows.keyed import keyed_search
 from agent_memory.keyed.models import KeyedSearchRequest, KeyedSearchResult
 
 app = Api(reads=True)
@@ -24,11 +25,7 @@ def search_keyed_memories(
 ) -> KeyedSearchResult:
     """Keyed memories under ``namespace_prefix`` that match ``filter``: most similar first
     with ``query`` or ``query_vector``, else newest first."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.whole_store("search keyed memories")
-    if body.refresh_ttl:
-        handle.writes("refresh_ttl")
-    return handle.keyed.search(body)
+    return keyed_search(app.store(instance_id, store), body)
 
 
 lambda_handler = app.lambda_handler

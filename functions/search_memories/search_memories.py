@@ -7,6 +7,7 @@ from aws_lambda_powertools.event_handler.openapi.params import Body
 from agent_memory.edge.http_errors import PROVIDER_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
+from agent_memory.flows.memories import memory_search
 from agent_memory.memories.models import SearchRequest, SearchResult
 
 app = Api(reads=True)
@@ -22,10 +23,7 @@ def search_memories(
     instance_id: InstancePath, store: StorePath, body: Annotated[SearchRequest, Body()]
 ) -> SearchResult:
     """Memories best first for the query, by meaning, keyword or both."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    body = body.model_copy(update={"actor_id": handle.actor(body.actor_id)})
-    memories = handle.memories
-    return memories.search_result(body, app.runtime.settings.answer_budget_bytes)
+    return memory_search(app.store(instance_id, store), body)
 
 
 lambda_handler = app.lambda_handler

@@ -8,6 +8,7 @@ from agent_memory.edge.http_errors import PROVIDER_RESPONSES
 from agent_memory.edge.idempotency import IdempotencyKeyHeader
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import MEMORY_ROUTE, InstancePath, MemoryPath, StorePath
+from agent_memory.flows.memories import change_memory
 from agent_memory.memories.models import MemoryPatch, MemoryView
 
 app = Api(idempotent_writes=True)
@@ -22,10 +23,7 @@ def update_memory(
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> MemoryView:
     """Change a memory, keeping its previous state as a version."""
-    handle = app.runtime.store(app.principal, instance_id, store)
-    handle.reachable_memory(memory_id)
-    memories = handle.memories
-    return memories.patch(memory_id, body)
+    return change_memory(app.store(instance_id, store), memory_id, body)
 
 
 lambda_handler = app.lambda_handler

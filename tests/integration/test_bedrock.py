@@ -33,8 +33,8 @@ from agent_memory.providers.bedrock import (
     runtime_url,
 )
 from agent_memory.providers.client import ProviderClient
-from agent_memory.providers.embeddings import make_embedder
-from agent_memory.providers.language_models import make_language_model
+from agent_memory.providers.factory import make_embedder, make_language_model
+from agent_memory.providers.setting import Outbound, ProviderSetting, in_the_clear
 from agent_memory.stores.models import ProviderSettings
 from tests.support.rerank_servers import views
 from tools.bedrock_standin import serving
@@ -388,11 +388,14 @@ def environment_role(monkeypatch):
 def test_the_factories_build_bedrock_signed_by_the_default_chain(bedrock, environment_role):
     standin, url = bedrock
     model = make_language_model(
-        "bedrock", CHAT, url, None, allow_private=True, client=client(), aws_region=REGION
+        ProviderSetting("llm", "bedrock", CHAT, url, REGION, None),
+        Outbound(client(), True, in_the_clear),
     )
     assert model is not None and model.complete_json("JSON", "x").data == {"memories": []}
     embedder_ = make_embedder(
-        "bedrock", TITAN, 512, url, None, allow_private=True, client=client(), aws_region=REGION
+        ProviderSetting("embed", "bedrock", TITAN, url, REGION, None),
+        512,
+        Outbound(client(), True, in_the_clear),
     )
     assert embedder_.embed(["tea"]).shape == (1, 512)
     assert [r.signed for r in standin.requests] == [True, True]
@@ -400,7 +403,10 @@ def test_the_factories_build_bedrock_signed_by_the_default_chain(bedrock, enviro
 
 def test_the_factories_refuse_bedrock_without_a_region_or_with_a_base_url_in_aws():
     with pytest.raises(ValidationFailed) as missing:
-        make_language_model("bedrock", CHAT, None, None, allow_private=False, client=client())
+        make_language_model(
+            ProviderSetting("llm", "bedrock", CHAT, None, None, None),
+            Outbound(client(), False, in_the_clear),
+        )
     assert missing.value.details == [{"field": "aws_region", "problem": "required"}]
     with pytest.raises(ValidationFailed) as refused:
         make_bedrock_reranker(

@@ -45,6 +45,7 @@ from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
 from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import Cluster, start_redis_cluster, start_redis_server
@@ -71,10 +72,7 @@ def _stores(url: str) -> Stores:
 
 def _memories(url: str, config) -> Memories:
     return Memories(
-        redis_client(url),
-        redis_client(url, binary=True),
-        config,
-        SystemClock(),
+        StoreDatabase(redis_client(url), redis_client(url, binary=True), config, SystemClock()),
         NoEmbedder(DIM),
         IndexCache(),
         "cluster-test",

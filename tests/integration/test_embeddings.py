@@ -34,9 +34,10 @@ from agent_memory.providers.embeddings import (
     CustomEmbedder,
     NoEmbedder,
     OpenAIEmbedder,
-    make_embedder,
     validate_vector,
 )
+from agent_memory.providers.factory import make_embedder
+from agent_memory.providers.setting import Outbound, ProviderSetting, in_the_clear
 from tests.support.embeddings import DIMS, FakeProvider, fail, ok, serving, slow, vector_for
 
 KEY = "sk-test-0123456789abcdefSECRET"
@@ -419,9 +420,14 @@ def test_no_embedder_asks_for_vectors():
     assert embedder.embed([]).shape == (0, DIMS)
 
 
+def _make(provider, model, dims, base_url, key, *, allow_private=False, client):
+    setting = ProviderSetting("embed", provider, model, base_url, None, key)
+    return make_embedder(setting, dims, Outbound(client, allow_private, in_the_clear))
+
+
 def test_make_embedder_picks_the_provider(provider):
     def make(*args: Any, allow_private: bool = False) -> object:
-        return make_embedder(*args, allow_private=allow_private, client=provider)
+        return _make(*args, allow_private=allow_private, client=provider)
 
     assert isinstance(make("none", None, 4, None, None), NoEmbedder)
     made = make("openai", "text-embedding-3-small", 4, None, KEY)
@@ -442,5 +448,5 @@ def test_make_embedder_picks_the_provider(provider):
 )
 def test_make_embedder_refuses_incomplete_settings(provider, args, field):
     with pytest.raises(ValidationFailed) as error:
-        make_embedder(*args, allow_private=False, client=provider)
+        _make(*args, allow_private=False, client=provider)
     assert error.value.details and error.value.details[0]["field"] == field

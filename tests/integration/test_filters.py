@@ -16,13 +16,15 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from agent_memory.clock import SystemClock, to_ms
 from agent_memory.errors import ValidationFailed
 from agent_memory.memories.models import MemoryIn, RecallRequest, SearchRequest
-from agent_memory.memories.queries import listing_selection
+from agent_memory.memories.models import MemoryFilters
+from agent_memory.memories.queries import selection_of
 from agent_memory.memories.recall import recall
 from agent_memory.memories.service import Memories
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.selection import Selection
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from tests.support.common import unique
@@ -47,7 +49,9 @@ def store(client, redis_url):
 @pytest.fixture
 def memories(client, store):
     _, config, binary = store
-    return Memories(client, binary, config, SystemClock(), NoEmbedder(DIM), IndexCache(), "t")
+    return Memories(
+        StoreDatabase(client, binary, config, SystemClock()), NoEmbedder(DIM), IndexCache(), "t"
+    )
 
 
 def _vector(closeness: float, rng) -> list[float]:
@@ -178,9 +182,9 @@ def test_time_ranges_are_half_open_and_unknown_event_times_never_match(memories)
 def test_the_listing_takes_the_same_filters_and_counts_what_they_match(memories):
     low = _seed_low_ranked(memories, n=30, matching=4)
     for selection in (
-        listing_selection(topics="billing, nothing"),
-        listing_selection(metadata='{"team": "ops"}'),
-        listing_selection(occurred_after=datetime(2024, 1, 1, tzinfo=UTC)),
+        selection_of(MemoryFilters(topics="billing, nothing")),
+        selection_of(MemoryFilters(metadata='{"team": "ops"}')),
+        selection_of(MemoryFilters(occurred_after=datetime(2024, 1, 1, tzinfo=UTC))),
     ):
         page = memories.page(0, 2, "alice", None, selection)
         assert page.total == 4 and len(page.memories) == 2 and page.next_offset == 2
@@ -204,7 +208,7 @@ def test_the_listing_takes_the_same_filters_and_counts_what_they_match(memories)
 )
 def test_listing_filters_that_cannot_be_read_are_refused_naming_the_parameter(given, field):
     with pytest.raises(ValidationFailed) as refused:
-        listing_selection(**given)
+        MemoryFilters(**given)
     assert refused.value.details[0]["field"] == field
 
 

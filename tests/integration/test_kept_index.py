@@ -14,6 +14,7 @@ from agent_memory.memories.service import Memories
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from tests.support.common import unique
@@ -45,7 +46,9 @@ def store(client, redis_url):
 
     def container():
         """The store as a new container sees it: an empty index cache."""
-        return Memories(client, binary, config, SystemClock(), NoEmbedder(DIM), IndexCache(), "t")
+        return Memories(
+            StoreDatabase(client, binary, config, SystemClock()), NoEmbedder(DIM), IndexCache(), "t"
+        )
 
     yield container, config
     stores.delete(name)
@@ -263,7 +266,10 @@ def test_a_loaded_index_goes_exact_in_the_background_and_answers_the_same(store)
     want = _answers(first)
     cache = IndexCache()
     fresh = Memories(
-        first.client, first.binary, first.config, SystemClock(), NoEmbedder(DIM), cache, "t"
+        StoreDatabase(first.client, first.binary, first.config, SystemClock()),
+        NoEmbedder(DIM),
+        cache,
+        "t",
     )
     _same(_answers(fresh), want)  # the first read loads it, the next read its exact vectors
     indexes_module.wait_for_exact()

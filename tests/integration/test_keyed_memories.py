@@ -21,6 +21,7 @@ from agent_memory.keyed.models import (
 from agent_memory.keyed.service import KeyedMemories
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from tests.support.clocks import MovableClock
@@ -36,7 +37,12 @@ def keyed(client, redis_url):
     clock = MovableClock()
     binary = database_client(redis_url, binary=True)
     embedder = NoEmbedder(3)
-    yield KeyedMemories(binary, config, clock, embedder), clock, binary, config
+    yield (
+        KeyedMemories(StoreDatabase(binary, binary, config, clock), embedder),
+        clock,
+        binary,
+        config,
+    )
     stores.delete(name)
 
 
@@ -140,7 +146,7 @@ def test_deleting_the_store_leaves_no_keyed_key(client, redis_url):
     name = unique("keyedgone")
     config, _ = stores.put(name, StorePut(dimensions=3))
     binary = database_client(redis_url, binary=True)
-    memories = KeyedMemories(binary, config, SystemClock(), NoEmbedder(3))
+    memories = KeyedMemories(StoreDatabase(binary, binary, config, SystemClock()), NoEmbedder(3))
     for i in range(5):
         memories.put(_put(["x", str(i)], "k", {"i": i}))
     stores.delete(name)

@@ -21,14 +21,15 @@ from agent_memory.errors import (
 )
 from agent_memory.providers import client as providers
 from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.factory import make_language_model
 from agent_memory.providers.language_models import (
     JSON_REMINDER,
     AnthropicModel,
     Completion,
     CustomChatModel,
     OpenAIChatModel,
-    make_language_model,
 )
+from agent_memory.providers.setting import Outbound, ProviderSetting, in_the_clear
 from tests.support.model_servers import ScriptedChatServer
 
 KEY = "sk-test-llm-0123456789abcdefSECRET"
@@ -513,9 +514,14 @@ def test_custom_checks_the_endpoint_before_every_request(openai_server, client, 
 # --------------------------------------------------------------------------------------------
 
 
+def _make(provider, model, base_url, key, *, allow_private=False, client):
+    setting = ProviderSetting("llm", provider, model, base_url, None, key)
+    return make_language_model(setting, Outbound(client, allow_private, in_the_clear))
+
+
 def test_make_language_model_picks_the_provider(client):
     def make(*args, allow_private: bool = False):
-        return make_language_model(*args, allow_private=allow_private, client=client)
+        return _make(*args, allow_private=allow_private, client=client)
 
     assert make("none", None, None, None) is None
     assert isinstance(make("openai", "gpt-4o-mini", None, KEY), OpenAIChatModel)
@@ -540,7 +546,7 @@ def test_make_language_model_picks_the_provider(client):
 )
 def test_make_language_model_refuses_incomplete_settings(client, args, field):
     with pytest.raises(ValidationFailed) as error:
-        make_language_model(*args, allow_private=False, client=client)
+        _make(*args, allow_private=False, client=client)
     assert error.value.details and error.value.details[0]["field"] == field
     assert field in str(error.value)
     assert KEY not in str(error.value)

@@ -26,6 +26,7 @@ from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.selection import Selection
 from agent_memory.search.tokenizer import TOKENIZER_VERSION, term_counts
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from tests.support.clocks import MovableClock
@@ -53,16 +54,16 @@ def make_memories(client, redis_url):
         config, _ = stores.put(name, StorePut(dimensions=DIM, **settings))
         made.append((stores, name))
         return Memories(
-            client, binary, config, clock, NoEmbedder(DIM), cache or IndexCache(), "test"
+            StoreDatabase(client, binary, config, clock),
+            NoEmbedder(DIM),
+            cache or IndexCache(),
+            "test",
         )
 
     def reopen(memories, cache=None):
         """The same store in a fresh container: an empty index cache."""
         return Memories(
-            client,
-            binary,
-            memories.config,
-            SystemClock(),
+            StoreDatabase(client, binary, memories.config, SystemClock()),
             NoEmbedder(DIM),
             cache or IndexCache(),
             "test",
@@ -453,10 +454,7 @@ def test_a_cold_load_in_batches_sees_every_memory(make_memories, monkeypatch):
     for i, v in enumerate(vectors):
         _add(memories, f"memory {i}", [float(x) for x in v])
     fresh = Memories(
-        memories.client,
-        memories.binary,
-        memories.config,
-        SystemClock(),
+        StoreDatabase(memories.client, memories.binary, memories.config, SystemClock()),
         NoEmbedder(DIM),
         IndexCache(),
         "other",
@@ -517,10 +515,12 @@ def test_a_store_of_before_partitions_keeps_its_indexes_where_they_were(make_mem
     made = make_memories()
     legacy = make_memories.reopen(made)
     legacy = Memories(
-        made.client,
-        made.binary,
-        made.config.model_copy(update={"memory_partitions": 1}),
-        SystemClock(),
+        StoreDatabase(
+            made.client,
+            made.binary,
+            made.config.model_copy(update={"memory_partitions": 1}),
+            SystemClock(),
+        ),
         NoEmbedder(DIM),
         IndexCache(),
         "test",

@@ -39,6 +39,7 @@ from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
 from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import start_embedded, start_redis_server
@@ -208,7 +209,10 @@ def _core(url: str, instance_id: str, secret_key: str, clock: Any) -> tuple[Stor
     stores = Stores(client, instance_id, FernetCipher(secret_key.encode("ascii")), clock)
     config = stores.get(STORE)
     memories = Memories(
-        client, redis.Redis.from_url(url), config, clock, NoEmbedder(3), IndexCache(), "seed"
+        StoreDatabase(client, redis.Redis.from_url(url), config, clock),
+        NoEmbedder(3),
+        IndexCache(),
+        "seed",
     )
     return stores, memories
 
@@ -446,10 +450,7 @@ def test_the_embedded_server_runs_the_flagged_scripts_without_their_flags(secret
         assert again.duplicate and again.memory.id == kept.id
         memories.patch(kept.id, MemoryPatch(text="Deploys on Mondays.", vector=[1, 0, 0]))
         fresh = Memories(
-            client,
-            redis.Redis.from_url(url),
-            stores.get(STORE),
-            SystemClock(),
+            StoreDatabase(client, redis.Redis.from_url(url), stores.get(STORE), SystemClock()),
             NoEmbedder(3),
             IndexCache(),
             "fresh",

@@ -29,12 +29,13 @@ import pytest
 from agent_memory.errors import AgentMemoryError
 from agent_memory.providers.client import ProviderClient
 from agent_memory.providers.embeddings import CustomEmbedder, OpenAIEmbedder
+from agent_memory.providers.factory import make_language_model
 from agent_memory.providers.language_models import (
     AnthropicModel,
     CustomChatModel,
     OpenAIChatModel,
-    make_language_model,
 )
+from agent_memory.providers.setting import Outbound, ProviderSetting, in_the_clear
 from tests.support.background import World
 from tests.support.common import unique
 from tests.support.databases import database_client
@@ -288,7 +289,8 @@ def world(client, redis_url):
     with ScriptedChatServer("openai") as model_server, RawHTTPServer() as embed_server:
         made = World(client, database_client(redis_url, binary=True), model_server, embed_server)
         made.model = make_language_model(
-            "custom", "scripted", model_server.url, KEY, allow_private=True, client=no_retries()
+            ProviderSetting("llm", "custom", "scripted", model_server.url, None, KEY),
+            Outbound(no_retries(), True, in_the_clear),
         )
         yield made
         made.close()

@@ -14,14 +14,15 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from agent_memory.errors import EndpointRefused, ProviderRejected, ProviderUnavailable
 from agent_memory.memories.reranking import apply_reranker
 from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.factory import make_reranker
 from agent_memory.providers.language_models import CustomChatModel
 from agent_memory.providers.llm_reranker import LlmReranker, read_scores, rerank_prompt
 from agent_memory.providers.rerankers import (
     HttpReranker,
     Relevance,
-    make_http_reranker,
     relevance_scale,
 )
+from agent_memory.providers.setting import Outbound, ProviderSetting, in_the_clear
 from tests.support.model_servers import ScriptedChatServer
 from tests.support.rerank_servers import RerankServer, views
 
@@ -48,8 +49,9 @@ def client(**overrides) -> ProviderClient:
 
 
 def reranker(shape: str, server: RerankServer, **client_settings) -> HttpReranker:
-    return make_http_reranker(
-        shape, "rerank-test", server.url, KEY, allow_private=True, client=client(**client_settings)
+    return make_reranker(
+        ProviderSetting("rerank", shape, "rerank-test", server.url, None, KEY),
+        Outbound(client(**client_settings), True, in_the_clear),
     )
 
 
@@ -83,8 +85,9 @@ def test_each_provider_is_asked_in_its_shape_and_its_order_is_read(shape, count_
 
 def test_a_custom_reranker_speaks_cohere_at_its_base_url_with_an_optional_key():
     with RerankServer("cohere") as server:
-        custom = make_http_reranker(
-            "custom", "bge-reranker", server.url, None, allow_private=True, client=client()
+        custom = make_reranker(
+            ProviderSetting("rerank", "custom", "bge-reranker", server.url, None, None),
+            Outbound(client(), True, in_the_clear),
         )
         placed = custom.rerank("chess Sundays", DOCS, 1)
     assert [p.index for p in placed] == [2]
@@ -93,8 +96,9 @@ def test_a_custom_reranker_speaks_cohere_at_its_base_url_with_an_optional_key():
 
 def test_a_custom_reranker_on_a_private_address_is_refused_unless_allowed():
     with RerankServer("cohere") as server:
-        custom = make_http_reranker(
-            "custom", "m", server.url, None, allow_private=False, client=client()
+        custom = make_reranker(
+            ProviderSetting("rerank", "custom", "m", server.url, None, None),
+            Outbound(client(), False, in_the_clear),
         )
         with pytest.raises(EndpointRefused):
             custom.rerank("q", DOCS, 2)
@@ -104,13 +108,22 @@ def test_a_custom_reranker_on_a_private_address_is_refused_unless_allowed():
 def test_the_hosted_providers_need_a_key_and_custom_needs_a_base_url():
     for shape in ("cohere", "voyage", "jina"):
         with pytest.raises(Exception, match="rerank_api_key is required"):
-            make_http_reranker(shape, "m", None, None, allow_private=False, client=client())
+            make_reranker(
+                ProviderSetting("rerank", shape, "m", None, None, None),
+                Outbound(client(), False, in_the_clear),
+            )
     with pytest.raises(Exception, match="rerank_base_url is required"):
-        make_http_reranker("custom", "m", None, None, allow_private=False, client=client())
+        make_reranker(
+            ProviderSetting("rerank", "custom", "m", None, None, None),
+            Outbound(client(), False, in_the_clear),
+        )
 
 
 def test_a_key_never_appears_in_the_rerankers_repr():
-    made = make_http_reranker("cohere", "m", None, KEY, allow_private=False, client=client())
+    made = make_reranker(
+        ProviderSetting("rerank", "cohere", "m", None, None, KEY),
+        Outbound(client(), False, in_the_clear),
+    )
     assert KEY not in repr(made) and "api.cohere.com" in repr(made)
 
 

@@ -15,6 +15,7 @@ from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
 from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from tests.support.clocks import MovableClock
@@ -27,7 +28,10 @@ def _memories(config):
     client = database_client(_URL[0])
     binary = database_client(_URL[0], binary=True)
     return Memories(
-        client, binary, config, SystemClock(), NoEmbedder(config.dimensions), IndexCache(), "test"
+        StoreDatabase(client, binary, config, SystemClock()),
+        NoEmbedder(config.dimensions),
+        IndexCache(),
+        "test",
     )
 
 

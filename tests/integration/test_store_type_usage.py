@@ -16,6 +16,7 @@ from agent_memory.memories.type_usage import types_in_use
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import CustomType, StorePut
 from agent_memory.stores.registry import Stores
 from tests.support.clocks import MovableClock
@@ -39,7 +40,9 @@ def made(client, redis_url):
     config, _ = stores.put(
         name, StorePut(dimensions=DIM, custom_types=TYPES, memory_ttl_seconds=3600)
     )
-    memories = Memories(client, binary, config, clock, NoEmbedder(DIM), IndexCache(), "test")
+    memories = Memories(
+        StoreDatabase(client, binary, config, clock), NoEmbedder(DIM), IndexCache(), "test"
+    )
     yield clock, stores, name, memories, usage
     stores.delete(name)
 

@@ -16,6 +16,7 @@ from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.selection import Selection
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from tests.support.common import unique
@@ -28,10 +29,7 @@ def store(client, redis_url):
     name = unique("wide")
     config, _ = stores.put(name, StorePut(dimensions=4, dedupe_threshold=1.0))
     memories = Memories(
-        client,
-        database_client(redis_url, binary=True),
-        config,
-        SystemClock(),
+        StoreDatabase(client, database_client(redis_url, binary=True), config, SystemClock()),
         NoEmbedder(4),
         IndexCache(),
         "wide",

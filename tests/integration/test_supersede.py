@@ -30,6 +30,7 @@ from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.selection import Selection
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from tests.support.clocks import MovableClock
@@ -57,10 +58,7 @@ def make_memories(client, redis_url):
         config, _ = stores.put(name, StorePut(dimensions=DIM, **settings_))
         made.append((stores, name))
         return Memories(
-            client,
-            binary,
-            config,
-            clock or SystemClock(),
+            StoreDatabase(client, binary, config, clock or SystemClock()),
             NoEmbedder(DIM),
             cache or IndexCache(),
             "test",
@@ -69,10 +67,7 @@ def make_memories(client, redis_url):
     def reopen(memories, clock=None):
         """The same store in another container: an index cache of its own."""
         return Memories(
-            client,
-            binary,
-            memories.config,
-            clock or SystemClock(),
+            StoreDatabase(client, binary, memories.config, clock or SystemClock()),
             NoEmbedder(DIM),
             IndexCache(),
             "test",

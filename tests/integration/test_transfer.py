@@ -32,6 +32,7 @@ from agent_memory.providers.secrets import FernetCipher
 from agent_memory.search.cache import IndexCache
 from agent_memory.sessions.models import EventIn, EventsRequest
 from agent_memory.sessions.transfer import SessionImport, SessionTransfer
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import Cluster, start_redis_cluster
@@ -69,16 +70,17 @@ class Side:
         self.config = self.stores.get(self.name)
         self.sessions = sessions_of(self.stores, self.config)
         self.memories = Memories(
-            self.client,
-            self.binary,
-            self.config,
-            self.clock,
+            StoreDatabase(self.client, self.binary, self.config, self.clock),
             NoEmbedder(DIM),
             IndexCache(),
             "transfer",
         )
-        self.session_transfer = SessionTransfer(self.client, self.config, self.clock)
-        self.memory_transfer = MemoryTransfer(self.client, self.binary, self.config, self.clock)
+        self.session_transfer = SessionTransfer(
+            StoreDatabase(self.client, self.client, self.config, self.clock)
+        )
+        self.memory_transfer = MemoryTransfer(
+            StoreDatabase(self.client, self.binary, self.config, self.clock)
+        )
 
     def keys(self) -> StoreKeys:
         return self.config.keys()

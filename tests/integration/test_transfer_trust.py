@@ -34,6 +34,7 @@ from agent_memory.search.cache import IndexCache
 from agent_memory.search.selection import Selection
 from agent_memory.sessions.models import EventIn, EventsRequest
 from agent_memory.sessions.transfer import SessionImport, SessionTransfer
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from tests.support.common import unique
@@ -56,16 +57,17 @@ class Side:
         self.config, _ = self.stores.put(name, StorePut(dimensions=DIM, dedupe_threshold=1.0))
         self.sessions = sessions_of(self.stores, self.config)
         self.memories = Memories(
-            self.client,
-            self.binary,
-            self.config,
-            self.clock,
+            StoreDatabase(self.client, self.binary, self.config, self.clock),
             NoEmbedder(DIM),
             IndexCache(),
             "trust",
         )
-        self.session_transfer = SessionTransfer(self.client, self.config, self.clock)
-        self.memory_transfer = MemoryTransfer(self.client, self.binary, self.config, self.clock)
+        self.session_transfer = SessionTransfer(
+            StoreDatabase(self.client, self.client, self.config, self.clock)
+        )
+        self.memory_transfer = MemoryTransfer(
+            StoreDatabase(self.client, self.binary, self.config, self.clock)
+        )
 
     def all_memories(self) -> dict[str, dict[str, Any]]:
         """Every live memory as the export gives it (JSON), by id."""

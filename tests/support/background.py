@@ -12,11 +12,12 @@ from agent_memory.background.work import SessionWork
 from agent_memory.database.keys import LocalScheduleKeys
 from agent_memory.memories.service import Memories
 from agent_memory.providers.client import ProviderClient
-from agent_memory.providers.embeddings import make_embedder
-from agent_memory.providers.language_models import make_language_model
+from agent_memory.providers.factory import make_embedder, make_language_model
 from agent_memory.providers.secrets import FernetCipher
+from agent_memory.providers.setting import Outbound, ProviderSetting, in_the_clear
 from agent_memory.search.cache import IndexCache
 from agent_memory.sessions.models import EventIn, EventsRequest
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from tests.support.clocks import MovableClock
@@ -76,13 +77,16 @@ class World:
         self.sessions = sessions_of(stores, self.config)
         provider = ProviderClient(max_retries=0, read_timeout=10)
         embedder = make_embedder(
-            "custom", "fake", DIMS, embed_server.url, None, allow_private=True, client=provider
+            ProviderSetting("embed", "custom", "fake", embed_server.url, None, None),
+            DIMS,
+            Outbound(provider, True, in_the_clear),
         )
         self.memories = Memories(
-            client, binary, self.config, self.clock, embedder, IndexCache(), "test"
+            StoreDatabase(client, binary, self.config, self.clock), embedder, IndexCache(), "test"
         )
         self.model = make_language_model(
-            "custom", "scripted", model_server.url, None, allow_private=True, client=provider
+            ProviderSetting("llm", "custom", "scripted", model_server.url, None, None),
+            Outbound(provider, True, in_the_clear),
         )
         self.scheduler = CountingScheduler(
             LocalScheduler(client, self.clock, keys=LocalScheduleKeys(unique("ns")))
@@ -104,12 +108,10 @@ class World:
 
     def run(self, session_id, *, model=...):
         work = SessionWork(
-            self.client,
-            self.config,
+            StoreDatabase(self.client, self.client, self.config, self.clock),
             self.memories,
             self.model if model is ... else model,
             self.scheduler,
-            self.clock,
             self.target(session_id),
         )
         return work.run()

@@ -123,3 +123,12 @@ def require_whole_store(scope: KeyScope | None, what: str) -> None:
             f"This API key is limited to some actors: it cannot {what}, which reaches every "
             "actor of the store."
         )
+
+
+def require_admin(scope: KeyScope | None, what: str) -> None:
+    """``Forbidden`` for any scoped key on what only the organization's admin key may do
+    (``what``, as the 403 says it: "manages API keys")."""
+    if scope is not None:
+        from agent_memory.errors import Forbidden
+
+        raise Forbidden(f"Only the organization's admin key {what}; this key is a scoped one.")

@@ -41,14 +41,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import datetime, timedelta
 
-import redis
-
 from agent_memory.background.extraction import Extraction
 from agent_memory.background.runs import OutOfTime, RunBudget, RunReport
 from agent_memory.background.scheduler import ExtractionTarget, Scheduler
 from agent_memory.background.session_state import SessionState
 from agent_memory.background.summarization import Summarization
-from agent_memory.clock import Clock, to_ms
+from agent_memory.clock import to_ms
 from agent_memory.database.client import database_errors
 from agent_memory.database.keys import StoreKeys
 from agent_memory.database.scripts import load_script
@@ -62,7 +60,7 @@ from agent_memory.sessions.records import (
     SessionFields,
     SessionMeta,
 )
-from agent_memory.stores.models import StoreConfig
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.registry import current_entry
 
 # The background work's one log, whichever of its modules writes.
@@ -100,14 +98,13 @@ class SessionWork:
 
     def __init__(
         self,
-        client: redis.Redis,
-        store: StoreConfig,
+        db: StoreDatabase,
         memories: Memories,
         model: LanguageModel | None,
         scheduler: Scheduler,
-        clock: Clock,
         target: ExtractionTarget,
     ) -> None:
+        client, store, clock = db.client, db.config, db.clock
         self._redis = client
         self._store = store
         self._memories = memories

@@ -30,6 +30,7 @@ from agent_memory.errors import AgentMemoryError
 from agent_memory.observability import logger
 from agent_memory.stores.idempotency import (
     IDEMPOTENCY_KEY_PATTERN,
+    ONCE_CONTEXT,
     Answered,
     OnceKey,
     key_digest,
@@ -37,9 +38,6 @@ from agent_memory.stores.idempotency import (
 )
 
 IDEMPOTENCY_KEY_HEADER = "Idempotency-Key"
-ONCE_CONTEXT = "idempotency_once"
-"""Where the middleware leaves a keyed request's ``OnceKey`` in the resolver's context, for a
-route whose write can record its own outcome (``once_of``)."""
 REPLAYED_HEADER = "Idempotent-Replayed"
 
 IdempotencyKeyHeader = Annotated[
@@ -150,15 +148,6 @@ class IdempotentWrites(BaseMiddlewareHandler[Any]):
             # lease ends (409), then runs again; that is the window docs/routes.md names.
             logger.warning("idempotency record not kept", extra={"error": exc.code})
         return response
-
-
-def once_of(app: Any) -> OnceKey | None:
-    """The ``OnceKey`` of the current request when it came with an ``Idempotency-Key``: the
-    append and the pop pass it to their scripts, which record their outcome in the same atomic
-    step as the write, so a write whose answer was lost (a 503 frees this middleware's record)
-    is not done again when the same request comes back."""
-    once = app.context.get(ONCE_CONTEXT)
-    return once if isinstance(once, OnceKey) else None
 
 
 def _give_back(release: Callable[[Any], None], claim: Any) -> None:

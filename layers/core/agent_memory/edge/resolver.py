@@ -45,12 +45,13 @@ from agent_memory.edge.requests import (
 from agent_memory.edge.runtime import Runtime, current_runtime
 from agent_memory.errors import (
     AgentMemoryError,
-    Forbidden,
     PayloadTooLarge,
     RouteNotFound,
     StoreNotFound,
     Unauthorized,
 )
+from agent_memory.flows.container import Caller
+from agent_memory.flows.handle import StoreHandle
 from agent_memory.models import Principal
 from agent_memory.observability import (
     REQUEST_ID_HEADER,
@@ -60,7 +61,8 @@ from agent_memory.observability import (
     metrics,
     request_trace,
 )
-from agent_memory.scopes import require_write
+from agent_memory.scopes import require_admin, require_write
+from agent_memory.stores.idempotency import ONCE_CONTEXT, OnceKey
 
 _cold = True
 """Whether this container has answered no request yet (the trace's ``ColdStart``)."""
@@ -142,6 +144,25 @@ class Api(APIGatewayHttpResolver):
             self._runtime = current_runtime()
         return self._runtime
 
+    @property
+    def caller(self) -> Caller:
+        """The current request's caller and container, as a use case of no one store takes
+        them (``flows.container.Caller``)."""
+        return Caller(self.principal, self.runtime)
+
+    def store(self, instance_id: str, store: str) -> StoreHandle:
+        """The caller's store ``store`` of ``instance_id``, as a use case takes it
+        (``Runtime.store``: looked up once per request; ``InstanceNotFound`` /
+        ``StoreNotFound``, also outside the key's scope)."""
+        return self.runtime.store(self.principal, instance_id, store)
+
+    @property
+    def once(self) -> OnceKey | None:
+        """The ``OnceKey`` of the current request when it came with an ``Idempotency-Key``
+        (``edge.idempotency.once_of``), for a write that records its own outcome."""
+        once = self.context.get(ONCE_CONTEXT)
+        return once if isinstance(once, OnceKey) else None
+
     def _entry(self, event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
         global _cold
         cold, _cold = _cold, False
@@ -192,9 +213,7 @@ class Api(APIGatewayHttpResolver):
         if scope is None:
             return
         if self._admin_only:
-            raise Forbidden(
-                f"Only the organization's admin key {self._admin_only}; this key is a scoped one."
-            )
+            require_admin(scope, self._admin_only)
         method = str(((event.get("requestContext") or {}).get("http") or {}).get("method", ""))
         if method.upper() not in ("GET", "HEAD", "OPTIONS") and not self._reads:
             require_write(scope)

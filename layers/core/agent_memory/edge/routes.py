@@ -5,11 +5,12 @@ prefixes, and the 204 answer of a DELETE.
 from __future__ import annotations
 
 from http import HTTPStatus
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
+from agent_memory.edge.http_errors import JSON
 from agent_memory.memories.models import MEMORY_ID_PATTERN
 from agent_memory.models import (
     DAY_PATTERN,
@@ -17,6 +18,9 @@ from agent_memory.models import (
     SESSION_ID_PATTERN,
     STORE_NAME_PATTERN,
 )
+
+V = TypeVar("V")
+"""The view an answer carries."""
 
 # Path parameters, validated the same way on every route.
 InstancePath = Annotated[str, Path(pattern=INSTANCE_ID_PATTERN, description="Database instance id")]
@@ -53,6 +57,18 @@ MEMORY_ROUTE = STORE_ROUTE + "/memories/<memory_id>"
 def no_content() -> Response[None]:
     """The 204 answer of a DELETE."""
     return Response(status_code=HTTPStatus.NO_CONTENT, body=None)
+
+
+def created(view: V, new: bool = True) -> Response[V]:
+    """``view`` as the answer of a write that made something (201), or found it made already
+    (200, ``new`` false: a store that existed, a memory the actor already had)."""
+    status = HTTPStatus.CREATED if new else HTTPStatus.OK
+    return Response(status_code=status, content_type=JSON, body=view)
+
+
+def accepted(view: V) -> Response[V]:
+    """``view`` as the answer of a request queued to run later (202)."""
+    return Response(status_code=HTTPStatus.ACCEPTED, content_type=JSON, body=view)
 
 
 KEYED_ROUTE = STORE_ROUTE + "/keyed-memories"

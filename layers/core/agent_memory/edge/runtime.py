@@ -4,9 +4,12 @@
 starts and returns the container's ``Runtime`` for them. Every service is built lazily, and its
 module imported only then, so that a function loads only what it uses: the authorizer loads the
 API keys of the control plane and a database client, never the search index, numpy or the Lua
-of memories (``tests/unit/test_wiring.py`` counts the modules each function loads). A handler
-gets a store as one typed handle (``store_handle.StoreHandle``) whose parts are built when it
-first reads them.
+of memories (``tests/unit/test_wiring.py`` counts the modules each function loads).
+
+``Runtime`` is the ``flows.container.Container`` of the use cases (``flows``): they ask it for
+services and never import it. It also keeps the stores a request opened (``store``), so a
+request looks a store up once, and writes what their use cases gathered when the request ends
+(``end_request``).
 
 The domain modules receive plain values and never read ``os.environ``.
 """
@@ -14,37 +17,25 @@ The domain modules receive plain values and never read ``os.environ``.
 from __future__ import annotations
 
 import os
-from datetime import date
 from functools import cached_property, lru_cache
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from agent_memory.clock import Clock, SystemClock
 from agent_memory.edge.settings import FunctionSettings
-from agent_memory.errors import AgentMemoryError
 
 if TYPE_CHECKING:
-    from agent_memory.background.scheduler import ExtractionTarget, Scheduler
+    from agent_memory.background.scheduler import Scheduler
     from agent_memory.control.api_keys import ApiKeys
     from agent_memory.control.limits import LimitStore
-    from agent_memory.control.models import Instance
     from agent_memory.control.plane import ControlPlane
     from agent_memory.control.usage import UsageStore
-    from agent_memory.edge.store_handle import StoreHandle
+    from agent_memory.flows.handle import StoreHandle
     from agent_memory.models import Principal
     from agent_memory.providers.client import ProviderClient
     from agent_memory.providers.secrets import Cipher
-    from agent_memory.scopes import KeyScope
     from agent_memory.search.cache import IndexCache
-    from agent_memory.stores.holding import UsageReport
-    from agent_memory.stores.models import (
-        OrganizationStoreList,
-        StoreConfig,
-        StoreList,
-        StoreView,
-    )
-    from agent_memory.stores.registry import Stores
     from agent_memory.webhooks.delivery import Sender
-    from agent_memory.webhooks.models import Delivery, WebhookSecret
+    from agent_memory.webhooks.models import Delivery
     from agent_memory.webhooks.outbox import Outbox
 
 
@@ -63,22 +54,22 @@ class Runtime:
 
     def end_request(self) -> None:
         """Count what the request's stores used and queue the webhook deliveries they made
-        (``StoreHandle.flush``: a round trip each, only for a request that has any), then
-        forget its store handles."""
+        (``flows.effects.Effects.flush_after_answer``: a round trip each, only for a request
+        that has any), then forget its store handles."""
         handles = list(self._request_stores.values())
         self._request_stores.clear()
         for handle in handles:
-            try:
-                handle.flush()
-            except AgentMemoryError as exc:
-                # The request's write is done and answered: its events are lost, not the write
-                # (docs/webhooks.md, "Delivery").
-                from agent_memory.observability import logger
+            handle.effects.flush_after_answer(handle.stores.client, handle.key_id)
 
-                logger.error(
-                    "webhook deliveries not queued",
-                    extra={"error": exc.code, "store": handle.config.name},
-                )
+    @property
+    def answer_budget_bytes(self) -> int:
+        """``FunctionSettings.answer_budget_bytes``."""
+        return self.settings.answer_budget_bytes
+
+    @property
+    def allow_private_endpoints(self) -> bool:
+        """``FunctionSettings.allow_private_endpoints``."""
+        return self.settings.allow_private_endpoints
 
     # --- the control plane -------------------------------------------------------------------
 
@@ -131,112 +122,6 @@ class Runtime:
         from agent_memory.webhooks.outbox import Outbox
 
         return Outbox(redis_client(self.settings.control_url), self.clock)
-
-    def reserve(
-        self,
-        principal: Principal,
-        handle: StoreHandle,
-        kind: str,
-        count: int,
-        *,
-        embeds: bool = False,
-    ) -> None:
-        """``LimitStore.reserve`` for the caller adding ``count`` ``kind`` to ``handle``'s
-        store: ``QuotaExceeded`` past a daily quota (or, when ``embeds`` and the store has an
-        embedding model, with no model token left today)."""
-        embeds = embeds and handle.config.embed_provider != "none"
-        self.limits.reserve(
-            principal.org_id,
-            principal.key_id,
-            kind,
-            count,
-            (handle.instance_id, handle.config.name),
-            embeds=embeds,
-        )
-
-    def instance(self, principal: Principal, instance_id: str) -> Instance:
-        """The caller's instance ``instance_id``; ``InstanceNotFound`` unless it is theirs and
-        within the key's scope (the same answer as for an instance that does not exist)."""
-        if principal.scope is not None and not principal.scope.allows_instance(instance_id):
-            from agent_memory.errors import InstanceNotFound
-
-            raise InstanceNotFound(instance_id)
-        return self.control.instance(principal.org_id, instance_id)
-
-    def _check_store_scope(self, principal: Principal, instance_id: str, store: str) -> None:
-        """A stranger's 404 when the caller's key does not reach ``store`` of ``instance_id``:
-        ``InstanceNotFound`` for an instance it does not reach, else ``StoreNotFound``."""
-        if principal.scope is not None and not principal.scope.allows_store(instance_id, store):
-            from agent_memory.errors import StoreNotFound
-
-            self.instance(principal, instance_id)
-            raise StoreNotFound(store)
-
-    def managed_stores(self, principal: Principal, instance_id: str, store: str) -> Stores:
-        """The stores of ``instance_id`` for creating, changing or deleting ``store``: a store
-        outside the key's scope is the stranger's 404; a key limited to some stores or actors
-        (or a read-only one) is 403 ``forbidden``."""
-        scope = principal.scope
-        if scope is not None:
-            from agent_memory.errors import Forbidden
-
-            self._check_store_scope(principal, instance_id, store)
-            if not scope.manages_stores:
-                raise Forbidden(
-                    "This API key is limited to some stores or actors (or to reading): it "
-                    "cannot create, change or delete stores."
-                )
-        return self.stores(principal, instance_id)
-
-    def delete_store(self, principal: Principal, instance_id: str, store: str) -> None:
-        """Delete ``store`` and everything it keeps (``Stores.delete``, under
-        ``managed_stores``' rules), then tell its webhooks (``store.deleted``), signed with
-        the secret it had."""
-        from agent_memory.webhooks.events import event_for
-
-        stores = self.managed_stores(principal, instance_id, store)
-        config = stores.get(store)
-        stores.delete(store)
-        data = {"deleted_at": self.clock.now().isoformat()}
-        made = event_for(
-            config, principal.org_id, instance_id, "store.deleted", data, self.clock.now()
-        )
-        if made is not None:  # its body rides in its deliveries: the store's keys are gone
-            self.outbox.enqueue(made.deliveries)
-
-    def rotate_webhook_secret(
-        self, principal: Principal, instance_id: str, store: str
-    ) -> WebhookSecret:
-        """A new webhook signing secret for ``store`` (``Stores.rotate_webhook_secret``), under
-        ``managed_stores``' rules: shown here only."""
-        from agent_memory.webhooks.models import WebhookSecret
-
-        secret, config = self.managed_stores(principal, instance_id, store).rotate_webhook_secret(
-            store
-        )
-        return WebhookSecret(secret=secret, created_at=config.updated_at)
-
-    def organization_usage(
-        self, principal: Principal, first: date | None, last: date | None
-    ) -> UsageReport:
-        """The organization's usage from ``first`` to ``last`` over every store (deleted ones
-        included), and what the stores of every instance that answers hold now."""
-        from agent_memory.control.usage import day_range
-        from agent_memory.stores.holding import Holding, UsageReport
-
-        days = day_range(first, last, self.clock.now().date())
-        used = self.usage.days(principal.org_id, days)
-        total = Holding(sessions=0, messages=0, memories=0, bytes=0)
-        listing = self.organization_stores(principal)
-        for view in listing.stores:
-            held = self.store(principal, view.instance_id, view.name).holding()
-            total = Holding(
-                sessions=total.sessions + held.sessions,
-                messages=total.messages + held.messages,
-                memories=total.memories + held.memories,
-                bytes=total.bytes + held.bytes,
-            )
-        return UsageReport(days=used, now=total, unreachable=listing.unreachable)
 
     # --- container-wide services ---------------------------------------------------------------
 
@@ -349,12 +234,13 @@ class Runtime:
         event to that endpoint (a delivery goes only where the store still asks for it)."""
         from agent_memory.database.client import redis_client
         from agent_memory.errors import InstanceNotFound, StoreNotFound
+        from agent_memory.flows.access import stores_of
         from agent_memory.webhooks.bodies import EventGone, read_body
 
         gone = "not sent: the store (and the event's data) was deleted"
         try:
             instance = self.control.instance_by_id(delivery.instance_id)
-            config = self.stores_of(instance).get(delivery.store)
+            config = stores_of(self, instance).get(delivery.store)
         except (InstanceNotFound, StoreNotFound):
             raise EventGone(gone) from None
         if config.incarnation != delivery.incarnation:
@@ -375,104 +261,22 @@ class Runtime:
 
         return make_scheduler(self.settings.scheduler_settings(), redis_client, self.clock)
 
-    # --- stores ------------------------------------------------------------------------------
-
-    def stores_of(self, instance: Instance) -> Stores:
-        """The stores of ``instance``'s database, through a client that checks the database's
-        ownership marker on every new connection (``Instance.guard``): a database that is not
-        this registration's answers ``InstanceNotFound``, as a stranger's instance does."""
-        from agent_memory.database.client import redis_client
-        from agent_memory.stores.registry import Stores
-
-        def type_usage(store: StoreConfig, types: frozenset[str]) -> dict[str, int]:
-            from agent_memory.memories.type_usage import types_in_use
-
-            binary = redis_client(instance.url, binary=True, guard=instance.guard)
-            return types_in_use(binary, store, types, self.clock)
-
-        return Stores(
-            redis_client(instance.url, guard=instance.guard),
-            instance.instance_id,
-            self.cipher,
-            self.clock,
-            allow_private_endpoints=self.settings.allow_private_endpoints,
-            org_id=instance.org_id,
-            type_usage=type_usage,
-        )
-
-    def stores(self, principal: Principal, instance_id: str) -> Stores:
-        """The stores of ``instance_id``; ``InstanceNotFound`` unless it is the caller's."""
-        return self.stores_of(self.instance(principal, instance_id))
+    # --- the stores a request opened --------------------------------------------------------
 
     def store(self, principal: Principal, instance_id: str, store: str) -> StoreHandle:
-        """The caller's store ``store`` of ``instance_id`` (one instance and one store
-        lookup, once per request: ``begin_request``); ``InstanceNotFound`` /
-        ``StoreNotFound``."""
-        from agent_memory.edge.store_handle import StoreHandle
+        """The caller's store ``store`` of ``instance_id`` (``flows.access.open_store``: one
+        instance and one store lookup, with a stranger's 404 outside the key's scope), once per
+        request (``begin_request``) however many steps ask for it (a middleware, then the
+        use case)."""
+        from agent_memory.flows.access import open_store
+        from agent_memory.flows.container import Caller
 
         key = (principal.org_id, instance_id, store)
         handle = self._request_stores.get(key)
         if handle is None:
-            self._check_store_scope(principal, instance_id, store)
-            instance = self.instance(principal, instance_id)
-            stores = self.stores_of(instance)
-            handle = StoreHandle(
-                self, instance, stores.get(store), stores, principal.scope, principal.key_id
-            )
+            handle = open_store(Caller(principal, self), instance_id, store)
             self._request_stores[key] = handle
         return handle
-
-    def store_of(self, target: ExtractionTarget) -> StoreHandle | None:
-        """The store a background run is for, or None when its instance or store is gone.
-        The background function is invoked only by the scheduler and our own functions, so
-        the instance is looked up by id alone."""
-        from agent_memory.edge.store_handle import StoreHandle
-        from agent_memory.errors import InstanceNotFound, StoreNotFound
-
-        try:
-            instance = self.control.instance_by_id(target.instance_id)
-            stores = self.stores_of(instance)
-            return StoreHandle(self, instance, stores.get(target.store), stores)
-        except (InstanceNotFound, StoreNotFound):
-            return None
-
-    def organization_stores(self, principal: Principal) -> OrganizationStoreList:
-        """Every store of the caller's organization, on every instance that answers in time
-        (``stores.listing.list_organization_stores``)."""
-        from agent_memory.stores.listing import list_organization_stores
-
-        scope = principal.scope
-        instances = [
-            i
-            for i in self.control.instances(principal.org_id)
-            if scope is None or scope.allows_instance(i.instance_id)
-        ]
-        return _reached(principal, list_organization_stores(instances, self.stores_of))
-
-    def store_views(self, principal: Principal, instance_id: str) -> StoreList:
-        """The stores of ``instance_id`` the caller's key reaches."""
-        return _reached(principal, self.stores(principal, instance_id).views())
-
-
-Listing = TypeVar("Listing", bound="StoreList")
-
-
-def _reached(principal: Principal, listing: Listing) -> Listing:
-    """``listing`` with only the stores the caller's key reaches (all of them for the admin
-    key), as it may see them (``shown_to``)."""
-    scope = principal.scope
-    if scope is None:
-        return listing
-    kept = [shown_to(scope, s) for s in listing.stores if scope.allows_store(s.instance_id, s.name)]
-    return listing.model_copy(update={"stores": kept})
-
-
-def shown_to(scope: KeyScope | None, view: StoreView) -> StoreView:
-    """``view`` as a key of ``scope`` sees it: a key that cannot change stores' settings sees
-    the webhook URLs without their query strings (a receiver's token may be there)."""
-    if scope is None or scope.manages_stores or not view.webhooks:
-        return view
-    return view.model_copy(update={"webhooks": [w.redacted() for w in view.webhooks]})
 
 
 @lru_cache(maxsize=4)

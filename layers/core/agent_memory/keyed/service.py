@@ -20,11 +20,10 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
-import redis
 from numpy.typing import NDArray
 from redis.commands.core import Script
 
-from agent_memory.clock import Clock, from_ms, to_ms
+from agent_memory.clock import from_ms, to_ms
 from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.keys import KeyedKeys
 from agent_memory.database.scripts import load_script
@@ -43,7 +42,7 @@ from agent_memory.keyed.models import (
 from agent_memory.keyed.records import Entry, encode_entry, namespace_digest, namespace_field
 from agent_memory.memories.reads import unit
 from agent_memory.providers.embeddings import Embedder, validate_vector
-from agent_memory.stores.models import StoreConfig
+from agent_memory.stores.database import StoreDatabase
 
 MAX_SCANNED = 20_000
 """The most keyed memories one search reads (under its ``namespace_prefix``); more is 409
@@ -63,13 +62,11 @@ class KeyedMemories:
     ``VectorInvalid`` / ``EmbeddingRequired``), ``StoreTooLarge``, provider errors from the
     embedder, ``DatabaseUnavailable``."""
 
-    def __init__(
-        self, client: redis.Redis, store: StoreConfig, clock: Clock, embedder: Embedder
-    ) -> None:
-        self._redis = client
-        self._store = store
-        self._keys = store.keys()
-        self._clock = clock
+    def __init__(self, db: StoreDatabase, embedder: Embedder) -> None:
+        self._redis = db.binary
+        self._store = db.config
+        self._keys = db.keys
+        self._clock = db.clock
         self._embedder = embedder
 
     def _script(self, source: str) -> Script:

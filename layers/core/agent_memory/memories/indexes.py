@@ -18,7 +18,6 @@ from contextlib import contextmanager
 from typing import Any, cast
 
 import numpy as np
-import redis
 from numpy.typing import NDArray
 from redis.client import Pipeline
 
@@ -39,7 +38,7 @@ from agent_memory.search import snapshot
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.fusion import Hit
 from agent_memory.search.index import ActorIndex
-from agent_memory.stores.models import StoreConfig
+from agent_memory.stores.database import StoreDatabase
 
 LOAD_BATCH = 2000
 """Memories read per HSCAN step when an actor's index is built."""
@@ -92,18 +91,12 @@ class ActorIndexes:
     ``warm`` gives the cached one as it is, ``rescore`` makes a compact index's candidates
     exact. Errors: ``DatabaseUnavailable``."""
 
-    def __init__(
-        self,
-        client: redis.Redis,
-        binary: redis.Redis,
-        store: StoreConfig,
-        cache: IndexCache,
-        cache_scope: str,
-    ) -> None:
-        self._redis = client
+    def __init__(self, db: StoreDatabase, cache: IndexCache, cache_scope: str) -> None:
+        binary = db.binary
+        self._redis = db.client
         self._binary = binary
-        self._store = store
-        self._keys = store.keys()
+        self._store = db.config
+        self._keys = db.keys
         self._cache = cache
         self._scope = cache_scope
         self._catch_up_script = load_script(binary, CATCH_UP)

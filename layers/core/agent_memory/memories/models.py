@@ -10,13 +10,27 @@ unknown fields.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, Field, StringConstraints, model_validator
+import jiter
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    StringConstraints,
+    TypeAdapter,
+    ValidationError,
+    model_validator,
+)
 
 from agent_memory.answers import MIN_ANSWER_BYTES
+from agent_memory.errors import ValidationFailed
 from agent_memory.models import (
+    DEFAULT_PAGE,
     MAX_QUERY_CHARS,
     ActorId,
     Model,
@@ -57,6 +71,7 @@ def _small_metadata(value: dict[str, Any]) -> dict[str, Any]:
 
 
 Metadata = Annotated[dict[str, Any], AfterValidator(_small_metadata)]
+_METADATA: TypeAdapter[dict[str, Any]] = TypeAdapter(Metadata)
 
 
 def _not_blank(value: str) -> str:
@@ -68,6 +83,75 @@ def _not_blank(value: str) -> str:
 VisibleMemoryText = Annotated[MemoryText, AfterValidator(_not_blank)]
 """A memory's text as every route that keeps one checks it (add, change, import): 1 to
 ``MAX_MEMORY_CHARS`` characters, at least one of them visible (``agent_memory.models.is_blank``)."""
+
+
+def _query_topics(value: object) -> object:
+    """A listing's ``topics`` query parameter (comma-separated) as topics; ``ValidationFailed``
+    naming ``query.topics`` unless 1 to ``MAX_TOPICS`` of at most ``MAX_TOPIC_CHARS``
+    characters (a topic holding a comma can only be asked for by search)."""
+    if not isinstance(value, str):
+        return value
+    wanted = tuple(t.strip() for t in value.split(",") if t.strip())
+    if not wanted or len(wanted) > MAX_TOPICS or any(len(t) > MAX_TOPIC_CHARS for t in wanted):
+        problem = (
+            f"1 to {MAX_TOPICS} comma-separated topics of at most {MAX_TOPIC_CHARS} characters each"
+        )
+        raise ValidationFailed(
+            f"'topics' must be {problem}.",
+            details=[{"field": "query.topics", "problem": f"must be {problem}"}],
+        )
+    return wanted
+
+
+def _query_metadata(value: object) -> object:
+    """A listing's ``metadata`` query parameter (a strict JSON object) as a dict;
+    ``ValidationFailed`` naming ``query.metadata`` for anything else (or past a memory's
+    metadata limits)."""
+    if not isinstance(value, str):
+        return value
+    try:
+        parsed = _METADATA.validate_python(
+            jiter.from_json(value.encode(), allow_inf_nan=False, catch_duplicate_keys=True)
+        )
+    except (ValueError, ValidationError) as exc:
+        problem = 'must be a JSON object such as {"team": "ops"} (at most 4,096 bytes)'
+        raise ValidationFailed(
+            "'metadata' must be a JSON object of the top-level keys and values to match.",
+            details=[{"field": "query.metadata", "problem": problem}],
+        ) from exc
+    return parsed
+
+
+class MemoryFilters(BaseModel):
+    """The eight filters that a listing (``GET .../memories``, its query parameters) and a
+    search (``SearchRequest``, its body) share, and that the store's reads turn into one
+    ``search.selection.Selection`` (``memories.queries.selection_of``). Times are UTC;
+    ``topics`` selects memories with at least one of them; ``metadata`` those whose metadata has
+    each top-level key with an equal value (JSON equality). A listing's ``topics`` (comma-
+    separated) and ``metadata`` (a JSON object) arrive as text and are read here:
+    ``ValidationFailed`` naming ``query.topics`` / ``query.metadata``."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    include_superseded: bool = False
+    as_of: datetime | None = None
+    topics: Annotated[tuple[str, ...] | None, BeforeValidator(_query_topics)] = None
+    metadata: Annotated[dict[str, Any] | None, BeforeValidator(_query_metadata)] = None
+    created_after: datetime | None = None
+    created_before: datetime | None = None
+    occurred_after: datetime | None = None
+    occurred_before: datetime | None = None
+
+
+@dataclass(frozen=True)
+class MemoryPage:
+    """Which page of a listing: from ``offset``, at most ``limit`` memories, of one actor and
+    one type when given (``GET .../memories``)."""
+
+    offset: int = 0
+    limit: int = DEFAULT_PAGE
+    actor_id: str | None = None
+    type: str | None = None
 
 
 class MemoryIn(Model):
@@ -313,6 +397,20 @@ class SearchRequest(Model):
         description="false: a time the query names does not change the ranking (time_window "
         "still says what was read, and time_filter still applies).",
     )
+
+    @property
+    def filters(self) -> MemoryFilters:
+        """The search's filters, as a listing's are read (``MemoryFilters``)."""
+        return MemoryFilters(
+            include_superseded=self.include_superseded,
+            as_of=self.as_of,
+            topics=tuple(self.topics) if self.topics else None,
+            metadata=self.metadata or None,
+            created_after=self.created_after,
+            created_before=self.created_before,
+            occurred_after=self.occurred_after,
+            occurred_before=self.occurred_before,
+        )
 
 
 class SearchResult(View):

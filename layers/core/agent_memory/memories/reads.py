@@ -22,11 +22,10 @@ from functools import partial
 from typing import cast
 
 import numpy as np
-import redis
 from numpy.typing import NDArray
 from redis.client import Pipeline
 
-from agent_memory.clock import Clock, to_ms
+from agent_memory.clock import to_ms
 from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.keys import actor_bucket
 from agent_memory.database.partitions import live_count, merged_window
@@ -34,7 +33,7 @@ from agent_memory.database.scripts import load_script
 from agent_memory.errors import MemoryNotFound, StoreTooLarge, ValidationFailed, VectorInvalid
 from agent_memory.memories.indexes import ActorIndexes
 from agent_memory.memories.models import MemoryList, MemoryView, SearchRequest
-from agent_memory.memories.queries import search_selection
+from agent_memory.memories.queries import selection_of
 from agent_memory.memories.ranking import rank, within
 from agent_memory.memories.records import (
     MemoryRecord,
@@ -52,7 +51,7 @@ from agent_memory.providers.rerankers import Reranker
 from agent_memory.search.scores import DEFAULT_MIN_SCORE
 from agent_memory.search.selection import CURRENT, Selection
 from agent_memory.search.when import TimeWindow, time_window
-from agent_memory.stores.models import StoreConfig
+from agent_memory.stores.database import StoreDatabase
 
 RELATED_TEXT_CHARS = 2000
 """A message longer than this is cut before it is embedded to find related memories (about 500
@@ -88,21 +87,19 @@ class MemoryReader:
 
     def __init__(
         self,
-        client: redis.Redis,
-        binary: redis.Redis,
-        store: StoreConfig,
-        clock: Clock,
+        db: StoreDatabase,
         embedder: Embedder,
         indexes: ActorIndexes,
         store_level: StoreLevel,
         reranker: Reranker | None = None,
     ) -> None:
+        binary = db.binary
         self._reranker = reranker
-        self._redis = client
+        self._redis = db.client
         self._binary = binary
-        self._store = store
-        self._keys = store.keys()
-        self._clock = clock
+        self._store = db.config
+        self._keys = db.keys
+        self._clock = db.clock
         self._embedder = embedder
         self._indexes = indexes
         self._store_level = store_level
@@ -367,7 +364,7 @@ class MemoryReader:
             else self._store_level.buckets()
         )
         window = time_window(request.query, request.reference_time or self._clock.now())
-        selection = search_selection(request)
+        selection = selection_of(request.filters, request.types)
         if window is not None and request.time_filter:
             selection = within(selection, window)
         found = self._found(

@@ -13,22 +13,22 @@ from collections.abc import Sequence
 from datetime import datetime
 
 import numpy as np
-import redis
 from numpy.typing import NDArray
 from redis.client import Pipeline
 
 from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting, wire_bytes
-from agent_memory.clock import Clock
 from agent_memory.memories.indexes import ActorIndexes
 from agent_memory.memories.models import (
+    MemoryFilters,
     MemoryIn,
     MemoryList,
+    MemoryPage,
     MemoryPatch,
     MemoryView,
     SearchRequest,
     SearchResult,
 )
-from agent_memory.memories.queries import listing_selection
+from agent_memory.memories.queries import selection_of
 from agent_memory.memories.reads import MemoryReader
 from agent_memory.memories.records import StoredSource
 from agent_memory.memories.reranking import Found
@@ -38,7 +38,7 @@ from agent_memory.providers.embeddings import Embedder
 from agent_memory.providers.rerankers import Reranker
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.selection import CURRENT, Selection
-from agent_memory.stores.models import StoreConfig
+from agent_memory.stores.database import StoreDatabase
 
 
 def fitted_page(page: MemoryList, offset: int, budget: int) -> MemoryList:
@@ -99,28 +99,22 @@ class Memories:
 
     def __init__(
         self,
-        client: redis.Redis,
-        binary: redis.Redis,
-        store: StoreConfig,
-        clock: Clock,
+        db: StoreDatabase,
         embedder: Embedder,
         cache: IndexCache,
         cache_scope: str,
         *,
         reranker: Reranker | None = None,
     ) -> None:
-        self.config = store
-        self.client = client
-        self.binary = binary
-        self.store_keys = store.keys()
-        self.indexes = ActorIndexes(client, binary, store, cache, cache_scope)
-        self.store_level = StoreLevel(client, store, clock)
-        self.reader = MemoryReader(
-            client, binary, store, clock, embedder, self.indexes, self.store_level, reranker
-        )
-        self.writer = MemoryWriter(
-            client, binary, store, clock, self.reader, self.indexes, self.store_level
-        )
+        self.db = db
+        self.config = db.config
+        self.client = db.client
+        self.binary = db.binary
+        self.store_keys = db.keys
+        self.indexes = ActorIndexes(db, cache, cache_scope)
+        self.store_level = StoreLevel(db)
+        self.reader = MemoryReader(db, embedder, self.indexes, self.store_level, reranker)
+        self.writer = MemoryWriter(db, self.reader, self.indexes, self.store_level)
 
     # --- reads -------------------------------------------------------------------------------
 
@@ -159,37 +153,16 @@ class Memories:
 
     def listing(
         self,
-        offset: int,
-        limit: int,
-        actor_id: str | None = None,
-        memory_type: str | None = None,
-        *,
-        include_superseded: bool = False,
-        as_of: datetime | None = None,
-        topics: str | None = None,
-        metadata: str | None = None,
-        created_after: datetime | None = None,
-        created_before: datetime | None = None,
-        occurred_after: datetime | None = None,
-        occurred_before: datetime | None = None,
+        page: MemoryPage,
+        filters: MemoryFilters,
         budget: int = DEFAULT_ANSWER_BUDGET,
     ) -> MemoryList:
-        """A page of memories for a listing's query parameters (``GET .../memories``): the
-        filters read by ``queries.listing_selection`` (``ValidationFailed`` naming
-        ``query.topics`` / ``query.metadata``), then ``page``, cut to ``budget`` bytes
-        (``fitted_page``)."""
-        selection = listing_selection(
-            include_superseded=include_superseded,
-            as_of=as_of,
-            topics=topics,
-            metadata=metadata,
-            created_after=created_after,
-            created_before=created_before,
-            occurred_after=occurred_after,
-            occurred_before=occurred_before,
-        )
-        page = self.reader.page(offset, limit, actor_id, memory_type, selection)
-        return fitted_page(page, offset, budget)
+        """A page of memories for a listing (``GET .../memories``): ``page``'s offset, limit,
+        actor and type, among those ``filters`` select (``queries.selection_of``), cut to
+        ``budget`` bytes (``fitted_page``)."""
+        selection = selection_of(filters)
+        found = self.reader.page(page.offset, page.limit, page.actor_id, page.type, selection)
+        return fitted_page(found, page.offset, budget)
 
     def search(self, request: SearchRequest) -> list[MemoryView]:
         """``MemoryReader.search``: the best memories for a query, with scores."""

@@ -17,13 +17,13 @@ from redis.client import Pipeline
 from redis.commands.core import Script
 from redis.typing import EncodableT
 
-from agent_memory.clock import Clock, to_ms
+from agent_memory.clock import to_ms
 from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.keys import NO_ACTOR, StoreKeys, actor_tag, id_tag
 from agent_memory.database.partitions import expiries
 from agent_memory.database.scripts import load_script, scripts_in_pipeline
 from agent_memory.memories.scripts import LOG_KEEP, REMOVE, RETIRE, SCRIPT_IDS, UNINDEX
-from agent_memory.stores.models import StoreConfig
+from agent_memory.stores.database import StoreDatabase
 
 PRUNE_BATCH = 1000
 """Expired memories a read takes out of each partition's indexes at most (the rest, next time;
@@ -109,10 +109,11 @@ class StoreLevel:
     """The store-level indexes of one store's memories, as reads and writes keep them up.
     Errors: ``DatabaseUnavailable``."""
 
-    def __init__(self, client: redis.Redis, store: StoreConfig, clock: Clock) -> None:
+    def __init__(self, db: StoreDatabase) -> None:
+        client = db.client
         self._redis = client
-        self._keys = store.keys()
-        self._clock = clock
+        self._keys = db.keys
+        self._clock = db.clock
         self._remove = load_script(client, REMOVE)
         self._unindex_script = load_script(client, UNINDEX)
         self._retire_script = load_script(client, RETIRE)

@@ -38,11 +38,10 @@ from contextlib import contextmanager
 from typing import Literal
 
 import numpy as np
-import redis
 from redis.typing import EncodableT
 
 from agent_memory.answers import DEFAULT_ANSWER_BUDGET
-from agent_memory.clock import Clock, to_ms
+from agent_memory.clock import to_ms
 from agent_memory.database.client import database_errors
 from agent_memory.database.keys import StoreKeys, actor_bucket, actor_tag, id_tag
 from agent_memory.database.partitions import expiries
@@ -61,10 +60,10 @@ from agent_memory.memories.transfer_models import (
     MemoryImportResult,
 )
 from agent_memory.models import RESERVED_TYPES
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import (
     IMPORT_CLOCK_SKEW_SECONDS,
     MAX_MEMORY_TTL_SECONDS,
-    StoreConfig,
 )
 from agent_memory.stores.registry import current_entry
 
@@ -161,15 +160,14 @@ class MemoryTransfer:
     """Export and import of one store's memories. Errors: ``ValidationFailed`` (and its
     ``VectorInvalid``), ``StoreNotFound``, ``DatabaseUnavailable``."""
 
-    def __init__(
-        self, client: redis.Redis, binary: redis.Redis, store: StoreConfig, clock: Clock
-    ) -> None:
+    def __init__(self, db: StoreDatabase) -> None:
+        client, binary = db.client, db.binary
         self._redis = client
         self._binary = binary
-        self._store = store
-        self._keys = store.keys()
-        self._clock = clock
-        self._exporter = MemoryExport(client, binary, self._keys, clock)
+        self._store = db.config
+        self._keys = db.keys
+        self._clock = db.clock
+        self._exporter = MemoryExport(client, binary, self._keys, db.clock)
         self._import = load_script(binary, _IMPORT_MEMORIES)
         self._remove = load_script(client, REMOVE)
         self._unindex = load_script(client, UNINDEX)

@@ -31,11 +31,10 @@ from datetime import timedelta
 from typing import Any, cast
 
 import numpy as np
-import redis
 from numpy.typing import NDArray
 from redis.typing import EncodableT
 
-from agent_memory.clock import Clock, to_ms
+from agent_memory.clock import to_ms
 from agent_memory.database.client import database_errors
 from agent_memory.database.keys import StoreKeys, actor_bucket, actor_tag
 from agent_memory.database.scripts import load_script, script_then
@@ -71,7 +70,7 @@ from agent_memory.memories.redaction import redact
 from agent_memory.memories.scripts import LOG_KEEP, PUT, READ_ONE, REMOVE_CHAIN, SUPERSEDE
 from agent_memory.memories.store_level import StoreLevel
 from agent_memory.search.index import ActorIndex
-from agent_memory.stores.models import StoreConfig
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.registry import current_entry
 
 DEDUPE_EPSILON = 1e-6
@@ -124,19 +123,17 @@ class MemoryWriter:
 
     def __init__(
         self,
-        client: redis.Redis,
-        binary: redis.Redis,
-        store: StoreConfig,
-        clock: Clock,
+        db: StoreDatabase,
         reader: MemoryReader,
         indexes: ActorIndexes,
         store_level: StoreLevel,
     ) -> None:
+        client, binary = db.client, db.binary
         self._redis = client
         self._binary = binary
-        self._store = store
-        self._keys = store.keys()
-        self._clock = clock
+        self._store = db.config
+        self._keys = db.keys
+        self._clock = db.clock
         self._reader = reader
         self._indexes = indexes
         self._store_level = store_level

@@ -328,65 +328,6 @@ def validate_vector(values: Sequence[float], dimensions: int, field: str) -> Vec
     return vector
 
 
-def make_embedder(
-    provider: str,
-    model: str | None,
-    dimensions: int,
-    base_url: str | None,
-    api_key: str | None,
-    *,
-    allow_private: bool,
-    client: ProviderClient,
-    aws_region: str | None = None,
-) -> Embedder:
-    """The embedder for a store's settings (``ProviderSettings.embed_*`` and a decrypted key).
-
-    ``none`` -> ``NoEmbedder``; ``openai`` -> ``OpenAIEmbedder`` (needs ``model`` and
-    ``api_key``; no ``base_url``); ``custom`` -> ``CustomEmbedder`` (needs ``model`` and
-    ``base_url``; key optional); ``bedrock`` -> ``providers.bedrock.BedrockEmbedder`` (needs
-    ``model`` and ``aws_region``; no key). Nothing is called here: the endpoint is checked at
-    each call.
-    Raises ``ValidationFailed`` naming the missing or unexpected setting.
-    """
-    if provider == "none":
-        return NoEmbedder(dimensions)
-    if provider not in ("openai", "bedrock", "custom"):
-        raise ValidationFailed(
-            f"Unknown embedding provider '{provider}'; use 'openai', 'bedrock', 'custom' or "
-            "'none'.",
-            details=[{"field": "embed_provider", "problem": "unknown provider"}],
-        )
-    if not model:
-        raise _missing("embed_model", provider)
-    if provider == "bedrock":
-        from agent_memory.providers.bedrock import make_bedrock_embedder
-
-        return make_bedrock_embedder(
-            model, dimensions, aws_region, base_url, allow_private=allow_private, client=client
-        )
-    if provider == "openai":
-        if base_url is not None:
-            raise ValidationFailed(
-                "embed_base_url is only used when embed_provider is 'custom'.",
-                details=[{"field": "embed_base_url", "problem": "not allowed"}],
-            )
-        if not api_key:
-            raise _missing("embed_api_key", provider)
-        return OpenAIEmbedder(api_key, model, dimensions, client=client)
-    if not base_url:
-        raise _missing("embed_base_url", provider)
-    return CustomEmbedder(
-        base_url, model, dimensions, api_key or None, allow_private=allow_private, client=client
-    )
-
-
-def _missing(field: str, provider: str) -> ValidationFailed:
-    return ValidationFailed(
-        f"{field} is required when embed_provider is '{provider}'.",
-        details=[{"field": field, "problem": "required"}],
-    )
-
-
 def _batches(items: list[str], batch_size: int, max_bytes: int | None) -> Iterator[tuple[int, int]]:
     """``(start, stop)`` slices of at most ``batch_size`` items and ``max_bytes`` UTF-8 bytes
     (a single larger item goes alone)."""

@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from agent_memory.errors import ModelAnswerInvalid, ProviderRejected, ValidationFailed
+from agent_memory.errors import ModelAnswerInvalid, ProviderRejected
 from agent_memory.providers.client import ProviderClient, bearer_headers, endpoint
 from agent_memory.providers.json_answers import find_json_object
 
@@ -428,71 +428,4 @@ def _read_message(answer: object, model: str, host: str) -> ModelAnswer:
         stop_reason=stop,
         input_tokens=token_count(usage, "input_tokens"),
         output_tokens=token_count(usage, "output_tokens"),
-    )
-
-
-# --------------------------------------------------------------------------------------------
-# From a store's settings
-# --------------------------------------------------------------------------------------------
-
-
-def make_language_model(
-    provider: str,
-    model: str | None,
-    base_url: str | None,
-    api_key: str | None,
-    *,
-    allow_private: bool,
-    client: ProviderClient,
-    aws_region: str | None = None,
-) -> LanguageModel | None:
-    """The language model for a store's settings (``ProviderSettings.llm_*`` and a decrypted
-    key), or ``None`` for ``none``.
-
-    ``openai`` -> ``OpenAIChatModel`` and ``anthropic`` -> ``AnthropicModel`` (need ``model``
-    and ``api_key``; no ``base_url``); ``custom`` -> ``CustomChatModel`` (needs ``model`` and
-    ``base_url``; key optional); ``bedrock`` -> ``providers.bedrock.BedrockChatModel`` (needs
-    ``model`` and ``aws_region``; no key, the function's role signs). Nothing is called here:
-    a custom endpoint is checked at each call. Raises ``ValidationFailed`` naming the missing
-    or unexpected setting (``details=[{"field": "llm_model", "problem": "required"}]`` and the
-    like).
-    """
-    if provider == "none":
-        return None
-    if provider not in ("openai", "anthropic", "bedrock", "custom"):
-        raise ValidationFailed(
-            f"Unknown llm_provider '{provider}'; use 'openai', 'anthropic', 'bedrock', "
-            "'custom' or 'none'.",
-            details=[{"field": "llm_provider", "problem": "unknown provider"}],
-        )
-    if not model:
-        raise _missing("llm_model", provider)
-    if provider == "bedrock":
-        from agent_memory.providers.bedrock import make_bedrock_model
-
-        return make_bedrock_model(
-            model, aws_region, base_url, allow_private=allow_private, client=client
-        )
-    if provider == "custom":
-        if not base_url:
-            raise _missing("llm_base_url", provider)
-        return CustomChatModel(
-            base_url, model, api_key or None, allow_private=allow_private, client=client
-        )
-    if base_url is not None:
-        raise ValidationFailed(
-            "llm_base_url is only used when llm_provider is 'custom'.",
-            details=[{"field": "llm_base_url", "problem": "not allowed"}],
-        )
-    if not api_key:
-        raise _missing("llm_api_key", provider)
-    if provider == "openai":
-        return OpenAIChatModel(api_key, model, client=client)
-    return AnthropicModel(api_key, model, client=client)
-
-
-def _missing(field: str, provider: str) -> ValidationFailed:
-    return ValidationFailed(
-        f"{field} is required when llm_provider is '{provider}'.",
-        details=[{"field": field, "problem": "required"}],
     )

@@ -35,8 +35,8 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from agent_memory.errors import ProviderRejected, ValidationFailed
-from agent_memory.providers.client import ProviderClient, bearer_headers, endpoint
+from agent_memory.errors import ProviderRejected
+from agent_memory.providers.client import ProviderClient, bearer_headers
 
 COHERE_BASE_URL = "https://api.cohere.com/v2"
 VOYAGE_BASE_URL = "https://api.voyageai.com/v1"
@@ -190,68 +190,3 @@ class HttpReranker:
             score_field="relevance_score",
             what=f"at {self._host} ({self.model})",
         )
-
-
-HTTP_RERANKERS = ("cohere", "voyage", "jina", "custom")
-
-
-def make_http_reranker(
-    provider: str,
-    model: str | None,
-    base_url: str | None,
-    api_key: str | None,
-    *,
-    allow_private: bool,
-    client: ProviderClient,
-) -> HttpReranker:
-    """The reranker of a store's ``rerank_*`` settings for the HTTP providers
-    (``HTTP_RERANKERS``). ``cohere``, ``voyage`` and ``jina`` need ``api_key``; a ``base_url``
-    given for them replaces their public address unchecked (tests point them at loopback
-    servers; a store's settings refuse it, ``stores.models.ProviderSettings``). ``custom``
-    needs ``base_url``, checked at every call (its key is optional). Nothing is called here.
-    ``ValidationFailed`` names the missing setting or an unknown provider."""
-    if provider not in HTTP_RERANKERS:
-        raise ValidationFailed(
-            f"Unknown rerank_provider '{provider}'.",
-            details=[{"field": "rerank_provider", "problem": "unknown provider"}],
-        )
-    if not model:
-        raise _missing("rerank_model", provider)
-    if provider == "custom":
-        if not base_url:
-            raise _missing("rerank_base_url", provider)
-        return HttpReranker(
-            url=endpoint(base_url, "rerank"),
-            model=model,
-            api_key=api_key or None,
-            client=client,
-            custom=True,
-            allow_private=allow_private,
-        )
-    if not api_key:
-        raise _missing("rerank_api_key", provider)
-    if provider == "cohere":
-        url = endpoint(base_url or COHERE_BASE_URL, "rerank")
-        return HttpReranker(url=url, model=model, api_key=api_key, client=client)
-    if provider == "voyage":
-        url = endpoint(base_url or VOYAGE_BASE_URL, "rerank")
-        return HttpReranker(
-            url=url,
-            model=model,
-            api_key=api_key,
-            client=client,
-            results_field="data",
-            top_field="top_k",
-            extra={"truncation": True},
-        )
-    url = endpoint(base_url or JINA_BASE_URL, "rerank")
-    return HttpReranker(
-        url=url, model=model, api_key=api_key, client=client, extra={"return_documents": False}
-    )
-
-
-def _missing(field: str, provider: str) -> ValidationFailed:
-    return ValidationFailed(
-        f"{field} is required when rerank_provider is '{provider}'.",
-        details=[{"field": field, "problem": "required"}],
-    )

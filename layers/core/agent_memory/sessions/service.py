@@ -16,11 +16,10 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-import redis
 from redis.client import Pipeline
 
 from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting
-from agent_memory.clock import Clock, from_ms, to_ms
+from agent_memory.clock import from_ms, to_ms
 from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.scripts import load_script, script_then
 from agent_memory.errors import (
@@ -48,8 +47,8 @@ from agent_memory.sessions.records import (
     encode_message,
     live_meta,
 )
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.idempotency import OnceKey
-from agent_memory.stores.models import StoreConfig
 
 PRUNE_BATCH = 1000
 TOUCH_PRUNE_BATCH = 100
@@ -72,11 +71,12 @@ class Sessions:
     """The sessions of one store. Errors: ``SessionNotFound``, ``ActorMismatch``,
     ``PayloadTooLarge``, ``DatabaseUnavailable``."""
 
-    def __init__(self, client: redis.Redis, store: StoreConfig, clock: Clock) -> None:
+    def __init__(self, db: StoreDatabase) -> None:
+        client = db.client
         self._redis = client
-        self._store = store
-        self._keys = store.keys()
-        self._clock = clock
+        self._store = db.config
+        self._keys = db.keys
+        self._clock = db.clock
         self._append = load_script(client, scripts.APPEND)
         self._prune = load_script(client, scripts.PRUNE)
         self._touch = load_script(client, scripts.TOUCH)

@@ -36,7 +36,6 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Annotated, Any
 
-import redis
 from pydantic import (
     BaseModel,
     ConfigDict,
@@ -48,7 +47,7 @@ from pydantic import (
 from pydantic_core import InitErrorDetails, PydanticCustomError
 
 from agent_memory.answers import DEFAULT_ANSWER_BUDGET, surely_fits, wire_bytes
-from agent_memory.clock import Clock, from_ms, to_ms
+from agent_memory.clock import from_ms, to_ms
 from agent_memory.database.client import database_errors
 from agent_memory.database.scripts import load_script
 from agent_memory.errors import ActorMismatch, Conflict, SessionNotFound, ValidationFailed
@@ -66,10 +65,10 @@ from agent_memory.sessions import scripts
 from agent_memory.sessions.models import MessageItem, Role, SpeakerName
 from agent_memory.sessions.records import encode_message, live_meta, member_fields, message_member
 from agent_memory.sessions.service import TOUCH_PRUNE_BATCH
+from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import (
     IMPORT_CLOCK_SKEW_SECONDS,
     MAX_SESSION_TTL_SECONDS,
-    StoreConfig,
 )
 
 MAX_EXPORT_MESSAGES = MAX_RECENT
@@ -353,11 +352,12 @@ class SessionTransfer:
     """Export and import of one store's sessions. Errors: ``SessionNotFound``, ``Conflict``,
     ``ValidationFailed``, ``DatabaseUnavailable``."""
 
-    def __init__(self, client: redis.Redis, store: StoreConfig, clock: Clock) -> None:
+    def __init__(self, db: StoreDatabase) -> None:
+        client = db.client
         self._redis = client
-        self._store = store
-        self._keys = store.keys()
-        self._clock = clock
+        self._store = db.config
+        self._keys = db.keys
+        self._clock = db.clock
         self._export = load_script(client, scripts.EXPORT)
         self._import = load_script(client, scripts.IMPORT)
         self._touch = load_script(client, scripts.TOUCH)

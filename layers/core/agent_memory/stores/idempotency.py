@@ -35,6 +35,9 @@ from agent_memory.database.scripts import FINISHES_WRITE, load_script
 from agent_memory.errors import IdempotencyKeyInProgress, IdempotencyKeyReused
 
 IDEMPOTENCY_KEY_PATTERN = r"^[ \t]*[\x21-\x7e]{1,255}[ \t]*$"
+ONCE_CONTEXT = "idempotency_once"
+"""Where the HTTP middleware (``edge.idempotency``) leaves a keyed request's ``OnceKey`` in the
+resolver's context, for a use case whose write records its own outcome (``Api.once``)."""
 """An ``Idempotency-Key`` header: 1 to 255 visible ASCII characters (``!`` to ``~``; no space
 inside), with the spaces or tabs around a field value that are not part of it (RFC 9110,
 section 5.5); ``key_of`` gives the key."""

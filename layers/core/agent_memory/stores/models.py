@@ -24,6 +24,7 @@ from agent_memory.models import (
     View,
 )
 from agent_memory.providers.endpoint_urls import check_endpoint_url
+from agent_memory.providers.setting import ProviderSetting, Role
 from agent_memory.webhooks.models import WebhookEndpoint, Webhooks
 
 # --- stores ----------------------------------------------------------------------------------
@@ -286,6 +287,18 @@ class StoreConfig(StoreSettings, ProviderSettings):
         object per incarnation in this process (its key names, the partitions' 256 among them,
         are built once and shared by the sessions, memories and indexes of every request)."""
         return _store_keys(self.name, self.incarnation, self.memory_partitions)
+
+    def provider_setting(self, role: Role) -> ProviderSetting:
+        """The store's ``role`` provider (``llm``, ``embed``, ``rerank``) as the provider
+        factory reads it (``providers.factory``): its ``<role>_*`` settings and sealed key."""
+        return ProviderSetting(
+            role=role,
+            provider=getattr(self, f"{role}_provider"),
+            model=getattr(self, f"{role}_model"),
+            base_url=getattr(self, f"{role}_base_url"),
+            aws_region=self.aws_region,
+            key=getattr(self, f"{role}_api_key_ciphertext"),
+        )
 
 
 @lru_cache(maxsize=1024)
