@@ -13,14 +13,9 @@ from agent_memory.edge.runtime import current_runtime
 from agent_memory.flows.webhooks import deliver_due
 from agent_memory.observability import logger, metrics
 
-RESERVE_SECONDS = 15.0
-"""Left of the function's time when it starts no new batch: one batch's attempts (10 s)."""
-
-
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:
     """The run's counts (``flows.webhooks.deliver_due``); ``DatabaseUnavailable`` when the
     control database cannot be read: Lambda logs it, and the next minute tries again."""
-    seconds = max(context.get_remaining_time_in_millis() / 1000 - RESERVE_SECONDS, 1.0)
-    return deliver_due(current_runtime().webhook_sender, seconds)
+    return deliver_due(current_runtime().webhook_sender, context.get_remaining_time_in_millis())

@@ -13,6 +13,7 @@ WebhookEvent = Literal[
     "extraction.completed",
     "extraction.failed",
     "memory.created",
+    "memory.updated",
     "memory.superseded",
     "memory.deleted",
     "session.deleted",

@@ -2198,7 +2198,7 @@ export interface components {
             /** Url */
             url: string;
             /** Events */
-            events: ("extraction.completed" | "extraction.failed" | "memory.created" | "memory.superseded" | "memory.deleted" | "session.deleted" | "store.deleted")[];
+            events: ("extraction.completed" | "extraction.failed" | "memory.created" | "memory.updated" | "memory.superseded" | "memory.deleted" | "session.deleted" | "store.deleted")[];
         };
         /**
          * WebhookSecret

@@ -11,7 +11,7 @@ import {
 } from "../ui.js";
 
 const EVENTS = [
-  "extraction.completed", "extraction.failed", "memory.created", "memory.superseded", "memory.deleted",
+  "extraction.completed", "extraction.failed", "memory.created", "memory.updated", "memory.superseded", "memory.deleted",
   "session.deleted", "store.deleted",
 ];
 

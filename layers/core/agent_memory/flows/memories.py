@@ -25,7 +25,7 @@ from agent_memory.memories.models import (
     SearchResult,
 )
 from agent_memory.observability import metrics
-from agent_memory.webhooks.events import kept_events
+from agent_memory.webhooks.events import kept_events, updated_event
 
 
 def keep_memory(store: StoreHandle, body: MemoryIn) -> tuple[MemoryView, bool]:
@@ -56,10 +56,13 @@ def keep_memory(store: StoreHandle, body: MemoryIn) -> tuple[MemoryView, bool]:
 
 
 def change_memory(store: StoreHandle, memory_id: str, change: MemoryPatch) -> MemoryView:
-    """Change a memory, keeping its previous state as a version (``Memories.patch``);
-    ``MemoryNotFound`` for one the key does not reach."""
+    """Change a memory, keeping its previous state as a version (``Memories.patch``), told to
+    the store's webhooks (``memory.updated`` with the memory as changed); ``MemoryNotFound``
+    for one the key does not reach."""
     reach.reachable_memory(store, memory_id)
-    return store.memories.patch(memory_id, change)
+    changed = store.memories.patch(memory_id, change)
+    store.effects.tell("memory.updated", updated_event(changed))
+    return changed
 
 
 def forget_memory(store: StoreHandle, memory_id: str) -> None:

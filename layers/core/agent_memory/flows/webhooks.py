@@ -30,13 +30,20 @@ def delivery_log(store: StoreHandle) -> DeliveryList:
     return listed.model_copy(update={"deliveries": shown})
 
 
-def deliver_due(sender: Sender, seconds: float) -> dict[str, int]:
-    """Send what is due until nothing is or ``seconds`` are spent (``Sender.deliver_due``),
+RESERVE_SECONDS = 15.0
+"""Left of the delivery function's time when it starts no new batch: one batch's attempts
+(10 s)."""
+
+
+def deliver_due(sender: Sender, remaining_ms: int) -> dict[str, int]:
+    """Send what is due until nothing is or the function's time (``remaining_ms``) is nearly
+    spent, ``RESERVE_SECONDS`` before its end (``Sender.deliver_due``),
     with metrics ``WebhookAttempts``, ``WebhooksDelivered``, ``WebhookAttemptsFailed`` and
     ``WebhooksGivenUp``, and a log line of the run's counts (hosts and statuses, never a URL
     or a body); the run's counts (``DeliveryReport`` without its messages).
     ``DatabaseUnavailable`` when the control database cannot be read."""
     try:
+        seconds = max(remaining_ms / 1000 - RESERVE_SECONDS, 1.0)
         report = sender.deliver_due(seconds)
     finally:
         if is_metrics_disabled():

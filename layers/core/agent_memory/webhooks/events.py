@@ -104,6 +104,15 @@ def event_for(
     return Event(event_id, body, deliveries, in_store=not inline)
 
 
+def updated_event(memory: KeptMemory) -> dict[str, Any]:
+    """The data of ``memory.updated``: the memory as clients see it after the change, without
+    its versions and chain (``GET`` of the memory has them), as ``memory.created`` shows one."""
+    shown = memory.model_dump(mode="json", exclude_none=True)
+    for history in ("versions", "versions_omitted", "chain", "chain_omitted"):
+        shown.pop(history, None)
+    return {"memory": shown}
+
+
 def kept_events(memory: KeptMemory, superseded: str | None) -> list[tuple[str, dict[str, Any]]]:
     """The events of a memory kept (not a duplicate): ``memory.created`` with the memory as
     clients see it, and ``memory.superseded`` naming the one it replaced, if any."""

@@ -25,6 +25,7 @@ EventType = Literal[
     "extraction.completed",
     "extraction.failed",
     "memory.created",
+    "memory.updated",
     "memory.superseded",
     "memory.deleted",
     "session.deleted",
