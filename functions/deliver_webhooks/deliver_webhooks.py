@@ -13,6 +13,7 @@ from agent_memory.edge.runtime import current_runtime
 from agent_memory.flows.webhooks import deliver_due
 from agent_memory.observability import logger, metrics
 
+
 @logger.inject_lambda_context
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, int]:

@@ -15,8 +15,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from agent_memory.clock import SystemClock, to_ms
 from agent_memory.errors import ValidationFailed
-from agent_memory.memories.models import MemoryIn, RecallRequest, SearchRequest
-from agent_memory.memories.models import MemoryFilters
+from agent_memory.memories.models import MemoryFilters, MemoryIn, RecallRequest, SearchRequest
 from agent_memory.memories.queries import selection_of
 from agent_memory.memories.recall import recall
 from agent_memory.memories.service import Memories
