@@ -137,14 +137,16 @@ integration: $(STAMP)
 e2e: $(STAMP) $(CONSOLE_OUT) $(TS_OUT) $(TS_EXAMPLES_OUT)
 	$(PY) -m pytest -q tests/e2e
 
-## lint: ruff (style, imports, complexity at most 12), mypy (strict, pydantic plugin), the
-## layer's import rules (import-linter, pyproject.toml), the generated sync client, and the
+## lint: ruff (style, imports, complexity at most 12, at most 7 parameters in the layer), mypy
+## (strict, pydantic plugin), the layer's import rules (import-linter, pyproject.toml) and no
+## import circle in it (tools/import_cycles.py), the generated sync client, and the
 ## TypeScript client's generated API types and strict type check (the examples' too)
 lint: $(STAMP) $(TS_DEPS) $(TS_EXAMPLES_DEPS)
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 	$(PY) -m mypy layers/core client/src local tools functions bench examples
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) -m tools.import_cycles
 	$(PY) -m tools.unasync_client --check
 	cd $(TS_DIR) && npx openapi-typescript ../../docs/openapi.json --output .schema-check.ts --silent \
 		&& if cmp -s .schema-check.ts src/schema.ts; then rm .schema-check.ts; else rm .schema-check.ts; \

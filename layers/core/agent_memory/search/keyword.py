@@ -24,18 +24,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
+from agent_memory.search.columns import IndexColumns
 from agent_memory.search.fusion import Hit
 from agent_memory.search.masks import eligible, top
 from agent_memory.search.selection import Selection
 from agent_memory.search.tokenizer import FIELD_MARK, query_tokens
-
-if TYPE_CHECKING:
-    from agent_memory.search.index import ActorIndex
 
 K1 = 1.2
 B = 0.75
@@ -50,7 +47,7 @@ name the speaker (bench/results/retrieval.md, "Fields")."""
 
 
 def keyword_hits(
-    index: ActorIndex,
+    index: IndexColumns,
     text: str,
     limit: int,
     now_ms: int,
@@ -87,7 +84,7 @@ def keyword_hits(
 
 
 def _add_bm25f(
-    index: ActorIndex,
+    index: IndexColumns,
     token_id: int | None,
     field_id: int,
     count: int,

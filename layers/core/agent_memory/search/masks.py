@@ -6,20 +6,17 @@ parts as ``Selection.admits`` (time, ranges, filter terms), and the top of a sco
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
 
 import numpy as np
 from numpy.typing import NDArray
 
+from agent_memory.search.columns import IndexColumns
 from agent_memory.search.fusion import Hit
 from agent_memory.search.selection import NEVER, UNKNOWN, Selection
 
-if TYPE_CHECKING:
-    from agent_memory.search.index import ActorIndex
-
 
 def eligible(
-    index: ActorIndex, now_ms: int, where: Selection | Sequence[str] | None
+    index: IndexColumns, now_ms: int, where: Selection | Sequence[str] | None
 ) -> NDArray[np.bool_]:
     """The rows ``where`` selects (``search.selection.Selection.admits``, for every row at once,
     in the same three parts); a sequence of types or None stands for the current memories of
@@ -36,7 +33,7 @@ def eligible(
     return mask & _in_ranges(index, selection, size) & _with_terms(index, selection, size)
 
 
-def _in_time(index: ActorIndex, selection: Selection, size: int) -> NDArray[np.bool_]:
+def _in_time(index: IndexColumns, selection: Selection, size: int) -> NDArray[np.bool_]:
     """``Selection._admits_in_time`` of every row."""
     if selection.as_of is None:
         if selection.include_superseded:
@@ -49,7 +46,7 @@ def _in_time(index: ActorIndex, selection: Selection, size: int) -> NDArray[np.b
     return np.asarray(mask)
 
 
-def _in_ranges(index: ActorIndex, selection: Selection, size: int) -> NDArray[np.bool_]:
+def _in_ranges(index: IndexColumns, selection: Selection, size: int) -> NDArray[np.bool_]:
     """``Selection._admits_ranges`` of every row."""
     mask = np.ones(size, dtype=np.bool_)
     created = index.created[:size]
@@ -67,7 +64,7 @@ def _in_ranges(index: ActorIndex, selection: Selection, size: int) -> NDArray[np
     return mask
 
 
-def _with_terms(index: ActorIndex, selection: Selection, size: int) -> NDArray[np.bool_]:
+def _with_terms(index: IndexColumns, selection: Selection, size: int) -> NDArray[np.bool_]:
     """``Selection._admits_terms`` of every row."""
     mask = np.ones(size, dtype=np.bool_)
     if selection.topics:

@@ -9,14 +9,14 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from agent_memory.search.index import ActorIndex
+from agent_memory.search.columns import IndexColumns
 from agent_memory.search.keyword import FIELD_WEIGHT
 from agent_memory.search.scores import idf
 from agent_memory.search.tokenizer import FIELD_MARK, query_tokens
 
 
 def cosines(
-    index: ActorIndex, vector: NDArray[np.float32], memory_ids: Sequence[str]
+    index: IndexColumns, vector: NDArray[np.float32], memory_ids: Sequence[str]
 ) -> dict[str, float]:
     """The cosine of each memory of ``memory_ids`` that the index holds with the unit
     ``vector``: exact from an exact index, from the int8 codes of a compact one (off by at most
@@ -33,7 +33,7 @@ def cosines(
     return {memory_id: float(v) for (memory_id, _), v in zip(rows, values.tolist(), strict=True)}
 
 
-def coverages(index: ActorIndex, text: str, memory_ids: Sequence[str]) -> dict[str, float]:
+def coverages(index: IndexColumns, text: str, memory_ids: Sequence[str]) -> dict[str, float]:
     """``search.scores.coverage`` of each memory of ``memory_ids`` that the index holds, for
     the query ``text`` (its ``query_tokens``), the words weighted by their rarity among the
     index's memories' texts. A word a memory holds only in its topics or metadata values
@@ -75,7 +75,7 @@ def coverages(index: ActorIndex, text: str, memory_ids: Sequence[str]) -> dict[s
 
 
 def _coverages_from_postings(
-    index: ActorIndex,
+    index: IndexColumns,
     rows: dict[str, int],
     words: list[tuple[int | None, int | None, float]],
     total: float,

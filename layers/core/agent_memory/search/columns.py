@@ -1,0 +1,105 @@
+"""The data of one actor's search index: ``IndexColumns``, the columns, postings and records
+that the index's methods (``search.index.ActorIndex``) keep up and that the readers beside them
+read: the selection masks (``search.masks``), keyword ranking (``search.keyword``) and the
+measures a score is made of (``search.measures``). A module of its own so that those readers
+need not import the index, which builds on them."""
+
+from __future__ import annotations
+
+import threading
+from array import array
+from dataclasses import dataclass, field
+
+import numpy as np
+from numpy.typing import NDArray
+
+from agent_memory.search.quantize import bit_bytes
+
+COMPACT_ABOVE_BYTES = 128 * 1024 * 1024
+"""An actor whose float32 vectors would take more than this is held compactly instead: int8
+codes with a scale per row (4x smaller) and packed sign bits (32x smaller) for a pre-filter.
+Its semantic results are then candidates that the caller rescores exactly (``exact`` False)."""
+
+
+@dataclass
+class IndexColumns:
+    """Vectors and postings of one actor's memories, at generation ``gen`` of the actor's log.
+
+    Rows are reused after removals; ``alive`` marks rows in use. Thread-safety: the cache
+    serialises updates and searches of one index with ``lock``.
+    """
+
+    dimensions: int
+    gen: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    ids: list[str | None] = field(default_factory=list)
+    rows: dict[str, int] = field(default_factory=dict)
+    types: list[str] = field(default_factory=list)
+    matrix: NDArray[np.float32] = field(init=False)
+    expires: NDArray[np.int64] = field(init=False)
+    created: NDArray[np.int64] = field(init=False)
+    alive: NDArray[np.bool_] = field(init=False)
+    doclen: NDArray[np.float32] = field(init=False)
+    # For selections (``search.selection.Selection``): when each row became current and stopped
+    # being so (``NEVER`` while current), when its event happened (``UNKNOWN``), and for topics and
+    # metadata pairs, the rows holding each filter term (rows without any cost nothing).
+    valid_from: NDArray[np.int64] = field(init=False)
+    valid_until: NDArray[np.int64] = field(init=False)
+    occurred: NDArray[np.int64] = field(init=False)
+    filter_rows: dict[str, set[int]] = field(default_factory=dict, repr=False)
+    row_filters: list[tuple[str, ...]] = field(default_factory=list, repr=False)
+    # The keyword side, kept compact (a 100,000-memory actor must fit the cache with its
+    # vectors): token -> id; per token id, its rows (int32) and term frequencies (uint16) in
+    # two growable C arrays that a query reads in place (``np.frombuffer``, no copy); per row,
+    # the ids of its tokens, to take the row out of those postings when it is removed.
+    vocabulary: dict[str, int] = field(default_factory=dict)
+    posting_rows: list[array[int]] = field(default_factory=list, repr=False)
+    posting_tfs: list[array[int]] = field(default_factory=list, repr=False)
+    row_tokens: list[array[int] | None] = field(default_factory=list, repr=False)
+    total_len: float = 0.0
+    # Per row, the memory's stored record (its JSON, ``memories.records.record_json``) as of
+    # ``gen``, so a read renders what it ranked without fetching it; None where it is not held
+    # (rows read from a kept form, until a read fetches them).
+    records: list[bytes | None] = field(default_factory=list, repr=False)
+    free: list[int] = field(default_factory=list)
+    compact_above_bytes: int | None = None  # None: the module's COMPACT_ABOVE_BYTES
+    compact: bool = False
+    codes: NDArray[np.int8] = field(init=False)
+    scales: NDArray[np.float32] = field(init=False)
+    bits: NDArray[np.uint8] = field(init=False)
+    # The generation of the actor's kept index in the database (``search.snapshot``) as this
+    # container last knew it; -1 when none is known.
+    kept: int = -1
+    # The generation at which this index was too large to keep (-1: never): not tried again
+    # until it has changed as much as a kept index may fall behind.
+    too_large_at: int = -1
+    # True when the rows' token lists (``row_tokens``) were not loaded with the postings (an
+    # index read from its kept form): they are rebuilt from the postings at the first removal.
+    tokens_unknown: bool = False
+    # True when the sign bits of the compact rows were not computed (an index read from its
+    # kept form): they are, at the first search that pre-filters by them.
+    bits_unknown: bool = False
+    # While the exact form of a compact index is being read (``go_exact``): the vectors of the
+    # rows entered since, by id.
+    pending: dict[str, NDArray[np.float32]] | None = field(default=None, repr=False)
+    # Read compact from its kept form, and its float32 vectors fit: they are read at the next
+    # read of the actor (``memories.indexes.ActorIndexes``).
+    exact_wanted: bool = False
+    _posting_entries: int = field(default=0, repr=False)
+    _filter_entries: int = field(default=0, repr=False)
+    _record_bytes: int = field(default=0, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.compact_above_bytes is None:
+            self.compact_above_bytes = COMPACT_ABOVE_BYTES
+        self.codes = np.zeros((0, self.dimensions), dtype=np.int8)
+        self.scales = np.zeros(0, dtype=np.float32)
+        self.bits = np.zeros((0, bit_bytes(self.dimensions)), dtype=np.uint8)
+        self.matrix = np.zeros((0, self.dimensions), dtype=np.float32)
+        self.expires = np.zeros(0, dtype=np.int64)
+        self.created = np.zeros(0, dtype=np.int64)
+        self.alive = np.zeros(0, dtype=np.bool_)
+        self.doclen = np.zeros(0, dtype=np.float32)
+        self.valid_from = np.zeros(0, dtype=np.int64)
+        self.valid_until = np.zeros(0, dtype=np.int64)
+        self.occurred = np.zeros(0, dtype=np.int64)
