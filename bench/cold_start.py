@@ -72,6 +72,7 @@ from bench.latency import (
     local_stack,
     memory_client,
     prepare_sessions,
+    recall_request,
     seed,
 )
 from bench.measure import percentile, timed, verdict
@@ -184,7 +185,8 @@ def run_case(size: int, redis_url: str, args: argparse.Namespace) -> Outcome:
         IndexCache(INDEX_CACHE_MB * 2**20),
         "bench",
     )
-    relevant = cycling(queries, lambda q: memories.relevant(ACTOR, q.text, q.values, LIMIT))
+    recalls = [(q.text, recall_request(q.values)) for q in queries]
+    relevant = cycling(recalls, lambda r: memories.relevant(ACTOR, *r))
     relevant()  # loads the kept index
     relevant()  # reads its exact vectors in the background
     wait_for_exact()

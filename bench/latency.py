@@ -66,7 +66,7 @@ from tqdm import tqdm
 from agent_memory.clock import SystemClock, to_ms
 from agent_memory.database.keys import actor_bucket, actor_tag
 from agent_memory.memories.indexes import wait_for_exact
-from agent_memory.memories.models import SearchRequest
+from agent_memory.memories.models import RecallRequest, SearchRequest
 from agent_memory.memories.reads import unit
 from agent_memory.memories.records import MemoryRecord, encode_memory
 from agent_memory.memories.service import Memories
@@ -174,6 +174,11 @@ def client(url: str) -> httpx.Client:
 
 
 # --- data --------------------------------------------------------------------------------------
+
+
+def recall_request(values: list[float]) -> RecallRequest:
+    """What the core's recall reads besides the query text: its vector and ``LIMIT``."""
+    return RecallRequest(session_id="bench", query_vector=values, limit=LIMIT)
 
 
 @dataclass
@@ -588,10 +593,9 @@ def measure_baselines(
         bar.total = count * (len(MODES) + 1)
         for mode in MODES:
             result.core[f"search {mode}"] = timed(cycling(asked[mode], memories.search), count, bar)
+        recalls = [(q.text, recall_request(q.values)) for q in queries]
         result.core["recall"] = timed(
-            cycling(queries, lambda q: memories.relevant(ACTOR, q.text, q.values, LIMIT)),
-            count,
-            bar,
+            cycling(recalls, lambda r: memories.relevant(ACTOR, *r)), count, bar
         )
 
 

@@ -53,7 +53,7 @@ from agent_memory.background.work import SessionWork
 from agent_memory.database.keys import LocalScheduleKeys
 from agent_memory.memories.models import SearchRequest
 from agent_memory.memories.service import Memories
-from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.client import CallPolicy, ProviderClient
 from agent_memory.providers.factory import make_embedder, make_language_model
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.providers.setting import Outbound, ProviderSetting, in_the_clear
@@ -300,7 +300,7 @@ def run_store(url: str, server: ScriptedServer, actors: list[Actor], mode: str) 
             session_ttl_seconds=7 * 86_400,
         ),
     )
-    provider = ProviderClient(max_retries=0, read_timeout=30)
+    provider = ProviderClient(CallPolicy(max_retries=0, read_timeout=30))
     embedder = make_embedder(
         ProviderSetting("embed", "custom", "scripted", server.url, None, None),
         DIMENSIONS,

@@ -32,7 +32,7 @@ from agent_memory.providers.bedrock import (
     model_path,
     runtime_url,
 )
-from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.client import CallPolicy, ProviderClient
 from agent_memory.providers.factory import make_embedder, make_language_model
 from agent_memory.providers.setting import Outbound, ProviderSetting, in_the_clear
 from agent_memory.stores.models import ProviderSettings
@@ -61,10 +61,9 @@ def client(**overrides) -> ProviderClient:
         "connect_timeout": 0.5,
         "read_timeout": 3.0,
         "max_retries": 1,
-        "sleep": lambda _s: None,
         "max_retry_after": 1.0,
     }
-    return ProviderClient(**{**base, **overrides})
+    return ProviderClient(CallPolicy(**{**base, **overrides}), sleep=lambda _s: None)
 
 
 @pytest.fixture

@@ -29,7 +29,7 @@ from agent_memory.errors import (
     VectorInvalid,
 )
 from agent_memory.providers import client as providers
-from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.client import CallPolicy, ProviderClient
 from agent_memory.providers.embeddings import (
     CustomEmbedder,
     NoEmbedder,
@@ -265,7 +265,7 @@ def test_a_body_that_is_not_json_is_rejected(fake, provider):
 
 def test_a_read_timeout_is_unavailable_and_not_retried(fake, sleeps):
     fake.script = [slow(1.0)]
-    client = ProviderClient(read_timeout=0.3, sleep=sleeps.append)
+    client = ProviderClient(CallPolicy(read_timeout=0.3), sleep=sleeps.append)
     started = time.monotonic()
     with pytest.raises(ProviderUnavailable, match="did not answer in time"):
         openai(fake, client).embed(["a"])

@@ -10,6 +10,7 @@ it. Names that do not exist (``*.test``) are answered by a fake ``socket.getaddr
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import json
 import socket
@@ -30,7 +31,7 @@ from agent_memory.errors import (
     ProviderUnavailable,
 )
 from agent_memory.providers import network as provider_network
-from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.client import CallPolicy, ProviderClient
 from agent_memory.providers.embeddings import (
     CustomEmbedder,
     OpenAIEmbedder,
@@ -66,8 +67,12 @@ def server():
 def patient(deadline: float, **kw: Any) -> ProviderClient:
     """A client whose per-read timeouts are longer than any test: only the deadline can end a
     call early."""
-    kw.setdefault("connect_timeout", 30.0)
-    return ProviderClient(deadline=deadline, read_timeout=30.0, **kw)
+    policy = {"connect_timeout": 30.0, **{k: v for k, v in kw.items() if k in POLICY_FIELDS}}
+    rest = {k: v for k, v in kw.items() if k not in POLICY_FIELDS}
+    return ProviderClient(CallPolicy(deadline=deadline, read_timeout=30.0, **policy), **rest)
+
+
+POLICY_FIELDS = {f.name for f in dataclasses.fields(CallPolicy)}
 
 
 def timed(call: Callable[[], object]) -> tuple[AgentMemoryError | None, float]:

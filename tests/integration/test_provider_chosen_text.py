@@ -14,7 +14,7 @@ from collections.abc import Iterator
 import pytest
 
 from agent_memory.errors import EmbeddingMismatch, ProviderUnavailable
-from agent_memory.providers.client import RETRY_AFTER_MAX_SECONDS, ProviderClient
+from agent_memory.providers.client import RETRY_AFTER_MAX_SECONDS, CallPolicy, ProviderClient
 from agent_memory.providers.embeddings import CustomEmbedder
 from tests.support.common import unique
 from tests.support.handlers import build, invoke
@@ -48,7 +48,7 @@ def server() -> Iterator[RawHTTPServer]:
 @pytest.mark.parametrize("given", sorted(ABSURD))
 def test_a_providers_long_retry_after_is_passed_on_bounded_and_never_shown(server, given):
     server.default = send(refusing(ABSURD[given]))
-    client = ProviderClient(max_retry_after=1.5, sleep=lambda _: None)
+    client = ProviderClient(CallPolicy(max_retry_after=1.5), sleep=lambda _: None)
     with pytest.raises(ProviderUnavailable) as caught:
         client.post_json(server.url, {}, max_bytes=10_000)
     assert caught.value.retry_after_seconds == RETRY_AFTER_MAX_SECONDS == 3600
@@ -61,7 +61,7 @@ def test_a_providers_long_retry_after_is_passed_on_bounded_and_never_shown(serve
 
 def test_a_short_retry_after_is_passed_on_as_it_is(server):
     server.default = send(refusing("3"))
-    client = ProviderClient(max_retry_after=1.5, sleep=lambda _: None)
+    client = ProviderClient(CallPolicy(max_retry_after=1.5), sleep=lambda _: None)
     with pytest.raises(ProviderUnavailable) as caught:
         client.post_json(server.url, {}, max_bytes=10_000)
     assert caught.value.retry_after_seconds == 3

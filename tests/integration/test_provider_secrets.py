@@ -27,7 +27,7 @@ from urllib.parse import unquote
 import pytest
 
 from agent_memory.errors import AgentMemoryError
-from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.client import CallPolicy, ProviderClient
 from agent_memory.providers.embeddings import CustomEmbedder, OpenAIEmbedder
 from agent_memory.providers.factory import make_language_model
 from agent_memory.providers.language_models import (
@@ -108,7 +108,7 @@ def logs(caplog, capfd) -> Callable[[], str]:
 
 
 def no_retries() -> ProviderClient:
-    return ProviderClient(max_retries=1, sleep=lambda _: None, deadline=10.0)
+    return ProviderClient(CallPolicy(max_retries=1, deadline=10.0), sleep=lambda _: None)
 
 
 # --------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from agent_memory.errors import EndpointRefused, ProviderRejected, ProviderUnavailable
 from agent_memory.memories.reranking import apply_reranker
-from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.client import CallPolicy, ProviderClient
 from agent_memory.providers.factory import make_reranker
 from agent_memory.providers.language_models import CustomChatModel
 from agent_memory.providers.llm_reranker import LlmReranker, read_scores, rerank_prompt
@@ -42,10 +42,9 @@ def client(**overrides) -> ProviderClient:
         "connect_timeout": 0.5,
         "read_timeout": 2.0,
         "max_retries": 1,
-        "sleep": lambda _s: None,
         "max_retry_after": 1.0,
     }
-    return ProviderClient(**{**base, **overrides})
+    return ProviderClient(CallPolicy(**{**base, **overrides}), sleep=lambda _s: None)
 
 
 def reranker(shape: str, server: RerankServer, **client_settings) -> HttpReranker:

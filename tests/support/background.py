@@ -11,7 +11,7 @@ from agent_memory.background.triggers import schedule_background
 from agent_memory.background.work import SessionWork
 from agent_memory.database.keys import LocalScheduleKeys
 from agent_memory.memories.service import Memories
-from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.client import CallPolicy, ProviderClient
 from agent_memory.providers.factory import make_embedder, make_language_model
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.providers.setting import Outbound, ProviderSetting, in_the_clear
@@ -75,7 +75,7 @@ class World:
             ),
         )
         self.sessions = sessions_of(stores, self.config)
-        provider = ProviderClient(max_retries=0, read_timeout=10)
+        provider = ProviderClient(CallPolicy(max_retries=0, read_timeout=10))
         embedder = make_embedder(
             ProviderSetting("embed", "custom", "fake", embed_server.url, None, None),
             DIMS,

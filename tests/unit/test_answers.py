@@ -28,6 +28,7 @@ from agent_memory.memories.models import (
 )
 from agent_memory.memories.reads import MAX_CHAIN_SHOWN
 from agent_memory.memories.recall import fitted_recall
+from agent_memory.memories.reranking import Found
 from agent_memory.memories.service import fitted_memory
 from agent_memory.models import MAX_MESSAGE_CHARS
 from agent_memory.sessions.models import Message
@@ -73,7 +74,7 @@ def test_the_metadata_used_here_is_the_largest_allowed():
 
 def test_one_item_of_each_list_fits_the_least_budget_with_room():
     assert wire_bytes(MemoryList(memories=[heaviest_memory()], next_offset=1, total=1)) < 80_000
-    one = fitted_recall("s", "a", HEAVY * 8_000, [message(1)], [heaviest_memory()], 10**9)
+    one = fitted_recall("s", "a", HEAVY * 8_000, [message(1)], Found([heaviest_memory()]), 10**9)
     assert wire_bytes(one) < MIN_ANSWER_BYTES * 3 // 4
 
 
@@ -130,11 +131,11 @@ def test_largest_fitting_keeps_the_most_that_fit(sizes, budget):
 def test_recall_leaves_out_the_oldest_messages_then_the_lowest_memories():
     messages = [message(seq, 20_000) for seq in range(1, 31)]
     memories = [heaviest_memory(n) for n in range(10)]
-    cut = fitted_recall("s", "a", None, messages, memories, 2_000_000)
+    cut = fitted_recall("s", "a", None, messages, Found(list(memories)), 2_000_000)
     assert wire_bytes(cut) <= 2_000_000 and cut.memories == memories
     assert [m.seq for m in cut.messages] == list(range(31 - len(cut.messages), 31))
     assert cut.messages_omitted == 30 - len(cut.messages) > 0 and cut.memories_omitted == 0
-    bare = fitted_recall("s", "a", None, messages, memories * 4, MIN_ANSWER_BYTES)
+    bare = fitted_recall("s", "a", None, messages, Found(list(memories) * 4), MIN_ANSWER_BYTES)
     assert bare.messages == [] and bare.messages_omitted == 30
     assert bare.memories == (memories * 4)[: len(bare.memories)] and bare.memories_omitted > 0
     assert wire_bytes(bare) <= MIN_ANSWER_BYTES

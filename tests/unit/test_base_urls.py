@@ -9,7 +9,7 @@ import pytest
 from pydantic import ValidationError
 
 from agent_memory.errors import EndpointRefused
-from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.client import CallPolicy, ProviderClient
 from agent_memory.stores.models import ProviderSettings
 
 PRIVATE = {"allow_private_endpoints": True}
@@ -86,7 +86,7 @@ def test_plain_base_urls_are_kept(url, context):
 
 
 def test_a_stored_url_the_client_cannot_build_a_request_for_is_refused_at_the_call():
-    client = ProviderClient(max_retries=0)
+    client = ProviderClient(CallPolicy(max_retries=0))
     for url, allow_private in (
         ("http://xn--ls8h.la/v1/embeddings", True),
         ("https://xn--ls8h.la/v1/embeddings", True),

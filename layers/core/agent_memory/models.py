@@ -15,7 +15,7 @@ import unicodedata
 from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import (
     AfterValidator,
@@ -210,3 +210,7 @@ class ErrorBody(View):
     error: str
     message: str
     details: list[ErrorDetail] | None = None
+
+
+SearchMode = Literal["semantic", "keyword", "hybrid"]
+"""How a search ranks: by meaning (cosine of vectors), by keyword (BM25), or both fused."""

@@ -169,14 +169,16 @@ class Runtime:
         one retry and its wait, a ``Retry-After`` of up to 1.5 s honoured), which leaves 4 s of
         the function's 10 s timeout (template.yaml ``Globals``; API Gateway's own limit for an
         HTTP API integration is 30 s) to the database and the key service."""
-        from agent_memory.providers.client import ProviderClient
+        from agent_memory.providers.client import CallPolicy, ProviderClient
 
         return ProviderClient(
-            deadline=6.0,
-            connect_timeout=1.5,
-            read_timeout=2.5,
-            max_retries=1,
-            max_retry_after=1.5,
+            CallPolicy(
+                deadline=6.0,
+                connect_timeout=1.5,
+                read_timeout=2.5,
+                max_retries=1,
+                max_retry_after=1.5,
+            )
         )
 
     @cached_property
@@ -186,14 +188,16 @@ class Runtime:
         within 2.5 s (one retry, a ``Retry-After`` of up to 1 s honoured), so that with the
         query's embedding (``provider_client``, 6 s) a search still answers inside the
         function's 10 s."""
-        from agent_memory.providers.client import ProviderClient
+        from agent_memory.providers.client import CallPolicy, ProviderClient
 
         return ProviderClient(
-            deadline=2.5,
-            connect_timeout=1.0,
-            read_timeout=2.5,
-            max_retries=1,
-            max_retry_after=1.0,
+            CallPolicy(
+                deadline=2.5,
+                connect_timeout=1.0,
+                read_timeout=2.5,
+                max_retries=1,
+                max_retry_after=1.0,
+            )
         )
 
     @cached_property
@@ -204,14 +208,16 @@ class Runtime:
         budget is spent (``background.runs.RunBudget``: the function's remaining time less
         ``STEP_RESERVE_SECONDS``, four calls of 45 s and the database writes), so a run ends
         inside the function's 300 s."""
-        from agent_memory.providers.client import ProviderClient
+        from agent_memory.providers.client import CallPolicy, ProviderClient
 
         return ProviderClient(
-            deadline=45.0,
-            connect_timeout=3.0,
-            read_timeout=45.0,
-            max_retries=3,
-            max_retry_after=20.0,
+            CallPolicy(
+                deadline=45.0,
+                connect_timeout=3.0,
+                read_timeout=45.0,
+                max_retries=3,
+                max_retry_after=20.0,
+            )
         )
 
     @cached_property

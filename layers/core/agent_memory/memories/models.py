@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any
 
 import jiter
 from pydantic import (
@@ -34,6 +34,7 @@ from agent_memory.models import (
     MAX_QUERY_CHARS,
     ActorId,
     Model,
+    SearchMode,
     SessionId,
     UtcDatetime,
     View,
@@ -297,9 +298,6 @@ class MemoryList(View):
     total: int = Field(
         description="Live memories matching the filters (actor_id, type), over all pages."
     )
-
-
-SearchMode = Literal["semantic", "keyword", "hybrid"]
 
 
 MinScore = Annotated[

@@ -21,14 +21,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-import numpy as np
-from numpy.typing import NDArray
-
 from agent_memory.clock import to_ms
 from agent_memory.memories.indexes import ActorIndexes
 from agent_memory.search.fusion import FUSION_WEIGHT, Hit, fuse
 from agent_memory.search.index import ActorIndex
 from agent_memory.search.measures import cosines, coverages
+from agent_memory.search.query import Query
 from agent_memory.search.scores import relevance
 from agent_memory.search.selection import Selection
 from agent_memory.search.when import TimeWindow
@@ -55,20 +53,19 @@ class Ranked:
 def rank(
     indexes: ActorIndexes,
     buckets: Sequence[str],
-    query: str,
-    vector: NDArray[np.float32] | None,
-    mode: str,
+    query: Query,
     limit: int,
     selection: Selection,
     now_ms: int,
     generations: Mapping[str, tuple[int, int]] | None = None,
-    window: TimeWindow | None = None,
 ) -> list[Ranked]:
-    """The best ``limit`` memories of ``buckets`` for ``query`` (its unit ``vector`` for the
-    semantic side, None for keyword only), best first, among the live memories ``selection``
-    admits (filters apply before the top ``limit`` is cut). ``generations``: the ``(gen,
-    kept)`` the caller has just read for some of the buckets (``ActorIndexes.index``).
-    ``window``: the time the query names, whose memories rank higher (``TIME_BOOST``)."""
+    """The best ``limit`` memories of ``buckets`` for ``query`` (its unit vector for the
+    semantic side, none for keyword only; its tokens for the keyword side), best first, among
+    the live memories ``selection`` admits (filters apply before the top ``limit`` is cut).
+    ``generations``: the ``(gen, kept)`` the caller has just read for some of the buckets
+    (``ActorIndexes.index``). The time the query names (``query.window``) ranks its memories
+    higher (``TIME_BOOST``)."""
+    vector, mode, window = query.vector, query.mode, query.window
     wide = limit * CANDIDATES if mode == "hybrid" or window is not None else limit
     semantic: list[tuple[Hit, str]] = []
     keyword: list[tuple[Hit, str]] = []
@@ -82,9 +79,9 @@ def rank(
         near: list[Hit] = []
         with index.lock:
             for chosen in selections:
-                if vector is not None and mode != "keyword":
+                if vector is not None and query.semantic:
                     near += index.semantic(vector, wide, now_ms, chosen)
-                if mode != "semantic":
+                if query.keywords:
                     found = index.keyword(query, wide, now_ms, chosen)
                     keyword += [(h, bucket) for h in found]
             exact = index.exact
@@ -109,7 +106,7 @@ def rank(
     else:
         hits = fuse(sem[:wide], key[:wide], limit)
     cosine = {h.memory_id: h.score for h, _ in semantic}
-    return _scored(held, hits, owner, cosine, query, vector, mode)
+    return _scored(held, hits, owner, cosine, query)
 
 
 def within(selection: Selection, window: TimeWindow) -> Selection:
@@ -149,13 +146,12 @@ def _scored(
     hits: Sequence[Hit],
     owner: Mapping[str, str],
     exact: Mapping[str, float],
-    query: str,
-    vector: NDArray[np.float32] | None,
-    mode: str,
+    query: Query,
 ) -> list[Ranked]:
-    """``hits``, in their order, scored by ``search.scores.relevance`` of the measures ``mode``
-    uses: the cosine (``exact`` where the semantic side computed it, else from the index)
-    unless keyword only, the coverage of ``query`` unless semantic."""
+    """``hits``, in their order, scored by ``search.scores.relevance`` of the measures the
+    query's mode uses: the cosine (``exact`` where the semantic side computed it, else from the
+    index) unless keyword only, the coverage of the query's words unless semantic."""
+    vector = query.vector
     by_bucket: dict[str, list[str]] = {}
     for hit in hits:
         by_bucket.setdefault(owner[hit.memory_id], []).append(hit.memory_id)
@@ -164,15 +160,15 @@ def _scored(
     for bucket, ids in by_bucket.items():
         index = held[bucket]
         with index.lock:
-            if vector is not None and mode != "keyword":
+            if vector is not None and query.semantic:
                 similarity.update(cosines(index, vector, [i for i in ids if i not in exact]))
-            if mode != "semantic":
+            if query.keywords:
                 covered.update(coverages(index, query, ids))
     similarity.update({i: exact[i] for i in owner if i in exact})
     ranked = []
     for hit in hits:
         cosine = similarity.get(hit.memory_id) if vector is not None else None
-        share = covered.get(hit.memory_id, 0.0) if mode != "semantic" else None
+        share = covered.get(hit.memory_id, 0.0) if query.keywords else None
         score = Hit(hit.memory_id, relevance(cosine, share))
         ranked.append(Ranked(score, owner[hit.memory_id], cosine))
     return ranked

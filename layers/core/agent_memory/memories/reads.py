@@ -32,7 +32,7 @@ from agent_memory.database.partitions import live_count, merged_window
 from agent_memory.database.scripts import load_script
 from agent_memory.errors import MemoryNotFound, StoreTooLarge, ValidationFailed, VectorInvalid
 from agent_memory.memories.indexes import ActorIndexes
-from agent_memory.memories.models import MemoryList, MemoryView, SearchRequest
+from agent_memory.memories.models import MemoryList, MemoryView, RecallRequest, SearchRequest
 from agent_memory.memories.queries import selection_of
 from agent_memory.memories.ranking import rank, within
 from agent_memory.memories.records import (
@@ -48,9 +48,10 @@ from agent_memory.memories.store_level import StoreLevel
 from agent_memory.models import RESERVED_TYPES
 from agent_memory.providers.embeddings import Embedder, EmbedPurpose, validate_vector
 from agent_memory.providers.rerankers import Reranker
+from agent_memory.search.query import Query
 from agent_memory.search.scores import DEFAULT_MIN_SCORE
 from agent_memory.search.selection import CURRENT, Selection
-from agent_memory.search.when import TimeWindow, time_window
+from agent_memory.search.when import time_window
 from agent_memory.stores.database import StoreDatabase
 
 RELATED_TEXT_CHARS = 2000
@@ -367,61 +368,55 @@ class MemoryReader:
         selection = selection_of(request.filters, request.types)
         if window is not None and request.time_filter:
             selection = within(selection, window)
+        ranked_window = window if request.time_ranking else None
+        query = Query(request.query, request.mode, query_vector, ranked_window)
         found = self._found(
             buckets,
-            request.query,
-            query_vector,
-            request.mode,
+            query,
             request.limit,
             selection,
             rerank=request.rerank,
             min_score=request.min_score,
-            window=window if request.time_ranking else None,
         )
         return Found(found.memories, found.reranked, window)
 
     def relevant(
         self,
         actor_id: str,
-        query: str,
-        query_vector: Sequence[float] | None,
-        limit: int,
-        types: Sequence[str] | None = None,
-        generation: tuple[int, int] | None = None,
-        rerank: bool = True,
-        min_score: float | None = None,
-        *,
+        text: str,
+        request: RecallRequest,
         reference: datetime | None = None,
-        time_filter: bool = False,
+        generation: tuple[int, int] | None = None,
     ) -> Found:
-        """For recall: the actor's current memories (of ``types``, when given) most relevant to
-        ``query`` (hybrid when the store can embed or a vector is given; keyword otherwise),
-        reranked as ``find`` reranks, the time the query names resolved against ``reference``
-        (now when None) as ``find`` does. ``generation``: the actor's ``(gen, kept)`` when the
-        caller has just read them (``queue_generation``)."""
+        """For recall: the actor's current memories (of ``request.types``, when given) most
+        relevant to the query ``text`` (hybrid when the store can embed or
+        ``request.query_vector`` is given; keyword otherwise), at most ``request.limit``,
+        reranked as ``find`` reranks (unless ``request.rerank`` is false) and cut at
+        ``request.min_score``, the time the query names resolved against ``reference`` (now
+        when None) as ``find`` does (``request.time_filter`` keeps only that time's).
+        ``generation``: the actor's ``(gen, kept)`` when the caller has just read them
+        (``queue_generation``)."""
+        types = request.types
         for memory_type in types or []:
             self.check_type(memory_type, "types")
         vector = None
-        if query_vector is not None or self._store.embed_provider != "none":
-            vector = self.vector(query, query_vector, "query_vector", "query")
-        mode = "hybrid" if vector is not None else "keyword"
-        window = time_window(query, reference or self._clock.now())
+        if request.query_vector is not None or self._store.embed_provider != "none":
+            vector = self.vector(text, request.query_vector, "query_vector", "query")
+        window = time_window(text, reference or self._clock.now())
         selection = Selection(types=tuple(types) if types else None)
-        if window is not None and time_filter:
+        if window is not None and request.time_filter:
             selection = within(selection, window)
         bucket = actor_bucket(actor_id)
         known = {bucket: generation} if generation is not None else None
+        query = Query(text, "hybrid" if vector is not None else "keyword", vector, window)
         return self._found(
             [bucket],
             query,
-            vector,
-            mode,
-            limit,
+            request.limit,
             selection,
             known,
-            rerank=rerank,
-            min_score=min_score,
-            window=window,
+            rerank=request.rerank,
+            min_score=request.min_score,
         )
 
     def queue_generation(self, pipe: Pipeline, actor_id: str) -> None:
@@ -447,7 +442,9 @@ class MemoryReader:
         best: dict[str, tuple[int, float, str]] = {}
         for text, row in zip(queries, vectors, strict=True):
             vector = unit(row, "vector")
-            ranked = rank(self._indexes, [bucket], text, vector, "hybrid", limit, CURRENT, now_ms)
+            ranked = rank(
+                self._indexes, [bucket], Query(text, "hybrid", vector), limit, CURRENT, now_ms
+            )
             for place, item in enumerate(ranked):
                 key = (place, -item.hit.score, item.hit.memory_id)
                 if item.hit.memory_id not in best or key < best[item.hit.memory_id]:
@@ -459,16 +456,13 @@ class MemoryReader:
     def _found(
         self,
         buckets: Sequence[str],
-        query: str,
-        vector: NDArray[np.float32] | None,
-        mode: str,
+        query: Query,
         limit: int,
         selection: Selection,
         generations: dict[str, tuple[int, int]] | None = None,
         *,
         rerank: bool,
         min_score: float | None,
-        window: TimeWindow | None = None,
     ) -> Found:
         """``_rank``'s best ``limit``; with the store's reranker (and ``rerank``), the best
         ``rerank_candidates`` (at least ``limit``) of ``_rank`` ordered by it
@@ -476,34 +470,22 @@ class MemoryReader:
         those scoring below ``min_score`` (``search.scores.DEFAULT_MIN_SCORE`` when None) are
         left out."""
         floor = DEFAULT_MIN_SCORE if min_score is None else min_score
-        ranking = partial(
-            self._rank,
-            buckets,
-            query,
-            vector,
-            mode,
-            selection=selection,
-            generations=generations,
-            window=window,
-        )
+        ranking = partial(self._rank, buckets, query, selection=selection, generations=generations)
         if self._reranker is None or not rerank:
             found = Found(ranking(limit))
         else:
             candidates = ranking(max(limit, self._store.rerank_candidates))
-            found = apply_reranker(self._reranker, query, candidates, limit)
+            found = apply_reranker(self._reranker, query.text, candidates, limit)
         kept = [m for m in found.memories if m.score is not None and m.score >= floor]
-        return Found(kept, found.reranked, window)
+        return Found(kept, found.reranked, query.window)
 
     def _rank(
         self,
         buckets: Sequence[str],
-        query: str,
-        vector: NDArray[np.float32] | None,
-        mode: str,
+        query: Query,
         limit: int,
         selection: Selection,
         generations: dict[str, tuple[int, int]] | None = None,
-        window: TimeWindow | None = None,
     ) -> list[MemoryView]:
         """``memories.ranking.rank`` over the indexes, then the views of the memories ranked. The
         ranking is of the indexes' state at the generation each read (one moment per actor):
@@ -512,18 +494,7 @@ class MemoryReader:
         ``valid_until`` shows it), so a search racing a supersede shows the old memory or the
         new one, never neither and never both."""
         now_ms = to_ms(self._clock.now())
-        ranked = rank(
-            self._indexes,
-            buckets,
-            query,
-            vector,
-            mode,
-            limit,
-            selection,
-            now_ms,
-            generations,
-            window,
-        )
+        ranked = rank(self._indexes, buckets, query, limit, selection, now_ms, generations)
         by_bucket: dict[str, list[str]] = {}
         for item in ranked:
             by_bucket.setdefault(item.bucket, []).append(item.hit.memory_id)

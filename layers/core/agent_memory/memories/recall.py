@@ -15,7 +15,7 @@ from functools import partial
 
 from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting, wire_bytes
 from agent_memory.errors import ActorMismatch
-from agent_memory.memories.models import MemoryView, RecallRequest, RecallView, TimeWindowView
+from agent_memory.memories.models import MemoryView, RecallRequest, RecallView
 from agent_memory.memories.reranking import Found
 from agent_memory.memories.service import Memories
 from agent_memory.models import is_blank
@@ -102,17 +102,17 @@ def fitted_recall(
     actor_id: str | None,
     summary: str | None,
     messages: Sequence[Message],
-    memories: Sequence[MemoryView],
+    relevant: Found,
     budget: int,
-    reranked: bool | None = None,
-    window: TimeWindowView | None = None,
 ) -> RecallView:
-    """The recall answer of these parts that fits ``budget`` bytes (``answers.wire_bytes``):
+    """The recall answer of these parts (``relevant``: the memories found, whether they were
+    reranked, the time the query named) that fits ``budget`` bytes (``answers.wire_bytes``):
     all of them when they fit; else without the oldest messages, as few as need to go; else,
     without any message, without the lowest ranked memories. The answer's
     ``messages_omitted`` and ``memories_omitted`` count what was left out, and its context
     says how many messages (``render_context``)."""
 
+    memories, reranked, window = relevant.memories, relevant.reranked, relevant.window_view
     quoted_summary = quote(summary) if summary else None
     memory_lines = [_memory_line(memory) for memory in memories]
     message_lines = [_message_line(message) for message in messages]
@@ -187,18 +187,9 @@ def recall(
     )
     relevant = Found([])
     if actor_id is not None and query is not None:
-        relevant = memories.relevant(
-            actor_id,
-            query,
-            request.query_vector,
-            request.limit,
-            request.types,
-            generation if actor_id == named else None,
-            request.rerank,
-            request.min_score,
-            reference=request.reference_time or (messages[-1].created_at if messages else None),
-            time_filter=request.time_filter,
-        )
+        reference = request.reference_time or (messages[-1].created_at if messages else None)
+        known = generation if actor_id == named else None
+        relevant = memories.relevant(actor_id, query, request, reference, known)
     if request.max_bytes is not None:
         budget = min(budget, request.max_bytes)
     return fitted_recall(
@@ -206,8 +197,6 @@ def recall(
         actor_id,
         summary,
         messages,
-        relevant.memories,
+        relevant,
         budget,
-        relevant.reranked,
-        relevant.window_view,
     )

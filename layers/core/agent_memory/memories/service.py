@@ -25,6 +25,7 @@ from agent_memory.memories.models import (
     MemoryPage,
     MemoryPatch,
     MemoryView,
+    RecallRequest,
     SearchRequest,
     SearchResult,
 )
@@ -191,30 +192,13 @@ class Memories:
     def relevant(
         self,
         actor_id: str,
-        query: str,
-        query_vector: Sequence[float] | None,
-        limit: int,
-        types: Sequence[str] | None = None,
-        generation: tuple[int, int] | None = None,
-        rerank: bool = True,
-        min_score: float | None = None,
-        *,
+        text: str,
+        request: RecallRequest,
         reference: datetime | None = None,
-        time_filter: bool = False,
+        generation: tuple[int, int] | None = None,
     ) -> Found:
         """``MemoryReader.relevant``: for recall, the actor's most relevant memories."""
-        return self.reader.relevant(
-            actor_id,
-            query,
-            query_vector,
-            limit,
-            types,
-            generation,
-            rerank,
-            min_score,
-            reference=reference,
-            time_filter=time_filter,
-        )
+        return self.reader.relevant(actor_id, text, request, reference, generation)
 
     def queue_generation(self, pipe: Pipeline, actor_id: str) -> None:
         """``MemoryReader.queue_generation``: the actor's generations, read by a recall with its

@@ -113,8 +113,34 @@ _AGAIN = object()
 """``ProviderClient._read``'s answer when the call is to be made once more."""
 
 
+@dataclass(frozen=True)
+class CallPolicy:
+    """How long a provider call may take and how often it is tried (``ProviderClient`` says
+    what each means): seconds of ``deadline``, ``connect_timeout``, ``read_timeout``,
+    ``backoff_base``, ``backoff_cap``, ``max_retry_after`` and ``min_attempt``; at most
+    ``max_retries`` retries. ``ValueError`` for a deadline that is not positive or a negative
+    number of retries."""
+
+    deadline: float = 30.0
+    connect_timeout: float = 3.0
+    read_timeout: float = 30.0
+    max_retries: int = 3
+    backoff_base: float = 0.5
+    backoff_cap: float = 8.0
+    max_retry_after: float = 20.0
+    min_attempt: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if self.deadline <= 0:
+            raise ValueError("deadline must be > 0")
+
+
 class ProviderClient:
     """POST JSON to a model provider within a deadline, with retries; raise domain errors.
+    ``policy``: the call's deadline, timeouts and retries (``CallPolicy``; its defaults by
+    default).
 
     Deadline: ``deadline`` seconds (default 30) for the whole call of ``post_json``: the
     endpoint check of a custom endpoint, name resolution, connecting, TLS, sending, every read
@@ -159,32 +185,23 @@ class ProviderClient:
 
     def __init__(
         self,
+        policy: CallPolicy | None = None,
         *,
-        deadline: float = 30.0,
-        connect_timeout: float = 3.0,
-        read_timeout: float = 30.0,
-        max_retries: int = 3,
-        backoff_base: float = 0.5,
-        backoff_cap: float = 8.0,
-        max_retry_after: float = 20.0,
-        min_attempt: float = 0.5,
         sleep: Callable[[float], None] = time.sleep,
         clock: Clock | None = None,
         rand: Callable[[], float] = random.random,
         monotonic: Callable[[], float] = time.monotonic,
     ) -> None:
-        if max_retries < 0:
-            raise ValueError("max_retries must be >= 0")
-        if deadline <= 0:
-            raise ValueError("deadline must be > 0")
-        self.deadline = deadline
-        self.connect_timeout = connect_timeout
-        self.read_timeout = read_timeout
-        self.max_retries = max_retries
-        self.backoff_base = backoff_base
-        self.backoff_cap = backoff_cap
-        self.max_retry_after = max_retry_after
-        self.min_attempt = min_attempt
+        policy = policy or CallPolicy()
+        self.policy = policy
+        self.deadline = policy.deadline
+        self.connect_timeout = policy.connect_timeout
+        self.read_timeout = policy.read_timeout
+        self.max_retries = policy.max_retries
+        self.backoff_base = policy.backoff_base
+        self.backoff_cap = policy.backoff_cap
+        self.max_retry_after = policy.max_retry_after
+        self.min_attempt = policy.min_attempt
         self._sleep = sleep
         self._clock: Clock = clock or SystemClock()
         self._rand = rand

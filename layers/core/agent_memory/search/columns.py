@@ -15,11 +15,6 @@ from numpy.typing import NDArray
 
 from agent_memory.search.quantize import bit_bytes
 
-COMPACT_ABOVE_BYTES = 128 * 1024 * 1024
-"""An actor whose float32 vectors would take more than this is held compactly instead: int8
-codes with a scale per row (4x smaller) and packed sign bits (32x smaller) for a pre-filter.
-Its semantic results are then candidates that the caller rescores exactly (``exact`` False)."""
-
 
 @dataclass
 class IndexColumns:
@@ -62,7 +57,7 @@ class IndexColumns:
     # (rows read from a kept form, until a read fetches them).
     records: list[bytes | None] = field(default_factory=list, repr=False)
     free: list[int] = field(default_factory=list)
-    compact_above_bytes: int | None = None  # None: the module's COMPACT_ABOVE_BYTES
+    compact_above_bytes: int | None = None  # None: search.index.COMPACT_ABOVE_BYTES
     compact: bool = False
     codes: NDArray[np.int8] = field(init=False)
     scales: NDArray[np.float32] = field(init=False)
@@ -90,8 +85,6 @@ class IndexColumns:
     _record_bytes: int = field(default=0, repr=False)
 
     def __post_init__(self) -> None:
-        if self.compact_above_bytes is None:
-            self.compact_above_bytes = COMPACT_ABOVE_BYTES
         self.codes = np.zeros((0, self.dimensions), dtype=np.int8)
         self.scales = np.zeros(0, dtype=np.float32)
         self.bits = np.zeros((0, bit_bytes(self.dimensions)), dtype=np.uint8)

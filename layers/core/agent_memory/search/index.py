@@ -26,7 +26,7 @@ from typing import TypeVar, cast
 import numpy as np
 from numpy.typing import NDArray
 
-from agent_memory.search.columns import COMPACT_ABOVE_BYTES, IndexColumns
+from agent_memory.search.columns import IndexColumns
 from agent_memory.search.fusion import Hit
 from agent_memory.search.keyword import keyword_hits
 from agent_memory.search.masks import eligible, top
@@ -40,8 +40,15 @@ from agent_memory.search.quantize import (
     parallel_int8_scores,
     quantize_rows,
 )
+from agent_memory.search.query import Query, tokens_of
 from agent_memory.search.selection import CURRENT, NEVER, UNKNOWN, RowFacts, Selection
 from agent_memory.search.tokenizer import term_counts
+
+COMPACT_ABOVE_BYTES = 128 * 1024 * 1024
+"""An actor whose float32 vectors would take more than this is held compactly instead: int8
+codes with a scale per row (4x smaller) and packed sign bits (32x smaller) for a pre-filter.
+Its semantic results are then candidates that the caller rescores exactly (``exact`` False)."""
+
 
 PREFILTER_ABOVE = 20_000
 """Compact actors with more rows than this are pre-filtered by the Hamming distance of sign bits
@@ -556,11 +563,12 @@ class ActorIndex(IndexColumns):
         return max(limit * 4, 40)
 
     def keyword(
-        self, text: str, limit: int, now_ms: int, types: Selection | Sequence[str] | None
+        self, query: Query | str, limit: int, now_ms: int, types: Selection | Sequence[str] | None
     ) -> list[Hit]:
-        """The ``limit`` best memories by keyword for the query ``text``, best first, among
-        those ``types`` selects (as ``semantic``): ``search.keyword.keyword_hits``."""
-        return keyword_hits(self, text, limit, now_ms, types)
+        """The ``limit`` best memories by keyword for ``query`` (a search's ``Query``, or a
+        text), best first, among those ``types`` selects (as ``semantic``):
+        ``search.keyword.keyword_hits``."""
+        return keyword_hits(self, tokens_of(query), limit, now_ms, types)
 
     def best_match(self, query: NDArray[np.float32], now_ms: int) -> list[Hit]:
         """Candidates for the most similar current memory (for deduplication): the one best

@@ -32,7 +32,7 @@ from agent_memory.search.columns import IndexColumns
 from agent_memory.search.fusion import Hit
 from agent_memory.search.masks import eligible, top
 from agent_memory.search.selection import Selection
-from agent_memory.search.tokenizer import FIELD_MARK, query_tokens
+from agent_memory.search.tokenizer import FIELD_MARK
 
 K1 = 1.2
 B = 0.75
@@ -48,14 +48,14 @@ name the speaker (bench/results/retrieval.md, "Fields")."""
 
 def keyword_hits(
     index: IndexColumns,
-    text: str,
+    tokens: Sequence[str],
     limit: int,
     now_ms: int,
     types: Selection | Sequence[str] | None,
 ) -> list[Hit]:
-    """The ``limit`` best memories by BM25 of the query's tokens (``query_tokens``), best
-    first, among those ``types`` selects (as ``semantic``); memories sharing no token with
-    the query are not returned."""
+    """The ``limit`` best memories by BM25 of the query's ``tokens`` (``query_tokens``; a
+    search's ``search.query.Query.tokens``), best first, among those ``types`` selects (as
+    ``semantic``); memories sharing no token with the query are not returned."""
     size = len(index.ids)
     count = len(index.rows)
     if size == 0 or count == 0:
@@ -63,7 +63,7 @@ def keyword_hits(
     avgdl = max(index.total_len / count, 1e-9)
     scores = np.zeros(size, dtype=np.float32)
     matched = np.zeros(size, dtype=np.bool_)
-    for token in set(query_tokens(text)):
+    for token in set(tokens):
         token_id = index.vocabulary.get(token)
         field_id = index.vocabulary.get(FIELD_MARK + token)
         if field_id is not None and index.posting_rows[field_id]:

@@ -11,8 +11,9 @@ from numpy.typing import NDArray
 
 from agent_memory.search.columns import IndexColumns
 from agent_memory.search.keyword import FIELD_WEIGHT
+from agent_memory.search.query import Query, tokens_of
 from agent_memory.search.scores import idf
-from agent_memory.search.tokenizer import FIELD_MARK, query_tokens
+from agent_memory.search.tokenizer import FIELD_MARK
 
 
 def cosines(
@@ -33,9 +34,11 @@ def cosines(
     return {memory_id: float(v) for (memory_id, _), v in zip(rows, values.tolist(), strict=True)}
 
 
-def coverages(index: IndexColumns, text: str, memory_ids: Sequence[str]) -> dict[str, float]:
+def coverages(
+    index: IndexColumns, query: Query | str, memory_ids: Sequence[str]
+) -> dict[str, float]:
     """``search.scores.coverage`` of each memory of ``memory_ids`` that the index holds, for
-    the query ``text`` (its ``query_tokens``), the words weighted by their rarity among the
+    ``query`` (its tokens, ``search.query.tokens_of``), the words weighted by their rarity among the
     index's memories' texts. A word a memory holds only in its topics or metadata values
     (``search.tokenizer.field_tokens``) counts ``FIELD_WEIGHT`` of its weight, as in keyword
     ranking. Each row's token ids (``ActorIndex.row_tokens``) say which query words it holds, a
@@ -47,7 +50,7 @@ def coverages(index: IndexColumns, text: str, memory_ids: Sequence[str]) -> dict
     count = len(index.rows)
     words: list[tuple[int | None, int | None, float]] = []  # (text id, field id, idf) held
     total = 0.0
-    for token in set(query_tokens(text)):
+    for token in set(tokens_of(query)):
         token_id = index.vocabulary.get(token)
         df = len(index.posting_rows[token_id]) if token_id is not None else 0
         weight = idf(count, df)
