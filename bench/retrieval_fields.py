@@ -26,7 +26,7 @@ import numpy as np
 
 from agent_memory.search import keyword as search_keyword
 from agent_memory.search.fusion import Hit
-from agent_memory.search.index import ActorIndex
+from agent_memory.search.index import ActorIndex, Known
 from agent_memory.search.keyword import FIELD_WEIGHT
 from agent_memory.search.selection import RowFacts
 from agent_memory.search.tokenizer import field_tokens
@@ -81,8 +81,7 @@ class FieldIndexes:
                 ["semantic"] * count,
                 [0] * count,
                 [_FAR] * count,
-                None,
-                facts,
+                Known(facts=facts),
             )
             self._indexes[name] = index
 

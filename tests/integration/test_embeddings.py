@@ -34,6 +34,7 @@ from agent_memory.providers.embeddings import (
     CustomEmbedder,
     NoEmbedder,
     OpenAIEmbedder,
+    RequestShape,
     validate_vector,
 )
 from agent_memory.providers.factory import make_embedder
@@ -68,9 +69,16 @@ def openai(fake: FakeProvider, client: ProviderClient, model="text-embedding-3-s
     return OpenAIEmbedder(KEY, model, DIMS, base_url=fake.url, client=client, **kw)
 
 
-def custom(fake: FakeProvider, client: ProviderClient, **kw):
-    kw.setdefault("allow_private", True)
-    return CustomEmbedder(fake.url, "local-model", DIMS, client=client, **kw)
+def custom(fake: FakeProvider, client: ProviderClient, api_key=None, allow_private=True, **shape):
+    return CustomEmbedder(
+        fake.url,
+        "local-model",
+        DIMS,
+        api_key,
+        allow_private=allow_private,
+        client=client,
+        shape=RequestShape(**shape),
+    )
 
 
 TEXTS = [f"memory number {i}" for i in range(7)]

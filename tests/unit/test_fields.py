@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from agent_memory.search.index import ActorIndex
+from agent_memory.search.index import ActorIndex, Known
 from agent_memory.search.keyword import FIELD_WEIGHT, K1, B
 from agent_memory.search.measures import coverages
 from agent_memory.search.selection import RowFacts, Selection
@@ -26,7 +26,9 @@ def _index(rows):
     index = ActorIndex(dimensions=len(rows) + 1)
     for i, (text, topics, metadata) in enumerate(rows):
         vector = np.eye(len(rows) + 1, dtype=np.float32)[i]
-        index.upsert(f"m{i}", vector, text, "semantic", NOW, LATER, None, _facts(topics, metadata))
+        index.upsert(
+            f"m{i}", vector, text, "semantic", NOW, LATER, Known.one(None, _facts(topics, metadata))
+        )
     return index
 
 
@@ -150,7 +152,9 @@ def test_a_removed_or_replaced_memory_leaves_no_field_behind():
     index.remove("m0")
     assert _ids(index.keyword("gardening", 5, NOW, None)) == ["m1"]
     vector = np.eye(3, dtype=np.float32)[1]
-    index.upsert("m1", vector, "second", "semantic", NOW, LATER, None, _facts(["cooking"]))
+    index.upsert(
+        "m1", vector, "second", "semantic", NOW, LATER, Known.one(None, _facts(["cooking"]))
+    )
     assert index.keyword("gardening", 5, NOW, None) == []
     assert _ids(index.keyword("cooking", 5, NOW, None)) == ["m1"]
     assert index.total_len == 1
@@ -181,7 +185,7 @@ def test_bulk_adding_with_fields_gives_the_same_index_as_adding_one_by_one():
     facts = [_facts([f"word{i % 3}"], {"n": i % 4}) if i % 2 else None for i in range(60)]
     one = ActorIndex(dimensions=8)
     for i in range(60):
-        one.upsert(f"m{i}", vectors[i], texts[i], "semantic", NOW, LATER, None, facts[i])
+        one.upsert(f"m{i}", vectors[i], texts[i], "semantic", NOW, LATER, Known.one(None, facts[i]))
     bulk = ActorIndex(dimensions=8)
     bulk.add_many(
         [f"m{i}" for i in range(60)],
@@ -190,8 +194,7 @@ def test_bulk_adding_with_fields_gives_the_same_index_as_adding_one_by_one():
         ["semantic"] * 60,
         [NOW] * 60,
         [LATER] * 60,
-        None,
-        facts,
+        Known(facts=facts),
     )
     assert bulk.total_len == one.total_len
     for query in ("word1", "word2 text", "3", "word0 2"):
@@ -240,5 +243,7 @@ def test_an_index_without_fields_ranks_exactly_as_plain_bm25(texts, query):
     for i, text in enumerate(texts):
         vector = np.array([1.0, 0.0], dtype=np.float32)
         plain.upsert(f"m{i}", vector, text, "semantic", NOW, LATER)
-        empty.upsert(f"m{i}", vector, text, "semantic", NOW, LATER, None, _facts([], {"k": True}))
+        empty.upsert(
+            f"m{i}", vector, text, "semantic", NOW, LATER, Known.one(None, _facts([], {"k": True}))
+        )
     assert empty.keyword(query, 10, NOW, None) == plain.keyword(query, 10, NOW, None)

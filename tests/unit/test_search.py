@@ -10,7 +10,7 @@ from agent_memory.search import quantize as quantize, tokenizer as tokenizer
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.english import STOP_WORDS, stem
 from agent_memory.search.fusion import Hit, fuse
-from agent_memory.search.index import ActorIndex
+from agent_memory.search.index import ActorIndex, Known
 from agent_memory.search.tokenizer import query_tokens, tokenize
 
 NOW = 1_700_000_000_000
@@ -326,14 +326,18 @@ def test_an_index_holds_the_records_it_is_given_until_they_change():
     rng = np.random.default_rng(9)
     index = ActorIndex(dimensions=8)
     vectors = _unit(rng, 3, 8)
-    index.upsert("a", vectors[0], "tea", "semantic", NOW, LATER, record=b'{"text":"tea"}')
+    index.upsert(
+        "a", vectors[0], "tea", "semantic", NOW, LATER, Known.one(record=b'{"text":"tea"}')
+    )
     index.upsert("b", vectors[1], "coffee", "semantic", NOW, LATER)
     size = index.nbytes
     assert index.record_of("a") == b'{"text":"tea"}' and index.record_of("b") is None
-    index.upsert("a", vectors[0], "tea", "semantic", NOW, LATER, record=b'{"text":"tea!!"}')
+    index.upsert(
+        "a", vectors[0], "tea", "semantic", NOW, LATER, Known.one(record=b'{"text":"tea!!"}')
+    )
     assert index.record_of("a") == b'{"text":"tea!!"}' and index.nbytes == size + 2
     index.close("a", NOW + 1)  # superseded: its stored record says so now, read it again
     assert index.record_of("a") is None and index.nbytes == size - 14
-    index.upsert("c", vectors[2], "water", "semantic", NOW, LATER, record=b"{}")
+    index.upsert("c", vectors[2], "water", "semantic", NOW, LATER, Known.one(record=b"{}"))
     index.remove("c")
     assert index.record_of("c") is None and index.record_of("unknown") is None

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from agent_memory.search import snapshot
-from agent_memory.search.index import ActorIndex
+from agent_memory.search.index import ActorIndex, Known
 from agent_memory.search.selection import NEVER, UNKNOWN, RowFacts, Selection, filter_terms
 from agent_memory.search.tokenizer import field_tokens
 
@@ -56,7 +56,7 @@ def _apply(index, vectors_by_id, operation):
     expires = NOW + (10**9 if expiry is None else expiry * 1000)
     vector = _unit(values)
     vectors_by_id[f"m{n}"] = vector
-    index.upsert(f"m{n}", vector, text, kind, created_ms, expires, None, facts)
+    index.upsert(f"m{n}", vector, text, kind, created_ms, expires, Known.one(None, facts))
 
 
 SELECTIONS = [

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import redis
 
@@ -128,6 +128,14 @@ return 1
 """
 
 
+class IndexedAddress(NamedTuple):
+    """An address in the index of database addresses and the registration token that holds
+    it ('' for none)."""
+
+    address: str
+    token: str
+
+
 class InstanceRegistry:
     """The instances of the control database: register, re-point, remove and look up, with a
     warm cache of found instances. Errors: ``InstanceNotFound``, ``NotFound``,
@@ -219,7 +227,12 @@ class InstanceRegistry:
                     "writes the marker, or refuses the database if another registration holds it."
                 )
             reply = self._write(
-                org_id, instance_id, url, address, token, old_address, old_token, self._hold_ms
+                org_id,
+                instance_id,
+                url,
+                IndexedAddress(address, token),
+                IndexedAddress(old_address, old_token),
+                self._hold_ms,
             )
             if reply[0] == "ok":
                 break
@@ -260,13 +273,13 @@ class InstanceRegistry:
         org_id: str,
         instance_id: str,
         url: str,
-        address: str,
-        token: str,
-        old_address: str,
-        old_token: str,
+        new: IndexedAddress,
+        old: IndexedAddress,
         hold_ms: int,
     ) -> list[Any]:
-        """Run ``_REGISTER``: check the index and write the record and the index in one step."""
+        """Run ``_REGISTER``: check the index and write the record (``url``, ``new``'s
+        address and token, in place of ``old``'s) and the index in one step."""
+        (address, token), (old_address, old_token) = new, old
         script = load_script(self._redis, _REGISTER)
         new_key = ControlKeys.address(address)
         with database_errors():
@@ -420,10 +433,11 @@ class InstanceRegistry:
                     org_id,
                     instance_id,
                     before["url"],
-                    before.get("address") or database_address(before["url"]),
-                    before.get("token", ""),
-                    address,
-                    token,
+                    IndexedAddress(
+                        before.get("address") or database_address(before["url"]),
+                        before.get("token", ""),
+                    ),
+                    IndexedAddress(address, token),
                     0,
                 )
             else:

@@ -37,7 +37,7 @@ from agent_memory.observability import logger, subsegment
 from agent_memory.search import snapshot
 from agent_memory.search.cache import IndexCache
 from agent_memory.search.fusion import Hit
-from agent_memory.search.index import ActorIndex
+from agent_memory.search.index import ActorIndex, Known
 from agent_memory.stores.database import StoreDatabase
 
 LOAD_BATCH = 2000
@@ -328,9 +328,11 @@ class ActorIndexes:
                         [r[F.type] for r in records],
                         [int(r[F.created_at]) for r in records],
                         [int(r[F.expires_at]) for r in records],
-                        [stored_terms(r) for r in records],
-                        [raw_facts_if_any(r) for r in records],
-                        stored,
+                        Known(
+                            [stored_terms(r) for r in records],
+                            [raw_facts_if_any(r) for r in records],
+                            stored,
+                        ),
                     )
         with database_errors():
             latest = int(self._redis.hget(actor.meta, "gen") or 0)
@@ -423,9 +425,7 @@ def upsert_row(
         record[F.type],
         int(record[F.created_at]),
         int(record[F.expires_at]),
-        stored_terms(record),
-        raw_facts(record),
-        stored,
+        Known.one(stored_terms(record), raw_facts(record), stored),
     )
 
 

@@ -69,7 +69,7 @@ from agent_memory.memories.records import (
 from agent_memory.memories.redaction import redact
 from agent_memory.memories.scripts import LOG_KEEP, PUT, READ_ONE, REMOVE_CHAIN, SUPERSEDE
 from agent_memory.memories.store_level import StoreLevel
-from agent_memory.search.index import ActorIndex
+from agent_memory.search.index import ActorIndex, Known
 from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.registry import current_entry
 
@@ -328,9 +328,7 @@ class MemoryWriter:
                     record.type,
                     record.created_at,
                     record.expires_at,
-                    None,
-                    record_facts(record),
-                    split_memory(stored)[0],
+                    Known.one(None, record_facts(record), split_memory(stored)[0]),
                 )
                 index.gen = new_gen
 
@@ -442,9 +440,7 @@ class MemoryWriter:
                                     record.type,
                                     now_ms,
                                     record.expires_at,
-                                    None,
-                                    facts,
-                                    split_memory(stored)[0],
+                                    Known.one(None, facts, split_memory(stored)[0]),
                                 )
                                 index.close(old_id, now_ms)
                                 index.gen = int(new_gen)

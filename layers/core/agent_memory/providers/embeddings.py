@@ -18,6 +18,7 @@ reads at most ``max_answer_bytes(batch, dimensions)`` bytes of answer.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 from urllib.parse import urlsplit
 
@@ -88,6 +89,17 @@ class Embedder(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class RequestShape:
+    """How requests to an OpenAI-shaped embeddings server are made: at most ``batch_size``
+    texts (and ``max_batch_bytes`` bytes of UTF-8 text, None: no byte limit) in one request,
+    and the ``dimensions`` field only with ``send_dimensions`` (many servers refuse it)."""
+
+    batch_size: int = MAX_BATCH_INPUTS
+    max_batch_bytes: int | None = None
+    send_dimensions: bool = False
+
+
 class _OpenAIShaped:
     """Shared by the OpenAI and custom embedders: batching, the request, the answer's checks."""
 
@@ -98,11 +110,11 @@ class _OpenAIShaped:
         model: str,
         dimensions: int,
         api_key: str | None,
-        send_dimensions: bool,
         client: ProviderClient,
-        batch_size: int,
-        max_batch_bytes: int | None,
+        shape: RequestShape,
     ) -> None:
+        batch_size, max_batch_bytes = shape.batch_size, shape.max_batch_bytes
+        send_dimensions = shape.send_dimensions
         if dimensions < 1:
             raise ValueError("dimensions must be >= 1")
         if not 1 <= batch_size <= MAX_BATCH_INPUTS:
@@ -217,10 +229,10 @@ class OpenAIEmbedder(_OpenAIShaped):
             model=model,
             dimensions=dimensions,
             api_key=api_key,
-            send_dimensions=model.startswith("text-embedding-3"),
             client=client,
-            batch_size=batch_size,
-            max_batch_bytes=max_batch_bytes,
+            shape=RequestShape(
+                batch_size, max_batch_bytes, send_dimensions=model.startswith("text-embedding-3")
+            ),
         )
 
 
@@ -230,10 +242,11 @@ class CustomEmbedder(_OpenAIShaped):
     ``check_endpoint(base_url, allow_private=allow_private)`` runs at every request, inside the
     client's deadline (so a name that now resolves to a private address is refused), and the
     addresses the connection uses are checked too (see its DNS-rebinding note).
-    ``dimensions`` is sent only with ``send_dimensions`` (many servers refuse the field); the
-    ``Authorization: Bearer`` header only when ``api_key`` is given. Batching and errors as
+    ``shape`` says how requests are made (``RequestShape``: ``dimensions`` is sent only with
+    ``send_dimensions``; no byte limit per batch by default: the server's limits are unknown);
+    the ``Authorization: Bearer`` header only when ``api_key`` is given. Batching and errors as
     ``OpenAIEmbedder``, plus ``EndpointRefused`` (and ``ProviderUnavailable`` when the host does
-    not resolve). No byte limit per batch by default: the server's limits are unknown.
+    not resolve).
     """
 
     def __init__(
@@ -245,19 +258,15 @@ class CustomEmbedder(_OpenAIShaped):
         *,
         allow_private: bool,
         client: ProviderClient,
-        send_dimensions: bool = False,
-        batch_size: int = MAX_BATCH_INPUTS,
-        max_batch_bytes: int | None = None,
+        shape: RequestShape = RequestShape(),
     ) -> None:
         super().__init__(
             url=endpoint(base_url, "embeddings"),
             model=model,
             dimensions=dimensions,
             api_key=api_key,
-            send_dimensions=send_dimensions,
             client=client,
-            batch_size=batch_size,
-            max_batch_bytes=max_batch_bytes,
+            shape=shape,
         )
         self.base_url = base_url
         self.allow_private = allow_private

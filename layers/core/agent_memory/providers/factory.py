@@ -36,7 +36,9 @@ from agent_memory.providers.lazy import LazyEmbedder, LazyLanguageModel, LazyRer
 from agent_memory.providers.rerankers import (
     COHERE_BASE_URL,
     JINA_BASE_URL,
+    JINA_SHAPE,
     VOYAGE_BASE_URL,
+    VOYAGE_SHAPE,
     HttpReranker,
     Reranker,
 )
@@ -167,14 +169,10 @@ def make_reranker(
             model=model,
             api_key=api_key,
             client=client,
-            results_field="data",
-            top_field="top_k",
-            extra={"truncation": True},
+            shape=VOYAGE_SHAPE,
         )
     url = endpoint(setting.base_url or JINA_BASE_URL, "rerank")
-    return HttpReranker(
-        url=url, model=model, api_key=api_key, client=client, extra={"return_documents": False}
-    )
+    return HttpReranker(url=url, model=model, api_key=api_key, client=client, shape=JINA_SHAPE)
 
 
 def lazy_language_model(

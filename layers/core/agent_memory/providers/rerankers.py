@@ -129,11 +129,27 @@ def read_results(
     return [Relevance(index, score) for index, score in ranked[:wanted]]
 
 
+@dataclass(frozen=True)
+class RerankShape:
+    """The wire shape of a reranker's request and answer (the module's docstring has each):
+    ``results_field`` names the answer's list and ``top_field`` the request's count
+    (``results``/``top_n`` for Cohere and Jina, ``data``/``top_k`` for Voyage); ``extra`` is sent
+    as well."""
+
+    results_field: str = "results"
+    top_field: str = "top_n"
+    extra: tuple[tuple[str, Any], ...] = ()
+
+
+COHERE_SHAPE = RerankShape()
+VOYAGE_SHAPE = RerankShape("data", "top_k", (("truncation", True),))
+JINA_SHAPE = RerankShape(extra=(("return_documents", False),))
+
+
 class HttpReranker:
     """A cross-encoder behind one JSON POST: Cohere v2, Voyage, Jina, or a custom server of
-    Cohere's shape (see the module's docstring for each wire shape). ``results_field`` and
-    ``top_field`` name the answer's list and the request's count (``results``/``top_n`` for
-    Cohere and Jina, ``data``/``top_k`` for Voyage); ``extra`` is sent as well."""
+    Cohere's shape (``custom``: its endpoint is checked at every call, private addresses only
+    with ``allow_private``), speaking ``shape`` (``RerankShape``)."""
 
     def __init__(
         self,
@@ -142,12 +158,11 @@ class HttpReranker:
         model: str,
         api_key: str | None,
         client: ProviderClient,
-        results_field: str = "results",
-        top_field: str = "top_n",
-        extra: dict[str, Any] | None = None,
+        shape: RerankShape = COHERE_SHAPE,
         custom: bool = False,
         allow_private: bool = False,
     ) -> None:
+        results_field, top_field, extra = shape.results_field, shape.top_field, dict(shape.extra)
         self.model = model
         self._url = url
         self._api_key = api_key

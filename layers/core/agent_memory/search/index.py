@@ -21,7 +21,7 @@ import math
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TypeVar, cast
+from typing import NamedTuple, TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
@@ -63,6 +63,36 @@ PREFILTER_KEEP_DIVISOR = 3
 """The pre-filter keeps a third of the rows (at least 2,000 and 50 per result): on clustered
 1,536-dimension data that keeps about 99% of the exact top ten among the int8 candidates, whose
 exact rescoring then orders them exactly (see tests/unit/test_search.py)."""
+
+
+class Known(NamedTuple):
+    """What a caller may already hold of the memories it enters in an index, one entry per
+    memory (a None sequence or entry: not held): their texts' ``term_counts`` (``terms``;
+    counted from the texts otherwise), what selections read (``facts``; by default current
+    since created, no event time, no topics or metadata) and their stored records
+    (``records``, which the index holds for reads)."""
+
+    terms: Sequence[dict[str, int] | None] | None = None
+    facts: Sequence[RowFacts | None] | None = None
+    records: Sequence[bytes | None] | None = None
+
+    @classmethod
+    def one(
+        cls,
+        terms: dict[str, int] | None = None,
+        facts: RowFacts | None = None,
+        record: bytes | None = None,
+    ) -> Known:
+        """What is held of one memory."""
+        return cls([terms], [facts], [record])
+
+    def at(self, i: int) -> tuple[dict[str, int] | None, RowFacts | None, bytes | None]:
+        """The ``i``-th memory's terms, facts and record (None where not held)."""
+        return (
+            self.terms[i] if self.terms is not None else None,
+            self.facts[i] if self.facts is not None else None,
+            self.records[i] if self.records is not None else None,
+        )
 
 
 @dataclass
@@ -149,14 +179,12 @@ class ActorIndex(IndexColumns):
         memory_type: str,
         created_ms: int,
         expires_ms: int,
-        terms: dict[str, int] | None = None,
-        facts: RowFacts | None = None,
-        record: bytes | None = None,
+        known: Known | None = None,
     ) -> None:
-        """Add a memory, or replace it when ``memory_id`` is already indexed. ``terms`` are the
-        text's ``term_counts`` when the caller has them; ``facts`` what selections read (by
-        default: current since ``created_ms``, no event time, no topics or metadata);
-        ``record`` its stored record (``records``), when the caller has it."""
+        """Add a memory, or replace it when ``memory_id`` is already indexed; ``known``: what
+        the caller holds of it already (``Known`` of one memory: its text's term counts, what
+        selections read, its stored record)."""
+        terms, facts, record = known.at(0) if known is not None else (None, None, None)
         if memory_id in self.rows:
             self.remove(memory_id)
         if self.pending is not None:
@@ -191,14 +219,13 @@ class ActorIndex(IndexColumns):
         memory_types: Sequence[str],
         created_ms: Sequence[int],
         expires_ms: Sequence[int],
-        terms: Sequence[dict[str, int] | None] | None = None,
-        facts: Sequence[RowFacts | None] | None = None,
-        records: Sequence[bytes | None] | None = None,
+        known: Known | None = None,
     ) -> None:
         """Append memories not yet indexed, in bulk (a cold load): rows of ``vectors`` are
-        unit vectors, one per id; vector work is done per block, not per row. ``terms``, where
-        given, are the texts' ``term_counts`` (None items are counted here); ``facts`` as for
-        ``upsert`` (None items: the defaults, set in bulk)."""
+        unit vectors, one per id; vector work is done per block, not per row. ``known``: what
+        the caller holds of them already (``Known``, one entry per memory; None entries and
+        defaults set in bulk)."""
+        terms, facts, records = known or Known()
         fresh = [i for i, memory_id in enumerate(memory_ids) if memory_id not in self.rows]
         if len(fresh) < len(memory_ids):  # already indexed: replace them one by one
             for i in set(range(len(memory_ids))) - set(fresh):
@@ -209,9 +236,7 @@ class ActorIndex(IndexColumns):
                     memory_types[i],
                     created_ms[i],
                     expires_ms[i],
-                    terms[i] if terms else None,
-                    facts[i] if facts else None,
-                    records[i] if records else None,
+                    Known.one(*known.at(i)) if known is not None else None,
                 )
         if not fresh:
             return
