@@ -28,6 +28,7 @@ from agent_memory.errors import (
     ValidationFailed,
     VectorInvalid,
 )
+from agent_memory.observability import logger
 from agent_memory.providers import client as providers
 from agent_memory.providers.client import CallPolicy, ProviderClient
 from agent_memory.providers.embeddings import (
@@ -167,7 +168,7 @@ def test_repr_never_shows_the_key(fake, provider):
 def test_retry_after_is_honoured_for_real(fake, caplog):
     fake.script = [fail(429, "Rate limit reached", {"Retry-After": "2"})]
     client = ProviderClient(rand=lambda: 0.0)  # no jitter: only Retry-After makes it wait
-    caplog.set_level(logging.WARNING, logger="agent_memory.providers")
+    caplog.set_level(logging.WARNING, logger=logger.name)
     started = time.monotonic()
     vectors = openai(fake, client).embed(["secret text of a user"])
     elapsed = time.monotonic() - started
@@ -175,7 +176,7 @@ def test_retry_after_is_honoured_for_real(fake, caplog):
     assert elapsed < 5.0
     np.testing.assert_array_equal(vectors, expected(["secret text of a user"]))
     assert len(fake.requests) == 2
-    [record] = [r for r in caplog.records if r.name == "agent_memory.providers"]
+    [record] = [r for r in caplog.records if r.name == logger.name]
     assert "HTTP 429" in record.getMessage() and "retry 1 of 3 in 2.00 s" in record.getMessage()
     assert KEY not in caplog.text and "secret text" not in caplog.text
 

@@ -19,6 +19,7 @@ import pytest
 
 from agent_memory.clock import to_ms
 from agent_memory.memories.models import MemoryIn
+from agent_memory.observability import logger
 from agent_memory.search.selection import Selection
 from tests.support.background import DIMS, World
 from tests.support.databases import database_client
@@ -168,7 +169,7 @@ def test_a_supersedes_naming_a_memory_not_shown_is_ignored_and_logged(make_world
                 },
             ],
         )
-        with caplog.at_level(logging.WARNING, logger="agent_memory.background"):
+        with caplog.at_level(logging.WARNING, logger=logger.name):
             report = _extract(world, "s1", "I changed my diet.")
         assert _shown_ids(model.requests[-1]) == [mine.id]  # never another actor's
         assert (report.kept, report.superseded, report.ignored_supersedes) == (4, 1, 3)

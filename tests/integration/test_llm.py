@@ -19,6 +19,7 @@ from agent_memory.errors import (
     ProviderUnavailable,
     ValidationFailed,
 )
+from agent_memory.observability import logger
 from agent_memory.providers import client as providers
 from agent_memory.providers.client import ProviderClient
 from agent_memory.providers.factory import make_language_model
@@ -277,7 +278,7 @@ def test_two_bad_answers_raise_model_answer_invalid(any_model, caplog, text, fin
     server.reply(text, finish=finish)
     server.reply(text, finish=finish)
     server.reply(ANSWER)  # never asked for
-    caplog.set_level(logging.WARNING, logger="agent_memory.llm")
+    caplog.set_level(logging.WARNING, logger=logger.name)
     with pytest.raises(ModelAnswerInvalid) as error:
         model.complete_json(SYSTEM, USER, max_tokens=64)
     message = str(error.value)
@@ -285,7 +286,7 @@ def test_two_bad_answers_raise_model_answer_invalid(any_model, caplog, text, fin
     assert "4111" not in message and "4111" not in caplog.text  # the answer is never quoted
     assert error.value.code == "model_answer_invalid"
     assert len(server.requests) == 2
-    [warning] = [r for r in caplog.records if r.name == "agent_memory.llm"]
+    [warning] = [r for r in caplog.records if r.name == logger.name]
     assert "asking once more" in warning.getMessage() and problem in warning.getMessage()
 
 
@@ -424,7 +425,7 @@ def test_custom_endpoint_refusing_response_format_is_asked_again_without_it(
     model = custom(openai_server, client, api_key=KEY)
     openai_server.fail(400, body=REFUSED_FORMAT)
     openai_server.reply(ANSWER)
-    caplog.set_level(logging.WARNING, logger="agent_memory.llm")
+    caplog.set_level(logging.WARNING, logger=logger.name)
     assert model.complete_json("Summarize.", "user: hi").data == DATA
     first, second = openai_server.requests
     assert first.body["response_format"] == {"type": "json_object"}

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from agent_memory.errors import EndpointRefused, ProviderRejected, ProviderUnavailable
 from agent_memory.memories.reranking import apply_reranker
+from agent_memory.observability import logger
 from agent_memory.providers.client import CallPolicy, ProviderClient
 from agent_memory.providers.factory import make_reranker
 from agent_memory.providers.language_models import CustomChatModel
@@ -319,7 +320,7 @@ def test_the_stage_keeps_the_fused_order_when_the_reranker_fails(fault, caplog):
             server.fail(400)
         quick = reranker("cohere", server, deadline=0.5, read_timeout=0.5)
         candidates = views(*DOCS)
-        with caplog.at_level(logging.WARNING, logger="agent_memory.rerank"):
+        with caplog.at_level(logging.WARNING, logger=logger.name):
             found = apply_reranker(quick, "Alice cat Miso", candidates, 3)
     assert found.reranked is False
     assert found.memories == candidates[:3]

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -34,15 +33,13 @@ from agent_memory.errors import ValidationFailed
 from agent_memory.memories.models import MemoryIn
 from agent_memory.memories.records import StoredSource
 from agent_memory.memories.service import Memories
+from agent_memory.observability import logger
 from agent_memory.providers.language_models import LanguageModel
 from agent_memory.sessions import scripts
 from agent_memory.sessions.models import Message
 from agent_memory.sessions.records import SessionFields
 from agent_memory.stores.models import StoreConfig
 from agent_memory.webhooks.events import kept_events
-
-# The background run's one log (``agent_memory.background``), whichever of its modules writes.
-logger = logging.getLogger("agent_memory.background")
 
 EXTRACTION_MAX_TOKENS = 4_096
 

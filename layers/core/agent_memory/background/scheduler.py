@@ -37,7 +37,6 @@ import base64
 import hashlib
 import importlib
 import json
-import logging
 import re
 import secrets
 from collections.abc import Callable, Mapping
@@ -55,8 +54,7 @@ from agent_memory.database.keys import LocalScheduleKeys
 from agent_memory.database.scripts import load_script
 from agent_memory.errors import SchedulerUnavailable
 from agent_memory.models import INSTANCE_ID_PATTERN, SESSION_ID_PATTERN, STORE_NAME_PATTERN
-
-logger = logging.getLogger(__name__)
+from agent_memory.observability import logger
 
 EVENT_KIND = "extraction"
 

@@ -6,7 +6,6 @@ session scripts only, not extraction, memories or numpy.
 
 from __future__ import annotations
 
-import logging
 from datetime import datetime
 
 import redis
@@ -16,13 +15,11 @@ from agent_memory.clock import Clock, to_ms
 from agent_memory.database.client import database_errors
 from agent_memory.database.scripts import load_script
 from agent_memory.errors import AgentMemoryError
+from agent_memory.observability import logger
 from agent_memory.sessions import scripts
 from agent_memory.sessions.records import SessionFields, live_meta
 from agent_memory.sessions.service import Appended, Sessions
 from agent_memory.stores.models import StoreConfig
-
-# The background work's one log, whichever of its modules writes.
-logger = logging.getLogger("agent_memory.background")
 
 
 def request_extraction(

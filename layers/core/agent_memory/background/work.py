@@ -34,7 +34,6 @@ of sessions with unread messages (``counts.waiting_for_extraction``).
 
 from __future__ import annotations
 
-import logging
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -52,6 +51,7 @@ from agent_memory.database.keys import StoreKeys
 from agent_memory.database.scripts import load_script
 from agent_memory.errors import AgentMemoryError, DatabaseUnavailable
 from agent_memory.memories.service import Memories
+from agent_memory.observability import logger
 from agent_memory.providers.language_models import LanguageModel
 from agent_memory.sessions import scripts
 from agent_memory.sessions.records import (
@@ -62,9 +62,6 @@ from agent_memory.sessions.records import (
 )
 from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.registry import current_entry
-
-# The background work's one log, whichever of its modules writes.
-logger = logging.getLogger("agent_memory.background")
 
 LOCK_SECONDS = 300
 """A run's hold on its session; the background function's timeout (template.yaml)."""
@@ -148,7 +145,7 @@ class SessionWork:
                 report.outcome = "continued"
             except AgentMemoryError as exc:
                 self._record_failure(report, exc.message, budget.ends_at)
-            except Exception as exc:  # recorded, so a session never waits without a trace
+            except Exception as exc:  # noqa: BLE001 - recorded and logged, never silent
                 logger.exception("background run stopped on an unexpected error")
                 message = f"The run stopped on an internal error ({type(exc).__name__})."
                 self._record_failure(report, message, budget.ends_at)

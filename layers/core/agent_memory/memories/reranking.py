@@ -10,17 +10,15 @@ provider's text, a query or a memory).
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from agent_memory.errors import AgentMemoryError
 from agent_memory.memories.models import MemoryView, TimeWindowView
+from agent_memory.observability import logger
 from agent_memory.providers.rerankers import Reranker
 from agent_memory.providers.secrets import SecretUnreadable
 from agent_memory.search.when import TimeWindow
-
-logger = logging.getLogger("agent_memory.rerank")
 
 
 @dataclass(frozen=True)

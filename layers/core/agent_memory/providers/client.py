@@ -19,7 +19,6 @@ endpoints are allowed (the local stack's ``KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1``).
 from __future__ import annotations
 
 import json
-import logging
 import math
 import random
 import re
@@ -34,7 +33,7 @@ import httpx
 
 from agent_memory.clock import Clock, SystemClock
 from agent_memory.errors import EndpointRefused, ProviderRejected, ProviderUnavailable
-from agent_memory.observability import subsegment
+from agent_memory.observability import logger, subsegment
 from agent_memory.providers.network import (
     LAST_MOMENT,
     CallDeadline,
@@ -42,8 +41,6 @@ from agent_memory.providers.network import (
     current_call,
     shared_http,
 )
-
-logger = logging.getLogger("agent_memory.providers")
 
 ERROR_BODY_BYTES = 64 * 1024
 """At most this much of an error answer (4xx, 5xx) is read, for its error code only."""

@@ -30,16 +30,14 @@ hold user data, error texts may echo the key).
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from agent_memory.errors import ModelAnswerInvalid, ProviderRejected
+from agent_memory.observability import logger
 from agent_memory.providers.client import ProviderClient, bearer_headers, endpoint
 from agent_memory.providers.json_answers import find_json_object
-
-logger = logging.getLogger("agent_memory.llm")
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 ANTHROPIC_BASE_URL = "https://api.anthropic.com/v1"
