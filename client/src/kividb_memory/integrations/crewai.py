@@ -35,7 +35,7 @@ from crewai.memory.types import MemoryRecord, ScopeInfo
 from kividb_memory.async_client import AsyncStoreClient
 from kividb_memory.client import StoreClient
 from kividb_memory.errors import NotFoundError
-from kividb_memory.integrations.sessions import AnyStore, run_now, store_from_env
+from kividb_memory.integrations.sessions import AnyStore, label, run_now, store_from_env
 from kividb_memory.models import KeyedMemoryView
 
 Call = Callable[..., Awaitable[Any]]
@@ -47,8 +47,7 @@ DEEPEST = 10_000
 def scope_labels(scope: str | None) -> list[str]:
     """A scope path as namespace labels: one per segment, ``%`` and ``.`` percent-encoded
     (a label may not hold ``.``); ``[]`` for the root (``/``, ``""``, None)."""
-    parts = [p for p in (scope or "").split("/") if p]
-    return [p.replace("%", "%25").replace(".", "%2E") for p in parts]
+    return [label(p) for p in (scope or "").split("/") if p]
 
 
 def _pack(embedding: list[float] | None) -> str | None:

@@ -150,6 +150,12 @@ async def forget(call: Callable[..., Awaitable[Any]], session_id: str) -> None:
             raise
 
 
+def label(text: str) -> str:
+    """``text`` as one keyed-memory namespace label: ``%`` and ``.`` percent-encoded (a label
+    may not hold ``.``), so any text is a label and two texts are never the same label."""
+    return text.replace("%", "%25").replace(".", "%2E")
+
+
 def batches(events: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
     """``events`` in order, in batches of at most ``MAX_EVENTS_PER_CALL``."""
     return [
