@@ -29,9 +29,7 @@ long-term memories, which are the user's in the store: give each ADK app a store
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 import time
 import uuid
 from collections.abc import Mapping, Sequence
@@ -61,24 +59,19 @@ from kividb_memory.integrations.sessions import (
     forget,
     label,
     read_messages,
+    session_id_of,
 )
 from kividb_memory.models import Message, SearchMode
 
 MAX_ITEM_CHARS = 32_000
 """The API's limit of a message's ``content``, and of its ``item`` as compact JSON."""
-_SAFE = re.compile(r"^[A-Za-z0-9._@-]+$")
 PAGE = 1000
 
 
 def session_key(app_name: str, user_id: str, session_id: str) -> str:
-    """The KiviDB session id of an ADK session: ``adk:<app>:<user>:<session>`` when the three
-    are of the API's alphabet (letters, digits, ``._@-``) and fit in 256 characters, else
-    ``adk:h:`` and a SHA-256 of the three (so two ADK sessions never share one)."""
-    readable = f"adk:{app_name}:{user_id}:{session_id}"
-    if all(_SAFE.match(part) for part in (app_name, user_id, session_id)) and len(readable) <= 256:
-        return readable
-    digest = hashlib.sha256("\0".join((app_name, user_id, session_id)).encode()).hexdigest()
-    return f"adk:h:{digest}"
+    """The KiviDB session id of an ADK session: ``adk:<app>:<user>:<session>``, or ``adk:h:``
+    and a SHA-256 of the three when one is outside the API's alphabet (``session_id_of``)."""
+    return session_id_of("adk", app_name, user_id, session_id)
 
 
 def event_message(event: Event) -> dict[str, Any]:
