@@ -127,7 +127,7 @@ STEPS: list[tuple[list[dict[str, Any]], list[tuple[str, bool]]]] = [
             ("Path must start with /memories, got: /etc/cron.d/x", True),
             ("Path /memories/a/../../b would escape /memories directory", True),
             ("Path /memories/.. would escape /memories directory", True),
-            ("Path must start with /memories, got: /tmp/profile", True),
+            ("Path must start with /memories, got: /home/profile", True),
             ("holds characters a memory path may not have", True),
             ("holds characters a memory path may not have", True),
             ("holds characters a memory path may not have", True),
