@@ -79,6 +79,16 @@ $(STRANDS_STAMP): requirements-strands.txt client/pyproject.toml
 	$(STRANDS_VENV)/bin/python -m pip install --quiet -r requirements-strands.txt
 	touch $(STRANDS_STAMP)
 
+# CrewAI pins mcp<2 and pydantic<2.13: its adapter's tests get their own virtualenv too.
+CREWAI_VENV := .venv-crewai
+CREWAI_STAMP := $(CREWAI_VENV)/.installed
+
+$(CREWAI_STAMP): requirements-crewai.txt client/pyproject.toml
+	$(PYTHON) -m venv $(CREWAI_VENV)
+	$(CREWAI_VENV)/bin/python -m pip install --quiet --upgrade pip
+	$(CREWAI_VENV)/bin/python -m pip install --quiet -r requirements-crewai.txt
+	touch $(CREWAI_STAMP)
+
 ## typescript: build the TypeScript client (npm ci when needed, then tsc)
 typescript: $(TS_OUT)
 
@@ -120,12 +130,12 @@ CLUSTER_EXCLUDED := --ignore tests/integration/test_control.py \
 
 ## test: lint, type-check, validate the template, then every test (starts its own Redis), then
 ## the cluster subset on Redis Clusters it starts (CLUSTER_TESTS)
-test: lint validate $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP) $(TS_OUT) $(TS_EXAMPLES_OUT)
+test: lint validate $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP) $(CREWAI_STAMP) $(TS_OUT) $(TS_EXAMPLES_OUT)
 	$(PY) -m pytest -q
 	KIVIDB_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_TESTS)
 
 ## test-cluster: every test that can run on a cluster, on Redis Clusters it starts
-test-cluster: $(STAMP) $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP) $(TS_OUT) $(TS_EXAMPLES_OUT)
+test-cluster: $(STAMP) $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP) $(CREWAI_STAMP) $(TS_OUT) $(TS_EXAMPLES_OUT)
 	KIVIDB_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_EXCLUDED)
 
 unit: $(STAMP)
@@ -270,5 +280,5 @@ bench-retrieval: $(RETRIEVAL_STAMP)
 	$(PY) -m bench.retrieval $(ARGS)
 
 clean:
-	rm -rf $(VENV) $(SAM_VENV) $(STRANDS_VENV) .cache/framework-tests .aws-sam .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(SAM_VENV) $(STRANDS_VENV) $(CREWAI_VENV) .cache/framework-tests .aws-sam .mypy_cache .ruff_cache .pytest_cache
 	rm -rf console/node_modules functions/console/static clients/typescript/node_modules clients/typescript/dist examples/typescript/node_modules examples/typescript/dist

@@ -25,6 +25,7 @@ SUITES: dict[str, str] = {
     "openai-agents": "0.24.0",
     "strands-agents": "1.62.0",
     "langgraph-checkpoint-sqlite": "3.1.2",
+    "crewai": "1.15.30",
 }
 """Distribution name -> the version whose tests run (the installed one)."""
 

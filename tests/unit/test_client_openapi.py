@@ -475,6 +475,7 @@ def test_every_route_of_the_document_has_a_client_method_and_every_method_a_rout
         ("StoreClient", "delete_memory", lambda: store.delete_memory("mem_1")),
         ("StoreClient", "search", lambda: store.search("q", mode="keyword")),
         ("StoreClient", "forget_actor", lambda: store.forget_actor("a")),
+        ("StoreClient", "get_store", lambda: store.get_store()),
         ("StoreClient", "usage", lambda: store.usage(NOW, NOW)),
         ("StoreClient", "rotate_webhook_secret", lambda: store.rotate_webhook_secret()),
         ("StoreClient", "webhook_deliveries", lambda: store.webhook_deliveries()),

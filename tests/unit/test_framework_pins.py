@@ -18,8 +18,8 @@ def _pins(lines: list[str]) -> dict[str, str]:
     return {m.group(1).lower(): m.group(2) for m in found if m}
 
 
-OWN_VENV = {"strands-agents": "requirements-strands.txt"}
-"""Frameworks whose tests run in a virtualenv of their own (Strands pins mcp<2.2)."""
+OWN_VENV = {"strands-agents": "requirements-strands.txt", "crewai": "requirements-crewai.txt"}
+"""Frameworks whose tests run in a virtualenv of their own (Strands pins mcp<2.2, CrewAI mcp<2)."""
 TESTS_ONLY = {"langgraph-checkpoint-sqlite"}
 """Suites whose tests run against an adapter of another package of the framework (LangGraph's
 store tests live with its SQLite store; the adapter needs only ``langgraph``)."""

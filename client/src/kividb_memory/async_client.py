@@ -213,6 +213,10 @@ class AsyncStoreClient:
     def __repr__(self) -> str:
         return f"AsyncStoreClient(instance_id={self.instance_id!r}, name={self.name!r})"
 
+    async def get_store(self) -> m.StoreView:
+        """This store's settings and counts (``client.get_store`` of its instance and name)."""
+        return await self._client.get_store(self.instance_id, self.name)
+
     async def add_events(
         self,
         session_id: str,

@@ -216,6 +216,10 @@ class StoreClient:
     def __repr__(self) -> str:
         return f"StoreClient(instance_id={self.instance_id!r}, name={self.name!r})"
 
+    def get_store(self) -> m.StoreView:
+        """This store's settings and counts (``client.get_store`` of its instance and name)."""
+        return self._client.get_store(self.instance_id, self.name)
+
     def add_events(
         self,
         session_id: str,

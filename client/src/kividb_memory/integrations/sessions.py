@@ -12,7 +12,9 @@ limit); each batch is one idempotent write.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import os
+import re
 from collections.abc import Awaitable, Callable, Coroutine, Mapping, Sequence
 from typing import Any, TypeVar, cast
 
@@ -148,6 +150,27 @@ async def forget(call: Callable[..., Awaitable[Any]], session_id: str) -> None:
     except NotFoundError as exc:
         if exc.code != NO_SESSION:
             raise
+
+
+_SAFE = re.compile(r"^[A-Za-z0-9._@-]+$")
+
+
+def session_id_of(framework: str, *parts: str) -> str:
+    """The KiviDB session id of a framework's conversation named by ``parts``:
+    ``<framework>:<part>:<part>...`` when every part is of the API's alphabet (letters, digits,
+    ``._@-``) and it fits in 256 characters, else ``<framework>:h:`` and a SHA-256 of the parts
+    (so two conversations never share a session)."""
+    readable = ":".join((framework, *parts))
+    if all(_SAFE.match(part) for part in parts) and len(readable) <= 256:
+        return readable
+    digest = hashlib.sha256("\0".join(parts).encode()).hexdigest()
+    return f"{framework}:h:{digest}"
+
+
+def label(text: str) -> str:
+    """``text`` as one keyed-memory namespace label: ``%`` and ``.`` percent-encoded (a label
+    may not hold ``.``), so any text is a label and two texts are never the same label."""
+    return text.replace("%", "%25").replace(".", "%2E")
 
 
 def batches(events: Sequence[Mapping[str, Any]]) -> list[list[Mapping[str, Any]]]:
