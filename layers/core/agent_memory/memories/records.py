@@ -10,7 +10,8 @@ the model fails the import of a script that still uses the old name, and
 ``tests/unit/test_records.py`` checks that the constants are exactly the model's fields. So
 Python and Lua can never disagree on what a field is called.
 
-Times are milliseconds since the epoch (UTC), as everywhere in the database.
+Times are milliseconds since the epoch (UTC), as everywhere in the database (``forms.Millis``);
+the other forms of a memory are made from a record by ``forms.converted``.
 """
 
 from __future__ import annotations
@@ -20,9 +21,9 @@ from typing import Any, Final
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_core import from_json
 
-from agent_memory.clock import from_ms
 from agent_memory.database.keys import NO_ACTOR
-from agent_memory.memories.models import MemoryLink, MemorySource, MemoryVersion, MemoryView
+from agent_memory.memories.forms import Millis, converted
+from agent_memory.memories.models import MemoryLink, MemoryView
 from agent_memory.search.selection import NEVER, UNKNOWN, RowFacts, filter_terms
 from agent_memory.search.tokenizer import TOKENIZER_VERSION, field_tokens
 
@@ -50,7 +51,7 @@ class StoredVersion(BaseModel):
     topics: list[str]
     metadata: dict[str, Any]
     importance: float | None
-    changed_at: int
+    changed_at: Millis
 
 
 class MemoryRecord(BaseModel):
@@ -72,15 +73,15 @@ class MemoryRecord(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
     importance: float | None = None
     confidence: float | None = None
-    created_at: int
-    updated_at: int
-    expires_at: int
+    created_at: Millis
+    updated_at: Millis
+    expires_at: Millis
     source: StoredSource | None = None
     versions: list[StoredVersion] = Field(default_factory=list)
     terms: tuple[int, dict[str, int]] | None = None
-    occurred_at: int | None = None
-    valid_from: int | None = None
-    valid_until: int | None = None
+    occurred_at: Millis | None = None
+    valid_from: Millis | None = None
+    valid_until: Millis | None = None
     supersedes: str | None = None
     superseded_by: str | None = None
 
@@ -255,47 +256,11 @@ def raw_record_and_json(raw: bytes) -> tuple[dict[str, Any], bytes]:
 
 def record_view(record: MemoryRecord, *, with_versions: bool = False) -> MemoryView:
     """The API's view of a record (``versions`` only when asked: ``GET`` of one memory)."""
-    versions = None
     if with_versions:
-        versions = [
-            MemoryVersion(
-                text=v.text,
-                type=v.type,
-                topics=v.topics,
-                metadata=v.metadata,
-                importance=v.importance,
-                changed_at=from_ms(v.changed_at),
-            )
-            for v in record.versions
-        ]
-    source = record.source
-    return MemoryView(
-        id=record.id,
-        text=record.text,
-        type=record.type,
-        actor_id=record.actor_id,
-        topics=record.topics,
-        metadata=record.metadata,
-        importance=record.importance,
-        confidence=record.confidence,
-        created_at=from_ms(record.created_at),
-        updated_at=from_ms(record.updated_at),
-        expires_at=from_ms(record.expires_at),
-        source=MemorySource(**source.model_dump()) if source else None,
-        occurred_at=from_ms(record.occurred_at) if record.occurred_at is not None else None,
-        valid_from=from_ms(record.valid_from or record.created_at),
-        valid_until=from_ms(record.valid_until) if record.valid_until is not None else None,
-        supersedes=record.supersedes,
-        superseded_by=record.superseded_by,
-        versions=versions,
-    )
+        return converted(record, MemoryView)
+    return converted(record, MemoryView, versions=None)
 
 
 def record_link(record: MemoryRecord) -> MemoryLink:
     """One record as a link of a chain (``MemoryView.chain``)."""
-    return MemoryLink(
-        id=record.id,
-        text=record.text,
-        valid_from=from_ms(record.valid_from or record.created_at),
-        valid_until=from_ms(record.valid_until) if record.valid_until is not None else None,
-    )
+    return converted(record, MemoryLink)

@@ -47,7 +47,8 @@ from agent_memory.database.keys import StoreKeys, actor_bucket, actor_tag, id_ta
 from agent_memory.database.partitions import expiries
 from agent_memory.database.scripts import FINISHES_WRITE, WRITES, load_script, scripts_in_pipeline
 from agent_memory.errors import Conflict, ImportBusy, StoreNotFound, ValidationFailed, VectorInvalid
-from agent_memory.memories.records import MemoryRecord, StoredSource, StoredVersion, encode_memory
+from agent_memory.memories.forms import converted
+from agent_memory.memories.records import MemoryRecord, encode_memory
 from agent_memory.memories.scripts import ACTOR_HELPERS, LOG_KEEP, REMOVE, UNINDEX, lua
 from agent_memory.memories.store_level import find_owners, unindex
 from agent_memory.memories.transfer_chains import _Chains
@@ -440,30 +441,8 @@ def _refuse(problems: list[dict[str, str]]) -> None:
 
 
 def _record(memory: ImportedMemory) -> MemoryRecord:
-    source = memory.source
-    return MemoryRecord(
-        id=memory.id,
-        text=memory.text,
-        type=memory.type,
-        actor_id=memory.actor_id,
-        topics=memory.topics,
-        metadata=memory.metadata,
-        importance=memory.importance,
-        confidence=memory.confidence,
-        created_at=to_ms(memory.created_at),
-        updated_at=to_ms(memory.updated_at),
-        expires_at=to_ms(memory.expires_at),
-        source=StoredSource(**source.model_dump()) if source is not None else None,
-        versions=[
-            StoredVersion(**{**v.model_dump(), "changed_at": to_ms(v.changed_at)})
-            for v in memory.versions
-        ],
-        occurred_at=to_ms(memory.occurred_at) if memory.occurred_at is not None else None,
-        valid_from=to_ms(memory.valid_from or memory.created_at),
-        valid_until=to_ms(memory.valid_until) if memory.valid_until is not None else None,
-        supersedes=memory.supersedes,
-        superseded_by=memory.superseded_by,
-    )
+    """The record an imported memory is kept as (``valid_from`` defaults to ``created_at``)."""
+    return converted(memory, MemoryRecord, validate=True)
 
 
 def _vector_bytes(text: str, dimensions: int) -> bytes:

@@ -28,14 +28,13 @@ from agent_memory.database.client import database_errors
 from agent_memory.database.keys import StoreKeys
 from agent_memory.database.scripts import READ_ONLY, load_script
 from agent_memory.errors import ValidationFailed
+from agent_memory.memories.forms import converted
 from agent_memory.memories.models import MEMORY_ID_PATTERN
 from agent_memory.memories.records import MemoryRecord, decode_record, split_memory
 from agent_memory.memories.scripts import ACTOR_HELPERS, lua
 from agent_memory.memories.transfer_models import (
     MAX_CURSOR_CHARS,
     ExportedMemory,
-    ExportedSource,
-    ExportedVersion,
     MemoryExportPage,
 )
 from agent_memory.sessions.transfer import int_cursor, items_that_fit
@@ -200,31 +199,8 @@ class MemoryExport:
 
 
 def _exported_memory(record: MemoryRecord, blob: bytes) -> ExportedMemory:
-    source = record.source
-    return ExportedMemory(
-        id=record.id,
-        text=record.text,
-        type=record.type,
-        actor_id=record.actor_id,
-        topics=record.topics,
-        metadata=record.metadata,
-        importance=record.importance,
-        confidence=record.confidence,
-        created_at=from_ms(record.created_at),
-        updated_at=from_ms(record.updated_at),
-        expires_at=from_ms(record.expires_at),
-        source=ExportedSource(**source.model_dump()) if source is not None else None,
-        versions=[
-            ExportedVersion(**{**v.model_dump(), "changed_at": from_ms(v.changed_at)})
-            for v in record.versions
-        ],
-        occurred_at=from_ms(record.occurred_at) if record.occurred_at is not None else None,
-        valid_from=from_ms(record.valid_from or record.created_at),
-        valid_until=from_ms(record.valid_until) if record.valid_until is not None else None,
-        supersedes=record.supersedes,
-        superseded_by=record.superseded_by,
-        vector=base64.b64encode(blob).decode("ascii"),
-    )
+    """The record as exported, with its vector's bytes in base64."""
+    return converted(record, ExportedMemory, vector=base64.b64encode(blob).decode("ascii"))
 
 
 def _let_its_millisecond_pass(clock: Clock, moment_ms: int) -> None:
