@@ -41,7 +41,7 @@ Convert = Callable[[Any], Any]
 
 
 def converted(
-    source: BaseModel, target: type[Target], *, validate: bool = False, **given: Any
+    source: BaseModel, target: type[Target], /, *, validate: bool = False, **given: Any
 ) -> Target:
     """``source`` as a ``target`` form: each field of ``target`` that ``source`` has, by name
     and converted (``Millis`` to and from ``datetime``, nested forms into ``target``'s nested

@@ -46,6 +46,7 @@ from agent_memory.errors import (
     SupersedeActorMismatch,
     SupersededNotFound,
 )
+from agent_memory.memories.forms import converted
 from agent_memory.memories.indexes import ActorIndexes
 from agent_memory.memories.models import (
     MAX_TOPIC_CHARS,
@@ -238,22 +239,20 @@ class MemoryWriter:
         expires_ms = to_ms(now + timedelta(seconds=self._store.memory_ttl_seconds))
         mode = "once" if memory_id is not None else "new"
         memory_id = memory_id or new_memory_id(bucket)
-        record = MemoryRecord(
+        # The body's fields by name (memories.forms), with what the add decides: the id, the
+        # redacted text and topics, the times and the source.
+        record = converted(
+            body,
+            MemoryRecord,
+            validate=True,
             id=memory_id,
             text=text,
-            type=body.type,
-            actor_id=body.actor_id,
             topics=topics,
-            metadata=body.metadata,
-            importance=body.importance,
-            confidence=body.confidence,
             created_at=now_ms,
             updated_at=now_ms,
             expires_at=expires_ms,
             source=source,
-            occurred_at=to_ms(body.occurred_at) if body.occurred_at is not None else None,
             valid_from=now_ms,
-            supersedes=body.supersedes,
         )
         if body.supersedes is not None:
             return self._supersede(record, vector, counts, mode, bucket)
