@@ -25,8 +25,9 @@ from typing import Any
 import numpy as np
 
 from agent_memory.search import keyword as search_keyword
+from agent_memory.search.columns import Known
 from agent_memory.search.fusion import Hit
-from agent_memory.search.index import ActorIndex, Known
+from agent_memory.search.index import ActorIndex
 from agent_memory.search.keyword import FIELD_WEIGHT
 from agent_memory.search.selection import RowFacts
 from agent_memory.search.tokenizer import field_tokens

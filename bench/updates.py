@@ -53,8 +53,9 @@ from agent_memory.background.work import SessionWork
 from agent_memory.database.keys import LocalScheduleKeys
 from agent_memory.memories.models import SearchRequest
 from agent_memory.memories.service import Memories
-from agent_memory.providers.client import CallPolicy, ProviderClient
+from agent_memory.providers.client import ProviderClient
 from agent_memory.providers.factory import make_embedder, make_language_model
+from agent_memory.providers.network import CallPolicy
 from agent_memory.providers.secrets import FernetCipher
 from agent_memory.providers.setting import Outbound, ProviderSetting, in_the_clear
 from agent_memory.search.cache import IndexCache

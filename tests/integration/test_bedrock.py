@@ -32,8 +32,9 @@ from agent_memory.providers.bedrock import (
     model_path,
     runtime_url,
 )
-from agent_memory.providers.client import CallPolicy, ProviderClient
+from agent_memory.providers.client import ProviderClient
 from agent_memory.providers.factory import make_embedder, make_language_model
+from agent_memory.providers.network import CallPolicy
 from agent_memory.providers.setting import Outbound, ProviderSetting, in_the_clear
 from agent_memory.stores.models import ProviderSettings
 from tests.support.rerank_servers import views

@@ -30,7 +30,7 @@ from agent_memory.errors import (
 )
 from agent_memory.observability import logger
 from agent_memory.providers import client as providers
-from agent_memory.providers.client import CallPolicy, ProviderClient
+from agent_memory.providers.client import ProviderClient
 from agent_memory.providers.embeddings import (
     CustomEmbedder,
     NoEmbedder,
@@ -39,6 +39,7 @@ from agent_memory.providers.embeddings import (
     validate_vector,
 )
 from agent_memory.providers.factory import make_embedder
+from agent_memory.providers.network import CallPolicy
 from agent_memory.providers.setting import Outbound, ProviderSetting, in_the_clear
 from tests.support.embeddings import DIMS, FakeProvider, fail, ok, serving, slow, vector_for
 

@@ -31,13 +31,14 @@ from agent_memory.errors import (
     ProviderUnavailable,
 )
 from agent_memory.providers import network as provider_network
-from agent_memory.providers.client import CallPolicy, ProviderClient
+from agent_memory.providers.client import ProviderClient
 from agent_memory.providers.embeddings import (
     CustomEmbedder,
     OpenAIEmbedder,
     max_answer_bytes as embeddings_cap,
 )
 from agent_memory.providers.language_models import OpenAIChatModel, max_answer_bytes as chat_cap
+from agent_memory.providers.network import CallPolicy
 from tests.support.common import unique
 from tests.support.handlers import build, invoke
 from tests.support.model_servers import (

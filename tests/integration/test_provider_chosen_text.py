@@ -14,8 +14,9 @@ from collections.abc import Iterator
 import pytest
 
 from agent_memory.errors import EmbeddingMismatch, ProviderUnavailable
-from agent_memory.providers.client import RETRY_AFTER_MAX_SECONDS, CallPolicy, ProviderClient
+from agent_memory.providers.client import RETRY_AFTER_MAX_SECONDS, ProviderClient
 from agent_memory.providers.embeddings import CustomEmbedder
+from agent_memory.providers.network import CallPolicy
 from tests.support.common import unique
 from tests.support.handlers import build, invoke
 from tests.support.model_servers import RawHTTPServer, response_bytes, send

@@ -27,7 +27,7 @@ from urllib.parse import unquote
 import pytest
 
 from agent_memory.errors import AgentMemoryError
-from agent_memory.providers.client import CallPolicy, ProviderClient
+from agent_memory.providers.client import ProviderClient
 from agent_memory.providers.embeddings import CustomEmbedder, OpenAIEmbedder
 from agent_memory.providers.factory import make_language_model
 from agent_memory.providers.language_models import (
@@ -35,6 +35,7 @@ from agent_memory.providers.language_models import (
     CustomChatModel,
     OpenAIChatModel,
 )
+from agent_memory.providers.network import CallPolicy
 from agent_memory.providers.setting import Outbound, ProviderSetting, in_the_clear
 from tests.support.background import World
 from tests.support.common import unique

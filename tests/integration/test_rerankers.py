@@ -14,10 +14,11 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from agent_memory.errors import EndpointRefused, ProviderRejected, ProviderUnavailable
 from agent_memory.memories.reranking import apply_reranker
 from agent_memory.observability import logger
-from agent_memory.providers.client import CallPolicy, ProviderClient
+from agent_memory.providers.client import ProviderClient
 from agent_memory.providers.factory import make_reranker
 from agent_memory.providers.language_models import CustomChatModel
 from agent_memory.providers.llm_reranker import LlmReranker, read_scores, rerank_prompt
+from agent_memory.providers.network import CallPolicy
 from agent_memory.providers.rerankers import (
     HttpReranker,
     Relevance,

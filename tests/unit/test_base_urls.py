@@ -9,7 +9,8 @@ import pytest
 from pydantic import ValidationError
 
 from agent_memory.errors import EndpointRefused
-from agent_memory.providers.client import CallPolicy, ProviderClient
+from agent_memory.providers.client import ProviderClient
+from agent_memory.providers.network import CallPolicy
 from agent_memory.stores.models import ProviderSettings
 
 PRIVATE = {"allow_private_endpoints": True}

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from agent_memory.search.index import ActorIndex, Known
+from agent_memory.search.columns import Known
+from agent_memory.search.index import ActorIndex
 from agent_memory.search.keyword import FIELD_WEIGHT, K1, B
 from agent_memory.search.measures import coverages
 from agent_memory.search.selection import RowFacts, Selection

@@ -8,9 +8,10 @@ import pytest
 
 from agent_memory.search import quantize as quantize, tokenizer as tokenizer
 from agent_memory.search.cache import IndexCache
+from agent_memory.search.columns import Known
 from agent_memory.search.english import STOP_WORDS, stem
 from agent_memory.search.fusion import Hit, fuse
-from agent_memory.search.index import ActorIndex, Known
+from agent_memory.search.index import ActorIndex
 from agent_memory.search.tokenizer import query_tokens, tokenize
 
 NOW = 1_700_000_000_000

@@ -6,7 +6,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from agent_memory.search import snapshot
-from agent_memory.search.index import ActorIndex, Known
+from agent_memory.search.columns import Known
+from agent_memory.search.index import ActorIndex
 from agent_memory.search.selection import NEVER, UNKNOWN, RowFacts, Selection, filter_terms
 from agent_memory.search.tokenizer import field_tokens
 

@@ -169,7 +169,8 @@ class Runtime:
         one retry and its wait, a ``Retry-After`` of up to 1.5 s honoured), which leaves 4 s of
         the function's 10 s timeout (template.yaml ``Globals``; API Gateway's own limit for an
         HTTP API integration is 30 s) to the database and the key service."""
-        from agent_memory.providers.client import CallPolicy, ProviderClient
+        from agent_memory.providers.client import ProviderClient
+        from agent_memory.providers.network import CallPolicy
 
         return ProviderClient(
             CallPolicy(
@@ -188,7 +189,8 @@ class Runtime:
         within 2.5 s (one retry, a ``Retry-After`` of up to 1 s honoured), so that with the
         query's embedding (``provider_client``, 6 s) a search still answers inside the
         function's 10 s."""
-        from agent_memory.providers.client import CallPolicy, ProviderClient
+        from agent_memory.providers.client import ProviderClient
+        from agent_memory.providers.network import CallPolicy
 
         return ProviderClient(
             CallPolicy(
@@ -208,7 +210,8 @@ class Runtime:
         budget is spent (``background.runs.RunBudget``: the function's remaining time less
         ``STEP_RESERVE_SECONDS``, four calls of 45 s and the database writes), so a run ends
         inside the function's 300 s."""
-        from agent_memory.providers.client import CallPolicy, ProviderClient
+        from agent_memory.providers.client import ProviderClient
+        from agent_memory.providers.network import CallPolicy
 
         return ProviderClient(
             CallPolicy(

@@ -36,8 +36,9 @@ from agent_memory.memories.scripts import CATCH_UP, KEEP_INDEX, KEPT_GEN, log_ke
 from agent_memory.observability import logger, subsegment
 from agent_memory.search import snapshot
 from agent_memory.search.cache import IndexCache
+from agent_memory.search.columns import Known
 from agent_memory.search.fusion import Hit
-from agent_memory.search.index import ActorIndex, Known
+from agent_memory.search.index import ActorIndex
 from agent_memory.stores.database import StoreDatabase
 
 LOAD_BATCH = 2000

@@ -70,7 +70,8 @@ from agent_memory.memories.records import (
 from agent_memory.memories.redaction import redact
 from agent_memory.memories.scripts import LOG_KEEP, PUT, READ_ONE, REMOVE_CHAIN, SUPERSEDE
 from agent_memory.memories.store_level import StoreLevel
-from agent_memory.search.index import ActorIndex, Known
+from agent_memory.search.columns import Known
+from agent_memory.search.index import ActorIndex
 from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.registry import current_entry
 

@@ -37,6 +37,7 @@ from agent_memory.observability import logger, subsegment
 from agent_memory.providers.network import (
     LAST_MOMENT,
     CallDeadline,
+    CallPolicy,
     check_endpoint,
     current_call,
     shared_http,
@@ -108,30 +109,6 @@ class _Request:
 
 _AGAIN = object()
 """``ProviderClient._read``'s answer when the call is to be made once more."""
-
-
-@dataclass(frozen=True)
-class CallPolicy:
-    """How long a provider call may take and how often it is tried (``ProviderClient`` says
-    what each means): seconds of ``deadline``, ``connect_timeout``, ``read_timeout``,
-    ``backoff_base``, ``backoff_cap``, ``max_retry_after`` and ``min_attempt``; at most
-    ``max_retries`` retries. ``ValueError`` for a deadline that is not positive or a negative
-    number of retries."""
-
-    deadline: float = 30.0
-    connect_timeout: float = 3.0
-    read_timeout: float = 30.0
-    max_retries: int = 3
-    backoff_base: float = 0.5
-    backoff_cap: float = 8.0
-    max_retry_after: float = 20.0
-    min_attempt: float = 0.5
-
-    def __post_init__(self) -> None:
-        if self.max_retries < 0:
-            raise ValueError("max_retries must be >= 0")
-        if self.deadline <= 0:
-            raise ValueError("deadline must be > 0")
 
 
 class ProviderClient:

@@ -364,3 +364,27 @@ def shared_http() -> httpx.Client:
                     transport=DeadlineTransport(), follow_redirects=False, trust_env=False
                 )
     return _http
+
+
+@dataclass(frozen=True)
+class CallPolicy:
+    """How long a provider call may take and how often it is tried (``ProviderClient`` says
+    what each means): seconds of ``deadline``, ``connect_timeout``, ``read_timeout``,
+    ``backoff_base``, ``backoff_cap``, ``max_retry_after`` and ``min_attempt``; at most
+    ``max_retries`` retries. ``ValueError`` for a deadline that is not positive or a negative
+    number of retries."""
+
+    deadline: float = 30.0
+    connect_timeout: float = 3.0
+    read_timeout: float = 30.0
+    max_retries: int = 3
+    backoff_base: float = 0.5
+    backoff_cap: float = 8.0
+    max_retry_after: float = 20.0
+    min_attempt: float = 0.5
+
+    def __post_init__(self) -> None:
+        if self.max_retries < 0:
+            raise ValueError("max_retries must be >= 0")
+        if self.deadline <= 0:
+            raise ValueError("deadline must be > 0")

@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import threading
 from array import array
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
 
 from agent_memory.search.quantize import bit_bytes
+from agent_memory.search.selection import RowFacts
 
 
 @dataclass
@@ -96,3 +99,33 @@ class IndexColumns:
         self.valid_from = np.zeros(0, dtype=np.int64)
         self.valid_until = np.zeros(0, dtype=np.int64)
         self.occurred = np.zeros(0, dtype=np.int64)
+
+
+class Known(NamedTuple):
+    """What a caller may already hold of the memories it enters in an index, one entry per
+    memory (a None sequence or entry: not held): their texts' ``term_counts`` (``terms``;
+    counted from the texts otherwise), what selections read (``facts``; by default current
+    since created, no event time, no topics or metadata) and their stored records
+    (``records``, which the index holds for reads)."""
+
+    terms: Sequence[dict[str, int] | None] | None = None
+    facts: Sequence[RowFacts | None] | None = None
+    records: Sequence[bytes | None] | None = None
+
+    @classmethod
+    def one(
+        cls,
+        terms: dict[str, int] | None = None,
+        facts: RowFacts | None = None,
+        record: bytes | None = None,
+    ) -> Known:
+        """What is held of one memory."""
+        return cls([terms], [facts], [record])
+
+    def at(self, i: int) -> tuple[dict[str, int] | None, RowFacts | None, bytes | None]:
+        """The ``i``-th memory's terms, facts and record (None where not held)."""
+        return (
+            self.terms[i] if self.terms is not None else None,
+            self.facts[i] if self.facts is not None else None,
+            self.records[i] if self.records is not None else None,
+        )

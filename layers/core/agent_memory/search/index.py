@@ -21,12 +21,12 @@ import math
 from array import array
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import NamedTuple, TypeVar, cast
+from typing import TypeVar, cast
 
 import numpy as np
 from numpy.typing import NDArray
 
-from agent_memory.search.columns import IndexColumns
+from agent_memory.search.columns import IndexColumns, Known
 from agent_memory.search.fusion import Hit
 from agent_memory.search.keyword import keyword_hits
 from agent_memory.search.masks import eligible, top
@@ -63,36 +63,6 @@ PREFILTER_KEEP_DIVISOR = 3
 """The pre-filter keeps a third of the rows (at least 2,000 and 50 per result): on clustered
 1,536-dimension data that keeps about 99% of the exact top ten among the int8 candidates, whose
 exact rescoring then orders them exactly (see tests/unit/test_search.py)."""
-
-
-class Known(NamedTuple):
-    """What a caller may already hold of the memories it enters in an index, one entry per
-    memory (a None sequence or entry: not held): their texts' ``term_counts`` (``terms``;
-    counted from the texts otherwise), what selections read (``facts``; by default current
-    since created, no event time, no topics or metadata) and their stored records
-    (``records``, which the index holds for reads)."""
-
-    terms: Sequence[dict[str, int] | None] | None = None
-    facts: Sequence[RowFacts | None] | None = None
-    records: Sequence[bytes | None] | None = None
-
-    @classmethod
-    def one(
-        cls,
-        terms: dict[str, int] | None = None,
-        facts: RowFacts | None = None,
-        record: bytes | None = None,
-    ) -> Known:
-        """What is held of one memory."""
-        return cls([terms], [facts], [record])
-
-    def at(self, i: int) -> tuple[dict[str, int] | None, RowFacts | None, bytes | None]:
-        """The ``i``-th memory's terms, facts and record (None where not held)."""
-        return (
-            self.terms[i] if self.terms is not None else None,
-            self.facts[i] if self.facts is not None else None,
-            self.records[i] if self.records is not None else None,
-        )
 
 
 @dataclass
