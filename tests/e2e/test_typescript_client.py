@@ -76,6 +76,32 @@ def test_a_strands_agent_runs_on_the_memory_store(built, stack: Stack, provider:
     assert "# fail 0" in out and "# pass 7" in out, out[-2000:]
 
 
+def test_langgraph_js_runs_graphs_and_agents_on_the_store(built, stack: Stack, provider):
+    """`@kividb/memory/langgraph` under `@langchain/langgraph` itself: a `StateGraph` compiled
+    with the store, `createReactAgent`'s tools through `getStore()` on LangChain's
+    `FakeStreamingChatModel`, and the `BaseStore` contract (batches, filters, paging,
+    namespaces, invalid labels, vectors of an `IndexConfig`, TTL)."""
+    env = {
+        "KIVIDB_API_URL": stack.url,
+        "KIVIDB_API_KEY": stack.api_key,
+        "KIVIDB_PROVIDER_URL": provider.url,
+    }
+    out = _node(["node", "--test", "test/langgraph.test.mjs"], TS, env)
+    assert "# fail 0" in out and "# pass 10" in out, out[-2000:]
+
+
+def test_claudes_tool_runner_uses_the_memory_tool(built, stack: Stack, provider):
+    """`@kividb/memory/anthropic` under the Anthropic SDK's tool runner against a loopback
+    Messages API: a scripted conversation with all six commands and hostile paths."""
+    env = {
+        "KIVIDB_API_URL": stack.url,
+        "KIVIDB_API_KEY": stack.api_key,
+        "KIVIDB_PROVIDER_URL": provider.url,
+    }
+    out = _node(["node", "--test", "test/anthropic.test.mjs"], TS, env)
+    assert "# fail 0" in out and "# pass 3" in out, out[-2000:]
+
+
 def test_a_stopped_database_is_a_503_with_retry_after_and_retried(built, tmp_path):
     """A stack on a redis-server of its own: killed before the Node test starts (it sees 503
     `database_unavailable` with `Retry-After`, then retries a write), started again 2 s later."""
