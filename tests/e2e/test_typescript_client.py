@@ -139,37 +139,85 @@ def test_a_stopped_database_is_a_503_with_retry_after_and_retried(built, tmp_pat
     assert node.returncode == 0 and "# pass 1" in out, out[-4000:]
 
 
+def _readme_block(fence: str) -> str:
+    """The first code block fenced ``fence`` (e.g. "```ts") of the README's TypeScript section."""
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## From TypeScript") :]
+    begin = section.index(fence + "\n") + len(fence) + 1
+    return section[begin : section.index("```\n", begin)]
+
+
+TYPED_ESM = """import { MemoryClient, NotFoundError, type Schemas } from "@kividb/memory";
+const store = new MemoryClient({ baseUrl: "http://127.0.0.1:1", apiKey: "k" }).store("local", "s");
+const view: Schemas["RecallView"] = await store.recall("chat", { actorId: "ann" });
+const context: string = view.context;
+export const found: boolean = context.length > 0 && !(view instanceof NotFoundError);
+"""
+TYPED_CJS = """import { MemoryClient, NotFoundError, type Schemas } from "@kividb/memory";
+export async function main(): Promise<boolean> {
+  const client = new MemoryClient({ baseUrl: "http://127.0.0.1:1", apiKey: "k" });
+  const store = client.store("local", "s");
+  const view: Schemas["RecallView"] = await store.recall("chat", { actorId: "ann" });
+  const context: string = view.context;
+  return context.length > 0 && !(view instanceof NotFoundError);
+}
+"""
+WRONG = """import { MemoryClient } from "@kividb/memory";
+export const n: number = new MemoryClient().store("a", "b").name;
+"""
+
+
 def test_the_packed_package_installs_into_an_empty_project_and_works(built, stack: Stack, tmp_path):
+    """`npm pack`, installed into a project made as `npm init -y` makes one (CommonJS): the
+    README's snippets run as `.mjs` (import) and `.cjs` (require), and type-check both ways
+    (`.mts` resolves the import build's declarations, `.cts` the require build's; a wrong
+    type is an error in both, so the check can fail)."""
     packed = _node(["npm", "pack", "--json", "--pack-destination", str(tmp_path)], TS, {})
     (info,) = json.loads(packed)
     tarball = tmp_path / info["filename"]
-    assert {f["path"] for f in info["files"]} >= {
-        "dist/index.js",
-        "dist/index.d.ts",
-        "dist/openai-agents.js",
-        "dist/ai-sdk.js",
-        "dist/strands.js",
-        "package.json",
-    }
-    assert not any(f["path"].startswith(("src/", "test/", "node_modules/")) for f in info["files"])
+    files = {f["path"] for f in info["files"]}
+    for name in ("index", "openai-agents", "ai-sdk", "strands", "langgraph", "anthropic"):
+        assert {f"dist/{name}.js", f"dist/{name}.d.ts", f"dist/cjs/{name}.js"} <= files, name
+    assert {"dist/cjs/package.json", "package.json"} <= files
+    assert not any(f.startswith(("src/", "test/", "node_modules/", "scripts/")) for f in files)
     project = tmp_path / "app"
     project.mkdir()
-    (project / "package.json").write_text('{"name": "app", "private": true, "type": "module"}')
-    _node(["npm", "install", "--no-audit", "--no-fund", "--offline", str(tarball)], project, {})
-    # the README's TypeScript example, as it is written there
-    readme = (ROOT / "README.md").read_text()
-    section = readme[readme.index("## From TypeScript") :]
-    example = section[section.index("```ts\n") + 6 : section.index("```\n", section.index("```ts"))]
-    assert len(example.strip().splitlines()) == 5, example
-    (project / "main.mjs").write_text(example)
+    _node(["npm", "init", "-y"], project, {})
+    assert json.loads((project / "package.json").read_text()).get("type", "commonjs") == "commonjs"
+    # Offline (nothing downloads at test time) npm cannot read the registry's metadata of the
+    # optional peers, which it reads only to check their ranges: legacy-peer-deps skips that
+    # check. No peer is installed either way; online, a plain `npm install` does the same.
+    install = ["npm", "install", "--no-audit", "--no-fund", "--offline", "--legacy-peer-deps"]
+    _node([*install, str(tarball)], project, {})
+    esm, cjs = _readme_block("```ts"), _readme_block("```js")
+    assert "import { MemoryClient }" in esm and 'require("@kividb/memory")' in cjs
+    (project / "main.mjs").write_text(esm)
+    (project / "main.cjs").write_text(cjs)
+    env = {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key}
     with stack.memory() as memory:
         memory.put_store("local", "support-agent")
         try:
-            out = _node(
-                ["node", "main.mjs"],
-                project,
-                {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key},
-            )
+            from_esm = _node(["node", "main.mjs"], project, env)
+            from_cjs = _node(["node", "main.cjs"], project, env)
         finally:
             memory.delete_store("local", "support-agent")
-    assert '] user: "I live in Porto"' in out, out
+    assert '] user: "I live in Porto"' in from_esm, from_esm
+    assert '] user: "I live in Porto"' in from_cjs, from_cjs
+    # `require` of the package root, as `npm init -y`'s index.js would do it
+    out = _node(
+        ["node", "-e", 'console.log(typeof require("@kividb/memory").MemoryClient)'], project, {}
+    )
+    assert out.strip() == "function"
+
+    tsc = ["node", str(TS / "node_modules" / "typescript" / "bin" / "tsc")]
+    options = ["--noEmit", "--strict", "--module", "nodenext", "--target", "es2022"]
+    options += ["--lib", "es2023,dom"]
+    (project / "typed.mts").write_text(TYPED_ESM)
+    (project / "typed.cts").write_text(TYPED_CJS)
+    _node([*tsc, *options, "typed.mts", "typed.cts"], project, {})
+    for suffix in ("mts", "cts"):
+        (project / f"wrong.{suffix}").write_text(WRONG)
+        done = subprocess.run(
+            [*tsc, *options, f"wrong.{suffix}"], cwd=project, capture_output=True, text=True
+        )
+        assert done.returncode != 0 and "TS2322" in done.stdout, done.stdout
