@@ -12,12 +12,16 @@ import os
 import shutil
 import subprocess
 import time
+import uuid
+from datetime import UTC, datetime
 
 import pytest
 
 from bench.faults import Database
+from kividb_memory.chat_export import ChatExportError, parse_chat_export
 from local.launch import running_stack
-from tests.support.common import ROOT
+from tests.support.chat_exports import chatgpt_export, claude_export, locomo_sessions, malformed
+from tests.support.common import ROOT, needs_data
 from tests.support.stack import API_KEY, Stack
 from tools.scripted_model import ScriptedServer
 
@@ -100,6 +104,65 @@ def test_claudes_tool_runner_uses_the_memory_tool(built, stack: Stack, provider)
     }
     out = _node(["node", "--test", "test/anthropic.test.mjs"], TS, env)
     assert "# fail 0" in out and "# pass 3" in out, out[-2000:]
+
+
+@needs_data
+def test_the_chat_import_reads_exports_as_the_python_client_does(built, stack: Stack, tmp_path):
+    """`importChat` and `parseChatExport` on ChatGPT and Claude exports built from LoCoMo: the
+    same sessions as `kividb_memory.chat_export` reads (its parse, written to `expected.json`),
+    imported and read back; each malformed export refused in the Python client's words."""
+    sessions = locomo_sessions(count=3)
+    exports = {"chatgpt": chatgpt_export(sessions), "claude": claude_export(sessions)}
+    expected = {}
+    for source, export in exports.items():
+        (tmp_path / f"{source}.json").write_text(json.dumps(export))
+        expected[source] = [
+            {
+                "session_id": c.session_id,
+                "title": c.title,
+                "created_at": _iso(c.created_at),
+                "messages": [
+                    {
+                        "role": m.role,
+                        "content": m.content,
+                        "created_at": _iso(m.created_at),
+                        "name": m.name,
+                        "item": m.item,
+                    }
+                    for m in c.messages
+                ],
+            }
+            for c in parse_chat_export(export, source)  # type: ignore[arg-type]
+        ]
+    (tmp_path / "expected.json").write_text(json.dumps(expected))
+    cases = [("chatgpt", h) for h in ("no mapping", "missing node", "loop", "role", "time")]
+    cases += [("claude", h) for h in ("sender", "time", "messages", "no id")]
+    for n, (source, how) in enumerate(cases):
+        broken = malformed(exports[source], source, how)
+        (tmp_path / f"malformed-{n}.json").write_text(json.dumps(broken))
+        with pytest.raises(ChatExportError) as refused:
+            parse_chat_export(broken, source)  # type: ignore[arg-type]
+        error = {"source": source, "error": str(refused.value)}
+        (tmp_path / f"error-{n}.json").write_text(json.dumps(error))
+    name = f"ts-chat-{uuid.uuid4().hex[:8]}"
+    env = {
+        "KIVIDB_API_URL": stack.url,
+        "KIVIDB_API_KEY": stack.api_key,
+        "KIVIDB_CHAT_EXPORTS": str(tmp_path),
+        "KIVIDB_STORE": name,
+    }
+    with stack.memory() as memory:
+        memory.put_store("local", name, dimensions=3)
+        try:
+            out = _node(["node", "--test", "test/chat-export.test.mjs"], TS, env)
+        finally:
+            memory.delete_store("local", name)
+    assert "# fail 0" in out and "# pass 3" in out, out[-2000:]
+
+
+def _iso(moment: datetime) -> str:
+    """As JavaScript's `toISOString` writes a time: UTC, milliseconds, `Z`."""
+    return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def test_a_stopped_database_is_a_503_with_retry_after_and_retried(built, tmp_path):
