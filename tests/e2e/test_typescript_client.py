@@ -11,9 +11,12 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import ClassVar
 
 import pytest
 
@@ -163,6 +166,89 @@ def test_the_chat_import_reads_exports_as_the_python_client_does(built, stack: S
 def _iso(moment: datetime) -> str:
     """As JavaScript's `toISOString` writes a time: UTC, milliseconds, `Z`."""
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+
+
+def _docs_snippet(section: str) -> str:
+    """The first ```js block of docs/integrations.md's section ``section``."""
+    text = (ROOT / "docs" / "integrations.md").read_text()
+    part = text[text.index(f"## {section}\n") :]
+    begin = part.index("```js\n") + len("```js\n")
+    return part[begin : part.index("```\n", begin)]
+
+
+class _ScriptedClaude(BaseHTTPRequestHandler):
+    """A Messages API on loopback: the first call asks the memory tool to create a file, the
+    next ones answer in words (what it was sent is kept in ``bodies``)."""
+
+    bodies: ClassVar[list[dict]] = []
+
+    def do_POST(self) -> None:
+        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
+        self.bodies.append(body)
+        create = {"command": "create", "path": "/memories/ann.md", "file_text": "moved to Porto"}
+        if len(self.bodies) == 1:
+            content = [{"type": "tool_use", "id": "toolu_1", "name": "memory", "input": create}]
+        else:
+            content = [{"type": "text", "text": "Noted: you moved to Porto."}]
+        answer = {
+            "id": f"msg_{len(self.bodies)}",
+            "type": "message",
+            "role": "assistant",
+            "model": body["model"],
+            "content": content,
+            "stop_reason": "tool_use" if len(self.bodies) == 1 else "end_turn",
+            "stop_sequence": None,
+            "usage": {"input_tokens": 1, "output_tokens": 1},
+        }
+        data = json.dumps(answer).encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args) -> None:
+        pass
+
+
+def test_the_integration_docs_snippets_run_as_written(built, stack: Stack):
+    """The LangGraph.js and memory tool snippets of docs/integrations.md, as they are written,
+    run in examples/typescript/ (where `@kividb/memory` is installed as a copy beside the
+    frameworks) against the store `support-agent`; the memory tool's Claude is a loopback
+    Messages API (`ANTHROPIC_BASE_URL`, which the SDK reads)."""
+    folder = ROOT / "examples" / "typescript" / "dist"
+    assert (folder.parent / "node_modules" / "@kividb" / "memory").is_dir(), "make test builds it"
+    folder.mkdir(exist_ok=True)
+    _ScriptedClaude.bodies = []
+    claude = ThreadingHTTPServer(("127.0.0.1", 0), _ScriptedClaude)
+    threading.Thread(target=claude.serve_forever, daemon=True).start()
+    env = {
+        "KIVIDB_API_URL": stack.url,
+        "KIVIDB_API_KEY": stack.api_key,
+        "ANTHROPIC_API_KEY": "sk-test",
+        "ANTHROPIC_BASE_URL": f"http://127.0.0.1:{claude.server_address[1]}",
+    }
+    outputs = {}
+    with stack.memory() as memory:
+        memory.put_store("local", "support-agent")
+        try:
+            for name, section in (
+                ("langgraph", "TypeScript: LangGraph.js"),
+                ("anthropic", "TypeScript: Claude's memory tool"),
+            ):
+                script = folder / f"docs-{name}.mjs"
+                script.write_text(_docs_snippet(section))
+                outputs[name] = _node(["node", str(script)], folder.parent, env)
+            kept = memory.store("local", "support-agent").get_keyed_memory(
+                ["ann", "claude-memory"], "ann.md"
+            )
+        finally:
+            memory.delete_store("local", "support-agent")
+            claude.shutdown()
+    assert outputs["langgraph"].strip() == "[ 'theme: dark' ]"
+    assert outputs["anthropic"].strip() == "Noted: you moved to Porto."
+    assert kept.value == {"content": "moved to Porto"}
+    assert _ScriptedClaude.bodies[0]["tools"] == [{"type": "memory_20250818", "name": "memory"}]
 
 
 def test_a_stopped_database_is_a_503_with_retry_after_and_retried(built, tmp_path):
