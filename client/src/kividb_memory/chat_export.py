@@ -265,8 +265,8 @@ def _claude_blocks(blocks: list[Any]) -> tuple[list[str], list[dict[str, Any]]]:
             tools.append(
                 {"type": "tool_use", "name": block.get("name"), "input": block.get("input")}
             )
-            said = json.dumps(block.get("input"), ensure_ascii=False, separators=(",", ":"))
-            texts.append(f"[tool {block.get('name')}: {said}]")
+            given = json.dumps(block.get("input"), ensure_ascii=False, separators=(",", ":"))
+            texts.append(f"[tool {block.get('name')}: {given}]")
         elif kind == "tool_result":
             inner = block.get("content")
             said = (
