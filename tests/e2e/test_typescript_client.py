@@ -45,42 +45,36 @@ def _node(args: list[str], cwd, env: dict[str, str], timeout: float = 300) -> st
     return done.stdout
 
 
-def test_every_method_against_the_api_and_the_retry_rules(built, stack: Stack):
+def _suite(files: list[str], stack: Stack, passes: int, provider=None) -> None:
+    """Node's test runner on ``files`` of the client against the stack (and the scripted
+    provider, when given): every test passes, ``passes`` of them."""
     env = {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key}
-    out = _node(["node", "--test", "test/client.test.mjs", "test/retries.test.mjs"], TS, env)
-    assert "# fail 0" in out and "# pass 21" in out, out[-2000:]
+    if provider is not None:
+        env["KIVIDB_PROVIDER_URL"] = provider.url
+    out = _node(["node", "--test", *files], TS, env)
+    assert "# fail 0" in out and f"# pass {passes}\n" in out, out[-2000:]
+
+
+def test_every_method_against_the_api_and_the_retry_rules(built, stack: Stack):
+    _suite(["test/client.test.mjs", "test/retries.test.mjs"], stack, 21)
 
 
 def test_the_agents_sdk_runs_turns_on_the_openai_agents_session(built, stack: Stack):
     """`@kividb/memory/openai-agents` driven by `@openai/agents-core`'s own Runner with a
     scripted model (the SDK's `Model` interface): tool calls and results kept and read back."""
-    env = {"KIVIDB_API_URL": stack.url, "KIVIDB_API_KEY": stack.api_key}
-    out = _node(["node", "--test", "test/openai-agents.test.mjs"], TS, env)
-    assert "# fail 0" in out and "# pass 4" in out, out[-2000:]
+    _suite(["test/openai-agents.test.mjs"], stack, 4)
 
 
 def test_the_ai_sdk_runs_the_middleware_and_the_tools(built, stack: Stack, provider):
     """`@kividb/memory/ai-sdk` under `generateText` and `streamText` of `ai` with its own
     `MockLanguageModelV4`: recall's context in front, turns kept whole, the tools called."""
-    env = {
-        "KIVIDB_API_URL": stack.url,
-        "KIVIDB_API_KEY": stack.api_key,
-        "KIVIDB_PROVIDER_URL": provider.url,
-    }
-    out = _node(["node", "--test", "test/ai-sdk.test.mjs"], TS, env)
-    assert "# fail 0" in out and "# pass 11" in out, out[-2000:]
+    _suite(["test/ai-sdk.test.mjs"], stack, 11, provider)
 
 
 def test_a_strands_agent_runs_on_the_memory_store(built, stack: Stack, provider: ScriptedServer):
     """`@kividb/memory/strands` in a Strands `Agent`'s `MemoryManager` (its tools, injection
     and extraction), the model Strands' `VercelModel` over `ai`'s `MockLanguageModelV3`."""
-    env = {
-        "KIVIDB_API_URL": stack.url,
-        "KIVIDB_API_KEY": stack.api_key,
-        "KIVIDB_PROVIDER_URL": provider.url,
-    }
-    out = _node(["node", "--test", "test/strands.test.mjs"], TS, env)
-    assert "# fail 0" in out and "# pass 7" in out, out[-2000:]
+    _suite(["test/strands.test.mjs"], stack, 7, provider)
 
 
 def test_langgraph_js_runs_graphs_and_agents_on_the_store(built, stack: Stack, provider):
@@ -88,25 +82,13 @@ def test_langgraph_js_runs_graphs_and_agents_on_the_store(built, stack: Stack, p
     with the store, `createReactAgent`'s tools through `getStore()` on LangChain's
     `FakeStreamingChatModel`, and the `BaseStore` contract (batches, filters, paging,
     namespaces, invalid labels, vectors of an `IndexConfig`, TTL)."""
-    env = {
-        "KIVIDB_API_URL": stack.url,
-        "KIVIDB_API_KEY": stack.api_key,
-        "KIVIDB_PROVIDER_URL": provider.url,
-    }
-    out = _node(["node", "--test", "test/langgraph.test.mjs"], TS, env)
-    assert "# fail 0" in out and "# pass 10" in out, out[-2000:]
+    _suite(["test/langgraph.test.mjs"], stack, 10, provider)
 
 
 def test_claudes_tool_runner_uses_the_memory_tool(built, stack: Stack, provider):
     """`@kividb/memory/anthropic` under the Anthropic SDK's tool runner against a loopback
     Messages API: a scripted conversation with all six commands and hostile paths."""
-    env = {
-        "KIVIDB_API_URL": stack.url,
-        "KIVIDB_API_KEY": stack.api_key,
-        "KIVIDB_PROVIDER_URL": provider.url,
-    }
-    out = _node(["node", "--test", "test/anthropic.test.mjs"], TS, env)
-    assert "# fail 0" in out and "# pass 3" in out, out[-2000:]
+    _suite(["test/anthropic.test.mjs"], stack, 3, provider)
 
 
 @needs_data
