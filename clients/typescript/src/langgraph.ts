@@ -163,7 +163,7 @@ export class KiviDBStore extends BaseStore {
     this.#fields = options.index?.fields ?? ["$"];
   }
 
-  /** Run `operations` in order, each op's result at its place (`undefined` for a put). */
+  /** Run `operations` in order, each op's result at its place (`null` for a put). */
   async batch<Op extends Operation[]>(operations: Op): Promise<OperationResults<Op>> {
     for (const op of operations) {
       if (isSearch(op)) validateNamespace(op.namespacePrefix, { allowEmpty: true, allowReservedRoot: true });
@@ -172,7 +172,10 @@ export class KiviDBStore extends BaseStore {
     }
     const results: unknown[] = [];
     for (const op of operations) {
-      if (isPut(op)) results.push(await this.#put(op));
+      if (isPut(op)) {
+        await this.#put(op);
+        results.push(null); // as LangGraph.js's InMemoryStore answers a put in a batch
+      }
       else if (isGet(op)) results.push(await this.#get(op));
       else if (isSearch(op)) results.push(await this.#search(op));
       else if (isList(op)) results.push(await this.#namespaces(op));

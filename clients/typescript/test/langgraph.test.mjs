@@ -112,7 +112,7 @@ test("a batch runs its operations in order, each result at its place", async () 
     { namespacePrefix: ns, limit: 10, offset: 0 },
     { matchConditions: [{ matchType: "prefix", path: ns }], limit: 10, offset: 0 },
   ]);
-  assert.equal(results[0], undefined);
+  assert.equal(results[0], null);
   assert.deepEqual(results[1].value, { n: 1 });
   assert.equal(results[3], null);
   assert.deepEqual(results[5].map((i) => i.key), ["b"]);
