@@ -7,9 +7,13 @@ with nothing written."""
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
+import os
+import struct
 import subprocess
 import sys
+import termios
 from collections.abc import Iterator
 from datetime import datetime
 
@@ -198,3 +202,31 @@ def test_times_are_kept_to_the_millisecond(stack: Stack, memory_store: StoreClie
     first = memory_store.export_session("chatgpt-conv-26-s1-gpt", limit=1).messages[0]
     assert first.created_at == datetime.fromisoformat("2023-05-08T13:56:00.125+00:00")
     assert view.message_count == len(sessions[0]["turns"]) + 2
+
+
+def test_on_a_terminal_the_import_shows_a_progress_bar(
+    stack: Stack, memory_store: StoreClient, tmp_path
+):
+    """With its error stream a terminal (a pseudo-terminal here), tqdm draws the bar there."""
+    path = tmp_path / "conversations.json"
+    path.write_text(json.dumps(claude_export(locomo_sessions(count=2))))
+    main, follower = os.openpty()
+    # a terminal of 100 columns (a new pseudo-terminal has 0, and tqdm draws no bar in 0)
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 30, 100, 0, 0))
+    command = [sys.executable, "-m", "tools.transfer", "import-chat", "--url", stack.url]
+    command += ["--instance", "local", "--store", memory_store.name, "--in", str(path)]
+    command += ["--from", "claude", "--actor", "a"]
+    env = {"KIVIDB_API_KEY": stack.api_key, "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(
+        command, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=follower, text=True, timeout=300
+    )
+    os.close(follower)
+    seen = b""
+    with contextlib.suppress(OSError):
+        while chunk := os.read(main, 65536):
+            seen += chunk
+    os.close(main)
+    assert done.returncode == 0
+    assert b"2/2" in seen and b"conv" in seen and b"100%" in seen, seen
+    assert "importing" not in done.stdout  # the stage line is for pipes
+    assert len(memory_store.list_sessions().sessions) == 2
