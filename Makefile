@@ -45,8 +45,8 @@ $(TS_DEPS): $(TS_DIR)/package.json $(TS_DIR)/package-lock.json
 	cd $(TS_DIR) && npm ci --no-audit --no-fund --loglevel=error
 	touch $(TS_DEPS)
 
-$(TS_OUT): $(TS_DEPS) $(shell find $(TS_DIR)/src -type f 2>/dev/null) $(TS_DIR)/tsconfig.json
-	cd $(TS_DIR) && npx tsc -p tsconfig.json
+$(TS_OUT): $(TS_DEPS) $(shell find $(TS_DIR)/src -type f 2>/dev/null) $(TS_DIR)/tsconfig.json $(TS_DIR)/tsconfig.cjs.json
+	cd $(TS_DIR) && npm run --silent build
 
 # The TypeScript examples (examples/typescript/): a project of their own that installs the built
 # client as a copy (install-links), as a user's project would, with the frameworks beside it.
@@ -162,7 +162,7 @@ lint: $(STAMP) $(TS_DEPS) $(TS_EXAMPLES_DEPS)
 		&& if cmp -s .schema-check.ts src/schema.ts; then rm .schema-check.ts; else rm .schema-check.ts; \
 		echo "clients/typescript/src/schema.ts is not what docs/openapi.json generates: make typescript-schema"; \
 		exit 1; fi
-	cd $(TS_DIR) && npx tsc -p tsconfig.json --noEmit
+	cd $(TS_DIR) && npx tsc -p tsconfig.json --noEmit && npx tsc -p tsconfig.cjs.json --noEmit
 	cd $(TS_EXAMPLES) && npx tsc -p tsconfig.json --noEmit
 
 format: $(STAMP)

@@ -4,6 +4,8 @@
 
     python -m tools.transfer export --url URL --instance ID --store NAME --out FILE
     python -m tools.transfer import --url URL --instance ID --store NAME --in FILE
+    python -m tools.transfer import-chat --url URL --instance ID --store NAME --in FILE \\
+        --from chatgpt|claude --actor ID [--no-extract] [--dry-run]
 
 Both work over the public API with the Python client ``kividb_memory`` (the API key from
 ``KIVIDB_API_KEY``, or ``--api-key``), so they run against a deployed service as well as the
@@ -47,9 +49,12 @@ batch; a chain longer than a batch goes in several, each ending with a memory se
 and sent again, closed, at the start of the next, so the target's chains are whole after every
 batch.
 
-The tool is four modules: this one, the command line; ``tools.transfer_export`` (the export),
-``tools.transfer_import`` (the import) and ``tools.transfer_file`` (the file's format and its
-check, which both use).
+``import-chat`` brings a ChatGPT or Claude data export's ``conversations.json`` in as sessions
+of one actor (``tools.transfer_chat``, ``kividb_memory.chat_export``).
+
+The tool is five modules: this one, the command line; ``tools.transfer_export`` (the export),
+``tools.transfer_import`` (the import), ``tools.transfer_file`` (the file's format and its
+check, which both use) and ``tools.transfer_chat`` (``import-chat``).
 """
 
 from __future__ import annotations
@@ -61,6 +66,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from kividb_memory import KiviDBError, MemoryClient
+from kividb_memory.chat_export import ChatExportError
+from tools.transfer_chat import import_chat_command
 from tools.transfer_export import export_store
 from tools.transfer_file import TransferError
 from tools.transfer_import import import_store
@@ -83,6 +90,17 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         sub.add_argument(flag, dest="file", required=True, type=Path, help=help_text)
         sub.add_argument("--api-key", help="default: $KIVIDB_API_KEY")
         sub.add_argument("--quiet", action="store_true", help="no progress bar")
+    chat = commands.add_parser("import-chat", help="import a ChatGPT or Claude data export")
+    chat.add_argument("--url", required=True, help="the API's base URL")
+    chat.add_argument("--instance", required=True, help="the instance id")
+    chat.add_argument("--store", required=True, help="the store's name")
+    chat.add_argument("--in", dest="file", required=True, type=Path, help="conversations.json")
+    chat.add_argument("--from", dest="source", required=True, choices=("chatgpt", "claude"))
+    chat.add_argument("--actor", required=True, help="the actor the conversations belong to")
+    chat.add_argument("--no-extract", action="store_true", help="keep them as working memory only")
+    chat.add_argument("--dry-run", action="store_true", help="print what would be made")
+    chat.add_argument("--api-key", help="default: $KIVIDB_API_KEY")
+    chat.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser.parse_args(argv)
 
 
@@ -90,6 +108,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     """The command line; 0 when done, 1 when the API or the file refused, 2 without a key."""
     args = parse_args(argv)
     key = args.api_key or os.environ.get("KIVIDB_API_KEY", "").strip()
+    if args.command == "import-chat":
+        if not key and not args.dry_run:
+            print("transfer: no API key: pass --api-key or set KIVIDB_API_KEY", file=sys.stderr)
+            return 2
+        try:
+            return import_chat_command(args, key)
+        except (KiviDBError, ChatExportError, OSError, ValueError) as exc:
+            print(f"transfer: {exc}", file=sys.stderr)
+            return 1
     if not key:
         print("transfer: no API key: pass --api-key or set KIVIDB_API_KEY", file=sys.stderr)
         return 2

@@ -18,3 +18,5 @@ export type {
 export * from "./errors.js";
 export type { Call, CallOptions } from "./http.js";
 export type { components, paths } from "./schema.js";
+export { ChatExportError, importChat, parseChatExport, sessionPages } from "./chat-export.js";
+export type { ChatConversation, ChatImported, ChatMessage, ChatSource, ImportChatOptions } from "./chat-export.js";
