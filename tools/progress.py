@@ -24,7 +24,6 @@ from typing import IO, Any
 
 from tqdm import tqdm
 
-
 _EMPTY_BAR = "{desc}: 100%| 0/0 [{elapsed}{postfix}]"
 """An empty stage's bar: done, where tqdm would show a count without a total ("0it")."""
 

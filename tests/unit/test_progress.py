@@ -10,8 +10,7 @@ import pty
 import re
 
 import pytest
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from tools.progress import Progress
 
