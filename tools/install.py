@@ -25,6 +25,8 @@ import os
 import re
 import subprocess
 import sys
+import sysconfig
+import threading
 import time
 import venv
 from collections.abc import Callable, Sequence
@@ -38,6 +40,8 @@ ROOT = Path(__file__).resolve().parent.parent
 PIP_FLAGS = ["--disable-pip-version-check", "--progress-bar", "off", "--no-input"]
 COLLECTED = re.compile(r"^(?:Collecting|Processing|Obtaining|Requirement already satisfied:) (\S+)")
 INSTALLING = "Installing collected packages: "
+POLL_SECONDS = 0.25
+"""How often the install stage counts the packages installed so far."""
 TAIL = 30
 """Lines of the log shown when pip fails."""
 
@@ -126,7 +130,7 @@ def install(args: argparse.Namespace) -> str:
             _install_requirements(progress, python, requirements, log, installed)
         if args.layer:
             with progress.stage("put the layer on the import path", 1, "step") as stage:
-                _layer_path(python)
+                _layer_path()
                 stage.advance()
     seconds = time.monotonic() - started
     return (
@@ -139,8 +143,9 @@ def _install_requirements(
     progress: Progress, python: Path, requirements: Path, log: IO[str], installed: list[str]
 ) -> None:
     """pip install ``-r requirements`` in two stages: what pip collects (resolving and
-    downloading; the count so far beside the bar), then installing what it collected (pip
-    prints nothing between its "Installing collected packages" line and its end)."""
+    downloading: one step, the count so far beside the bar, as pip cannot say how many it will
+    collect), then installing what it collected (the packages its "Installing collected
+    packages" line names)."""
     collected: list[str] = []
     name = requirements.as_posix()
     with progress.stage(f"resolve and download {name}", 1, "step") as resolving:
@@ -157,10 +162,18 @@ def _install_requirements(
         pip.until_installing()
         resolving.note(f"{len(collected)} collected")
         resolving.advance()
-    with progress.stage(f"install {name}", 1, "step") as installing:
-        installing.note(f"{len(installed)} packages")
-        pip.finish()
-        installing.advance()
+    # pip prints nothing while it installs, but each package it installs adds its
+    # ``.dist-info`` folder to site-packages: those are counted.
+    before = _dist_infos()
+    with progress.stage(f"install {name}", len(installed), "package") as installing:
+
+        def count() -> None:
+            installing.advance(
+                min(len(_dist_infos() - before), installing.total) - installing.count
+            )
+
+        pip.finish(count)
+        installing.advance(installing.total - installing.count)  # upgrades in place included
 
 
 class _PipInStages:
@@ -193,30 +206,47 @@ class _PipInStages:
             self._each(line.rstrip("\n"))
             if line.startswith(INSTALLING):
                 return
-        self.finish()
+        self.finish(lambda: None)
 
-    def finish(self) -> None:
+    def finish(self, poll: Callable[[], None]) -> None:
+        """Read pip's output to its end (in a thread), calling ``poll`` meanwhile."""
         assert self._pip.stdout is not None
-        for line in self._pip.stdout:
-            self._log.write(line)
-            self._each(line.rstrip("\n"))
+        output = self._pip.stdout
+
+        def drain() -> None:
+            for line in output:
+                self._log.write(line)
+                self._each(line.rstrip("\n"))
+
+        reader = threading.Thread(target=drain, daemon=True)
+        reader.start()
+        while self._pip.poll() is None:
+            poll()
+            time.sleep(POLL_SECONDS)
+        reader.join()
+        poll()
         status = self._pip.wait()
         self._log.flush()
         if status != 0:
             raise InstallError(f"{self._step}: pip failed (exit status {status})")
 
 
-def _layer_path(python: Path) -> None:
+def _site_packages() -> Path:
+    """The virtualenv's site-packages (this runs in the virtualenv's Python, after bootstrap)."""
+    return Path(sysconfig.get_paths()["purelib"])
+
+
+def _dist_infos() -> set[str]:
+    """The packages installed in the virtualenv, by their ``.dist-info`` folders."""
+    return {found.name for found in _site_packages().glob("*.dist-info")}
+
+
+def _layer_path() -> None:
     """The layer on the import path, as Lambda mounts it at /opt/python: a .pth file naming
     layers/core, so that the local stack, the tools, the benchmarks and the tests import
     agent_memory without editing sys.path."""
-    purelib = subprocess.run(
-        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.strip()
-    Path(purelib, "kividb-layer.pth").write_text(str((ROOT / "layers" / "core").resolve()) + "\n")
+    layer = (ROOT / "layers" / "core").resolve()
+    (_site_packages() / "kividb-layer.pth").write_text(f"{layer}\n")
 
 
 def _tail(log: Path) -> str:

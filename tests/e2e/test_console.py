@@ -459,17 +459,20 @@ def test_create_a_store_with_every_setting_and_the_apis_problems_beside_their_fi
     llm.get_by_role("button", name="Set key").click()
     page.get_by_label("New language model API key").fill("sk-test-0123456789")
     page.get_by_label("Dimensions").fill("8")
-    for setting, value in (
-        ("extraction_delay_seconds", "45"),
-        ("summarize_after", "30"),
-        ("keep_recent", "6"),
-        ("session_ttl_seconds", "7200"),
-        ("memory_ttl_seconds", "86400"),
-        ("dedupe_threshold", "0"),
+    # Each setting is labelled in words, its API name in its help.
+    for label, setting, value in (
+        ("Extraction delay (seconds)", "extraction_delay_seconds", "45"),
+        ("Summarize after (messages)", "summarize_after", "30"),
+        ("Keep recent (messages)", "keep_recent", "6"),
+        ("Forget sessions after (seconds)", "session_ttl_seconds", "7200"),
+        ("Keep memories for (seconds)", "memory_ttl_seconds", "86400"),
+        ("Duplicate threshold", "dedupe_threshold", "0"),
     ):
-        page.get_by_label(setting, exact=True).fill(value)
-    page.get_by_label("redact_pii").uncheck()
-    page.get_by_label("redact_card_digit_runs").uncheck()
+        field = page.get_by_label(label, exact=True)
+        field.fill(value)
+        expect(page.locator(f"#h-{setting}")).to_contain_text(f"{setting} in the API")
+    page.get_by_label("Redact personal data").uncheck()
+    page.get_by_label("Redact card numbers").uncheck()
     page.get_by_role("button", name="Add a custom type").click()
     page.get_by_label("Type 1 name").fill("order_issue")
     page.get_by_label("Type 1 description").fill("A problem with an order")
@@ -477,7 +480,7 @@ def test_create_a_store_with_every_setting_and_the_apis_problems_beside_their_fi
     # The API's 422 detail, next to the field it names (and nothing was created).
     problem = page.locator("#p-dedupe_threshold")
     expect(problem).to_contain_text("greater than 0")
-    field = page.get_by_label("dedupe_threshold", exact=True)
+    field = page.get_by_label("Duplicate threshold", exact=True)
     expect(field).to_have_attribute("aria-invalid", "true")
     assert "p-dedupe_threshold" in (field.get_attribute("aria-describedby") or "")
     assert world.api.get(path).status_code == 404
@@ -720,14 +723,14 @@ def test_change_settings_replace_and_remove_a_key_then_delete_after_typing_the_n
     page.get_by_role("button", name="Save settings").click()
     expect(page.get_by_text("Nothing changed")).to_be_visible()
     # keep_recent at or above summarize_after: the API names the problem; nothing is saved.
-    page.get_by_label("keep_recent", exact=True).fill("50")
+    page.get_by_label("Keep recent", exact=True).fill("50")
     page.get_by_role("button", name="Save settings").click()
     expect(
         page.get_by_role("alert").filter(has_text="must be below summarize_after")
     ).to_be_visible()
     assert world.api.get(path).json()["keep_recent"] == 12
-    page.get_by_label("keep_recent", exact=True).fill("5")
-    page.get_by_label("summarize_after", exact=True).fill("25")
+    page.get_by_label("Keep recent", exact=True).fill("5")
+    page.get_by_label("Summarize after", exact=True).fill("25")
     page.get_by_role("button", name="Replace key").click()
     page.get_by_label("New language model API key").fill("sk-new")
     console.shot("store-settings")
