@@ -18,11 +18,13 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sized
 from contextlib import contextmanager
-from typing import IO, Any
+from typing import IO, Any, TypeVar
 
 from tqdm import tqdm
+
+T = TypeVar("T")
 
 _EMPTY_BAR = "{desc}: 100%| 0/0 [{elapsed}{postfix}]"
 """An empty stage's bar: done, where tqdm would show a count without a total ("0it")."""
@@ -118,6 +120,15 @@ class Progress:
                 bar.close()
             elif not self.quiet:
                 self.say(_stage_line(label, stage, time.monotonic() - started, finished))
+
+    def each(self, name: str, items: Iterable[T], unit: str = "item") -> Iterator[T]:
+        """``items`` one by one, as a stage that counts them (``items`` must have a length:
+        the stage's total)."""
+        total = len(items) if isinstance(items, Sized) else 0
+        with self.stage(name, total, unit) as stage:
+            for item in items:
+                yield item
+                stage.advance()
 
     def say(self, text: str) -> None:
         """A line of its own on the progress stream (above a bar that is showing)."""
