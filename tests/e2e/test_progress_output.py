@@ -5,13 +5,17 @@ a percentage on a terminal, and one line per stage and a summary when piped."""
 from __future__ import annotations
 
 import re
+import subprocess
 import sys
+import sysconfig
+import venv
+import zipfile
 from pathlib import Path
 
 import pytest
 
 from kividb_memory import MemoryClient
-from tests.support.common import needs_data, unique
+from tests.support.common import ROOT, needs_data, unique
 from tests.support.stack import Stack
 from tests.support.terminal import on_terminal, piped
 
@@ -141,3 +145,118 @@ def test_the_replay_shows_each_session_then_its_summary(stack):
     finally:
         with stack.memory() as client:
             client.delete_store("local", store)
+
+
+@needs_data
+def test_a_benchmark_shows_its_runs_then_its_report(tmp_path):
+    argv = [sys.executable, "-m", "bench.background", "--messages", "30", "--out", str(tmp_path)]
+    shown = on_terminal([*argv, "--runs", "1"])
+    assert shown.returncode == 0, shown.stderr
+    assert re.match(r"bench background: runs: 100%\|█+\| 1/1 ", shown.screen()[-1]), shown.stderr
+    again = piped([*argv, "--runs", "2"])
+    assert again.returncode == 0, again.stderr
+    assert re.fullmatch(rf"bench background: runs: 2/2 {LINE}\n", again.stderr)
+    assert (tmp_path / "background.md").read_text() in again.stdout
+
+
+def _wheel(folder: Path, name: str) -> Path:
+    """A wheel of an empty package ``name`` 1.0, made by hand (no build, no index)."""
+    wheel = folder / f"{name}-1.0-py3-none-any.whl"
+    info = f"{name}-1.0.dist-info"
+    files = {
+        f"{name}/__init__.py": "",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+        f"{info}/WHEEL": "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: true\n"
+        "Tag: py3-none-any\n",
+    }
+    with zipfile.ZipFile(wheel, "w") as archive:
+        for path, text in files.items():
+            archive.writestr(path, text)
+        record = "".join(f"{path},,\n" for path in files) + f"{info}/RECORD,,\n"
+        archive.writestr(f"{info}/RECORD", record)
+    return wheel
+
+
+@pytest.fixture
+def scratch_venv(tmp_path: Path) -> Path:
+    """A virtualenv that sees this project's packages (tqdm) through a .pth file, as one
+    that tools.install has bootstrapped would have tqdm."""
+    folder = tmp_path / "venv"
+    venv.create(folder, with_pip=True)
+    python = folder / "bin" / "python"
+    site = subprocess.run(
+        [str(python), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    ours = sysconfig.get_paths()["purelib"]
+    Path(site, "project.pth").write_text(f"{ours}\n{ROOT}\n")
+    return folder
+
+
+def test_the_installer_shows_each_step_and_keeps_pips_output_in_its_log(tmp_path, scratch_venv):
+    wheels = [_wheel(tmp_path, f"kividb_probe_{n}") for n in range(3)]
+    requirements = tmp_path / "probe.txt"
+    requirements.write_text("".join(f"{wheel}\n" for wheel in wheels))
+    log = tmp_path / "install.log"
+    python = str(scratch_venv / "bin" / "python")
+    argv = [
+        python,
+        "-m",
+        "tools.install",
+        "--venv",
+        str(scratch_venv),
+        "-r",
+        str(requirements),
+        "--log",
+        str(log),
+    ]
+    ran = piped(argv)
+    assert ran.returncode == 0, ran.stderr
+    lines = ran.stderr.splitlines()
+    assert len(lines) == 2, ran.stderr
+    assert re.fullmatch(
+        rf"make: resolve and download {requirements}: 1/1 {LINE}; 3 collected", lines[0]
+    )
+    assert re.fullmatch(rf"make: install {requirements}: 3/3 {LINE}", lines[1])
+    assert re.fullmatch(
+        rf"make: {scratch_venv} is ready: 3 packages installed in \d+ s "
+        rf"\(pip's output: {log}\)\n",
+        ran.stdout,
+    )
+    kept = log.read_text()
+    assert "Successfully installed" in kept and "kividb_probe_2" in kept.replace("-", "_")
+
+    requirements.write_text(f"{tmp_path / 'missing-1.0-py3-none-any.whl'}\n")
+    failed = piped(argv)
+    assert failed.returncode == 1
+    assert re.search(r"make: resolve and download .*: stopped at 0/1 \(0%\)", failed.stderr)
+    assert f"pip failed (exit status 1); the last lines of {log}:" in failed.stderr
+    assert "missing-1.0-py3-none-any.whl" in failed.stderr  # pip's own words, from the log
+
+
+def test_the_installer_on_a_terminal_draws_a_bar_per_step(tmp_path, scratch_venv):
+    wheel = _wheel(tmp_path, "kividb_probe_bar")
+    requirements = tmp_path / "probe.txt"
+    requirements.write_text(f"{wheel}\n")
+    python = str(scratch_venv / "bin" / "python")
+    shown = on_terminal(
+        [
+            python,
+            "-m",
+            "tools.install",
+            "--venv",
+            str(scratch_venv),
+            "-r",
+            str(requirements),
+            "--log",
+            str(tmp_path / "install.log"),
+        ]
+    )
+    assert shown.returncode == 0, shown.stderr
+    screen = shown.screen()
+    # (the temporary folder's long path leaves no room beside the bar for pip's count)
+    assert re.match(r"make: resolve and download .*probe.txt: 100%\|█+\| 1/1 ", screen[0]), screen
+    assert re.match(r"make: install .*probe.txt: 100%\|█+\| 1/1 ", screen[1]), screen
+    assert "WARNING" not in shown.stderr and "Successfully" not in shown.stderr
