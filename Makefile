@@ -24,8 +24,8 @@ CONSOLE_SRC := $(shell find console/src -type f 2>/dev/null) console/build.mjs c
 CONSOLE_OUT := functions/console/static/index.html
 
 $(CONSOLE_DEPS): console/package.json console/package-lock.json
-	@echo "make: console: installing its npm packages (npm ci, a few seconds)"
-	@cd console && npm ci --no-audit --no-fund --loglevel=error
+	@echo "make: console: installing its npm packages (npm ci, a few seconds; its output: .local/install.log)"
+	@mkdir -p .local && cd console && npm ci --no-audit --no-fund --loglevel=error >> ../.local/install.log
 	@touch $(CONSOLE_DEPS)
 
 $(CONSOLE_OUT): $(CONSOLE_DEPS) $(CONSOLE_SRC)
