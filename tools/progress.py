@@ -122,8 +122,8 @@ class Progress:
                 self.say(_stage_line(label, stage, time.monotonic() - started, finished))
 
     def each(self, name: str, items: Iterable[T], unit: str = "item") -> Iterator[T]:
-        """``items`` one by one, as a stage that counts them (``items`` must have a length:
-        the stage's total)."""
+        """``items`` one by one, as a stage that counts them; its total is their number (for
+        items without a length, the count so far)."""
         total = len(items) if isinstance(items, Sized) else 0
         with self.stage(name, total, unit) as stage:
             for item in items:

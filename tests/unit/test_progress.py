@@ -49,6 +49,13 @@ def test_a_stage_that_fails_says_where_it_stopped_and_the_error_goes_on():
     )
 
 
+def test_each_counts_the_items_it_gives(capsys):
+    stream = io.StringIO()
+    given = list(Progress("bench", stream=stream).each("runs", range(3), "run"))
+    assert given == [0, 1, 2]
+    assert re.fullmatch(r"bench: runs: 3/3 \(100%\) in \d+\.\d s\n", stream.getvalue())
+
+
 def test_quiet_shows_neither_bars_nor_lines_but_the_summary(capsys):
     stream = io.StringIO()
     progress = Progress("replay", stream=stream, terminal=True, quiet=True)
