@@ -77,7 +77,7 @@ def test_the_bar_always_shows_its_total_and_a_percentage(total, steps):
     counted = sum(steps)
     shown_total = max(total, counted)
     assert f"{counted}/{shown_total}" in last
-    percent = "100" if shown_total == 0 else f"{counted * 100 / shown_total:.0f}"  # as tqdm rounds
+    percent = "100" if shown_total == 0 else f"{counted / shown_total * 100:.0f}"  # as tqdm does
     assert re.search(rf"\b{percent}%\|", last), last
     assert "it/s" not in last and "item [" not in last  # never tqdm's count-only form
 
