@@ -11,15 +11,11 @@ STAMP := $(VENV)/.installed
 	console console-screenshots typescript typescript-schema bench bench-working-memory bench-request-path bench-cold-start bench-retrieval bench-latency bench-background bench-updates bench-faults \
 	bench-load bench-imports bench-limits bench-webhooks clean
 
-$(STAMP): requirements-dev.txt layers/core/requirements.txt client/pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -r requirements-dev.txt
-	@# The layer on the import path, as Lambda mounts it at /opt/python: a .pth file naming
-	@# layers/core, so that the local stack, the tools, the benchmarks and the tests import
-	@# agent_memory without editing sys.path.
-	$(PY) -c "import sysconfig, pathlib; pathlib.Path(sysconfig.get_paths()['purelib'], 'kividb-layer.pth').write_text(str(pathlib.Path('layers/core').resolve()) + '\\n')"
-	touch $(STAMP)
+# tools.install: the virtualenv with progress (a bar per step on a terminal, one line per step
+# piped) and pip's output in .local/install.log, which its first line names.
+$(STAMP): requirements-dev.txt layers/core/requirements.txt client/pyproject.toml tools/install.py
+	@$(PYTHON) -m tools.install --venv $(VENV) --upgrade-pip -r requirements-dev.txt --layer
+	@touch $(STAMP)
 
 # The web console (docs/console.md): console/src/ built by esbuild into functions/console/static/
 # (not committed), again whenever a source, the build script or the lock file is newer.
@@ -28,11 +24,12 @@ CONSOLE_SRC := $(shell find console/src -type f 2>/dev/null) console/build.mjs c
 CONSOLE_OUT := functions/console/static/index.html
 
 $(CONSOLE_DEPS): console/package.json console/package-lock.json
-	cd console && npm ci --no-audit --no-fund --loglevel=error
-	touch $(CONSOLE_DEPS)
+	@echo "make: console: installing its npm packages (npm ci, a few seconds; its output: .local/install.log)"
+	@mkdir -p .local && cd console && npm ci --no-audit --no-fund --loglevel=error >> ../.local/install.log
+	@touch $(CONSOLE_DEPS)
 
 $(CONSOLE_OUT): $(CONSOLE_DEPS) $(CONSOLE_SRC)
-	cd console && npm run --silent build
+	@cd console && npm run --silent build
 
 # The TypeScript client (docs/client.md, "TypeScript"): clients/typescript/ built by tsc into
 # dist/ (not committed); its API types, src/schema.ts, are generated from docs/openapi.json by
@@ -105,7 +102,7 @@ console-screenshots: $(STAMP) $(CONSOLE_OUT)
 
 ## run: serve the API and the console on http://127.0.0.1:$${PORT:-3000} (routes from template.yaml)
 run: $(STAMP) $(CONSOLE_OUT)
-	$(PY) -m local
+	@$(PY) -m local
 
 # The tests `make test` runs a second time on Redis Clusters the suite starts
 # (KIVIDB_TEST_CLUSTER=1; docs/testing.md says why these): every route through the handlers,
@@ -206,8 +203,8 @@ replay: $(STAMP)
 
 BENCH_STAMP := $(VENV)/.bench-installed
 $(BENCH_STAMP): $(STAMP) bench/requirements.txt
-	$(PY) -m pip install --quiet -r bench/requirements.txt
-	touch $(BENCH_STAMP)
+	@$(PY) -m tools.install --venv $(VENV) -r bench/requirements.txt
+	@touch $(BENCH_STAMP)
 
 ## bench: every benchmark; each writes a table and a plot under bench/results/
 bench: bench-working-memory bench-latency bench-cold-start bench-request-path bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits bench-webhooks

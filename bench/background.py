@@ -38,7 +38,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 import httpx
 import redis
 from cryptography.fernet import Fernet
-from tqdm import tqdm
 
 from agent_memory.background.scheduler import ExtractionTarget
 from agent_memory.clock import SystemClock
@@ -51,6 +50,7 @@ from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import free_port, start_redis_server
 from local.launch import stop
+from tools.progress import Progress
 from tools.replay import DEFAULT_FILES, load_conversation, locomo_sample_ids
 
 RESULTS = ROOT / "bench" / "results"
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                     break
                 except httpx.TransportError:
                     time.sleep(0.05)
-            for _ in tqdm(range(args.runs), desc="background runs", unit="run"):
+            for _ in Progress("bench background").each("runs", range(args.runs), "run"):
                 results.append(one_run(database.url, url, events, args.keep_recent))
         finally:
             stop(provider, grace=10.0)

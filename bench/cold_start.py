@@ -42,7 +42,6 @@ from tempfile import TemporaryDirectory
 import numpy as np
 import redis
 from cryptography.fernet import Fernet
-from tqdm import tqdm
 
 from agent_memory.clock import SystemClock
 from agent_memory.database.keys import actor_bucket
@@ -78,6 +77,7 @@ from bench.latency import (
 from bench.measure import percentile, timed, verdict
 from kividb_memory import NotFoundError
 from local.bootstrap import start_redis_server
+from tools.progress import Progress
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGETS = {10_000: 5.0, 100_000: 10.0}
@@ -167,7 +167,7 @@ def run_case(size: int, redis_url: str, args: argparse.Namespace) -> Outcome:
         config = Stores(
             text_client, INSTANCE, FernetCipher(Fernet.generate_key()), SystemClock()
         ).get(case.store)
-        with tqdm(desc=f"{case.label}: seed", total=size, leave=False) as bar:
+        with Progress("bench cold start").stage(f"{case.label}: seed", size, "memory") as bar:
             seeded = seed(binary, config, corpus, size, bar)
         prepare_sessions(store, corpus)
         for body in recall_bodies[:3]:  # the first builds the index and keeps it
@@ -192,19 +192,20 @@ def run_case(size: int, redis_url: str, args: argparse.Namespace) -> Outcome:
     wait_for_exact()
     outcome.core = timed(relevant, args.requests)
     samples = args.cold if size < 100_000 else args.large_cold
-    with tqdm(desc=f"{case.label}: cold", total=samples * 2 + 2, leave=False) as bar:
+    cold = Progress("bench cold start").stage(f"{case.label}: cold", samples * 2 + 2, "process")
+    with cold as bar:
         for n in range(samples):
             body = recall_bodies[n % len(recall_bodies)]
             outcome.cold_kept += first_recalls(redis_url, case, body, 1, outcome.after_kept)
-            bar.update()
+            bar.advance()
             drop_kept(binary, config)
             outcome.cold_built += first_recalls(redis_url, case, body, 1)
-            bar.update()
+            bar.advance()
         outcome.burst_kept = first_recalls(redis_url, case, recall_bodies[0], args.burst)
-        bar.update()
+        bar.advance()
         drop_kept(binary, config)
         outcome.burst_built = first_recalls(redis_url, case, recall_bodies[0], args.burst)
-        bar.update()
+        bar.advance()
     check(redis_url, case, corpus, seeded, outcome)
     return outcome
 

@@ -76,6 +76,7 @@ from bench.traffic import (
 from kividb_memory import MemoryClient
 from local.bootstrap import _parent_death_signal, free_port
 from local.launch import running_stack
+from tools.progress import Progress
 from tools.scripted_model import ScriptedModel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -806,18 +807,18 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown faults {unknown}; known: {', '.join(FAULTS)}")
     by_fault: dict[str, list[FaultRun]] = {n: [] for n in names}
     with TemporaryDirectory() as folder, world(Path(folder), workers=args.workers) as w:
+        progress = Progress("bench faults")
         for run in range(args.runs):
-            for name in names:
+            for name in progress.each(f"run {run + 1}/{args.runs}", names, "fault"):
                 result = run_fault(w, name, duration=args.duration, agents_per_store=args.agents)
                 by_fault[name].append(result)
                 slowest = max(result.answers, key=lambda a: a.seconds, default=None)
                 which = f"{slowest.route}, {slowest.status}" if slowest else "-"
-                print(
+                progress.say(
                     f"run {run + 1} {name}: {result.requests} calls, "
                     f"{dict(statuses(result.answers))}, longest {result.max_seconds:.2f} s"
                     f" ({which}), "
-                    f"recovery {result.recovery}, must-be-zero {result.check.failures}",
-                    flush=True,
+                    f"recovery {result.recovery}, must-be-zero {result.check.failures}"
                 )
     args.out.mkdir(parents=True, exist_ok=True)
     text = write_results(by_fault, args)

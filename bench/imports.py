@@ -46,6 +46,7 @@ from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import start_redis_server
+from tools.progress import Progress
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -193,9 +194,10 @@ def run(rounds: int, revision: str) -> dict[str, Any]:
             samples: dict[str, dict[str, list[dict[str, Any]]]] = {
                 n: {"baseline": [], "now": []} for n in names
             }
+            progress = Progress("bench imports")
             for round_ in range(rounds):
-                print(f"round {round_ + 1} of {rounds}", file=sys.stderr, flush=True)
-                for name in names:
+                stage = f"round {round_ + 1}/{rounds}"
+                for name in progress.each(stage, names, "function"):
                     samples[name]["baseline"].append(
                         measure(old, name, database, layer_path=old / "layers" / "core")
                     )

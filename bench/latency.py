@@ -43,7 +43,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -61,7 +61,6 @@ import numpy as np
 import redis
 from cryptography.fernet import Fernet
 from numpy.typing import NDArray
-from tqdm import tqdm
 
 from agent_memory.clock import SystemClock, to_ms
 from agent_memory.database.keys import actor_bucket, actor_tag
@@ -81,6 +80,7 @@ from bench.measure import peak_rss_mb, percentile, timed
 from kividb_memory import MemoryClient, NotFoundError, StoreClient
 from local.bootstrap import start_redis_server
 from local.launch import running_stack
+from tools.progress import Progress, Stage
 
 RESULTS = ROOT / "bench" / "results"
 LAZY_COLD = "first recall, fresh process, functions imported by it (on-demand cold start)"
@@ -246,7 +246,7 @@ class Seeded:
     matrix: NDArray[np.float32]
 
 
-def seed(binary: redis.Redis, config: StoreConfig, corpus: Corpus, size: int, bar: tqdm) -> Seeded:
+def seed(binary: redis.Redis, config: StoreConfig, corpus: Corpus, size: int, bar: Stage) -> Seeded:
     """Write ``size`` memories of ``ACTOR`` straight to Redis, with the keys and records that
     ``Memories.add`` writes (the actor's memories, with their vectors; the store-level entries of
     ``memories.store_level.queue_store_level``), then set the actor's generation to 1 with an empty
@@ -287,7 +287,7 @@ def seed(binary: redis.Redis, config: StoreConfig, corpus: Corpus, size: int, ba
         queue_store_level(pipe, keys, rows)
         pipe.hset(actor.memories, mapping=records)
         pipe.execute()
-        bar.update(count)
+        bar.advance(count)
     binary.hset(actor.meta, "gen", 1)
     return Seeded(ids, matrix)
 
@@ -391,7 +391,10 @@ def cycling(items: list[Any], call: Callable[[Any], object]) -> Callable[[], Non
 
 
 def run_case(
-    case: Case, redis_url: str, args: argparse.Namespace, progress: Callable[[str], tqdm]
+    case: Case,
+    redis_url: str,
+    args: argparse.Namespace,
+    progress: Callable[[str, int], AbstractContextManager[Stage]],
 ) -> Result:
     result = Result(case)
     result.load.append(os.getloadavg()[0])
@@ -412,8 +415,7 @@ def run_case(
         stores = Stores(text_client, INSTANCE, FernetCipher(Fernet.generate_key()), SystemClock())
         config = stores.get(case.store)
         started = time.perf_counter()
-        with progress(f"{case.label}: seed") as bar:
-            bar.total = case.size
+        with progress(f"{case.label}: seed", case.size) as bar:
             seeded = seed(binary, config, corpus, case.size, bar)
         result.seed_s = time.perf_counter() - started
         other = prepare_sessions(store, corpus)
@@ -445,13 +447,12 @@ def check(
     corpus: Corpus,
     seeded: Seeded,
     result: Result,
-    progress: Callable[[str], tqdm],
+    progress: Callable[[str, int], AbstractContextManager[Stage]],
 ) -> None:
     """Semantic top 10 over HTTP against the exact scan (this also loads the worker's index)."""
     checks = corpus.queries(np.random.default_rng([SEED, 3, case.size]), CHECK_QUERIES)
     hits = 0
-    with progress(f"{case.label}: check") as bar:
-        bar.total = len(checks)
+    with progress(f"{case.label}: check", len(checks)) as bar:
         for q in checks:
             answer = store.search(
                 q.text, mode="semantic", actor_id=ACTOR, limit=LIMIT, query_vector=q.values
@@ -471,7 +472,7 @@ def check(
                     f"{shared}/{LIMIT} shared ({order}); smallest score gap in the exact top "
                     f"{LIMIT}: {gap:.2e}"
                 )
-            bar.update()
+            bar.advance()
     result.checked = len(checks)
     result.recall_at_10 = hits / (LIMIT * len(checks))
 
@@ -482,12 +483,11 @@ def measure_warm(
     queries: list[Query],
     args: argparse.Namespace,
     result: Result,
-    progress: Callable[[str], tqdm],
+    progress: Callable[[str, int], AbstractContextManager[Stage]],
 ) -> None:
     runs = args.large_runs if case.large else args.runs
     prepared = {op: bodies(op, queries) for op in OPS}
-    with progress(f"{case.label}: warm") as bar:
-        bar.total = runs * len(OPS) * args.requests
+    with progress(f"{case.label}: warm", runs * len(OPS) * args.requests) as bar:
         for _ in range(runs):
             for op in OPS:
                 path = case.op_path(op)
@@ -508,14 +508,13 @@ def measure_adds(
     corpus: Corpus,
     args: argparse.Namespace,
     result: Result,
-    progress: Callable[[str], tqdm],
+    progress: Callable[[str, int], AbstractContextManager[Stage]],
 ) -> None:
     """Add memories with their vectors, each followed at once by a search that must find it;
     then delete them again, so the cold measures see exactly ``size`` memories."""
     adds = max(20, args.adds // 2) if case.large else args.adds
     added = []
-    with progress(f"{case.label}: add") as bar:
-        bar.total = adds
+    with progress(f"{case.label}: add", adds) as bar:
         for q in corpus.queries(np.random.default_rng([SEED, 4, case.size]), adds):
             body = json.dumps({"text": q.text, "actor_id": ACTOR, "vector": q.values}).encode()
             started = time.perf_counter()
@@ -538,7 +537,7 @@ def measure_adds(
             result.after_add.append((time.perf_counter() - started) * 1000)
             answer.raise_for_status()
             result.found_after_add += [m["id"] for m in answer.json()["memories"]] == [memory_id]
-            bar.update()
+            bar.advance()
     for memory_id in added:
         store.delete_memory(memory_id)
 
@@ -551,7 +550,7 @@ def measure_baselines(
     queries: list[Query],
     args: argparse.Namespace,
     result: Result,
-    progress: Callable[[str], tqdm],
+    progress: Callable[[str, int], AbstractContextManager[Stage]],
 ) -> None:
     """In this process: the exact NumPy scan, and the core's search without HTTP."""
     case = result.case
@@ -589,8 +588,7 @@ def measure_baselines(
     wait_for_exact()
     result.core_index_mb = cache.nbytes / 2**20
     count = 30 if case.large else max(50, args.requests // 2)
-    with progress(f"{case.label}: core") as bar:
-        bar.total = count * (len(MODES) + 1)
+    with progress(f"{case.label}: core", count * (len(MODES) + 1)) as bar:
         for mode in MODES:
             result.core[f"search {mode}"] = timed(cycling(asked[mode], memories.search), count, bar)
         recalls = [(q.text, recall_request(q.values)) for q in queries]
@@ -606,7 +604,7 @@ def measure_cold(
     other: Query,
     args: argparse.Namespace,
     result: Result,
-    progress: Callable[[str], tqdm],
+    progress: Callable[[str, int], AbstractContextManager[Stage]],
 ) -> None:
     """A fresh stack process for every sample: its first request, or its first request on the
     actor after one on another actor (modules and connections warm, the actor's cache cold)."""
@@ -626,8 +624,7 @@ def measure_cold(
         ("first recall on the actor, after another actor's", other_recall, "recall", recall, False),
         (LAZY_COLD, None, "recall", recall, True),
     ]
-    with progress(f"{case.label}: cold") as bar:
-        bar.total = samples * len(plans)
+    with progress(f"{case.label}: cold", samples * len(plans)) as bar:
         for _ in range(samples):
             for name, before, op, body, lazy in plans:
                 with (
@@ -640,7 +637,7 @@ def measure_cold(
                     http.post(case.op_path(op), content=body).raise_for_status()
                     result.cold.setdefault(name, []).append((time.perf_counter() - started) * 1000)
                     result.cold_rss_mb = max(result.cold_rss_mb, peak_rss_mb(process.pid))
-                bar.update()
+                bar.advance()
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -952,14 +949,14 @@ def main(argv: list[str] | None = None) -> int:
     tree = "code as committed" if not changed else "uncommitted changes in " + ", ".join(changed)
     started = time.monotonic()
 
-    def progress(desc: str) -> tqdm:
-        return tqdm(desc=desc, unit="op", leave=False)
+    def progress(desc: str, total: int) -> AbstractContextManager[Stage]:
+        return Progress("bench latency").stage(desc, total, "op")
 
     results = []
     with TemporaryDirectory() as data:
         database = start_redis_server(Path(data), persist=False)
         try:
-            for case in tqdm(cases, desc="cases", unit="case"):
+            for case in Progress("bench latency").each("cases", cases, "case"):
                 results.append(run_case(case, database.url, args, progress))
             info = redis.Redis.from_url(database.url).info("memory")
             redis_mb = int(info["used_memory_peak"]) / 2**20

@@ -38,6 +38,7 @@ from agent_memory.database.client import redis_client
 from bench.measure import percentile
 from local.bootstrap import start_redis_server
 from local.launch import running_stack
+from tools.progress import Progress
 
 API_KEY = "kvm_bench_limits_key_0123456789abcdefghijkl"
 CALLERS = 4
@@ -130,7 +131,8 @@ def main(argv: list[str] | None = None) -> int:
                 client = redis_client(database.url)
                 control = ControlPlane(client, SystemClock(), release_hold_seconds=0)
                 limits = LimitStore(client, SystemClock())
-                for run in range(args.runs):
+                progress = Progress("bench limits")
+                for run in progress.each("runs", range(args.runs), "run"):
                     flooder, flood_key = org_key(control, f"flooder{run}")
                     _, quiet_key = org_key(control, f"quiet{run}")
                     limit = Limits(requests_per_second=args.rate, burst=int(args.rate))
@@ -172,7 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                             "take_ratio": take_ms / auth_ms,
                         }
                     )
-                    print(f"run {run + 1}: {rows[-1]}")
+                    progress.say(f"run {run + 1}: {rows[-1]}")
         finally:
             database.stop()
     report(args, rows)

@@ -60,6 +60,7 @@ from bench.traffic import WEIGHTS, Check, Ledger, check_exactly_once, statuses
 from kividb_memory import MemoryClient
 from local.bootstrap import free_port, start_redis_server
 from local.launch import running_stack, stop
+from tools.progress import Progress
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -541,7 +542,7 @@ def main(argv: list[str] | None = None) -> int:
                 ):
                     stores: list[str] = []
                     ledgers: list[Ledger] = []
-                    for n in range(args.runs):
+                    for n in Progress("bench load").each("runs", range(args.runs), "run"):
                         tag = f"load{n + 1}-{time.monotonic_ns() % 10**8}"
                         store = make_store(client, f"{tag}-baseline", provider)
                         baseline = run_locust(

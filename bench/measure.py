@@ -6,7 +6,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from tqdm import tqdm
+from tools.progress import Stage
 
 
 def percentile(values: list[float], pct: float) -> float:
@@ -16,15 +16,16 @@ def percentile(values: list[float], pct: float) -> float:
     return ordered[rank - 1]
 
 
-def timed(call: Callable[[], object], count: int, bar: tqdm | None = None) -> list[float]:
-    """Run ``call`` ``count`` times; its latencies in milliseconds (``perf_counter``)."""
+def timed(call: Callable[[], object], count: int, bar: Stage | None = None) -> list[float]:
+    """Run ``call`` ``count`` times; its latencies in milliseconds (``perf_counter``), each
+    counted on ``bar`` (a stage of ``tools.progress``) when given."""
     latencies = []
     for _ in range(count):
         start = time.perf_counter()
         call()
         latencies.append((time.perf_counter() - start) * 1000)
         if bar is not None:
-            bar.update()
+            bar.advance()
     return latencies
 
 

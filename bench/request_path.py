@@ -41,6 +41,7 @@ from bench.measure import percentile
 from local.bootstrap import bootstrap, secret_key, start_redis_server
 from local.server import PARAMETERS_ENV, SCHEDULER_ENV, Gateway
 from local.template import read_http_api
+from tools.progress import Progress, Stage
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
@@ -143,6 +144,45 @@ def requests(call: Call) -> dict[str, Callable[[int], Awaitable[tuple[int, bytes
     }
 
 
+async def _one_run(
+    admin: redis.Redis,
+    routes: dict[str, Any],
+    count: int,
+    found: dict[str, Any],
+    done: Stage,
+) -> None:
+    """One run of ``measure``: ``count`` bare ``RPUSH`` calls, then each route's ``count``
+    requests after 20 to warm up; each counted on ``done``."""
+    pushes = []
+    for n in range(count):
+        start = time.perf_counter()
+        admin.rpush("bench:request-path:probe", n)
+        pushes.append((time.perf_counter() - start) * 1000)
+    admin.delete("bench:request-path:probe")
+    found["rpush"].append(percentile(pushes, 50))
+    done.advance()
+    for route in ROUTES:
+        send = routes[route]
+        for n in range(20):  # warm: the index cache, the scripts, the connections
+            await send(n)
+        before = admin.info("commandstats")
+        latencies = []
+        with RoundTrips() as trips:
+            for n in range(count):
+                start = time.perf_counter()
+                status, answer = await send(n)
+                latencies.append((time.perf_counter() - start) * 1000)
+                assert status == 200, (route, status, answer[:300])
+        after = admin.info("commandstats")
+        commands = sum(v["calls"] for v in after.values()) - sum(
+            v["calls"] for v in before.values()
+        )
+        found[route]["p50"].append(percentile(latencies, 50))
+        found[route]["trips"] = trips.count / count
+        found[route]["commands"] = (commands - 1) / count  # less the INFO itself
+        done.advance()
+
+
 async def measure(
     gw: Gateway, url: str, count: int, runs: int, profiles: list[str]
 ) -> dict[str, Any]:
@@ -156,33 +196,11 @@ async def measure(
     admin = redis.Redis.from_url(url)
     found: dict[str, Any] = {route: {"p50": [], "trips": 0.0, "commands": 0.0} for route in ROUTES}
     found["rpush"] = []
-    for _ in range(runs):
-        pushes = []
-        for n in range(count):
-            start = time.perf_counter()
-            admin.rpush("bench:request-path:probe", n)
-            pushes.append((time.perf_counter() - start) * 1000)
-        admin.delete("bench:request-path:probe")
-        found["rpush"].append(percentile(pushes, 50))
-        for route in ROUTES:
-            send = routes[route]
-            for n in range(20):  # warm: the index cache, the scripts, the connections
-                await send(n)
-            before = admin.info("commandstats")
-            latencies = []
-            with RoundTrips() as trips:
-                for n in range(count):
-                    start = time.perf_counter()
-                    status, answer = await send(n)
-                    latencies.append((time.perf_counter() - start) * 1000)
-                    assert status == 200, (route, status, answer[:300])
-            after = admin.info("commandstats")
-            commands = sum(v["calls"] for v in after.values()) - sum(
-                v["calls"] for v in before.values()
-            )
-            found[route]["p50"].append(percentile(latencies, 50))
-            found[route]["trips"] = trips.count / count
-            found[route]["commands"] = (commands - 1) / count  # less the INFO itself
+    progress = Progress("bench request path")
+    for run in range(runs):
+        stage = progress.stage(f"run {run + 1}/{runs}", len(ROUTES) + 1, "step")
+        with stage as done:
+            await _one_run(admin, routes, count, found, done)
     found["profiles"] = []
     for profile in profiles:
         send = routes[profile]

@@ -57,7 +57,6 @@ from tempfile import TemporaryDirectory
 from typing import cast
 
 import httpx
-from tqdm import tqdm
 
 from agent_memory.memories.ranking import CANDIDATES
 from agent_memory.search.fusion import Hit, fuse
@@ -81,6 +80,7 @@ from kividb_memory import MemoryClient, MemoryView, StoreClient
 from kividb_memory.models import SearchMode
 from local.bootstrap import free_port
 from local.launch import running_stack, stop
+from tools.progress import Progress, Stage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -400,7 +400,7 @@ def _reranked(
     outcomes: list[Outcome],
     rerank_url: str,
     timing: Timing,
-    bar: tqdm,
+    bar: Stage,
     cites: Mapping[str, frozenset[str]],
 ) -> None:
     """Give the store the loopback reranker and ask each question once more, hybrid, reranked:
@@ -426,7 +426,7 @@ def _reranked(
         timing.search_ms.setdefault(RERANKED, []).append((time.perf_counter() - began) * 1000)
         timing.reranked += bool(found.reranked)
         outcome.cited[RERANKED] = [cites.get(m.id, frozenset()) for m in found.memories]
-        bar.update()
+        bar.advance()
 
 
 def run_conversation(
@@ -436,7 +436,7 @@ def run_conversation(
     foreign: Sequence[Question],
     fusion_check: bool,
     timing: Timing,
-    bar: tqdm,
+    bar: Stage,
     rerank_url: str | None = None,
 ) -> tuple[list[Outcome], list[Scored]]:
     """Add the conversation's facts to a new store, then search it with its own questions
@@ -466,7 +466,7 @@ def run_conversation(
         kept_ids.append(kept.id)
         all_cites[kept.id] = frozenset(ids)
         all_occurred[kept.id] = _ms(kept.occurred_at)
-        bar.update()
+        bar.advance()
     timing.add_seconds += time.perf_counter() - start
     field_indexes = None
     if fusion_check:
@@ -518,7 +518,7 @@ def run_conversation(
             lists[mode if limit == LIMIT else f"{mode} wide"] = hits
             occurred.update({m.id: _ms(m.occurred_at) for m in found.memories})
             texts.update({m.id: m.text for m in found.memories})
-            bar.update()
+            bar.advance()
         rows = {mode: lists[mode] for mode in MODES}
         rows[BLEND] = blend(lists["semantic"], lists["keyword"], LIMIT)
         if fusion_check:
@@ -549,7 +549,7 @@ def run_conversation(
                     conversation.sample_id, False, mode, question, words, found.memories, all_cites
                 )
             )
-            bar.update()
+            bar.advance()
     # Last: from here on the store has a reranker, which would order every search above.
     if rerank_url is not None:
         _reranked(
@@ -878,10 +878,10 @@ def main(argv: list[str] | None = None) -> int:
         TemporaryDirectory(prefix="bench-retrieval-") as folder,
         services(Path(folder)) as (api_url, embed_url),
         MemoryClient(api_url, API_KEY, timeout=120, max_retries=0) as memory,
-        tqdm(total=total, desc="requests", unit="req") as bar,
+        Progress("bench retrieval").stage("requests", total, "req") as bar,
     ):
         for conversation in conversations:
-            bar.set_postfix_str(conversation.sample_id)
+            bar.note(conversation.sample_id)
             more, rows = run_conversation(
                 memory,
                 embed_url,

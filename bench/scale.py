@@ -67,7 +67,6 @@ import numpy as np
 import redis
 from redis.cluster import RedisCluster
 from redis.crc import key_slot
-from tqdm import tqdm
 
 from agent_memory.clock import SystemClock, to_ms
 from agent_memory.database.keys import StoreKeys, actor_bucket
@@ -83,6 +82,7 @@ from bench.measure import percentile
 from kividb_memory import ApiConnectionError, ApiError, MemoryClient, StoreClient
 from local.bootstrap import Cluster, start_redis_cluster, start_redis_server
 from local.launch import running_stack
+from tools.progress import Progress
 
 RESULTS = ROOT / "bench" / "results"
 API_KEY = "kvm_bench_scale_0123456789abcdefghijklmnop"
@@ -215,46 +215,45 @@ def seed(cluster: Cluster, config: StoreConfig, args: argparse.Namespace, report
     ttl_ms = config.memory_ttl_seconds * 1000
     now_ms = to_ms(SystemClock().now())
     started = time.monotonic()
-    bar = tqdm(total=args.actors * args.per_actor, desc="seed", unit="memory")
-    pipe = client.pipeline(transaction=False)
-    rows: list[tuple[str, str, int, int]] = []
-    for a in range(args.actors):
-        actor_id = f"user-{a:05d}"
-        bucket = actor_bucket(actor_id)
-        actor = keys.actor(bucket)
-        clusters = rng.integers(0, 200, size=args.per_actor)
-        vectors = corpus.vectors(rng, clusters)
-        texts = corpus.texts(rng, clusters)
-        records: dict[Any, Any] = {}
-        log: dict[Any, Any] = {}
-        for i in range(args.per_actor):
-            memory_id = new_memory_id(bucket)
-            created_ms = now_ms - (args.per_actor - i) * 1000
-            record = MemoryRecord(
-                id=memory_id,
-                text=texts[i],
-                type="semantic",
-                actor_id=actor_id,
-                created_at=created_ms,
-                updated_at=created_ms,
-                expires_at=created_ms + ttl_ms,
-            )
-            records[memory_id] = encode_memory(record, vectors[i].tobytes())
-            if i >= args.per_actor - log_kept(args.per_actor):  # what the scripts keep
-                log[f"{i + 1}:+:{memory_id}"] = i + 1
-            rows.append((memory_id, bucket, created_ms, created_ms + ttl_ms))
-            report.raw_text_bytes += len(texts[i].encode("utf-8"))
-        report.raw_vector_bytes += int(vectors.nbytes)
-        pipe.hset(actor.memories, mapping=records)
-        pipe.zadd(actor.log, log)
-        pipe.hset(actor.meta, "gen", args.per_actor)
-        if (a + 1) % ACTORS_PER_PIPELINE == 0 or a + 1 == args.actors:
-            queue_store_level(pipe, keys, rows)
-            rows = []
-            pipe.execute()
-            pipe = client.pipeline(transaction=False)
-        bar.update(args.per_actor)
-    bar.close()
+    with Progress("bench scale").stage("seed", args.actors * args.per_actor, "memory") as bar:
+        pipe = client.pipeline(transaction=False)
+        rows: list[tuple[str, str, int, int]] = []
+        for a in range(args.actors):
+            actor_id = f"user-{a:05d}"
+            bucket = actor_bucket(actor_id)
+            actor = keys.actor(bucket)
+            clusters = rng.integers(0, 200, size=args.per_actor)
+            vectors = corpus.vectors(rng, clusters)
+            texts = corpus.texts(rng, clusters)
+            records: dict[Any, Any] = {}
+            log: dict[Any, Any] = {}
+            for i in range(args.per_actor):
+                memory_id = new_memory_id(bucket)
+                created_ms = now_ms - (args.per_actor - i) * 1000
+                record = MemoryRecord(
+                    id=memory_id,
+                    text=texts[i],
+                    type="semantic",
+                    actor_id=actor_id,
+                    created_at=created_ms,
+                    updated_at=created_ms,
+                    expires_at=created_ms + ttl_ms,
+                )
+                records[memory_id] = encode_memory(record, vectors[i].tobytes())
+                if i >= args.per_actor - log_kept(args.per_actor):  # what the scripts keep
+                    log[f"{i + 1}:+:{memory_id}"] = i + 1
+                rows.append((memory_id, bucket, created_ms, created_ms + ttl_ms))
+                report.raw_text_bytes += len(texts[i].encode("utf-8"))
+            report.raw_vector_bytes += int(vectors.nbytes)
+            pipe.hset(actor.memories, mapping=records)
+            pipe.zadd(actor.log, log)
+            pipe.hset(actor.meta, "gen", args.per_actor)
+            if (a + 1) % ACTORS_PER_PIPELINE == 0 or a + 1 == args.actors:
+                queue_store_level(pipe, keys, rows)
+                rows = []
+                pipe.execute()
+                pipe = client.pipeline(transaction=False)
+            bar.advance(args.per_actor)
     report.seed_seconds = time.monotonic() - started
     report.memories = args.actors * args.per_actor
 

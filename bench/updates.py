@@ -46,7 +46,6 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import redis
 from cryptography.fernet import Fernet
-from tqdm import tqdm
 
 from agent_memory.background.scheduler import ExtractionTarget, LocalScheduler
 from agent_memory.background.work import SessionWork
@@ -66,6 +65,7 @@ from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
 from agent_memory.stores.registry import Stores
 from local.bootstrap import start_redis_server
+from tools.progress import Progress
 from tools.scripted_model import ScriptedServer
 
 RESULTS = ROOT / "bench" / "results"
@@ -322,7 +322,8 @@ def run_store(url: str, server: ScriptedServer, actors: list[Actor], mode: str) 
         for day, attribute in ((0, "first"), (1, "second")):
             if day:
                 clock.moment += timedelta(days=1)
-            for actor in tqdm(actors, desc=f"{mode}: session {day + 1}", unit="actor"):
+            stage = f"{mode}: session {day + 1}"
+            for actor in Progress("bench updates").each(stage, actors, "actor"):
                 session = f"{actor.actor_id}-s{day + 1}"
                 events = [EventIn(role="user", content=c) for c in getattr(actor, attribute)]
                 sessions.append_events(

@@ -39,6 +39,7 @@ from bench.measure import percentile
 from kividb_memory import MemoryClient
 from local.bootstrap import start_redis_server
 from local.launch import running_stack
+from tools.progress import Progress
 from tools.webhook_receiver import WebhookReceiver
 
 API_KEY = "kvm_bench_webhooks_key_0123456789abcdefghij"
@@ -181,13 +182,14 @@ def main(argv: list[str] | None = None) -> int:
                 "KIVIDB_ALLOW_PRIVATE_ENDPOINTS": "1",
             }
             with running_stack(env, log=folder / "stack.log") as (url, _):
-                for run in range(args.runs):
+                progress = Progress("bench webhooks")
+                for run in progress.each("runs", range(args.runs), "run"):
                     row, lagged = one_run(url, args.writes, run)
                     lags.append(lagged)
                     row["take_counted_ms"], row["take_bare_ms"] = counting_cost(database.url)
                     row["take_ratio"] = row["take_counted_ms"] / row["take_bare_ms"]
                     rows.append(row)
-                    print(f"run {run + 1}: {row}")
+                    progress.say(f"run {run + 1}: {row}")
             log = (folder / "stack.log").read_text(encoding="utf-8", errors="replace")
             tracebacks = log.count("Traceback")
             if tracebacks:

@@ -35,7 +35,6 @@ from tempfile import TemporaryDirectory
 
 import redis
 from cryptography.fernet import Fernet
-from tqdm import tqdm
 
 from agent_memory.clock import SystemClock
 from agent_memory.providers.secrets import FernetCipher
@@ -48,6 +47,7 @@ from bench.measure import peak_rss_mb, percentile, timed, verdict
 from kividb_memory import MemoryClient
 from local.bootstrap import start_redis_server
 from local.launch import running_stack
+from tools.progress import Progress, Stage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -141,7 +141,7 @@ def _thread_throughput(url: str, store: str, clients: int, seconds: float) -> fl
     return sum(counts) / (time.monotonic() - start)
 
 
-def run_once(url: str, redis_url: str, requests: int, clients: int, bar: tqdm) -> dict[str, float]:
+def run_once(url: str, redis_url: str, requests: int, clients: int, bar: Stage) -> dict[str, float]:
     name = f"bench-{time.monotonic_ns()}"
     store = f"/instances/local/agent-memory/{name}"  # for wrk's script
     results: dict[str, float] = {}
@@ -259,7 +259,8 @@ def main(argv: list[str] | None = None) -> int:
             with local_stack(database.url, workers=2) as (url, process):
                 runs = []
                 total = args.runs * args.requests * 4
-                with tqdm(total=total, desc="requests", unit="req") as bar:
+                progress = Progress("bench working memory")
+                with progress.stage("requests", total, "req") as bar:
                     for _ in range(args.runs):
                         runs.append(run_once(url, database.url, args.requests, args.clients, bar))
                 rss = peak_rss_mb(process.pid)

@@ -13,7 +13,10 @@ port default, as ``make run`` uses), ``--api-key`` (default
 ``--store`` (``replay``), ``--dataset`` (``locomo`` or ``memorybank``), ``--file``,
 ``--conversation`` (a LoCoMo ``sample_id`` or a MemoryBank user name), ``--sessions N`` (only the
 first N sessions), ``--fresh`` (delete the replayed sessions first, so a second run does not append
-the same messages again), ``--quiet`` (no progress bar, no recalled context).
+the same messages again), ``--quiet`` (no progress, no recalled context).
+
+Progress (``tools.progress``): on a terminal a bar per session with its messages and a
+percentage, elsewhere one line per session as it ends; then the summary.
 
 What it does: ``PUT`` the store (created when missing), then for every session of the
 conversation walk its messages like an agent loop. For each user message it first calls
@@ -51,8 +54,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
-from tqdm import tqdm
-
 from kividb_memory import (
     ApiConnectionError,
     AuthenticationError,
@@ -61,6 +62,7 @@ from kividb_memory import (
     NotFoundError,
     RecallView,
 )
+from tools.progress import Progress
 
 T = TypeVar("T")
 
@@ -425,9 +427,10 @@ class Outcome:
 
 
 def replay(
-    api: MemoryApi, conversation: Conversation, *, fresh: bool = False, progress: bool = True
+    api: MemoryApi, conversation: Conversation, progress: Progress, *, fresh: bool = False
 ) -> Outcome:
-    """Push ``conversation`` through the API session by session; recall the last one at the end."""
+    """Push ``conversation`` through the API session by session (one stage of ``progress`` each,
+    counting its messages); recall the last one at the end."""
     if not conversation.sessions:
         raise ReplayError(f"{conversation.label} has no sessions to replay")
     started = time.perf_counter()
@@ -437,15 +440,10 @@ def replay(
             api.delete_session(session.session_id)
     timings = Timings()
     messages = 0
-    with tqdm(
-        total=conversation.message_count,
-        unit="msg",
-        desc=conversation.label,
-        disable=None if progress else True,
-        file=sys.stderr,
-    ) as bar:
-        for index, session in enumerate(conversation.sessions, start=1):
-            bar.set_postfix_str(f"session {index}/{len(conversation.sessions)}", refresh=False)
+    count = len(conversation.sessions)
+    for index, session in enumerate(conversation.sessions, start=1):
+        name = f"session {index}/{count}"
+        with progress.stage(name, len(session.messages), "msg") as stage:
             for step in agent_steps(session):
                 if step.query is not None:
                     _, elapsed = api.recall(session.session_id, conversation.actor_id, step.query)
@@ -454,7 +452,7 @@ def replay(
                     api.add_events(session.session_id, conversation.actor_id, step.messages)
                 )
                 messages += len(step.messages)
-                bar.update(len(step.messages))
+                stage.advance(len(step.messages))
     last = conversation.sessions[-1].session_id
     final, elapsed = api.recall(last, conversation.actor_id, None)
     timings.recall.append(elapsed)
@@ -519,7 +517,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--fresh", action="store_true", help="delete the replayed sessions before replaying"
     )
-    parser.add_argument("--quiet", action="store_true", help="no progress bar, no context")
+    parser.add_argument("--quiet", action="store_true", help="no progress, no context")
     return parser.parse_args(argv)
 
 
@@ -555,9 +553,10 @@ def run(argv: Sequence[str] | None = None) -> int:
         raise ReplayError(str(exc)) from exc
     with client:
         api = MemoryApi(client, args.instance, args.store)
-        outcome = replay(api, conversation, fresh=args.fresh, progress=not args.quiet)
+        progress = Progress(f"replay {conversation.label}", quiet=args.quiet)
+        outcome = replay(api, conversation, progress, fresh=args.fresh)
     print_final(outcome.final, with_context=not args.quiet)
-    print(outcome.line(conversation.label))
+    progress.summary(outcome.line(conversation.label))
     return 0
 
 

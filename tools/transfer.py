@@ -9,7 +9,9 @@
 
 Both work over the public API with the Python client ``kividb_memory`` (the API key from
 ``KIVIDB_API_KEY``, or ``--api-key``), so they run against a deployed service as well as the
-local stack, and both show a progress bar.
+local stack. Both show their progress (``tools.progress``): on a terminal a bar per stage with
+its total and percentage (export: the sessions, then the memories, current and superseded;
+import: the file's check, then its items), elsewhere one line per stage; then a summary.
 
 What moves: the store's settings (never its provider API keys, which are write-only: the
 import says when the source had one, to be given again with ``PUT``); every live session with
@@ -67,6 +69,7 @@ from pathlib import Path
 
 from kividb_memory import KiviDBError, MemoryClient
 from kividb_memory.chat_export import ChatExportError
+from tools.progress import Progress
 from tools.transfer_chat import import_chat_command
 from tools.transfer_export import export_store
 from tools.transfer_file import TransferError
@@ -89,7 +92,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         sub.add_argument("--store", required=True, help="the store's name")
         sub.add_argument(flag, dest="file", required=True, type=Path, help=help_text)
         sub.add_argument("--api-key", help="default: $KIVIDB_API_KEY")
-        sub.add_argument("--quiet", action="store_true", help="no progress bar")
+        sub.add_argument(
+            "--quiet", action="store_true", help="no progress (bars or lines), only the summary"
+        )
     chat = commands.add_parser("import-chat", help="import a ChatGPT or Claude data export")
     chat.add_argument("--url", required=True, help="the API's base URL")
     chat.add_argument("--instance", required=True, help="the instance id")
@@ -100,7 +105,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     chat.add_argument("--no-extract", action="store_true", help="keep them as working memory only")
     chat.add_argument("--dry-run", action="store_true", help="print what would be made")
     chat.add_argument("--api-key", help="default: $KIVIDB_API_KEY")
-    chat.add_argument("--quiet", action="store_true", help="no progress bar")
+    chat.add_argument(
+        "--quiet", action="store_true", help="no progress (bars or lines), only the summary"
+    )
     return parser.parse_args(argv)
 
 
@@ -120,28 +127,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not key:
         print("transfer: no API key: pass --api-key or set KIVIDB_API_KEY", file=sys.stderr)
         return 2
+    progress = Progress(args.command, quiet=args.quiet)
     try:
         with MemoryClient(args.url, key, timeout=60.0, max_retries=5) as client:
             if args.command == "export":
-                counts = export_store(
-                    client, args.instance, args.store, args.file, quiet=args.quiet
-                )
-                print(
+                counts = export_store(client, args.instance, args.store, args.file, progress)
+                progress.summary(
                     f"exported {counts['sessions']} sessions ({counts['messages']} messages) "
                     f"and {counts['memories']} memories to {args.file}"
                 )
             else:
-                done = import_store(client, args.instance, args.store, args.file, quiet=args.quiet)
+                done = import_store(client, args.instance, args.store, args.file, progress)
                 resumed = (
                     f" (resumed after line {done.resumed_after})" if done.resumed_after else ""
                 )
-                print(
+                progress.summary(
                     f"imported {done.sessions} sessions ({done.messages_added} new messages) "
                     f"and {done.memories} memories ({done.expired} left out: expired) into "
                     f"{args.instance}/{args.store}{resumed}"
                 )
                 for note in done.notes:
-                    print(f"note: {note}")
+                    progress.summary(f"note: {note}")
     except (KiviDBError, TransferError, OSError) as exc:
         print(f"transfer: {exc}", file=sys.stderr)
         return 1

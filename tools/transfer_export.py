@@ -19,9 +19,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from tqdm import tqdm
-
 from kividb_memory import MemoryClient, NotFoundError, StoreClient, StorePut
+from tools.progress import Progress, Stage
 from tools.transfer_file import (
     FORMAT,
     VERSION,
@@ -51,10 +50,11 @@ def _settings(store: dict[str, Any]) -> dict[str, Any]:
 
 
 def export_store(
-    client: MemoryClient, instance: str, name: str, out: Path, *, quiet: bool = False
+    client: MemoryClient, instance: str, name: str, out: Path, progress: Progress
 ) -> dict[str, int]:
     """Write store ``name`` of ``instance`` to ``out``; returns the counts written
-    (``sessions``, ``messages``, ``memories``). ``KiviDBError`` from the API."""
+    (``sessions``, ``messages``, ``memories``). Two stages of ``progress``: the sessions, then
+    the memories, current and superseded. ``KiviDBError`` from the API."""
     view = client.get_store(instance, name)
     store = client.store(instance, name)
     counts = view.counts
@@ -72,16 +72,15 @@ def export_store(
     }
     partial = out.with_name(out.name + ".partial")
     written = {"sessions": 0, "messages": 0, "memories": 0}
-    # The counts are of current memories; the export also writes the superseded ones, so the
-    # bar's total is the sessions and current memories, and it may go past it.
-    total = (counts.sessions + counts.memories) if counts else None
-    with (
-        _open(partial, "w", named=out) as handle,
-        tqdm(total=total, unit="item", desc="export", disable=quiet) as bar,
-    ):
+    with _open(partial, "w", named=out) as handle:
         handle.write(json.dumps(header, ensure_ascii=False) + "\n")
-        _export_sessions(store, handle, written, bar)
-        _export_memories(store, handle, written, bar)
+        with progress.stage("sessions", counts.sessions if counts else 0, "session") as stage:
+            _export_sessions(store, handle, written, stage)
+        # The store's counts are of current memories; the export also writes the superseded
+        # ones, which the listing's total counts with them.
+        every = store.list_memories(limit=1, include_superseded=True).total
+        with progress.stage("memories", every, "memory") as stage:
+            _export_memories(store, handle, written, stage)
         handle.write(json.dumps({"end": written}) + "\n")
     problems = check_export(partial, named=out)
     if problems:
@@ -93,7 +92,7 @@ def export_store(
 
 
 def _export_sessions(
-    store: StoreClient, handle: IO[str], written: dict[str, int], bar: tqdm[Any]
+    store: StoreClient, handle: IO[str], written: dict[str, int], stage: Stage
 ) -> None:
     """Write every live session of ``store``, each whole (``_whole_session``), once."""
     seen: set[str] = set()
@@ -110,14 +109,14 @@ def _export_sessions(
             handle.write(json.dumps({"session": session}, ensure_ascii=False) + "\n")
             written["sessions"] += 1
             written["messages"] += len(session["messages"])
-            bar.update(1)
+            stage.advance()
         cursor = page.next_cursor
         if cursor is None:
             return
 
 
 def _export_memories(
-    store: StoreClient, handle: IO[str], written: dict[str, int], bar: tqdm[Any]
+    store: StoreClient, handle: IO[str], written: dict[str, int], stage: Stage
 ) -> None:
     """Write every memory of ``store`` as it was when the first page was read, each chain
     whole, together and oldest first (``_MemorySpool``)."""
@@ -129,7 +128,7 @@ def _export_memories(
                 spool.moment = memories.read_at
             for memory in memories.memories:
                 if spool.add(memory.model_dump(mode="json")):
-                    bar.update(1)
+                    stage.advance()
             cursor = memories.next_cursor
             if cursor is None:
                 break

@@ -1,6 +1,6 @@
 """The import of ``python -m tools.transfer``: ``import_store`` checks a file and sends it to
 a store over the API, sessions in pages, memories in batches that keep each chain whole
-(``_MemorySender``), noting what is done in ``FILE.progress`` (``Progress``) so that a run that
+(``_MemorySender``), noting what is done in ``FILE.progress`` (``Done``) so that a run that
 stopped goes on where it stopped.
 
 Apart from the export (``tools.transfer_export``) because the two share only the file
@@ -16,9 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tqdm import tqdm
-
 from kividb_memory import MemoryClient, StoreClient
+from tools.progress import Progress
 from tools.transfer_file import TransferError, _chain, _lines, _shown, check_items
 
 IMPORT_PAGE = 200
@@ -29,7 +28,7 @@ MEMORY_BATCH_BYTES = 700_000
 """A batch is also cut before its JSON passes this size (the API takes bodies up to 1 MiB)."""
 
 
-class Progress:
+class Done:
     """The lines of an export already imported into one target, kept in ``<file>.progress``
     (JSON ``{"target", "lines_done"}``, written whole each time by a rename)."""
 
@@ -70,17 +69,23 @@ class Imported:
 
 
 def import_store(
-    client: MemoryClient, instance: str, name: str, source: Path, *, quiet: bool = False
+    client: MemoryClient, instance: str, name: str, source: Path, progress: Progress
 ) -> Imported:
     """Import the export ``source`` into store ``name`` of ``instance`` (created when missing;
-    its settings set to the export's). ``TransferError`` for a bad file (nothing is written
-    then), ``KiviDBError`` from the API."""
-    header, items, end = _lines(source)
-    if len(items) != end.get("sessions", -1) + end.get("memories", -2):
-        raise TransferError(f"{source} holds {len(items)} items, its end line says otherwise")
-    problems = check_items(items)
-    if problems:
-        raise TransferError(f"{source} is not whole, so nothing was imported: " + _shown(problems))
+    its settings set to the export's). Two stages of ``progress``: the file's check (its
+    items), then the import (the items, a resumed run counting those done before as done).
+    ``TransferError`` for a bad file (nothing is written then), ``KiviDBError`` from the API."""
+    with progress.stage("check the file", 1, "file") as stage:
+        header, items, end = _lines(source)
+        stage.note(f"{len(items):,} items")
+        if len(items) != end.get("sessions", -1) + end.get("memories", -2):
+            raise TransferError(f"{source} holds {len(items)} items, its end line says otherwise")
+        problems = check_items(items)
+        if problems:
+            raise TransferError(
+                f"{source} is not whole, so nothing was imported: " + _shown(problems)
+            )
+        stage.advance()
     done = Imported()
     for key, had in (header.get("had_keys") or {}).items():
         if had:
@@ -89,25 +94,26 @@ def import_store(
             )
     client.put_store(instance, name, **header["settings"])
     store = client.store(instance, name)
-    progress = Progress(source, f"{client.base_url} {instance} {name}")
-    done.resumed_after = progress.done
-    sender = _MemorySender(store, progress, done)
+    kept = Done(source, f"{client.base_url} {instance} {name}")
+    done.resumed_after = kept.done
+    sender = _MemorySender(store, kept, done)
     kinds = [_kind(line) for line in items]
-    with tqdm(
-        total=len(items), initial=progress.done, unit="item", desc="import", disable=quiet
-    ) as bar:
-        for unit in _units(_import_order(kinds), kinds, progress.done):
+    with progress.stage("items", len(items), "item") as stage:
+        stage.advance(kept.done)
+        if kept.done:
+            stage.note(f"resumed after item {kept.done:,}")
+        for unit in _units(_import_order(kinds), kinds, kept.done):
             number, at = unit[0]
             if kinds[at][0] is None:
                 sender.flush()
                 done.messages_added += _import_session(store, json.loads(items[at])["session"])
                 done.sessions += 1
-                progress.save(number)
+                kept.save(number)
             else:
                 sender.add([(number, items[at]) for number, at in unit])
-            bar.update(len(unit))
+            stage.advance(len(unit))
         sender.flush()
-    progress.finish()
+    kept.finish()
     return done
 
 
@@ -167,7 +173,7 @@ class _MemorySender:
     the next, so that every chain in the target is whole after each batch. The progress is saved
     after each batch (the item before a memory sent as current, which is sent again)."""
 
-    def __init__(self, store: StoreClient, progress: Progress, done: Imported) -> None:
+    def __init__(self, store: StoreClient, progress: Done, done: Imported) -> None:
         self._store = store
         self._progress = progress
         self._done = done

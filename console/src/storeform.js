@@ -17,6 +17,32 @@ export const SETTINGS = [
   ["dedupe_threshold", 0.92, "A new memory at least this similar to one the actor has is a duplicate (above 0, at most 1).", 0.01, 1, 0.01],
 ];
 
+// What each setting and provider field is called on the console's pages (the API's name is in
+// the field's help, and on the store page in the title of its label).
+export const LABELS = {
+  extraction_delay_seconds: "Extraction delay (seconds)",
+  summarize_after: "Summarize after (messages)",
+  keep_recent: "Keep recent (messages)",
+  session_ttl_seconds: "Forget sessions after (seconds)",
+  memory_ttl_seconds: "Keep memories for (seconds)",
+  dedupe_threshold: "Duplicate threshold",
+  redact_pii: "Redact personal data",
+  redact_card_digit_runs: "Redact card numbers written as digit runs",
+  custom_types: "Custom memory types",
+  llm_provider: "Language model provider",
+  llm_model: "Language model",
+  llm_base_url: "Language model base URL",
+  embed_provider: "Embedding provider",
+  embed_model: "Embedding model",
+  embed_base_url: "Embedding base URL",
+  dimensions: "Dimensions",
+  rerank_provider: "Reranker provider",
+  rerank_model: "Reranker model",
+  rerank_base_url: "Reranker base URL",
+  rerank_candidates: "Reranker candidates",
+  aws_region: "AWS region",
+};
+
 // True on both kinds of stack: no API answer says which rule the one behind this page applies
 // (KIVIDB_ALLOW_PRIVATE_ENDPOINTS is the local stack's, and never reaches a response).
 const BASE_URL_HELP =
@@ -301,27 +327,27 @@ export function StoreForm({ instance, store, onSaved }) {
     <fieldset>
       <legend>Settings</legend>
       ${SETTINGS.map(([name, fallback, help, min, max, step]) => html`
-        <${Field} name=${name} label=${name} help=${`${help} Default ${fallback}.`} problems=${problems}>
+        <${Field} name=${name} label=${LABELS[name]} help=${html`${help} Default ${fallback}. <code>${name}</code> in the API.`} problems=${problems}>
           ${input(name, { type: "number", min, max, step, inputmode: step === 1 ? "numeric" : "decimal" })}
         <//>`)}
       <div class=${`field checkbox${problems.redact_pii ? " invalid" : ""}`}>
         <input type="checkbox" id="f-redact_pii" name="redact_pii" checked=${values.redact_pii} onChange=${set("redact_pii")}
           aria-describedby=${describedBy("redact_pii", problems)} />
-        <label for="f-redact_pii">redact_pii</label>
-        <span class="help" id="h-redact_pii">Replace emails, phone and card numbers, US social security numbers and IP addresses before keeping a memory. Default on.</span>
+        <label for="f-redact_pii">${LABELS.redact_pii}</label>
+        <span class="help" id="h-redact_pii">Replace emails, phone and card numbers, US social security numbers and IP addresses before keeping a memory. Default on. <code>redact_pii</code> in the API.</span>
         <${FieldProblems} id="p-redact_pii" problems=${problems.redact_pii} />
       </div>
       <div class=${`field checkbox${problems.redact_card_digit_runs ? " invalid" : ""}`}>
         <input type="checkbox" id="f-redact_card_digit_runs" name="redact_card_digit_runs"
           checked=${values.redact_card_digit_runs} onChange=${set("redact_card_digit_runs")}
           aria-describedby=${describedBy("redact_card_digit_runs", problems)} />
-        <label for="f-redact_card_digit_runs">redact_card_digit_runs</label>
-        <span class="help" id="h-redact_card_digit_runs">With redact_pii on, also treat a run of 13 to 19 digits that passes the Luhn check as a card number (off: only grouped card numbers). Default on.</span>
+        <label for="f-redact_card_digit_runs">${LABELS.redact_card_digit_runs}</label>
+        <span class="help" id="h-redact_card_digit_runs">With personal data redacted, also treat a run of 13 to 19 digits that passes the Luhn check as a card number (off: only grouped card numbers). Default on. <code>redact_card_digit_runs</code> in the API.</span>
         <${FieldProblems} id="p-redact_card_digit_runs" problems=${problems.redact_card_digit_runs} />
       </div>
     </fieldset>
     <fieldset>
-      <legend>custom_types (up to three)</legend>
+      <legend>${LABELS.custom_types} (up to three; <code>custom_types</code> in the API)</legend>
       <${FieldProblems} id="p-custom_types" problems=${problems.custom_types} />
       ${types.length === 0 && html`<p class="muted">Only the built-in types, semantic and episodic.</p>`}
       ${types.map((type, index) => {

@@ -261,3 +261,53 @@ export function FormErrors({ error }) {
     </ul>`}
   </div>`;
 }
+
+// Where an id may wrap: after one of the separators ids are made of (session and actor ids take
+// letters, digits and `. _ : @ -`), never inside the run of characters between two of them.
+const ID_PARTS = /[^.:_@/-]*[.:_@/-]*/g;
+
+/**
+ * An id (a session's, an actor's, a memory's): it wraps only after a separator (`locomo:` /
+ * `conv-26`, never `locomo:con` / `v-26`), one longer than `max` characters is cut with "…",
+ * the whole id shows on hover (title), and a button copies it. `label` names it for the button
+ * ("actor", "session id").
+ */
+export function Id({ value, max = 80, label = "id", copy = true }) {
+  if (value === null || value === undefined || value === "") return html`<span class="muted">—</span>`;
+  const text = String(value);
+  const chars = Array.from(text);
+  const shown = chars.length > max ? `${chars.slice(0, max).join("")}…` : text;
+  const parts = shown.match(ID_PARTS).filter(Boolean);
+  return html`<span class="id" title=${text}><bdi class="id-text">${parts.map(
+    (part, i) => html`${i ? html`<wbr />` : ""}<span class="id-part">${part}</span>`,
+  )}</bdi>${copy && html`<${CopyButton} value=${text} label=${label} />`}</span>`;
+}
+
+/** A small button that copies `value` to the clipboard and says so ("Copied"). */
+export function CopyButton({ value, label }) {
+  const [state, setState] = useState("");
+  const copy = async (event) => {
+    event.preventDefault();
+    event.stopPropagation();
+    try {
+      await navigator.clipboard.writeText(value);
+      setState("Copied");
+    } catch (failure) {
+      setState("Copy failed");
+    }
+    setTimeout(() => setState(""), 1500);
+  };
+  return html`<button type="button" class="copy" onClick=${copy} aria-label=${`Copy the ${label} ${value}`} title=${`Copy the ${label}`}>${state || "Copy"}</button>`;
+}
+
+/** A length of time in words: "30 seconds", "an hour", "90 minutes", "a day", "30 days". */
+export function duration(seconds) {
+  const units = [[86400, "day"], [3600, "hour"], [60, "minute"], [1, "second"]];
+  for (const [size, unit] of units) {
+    if (seconds >= size && seconds % size === 0) {
+      const count = seconds / size;
+      return count === 1 ? `${unit === "hour" ? "an" : "a"} ${unit}` : plural(count, unit);
+    }
+  }
+  return plural(seconds, "second");
+}

@@ -459,17 +459,20 @@ def test_create_a_store_with_every_setting_and_the_apis_problems_beside_their_fi
     llm.get_by_role("button", name="Set key").click()
     page.get_by_label("New language model API key").fill("sk-test-0123456789")
     page.get_by_label("Dimensions").fill("8")
-    for setting, value in (
-        ("extraction_delay_seconds", "45"),
-        ("summarize_after", "30"),
-        ("keep_recent", "6"),
-        ("session_ttl_seconds", "7200"),
-        ("memory_ttl_seconds", "86400"),
-        ("dedupe_threshold", "0"),
+    # Each setting is labelled in words, its API name in its help.
+    for label, setting, value in (
+        ("Extraction delay (seconds)", "extraction_delay_seconds", "45"),
+        ("Summarize after (messages)", "summarize_after", "30"),
+        ("Keep recent (messages)", "keep_recent", "6"),
+        ("Forget sessions after (seconds)", "session_ttl_seconds", "7200"),
+        ("Keep memories for (seconds)", "memory_ttl_seconds", "86400"),
+        ("Duplicate threshold", "dedupe_threshold", "0"),
     ):
-        page.get_by_label(setting, exact=True).fill(value)
-    page.get_by_label("redact_pii").uncheck()
-    page.get_by_label("redact_card_digit_runs").uncheck()
+        field = page.get_by_label(label, exact=True)
+        field.fill(value)
+        expect(page.locator(f"#h-{setting}")).to_contain_text(f"{setting} in the API")
+    page.get_by_label("Redact personal data").uncheck()
+    page.get_by_label("Redact card numbers").uncheck()
     page.get_by_role("button", name="Add a custom type").click()
     page.get_by_label("Type 1 name").fill("order_issue")
     page.get_by_label("Type 1 description").fill("A problem with an order")
@@ -477,7 +480,7 @@ def test_create_a_store_with_every_setting_and_the_apis_problems_beside_their_fi
     # The API's 422 detail, next to the field it names (and nothing was created).
     problem = page.locator("#p-dedupe_threshold")
     expect(problem).to_contain_text("greater than 0")
-    field = page.get_by_label("dedupe_threshold", exact=True)
+    field = page.get_by_label("Duplicate threshold", exact=True)
     expect(field).to_have_attribute("aria-invalid", "true")
     assert "p-dedupe_threshold" in (field.get_attribute("aria-describedby") or "")
     assert world.api.get(path).status_code == 404
@@ -596,7 +599,7 @@ def test_a_reranker_is_chosen_with_its_key_and_candidates_and_shown_on_the_store
         "rerank_candidates": 80,
     }
     facts = page.locator("dl.facts")
-    expect(facts.filter(has_text="rerank_provider")).to_contain_text("cohere")
+    expect(facts.filter(has_text="Reranker provider")).to_contain_text("cohere")
     expect(page.locator('[data-key="present"]')).to_have_count(1)  # the reranker's, never shown
     expect(page.get_by_text("co-secret-key")).to_have_count(0)
     console.go(f"/instances/local/agent-memory/{name}/settings")
@@ -720,14 +723,14 @@ def test_change_settings_replace_and_remove_a_key_then_delete_after_typing_the_n
     page.get_by_role("button", name="Save settings").click()
     expect(page.get_by_text("Nothing changed")).to_be_visible()
     # keep_recent at or above summarize_after: the API names the problem; nothing is saved.
-    page.get_by_label("keep_recent", exact=True).fill("50")
+    page.get_by_label("Keep recent (messages)", exact=True).fill("50")
     page.get_by_role("button", name="Save settings").click()
     expect(
         page.get_by_role("alert").filter(has_text="must be below summarize_after")
     ).to_be_visible()
     assert world.api.get(path).json()["keep_recent"] == 12
-    page.get_by_label("keep_recent", exact=True).fill("5")
-    page.get_by_label("summarize_after", exact=True).fill("25")
+    page.get_by_label("Keep recent (messages)", exact=True).fill("5")
+    page.get_by_label("Summarize after (messages)", exact=True).fill("25")
     page.get_by_role("button", name="Replace key").click()
     page.get_by_label("New language model API key").fill("sk-new")
     console.shot("store-settings")
@@ -859,6 +862,11 @@ def test_a_session_shows_summary_messages_and_extraction_extracts_now_and_is_for
         f"the {total - shown} older ones are folded into the summary above."
     )
     expect(page.get_by_role("button", name=re.compile("Show up to"))).to_have_count(0)
+    # When it will be forgotten, said as a time to come, with the store's rule.
+    expect(page.locator("dl.facts dt", has_text=re.compile("^Forgotten at$"))).to_have_count(0)
+    forgotten = page.locator("dl.facts dt:text-is('Forgotten after') + dd")
+    expect(forgotten.locator("time")).to_have_attribute("datetime", view["expires_at"])
+    expect(forgotten).to_contain_text("(an hour after its last message; a new message moves it)")
     console.shot("session")
     page.get_by_role("button", name="Extract now").click()
     expect(page.get_by_role("status").filter(has_text="Extraction was started")).to_be_visible()
@@ -1112,8 +1120,13 @@ def test_webhooks_are_set_a_secret_shown_once_and_deliveries_listed(console, wor
         page = console.page
         console.heading("Webhooks")
         expect(page.get_by_text("No endpoints: nothing is sent.")).to_be_visible()
+        # Nothing to save yet: no save button; adding an endpoint is the primary action.
+        expect(page.get_by_role("button", name="Save endpoints")).to_have_count(0)
+        expect(page.get_by_role("button", name="Add an endpoint")).to_have_class("primary")
+        console.shot("webhooks-empty")
         console.expected_statuses = {422}
         page.get_by_role("button", name="Add an endpoint").click()
+        expect(page.get_by_role("button", name="Save endpoints")).to_have_class("primary")
         page.get_by_label("URL").fill("https://user:pw@hooks.example.com/")
         page.get_by_role("button", name="Save endpoints").click()
         expect(page.locator(".problem").first).to_contain_text("credentials")
@@ -1121,6 +1134,7 @@ def test_webhooks_are_set_a_secret_shown_once_and_deliveries_listed(console, wor
         page.get_by_role("checkbox", name="memory.created").check()
         page.get_by_role("button", name="Save endpoints").click()
         expect(page.get_by_role("status").filter(has_text="Endpoints saved.")).to_be_visible()
+        expect(page.get_by_role("button", name="Save endpoints")).to_have_count(0)  # all saved
         saved = world.api.get(path).json()
         assert (
             saved["webhooks"]
@@ -1148,6 +1162,10 @@ def test_search_in_each_mode_shows_scores_and_explains_the_vector_modes(console,
     console.sign_in(f"/instances/local/agent-memory/{world.name(world.notes)}/search")
     page = console.page
     console.heading("Search memories")
+    # No embedding model: keyword is this store's best mode, chosen and named.
+    expect(page.locator("input[name=mode][value=keyword]")).to_be_checked()
+    expect(page.locator("label.radio", has_text="Keyword")).to_contain_text("(this store's best)")
+    expect(page.locator("#modes-help")).to_contain_text("keyword search is its best mode")
     semantic = page.get_by_label("Semantic (cosine)")
     expect(semantic).to_be_disabled()
     expect(page.get_by_label("Hybrid (both, fused)")).to_be_disabled()
@@ -1158,6 +1176,7 @@ def test_search_in_each_mode_shows_scores_and_explains_the_vector_modes(console,
     expect(rows).to_have_count(1)
     expect(rows.first).to_contain_text("Deploys to eu-west-1 on Fridays")
     expect(rows.first.locator(".score")).to_have_text(re.compile(r"^\d+\.\d{4}$"))
+    expect(page.get_by_role("status").filter(has_text="by keyword search")).to_be_visible()
     page.get_by_label(re.compile("Query vector")).fill("[1, 0, 0]")
     expect(semantic).to_be_enabled()
     semantic.check()
@@ -1173,11 +1192,21 @@ def test_search_in_each_mode_shows_scores_and_explains_the_vector_modes(console,
     page.get_by_label(re.compile("Query vector")).fill("[1, 0]")
     page.get_by_role("button", name="Search").click()
     expect(page.locator("#p-query_vector")).to_contain_text("has 2 numbers")
-    # With an embedding model (the scripted one), every mode is open without a vector.
+    # With an embedding model (the scripted one), every mode is open without a vector, and the
+    # search is hybrid unless another mode is chosen, as the API's and the clients' default.
     console.go(f"/instances/local/agent-memory/{world.name(world.model)}/search")
     console.heading("Search memories")
     expect(page.get_by_label("Semantic (cosine)")).to_be_enabled()
+    expect(page.locator("input[name=mode][value=hybrid]")).to_be_checked()
+    expect(page.locator("label.radio", has_text="Hybrid")).to_contain_text("(this store's best)")
+    expect(page.locator("#modes-help")).to_contain_text("hybrid search")
     page.get_by_label("Query", exact=True).fill("Caroline")
+    with page.expect_request(lambda r: r.url.endswith("/memories/search")) as sent:
+        page.get_by_role("button", name="Search").click()
+    assert json.loads(sent.value.post_data or "{}")["mode"] == "hybrid"
+    expect(page.get_by_role("status").filter(has_text="by hybrid search")).to_be_visible()
+    expect(rows.first.locator(".score")).to_have_text(re.compile(r"^\d+\.\d{4}$"))
+    console.shot("search-hybrid")
     page.get_by_label("Semantic (cosine)").check()
     page.get_by_role("button", name="Search").click()
     expect(rows.first.locator(".score")).to_have_text(re.compile(r"^-?\d+\.\d{4}$"))
@@ -1225,19 +1254,21 @@ def test_a_memory_shows_every_field_its_source_session_and_versions_edits_and_fo
     console.heading("Memory")
     expect(page.locator(".memory-text")).to_have_text(extracted["text"])
     for name in (
-        "id",
-        "type",
-        "actor_id",
-        "topics",
-        "importance",
-        "confidence",
-        "source",
-        "created_at",
-        "updated_at",
-        "expires_at",
-        "metadata",
+        "Id",
+        "Type",
+        "Actor",
+        "Topics",
+        "Importance",
+        "Confidence",
+        "Source",
+        "Kept",
+        "Last changed",
+        "Expires",
+        "Metadata",
     ):
         expect(page.locator("dl.facts dt", has_text=re.compile(f"^{name}$"))).to_have_count(1)
+    expires = page.locator("dl.facts dt:text-is('Expires') + dd time")
+    expect(expires).to_have_attribute("datetime", extracted["expires_at"])
     source = extracted["source"]["session_id"]
     page.get_by_role("link", name=source).click()
     console.heading(f"Session {source}")
@@ -1281,6 +1312,88 @@ def test_a_memory_shows_every_field_its_source_session_and_versions_edits_and_fo
         )
     ).to_be_visible()
     assert world.api.get(f"{path}/memories/{memory['id']}").status_code == 404
+
+
+# Where each character of an element's text starts a new line: its index and the text.
+LINE_STARTS = """(element) => {
+  const starts = [];
+  let top = null, index = 0;
+  const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+  for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+    for (let i = 0; i < node.length; i++, index++) {
+      const range = document.createRange();
+      range.setStart(node, i);
+      range.setEnd(node, i + 1);
+      const rect = range.getClientRects()[0];
+      if (!rect) continue;
+      if (top !== null && rect.top > top + 2) starts.push(index);
+      top = rect.top;
+    }
+  }
+  return { text: element.textContent, starts };
+}"""
+
+
+def test_ids_wrap_only_after_a_separator_show_whole_on_hover_and_copy(
+    console, world, browser_context
+):
+    browser_context.grant_permissions(["clipboard-read", "clipboard-write"], origin=world.stack.url)
+    name = world.name(world.model)
+    console.sign_in(f"/instances/local/agent-memory/{name}/sessions")
+    page = console.page
+    page.set_viewport_size({"width": 390, "height": 844})
+    try:
+        wrapped = 0
+        for where in ("sessions", "memories"):
+            console.go(f"/instances/local/agent-memory/{name}/{where}")
+            console.idle()
+            ids = page.locator("tbody .id-text")
+            expect(ids.first).to_be_visible()
+            for index in range(ids.count()):
+                shown = ids.nth(index).evaluate(LINE_STARTS)
+                for start in shown["starts"]:
+                    assert shown["text"][start - 1] in ".:_@/-", (where, shown)
+                wrapped += bool(shown["starts"])
+        assert wrapped > 0, "no id wrapped at 390 pixels: the test checks nothing"
+        console.shot("memories-phone")
+        actor = page.locator("tbody tr").first.locator("td .id")
+        expect(actor).to_have_attribute("title", ACTOR)  # the whole id on hover
+        actor.get_by_role("button", name=f"Copy the actor {ACTOR}").click()
+        expect(actor.get_by_role("button")).to_have_text("Copied")
+        assert page.evaluate("navigator.clipboard.readText()") == ACTOR
+    finally:
+        page.set_viewport_size({"width": 1280, "height": 860})
+
+
+FIELD_NAME = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")
+LABELS = """() => [...document.querySelectorAll('main dt, main th, main label, main legend')]
+  .map((e) => { const c = e.cloneNode(true); c.querySelectorAll('code').forEach((x) => x.remove());
+                return c.textContent.trim(); })"""
+
+
+def test_labels_are_words_on_every_page_never_field_names(console, world):
+    name = world.name(world.model)
+    memory = world.api.get(f"{world.model}/memories", params={"limit": 1}).json()["memories"][0]
+    console.sign_in(f"/instances/local/agent-memory/{name}")
+    page = console.page
+    for where, heading in (
+        ("", f"Store {name}"),
+        ("/settings", f"Settings of {name}"),
+        ("/sessions", "Sessions"),
+        (f"/sessions/{SESSION_1}", f"Session {SESSION_1}"),
+        ("/memories", "Memories"),
+        (f"/memories/{memory['id']}", "Memory"),
+        ("/search", "Search memories"),
+        ("/webhooks", "Webhooks"),
+        ("/try", "Try it"),
+    ):
+        console.go(f"/instances/local/agent-memory/{name}{where}")
+        console.heading(heading)
+        console.idle()
+        labels = page.evaluate(LABELS)
+        assert labels or where == "/webhooks", where  # (no endpoints, no deliveries: none)
+        raw = [label for label in labels if FIELD_NAME.search(label)]
+        assert raw == [], f"{where or 'the store page'} labels fields by their API names: {raw}"
 
 
 # --- try it ------------------------------------------------------------------------------------

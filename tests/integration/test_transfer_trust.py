@@ -319,7 +319,7 @@ def test_a_chain_longer_than_a_batch_is_imported_whole_after_every_batch(
     chain = [m["id"] for m in _lines_memories(lines)]
     assert [m["text"] for m in _lines_memories(lines)] == [f"v{n}" for n in range(8)]
     store = _CoreStore(target)
-    progress = transfer_import.Progress(tmp_path / "f.jsonl", "core")
+    progress = transfer_import.Done(tmp_path / "f.jsonl", "core")
     done = transfer_import.Imported()
     sender = transfer_import._MemorySender(store, progress, done)  # type: ignore[arg-type]
     sender.add(list(enumerate(lines, start=1)))

@@ -7,8 +7,8 @@ import { api, storePath } from "../api.js";
 import { navigate, storeHref } from "../router.js";
 import { MissingPage, StoreHeader } from "./stores.js";
 import {
-  ConfirmDialog, Empty, ErrorState, FieldProblems, flash, FormErrors, html, Json, Loading, missingOf, Notice,
-  Pager, plural, problemsByField, said, settled, Text, Time, useFlash, useLoad,
+  ConfirmDialog, CopyButton, Empty, ErrorState, FieldProblems, flash, FormErrors, html, Id, Json, Loading, missingOf,
+  Notice, Pager, plural, problemsByField, said, settled, Text, Time, useFlash, useLoad,
 } from "../ui.js";
 
 const memoryCount = (count) => plural(count, "memory", "memories");
@@ -58,7 +58,7 @@ function MemoryRows({ memories, instance, store, scores }) {
           ${scores && html`<td class="num similarity">${m.similarity === null || m.similarity === undefined ? "—" : m.similarity.toFixed(4)}</td>`}
           <th scope="row"><a href=${storeHref(instance, store, "memories", m.id)}><${Text} value=${m.text} max=${160} /></a></th>
           <td>${m.type}</td>
-          <td><${Text} value=${m.actor_id} max=${40} /></td>
+          <td><${Id} value=${m.actor_id} max=${40} label="actor" /></td>
           <td>${m.topics.length ? m.topics.map((t, i) => html`${i ? ", " : ""}<${Text} value=${t} />`) : html`<span class="muted">—</span>`}</td>
           <td><${Time} value=${m.created_at} /></td>
         </tr>`,
@@ -155,7 +155,7 @@ export function MemoriesPage({ instance, store, query }) {
 export function SearchPage({ instance, store }) {
   const config = useLoad(() => api("GET", storePath(instance, store)), [instance, store]);
   const [form, setForm] = useState({
-    query: "", mode: "keyword", actor_id: "", limit: "10", vector: "", types: [], min_score: "", time_filter: false, rerank: true,
+    query: "", mode: null, actor_id: "", limit: "10", vector: "", types: [], min_score: "", time_filter: false, rerank: true,
   });
   const [result, setResult] = useState(null);
   const [error, setError] = useState(null);
@@ -164,7 +164,11 @@ export function SearchPage({ instance, store }) {
   const embeds = store_ && store_.embed_provider !== "none";
   const hasVector = form.vector.trim() !== "";
   const vectorModes = embeds || hasVector;
-  const mode = !vectorModes && form.mode !== "keyword" ? "keyword" : form.mode;
+  // The store's best mode, as the API, the clients and the MCP tool default to: hybrid when the
+  // store embeds the query, keyword when it cannot (without a vector, the others are refused).
+  const best = embeds ? "hybrid" : "keyword";
+  const chosen = form.mode || best;
+  const mode = !vectorModes && chosen !== "keyword" ? "keyword" : chosen;
   const problems = problemsByField(error);
   const set = (name) => (e) => setForm({ ...form, [name]: e.currentTarget.value });
   const submit = async (event) => {
@@ -186,7 +190,7 @@ export function SearchPage({ instance, store }) {
     if (store_.rerank_provider !== "none" && !form.rerank) body.rerank = false;
     setBusy(true);
     try {
-      setResult(await api("POST", storePath(instance, store, "memories", "search"), { body }));
+      setResult({ ...(await api("POST", storePath(instance, store, "memories", "search"), { body })), mode });
     } catch (failure) {
       if (failure.status !== 401) setError(failure);
       setResult(null);
@@ -213,17 +217,19 @@ export function SearchPage({ instance, store }) {
       <fieldset class="modes">
         <legend>Mode</legend>
         ${[
-          ["keyword", "Keyword (BM25)"],
-          ["semantic", "Semantic (cosine)"],
           ["hybrid", "Hybrid (both, fused)"],
+          ["semantic", "Semantic (cosine)"],
+          ["keyword", "Keyword (BM25)"],
         ].map(([value, label]) => {
           const disabled = value !== "keyword" && !vectorModes;
           return html`<label class=${`radio${disabled ? " disabled" : ""}`}>
             <input type="radio" name="mode" value=${value} checked=${mode === value} disabled=${disabled}
-              onChange=${() => setForm({ ...form, mode: value })} aria-describedby=${disabled ? "modes-help" : undefined} /> ${label}
+              onChange=${() => setForm({ ...form, mode: value })} aria-describedby="modes-help" /> ${label}${value === best ? html` <span class="muted best">(this store's best)</span>` : ""}
           </label>`;
         })}
-        ${!embeds && html`<p class="help" id="modes-help">This store has no embedding model, so semantic and hybrid search need the query's vector (${plural(store_.dimensions, "number")}). Paste one below to use them, or search by keyword.</p>`}
+        <p class="help" id="modes-help">${embeds
+          ? html`This store embeds queries, so hybrid search (meaning and keywords, fused) is its best mode and the default here, as in the API, the clients and the MCP tool.`
+          : html`This store has no embedding model, so keyword search is its best mode and the default here; semantic and hybrid search need the query's vector (${plural(store_.dimensions, "number")}). Paste one below to use them.`}</p>
       </fieldset>
       ${!embeds && html`<div class=${`field${problems.query_vector ? " invalid" : ""}`}>
         <label for="search-vector">Query vector (JSON array of ${plural(store_.dimensions, "number")}, optional)</label>
@@ -271,7 +277,7 @@ export function SearchPage({ instance, store }) {
       <div class="actions"><button type="submit" class="primary" disabled=${busy}>${busy ? "Searching…" : "Search"}</button></div>
     </form>`}
     ${result && html`<h2>Results</h2>
-      <p class="muted" role="status">${memoryCount(result.memories.length)}, best first${result.reranked ? ", ordered by the store's reranker" : ""}${result.reranked === false ? " (the reranker failed: fused order)" : ""}. Scores are on 0 to 1 in every mode, comparable across queries (0.5: as likely relevant as not); the cosine is the raw similarity of ${mode === "keyword" ? "a vector match (none in keyword mode)" : "the memory's vector to the query's"}.</p>
+      <p class="muted" role="status">${memoryCount(result.memories.length)} by ${result.mode} search, best first${result.reranked ? ", ordered by the store's reranker" : ""}${result.reranked === false ? " (the reranker failed: fused order)" : ""}. Scores are on 0 to 1 in every mode, comparable across queries (0.5: as likely relevant as not); the cosine is the raw similarity of ${result.mode === "keyword" ? "a vector match (none in keyword mode)" : "the memory's vector to the query's"}.</p>
       ${result.time_window && html`<p class="muted" data-time-window>The query names a time: “<${Text} value=${result.time_window.said} />”, read as ${result.time_window.start} to ${result.time_window.end} (UTC); memories that happened then rank first${form.time_filter ? ", and only they are kept" : ""}.</p>`}
       ${result.memories.length === 0
         ? html`<${Empty} title="Nothing matched."><p>Try other words, another mode, or no actor.</p><//>`
@@ -403,19 +409,19 @@ export function MemoryPage({ instance, store, memory }) {
     ${view && html`
       <blockquote class="memory-text"><${Text} value=${view.text} /></blockquote>
       <dl class="facts">
-        <dt>id</dt><dd><code>${view.id}</code></dd>
-        <dt>type</dt><dd>${view.type}</dd>
-        <dt>actor_id</dt><dd>${view.actor_id ? html`<a href=${storeHref(instance, store, "memories", { actor_id: view.actor_id })}><${Text} value=${view.actor_id} /></a>` : html`<span class="muted">none</span>`}</dd>
-        <dt>topics</dt><dd>${view.topics.length ? view.topics.map((t, i) => html`${i ? ", " : ""}<${Text} value=${t} />`) : html`<span class="muted">none</span>`}</dd>
-        <dt>importance</dt><dd>${view.importance === null ? html`<span class="muted">—</span>` : view.importance}</dd>
-        <dt>confidence</dt><dd>${view.confidence === null ? html`<span class="muted">—</span>` : view.confidence}</dd>
-        <dt>source</dt><dd>${view.source
-          ? html`session <a href=${storeHref(instance, store, "sessions", view.source.session_id)}><${Text} value=${view.source.session_id} /></a>`
+        <dt>Id</dt><dd><code><${Id} value=${view.id} label="memory id" /></code></dd>
+        <dt>Type</dt><dd>${view.type}</dd>
+        <dt>Actor</dt><dd>${view.actor_id ? html`<a href=${storeHref(instance, store, "memories", { actor_id: view.actor_id })}><${Id} value=${view.actor_id} copy=${false} /></a> <${CopyButton} value=${view.actor_id} label="actor" />` : html`<span class="muted">none</span>`}</dd>
+        <dt>Topics</dt><dd>${view.topics.length ? view.topics.map((t, i) => html`${i ? ", " : ""}<${Text} value=${t} />`) : html`<span class="muted">none</span>`}</dd>
+        <dt>Importance</dt><dd>${view.importance === null ? html`<span class="muted">—</span>` : view.importance}</dd>
+        <dt>Confidence</dt><dd>${view.confidence === null ? html`<span class="muted">—</span>` : view.confidence}</dd>
+        <dt>Source</dt><dd>${view.source
+          ? html`session <a href=${storeHref(instance, store, "sessions", view.source.session_id)}><${Id} value=${view.source.session_id} copy=${false} /></a>`
           : html`<span class="muted">added through the API (no session)</span>`}</dd>
-        <dt>created_at</dt><dd><${Time} value=${view.created_at} /></dd>
-        <dt>updated_at</dt><dd><${Time} value=${view.updated_at} /></dd>
-        <dt>expires_at</dt><dd><${Time} value=${view.expires_at} /></dd>
-        <dt>metadata</dt><dd><${Json} value=${view.metadata} label="Metadata" /></dd>
+        <dt>Kept</dt><dd><${Time} value=${view.created_at} /></dd>
+        <dt>Last changed</dt><dd><${Time} value=${view.updated_at} /></dd>
+        <dt>Expires</dt><dd><${Time} value=${view.expires_at} /></dd>
+        <dt>Metadata</dt><dd><${Json} value=${view.metadata} label="Metadata" /></dd>
       </dl>
       <h2>Versions</h2>
       ${!view.versions || view.versions.length === 0

@@ -6,8 +6,8 @@ import { api, storePath } from "../api.js";
 import { navigate, storeHref } from "../router.js";
 import { MissingPage, StoreHeader } from "./stores.js";
 import {
-  ConfirmDialog, Empty, ErrorState, flash, html, Loading, missingOf, Notice, Pager, plural, said, settled,
-  StatusBadge, Text, Time, useFlash, useLoad,
+  ConfirmDialog, duration, Empty, ErrorState, flash, html, Id, Loading, missingOf, Notice, Pager, plural, said,
+  settled, StatusBadge, Text, Time, useFlash, useLoad,
 } from "../ui.js";
 
 const PAGE = 20;
@@ -55,8 +55,8 @@ export function SessionsPage({ instance, store, query }) {
       <tbody>
         ${data.sessions.map(
           (s) => html`<tr key=${s.session_id}>
-            <th scope="row"><a href=${storeHref(instance, store, "sessions", s.session_id)}><${Text} value=${s.session_id} max=${60} /></a></th>
-            <td><${Text} value=${s.actor_id} max=${40} /></td>
+            <th scope="row"><a href=${storeHref(instance, store, "sessions", s.session_id)}><${Id} value=${s.session_id} max=${60} copy=${false} /></a></th>
+            <td><${Id} value=${s.actor_id} max=${40} label="actor" /></td>
             <td class="num">${s.message_count}</td>
             <td><${Time} value=${s.last_event_at} /></td>
             <td><${StatusBadge} status=${s.extraction.status} />${s.extraction.unread > 0 && html` <span class="muted">${s.extraction.unread} unread</span>`}</td>
@@ -174,11 +174,12 @@ export function SessionPage({ instance, store, session }) {
     <${ErrorState} error=${loaded.error} retry=${loaded.reload} what="the session" />
     ${view && html`
       <dl class="facts">
-        <dt>Actor</dt><dd><${Text} value=${view.actor_id} /></dd>
+        <dt>Session</dt><dd><${Id} value=${view.session_id} label="session id" /></dd>
+        <dt>Actor</dt><dd><${Id} value=${view.actor_id} label="actor" /></dd>
         <dt>Messages</dt><dd>${view.message_count}</dd>
         <dt>Started</dt><dd><${Time} value=${view.created_at} /></dd>
         <dt>Last event</dt><dd><${Time} value=${view.last_event_at} /></dd>
-        <dt>Forgotten at</dt><dd><${Time} value=${view.expires_at} /></dd>
+        <dt>Forgotten after</dt><dd><${Time} value=${view.expires_at} />${config && html` <span class="muted">(${duration(config.session_ttl_seconds)} after its last message; a new message moves it)</span>`}</dd>
       </dl>
       <h2>Summary</h2>
       ${view.summary

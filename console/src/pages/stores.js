@@ -4,9 +4,9 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, path, storePath } from "../api.js";
 import { href, navigate, storeHref } from "../router.js";
-import { SETTINGS, StoreForm } from "../storeform.js";
+import { LABELS, SETTINGS, StoreForm } from "../storeform.js";
 import {
-  ConfirmDialog, Empty, ErrorState, FieldProblems, flash, html, Loading, missingOf, Notice, plural, said, Text, Time, useFlash,
+  ConfirmDialog, duration, Empty, ErrorState, FieldProblems, flash, html, Loading, missingOf, Notice, plural, said, Text, Time, useFlash,
   useLoad,
 } from "../ui.js";
 
@@ -307,28 +307,28 @@ export function StorePage({ instance, store }) {
       </dl>
       <h2>Providers</h2>
       <dl class="facts">
-        <dt>llm_provider</dt><dd>${data.llm_provider}</dd>
-        <dt>llm_model</dt><dd><${Text} value=${data.llm_model} /></dd>
-        <dt>llm_base_url</dt><dd><${Text} value=${data.llm_base_url} /></dd>
+        <dt title="llm_provider">${LABELS.llm_provider}</dt><dd>${data.llm_provider}</dd>
+        <dt title="llm_model">${LABELS.llm_model}</dt><dd><${Text} value=${data.llm_model} /></dd>
+        <dt title="llm_base_url">${LABELS.llm_base_url}</dt><dd><${Text} value=${data.llm_base_url} /></dd>
         <dt>Language model API key</dt><dd data-key=${data.has_llm_api_key ? "present" : "absent"}>${data.has_llm_api_key ? "present" : "absent"}</dd>
-        <dt>embed_provider</dt><dd>${data.embed_provider}</dd>
-        <dt>embed_model</dt><dd><${Text} value=${data.embed_model} /></dd>
-        <dt>embed_base_url</dt><dd><${Text} value=${data.embed_base_url} /></dd>
+        <dt title="embed_provider">${LABELS.embed_provider}</dt><dd>${data.embed_provider}</dd>
+        <dt title="embed_model">${LABELS.embed_model}</dt><dd><${Text} value=${data.embed_model} /></dd>
+        <dt title="embed_base_url">${LABELS.embed_base_url}</dt><dd><${Text} value=${data.embed_base_url} /></dd>
         <dt>Embedding API key</dt><dd data-key=${data.has_embed_api_key ? "present" : "absent"}>${data.has_embed_api_key ? "present" : "absent"}</dd>
-        <dt>dimensions</dt><dd>${data.dimensions}</dd>
-        <dt>rerank_provider</dt><dd>${data.rerank_provider}</dd>
-        <dt>rerank_model</dt><dd><${Text} value=${data.rerank_model} /></dd>
-        <dt>rerank_base_url</dt><dd><${Text} value=${data.rerank_base_url} /></dd>
+        <dt title="dimensions">${LABELS.dimensions}</dt><dd>${data.dimensions}</dd>
+        <dt title="rerank_provider">${LABELS.rerank_provider}</dt><dd>${data.rerank_provider}</dd>
+        <dt title="rerank_model">${LABELS.rerank_model}</dt><dd><${Text} value=${data.rerank_model} /></dd>
+        <dt title="rerank_base_url">${LABELS.rerank_base_url}</dt><dd><${Text} value=${data.rerank_base_url} /></dd>
         <dt>Reranker API key</dt><dd data-key=${data.has_rerank_api_key ? "present" : "absent"}>${data.has_rerank_api_key ? "present" : "absent"}</dd>
-        <dt>rerank_candidates</dt><dd>${data.rerank_candidates}</dd>
-        <dt>aws_region</dt><dd><${Text} value=${data.aws_region} /></dd>
+        <dt title="rerank_candidates">${LABELS.rerank_candidates}</dt><dd>${data.rerank_candidates}</dd>
+        <dt title="aws_region">${LABELS.aws_region}</dt><dd><${Text} value=${data.aws_region} /></dd>
       </dl>
       <h2>Settings</h2>
       <dl class="facts">
-        ${SETTINGS.map(([name]) => html`<dt>${name}</dt><dd>${String(data[name])}</dd>`)}
-        <dt>redact_pii</dt><dd>${data.redact_pii ? "on" : "off"}</dd>
-        <dt>redact_card_digit_runs</dt><dd>${data.redact_card_digit_runs ? "on" : "off"}</dd>
-        <dt>custom_types</dt>
+        ${SETTINGS.map(([name]) => html`<dt title=${name}>${LABELS[name]}</dt><dd>${name.endsWith("_seconds") ? html`${data[name].toLocaleString("en")} <span class="muted">(${duration(data[name])})</span>` : String(data[name])}</dd>`)}
+        <dt title="redact_pii">${LABELS.redact_pii}</dt><dd>${data.redact_pii ? "on" : "off"}</dd>
+        <dt title="redact_card_digit_runs">${LABELS.redact_card_digit_runs}</dt><dd>${data.redact_card_digit_runs ? "on" : "off"}</dd>
+        <dt title="custom_types">${LABELS.custom_types}</dt>
         <dd>${data.custom_types.length === 0
           ? html`<span class="muted">none</span>`
           : html`<ul>${data.custom_types.map((t) => html`<li><code><${Text} value=${t.name} /></code>: <${Text} value=${t.description} /></li>`)}</ul>`}</dd>

@@ -34,11 +34,15 @@ function Endpoints({ instance, store, webhooks, onSaved }) {
     }
   };
   const change = (index, update) => setRows(rows.map((r, i) => (i === index ? { ...r, ...update } : r)));
+  // Saving is offered only when there is something to save: endpoints that differ from the
+  // store's (removing the last one is a change too).
+  const saved = JSON.stringify(webhooks.map((w) => ({ url: w.url, events: [...w.events].sort() })));
+  const changed = JSON.stringify(rows.map((r) => ({ url: r.url.trim(), events: [...r.events].sort() }))) !== saved;
   return html`<form onSubmit=${save} novalidate aria-labelledby="endpoints-title">
     <h2 id="endpoints-title">Endpoints</h2>
     <${FormErrors} error=${error} />
     <${FieldProblems} id="p-webhooks" problems=${problems.webhooks} />
-    ${rows.length === 0 && html`<p class="muted">No endpoints: nothing is sent.</p>`}
+    ${rows.length === 0 && html`<p class="muted">No endpoints: nothing is sent.${webhooks.length ? " Save to remove the store's endpoints." : " Add one to be told of this store's events."}</p>`}
     ${rows.map((row, index) => html`<fieldset key=${index} class="endpoint">
       <legend>Endpoint ${index + 1}</legend>
       <div class="field">
@@ -55,8 +59,8 @@ function Endpoints({ instance, store, webhooks, onSaved }) {
       <button type="button" onClick=${() => setRows(rows.filter((_, i) => i !== index))}>Remove endpoint ${index + 1}</button>
     </fieldset>`)}
     <div class="actions">
-      ${rows.length < 5 && html`<button type="button" onClick=${() => setRows([...rows, { url: "", events: ["extraction.completed"] }])}>Add an endpoint</button>`}
-      <button type="submit" class="primary" disabled=${busy}>${busy ? "Saving…" : "Save endpoints"}</button>
+      ${rows.length < 5 && html`<button type="button" class=${rows.length === 0 && !changed ? "primary" : undefined} onClick=${() => setRows([...rows, { url: "", events: ["extraction.completed"] }])}>Add an endpoint</button>`}
+      ${changed && html`<button type="submit" class="primary" disabled=${busy}>${busy ? "Saving…" : "Save endpoints"}</button>`}
     </div>
   </form>`;
 }
