@@ -10,8 +10,10 @@ ChatGPT and Claude conversations").
 
 Every conversation is checked before anything is written: a malformed one is named (its place
 in the file, id and title) with what is wrong, and nothing is imported. ``--dry-run`` prints
-the sessions it would make and writes nothing (it needs no API). On a terminal a progress bar
-shows the import; piped, each stage is one line.
+the sessions it would make and writes nothing (it needs no API). Progress as every
+long-running command shows it (``tools.progress``): on a terminal a bar with the count of
+conversations imported, its total and a percentage; piped, one line when the stage ends; the
+summary on stdout.
 """
 
 from __future__ import annotations
@@ -20,10 +22,9 @@ import sys
 from argparse import Namespace
 from typing import TextIO
 
-from tqdm import tqdm
-
 from kividb_memory import MemoryClient
 from kividb_memory.chat_export import ChatConversation, import_chat, read_chat_export
+from tools.progress import Progress
 
 
 def _stage(out: TextIO, text: str) -> None:
@@ -47,7 +48,6 @@ def describe(conversation: ChatConversation) -> str:
 def import_chat_command(args: Namespace, key: str, out: TextIO = sys.stdout) -> int:
     """The subcommand; 0 when done. Raises ``ChatExportError`` for a malformed export and the
     client's errors (``tools.transfer.main`` prints them)."""
-    piped = not sys.stderr.isatty() or args.quiet
     conversations = read_chat_export(args.file, args.source)
     messages = sum(len(c.messages) for c in conversations)
     _stage(out, f"read {len(conversations)} conversations ({messages} messages) from {args.file}")
@@ -63,20 +63,17 @@ def import_chat_command(args: Namespace, key: str, out: TextIO = sys.stdout) -> 
         kept = [c for c in conversations if c.messages]
         _stage(out, f"would make {len(kept)} sessions ({messages} messages); nothing was written")
         return 0
+    progress = Progress("import-chat", quiet=args.quiet)
     with MemoryClient(args.url, key, timeout=60.0, max_retries=5) as client:
         store = client.store(args.instance, args.store)
-        with tqdm(total=len(conversations), unit="conv", disable=piped, file=sys.stderr) as bar:
-            if piped:
-                _stage(
-                    out,
-                    f"importing {len(conversations)} conversations as actor {args.actor} ({mode})",
-                )
+        progress.say(f"importing {len(conversations)} conversations as actor {args.actor} ({mode})")
+        with progress.stage("conversations", len(conversations), unit="conv") as stage:
             done = import_chat(
                 store,
                 conversations,
                 args.actor,
                 extract=not args.no_extract,
-                progress=lambda _c: bar.update(1),
+                progress=lambda _c: stage.advance(),
             )
     _stage(
         out,

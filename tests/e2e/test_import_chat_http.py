@@ -74,8 +74,10 @@ def test_a_chatgpt_export_becomes_sessions_of_the_actor_with_their_times(
     # piped: one line per stage, no progress bar
     lines = done.stdout.splitlines()
     assert lines[0] == f"read 3 conversations ({turns + 6} messages) from {path}"
-    assert lines[1] == "importing 3 conversations as actor caroline (extraction armed)"
-    assert lines[2].startswith(f"imported 3 sessions ({turns + 6} messages, {turns + 6} new) into")
+    assert lines[1].startswith(f"imported 3 sessions ({turns + 6} messages, {turns + 6} new) into")
+    stages = done.stderr.splitlines()
+    assert stages[0] == "importing 3 conversations as actor caroline (extraction armed)"
+    assert stages[1].startswith("import-chat: conversations: 3/3 (100%) in ")
     assert "\r" not in done.stderr
     for session in sessions:
         view = model_store.get_session(f"chatgpt-{session['id']}-gpt", recent=1000)
@@ -228,5 +230,5 @@ def test_on_a_terminal_the_import_shows_a_progress_bar(
     os.close(main)
     assert done.returncode == 0
     assert b"2/2" in seen and b"conv" in seen and b"100%" in seen, seen
-    assert "importing" not in done.stdout  # the stage line is for pipes
+    assert "importing" not in done.stdout  # progress goes to the terminal, not stdout
     assert len(memory_store.list_sessions().sessions) == 2
