@@ -22,7 +22,13 @@
   "N days/weeks ago", last week, last month, last year) or an explicit "on YYYY-MM-DD"; none
   when it has neither. ``ScriptedModel(supersede=False)`` (``--no-supersede``) never
   supersedes: it answers as extraction did before memories could be replaced (the
-  benchmark's "plain add"). Summarization: the previous summary followed by the first sentence
+  benchmark's "plain add"). The operator's instructions (``instruction_rules``): a sentence
+  holding a word of a "never keep ..." clause is not kept, and with a "keep only ..." clause
+  a sentence must hold one of its words. Profile fields the prompt asks for
+  (``profile_rule``): "my <field> is <value>" (and "I'm <Name>" for ``name``, "I live in
+  <Place>" for a field about where the user lives) fill the answer's ``profile``, typed as the
+  field asks, unless the profile as known now holds that value. Summarization: the previous
+  summary followed by the first sentence
   of each folded message, cut to 1,500 characters. The ``llm`` reranker's prompt: each
   candidate scored by the share of the query's words it holds (``overlap``).
 - ``POST /v1/embeddings``: a hashed bag of words (each lower-cased word adds a fixed random
@@ -175,16 +181,177 @@ def _same(a: str, b: str) -> bool:
     return " ".join(a.lower().split()).rstrip(".!") == " ".join(b.lower().split()).rstrip(".!")
 
 
-def extract(user_prompt: str, supersede: bool = True) -> dict[str, Any]:
+INSTRUCTIONS_HEADING = "Instructions from the operator of this service, quoted."
+NEVER_KEEP = re.compile(r"\b(?:never|do not|don't) keep\b([^.;!?]*)", re.IGNORECASE)
+KEEP_ONLY = re.compile(r"\bkeep only\b([^.;!?]*)", re.IGNORECASE)
+PLAIN_WORDS = {
+    "about",
+    "their",
+    "there",
+    "these",
+    "those",
+    "that",
+    "this",
+    "with",
+    "from",
+    "what",
+    "when",
+    "where",
+    "which",
+    "user",
+    "users",
+    "user's",
+    "keep",
+    "only",
+    "never",
+    "other",
+    "anything",
+    "things",
+    "facts",
+    "memories",
+    "small",
+    "talk",
+}
+PROFILE_FIELD = re.compile(
+    r"^- ([A-Za-z0-9._:@-]+) \((text|list|number|boolean|date)\): (" + _QUOTED + ")$"
+)
+PROFILE_KNOWN = re.compile(r"^- ([A-Za-z0-9._:@-]+): (.+)$")
+
+
+def instruction_rules(system_prompt: str) -> tuple[set[str], set[str]]:
+    """What the operator's instructions (the quoted line after ``INSTRUCTIONS_HEADING``) tell
+    this model, by rule: the words after "never keep" (or "do not keep", "don't keep") up to
+    the end of that clause, and after "keep only": a sentence holding one of the first is left
+    out, and with any of the second, a sentence must hold one of them. Words of four letters or
+    more, without plain ones (``PLAIN_WORDS``), lower-cased."""
+    lines = system_prompt.split("\n")
+    text = ""
+    for at, line in enumerate(lines):
+        if line.startswith(INSTRUCTIONS_HEADING) and at + 1 < len(lines):
+            text = _json_prefix(lines[at + 1])
+    never: set[str] = set()
+    only: set[str] = set()
+    for pattern, words in ((NEVER_KEEP, never), (KEEP_ONLY, only)):
+        for clause in pattern.findall(text):
+            words |= {
+                w.lower()
+                for w in WORD.findall(clause)
+                if len(w) >= 4 and w.lower() not in PLAIN_WORDS
+            }
+    return never, only
+
+
+def _allowed(sentence: str, never: set[str], only: set[str]) -> bool:
+    words = {w.lower() for w in WORD.findall(sentence)}
+    if words & never:
+        return False
+    return not only or bool(words & only)
+
+
+def profile_fields(system_prompt: str) -> list[tuple[str, str, str]]:
+    """``(name, type, description)`` of each profile field the prompt asks to fill."""
+    found = []
+    for line in system_prompt.split("\n"):
+        match = PROFILE_FIELD.match(line)
+        if match:
+            found.append((match.group(1), match.group(2), _json_prefix(match.group(3))))
+    return found
+
+
+def _field_words(name: str) -> str:
+    return " ".join(re.split(r"[._:@-]+", name.lower())).strip()
+
+
+def _typed(kind: str, raw: str) -> Any:
+    raw = raw.strip().rstrip(".!")
+    if kind == "list":
+        return [part.strip() for part in re.split(r",\s*|\s+and\s+", raw) if part.strip()]
+    if kind == "number":
+        number = re.search(r"-?\d+(?:\.\d+)?", raw)
+        return (
+            float(number.group(0))
+            if number and "." in number.group(0)
+            else (int(number.group(0)) if number else None)
+        )
+    if kind == "boolean":
+        lowered = raw.lower()
+        return True if lowered in ("yes", "true") else False if lowered in ("no", "false") else None
+    if kind == "date":
+        day = re.search(r"\d{4}-\d{2}-\d{2}", raw)
+        return day.group(0) if day else None
+    return raw
+
+
+def profile_rule(system_prompt: str, user_prompt: str) -> dict[str, Any]:
+    """The profile rule: for each field the prompt asks for, the user's sentences "my <field>
+    is/are <value>" (the field's name, its separators as spaces), and for a field named
+    ``name`` also "I'm <Name>" / "I am <Name>", for a field whose name or description speaks of
+    where the user lives also "I live in <Place>"; the value typed as the field asks (a list
+    split at commas and "and"), left out when the profile as known now already holds it."""
+    fields = profile_fields(system_prompt)
+    if not fields:
+        return {}
+    known: dict[str, str] = {}
+    for line in user_prompt.split("\n"):
+        match = PROFILE_KNOWN.match(line)
+        if match and match.group(1) in {f[0] for f in fields}:
+            known[match.group(1)] = match.group(2)
+    found: dict[str, Any] = {}
+    for _, role, _, _, text in _numbered_lines(user_prompt):
+        if role != "user":
+            continue
+        for sentence in SENTENCE.split(text):
+            for name, kind, description in fields:
+                value = _profile_value(name, kind, description, sentence)
+                if value is not None:
+                    found[name] = value
+    return {
+        n: v
+        for n, v in found.items()
+        if known.get(n) != json.dumps(v) and known.get(n) != _shown(v)
+    }
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, list):
+        return "[" + ", ".join(json.dumps(str(v)) for v in value) + "]"
+    return json.dumps(value)
+
+
+def _profile_value(name: str, kind: str, description: str, sentence: str) -> Any:
+    words = _field_words(name)
+    said = re.search(rf"\bmy {re.escape(words)}s? (?:is|are|was|were) ([^.!?]+)", sentence, re.I)
+    if said:
+        return _typed(kind, said.group(1))
+    if words == "name":
+        named = re.search(r"\b(?:i'm|i am|call me)\s+([A-Z][\w'-]+)", sentence)
+        if named:
+            return _typed(kind, named.group(1))
+    about = f"{words} {description}".lower()
+    if any(w in about for w in ("live", "city", "location", "home")):
+        place = re.search(r"\b[Ii] live in ([A-Z][\w' -]*[\w])", sentence)
+        if place:
+            return _typed(kind, place.group(1))
+    return None
+
+
+def extract(user_prompt: str, supersede: bool = True, system_prompt: str = "") -> dict[str, Any]:
     """The memories rule: one per message line that says something about its speaker, with
-    the updates rule when ``supersede`` (module docstring)."""
+    the updates rule when ``supersede`` (module docstring), the operator's instructions read
+    by ``instruction_rules`` (a sentence they leave out is not kept), and, when the prompt
+    asks for profile fields, their values (``profile_rule``) as the answer's ``profile``."""
     shown = known_memories(user_prompt) if supersede else []
+    never, only = instruction_rules(system_prompt)
     memories: list[dict[str, Any]] = []
     subjects: list[str | None] = []
     for seq, role, name, day, text in _numbered_lines(user_prompt):
         if role != "user" and not name:
             continue
-        sentences = [s for s in SENTENCE.split(text) if ABOUT_SELF.search(s)]
+        sentences = [
+            s for s in SENTENCE.split(text) if ABOUT_SELF.search(s) and _allowed(s, never, only)
+        ]
         if not sentences:
             continue
         sentence = sentences[0].strip()[:300]
@@ -215,7 +382,8 @@ def extract(user_prompt: str, supersede: bool = True) -> dict[str, Any]:
                     item["supersedes"] = earlier["supersedes"]
         memories.append(item)
         subjects.append(about)
-    return {"memories": memories}
+    profile = profile_rule(system_prompt, user_prompt)
+    return {"memories": memories, "profile": profile} if profile else {"memories": memories}
 
 
 def _numbered_lines(prompt: str) -> list[tuple[int, str, str | None, str, str]]:
@@ -316,7 +484,7 @@ class ScriptedModel:
             answer = rerank(user)
         else:
             self.count("extract")
-            answer = extract(user, self.supersede)
+            answer = extract(user, self.supersede, system)
         text = json.dumps(answer)
         return {
             "id": "chatcmpl-scripted",

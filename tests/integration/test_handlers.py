@@ -82,6 +82,9 @@ MISSING_STORE = {
         "get_usage",
         "rotate_webhook_secret",
         "list_webhook_deliveries",
+        "get_profile",
+        "update_profile",
+        "get_profile_history",
     },
 }
 

@@ -47,6 +47,7 @@ EFFECTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "delete_memory": (("memory.deleted",), ("memories_deleted",), ""),
     "forget_actor": (("memory.deleted",), ("memories_deleted",), ""),
     "import_memories": (NO_EVENTS, ("memories_added",), ""),
+    "update_profile": (("profile.updated",), ("profile_updates",), ""),
     "put_keyed_memory": (
         NO_EVENTS,
         (),

@@ -32,10 +32,14 @@ def made(client, redis_url):
     clock = MovableClock()
     binary = database_client(redis_url, binary=True)
 
-    def usage(store, types):
-        return types_in_use(binary, store, types, clock)
+    class InUse:
+        def types(self, store, types):
+            return types_in_use(binary, store, types, clock)
 
-    stores = Stores(client, "db", FernetCipher(Fernet.generate_key()), clock, type_usage=usage)
+        def profile_fields(self, store, names):
+            return {}
+
+    stores = Stores(client, "db", FernetCipher(Fernet.generate_key()), clock, in_use=InUse())
     name = unique("s")
     config, _ = stores.put(
         name, StorePut(dimensions=DIM, custom_types=TYPES, memory_ttl_seconds=3600)
@@ -43,7 +47,7 @@ def made(client, redis_url):
     memories = Memories(
         StoreDatabase(client, binary, config, clock), NoEmbedder(DIM), IndexCache(), "test"
     )
-    yield clock, stores, name, memories, usage
+    yield clock, stores, name, memories, InUse().types
     stores.delete(name)
 
 

@@ -35,16 +35,19 @@ def test_empty_memory_says_so():
     assert render_context(None, [], []) == EMPTY_CONTEXT
 
 
-def test_sections_are_labelled_and_ordered_summary_memories_messages():
+def test_sections_run_from_what_changes_least_profile_summary_messages_memories():
     text = render_context(
         "They talked about a trip.",
         [_memory("Deploys to eu-west-1", "semantic"), _memory("Migrated the cache", "episodic")],
         [_message(1, "user", "hello", "Caroline"), _message(2, "assistant", "hi")],
+        profile={"name": "Caroline", "pets": ["Oscar", 'a "cat"'], "age": 31, "vegan": True},
     )
+    profile = text.index("## About the user")
     summary = text.index("## Summary of the earlier conversation")
     memories = text.index("## Long-term memories about the user")
     messages = text.index("## Recent messages")
-    assert summary < memories < messages
+    assert profile < summary < messages < memories
+    assert '- name: "Caroline"\n- pets: "Oscar", "a \\"cat\\""\n- age: 31\n- vegan: true' in text
     assert '## Summary of the earlier conversation\n"They talked about a trip."' in text
     assert '- [semantic] "Deploys to eu-west-1"' in text
     assert '- [episodic] "Migrated the cache"' in text  # no event date known: no date

@@ -25,6 +25,9 @@ def test_defaults_are_the_seed_table():
         "redact_pii": True,
         "redact_card_digit_runs": True,
         "webhooks": [],
+        "extraction_instructions": None,
+        "extraction_examples": [],
+        "profile_fields": [],
     }
 
 

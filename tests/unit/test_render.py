@@ -340,8 +340,8 @@ def test_context_sections_and_lines_are_only_ours(summary, memory_items, message
         heading
         for heading, present in (
             ("## Summary of the earlier conversation", bool(summary)),
-            ("## Long-term memories about the user", bool(memories)),
             ("## Recent messages", bool(messages)),
+            ("## Long-term memories about the user", bool(memories)),
         )
         if present
     ]

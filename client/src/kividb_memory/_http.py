@@ -569,6 +569,25 @@ def forget_actor(store: str, actor_id: str) -> Call[m.ActorForgotten]:
     return Call("DELETE", path, m.ActorForgotten, True)
 
 
+def get_profile(store: str, actor_id: str) -> Call[m.ProfileView]:
+    path = f"{store}/actors/{segment('actor_id', actor_id)}/profile"
+    return Call("GET", path, m.ProfileView, True)
+
+
+def update_profile(
+    store: str, actor_id: str, patch: m.ProfilePatch, key: str | None = None
+) -> Call[m.ProfileView]:
+    path = f"{store}/actors/{segment('actor_id', actor_id)}/profile"
+    # Each change is kept as a version: safe to send again only with its key.
+    body = dump(patch, nulls=True)
+    return Call("PATCH", path, m.ProfileView, True, body=body, idempotency_key=idempotency_key(key))
+
+
+def profile_history(store: str, actor_id: str, field: str) -> Call[m.ProfileHistory]:
+    path = f"{store}/actors/{segment('actor_id', actor_id)}/profile/history"
+    return Call("GET", path, m.ProfileHistory, True, params=query(field=field))
+
+
 # --- keyed memories ----------------------------------------------------------------------------
 
 

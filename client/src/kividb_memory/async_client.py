@@ -474,8 +474,33 @@ class AsyncStoreClient:
         return await self._client._answer(_http.webhook_deliveries(self._prefix))
 
     async def forget_actor(self, actor_id: str) -> m.ActorForgotten:
-        """Forget every memory of one actor."""
+        """Forget every memory of one actor, and its profile."""
         return await self._client._answer(_http.forget_actor(self._prefix, actor_id))
+
+    # --- actors' profiles --------------------------------------------------------------------
+
+    async def get_profile(self, actor_id: str) -> m.ProfileView:
+        """The actor's profile: each of the store's ``profile_fields`` that holds a value, with
+        when it was set and by whom."""
+        return await self._client._answer(_http.get_profile(self._prefix, actor_id))
+
+    async def update_profile(
+        self,
+        actor_id: str,
+        fields: Mapping[str, Any],
+        *,
+        idempotency_key: str | None = None,
+    ) -> m.ProfileView:
+        """Set the profile ``fields`` given (None clears one) in one step, each change kept as a
+        version; the profile after. Sent with ``idempotency_key`` (a new UUID when not given),
+        so a retry makes one version."""
+        patch = m.ProfilePatch(fields=dict(fields))
+        call = _http.update_profile(self._prefix, actor_id, patch, idempotency_key)
+        return await self._client._answer(call)
+
+    async def profile_history(self, actor_id: str, field: str) -> m.ProfileHistory:
+        """The versions of one profile field of the actor, newest first."""
+        return await self._client._answer(_http.profile_history(self._prefix, actor_id, field))
 
     # --- keyed memories (a namespace and key of the caller's choosing) --------------------
 

@@ -51,6 +51,19 @@ from kividb_memory.operations_models import (
     WebhookEndpoint as WebhookEndpoint,
     WebhookSecret as WebhookSecret,
 )
+from kividb_memory.profile_models import (
+    ExampleMemory as ExampleMemory,
+    ExampleMessage as ExampleMessage,
+    ExtractionExample as ExtractionExample,
+    ProfileEntry as ProfileEntry,
+    ProfileField as ProfileField,
+    ProfileFieldType as ProfileFieldType,
+    ProfileHistory as ProfileHistory,
+    ProfilePatch as ProfilePatch,
+    ProfileSource as ProfileSource,
+    ProfileValue as ProfileValue,
+    ProfileView as ProfileView,
+)
 from kividb_memory.transfer_models import (
     ExportedMemory as ExportedMemory,
     ExportedMessage as ExportedMessage,
@@ -78,6 +91,7 @@ class CustomType(Answer):
 
     name: str
     description: str
+    examples: list[str] | None = None
 
 
 class StorePut(Request):
@@ -115,6 +129,9 @@ class StorePut(Request):
     redact_pii: bool | None = None
     redact_card_digit_runs: bool | None = None
     webhooks: list[WebhookEndpoint] | None = None
+    extraction_instructions: str | None = None
+    extraction_examples: list[ExtractionExample] | None = None
+    profile_fields: list[ProfileField] | None = None
 
 
 class StoreCounts(Answer):
@@ -158,6 +175,9 @@ class StoreView(Answer):
     redact_card_digit_runs: bool = True  # servers before it had no such setting
     webhooks: list[WebhookEndpoint] = Field(default_factory=list)
     has_webhook_secret: bool = False
+    extraction_instructions: str | None = None
+    extraction_examples: list[ExtractionExample] = Field(default_factory=list)
+    profile_fields: list[ProfileField] = Field(default_factory=list)
     created_at: datetime
     updated_at: datetime
     counts: StoreCounts | None = None
@@ -449,10 +469,12 @@ class SearchResult(Answer):
 
 
 class ActorForgotten(Answer):
-    """Answer of forgetting an actor: how many memories were deleted."""
+    """Answer of forgetting an actor: how many memories were deleted, and how many fields of
+    its profile."""
 
     actor_id: str
     deleted: int
+    profile_fields_deleted: int = 0
 
 
 # --- recall ----------------------------------------------------------------------------------
@@ -493,6 +515,9 @@ class RecallView(Answer):
     """As a search's ``reranked``."""
     time_window: TimeWindowView | None = None
     """As a search's ``time_window``."""
+    profile: dict[str, ProfileValue] | None = None
+    """The actor's profile values (None when the store declares no profile field, or there
+    is no actor); also the first section of ``context``."""
 
 
 # --- errors ----------------------------------------------------------------------------------
@@ -534,6 +559,7 @@ class UsageDay(Answer):
     embedding_tokens: int
     rerank_calls: int = 0  # 0 from a server older than these counters
     rerank_documents: int = 0
+    profile_updates: int = 0
 
 
 class Holding(Answer):

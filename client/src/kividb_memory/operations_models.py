@@ -17,6 +17,7 @@ WebhookEvent = Literal[
     "memory.superseded",
     "memory.deleted",
     "session.deleted",
+    "profile.updated",
     "store.deleted",
 ]
 

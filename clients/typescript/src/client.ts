@@ -292,6 +292,23 @@ export class StoreClient {
     return this.#call("DELETE", `/actors/${segment("actorId", actorId)}/memories`, options);
   }
 
+  // --- actors' profiles ---
+
+  /** The actor's profile: each of the store's `profile_fields` that holds a value, with when it was set and by whom. */
+  async getProfile(actorId: string, options?: CallOptions): Promise<Answer<"ProfileView">> {
+    return this.#call("GET", `/actors/${segment("actorId", actorId)}/profile`, options);
+  }
+
+  /** Set the profile fields given (`null` clears one) in one step, each change kept as a version; sent with an idempotency key (a new UUID when not given), so a retry makes one version. */
+  async updateProfile(actorId: string, fields: Record<string, unknown>, options: WriteOptions = {}): Promise<Answer<"ProfileView">> {
+    return this.#call("PATCH", `/actors/${segment("actorId", actorId)}/profile`, options, { body: { fields }, idempotencyKey: idempotencyKey(options.idempotencyKey) });
+  }
+
+  /** The versions of one profile field of the actor, newest first. */
+  async profileHistory(actorId: string, field: string, options?: CallOptions): Promise<Answer<"ProfileHistory">> {
+    return this.#call("GET", `/actors/${segment("actorId", actorId)}/profile/history`, options, { query: { field } });
+  }
+
   // --- keyed memories ---
 
   async putKeyedMemory(namespace: string[], key: string, value: Record<string, unknown>, options: CallOptions & { texts?: string[]; vectors?: number[][]; index?: boolean; ttlSeconds?: number } = {}): Promise<Answer<"KeyedMemoryView">> {

@@ -74,6 +74,41 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/instances/{instance_id}/agent-memory/{store}/actors/{actor_id}/profile": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get an actor's profile */
+        get: operations["get_profile_instances__instance_id__agent_memory__store__actors__actor_id__profile_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        /** Change an actor's profile */
+        patch: operations["update_profile_instances__instance_id__agent_memory__store__actors__actor_id__profile_patch"];
+        trace?: never;
+    };
+    "/instances/{instance_id}/agent-memory/{store}/actors/{actor_id}/profile/history": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** A profile field's history */
+        get: operations["get_profile_history_instances__instance_id__agent_memory__store__actors__actor_id__profile_history_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/instances/{instance_id}/agent-memory/{store}/export/memories": {
         parameters: {
             query?: never;
@@ -478,13 +513,19 @@ export interface components {
     schemas: {
         /**
          * ActorForgotten
-         * @description Answer of forgetting an actor: how many memories were deleted.
+         * @description Answer of forgetting an actor: how many memories were deleted, and how many fields of
+         *     its profile.
          */
         ActorForgotten: {
             /** Actor Id */
             actor_id: string;
             /** Deleted */
             deleted: number;
+            /**
+             * Profile Fields Deleted
+             * @default 0
+             */
+            profile_fields_deleted: number;
         };
         /**
          * CustomType
@@ -498,6 +539,11 @@ export interface components {
             name: string;
             /** Description */
             description: string;
+            /**
+             * Examples
+             * @description Up to 3 short texts of memories of this type, shown to extraction with its description.
+             */
+            examples?: string[] | null;
         };
         /**
          * DeliveryList
@@ -614,6 +660,33 @@ export interface components {
             added: number;
             /** Message Count */
             message_count: number;
+        };
+        /**
+         * ExampleMemory
+         * @description One memory an example conversation should give (its ``type`` one of the store's
+         *     types).
+         */
+        ExampleMemory: {
+            /** Text */
+            text: string;
+            /**
+             * Type
+             * @default semantic
+             */
+            type: string;
+        };
+        /**
+         * ExampleMessage
+         * @description One message of an example conversation.
+         */
+        ExampleMessage: {
+            /**
+             * Role
+             * @enum {string}
+             */
+            role: "user" | "assistant" | "system" | "tool";
+            /** Content */
+            content: string;
         };
         /**
          * ExportedMemory
@@ -736,6 +809,17 @@ export interface components {
              * Format: date-time
              */
             changed_at: string;
+        };
+        /**
+         * ExtractionExample
+         * @description An example for extraction: a short conversation and the memories it should give; an
+         *     empty ``memories`` list teaches what not to keep.
+         */
+        ExtractionExample: {
+            /** Messages */
+            messages: components["schemas"]["ExampleMessage"][];
+            /** Memories */
+            memories: components["schemas"]["ExampleMemory"][];
         };
         /**
          * ExtractionQueued
@@ -1471,6 +1555,97 @@ export interface components {
             message_count: number;
         };
         /**
+         * ProfileEntry
+         * @description One field's value, when it was set (``updated_at``) and by whom (``source``).
+         */
+        ProfileEntry: {
+            /** Value */
+            value: string | number | boolean | string[] | null;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            source: components["schemas"]["ProfileSource"];
+        };
+        /**
+         * ProfileField
+         * @description A field of an actor's profile: its ``name``, what it holds (``description``, shown to
+         *     extraction), and its ``type``: ``text`` (a string), ``list`` (strings), ``number``,
+         *     ``boolean`` or ``date`` (``YYYY-MM-DD``).
+         */
+        ProfileField: {
+            /**
+             * Name
+             * @description Letters, digits and . _ : @ -, 1 to 64 characters.
+             */
+            name: string;
+            /** Description */
+            description: string;
+            /**
+             * Type
+             * @default text
+             * @enum {string}
+             */
+            type: "text" | "list" | "number" | "boolean" | "date";
+        };
+        /**
+         * ProfileHistory
+         * @description Answer of ``GET .../actors/{actor}/profile/history?field=``: the field's versions, newest
+         *     first (a cleared field's version has ``value`` null), at most ``MAX_PROFILE_VERSIONS``.
+         */
+        ProfileHistory: {
+            /** Actor Id */
+            actor_id: string;
+            /** Field */
+            field: string;
+            /** Versions */
+            versions: components["schemas"]["ProfileEntry"][];
+        };
+        /**
+         * ProfilePatch
+         * @description Body of ``PATCH .../actors/{actor}/profile``: the fields to set, by name, each with its
+         *     new value (``null`` clears it). Every name must be one of the store's ``profile_fields`` and
+         *     every value of the field's type, or nothing changes (422 naming ``fields.<name>``).
+         */
+        ProfilePatch: {
+            /** Fields */
+            fields: {
+                [key: string]: unknown;
+            };
+        };
+        /**
+         * ProfileSource
+         * @description Who set a value: ``extraction`` (the session and the messages, by ``seq``, that the
+         *     extraction call read) or ``caller`` (a ``PATCH``).
+         */
+        ProfileSource: {
+            /**
+             * By
+             * @enum {string}
+             */
+            by: "extraction" | "caller";
+            /** Session Id */
+            session_id?: string | null;
+            /** First Seq */
+            first_seq?: number | null;
+            /** Last Seq */
+            last_seq?: number | null;
+        };
+        /**
+         * ProfileView
+         * @description Answer of ``GET .../actors/{actor}/profile``: the fields with a value, by name (none
+         *     when nothing is known yet).
+         */
+        ProfileView: {
+            /** Actor Id */
+            actor_id: string;
+            /** Fields */
+            fields: {
+                [key: string]: components["schemas"]["ProfileEntry"];
+            };
+        };
+        /**
          * RecallRequest
          * @description Body of ``POST .../recall``.
          */
@@ -1971,6 +2146,12 @@ export interface components {
             redact_card_digit_runs?: boolean | null;
             /** Webhooks */
             webhooks?: components["schemas"]["WebhookEndpoint"][] | null;
+            /** Extraction Instructions */
+            extraction_instructions?: string | null;
+            /** Extraction Examples */
+            extraction_examples?: components["schemas"]["ExtractionExample"][] | null;
+            /** Profile Fields */
+            profile_fields?: components["schemas"]["ProfileField"][] | null;
         };
         /**
          * StoreRefView
@@ -2072,6 +2253,12 @@ export interface components {
              * @default false
              */
             has_webhook_secret: boolean;
+            /** Extraction Instructions */
+            extraction_instructions?: string | null;
+            /** Extraction Examples */
+            extraction_examples?: components["schemas"]["ExtractionExample"][];
+            /** Profile Fields */
+            profile_fields?: components["schemas"]["ProfileField"][];
             /**
              * Created At
              * Format: date-time
@@ -2160,6 +2347,12 @@ export interface components {
             rerank_calls: number;
             /** Rerank Documents */
             rerank_documents: number;
+            /**
+             * Profile Updates
+             * @description Fields of actors' profiles changed, by extraction or by a caller.
+             * @default 0
+             */
+            profile_updates: number;
         };
         /**
          * UsageReport
@@ -2198,7 +2391,7 @@ export interface components {
             /** Url */
             url: string;
             /** Events */
-            events: ("extraction.completed" | "extraction.failed" | "memory.created" | "memory.updated" | "memory.superseded" | "memory.deleted" | "session.deleted" | "store.deleted")[];
+            events: ("extraction.completed" | "extraction.failed" | "memory.created" | "memory.updated" | "memory.superseded" | "memory.deleted" | "session.deleted" | "profile.updated" | "store.deleted")[];
         };
         /**
          * WebhookSecret
@@ -2746,6 +2939,322 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ActorForgotten"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_profile_instances__instance_id__agent_memory__store__actors__actor_id__profile_get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Database instance id */
+                instance_id: string;
+                /** @description Store name */
+                store: string;
+                /** @description Actor id */
+                actor_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProfileView"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    update_profile_instances__instance_id__agent_memory__store__actors__actor_id__profile_patch: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1-255 visible ASCII characters of your choosing (a UUID is usual). The same key with the same request within 24 hours answers what the first answered and writes nothing more; with another request it is 422 idempotency_key_reused; while the first is running, 409 idempotency_key_in_progress. */
+                "idempotency-key"?: string | null;
+            };
+            path: {
+                /** @description Database instance id */
+                instance_id: string;
+                /** @description Store name */
+                store: string;
+                /** @description Actor id */
+                actor_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProfilePatch"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProfileView"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_profile_history_instances__instance_id__agent_memory__store__actors__actor_id__profile_history_get: {
+        parameters: {
+            query: {
+                /** @description The profile field. */
+                field: string;
+            };
+            header?: never;
+            path: {
+                /** @description Database instance id */
+                instance_id: string;
+                /** @description Store name */
+                store: string;
+                /** @description Actor id */
+                actor_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProfileHistory"];
                 };
             };
             /** @description Unauthorized */

@@ -19,6 +19,7 @@ const MEASURES = [
   ["embedding_tokens", "Embedding tokens"],
   ["rerank_calls", "Rerank calls"],
   ["rerank_documents", "Documents reranked"],
+  ["profile_updates", "Profile fields changed"],
 ];
 const number = (n) => n.toLocaleString("en");
 
@@ -82,13 +83,13 @@ export function UsagePage({ instance, store }) {
         <summary>The days as a table</summary>
         <table class="list usage-table">
           <caption class="visually-hidden">Usage by day, newest first</caption>
-          <thead><tr><th scope="col">Day</th><th scope="col">Requests</th><th scope="col">Messages added</th><th scope="col">Memories added</th><th scope="col">Superseded</th><th scope="col">Deleted</th><th scope="col">Extraction runs</th><th scope="col">Model tokens (in / out)</th><th scope="col">Embedding tokens</th><th scope="col">Rerank calls (documents)</th></tr></thead>
+          <thead><tr><th scope="col">Day</th><th scope="col">Requests</th><th scope="col">Messages added</th><th scope="col">Memories added</th><th scope="col">Superseded</th><th scope="col">Deleted</th><th scope="col">Extraction runs</th><th scope="col">Model tokens (in / out)</th><th scope="col">Embedding tokens</th><th scope="col">Rerank calls (documents)</th><th scope="col">Profile changes</th></tr></thead>
           <tbody>
             ${[...data.days].reverse().map((d) => html`<tr key=${d.date}>
               <th scope="row">${d.date}</th><td>${number(d.requests)}</td><td>${number(d.messages_added)}</td>
               <td>${number(d.memories_added)}</td><td>${number(d.memories_superseded)}</td><td>${number(d.memories_deleted)}</td>
               <td>${number(d.extraction_runs)}</td><td>${number(d.llm_input_tokens)} / ${number(d.llm_output_tokens)}</td><td>${number(d.embedding_tokens)}</td>
-              <td>${number(d.rerank_calls)} (${number(d.rerank_documents)})</td>
+              <td>${number(d.rerank_calls)} (${number(d.rerank_documents)})</td><td>${number(d.profile_updates)}</td>
             </tr>`)}
           </tbody>
         </table>

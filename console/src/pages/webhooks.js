@@ -12,7 +12,7 @@ import {
 
 const EVENTS = [
   "extraction.completed", "extraction.failed", "memory.created", "memory.updated", "memory.superseded", "memory.deleted",
-  "session.deleted", "store.deleted",
+  "session.deleted", "profile.updated", "store.deleted",
 ];
 
 function Endpoints({ instance, store, webhooks, onSaved }) {

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from pydantic import ValidationError as PydanticValidationError
@@ -21,7 +22,9 @@ from pydantic import ValidationError as PydanticValidationError
 from agent_memory.background.prompts import (
     MAX_KNOWN_MEMORIES,
     ExtractionAnswer,
+    Steering,
     extraction_prompt,
+    profile_answer,
 )
 from agent_memory.background.runs import RunBudget, RunReport
 from agent_memory.background.session_state import SessionState
@@ -31,6 +34,8 @@ from agent_memory.database.keys import actor_bucket, actor_tag
 from agent_memory.database.scripts import load_script
 from agent_memory.errors import ValidationFailed
 from agent_memory.memories.models import MemoryIn
+from agent_memory.memories.profile_models import ProfileSource, ProfileValue
+from agent_memory.memories.profiles import Profiles
 from agent_memory.memories.records import StoredSource
 from agent_memory.memories.service import Memories
 from agent_memory.observability import logger
@@ -60,6 +65,7 @@ class Extraction:
         self._state = state
         self._store = store
         self._memories = memories
+        self._profiles = Profiles(memories.db)
         self._model = model
         self._budget = budget
         self._advance = load_script(state.client, scripts.ADVANCE)
@@ -85,18 +91,20 @@ class Extraction:
                 return
             if pending is not None:
                 first, last, items = pending["from"], pending["to"], pending["memories"]
+                profile = pending.get("profile") or {}
                 report.read_messages += last - read
             else:
                 chunk = state.chunk(read, min(upto, record.seq))
                 if not chunk:
                     return
                 first, last = read + 1, chunk[-1].seq
-                items = self._ask(chunk, record.summary, record.actor_id, report)
-                answer = _dump({"from": first, "to": last, "memories": items})
+                items, profile = self._ask(chunk, record.summary, record.actor_id, report)
+                answer = _dump({"from": first, "to": last, "memories": items, "profile": profile})
                 if not state.set_field(SessionFields.pending, answer):
                     return  # the session is gone
                 report.read_messages += len(chunk)
             self._keep(items, record.actor_id, (str(record.created_at), first, last), report)
+            self._keep_profile(profile, record.actor_id, (first, last), report)
             with database_errors():
                 moved, caught_up, expires = self._advance(
                     keys=[state.keys.meta], args=[read, last, to_ms(state.now()), state.life]
@@ -115,19 +123,31 @@ class Extraction:
         summary: str | None,
         actor: str | None,
         report: RunReport,
-    ) -> list[dict[str, Any]]:
+    ) -> tuple[list[dict[str, Any]], dict[str, ProfileValue]]:
         """Ask the model for the memories of ``messages``, showing it the actor's current
         memories most related to them (``Memories.related``, at most ``MAX_KNOWN_MEMORIES``)
-        with their ids; the answer's items, checked (``ExtractionAnswer``): ``supersedes`` only
-        when it names a memory shown (and no earlier item named it), ``messages`` only the
-        numbers among those read, a type the store does not have as ``semantic``."""
+        with their ids, the store's steering (``prompts.Steering``: instructions, examples,
+        profile fields) and the actor's profile as known now; the answer's items, checked
+        (``ExtractionAnswer``): ``supersedes`` only when it names a memory shown (and no earlier
+        item named it), ``messages`` only the numbers among those read, a type the store does
+        not have as ``semantic``; and its profile values, checked (``prompts.profile_answer``;
+        none for a session without an actor)."""
         self._budget.check()
         known = self._memories.related(actor, [m.content for m in messages], MAX_KNOWN_MEMORIES)
-        system, user = extraction_prompt(messages, summary, self._store.custom_types, known)
+        fields = self._store.profile_fields if actor is not None else []
+        now = self._profiles.read(actor) if fields and actor is not None else {}
+        steering = Steering.of(self._store, {name: e.value for name, e in now.items()})
+        if not fields:
+            steering = replace(steering, profile_fields=())
+        system, user = extraction_prompt(
+            messages, summary, self._store.custom_types, known, steering
+        )
         completion = self._model.complete_json(system, user, max_tokens=EXTRACTION_MAX_TOKENS)
         report.count(completion)
         extracted, dropped = ExtractionAnswer.read(completion.data).items()
         report.dropped += dropped
+        profile, dropped_values = profile_answer(completion.data, fields)
+        report.profile_dropped += dropped_values
         allowed = self._memories.types
         shown = {m.id for m in known}
         replaced: set[str] = set()
@@ -162,7 +182,30 @@ class Extraction:
                 extra={"ignored_supersedes": not_shown},
             )
             report.ignored_supersedes += not_shown
-        return items
+        return items, profile
+
+    def _keep_profile(
+        self,
+        values: dict[str, ProfileValue],
+        actor: str | None,
+        read: tuple[int, int],
+        report: RunReport,
+    ) -> None:
+        """Set the profile values of one extraction call (``Profiles.change``, by
+        ``extraction`` of this session's messages ``read``, first to last), counted and told
+        (``profile.updated``) when some changed; nothing for a session without an actor."""
+        if not values or actor is None:
+            return
+        first, last = read
+        source = ProfileSource(
+            by="extraction", session_id=self._state.session_id, first_seq=first, last_seq=last
+        )
+        changed = self._profiles.change(actor, values, source)
+        if changed:
+            report.profile_updated += len(changed)
+            report.events.append(
+                ("profile.updated", {"actor_id": actor, "fields": changed, "by": "extraction"})
+            )
 
     def _keep(
         self,

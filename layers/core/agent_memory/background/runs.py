@@ -90,6 +90,12 @@ class RunReport:
     item of the same answer already replaced), or that could not be honoured at keep time
     (the memory was gone or replaced meanwhile): the item was kept as a plain memory."""
 
+    profile_updated: int = 0
+    """Fields of the actor's profile that extraction set to a new value."""
+    profile_dropped: int = 0
+    """Values of an answer's ``profile`` left out: a field the store does not declare, a value
+    not of its field's type, or a ``profile`` that is not an object."""
+
     extraction_runs: int = 0
     """1 when the run read messages for extraction."""
     summarization_runs: int = 0

@@ -21,6 +21,7 @@ from datetime import date, timedelta
 from typing import Any
 
 import redis
+from pydantic import Field
 
 from agent_memory.clock import Clock
 from agent_memory.database.client import database_errors
@@ -43,6 +44,7 @@ COUNTERS = (
     "embedding_tokens",
     "rerank_calls",
     "rerank_documents",
+    "profile_updates",
 )
 """The counters of a day besides requests, as ``UsageDay`` names them."""
 MODEL_TOKEN_COUNTERS = ("llm_input_tokens", "llm_output_tokens", "embedding_tokens")
@@ -86,6 +88,9 @@ class UsageDay(View):
     embedding_tokens: int
     rerank_calls: int
     rerank_documents: int
+    profile_updates: int = Field(
+        0, description="Fields of actors' profiles changed, by extraction or by a caller."
+    )
 
 
 def parse_day(value: str | None, field: str) -> date | None:

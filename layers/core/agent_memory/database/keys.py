@@ -18,12 +18,15 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:{<store>/<p>}:memories:owner     hash  memory id -> actor bucket
     kividb:mem:<store>:<inc>:{<store>}:memories:actors        set   actor buckets with memories
     kividb:mem:<store>:<inc>:{<store>}:memories:import        string  running import's token
+    kividb:mem:<store>:<inc>:{<store>}:profile:actors         set   actor buckets with a profile
     kividb:mem:<store>:<inc>:{<store>/t<tag>}:memories:tag    set   actor buckets of that tag
     kividb:mem:<store>:<inc>:actor:{<actor>}:memories         hash  memory id -> JSON + vector
     kividb:mem:<store>:<inc>:actor:{<actor>}:vectors          hash  memory id -> float32 bytes
     kividb:mem:<store>:<inc>:actor:{<actor>}:log              zset  recent changes by generation
     kividb:mem:<store>:<inc>:actor:{<actor>}:meta             hash  gen, kept_gen, kept_floor
     kividb:mem:<store>:<inc>:actor:{<actor>}:index:<n>        string  part n of the kept index
+    kividb:mem:<store>:<inc>:actor:{<actor>}:profile          hash  field -> current value
+    kividb:mem:<store>:<inc>:actor:{<actor>}:profile:history  hash  field -> versions (JSON)
     kividb:mem:<store>:<inc>:idempotency:<sha256 of the key>  string  a write's record, 24 h
     kividb:mem:<store>:<inc>:webhook:<event id>               string  a webhook event's body
     kividb:mem:<store>:<inc>:{<store>}:keyed:namespaces       hash  namespace JSON -> expiry:seen
@@ -282,6 +285,12 @@ class StoreKeys:
         """set: the actor buckets that have (or had) memories; store-wide search walks it."""
         return f"{self._base}{{{self.store}}}:memories:actors"
 
+    @property
+    def profile_actors(self) -> str:
+        """set: the actor buckets that hold (or held) a profile (``memories.profiles``): where
+        the actors holding a field are counted, before the field may be removed."""
+        return f"{self._base}{{{self.store}}}:profile:actors"
+
     def memory_indexes(self) -> list[str]:
         """Every store-level key of long-term memory: each partition's and the actor set."""
         return [key for p in self._partitions for key in p.all()] + [self.memory_actors]
@@ -358,7 +367,9 @@ class ActorKeys:
     index, and ``kept_floor``, the generation from which one may be written; ``index_parts``
     strings, the parts of the actor's kept index (``search.snapshot``: the index in a form a
     new container loads without parsing), part 0 first. ``:index:<n>`` ends in a number, which
-    no other actor key does.
+    no other actor key does. ``profile`` and ``profile_history`` hold the actor's profile
+    (``memories.profiles``): in the actor's slot, so that forgetting the actor, and a change of
+    several fields with their versions, is one atomic step.
     """
 
     INDEX_PARTS = 3
@@ -372,6 +383,10 @@ class ActorKeys:
         self.log = tagged + ":log"
         self.meta = tagged + ":meta"
         self.index_parts = [f"{tagged}:index:{n}" for n in range(self.INDEX_PARTS)]
+        self.profile = tagged + ":profile"
+        """hash: profile field name -> the field's current value, time and source (JSON)."""
+        self.profile_history = tagged + ":profile:history"
+        """hash: profile field name -> the field's versions, newest first (JSON list)."""
 
     def all(self) -> list[str]:
         """In the order the actor scripts expect: memories, vectors, log, meta, then the kept

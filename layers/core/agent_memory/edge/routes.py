@@ -52,6 +52,7 @@ CREATE_STORE_FIRST = "create it with PUT first"
 NOTHING_DELETED = "nothing was deleted"
 SESSION_ROUTE = STORE_ROUTE + "/sessions/<session_id>"
 MEMORY_ROUTE = STORE_ROUTE + "/memories/<memory_id>"
+PROFILE_ROUTE = STORE_ROUTE + "/actors/<actor_id>/profile"
 
 
 def no_content() -> Response[None]:

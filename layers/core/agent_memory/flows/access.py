@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from agent_memory.background.scheduler import ExtractionTarget
     from agent_memory.control.models import Instance
     from agent_memory.flows.container import Caller, Container
+    from agent_memory.stores.database import StoreDatabase
     from agent_memory.stores.models import StoreConfig
     from agent_memory.stores.registry import Stores
 
@@ -37,12 +38,6 @@ def stores_of(container: Container, instance: Instance) -> Stores:
     from agent_memory.database.client import redis_client
     from agent_memory.stores.registry import Stores
 
-    def type_usage(store: StoreConfig, types: frozenset[str]) -> dict[str, int]:
-        from agent_memory.memories.type_usage import types_in_use
-
-        binary = redis_client(instance.url, binary=True, guard=instance.guard)
-        return types_in_use(binary, store, types, container.clock)
-
     return Stores(
         redis_client(instance.url, guard=instance.guard),
         instance.instance_id,
@@ -50,8 +45,40 @@ def stores_of(container: Container, instance: Instance) -> Stores:
         container.clock,
         allow_private_endpoints=container.allow_private_endpoints,
         org_id=instance.org_id,
-        type_usage=type_usage,
+        in_use=_InUse(container, instance),
     )
+
+
+class _InUse:
+    """``stores.registry.InUse`` of ``instance``'s database: the memories that use custom types
+    (``memories.type_usage``) and the actors that hold profile fields
+    (``memories.profiles``)."""
+
+    def __init__(self, container: Container, instance: Instance) -> None:
+        self._container = container
+        self._instance = instance
+
+    def _db(self, store: StoreConfig) -> StoreDatabase:
+        from agent_memory.database.client import redis_client
+        from agent_memory.stores.database import StoreDatabase
+
+        instance = self._instance
+        client = redis_client(instance.url, guard=instance.guard)
+        binary = redis_client(instance.url, binary=True, guard=instance.guard)
+        return StoreDatabase(client, binary, store, self._container.clock)
+
+    def types(self, store: StoreConfig, names: frozenset[str]) -> dict[str, int]:
+        """``memories.type_usage.types_in_use``."""
+        from agent_memory.memories.type_usage import types_in_use
+
+        db = self._db(store)
+        return types_in_use(db.binary, store, names, db.clock)
+
+    def profile_fields(self, store: StoreConfig, names: frozenset[str]) -> dict[str, int]:
+        """``memories.profiles.Profiles.holding``."""
+        from agent_memory.memories.profiles import Profiles
+
+        return Profiles(self._db(store)).holding(sorted(names))
 
 
 def instance_stores(caller: Caller, instance_id: str) -> Stores:

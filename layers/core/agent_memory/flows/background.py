@@ -34,6 +34,8 @@ REPORT_METRICS = {
     "input_tokens": "ModelInputTokens",
     "output_tokens": "ModelOutputTokens",
     "schedule_calls": "ScheduleCalls",
+    "profile_updated": "ProfileFieldsUpdated",
+    "profile_dropped": "ProfileValuesDropped",
 }
 """The metric of each count of a run's report (``RunReport``), added when not zero."""
 
@@ -77,6 +79,7 @@ def run_background(store: StoreHandle, target: ExtractionTarget, budget: RunBudg
             "summarization_runs": report.summarization_runs,
             "llm_input_tokens": report.input_tokens,
             "llm_output_tokens": report.output_tokens,
+            "profile_updates": report.profile_updated,
         }
     )
     for event, data in report.events:

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from agent_memory.control.models import Instance
     from agent_memory.flows.container import Container
     from agent_memory.keyed.service import KeyedMemories
+    from agent_memory.memories.profiles import Profiles
     from agent_memory.memories.service import Memories
     from agent_memory.memories.transfer import MemoryTransfer
     from agent_memory.providers.client import ProviderClient
@@ -98,6 +99,13 @@ class StoreHandle:
         """The store's long-term memories, embedding through the request's provider client,
         reranking searches and recalls with the store's reranker."""
         return self._memories(self.container.provider_client, self._reranker())
+
+    @cached_property
+    def profiles(self) -> Profiles:
+        """The profiles of the store's actors."""
+        from agent_memory.memories.profiles import Profiles
+
+        return Profiles(self.db)
 
     @cached_property
     def session_transfer(self) -> SessionTransfer:

@@ -75,14 +75,18 @@ def forget_memory(store: StoreHandle, memory_id: str) -> None:
 
 
 def forget_actor_memories(store: StoreHandle, actor_id: str) -> ActorForgotten:
-    """Forget every memory of ``actor_id`` (an actor the key reaches, else ``Forbidden``);
-    how many, counted and told as one ``memory.deleted`` naming the actor and how many."""
+    """Forget every memory of ``actor_id`` (an actor the key reaches, else ``Forbidden``) and
+    its profile; how many of each, the memories counted and told as one ``memory.deleted``
+    naming the actor and how many, the profile told as ``profile.updated`` with no fields."""
     reach.actor(store, actor_id)
     deleted = store.memories.delete_actor(actor_id)
+    fields = store.profiles.forget(actor_id)
     if deleted:
         store.effects.count({"memories_deleted": deleted})
         store.effects.tell("memory.deleted", {"actor_id": actor_id, "deleted": deleted})
-    return ActorForgotten(actor_id=actor_id, deleted=deleted)
+    if fields:
+        store.effects.tell("profile.updated", {"actor_id": actor_id, "fields": [], "by": "forget"})
+    return ActorForgotten(actor_id=actor_id, deleted=deleted, profile_fields_deleted=fields)
 
 
 def memory_view(store: StoreHandle, memory_id: str) -> MemoryView:

@@ -437,10 +437,12 @@ class SearchResult(View):
 
 
 class ActorForgotten(View):
-    """Answer of forgetting an actor: how many memories were deleted."""
+    """Answer of forgetting an actor: how many memories were deleted, and how many fields of
+    its profile."""
 
     actor_id: str
     deleted: int
+    profile_fields_deleted: int = 0
 
 
 # --- recall ----------------------------------------------------------------------------------
@@ -509,4 +511,10 @@ class RecallView(View):
     )
     time_window: TimeWindowView | None = Field(
         None, description="As in a search's answer: the time the query names."
+    )
+    profile: dict[str, str | float | int | bool | list[str]] | None = Field(
+        None,
+        description="The actor's profile: each of the store's profile_fields that holds a "
+        "value (null when the store declares none or there is no actor); also the first "
+        "section of the context.",
     )

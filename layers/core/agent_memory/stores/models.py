@@ -25,6 +25,15 @@ from agent_memory.models import (
 )
 from agent_memory.providers.endpoint_urls import check_endpoint_url
 from agent_memory.providers.setting import ProviderSetting, Role
+from agent_memory.stores.steering import (
+    MAX_TYPE_EXAMPLES,
+    ExtractionExample,
+    ExtractionExamples,
+    ExtractionInstructions,
+    ProfileField,
+    ProfileFields,
+    TypeExample,
+)
 from agent_memory.webhooks.models import WebhookEndpoint, Webhooks
 
 # --- stores ----------------------------------------------------------------------------------
@@ -37,6 +46,11 @@ class CustomType(Model):
         description="Lower-case letters, digits and '_', starting with a letter; 1-40 characters."
     )
     description: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
+    examples: Annotated[list[TypeExample], Field(max_length=MAX_TYPE_EXAMPLES)] | None = Field(
+        None,
+        description="Up to 3 short texts of memories of this type, shown to extraction with "
+        "its description.",
+    )
 
     @field_validator("name")
     @classmethod
@@ -80,6 +94,36 @@ class StoreSettings(Model):
     redact_card_digit_runs: bool = True
     # Endpoints told of the store's events (agent_memory.webhooks); up to five.
     webhooks: Webhooks = Field(default_factory=list)
+    # What extraction is told (stores.steering): the operator's instructions and examples, and
+    # the fields of an actor's profile it fills.
+    extraction_instructions: ExtractionInstructions | None = None
+    extraction_examples: ExtractionExamples = Field(default_factory=list)
+    profile_fields: ProfileFields = Field(default_factory=list)
+
+    @field_validator("extraction_examples")
+    @classmethod
+    def _example_types(
+        cls, value: list[ExtractionExample], info: ValidationInfo
+    ) -> list[ExtractionExample]:
+        custom = info.data.get("custom_types") or []
+        types = {*RESERVED_TYPES, *(t.name for t in custom)}
+        for at, example in enumerate(value):
+            for place, memory in enumerate(example.memories):
+                if memory.type not in types:
+                    raise ValueError(
+                        f"example {at}, memory {place}: type '{memory.type}' is not one of "
+                        f"this store's types ({', '.join(sorted(types))})"
+                    )
+        return value
+
+    @field_validator("profile_fields")
+    @classmethod
+    def _unique_fields(cls, value: list[ProfileField]) -> list[ProfileField]:
+        names = [f.name for f in value]
+        repeated = sorted({n for n in names if names.count(n) > 1})
+        if repeated:
+            raise ValueError(f"names the field '{repeated[0]}' twice; names must be unique")
+        return value
 
     @field_validator("webhooks")
     @classmethod
@@ -260,6 +304,9 @@ class StorePut(Model):
     redact_pii: bool | None = None
     redact_card_digit_runs: bool | None = None
     webhooks: Webhooks | None = None
+    extraction_instructions: ExtractionInstructions | None = None
+    extraction_examples: ExtractionExamples | None = None
+    profile_fields: ProfileFields | None = None
 
 
 class StoreConfig(StoreSettings, ProviderSettings):
@@ -345,6 +392,9 @@ class StoreView(View):
     redact_card_digit_runs: bool
     webhooks: list[WebhookEndpoint] = Field(default_factory=list)
     has_webhook_secret: bool = False
+    extraction_instructions: str | None = None
+    extraction_examples: list[ExtractionExample] = Field(default_factory=list)
+    profile_fields: list[ProfileField] = Field(default_factory=list)
     created_at: datetime
     updated_at: datetime
     counts: StoreCounts | None = None

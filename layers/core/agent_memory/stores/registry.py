@@ -8,8 +8,7 @@ Deleting a store removes that entry first (so new writes answer 404), then every
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import redis
 from pydantic import ValidationError
@@ -52,9 +51,20 @@ _SCAN_BATCH = 1000
 _CLUSTER_DELETE_PASSES = 3
 STORED = {"stored": True}  # validation context: read back what was validated when saved
 
-TypeUsage = Callable[[StoreConfig, frozenset[str]], dict[str, int]]
-"""How many live memories of a store use each of some types: ``(store, types) -> {type:
-count}``, leaving out the types no memory uses (``memories.type_usage.types_in_use``)."""
+
+class InUse(Protocol):
+    """What a store's data holds of the settings a change may remove: how many live memories
+    use each of some custom types (``memories.type_usage.types_in_use``), and how many actors
+    hold a value of each of some profile fields (``memories.profiles.Profiles.holding``); each
+    leaves out the names nothing uses."""
+
+    def types(self, store: StoreConfig, names: frozenset[str]) -> dict[str, int]:
+        """``{type: live memories using it}``."""
+        ...
+
+    def profile_fields(self, store: StoreConfig, names: frozenset[str]) -> dict[str, int]:
+        """``{field: actors holding a value of it}``."""
+        ...
 
 
 def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
@@ -86,11 +96,12 @@ def current_entry(raw: str | bytes | None, store: StoreConfig) -> dict[str, Any]
 
 class Stores:
     """The stores of one instance (``instance_id``) of organization ``org_id``, which the
-    provider API keys they store are bound to (``key_place``). ``type_usage`` says which custom
-    types memories use, so that ``put`` can refuse to remove one of them; without it (tools
-    and tests that build a store by hand), removing a custom type is refused while the store
-    holds any live memory. Errors: ``StoreNotFound``, ``ValidationFailed``, ``Conflict``,
-    ``DatabaseUnavailable``."""
+    provider API keys they store are bound to (``key_place``). ``in_use`` says which custom
+    types memories use and which profile fields actors hold, so that ``put`` can refuse to
+    remove one of them; without it (tools and tests that build a store by hand), removing a
+    custom type is refused while the store holds any live memory, and removing a profile field
+    while any actor holds a profile. Errors: ``StoreNotFound``, ``ValidationFailed``,
+    ``Conflict``, ``DatabaseUnavailable``."""
 
     def __init__(
         self,
@@ -101,10 +112,10 @@ class Stores:
         *,
         allow_private_endpoints: bool = False,
         org_id: str = "",
-        type_usage: TypeUsage | None = None,
+        in_use: InUse | None = None,
     ) -> None:
         self._allow_private = allow_private_endpoints
-        self._type_usage = type_usage
+        self._in_use = in_use
         self.client = client
         """The instance's database (text replies)."""
         self._redis = client
@@ -169,6 +180,7 @@ class Stores:
                         before = StoreConfig.model_validate_json(raw, context=STORED)
                         self._check_dimensions(before, config)
                         self._check_types(before, config)
+                        self._check_profile_fields(before, config)
                     pipe.multi()
                     pipe.hset(StoreKeys.registry, name, config.model_dump_json())
                     pipe.execute()
@@ -202,7 +214,7 @@ class Stores:
         }
         if not removed:
             return
-        if self._type_usage is None:
+        if self._in_use is None:
             held = live_count(self._redis, before.keys(), to_ms(self._clock.now()))
             if held:
                 raise Conflict(
@@ -210,7 +222,7 @@ class Stores:
                     f"{', '.join(sorted(removed))}; they cannot be removed here."
                 )
             return
-        used = self._type_usage(before, removed)
+        used = self._in_use.types(before, removed)
         if not used:
             return
         total = sum(used.values())
@@ -222,6 +234,35 @@ class Stores:
             "first (a memory changed to another type keeps the old one in its history).",
             details=[
                 {"field": "custom_types", "problem": f"{count} memories use the type '{name}'"}
+                for name, count in sorted(used.items())
+            ],
+        )
+
+    def _check_profile_fields(self, before: StoreConfig, after: StoreConfig) -> None:
+        """A profile field may only go while no actor holds a value of it (``Conflict`` naming
+        each field and how many actors hold it; the ``PATCH .../profile`` of those actors
+        clears it first). Changing a field's description or type keeps the values held."""
+        removed = frozenset(f.name for f in before.profile_fields) - {
+            f.name for f in after.profile_fields
+        }
+        if not removed:
+            return
+        if self._in_use is None:
+            with database_errors():
+                holders = int(self._redis.scard(before.keys().profile_actors))
+            used = dict.fromkeys(removed, holders) if holders else {}
+        else:
+            used = self._in_use.profile_fields(before, removed)
+        if not used:
+            return
+        total = sum(used.values())
+        named = ", ".join(f"'{name}' ({count})" for name, count in sorted(used.items()))
+        raise Conflict(
+            f"Actors hold values of profile fields this change removes: {named}. Clear them "
+            "first (PATCH .../actors/{actor}/profile with the field set to null), or keep the "
+            f"fields ({total} values in all).",
+            details=[
+                {"field": "profile_fields", "problem": f"{count} actors hold a value of '{name}'"}
                 for name, count in sorted(used.items())
             ],
         )

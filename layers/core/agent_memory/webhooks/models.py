@@ -29,6 +29,7 @@ EventType = Literal[
     "memory.superseded",
     "memory.deleted",
     "session.deleted",
+    "profile.updated",
     "store.deleted",
 ]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
