@@ -10,6 +10,7 @@ from agent_memory.background.scheduler import ExtractionTarget, LocalScheduler
 from agent_memory.background.triggers import schedule_background
 from agent_memory.background.work import SessionWork
 from agent_memory.database.keys import LocalScheduleKeys
+from agent_memory.memories.profiles import Profiles
 from agent_memory.memories.service import Memories
 from agent_memory.providers.client import ProviderClient
 from agent_memory.providers.factory import make_embedder, make_language_model
@@ -119,6 +120,10 @@ class World:
 
     def quiet(self):
         self.clock.moment += timedelta(seconds=self.config.extraction_delay_seconds + 1)
+
+    def profiles(self):
+        """The store's actors' profiles (``memories.profiles``)."""
+        return Profiles(StoreDatabase(self.client, self.client, self.config, self.clock))
 
     def texts(self, actor="alice"):
         return sorted(m.text for m in self.memories.page(0, 100, actor, None).memories)

@@ -214,8 +214,9 @@ class Profiles:
         with database_errors():
             pipe = self._redis.pipeline(transaction=False)
             pipe.hlen(actor.profile)
-            pipe.delete(actor.profile, actor.profile_history)
-            held, _ = pipe.execute()
+            pipe.delete(actor.profile)  # one key a command: a cluster pipeline takes no more
+            pipe.delete(actor.profile_history)
+            held, _, _ = pipe.execute()
             self._redis.srem(self._keys.profile_actors, actor.bucket)
         return int(held)
 
