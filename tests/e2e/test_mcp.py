@@ -671,3 +671,27 @@ def test_concurrent_remote_calls_beyond_the_workers_all_complete(proxy, open_sta
     started = time.monotonic()
     assert run(go()) == [False] * 12
     assert time.monotonic() - started < 10
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_recall_carries_the_actors_profile_on_both_transports(open_stack, provider, transport):
+    with MemoryClient(open_stack.url, open_stack.api_key) as api:
+        fields = [{"name": "city", "description": "Where the user lives"}]
+        path = model_store(api, provider, profile_fields=fields)
+        name = path.rsplit("/", 1)[1]
+        try:
+            actor = unique("user")
+            api.store("local", name).update_profile(actor, {"city": "Porto"})
+
+            async def go():
+                async with connect(transport, open_stack.url, open_stack.api_key) as client:
+                    arguments = {"session_id": unique("s"), "actor_id": actor}
+                    arguments.update({"instance_id": "local", "store": name})
+                    return await client.call_tool("memory_recall", arguments)
+
+            recalled = run(go())
+            assert not recalled.is_error, text(recalled)
+            assert recalled.structured_content["profile"] == {"city": "Porto"}
+            assert '## About the user\n- city: "Porto"' in text(recalled)
+        finally:
+            api.delete_store("local", name)

@@ -347,8 +347,9 @@ class _Tools:
         store: StoreArg = None,
     ) -> Annotated[CallToolResult, m.RecallView]:
         """Recall what to know before answering in a conversation: the session's summary and
-        recent messages and the user's relevant long-term memories, as one context text (the
-        structured result has each part). A new session is not an error: it recalls nothing."""
+        recent messages and the user's relevant long-term memories, with the user's profile
+        when the store keeps one, as one context text (the structured result has each part).
+        A new session is not an error: it recalls nothing."""
         handle = self._store(ctx, instance_id, store)
         recalled: m.RecallView = self._call(
             lambda: handle.recall(
