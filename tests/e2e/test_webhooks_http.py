@@ -164,7 +164,7 @@ def test_bad_endpoints_are_refused_naming_the_field_and_nothing_changes(
     good = {"url": "https://hooks.example.com/in", "events": ["memory.created"]}
     for webhooks, field in [
         ([good] * 6, "webhooks"),
-        ([{**good, "events": ["memory.updated"]}], "webhooks.0.events.0"),
+        ([{**good, "events": ["memory.renamed"]}], "webhooks.0.events.0"),
         ([{**good, "events": []}], "webhooks.0.events"),
         ([{**good, "events": ["memory.created", "memory.created"]}], "webhooks.0.events"),
         ([{**good, "url": "https://user:pw@hooks.example.com/"}], "webhooks.0.url"),

@@ -360,7 +360,7 @@ def test_webhook_urls_are_checked_when_saved():
         {"url": "http://127.0.0.1:9/in", "events": ["memory.created"]}, context=PRIVATE
     )
     assert loopback.url.startswith("http://")
-    for events in ([], ["memory.created", "memory.created"], ["memory.updated"]):
+    for events in ([], ["memory.created", "memory.created"], ["memory.renamed"]):
         with pytest.raises(ValueError):
             WebhookEndpoint.model_validate({"url": "https://h.example.com/", "events": events})
 
