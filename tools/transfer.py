@@ -10,18 +10,21 @@
 Both work over the public API with the Python client ``kividb_memory`` (the API key from
 ``KIVIDB_API_KEY``, or ``--api-key``), so they run against a deployed service as well as the
 local stack. Both show their progress (``tools.progress``): on a terminal a bar per stage with
-its total and percentage (export: the sessions, then the memories, current and superseded;
-import: the file's check, then its items), elsewhere one line per stage; then a summary.
+its total and percentage (export: the sessions, the memories, current and superseded, then
+the actors' profiles; import: the file's check, then its items), elsewhere one line per
+stage; then a summary.
 
 What moves: the store's settings (never its provider API keys, which are write-only: the
 import says when the source had one, to be given again with ``PUT``); every live session with
 all its messages, sequence numbers, summary and extraction state; every live memory, current
-and superseded, with every field, its versions and its vector (the routes of docs/routes.md,
-"Export and import"). Ids and times stay as they were.
+and superseded, with every field, its versions and its vector; every actor's profile with each
+field's history (the routes of docs/routes.md, "Export and import"). Ids and times stay as
+they were.
 
 The file is JSON Lines (gzip when its name ends in ``.gz``): a header (format, version, source,
-settings, counts), one line per session, one per memory, and an end line with the counts, so a
-cut file is refused. Export writes ``FILE.partial`` and renames it when complete.
+settings, counts), one line per session, one per memory, one per actor's profile, and an end
+line with the counts, so a cut file is refused (a file from before profiles, without their
+count, is read as having none). Export writes ``FILE.partial`` and renames it when complete.
 
 A store may be written to while it is exported; the file is still one that imports whole:
 
@@ -44,7 +47,8 @@ times of each link equal, no cycle). Import checks the file the same way before 
 anything.
 
 Import creates the store when it is missing (a store that exists keeps its provider keys), is
-idempotent (importing twice keeps one copy: sessions by id and sequence number, memories by id)
+idempotent (importing twice keeps one copy: sessions by id and sequence number, memories by id,
+profiles by actor, each field replaced whole)
 and resumable: it notes the items done in ``FILE.progress`` (for that target), so a run that
 stopped goes on where it stopped; the note is removed at the end. A chain's memories go in one
 batch; a chain longer than a batch goes in several, each ending with a memory sent as current
@@ -134,7 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 counts = export_store(client, args.instance, args.store, args.file, progress)
                 progress.summary(
                     f"exported {counts['sessions']} sessions ({counts['messages']} messages) "
-                    f"and {counts['memories']} memories to {args.file}"
+                    f"and {counts['memories']} memories and {counts['profiles']} profiles "
+                    f"to {args.file}"
                 )
             else:
                 done = import_store(client, args.instance, args.store, args.file, progress)
@@ -143,7 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 )
                 progress.summary(
                     f"imported {done.sessions} sessions ({done.messages_added} new messages) "
-                    f"and {done.memories} memories ({done.expired} left out: expired) into "
+                    f"and {done.memories} memories ({done.expired} left out: expired) and "
+                    f"{done.profiles} profiles into "
                     f"{args.instance}/{args.store}{resumed}"
                 )
                 for note in done.notes:

@@ -53,8 +53,9 @@ def export_store(
     client: MemoryClient, instance: str, name: str, out: Path, progress: Progress
 ) -> dict[str, int]:
     """Write store ``name`` of ``instance`` to ``out``; returns the counts written
-    (``sessions``, ``messages``, ``memories``). Two stages of ``progress``: the sessions, then
-    the memories, current and superseded. ``KiviDBError`` from the API."""
+    (``sessions``, ``messages``, ``memories``, ``profiles``). Three stages of ``progress``: the
+    sessions, the memories, current and superseded, then the actors' profiles. ``KiviDBError``
+    from the API."""
     view = client.get_store(instance, name)
     store = client.store(instance, name)
     counts = view.counts
@@ -71,7 +72,7 @@ def export_store(
         },
     }
     partial = out.with_name(out.name + ".partial")
-    written = {"sessions": 0, "messages": 0, "memories": 0}
+    written = {"sessions": 0, "messages": 0, "memories": 0, "profiles": 0}
     with _open(partial, "w", named=out) as handle:
         handle.write(json.dumps(header, ensure_ascii=False) + "\n")
         with progress.stage("sessions", counts.sessions if counts else 0, "session") as stage:
@@ -81,6 +82,9 @@ def export_store(
         every = store.list_memories(limit=1, include_superseded=True).total
         with progress.stage("memories", every, "memory") as stage:
             _export_memories(store, handle, written, stage)
+        # No count of profiles comes before the export: the stage's total grows as it goes.
+        with progress.stage("profiles", 0, "profile") as stage:
+            _export_profiles(store, handle, written, stage)
         handle.write(json.dumps({"end": written}) + "\n")
     problems = check_export(partial, named=out)
     if problems:
@@ -135,6 +139,28 @@ def _export_memories(
         for line in spool.lines():
             handle.write(line + "\n")
             written["memories"] += 1
+
+
+def _export_profiles(
+    store: StoreClient, handle: IO[str], written: dict[str, int], stage: Stage
+) -> None:
+    """Write every actor's profile of ``store`` with its fields' histories, once each (a
+    page may repeat an actor the scan met before)."""
+    seen: set[str] = set()
+    cursor: str | None = None
+    while True:
+        page = store.export_profiles(cursor=cursor, limit=MEMORY_PAGE)
+        for profile in page.profiles:
+            if profile.actor_id in seen:
+                continue
+            seen.add(profile.actor_id)
+            line = {"profile": profile.model_dump(mode="json")}
+            handle.write(json.dumps(line, ensure_ascii=False) + "\n")
+            written["profiles"] += 1
+            stage.advance()
+        cursor = page.next_cursor
+        if cursor is None:
+            return
 
 
 def _whole_session(store: StoreClient, session_id: str) -> dict[str, Any] | None:

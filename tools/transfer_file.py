@@ -1,5 +1,6 @@
 """The file of ``python -m tools.transfer``: its format (JSON Lines, gzip when its name ends in
-``.gz``: a header, one line per session, one per memory, an end line with the counts), reading
+``.gz``: a header, one line per session, one per memory, one per actor's profile, an end line
+with the counts), reading
 it back whole (``_lines``), and its check (``check_export``: every session whole, every chain
 resolved within the file), with the chain walk (``_chain``) the export and import order by.
 
@@ -101,17 +102,27 @@ def check_export(path: Path, *, named: Path | None = None) -> list[str]:
     except TransferError as exc:
         return [str(exc)]
     problems = check_items(items)
-    if len(items) != end.get("sessions", -1) + end.get("memories", -2):
+    if len(items) != items_counted(end):
         problems.append(f"it holds {len(items)} items, its end line says otherwise")
     return problems
+
+
+def items_counted(end: dict[str, Any]) -> int:
+    """How many items an end line counts (-1 for one without its counts): sessions, memories
+    and profiles (an export from before profiles has no count of them: 0)."""
+    counts = [end.get("sessions"), end.get("memories"), end.get("profiles", 0)]
+    if not all(isinstance(count, int) for count in counts):
+        return -1
+    return sum(cast(list[int], counts))
 
 
 def check_items(items: Sequence[str]) -> list[str]:
     """What is wrong with an export's items (lines): a session that is not whole
     (``session_problems``), an item given twice, a chain not resolved within the export
-    (``chain_problems``)."""
+    (``chain_problems``), a profile without its actor or fields."""
     problems: list[str] = []
     sessions: set[str] = set()
+    actors: set[str] = set()
     links: dict[str, dict[str, Any]] = {}
     memories: set[str] = set()
     for line in items:
@@ -129,8 +140,17 @@ def check_items(items: Sequence[str]) -> list[str]:
             memories.add(memory["id"])
             if memory.get("supersedes") or memory.get("superseded_by"):
                 links[memory["id"]] = _link_fields(memory)
+        elif "profile" in item:
+            profile = item["profile"]
+            actor = profile.get("actor_id") if isinstance(profile, dict) else None
+            if not isinstance(actor, str) or not isinstance(profile.get("fields"), dict):
+                problems.append(f"a profile has no actor_id or no fields: {line[:80]}")
+            elif actor in actors:
+                problems.append(f"the profile of actor {actor} is in the export twice")
+            else:
+                actors.add(actor)
         else:
-            problems.append(f"an item is neither a session nor a memory: {line[:80]}")
+            problems.append(f"an item is not a session, a memory or a profile: {line[:80]}")
     return problems + chain_problems(links)
 
 

@@ -1,7 +1,7 @@
 """The import of ``python -m tools.transfer``: ``import_store`` checks a file and sends it to
 a store over the API, sessions in pages, memories in batches that keep each chain whole
-(``_MemorySender``), noting what is done in ``FILE.progress`` (``Done``) so that a run that
-stopped goes on where it stopped.
+(``_MemorySender``), profiles in batches (``_ProfileSender``), noting what is done in
+``FILE.progress`` (``Done``) so that a run that stopped goes on where it stopped.
 
 Apart from the export (``tools.transfer_export``) because the two share only the file
 (``tools.transfer_file``): the import orders and batches what the file holds for the import
@@ -18,12 +18,14 @@ from typing import Any
 
 from kividb_memory import MemoryClient, StoreClient
 from tools.progress import Progress
-from tools.transfer_file import TransferError, _chain, _lines, _shown, check_items
+from tools.transfer_file import TransferError, _chain, _lines, _shown, check_items, items_counted
 
 IMPORT_PAGE = 200
 """Messages per session import call (the route's limit)."""
 MEMORY_BATCH = 100
 """Memories per import call (the route's limit)."""
+PROFILE_BATCH = 100
+"""Profiles per import call (the route's limit); a batch is also cut by ``MEMORY_BATCH_BYTES``."""
 MEMORY_BATCH_BYTES = 700_000
 """A batch is also cut before its JSON passes this size (the API takes bodies up to 1 MiB)."""
 
@@ -57,13 +59,14 @@ class Done:
 @dataclass
 class Imported:
     """What an import did: sessions and their messages written (``messages_added``: those the
-    target did not have), memories written and those left out because their time was up, and
-    the line it resumed after (0: from the start)."""
+    target did not have), memories written and those left out because their time was up,
+    actors' profiles written, and the line it resumed after (0: from the start)."""
 
     sessions: int = 0
     messages_added: int = 0
     memories: int = 0
     expired: int = 0
+    profiles: int = 0
     resumed_after: int = 0
     notes: list[str] = field(default_factory=list)
 
@@ -78,7 +81,7 @@ def import_store(
     with progress.stage("check the file", 1, "file") as stage:
         header, items, end = _lines(source)
         stage.note(f"{len(items):,} items")
-        if len(items) != end.get("sessions", -1) + end.get("memories", -2):
+        if len(items) != items_counted(end):
             raise TransferError(f"{source} holds {len(items)} items, its end line says otherwise")
         problems = check_items(items)
         if problems:
@@ -97,6 +100,7 @@ def import_store(
     kept = Done(source, f"{client.base_url} {instance} {name}")
     done.resumed_after = kept.done
     sender = _MemorySender(store, kept, done)
+    profiles = _ProfileSender(store, kept, done)
     kinds = [_kind(line) for line in items]
     with progress.stage("items", len(items), "item") as stage:
         stage.advance(kept.done)
@@ -104,22 +108,29 @@ def import_store(
             stage.note(f"resumed after item {kept.done:,}")
         for unit in _units(_import_order(kinds), kinds, kept.done):
             number, at = unit[0]
-            if kinds[at][0] is None:
+            item = json.loads(items[at]) if kinds[at][0] is None else {}
+            if "session" in item:
                 sender.flush()
-                done.messages_added += _import_session(store, json.loads(items[at])["session"])
+                profiles.flush()
+                done.messages_added += _import_session(store, item["session"])
                 done.sessions += 1
                 kept.save(number)
+            elif "profile" in item:
+                sender.flush()
+                profiles.add(number, item["profile"])
             else:
+                profiles.flush()
                 sender.add([(number, items[at]) for number, at in unit])
             stage.advance(len(unit))
         sender.flush()
+        profiles.flush()
     kept.finish()
     return done
 
 
 Kind = tuple[str | None, str | None, str | None]
 """What the import's order needs of an item: a memory's id, ``supersedes`` and
-``superseded_by`` (all None for a session)."""
+``superseded_by`` (all None for a session or a profile)."""
 
 
 def _kind(line: str) -> Kind:
@@ -164,6 +175,62 @@ def _units(order: list[int], kinds: list[Kind], done: int) -> Iterator[list[tupl
         previous = memory_id
     if unit:
         yield unit
+
+
+class _ProfileSender:
+    """Profile import batches of at most ``PROFILE_BATCH`` profiles and ``MEMORY_BATCH_BYTES``
+    of JSON. A profile larger than that alone (20 fields, each with 20 versions of 20
+    200-character items, pass 1 MiB) goes as several, each naming some of its fields: an import
+    replaces only the fields it names, so the pieces make the whole profile, and one sent again
+    after a stop changes nothing. The progress is saved after each batch."""
+
+    def __init__(self, store: StoreClient, progress: Done, done: Imported) -> None:
+        self._store = store
+        self._progress = progress
+        self._done = done
+        self._batch: list[dict[str, Any]] = []
+        self._bytes = 0
+        self._end = 0
+
+    def add(self, number: int, profile: dict[str, Any]) -> None:
+        """Send item ``number``, an exported profile."""
+        for piece in _pieces(profile):
+            size = _json_bytes(piece)
+            if self._batch and (
+                len(self._batch) == PROFILE_BATCH or self._bytes + size > MEMORY_BATCH_BYTES
+            ):
+                self.flush()
+            self._batch.append(piece)
+            self._bytes += size
+        self._done.profiles += 1
+        self._end = number
+
+    def flush(self) -> None:
+        """Send the batch gathered so far."""
+        if self._batch:
+            self._store.import_profiles(self._batch)
+            self._progress.save(self._end)
+            self._batch, self._bytes = [], 0
+
+
+def _pieces(profile: dict[str, Any]) -> list[dict[str, Any]]:
+    """``profile`` whole when its JSON fits ``MEMORY_BATCH_BYTES``, else one piece a field
+    (its current entry and its versions: at most 21 values of 4,000 characters)."""
+    if _json_bytes(profile) <= MEMORY_BATCH_BYTES:
+        return [profile]
+    fields, history = profile.get("fields") or {}, profile.get("history") or {}
+    return [
+        {
+            "actor_id": profile["actor_id"],
+            "fields": {name: fields[name]} if name in fields else {},
+            "history": {name: history[name]} if name in history else {},
+        }
+        for name in sorted(set(fields) | set(history))
+    ]
+
+
+def _json_bytes(value: object) -> int:
+    return len(json.dumps(value, ensure_ascii=False).encode("utf-8"))
 
 
 class _MemorySender:

@@ -210,3 +210,36 @@ def test_forgetting_an_actor_forgets_its_profile(api, steered):
     assert forgotten.profile_fields_deleted == 2
     assert store.get_profile("eve").fields == {}
     assert store.profile_history("eve", "city").versions == []
+
+
+def test_a_profile_import_that_breaks_a_rule_is_refused_naming_it_and_writes_nothing(
+    api, steered, open_stack
+):
+    store = api.store("local", steered)
+    store.update_profile("gil", {"city": "Porto"})
+    before = store.export_profiles().profiles
+    entry = {"value": "Faro", "updated_at": "2026-01-02T03:04:05Z", "source": {"by": "caller"}}
+    good = {"actor_id": "hal", "fields": {"city": entry}}
+    cases = [
+        ({"actor_id": "gil", "fields": {"shoe": entry}}, "profiles.1.fields.shoe"),
+        (
+            {"actor_id": "gil", "fields": {}, "history": {"age": [entry | {"value": 3}, entry]}},
+            "profiles.1.history.age.1",
+        ),
+        ({"actor_id": "gil", "fields": {"pets": entry | {"value": [1]}}}, "profiles.1.fields.pets"),
+        ({"actor_id": "a b", "fields": {"city": entry}}, "profiles.1.actor_id"),
+        (
+            {"actor_id": "gil", "fields": {"city": entry | {"source": {"by": "someone"}}}},
+            "profiles.1.fields.city.source.by",
+        ),
+    ]
+    path = f"/instances/local/agent-memory/{steered}/import/profiles"
+    with open_stack.client() as http:
+        for bad, named in cases:
+            answer = http.post(path, json={"profiles": [good, bad]})
+            assert answer.status_code == 422, (bad, answer.text)
+            assert named in {d["field"] for d in answer.json()["details"]}, answer.text
+        assert http.post(path, json={"profiles": []}).status_code == 422
+    assert store.export_profiles().profiles == before  # "hal" was never written
+    assert store.import_profiles([good]).imported == 1
+    assert store.get_profile("hal").fields["city"].value == "Faro"

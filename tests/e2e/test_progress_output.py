@@ -59,17 +59,21 @@ def test_the_export_counts_every_memory_superseded_ones_too(stack, filled, tmp_p
     shown = on_terminal(_transfer(stack, "export", "--store", name, "--out", str(out)))
     assert shown.returncode == 0, shown.stderr
     screen = shown.screen()
-    assert re.match(r"export: sessions: 100%\|█+\| 3/3 ", screen[-2]), screen
-    assert re.match(r"export: memories: 100%\|█+\| 5/5 ", screen[-1]), screen
+    assert re.match(r"export: sessions: 100%\|█+\| 3/3 ", screen[-3]), screen
+    assert re.match(r"export: memories: 100%\|█+\| 5/5 ", screen[-2]), screen
+    assert re.match(r"export: profiles: 100%\| 0/0 ", screen[-1]), screen  # the store has none
     assert "item [" not in shown.stderr and "/4 " not in shown.stderr
-    assert shown.stdout == f"exported 3 sessions (3 messages) and 5 memories to {out}\n"
+    assert shown.stdout == (
+        f"exported 3 sessions (3 messages) and 5 memories and 0 profiles to {out}\n"
+    )
 
     again = piped(_transfer(stack, "export", "--store", name, "--out", str(out)))
     assert again.returncode == 0, again.stderr
     lines = again.stderr.splitlines()
-    assert len(lines) == 2 and "\r" not in again.stderr, again.stderr
+    assert len(lines) == 3 and "\r" not in again.stderr, again.stderr
     assert re.fullmatch(rf"export: sessions: 3/3 {LINE}", lines[0])
     assert re.fullmatch(rf"export: memories: 5/5 {LINE}", lines[1])
+    assert re.fullmatch(rf"export: profiles: 0/0 {LINE}", lines[2])
     assert again.stdout == shown.stdout
 
 

@@ -19,12 +19,12 @@ import httpx
 import numpy as np
 import pytest
 
-from kividb_memory import MemoryClient
+from kividb_memory import MemoryClient, StoreClient
 from local.bootstrap import start_redis_cluster
 from local.launch import running_stack
 from tests.support.common import unique
 from tests.support.stack import Stack
-from tools import transfer, transfer_export, transfer_file
+from tools import transfer, transfer_export, transfer_file, transfer_import
 
 CLUSTER_KEY = "kvm_e2e_cluster_transfer_0123456789abcdefghijk"
 DIM = 4
@@ -52,6 +52,13 @@ def cluster_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         cluster.stop()
 
 
+PROFILE_FIELDS = [
+    {"name": "city", "description": "Where the user lives"},
+    {"name": "pets", "description": "The user's pets", "type": "list"},
+    {"name": "age", "description": "How old the user is", "type": "number"},
+]
+
+
 def _vector(i: int) -> list[float]:
     return [float(np.cos(i)), float(np.sin(i)), 0.2, 0.05 * i]
 
@@ -64,8 +71,13 @@ def _fill(client: MemoryClient, name: str) -> None:
         dedupe_threshold=1.0,
         summarize_after=50,
         custom_types=[{"name": "order_issue", "description": "A problem with an order"}],
+        profile_fields=PROFILE_FIELDS,
     )
     store = client.store("local", name)
+    store.update_profile("user-0", {"city": "Paris", "pets": ["Rex"]})
+    store.update_profile("user-0", {"city": "Lisbon", "age": 40})
+    store.update_profile("user-0", {"age": None})
+    store.update_profile("user-1", {"pets": ["Mia", "Ósc ✨"]})
     for i in range(12):
         store.add_events(
             f"chat-{i}",
@@ -93,6 +105,12 @@ def _fill(client: MemoryClient, name: str) -> None:
 
 
 def _export(stack: Stack, name: str, path: Path, monkeypatch) -> tuple[dict, dict, dict]:
+    header, sessions, memories, _ = _export_all(stack, name, path, monkeypatch)
+    return header, sessions, memories
+
+
+def _export_all(stack: Stack, name: str, path: Path, monkeypatch) -> tuple[dict, dict, dict, dict]:
+    """The header, sessions, memories and profiles (by actor) of an export of ``name``."""
     monkeypatch.setenv("KIVIDB_API_KEY", stack.api_key)
     argv = [
         "export",
@@ -112,7 +130,9 @@ def _export(stack: Stack, name: str, path: Path, monkeypatch) -> tuple[dict, dic
         lines = [json.loads(line) for line in handle]
     sessions = {s["session"]["session_id"]: s["session"] for s in lines if "session" in s}
     memories = {m["memory"]["id"]: m["memory"] for m in lines if "memory" in m}
-    return lines[0], sessions, memories
+    profiles = {p["profile"]["actor_id"]: p["profile"] for p in lines if "profile" in p}
+    assert lines[-1]["end"]["profiles"] == len(profiles)
+    return lines[0], sessions, memories, profiles
 
 
 def _import(stack: Stack, name: str, path: Path, monkeypatch, capsys) -> tuple[int, str]:
@@ -140,20 +160,26 @@ def test_a_store_moves_to_a_cluster_whole_and_twice_keeps_one_copy(
     name = unique("move")
     with stack.memory() as client:
         _fill(client, name)
-        header, sessions, memories = _export(stack, name, tmp_path / "store.jsonl.gz", monkeypatch)
+        header, sessions, memories, profiles = _export_all(
+            stack, name, tmp_path / "store.jsonl.gz", monkeypatch
+        )
         source_view = client.get_store("local", name)
+        ages = client.store("local", name).profile_history("user-0", "age").versions
         client.delete_store("local", name)
     assert header["settings"]["custom_types"][0]["name"] == "order_issue"
     assert len(sessions) == 13 and len(sessions["long"]["messages"]) == 150
     assert len(memories) == 133
+    assert sorted(profiles) == ["user-0", "user-1"]
     status, out = _import(cluster_stack, name, tmp_path / "store.jsonl.gz", monkeypatch, capsys)
     assert status == 0, out
     assert "imported 13 sessions (174 new messages) and 133 memories" in out
-    _, moved_sessions, moved_memories = _export(
+    assert "and 2 profiles into" in out
+    _, moved_sessions, moved_memories, moved_profiles = _export_all(
         cluster_stack, name, tmp_path / "again.jsonl", monkeypatch
     )
     assert moved_sessions == sessions
     assert moved_memories == memories
+    assert moved_profiles == profiles
     status, out = _import(cluster_stack, name, tmp_path / "store.jsonl.gz", monkeypatch, capsys)
     assert status == 0 and "(0 new messages)" in out
     with cluster_stack.memory() as client:
@@ -170,6 +196,13 @@ def test_a_store_moves_to_a_cluster_whole_and_twice_keeps_one_copy(
         ]
         found = store.search("Lisbon", mode="keyword", actor_id="user-0").memories
         assert [m.text for m in found] == ["Lives in Lisbon"]
+        moved = store.get_profile("user-0").fields
+        assert {n: e.value for n, e in moved.items()} == {"city": "Lisbon", "pets": ["Rex"]}
+        assert store.profile_history("user-0", "age").versions == ages
+        assert store.recall("chat-0", actor_id="user-0").profile == {
+            "city": "Lisbon",
+            "pets": ["Rex"],
+        }
         client.delete_store("local", name)
 
 
@@ -592,3 +625,43 @@ def test_ctrl_c_ends_the_tool_with_one_line_saying_what_to_do(tmp_path, monkeypa
     assert (
         err == f"transfer: interrupted: nothing was written to {tmp_path / 'x.jsonl'}; run it again"
     )
+
+
+def test_a_profile_larger_than_a_batch_moves_whole_in_pieces(stack, tmp_path, monkeypatch, capsys):
+    """A profile whose JSON passes the import's batch size goes as one piece a field, and the
+    pieces make the whole profile again, history and all (the batch size lowered here so a
+    profile of a few kilobytes passes it; a real one passes 700 kB at the fields' limits)."""
+    name, moved = unique("bigprofile"), unique("bigprofile-moved")
+    monkeypatch.setattr(transfer_import, "MEMORY_BATCH_BYTES", 6_000)
+    sent: list[list[str]] = []
+    real = StoreClient.import_profiles
+
+    def noted(self, profiles, **kwargs):
+        sent.append([sorted({*p["fields"], *p["history"]}) for p in profiles])
+        return real(self, profiles, **kwargs)
+
+    monkeypatch.setattr(StoreClient, "import_profiles", noted)
+    with stack.memory() as client:
+        client.put_store("local", name, dimensions=DIM, profile_fields=PROFILE_FIELDS)
+        store = client.store("local", name)
+        for version in range(6):
+            store.update_profile(
+                "big",
+                {
+                    "city": f"{version} " + "x" * 900,
+                    "pets": [f"{version}-{n}" * 20 for n in range(5)],
+                },
+            )
+        store.update_profile("small", {"age": 3})
+        _, _, _, profiles = _export_all(stack, name, tmp_path / "big.jsonl", monkeypatch)
+        assert len(json.dumps(profiles["big"])) > 6_000
+        status, out = _import(stack, moved, tmp_path / "big.jsonl", monkeypatch, capsys)
+        assert status == 0, out
+        assert "and 2 profiles into" in out
+        pieces = [piece for batch in sent for piece in batch]
+        assert ["city"] in pieces and ["pets"] in pieces  # "big" went a field at a time
+        assert ["age"] in pieces  # "small" went whole
+        _, _, _, again = _export_all(stack, moved, tmp_path / "again.jsonl", monkeypatch)
+        assert again == profiles
+        for made in (name, moved):
+            client.delete_store("local", made)

@@ -56,7 +56,7 @@ def _suite(files: list[str], stack: Stack, passes: int, provider=None) -> None:
 
 
 def test_every_method_against_the_api_and_the_retry_rules(built, stack: Stack):
-    _suite(["test/client.test.mjs", "test/retries.test.mjs"], stack, 21)
+    _suite(["test/client.test.mjs", "test/retries.test.mjs"], stack, 22)
 
 
 def test_the_agents_sdk_runs_turns_on_the_openai_agents_session(built, stack: Stack):

@@ -53,6 +53,7 @@ MISSING_STORE = {
         "add_memory",
         "import_session",
         "import_memories",
+        "import_profiles",
         "put_keyed_memory",
     },
     "nothing was deleted": {
@@ -85,6 +86,7 @@ MISSING_STORE = {
         "get_profile",
         "update_profile",
         "get_profile_history",
+        "export_profiles",
     },
 }
 

@@ -48,6 +48,7 @@ EFFECTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "forget_actor": (("memory.deleted",), ("memories_deleted",), ""),
     "import_memories": (NO_EVENTS, ("memories_added",), ""),
     "update_profile": (("profile.updated",), ("profile_updates",), ""),
+    "import_profiles": (NO_EVENTS, (), "a restore of profiles, told and counted when first set"),
     "put_keyed_memory": (
         NO_EVENTS,
         (),

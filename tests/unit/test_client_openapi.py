@@ -144,6 +144,8 @@ def _problems(where: str, schema: dict[str, Any], annotation: Any, *, request: b
             fits.append(origin is list and not inner)
         elif kind == "object":
             fits.append(origin is dict or option is dict)
+        elif kind is None and schema.keys() <= {"title", "description"}:
+            fits.append(option is Any)  # a value of any JSON type
         else:
             fits.append(False)
     if "const" in schema:
@@ -366,6 +368,19 @@ def _answer_for(method: str, path: str) -> httpx.Response:
             "next_cursor": None,
         },
         "MemoryImportResult": {"imported": 1, "expired": []},
+        "ProfileExportPage": {
+            "profiles": [
+                {
+                    "actor_id": "ann",
+                    "fields": {
+                        "city": {"value": "Porto", "updated_at": now, "source": {"by": "caller"}}
+                    },
+                    "history": {},
+                }
+            ],
+            "next_cursor": None,
+        },
+        "ProfileImportResult": {"imported": 1},
         "UsageReport": {
             "days": [
                 {
@@ -546,6 +561,25 @@ def test_every_route_of_the_document_has_a_client_method_and_every_method_a_rout
                         "updated_at": NOW,
                         "expires_at": NOW,
                         "vector": "AACAPw==",
+                    }
+                ]
+            ),
+        ),
+        ("StoreClient", "export_profiles", lambda: store.export_profiles(cursor="0", limit=5)),
+        (
+            "StoreClient",
+            "import_profiles",
+            lambda: store.import_profiles(
+                [
+                    {
+                        "actor_id": "ann",
+                        "fields": {
+                            "city": {
+                                "value": "Porto",
+                                "updated_at": NOW,
+                                "source": {"by": "caller"},
+                            }
+                        },
                     }
                 ]
             ),

@@ -10,7 +10,12 @@ import pytest
 from hypothesis import given, strategies as st
 
 from agent_memory.background.prompts import profile_answer
-from agent_memory.memories.profile_models import MAX_PROFILE_TEXT_CHARS, checked_value
+from agent_memory.memories.profile_models import (
+    MAX_PROFILE_ITEM_CHARS,
+    MAX_PROFILE_LIST_ITEMS,
+    MAX_PROFILE_TEXT_CHARS,
+    checked_value,
+)
 from agent_memory.models import is_blank
 from agent_memory.stores.steering import ProfileField
 
@@ -48,11 +53,11 @@ def test_a_value_is_taken_only_by_the_type_it_is(value):
         assert text == value.strip() and len(text) <= MAX_PROFILE_TEXT_CHARS
 
 
-@given(st.lists(st.text(min_size=1), max_size=60))
-def test_a_list_is_strings_each_a_text(items):
+@given(st.lists(st.text(min_size=1, max_size=250), max_size=25))
+def test_a_list_is_strings_each_a_short_text(items):
     taken = _accepted("list", items)
-    fits = len(items) <= 50 and all(
-        not is_blank(i) and len(i.strip()) <= MAX_PROFILE_TEXT_CHARS for i in items
+    fits = len(items) <= MAX_PROFILE_LIST_ITEMS and all(
+        not is_blank(i) and len(i.strip()) <= MAX_PROFILE_ITEM_CHARS for i in items
     )
     assert (taken is not ValueError) == fits
     if fits:

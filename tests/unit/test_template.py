@@ -16,6 +16,8 @@ EXPECTED_ROUTES = {
     "GET /instances/{instance_id}/agent-memory/{store}/actors/{actor_id}/profile",
     "PATCH /instances/{instance_id}/agent-memory/{store}/actors/{actor_id}/profile",
     "GET /instances/{instance_id}/agent-memory/{store}/actors/{actor_id}/profile/history",
+    "GET /instances/{instance_id}/agent-memory/{store}/export/profiles",
+    "POST /instances/{instance_id}/agent-memory/{store}/import/profiles",
     "GET /instances/{instance_id}/agent-memory",
     "PUT /instances/{instance_id}/agent-memory/{store}",
     "GET /instances/{instance_id}/agent-memory/{store}",
@@ -432,7 +434,7 @@ def test_the_deploy_doc_counts_each_resource_type_the_template_declares(template
     stated = {int(n) for n in re.findall(r"\b(\d+) route functions", DEPLOY_DOC.read_text())}
     # 36 API routes (18, 5 of export and import, pop, 5 of keyed memories, 3 of keys, 2 of
     # usage, 2 of webhooks), the console's and the MCP server's; and the scheduled delivery
-    assert stated == {routes - 1} == {41}
+    assert stated == {routes - 1} == {43}
 
 
 def test_the_deploy_doc_lists_every_function_with_its_trigger_memory_and_timeout(template):

@@ -660,6 +660,20 @@ def export_memories(store: str, cursor: str | None, limit: int | None) -> Call[m
     return Call("GET", f"{store}/export/memories", m.MemoryExportPage, True, params=params)
 
 
+def export_profiles(store: str, cursor: str | None, limit: int | None) -> Call[m.ProfileExportPage]:
+    params = query(cursor=cursor, limit=limit)
+    return Call("GET", f"{store}/export/profiles", m.ProfileExportPage, True, params=params)
+
+
+def import_profiles(
+    store: str, batch: m.ProfileImportBatch, key: str | None = None
+) -> Call[m.ProfileImportResult]:
+    body = dump(batch, nulls=True)
+    path = f"{store}/import/profiles"
+    key = idempotency_key(key)
+    return Call("POST", path, m.ProfileImportResult, True, body=body, idempotency_key=key)
+
+
 def import_memories(
     store: str, batch: m.MemoryImportBatch, key: str | None = None
 ) -> Call[m.MemoryImportResult]:

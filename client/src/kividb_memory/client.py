@@ -621,6 +621,31 @@ class StoreClient:
         call = _http.export_memories(self._prefix, cursor, limit)
         return self._client._answer(call)
 
+    def export_profiles(
+        self, cursor: str | None = None, limit: int | None = None
+    ) -> m.ProfileExportPage:
+        """A page of the store's actors' profiles with every field's history (drop repeats by
+        actor); pass the page's ``next_cursor`` for the next one."""
+        call = _http.export_profiles(self._prefix, cursor, limit)
+        return self._client._answer(call)
+
+    def import_profiles(
+        self,
+        profiles: Sequence[m.ImportedProfile | Mapping[str, Any]],
+        *,
+        idempotency_key: str | None = None,
+    ) -> m.ProfileImportResult:
+        """Write 1 to 100 exported profiles with their histories (idempotent: retried like a
+        read)."""
+        batch = m.ProfileImportBatch(
+            profiles=[
+                p if isinstance(p, m.ImportedProfile) else m.ImportedProfile.model_validate(p)
+                for p in profiles
+            ]
+        )
+        call = _http.import_profiles(self._prefix, batch, idempotency_key)
+        return self._client._answer(call)
+
     def import_memories(
         self,
         memories: Sequence[m.ImportedMemory | Mapping[str, Any]],

@@ -82,3 +82,56 @@ class ProfileHistory(Answer):
     actor_id: str
     field: str
     versions: list[ProfileEntry]
+
+
+class ExportedProfile(Answer):
+    """An actor's profile as exported: each field's current entry and its versions, newest
+    first."""
+
+    actor_id: str
+    fields: dict[str, ProfileEntry]
+    history: dict[str, list[ProfileEntry]]
+
+
+class ProfileExportPage(Answer):
+    """A page of ``GET .../export/profiles``; ``next_cursor`` None on the last."""
+
+    profiles: list[ExportedProfile]
+    next_cursor: str | None
+
+
+class ImportedProfileSource(Request):
+    """A value's ``source`` as exported."""
+
+    by: Literal["extraction", "caller"]
+    session_id: str | None = None
+    first_seq: int | None = None
+    last_seq: int | None = None
+
+
+class ImportedProfileEntry(Request):
+    """One value as exported."""
+
+    value: Any
+    updated_at: datetime | str
+    source: ImportedProfileSource
+
+
+class ImportedProfile(Request):
+    """An ``ExportedProfile`` to import."""
+
+    actor_id: str
+    fields: dict[str, ImportedProfileEntry]
+    history: dict[str, list[ImportedProfileEntry]] | None = None
+
+
+class ProfileImportBatch(Request):
+    """Body of ``POST .../import/profiles``."""
+
+    profiles: list[ImportedProfile]
+
+
+class ProfileImportResult(Answer):
+    """How many profiles an import wrote."""
+
+    imported: int

@@ -352,6 +352,16 @@ export class StoreClient {
     return this.#call("GET", "/export/memories", options, { query: snake(options) as Query });
   }
 
+  /** A page of the store's actors' profiles with every field's history; pass its `next_cursor` for the next one. */
+  async exportProfiles(options: CallOptions & { cursor?: string; limit?: number } = {}): Promise<Answer<"ProfileExportPage">> {
+    return this.#call("GET", "/export/profiles", options, { query: snake(options) as Query });
+  }
+
+  /** Write 1 to 100 exported profiles with their histories (idempotent). */
+  async importProfiles(profiles: Answer<"ImportedProfile">[], options: WriteOptions = {}): Promise<Answer<"ProfileImportResult">> {
+    return this.#call("POST", "/import/profiles", options, { body: { profiles }, idempotencyKey: idempotencyKey(options.idempotencyKey) });
+  }
+
   async importMemories(memories: Answer<"ImportedMemory">[], options: WriteOptions = {}): Promise<Answer<"MemoryImportResult">> {
     return this.#call("POST", "/import/memories", options, { body: { memories }, idempotencyKey: idempotencyKey(options.idempotencyKey) });
   }

@@ -126,6 +126,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/instances/{instance_id}/agent-memory/{store}/export/profiles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Export profiles */
+        get: operations["export_profiles_instances__instance_id__agent_memory__store__export_profiles_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/instances/{instance_id}/agent-memory/{store}/export/sessions": {
         parameters: {
             query?: never;
@@ -171,6 +188,23 @@ export interface paths {
         put?: never;
         /** Import memories */
         post: operations["import_memories_instances__instance_id__agent_memory__store__import_memories_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/instances/{instance_id}/agent-memory/{store}/import/profiles": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Import profiles */
+        post: operations["import_profiles_instances__instance_id__agent_memory__store__import_profiles_post"];
         delete?: never;
         options?: never;
         head?: never;
@@ -774,6 +808,23 @@ export interface components {
             } | null;
         };
         /**
+         * ExportedProfile
+         * @description An actor's profile as exported: each field's current entry (``fields``) and its
+         *     versions, newest first (``history``), as kept.
+         */
+        ExportedProfile: {
+            /** Actor Id */
+            actor_id: string;
+            /** Fields */
+            fields: {
+                [key: string]: components["schemas"]["ProfileEntry"];
+            };
+            /** History */
+            history: {
+                [key: string]: components["schemas"]["ProfileEntry"][];
+            };
+        };
+        /**
          * ExportedSource
          * @description Where a memory came from (``MemorySource``), as kept.
          */
@@ -960,6 +1011,55 @@ export interface components {
             item?: {
                 [key: string]: unknown;
             } | null;
+        };
+        /**
+         * ImportedProfile
+         * @description An ``ExportedProfile`` to import: ``fields`` and their ``history`` (newest first, at
+         *     most ``MAX_PROFILE_VERSIONS`` a field), each name one of the store's ``profile_fields``.
+         */
+        ImportedProfile: {
+            /** Actor Id */
+            actor_id: string;
+            /** Fields */
+            fields: {
+                [key: string]: components["schemas"]["ImportedProfileEntry"];
+            };
+            /** History */
+            history?: {
+                [key: string]: components["schemas"]["ImportedProfileEntry"][];
+            };
+        };
+        /**
+         * ImportedProfileEntry
+         * @description One value as exported: the value (checked against the store's field when imported),
+         *     when it was set and by whom.
+         */
+        ImportedProfileEntry: {
+            /** Value */
+            value: unknown;
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+            source: components["schemas"]["ImportedProfileSource"];
+        };
+        /**
+         * ImportedProfileSource
+         * @description A value's ``source`` as exported.
+         */
+        ImportedProfileSource: {
+            /**
+             * By
+             * @enum {string}
+             */
+            by: "extraction" | "caller";
+            /** Session Id */
+            session_id?: string | null;
+            /** First Seq */
+            first_seq?: number | null;
+            /** Last Seq */
+            last_seq?: number | null;
         };
         /**
          * ImportedSource
@@ -1569,6 +1669,18 @@ export interface components {
             source: components["schemas"]["ProfileSource"];
         };
         /**
+         * ProfileExportPage
+         * @description Answer of ``GET .../export/profiles``: some actors' profiles (fewer than ``limit`` when
+         *     more would pass the answer's byte budget) and ``next_cursor`` (null on the last page). A
+         *     profile kept for the whole export is on some page; one may be on two.
+         */
+        ProfileExportPage: {
+            /** Profiles */
+            profiles: components["schemas"]["ExportedProfile"][];
+            /** Next Cursor */
+            next_cursor: string | null;
+        };
+        /**
          * ProfileField
          * @description A field of an actor's profile: its ``name``, what it holds (``description``, shown to
          *     extraction), and its ``type``: ``text`` (a string), ``list`` (strings), ``number``,
@@ -1601,6 +1713,23 @@ export interface components {
             field: string;
             /** Versions */
             versions: components["schemas"]["ProfileEntry"][];
+        };
+        /**
+         * ProfileImportBatch
+         * @description Body of ``POST .../import/profiles``: 1 to 100 profiles, each written as exported
+         *     (replacing what the actor holds of those fields and their histories).
+         */
+        ProfileImportBatch: {
+            /** Profiles */
+            profiles: components["schemas"]["ImportedProfile"][];
+        };
+        /**
+         * ProfileImportResult
+         * @description Answer of ``POST .../import/profiles``: how many profiles were written.
+         */
+        ProfileImportResult: {
+            /** Imported */
+            imported: number;
         };
         /**
          * ProfilePatch
@@ -1735,6 +1864,13 @@ export interface components {
             reranked?: boolean | null;
             /** @description As in a search's answer: the time the query names. */
             time_window?: components["schemas"]["TimeWindowView"] | null;
+            /**
+             * Profile
+             * @description The actor's profile: each of the store's profile_fields that holds a value (null when the store declares none or there is no actor); also the first section of the context.
+             */
+            profile?: {
+                [key: string]: string | number | boolean | string[];
+            } | null;
         };
         /** ResponseValidationError */
         ResponseValidationError: {
@@ -3431,6 +3567,106 @@ export interface operations {
             };
         };
     };
+    export_profiles_instances__instance_id__agent_memory__store__export_profiles_get: {
+        parameters: {
+            query?: {
+                cursor?: string | null;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Database instance id */
+                instance_id: string;
+                /** @description Store name */
+                store: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProfileExportPage"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     export_sessions_instances__instance_id__agent_memory__store__export_sessions_get: {
         parameters: {
             query?: {
@@ -3661,6 +3897,119 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["MemoryImportResult"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    import_profiles_instances__instance_id__agent_memory__store__import_profiles_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1-255 visible ASCII characters of your choosing (a UUID is usual). The same key with the same request within 24 hours answers what the first answered and writes nothing more; with another request it is 422 idempotency_key_reused; while the first is running, 409 idempotency_key_in_progress. */
+                "idempotency-key"?: string | null;
+            };
+            path: {
+                /** @description Database instance id */
+                instance_id: string;
+                /** @description Store name */
+                store: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["ProfileImportBatch"];
+            };
+        };
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ProfileImportResult"];
                 };
             };
             /** @description Unauthorized */

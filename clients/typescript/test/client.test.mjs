@@ -129,6 +129,34 @@ describe("long-term memory", () => {
     assert.equal(result.imported, 1);
   });
 
+  test("profiles: changed, read, their history, exported and imported", async () => {
+    await client.putStore("local", name, {
+      profile_fields: [
+        { name: "city", description: "Where the user lives" },
+        { name: "pets", description: "The user's pets", type: "list" },
+      ],
+    });
+    await store.updateProfile("dee", { city: "Porto", pets: ["Rex"] });
+    const changed = await store.updateProfile("dee", { city: "Braga" });
+    assert.equal(changed.fields.city.value, "Braga");
+    assert.equal(changed.fields.city.source.by, "caller");
+    assert.deepEqual((await store.getProfile("dee")).fields.pets.value, ["Rex"]);
+    const history = await store.profileHistory("dee", "city");
+    assert.deepEqual(history.versions.map((v) => v.value), ["Braga", "Porto"]);
+    await assert.rejects(store.updateProfile("dee", { shoe: 42 }), (error) => {
+      assert.ok(error instanceof ValidationError);
+      assert.ok(error.details.some((d) => d.field === "fields.shoe"));
+      return true;
+    });
+    const page = await store.exportProfiles({ limit: 10 });
+    const dee = page.profiles.find((p) => p.actor_id === "dee");
+    assert.deepEqual(dee.history.city.map((v) => v.value), ["Braga", "Porto"]);
+    const imported = await store.importProfiles([{ ...dee, actor_id: "dee-again" }]);
+    assert.equal(imported.imported, 1);
+    const again = await store.profileHistory("dee-again", "city");
+    assert.deepEqual(again.versions, history.versions);
+  });
+
   test("keyed memories", async () => {
     const kept = await store.putKeyedMemory(["users", "ann"], "theme", { color: "dark" });
     assert.deepEqual(kept.value, { color: "dark" });

@@ -10,9 +10,16 @@ from __future__ import annotations
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.background.triggers import arm_reserved
+from agent_memory.errors import ValidationFailed
 from agent_memory.flows import reach
 from agent_memory.flows.handle import StoreHandle
 from agent_memory.flows.quota import reserve
+from agent_memory.memories.profile_models import (
+    ProfileExportPage,
+    ProfileImportBatch,
+    ProfileImportResult,
+    checked_value,
+)
 from agent_memory.memories.transfer_models import (
     MemoryExportPage,
     MemoryImportBatch,
@@ -77,3 +84,41 @@ def import_session_page(
     added = outcome.result.messages_added
     metrics.add_metric(name="MessagesImported", unit=MetricUnit.Count, value=added)
     return outcome.result
+
+
+def profile_export_page(store: StoreHandle, cursor: str | None, limit: int) -> ProfileExportPage:
+    """About ``limit`` actors' profiles, with their histories, from ``cursor`` on, within the
+    answer's byte budget (``Profiles.export_page``)."""
+    reach.whole_store(store, "export profiles")
+    return store.profiles.export_page(cursor, limit, store.container.answer_budget_bytes)
+
+
+def import_profile_batch(store: StoreHandle, batch: ProfileImportBatch) -> ProfileImportResult:
+    """Write each profile of ``batch`` as exported (``Profiles.import_profile``), all checked
+    first: every field one of the store's ``profile_fields`` and every value, current or past,
+    of its type (``ValidationFailed`` naming ``profiles.<i>.fields.<name>`` or
+    ``profiles.<i>.history.<name>.<j>``, nothing written)."""
+    reach.whole_store(store, "import profiles")
+    declared = {f.name: f for f in store.config.profile_fields}
+    problems: list[dict[str, str]] = []
+    for at, profile in enumerate(batch.profiles):
+        named = [(f"fields.{n}", n, [e]) for n, e in profile.fields.items()]
+        named += [(f"history.{n}", n, versions) for n, versions in profile.history.items()]
+        for where, name, entries in named:
+            field = declared.get(name)
+            for place, entry in enumerate(entries):
+                path = f"profiles.{at}.{where}" + (f".{place}" if where.startswith("h") else "")
+                if field is None:
+                    problems.append({"field": path, "problem": "not a profile field of this store"})
+                    break
+                if entry.value is None:
+                    continue
+                try:
+                    checked_value(field, entry.value)
+                except ValueError as exc:
+                    problems.append({"field": path, "problem": f"{field.type}: {exc}"})
+    if problems:
+        raise ValidationFailed("Some profiles are not valid; see details.", details=problems)
+    for profile in batch.profiles:
+        store.profiles.import_profile(profile)
+    return ProfileImportResult(imported=len(batch.profiles))

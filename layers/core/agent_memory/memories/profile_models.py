@@ -17,14 +17,19 @@ from typing import Annotated, Any, Literal
 
 from pydantic import Field
 
-from agent_memory.models import Model, View, is_blank
+from agent_memory.models import ActorId, Model, SessionId, UtcDatetime, View, is_blank
 from agent_memory.stores.steering import ProfileField
 
 MAX_PROFILE_TEXT_CHARS = 1000
-"""A ``text`` field's value (and each item of a ``list`` field) at most."""
-MAX_PROFILE_LIST_ITEMS = 50
-MAX_PROFILE_VERSIONS = 50
-"""Versions a field keeps (newest first); older ones go."""
+"""A ``text`` field's value at most."""
+MAX_PROFILE_LIST_ITEMS = 20
+MAX_PROFILE_ITEM_CHARS = 200
+"""A ``list`` field holds at most this many strings of at most this many characters."""
+MAX_PROFILE_VERSIONS = 20
+"""Versions a field keeps (newest first); older ones go. With the limits above, an actor's
+whole profile and history hold at most 20 fields x 20 versions x 4,000 characters (1.6 million
+characters; about 3.2 MB of JSON when every character needs an escape), so one actor always
+fits an export page under Lambda's 6 MB (``answers``)."""
 _DAY = re.compile(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$")
 ProfileValue = str | float | int | bool | list[str]
 """What a field holds: a string (``text``, and ``date`` as ``YYYY-MM-DD``), a number, a
@@ -77,7 +82,8 @@ class ProfileHistory(View):
 def checked_value(field: ProfileField, value: object) -> ProfileValue:
     """``value`` as field ``field`` holds it, or ``ValueError`` saying what it must be:
     ``text`` a visible string of at most ``MAX_PROFILE_TEXT_CHARS`` (stripped), ``list`` a
-    list of such strings (at most ``MAX_PROFILE_LIST_ITEMS``; a single string is a list of one),
+    list of visible strings (at most ``MAX_PROFILE_LIST_ITEMS`` of ``MAX_PROFILE_ITEM_CHARS``;
+    a single string is a list of one),
     ``number`` a finite number (not a boolean), ``boolean`` true or false, ``date`` an ISO 8601
     calendar date ``YYYY-MM-DD``."""
     kind = field.type
@@ -87,7 +93,7 @@ def checked_value(field: ProfileField, value: object) -> ProfileValue:
         items = [value] if isinstance(value, str) else value
         if not isinstance(items, list) or len(items) > MAX_PROFILE_LIST_ITEMS:
             raise ValueError(f"must be a list of at most {MAX_PROFILE_LIST_ITEMS} strings")
-        return [_text(item) for item in items]
+        return [_text(item, MAX_PROFILE_ITEM_CHARS) for item in items]
     if kind == "number":
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError("must be a number")
@@ -106,10 +112,71 @@ def checked_value(field: ProfileField, value: object) -> ProfileValue:
         raise ValueError("must be a date, YYYY-MM-DD") from None
 
 
-def _text(value: object) -> str:
-    if not isinstance(value, str) or is_blank(value):
-        raise ValueError(f"must be a text of 1 to {MAX_PROFILE_TEXT_CHARS} characters")
-    text = value.strip()
-    if len(text) > MAX_PROFILE_TEXT_CHARS:
-        raise ValueError(f"must be a text of 1 to {MAX_PROFILE_TEXT_CHARS} characters")
-    return text
+def _text(value: object, limit: int = MAX_PROFILE_TEXT_CHARS) -> str:
+    if not isinstance(value, str) or is_blank(value) or len(value.strip()) > limit:
+        raise ValueError(f"must be a text of 1 to {limit} characters")
+    return value.strip()
+
+
+# --- export and import ------------------------------------------------------------------------
+
+
+class ExportedProfile(View):
+    """An actor's profile as exported: each field's current entry (``fields``) and its
+    versions, newest first (``history``), as kept."""
+
+    actor_id: str
+    fields: dict[str, ProfileEntry]
+    history: dict[str, list[ProfileEntry]]
+
+
+class ProfileExportPage(View):
+    """Answer of ``GET .../export/profiles``: some actors' profiles (fewer than ``limit`` when
+    more would pass the answer's byte budget) and ``next_cursor`` (null on the last page). A
+    profile kept for the whole export is on some page; one may be on two."""
+
+    profiles: list[ExportedProfile]
+    next_cursor: str | None
+
+
+class ImportedProfileSource(Model):
+    """A value's ``source`` as exported."""
+
+    by: Literal["extraction", "caller"]
+    session_id: SessionId | None = None
+    first_seq: Annotated[int, Field(ge=1, le=2**53)] | None = None
+    last_seq: Annotated[int, Field(ge=1, le=2**53)] | None = None
+
+
+class ImportedProfileEntry(Model):
+    """One value as exported: the value (checked against the store's field when imported),
+    when it was set and by whom."""
+
+    value: Any
+    updated_at: UtcDatetime = Field(strict=False)
+    source: ImportedProfileSource
+
+
+class ImportedProfile(Model):
+    """An ``ExportedProfile`` to import: ``fields`` and their ``history`` (newest first, at
+    most ``MAX_PROFILE_VERSIONS`` a field), each name one of the store's ``profile_fields``."""
+
+    actor_id: ActorId
+    fields: Annotated[dict[str, ImportedProfileEntry], Field(max_length=20)]
+    history: Annotated[
+        dict[str, Annotated[list[ImportedProfileEntry], Field(max_length=MAX_PROFILE_VERSIONS)]],
+        Field(max_length=20),
+    ] = Field(default_factory=dict)
+
+
+class ProfileImportBatch(Model):
+    """Body of ``POST .../import/profiles``: 1 to 100 profiles, each written as exported
+    (replacing what the actor holds of those fields and their histories)."""
+
+    profiles: Annotated[list[ImportedProfile], Field(min_length=1, max_length=100)]
+
+
+class ProfileImportResult(View):
+    """Answer of ``POST .../import/profiles``: how many profiles were written."""
+
+    imported: int

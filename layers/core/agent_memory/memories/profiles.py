@@ -15,24 +15,32 @@ The entry's stored names are ``ProfileEntryFields``, which the Lua reads by name
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any, Final, cast
 
 from redis.client import Pipeline
 
+from agent_memory.answers import largest_fitting
 from agent_memory.clock import from_ms, to_ms
 from agent_memory.database.client import database_errors
 from agent_memory.database.keys import actor_bucket
 from agent_memory.database.scripts import WRITES, load_script
+from agent_memory.errors import ValidationFailed
 from agent_memory.memories.profile_models import (
     MAX_PROFILE_VERSIONS,
+    ExportedProfile,
+    ImportedProfile,
+    ImportedProfileEntry,
     ProfileEntry,
+    ProfileExportPage,
     ProfileHistory,
     ProfileSource,
     ProfileValue,
     ProfileView,
 )
 from agent_memory.memories.redaction import redact
+from agent_memory.models import SESSION_ID_PATTERN
 from agent_memory.stores.database import StoreDatabase
 
 
@@ -45,6 +53,9 @@ class ProfileEntryFields:
 
 
 P = ProfileEntryFields
+_SCAN_CURSOR = re.compile(r"[0-9]{1,20}")
+"""An ``SSCAN`` cursor as Redis gives it (an unsigned 64-bit number, in ASCII digits)."""
+_ACTOR = re.compile(SESSION_ID_PATTERN)
 
 CHANGE = (
     WRITES
@@ -233,3 +244,94 @@ class Profiles:
             for name in {str(n) for n in names} & set(fields):
                 counts[name] = counts.get(name, 0) + 1
         return counts
+
+    # --- export and import ---------------------------------------------------------------------
+
+    def export_page(self, cursor: str | None, limit: int, budget: int) -> ProfileExportPage:
+        """About ``limit`` actors' profiles from ``cursor`` on (None for the first page), within
+        ``budget`` bytes (``answers.wire_bytes``). The cursor is the store's actor set's
+        ``SSCAN`` cursor, and when a page was cut for its size, ``|`` and the last actor of the
+        page: the next page reads that batch again from the actor after it (a batch read in
+        sorted order), so a profile held for the whole export is on some page.
+        ``ValidationFailed`` for a cursor that is not one of ours."""
+        scan, after = _cursor(cursor)
+        with database_errors():
+            next_scan, members = self._redis.sscan(self._keys.profile_actors, scan, count=limit)
+            buckets = sorted(str(m) for m in members if after is None or str(m) > after)
+            pipe = self._redis.pipeline(transaction=False)
+            for bucket in buckets:
+                actor = self._keys.actor(bucket)
+                pipe.hgetall(actor.profile)
+                pipe.hgetall(actor.profile_history)
+            read = pipe.execute() if buckets else []
+        profiles = []
+        for at, bucket in enumerate(buckets):
+            current, history = read[2 * at], read[2 * at + 1]
+            if current or history:
+                profiles.append(_exported(bucket, current, history))
+        ended = str(next_scan) if int(next_scan) else None
+
+        def build(kept: int) -> ProfileExportPage:
+            if kept == len(profiles):
+                return ProfileExportPage(profiles=profiles, next_cursor=ended)
+            resume = f"{scan}|{profiles[kept - 1].actor_id}" if kept else cursor
+            return ProfileExportPage(profiles=profiles[:kept], next_cursor=resume)
+
+        return largest_fitting(build, len(profiles), budget)[0]
+
+    def import_profile(self, profile: ImportedProfile) -> None:
+        """Write ``profile`` as exported: each of its fields' current entry and history
+        replaces what the actor holds of that field (fields it does not name stay), in one
+        step (``MULTI`` on the actor's slot). The caller has checked it
+        (``flows.transfer.import_profile_batch``)."""
+        actor = self._keys.actor(actor_bucket(profile.actor_id))
+        life_ms = self._db.config.memory_ttl_seconds * 1000
+        names = set(profile.fields) | set(profile.history)
+        with database_errors():
+            pipe = self._redis.pipeline(transaction=True)
+            for name in sorted(names):
+                entry = profile.fields.get(name)
+                if entry is None:
+                    pipe.hdel(actor.profile, name)
+                else:
+                    pipe.hset(actor.profile, name, _imported_json(entry))
+                versions = profile.history.get(name) or []
+                if versions:
+                    lines = "\n".join(_imported_json(v) for v in versions)
+                    pipe.hset(actor.profile_history, name, lines)
+                else:
+                    pipe.hdel(actor.profile_history, name)
+            pipe.pexpire(actor.profile, life_ms)
+            pipe.pexpire(actor.profile_history, life_ms)
+            pipe.execute()
+            self._redis.sadd(self._keys.profile_actors, actor.bucket)
+
+
+def _cursor(cursor: str | None) -> tuple[int, str | None]:
+    """``(SSCAN cursor, last actor exported of that batch or None)`` of an export cursor:
+    ``<digits>`` or ``<digits>|<actor id>``; ``ValidationFailed`` for anything else."""
+    if cursor is None:
+        return 0, None
+    scan, cut, after = cursor.partition("|")
+    if not _SCAN_CURSOR.fullmatch(scan) or (cut and not _ACTOR.fullmatch(after)):
+        raise ValidationFailed(
+            "The cursor is not one this export gave.",
+            details=[{"field": "query.cursor", "problem": "not a cursor of this export"}],
+        )
+    return int(scan), after or None
+
+
+def _exported(
+    bucket: str, current: Mapping[Any, Any], history: Mapping[Any, Any]
+) -> ExportedProfile:
+    fields = {str(name): read_entry(raw) for name, raw in current.items()}
+    versions = {
+        str(name): [read_entry(line) for line in str(raw).split("\n") if line]
+        for name, raw in history.items()
+    }
+    return ExportedProfile(actor_id=bucket, fields=fields, history=versions)
+
+
+def _imported_json(entry: ImportedProfileEntry) -> str:
+    source = ProfileSource.model_validate(entry.source.model_dump(exclude_none=True))
+    return entry_json(entry.value, to_ms(entry.updated_at), source)
