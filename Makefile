@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test unit integration e2e lint format validate openapi build deploy replay fuzz \
 	console console-screenshots typescript typescript-schema bench bench-working-memory bench-request-path bench-cold-start bench-retrieval bench-latency bench-background bench-updates bench-faults \
-	bench-load bench-imports bench-limits bench-webhooks clean
+	bench-load bench-imports bench-limits bench-webhooks bench-prefix-cache clean
 
 # tools.install: the virtualenv with progress (a bar per step on a terminal, one line per step
 # piped) and pip's output in .local/install.log, which its first line names.
@@ -208,7 +208,7 @@ $(BENCH_STAMP): $(STAMP) bench/requirements.txt
 	@touch $(BENCH_STAMP)
 
 ## bench: every benchmark; each writes a table and a plot under bench/results/
-bench: bench-working-memory bench-latency bench-cold-start bench-request-path bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits bench-webhooks
+bench: bench-working-memory bench-latency bench-cold-start bench-request-path bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits bench-webhooks bench-prefix-cache
 
 ## bench-working-memory: add events and recall through the local stack, vs in-process baselines
 bench-working-memory: $(BENCH_STAMP)
@@ -261,6 +261,12 @@ bench-limits: $(BENCH_STAMP)
 ## every event delivered and verified, and the usage count's cost in the authorizer's step
 bench-webhooks: $(BENCH_STAMP)
 	$(PY) -m bench.webhooks $(ARGS)
+
+## bench-prefix-cache: LoCoMo turn by turn: the share of each recall context that is a prefix
+## of the previous turn's, and the tokens OpenAI's and Anthropic's caches serve, vs the older
+## layout (bench/results/prefix_cache.md)
+bench-prefix-cache: $(BENCH_STAMP)
+	$(PY) -m bench.prefix_cache $(ARGS)
 
 ## bench-scale: 1,000,000 memories of 384 dimensions on a three-primary cluster: memory per
 ## memory and per shard, reads warm and cold, counts, 10,000 sessions appending, DELETE

@@ -268,6 +268,32 @@ def test_recall_returns_at_most_summarize_after_newest_messages(make_store):
     assert view.context.endswith('user: "m7"')
 
 
+@pytest.mark.parametrize("model", [False, True])
+def test_recalls_window_moves_in_jumps_and_keeps_the_context_prefix_between(make_store, model):
+    """A message a turn, no fold landing (none can here: no background runs): between two
+    moves of the window each turn's context starts with the previous turn's whole; a store
+    with a language model shows a fold's worth more while its fold is under way."""
+    settings = {"summarize_after": 6, "keep_recent": 2}
+    if model:
+        settings |= {"llm_provider": "openai", "llm_model": "gpt-4o-mini"}
+    config, sessions = make_store(**settings)
+    most = 10 if model else 6
+    previous, moves = None, 0
+    for n in range(40):
+        sessions.append("w", _events(f"turn {n}", actor="ann"))
+        view = recall(sessions, _memories(config), config, RecallRequest(session_id="w"))
+        seqs = [m.seq for m in view.messages]
+        assert seqs[-1] == n + 1 and seqs == list(range(seqs[0], n + 2))
+        assert len(seqs) == n + 1 if n < most else 3 <= len(seqs) <= 6
+        if previous is not None and previous.messages[0].seq == seqs[0]:
+            assert view.context.startswith(previous.context)
+        elif previous is not None:
+            moves += 1
+            assert seqs[0] - previous.messages[0].seq in (4, 8)  # summarize_after - keep_recent
+        previous = view
+    assert moves <= 40 // 4
+
+
 def test_deletes_racing_appends_leave_counts_listings_and_reads_in_agreement(make_store):
     _, sessions = make_store()
     errors: list[Exception] = []

@@ -194,7 +194,7 @@ def recall(
     actors: Collection[str] | None = None,
     profiles: Profiles | None = None,
 ) -> RecallView:
-    """Working memory of ``request.session_id`` (at most ``summarize_after`` verbatim messages)
+    """Working memory of ``request.session_id`` (its window: ``sessions.window``)
     plus the actor's profile and the long-term memories most relevant to the query; a session
     that does not exist yet gives an empty working memory, not an error.
 
@@ -228,7 +228,7 @@ def recall(
             profiles.queue_read(pipe, named)
 
     meta, messages, replies = sessions.working_memory(
-        request.session_id, store.summarize_after, reads if named is not None else None
+        request.session_id, reads if named is not None else None
     )
     generation = memories.generation_of(replies[0]) if replies else None
     if actors is not None and (meta is None or meta.actor_id not in actors):

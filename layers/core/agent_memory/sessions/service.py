@@ -47,6 +47,7 @@ from agent_memory.sessions.records import (
     encode_message,
     live_meta,
 )
+from agent_memory.sessions.window import window_reads, window_start
 from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.idempotency import OnceKey
 
@@ -227,17 +228,23 @@ class Sessions:
         return largest_fitting(build, len(messages), budget)[0]
 
     def working_memory(
-        self,
-        session_id: str,
-        recent: int,
-        reads: Callable[[Pipeline], object] | None = None,
+        self, session_id: str, reads: Callable[[Pipeline], object] | None = None
     ) -> tuple[SessionMeta | None, list[Message], list[Any]]:
-        """For recall: the session's metadata and newest ``recent`` messages, or ``None, []``
-        for a session that does not exist yet (not an error); then the replies of the read
-        commands of the caller's that ``reads`` queues, sent in the same round trip."""
-        found, replies = self._read(session_id, recent, reads=reads)
-        meta, messages = found if found is not None else (None, [])
-        return meta, messages, replies
+        """For recall: the session's metadata and the messages of its window (``window``:
+        after the last folded message, moving in jumps, at most ``summarize_after`` unless a
+        fold is under way), or ``None, []`` for a session that does not exist yet (not an
+        error); then the replies of the read commands of the caller's that ``reads`` queues,
+        sent in the same round trip."""
+        store, folds = self._store, self.has_model
+        most = window_reads(store.summarize_after, store.keep_recent, folds)
+        found, replies = self._read(session_id, most, reads=reads)
+        if found is None:
+            return None, [], replies
+        meta, messages = found
+        start = window_start(
+            meta.message_count, meta.folded_seq, store.summarize_after, store.keep_recent, folds
+        )
+        return meta, [m for m in messages if m.seq > start], replies
 
     def owner(self, session_id: str) -> str | None:
         """The actor of a live session (None for one without); ``SessionNotFound``
