@@ -346,9 +346,10 @@ def _table(done: Replayed) -> list[str]:
         openai = sum(t.openai[key] for t in done.turns)
         anthropic = sum(t.anthropic[key] for t in done.turns)
         calm_shares = [t.shares[key] for t in calm]
+        fold_shares = [t.shares[key] for t in folds]
         lines.append(
             f"| {label} | {_median(calm_shares):.3f} | {_p10(calm_shares):.3f} | "
-            f"{_median([t.shares[key] for t in folds]):.3f} | "
+            f"{f'{_median(fold_shares):.3f}' if fold_shares else 'no fold'} | "
             f"{openai:,} / {prompt:,} ({openai / max(prompt, 1):.1%}) | "
             f"{anthropic:,} / {prompt:,} ({anthropic / max(prompt, 1):.1%}) |"
         )

@@ -157,6 +157,56 @@ def test_a_background_run_tells_what_it_extracted(memory: MemoryClient, provider
     memory.delete_store("local", store.name)
 
 
+def test_profile_changes_are_told_with_who_made_them_and_drops_are_counted(
+    memory: MemoryClient, provider, receiver
+):
+    """Extraction fills a field (``profile.updated`` by extraction) and gives a date that is
+    not one (left out, counted in ``extraction.completed``); a caller's change is told too."""
+    path = model_store(
+        memory,
+        provider,
+        webhooks=[{"url": receiver.url, "events": ["extraction.completed", "profile.updated"]}],
+        profile_fields=[
+            {"name": "city", "description": "Where the user lives"},
+            {"name": "birthday", "description": "The user's birthday", "type": "date"},
+        ],
+    )
+    store = memory.store("local", path.rsplit("/", 1)[1])
+    secret = store.rotate_webhook_secret().secret
+    store.add_events(
+        "talk",
+        [{"role": "user", "content": "I live in Lisbon. My birthday is 2023-02-30."}],
+        actor_id="cy",
+    )
+    store.extract("talk")
+    events = _events(receiver, secret, 2)
+    (done,) = [e["data"] for e in events if e["type"] == "extraction.completed"]
+    (told,) = [e["data"] for e in events if e["type"] == "profile.updated"]
+    assert (done["profile_fields_updated"], done["profile_values_dropped"]) == (1, 1)
+    assert (told["actor_id"], told["fields"], told["by"], told["session_id"]) == (
+        "cy",
+        ["city"],
+        "extraction",
+        "talk",
+    )
+    assert {n: e.value for n, e in store.get_profile("cy").fields.items()} == {"city": "Lisbon"}
+    store.update_profile("cy", {"birthday": "1990-04-01"})
+    later = _events(receiver, secret, 3)
+    caller = [
+        e["data"] for e in later if e["type"] == "profile.updated" and e["data"]["by"] == "caller"
+    ]
+    assert caller == [
+        {
+            "instance_id": "local",
+            "store": store.name,
+            "actor_id": "cy",
+            "fields": ["birthday"],
+            "by": "caller",
+        }
+    ]
+    memory.delete_store("local", store.name)
+
+
 def test_bad_endpoints_are_refused_naming_the_field_and_nothing_changes(
     api: httpx.Client, memory: MemoryClient, memory_store: StoreClient
 ):

@@ -95,6 +95,8 @@ def run_background(store: StoreHandle, target: ExtractionTarget, budget: RunBudg
                 "memories_kept": report.kept,
                 "memories_deduplicated": report.deduplicated,
                 "memories_superseded": report.superseded,
+                "profile_fields_updated": report.profile_updated,
+                "profile_values_dropped": report.profile_dropped,
             },
         )
     store.flush()

@@ -7,8 +7,8 @@ fields of an actor's profile that extraction fills (``profile_fields``). Store s
 Every text here is the operator's and reaches the extraction prompt quoted (``render.quote``,
 ``background.prompts``), so none of it can start a section of the prompt. The limits below
 bound what the steering adds to one extraction prompt: ``STEERING_MAX_CHARS`` characters
-(about 7,000 tokens at the 4 characters a token of OpenAI's and Anthropic's English
-tokenizers).
+(38,480: about 9,600 tokens at the 4 characters a token of OpenAI's and Anthropic's English
+tokenizers), before quoting's escapes.
 """
 
 from __future__ import annotations
@@ -41,8 +41,9 @@ STEERING_MAX_CHARS = (
     + MAX_PROFILE_FIELDS * (MAX_PROFILE_FIELD_NAME_CHARS + MAX_PROFILE_DESCRIPTION_CHARS)
 )
 """The most operator text the steering puts in one extraction prompt: the instructions, every
-example at its limits, three custom types' examples and the profile fields (39,980 characters,
-about 10,000 tokens; the prompt's other parts are bounded by ``background.prompts``)."""
+example at its limits, the three custom types' examples and the profile fields (38,480
+characters, about 9,600 tokens; the prompt's other parts are bounded by
+``background.prompts``)."""
 
 
 def _visible(value: str) -> str:
