@@ -61,7 +61,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from tempfile import TemporaryDirectory
 
+from agent_memory.memories.models import MemoryView as CoreMemoryView
 from agent_memory.memories.recall import render_context
+from agent_memory.sessions.models import Message as CoreMessage
 from kividb_memory import MemoryClient, RecallView, StoreClient
 from local.bootstrap import start_redis_server
 from local.launch import running_stack
@@ -225,11 +227,13 @@ def contexts(view: RecallView) -> dict[str, str]:
     ``render_context``, which must give recall's context back (else the comparison would be
     of something else)."""
     profile = view.profile or {}
-    parts = (view.summary, view.memories)
-    again = render_context(*parts, view.messages, view.messages_omitted, profile)
+    # the client's views as the core's models, which render_context takes
+    memories = [CoreMemoryView.model_validate(m.model_dump()) for m in view.memories]
+    messages = [CoreMessage.model_validate(m.model_dump()) for m in view.messages]
+    again = render_context(view.summary, memories, messages, view.messages_omitted, profile)
     if again != view.context:
         raise RuntimeError("render_context no longer renders recall's context from its parts")
-    sliding = render_context(*parts, view.messages[-SUMMARIZE_AFTER:], 0, profile)
+    sliding = render_context(view.summary, memories, messages[-SUMMARIZE_AFTER:], 0, profile)
     return {"recall": view.context, "slide": sliding, "older": older_layout(sliding)}
 
 

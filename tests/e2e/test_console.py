@@ -20,7 +20,6 @@ import re
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +33,7 @@ from playwright.sync_api import expect
 
 from tests.support.common import ROOT, unique
 from tests.support.stack import API_KEY, Stack, model_store
+from tests.support.waiting import wait_for
 from tools import admin
 from tools.replay import DEFAULT_FILES
 from tools.webhook_receiver import WebhookReceiver
@@ -79,17 +79,6 @@ class World:
 
     def name(self, path: str) -> str:
         return path.rsplit("/", 1)[1]
-
-
-def _wait(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def _seed_conversation(api: httpx.Client, store: str) -> None:
@@ -150,7 +139,7 @@ def world(open_stack: Stack, provider) -> Iterator[World]:
             for v in views
         )
 
-    _wait(extracted, 60, "extraction and summaries of the replayed sessions")
+    wait_for(extracted, 60, "extraction and summaries of the replayed sessions")
     assert api.get(f"{model}/memories").json()["total"] > 0
 
     notes = f"{BASE}/{unique('notes')}"
@@ -778,7 +767,7 @@ def test_a_store_shows_its_counts_and_why_its_last_extraction_failed(console, wo
     events = {"actor_id": "u1", "events": [{"role": "user", "content": "I like tea."}]}
     assert world.api.post(f"{path}/sessions/s1/events", json=events).status_code == 200
     assert world.api.post(f"{path}/sessions/s1/extract").status_code == 202
-    _wait(lambda: world.api.get(path).json()["last_extraction_error"], 30, "a failed run")
+    wait_for(lambda: world.api.get(path).json()["last_extraction_error"], 30, "a failed run")
     error = world.api.get(path).json()["last_extraction_error"]
     console.sign_in(f"/instances/local/agent-memory/{world.name(path)}")
     page = console.page

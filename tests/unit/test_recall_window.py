@@ -5,8 +5,9 @@ move, and it moves only in jumps, so that most turns keep the context's prefix."
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
+from itertools import pairwise
+
+from hypothesis import given, strategies as st
 
 from agent_memory.sessions.window import window_reads, window_start
 
@@ -46,7 +47,7 @@ def test_the_window_moves_in_jumps_as_messages_come(setting, folded, appends):
         for n in range(appends + 1)
     ]
     assert starts == sorted(starts)
-    moves = sum(1 for a, b in zip(starts, starts[1:], strict=False) if a != b)
+    moves = sum(1 for a, b in pairwise(starts) if a != b)
     assert moves <= appends // (summarize_after - keep_recent) + 1
 
 
