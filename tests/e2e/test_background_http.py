@@ -92,7 +92,7 @@ def test_a_replayed_conversation_is_summarized_and_extracted_on_its_own(
         extracted,
         90,
         "extraction after the quiet period",
-        lambda: store.get_session(SESSION, recent=1),
+        show=lambda: store.get_session(SESSION, recent=1),
     )
     assert time.monotonic() - started >= 30 or view.extraction.last_run_at
     assert view.extraction.last_error is None
