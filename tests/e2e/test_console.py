@@ -15,23 +15,19 @@ The HTTP answers of the console's own routes (headers, 404s, traversal) are chec
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 import pytest
-from playwright import sync_api as playwright_api
 from playwright.sync_api import expect
 
+from tests.support.browser import STATIC
 from tests.support.common import ROOT, unique
 from tests.support.stack import API_KEY, Stack, model_store
 from tools import admin
@@ -40,11 +36,8 @@ from tools.webhook_receiver import WebhookReceiver
 
 # The machine is shared: give the page time before an assertion fails (Playwright's default is 5 s).
 expect.set_options(timeout=15_000)
+pytestmark = pytest.mark.usefixtures("console_built")
 
-CHROMIUM = Path("/usr/bin/chromium")
-AXE = ROOT / "console" / "node_modules" / "axe-core" / "axe.min.js"
-STATIC = ROOT / "functions" / "console" / "static"
-SHOTS = os.environ.get("KIVIDB_CONSOLE_SCREENSHOTS")
 BASE = "/instances/local/agent-memory"
 CSP = (
     "default-src 'none'; script-src 'self'; style-src 'self'; connect-src 'self'; "
@@ -58,15 +51,6 @@ UNAVAILABLE = "The database cannot be reached right now; retry in a moment."
 
 
 # --- the stack, its data and the browser: one of each for the module --------------------------
-
-
-@pytest.fixture(scope="module", autouse=True)
-def built() -> None:
-    """The console's files, built from console/src when missing or older (`make console`)."""
-    done = subprocess.run(["make", "-s", "console"], cwd=ROOT, capture_output=True, text=True)
-    assert done.returncode == 0, done.stdout + done.stderr
-    assert (STATIC / "index.html").is_file() and AXE.is_file()
-    assert CHROMIUM.is_file(), "the browser tests need Debian's chromium: apt-get install chromium"
 
 
 @dataclass
@@ -168,115 +152,6 @@ def world(open_stack: Stack, provider) -> Iterator[World]:
     for path in made:
         api.delete(path)
     api.close()
-
-
-@pytest.fixture(scope="module")
-def browser_context(world: World) -> Iterator[Any]:
-    """One headless Chromium for the module: Debian's binary, a fresh profile, no network."""
-    profile = tempfile.mkdtemp(prefix="kividb-console-")
-    with playwright_api.sync_playwright() as playwright:
-        context = playwright.chromium.launch_persistent_context(
-            profile,
-            executable_path=str(CHROMIUM),
-            headless=True,
-            viewport={"width": 1280, "height": 860},
-            args=[
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--no-first-run",
-            ],
-        )
-        # axe-core from console/node_modules, added the way DevTools adds scripts (not subject
-        # to the page's CSP, which refuses inline and foreign scripts).
-        context.add_init_script(path=str(AXE))
-        context.set_default_timeout(15_000)
-        yield context
-        context.close()
-
-
-class Console:
-    """One browser tab on the console, with what every test checks afterwards."""
-
-    def __init__(self, context: Any, stack: Stack) -> None:
-        self.stack = stack
-        self.page = context.new_page()
-        self.errors: list[str] = []
-        self.outside: list[str] = []
-        self.requests: list[str] = []
-        self.expected_statuses: set[int] = set()
-        self.page.on("console", self._console)
-        self.page.on("pageerror", lambda error: self.errors.append(f"page error: {error}"))
-        self.page.on("dialog", lambda dialog: self.errors.append(f"dialog: {dialog.message}"))
-        self.page.route("**/*", self._route)
-
-    def _console(self, message: Any) -> None:
-        if message.type != "error":
-            return
-        found = re.search(r"status of (\d{3})", message.text)
-        if found and int(found.group(1)) in self.expected_statuses:
-            return
-        self.errors.append(message.text)
-
-    def _route(self, route: Any) -> None:
-        url = route.request.url
-        self.requests.append(url)
-        if urlsplit(url).hostname != "127.0.0.1":
-            self.outside.append(url)
-            route.abort()
-            return
-        route.continue_()
-
-    def open(self, fragment: str = "") -> None:
-        self.page.goto(f"{self.stack.url}/console{'#' + fragment if fragment else ''}")
-
-    def sign_in(self, fragment: str = "/agent-memory", api_key: str | None = None) -> None:
-        self.open(fragment)
-        self.page.get_by_label("API key").fill(api_key or self.stack.api_key)
-        self.page.get_by_role("button", name="Sign in").click()
-        expect(self.page.get_by_role("button", name="Sign out")).to_be_visible()
-
-    def go(self, fragment: str) -> None:
-        self.page.evaluate("(hash) => { location.hash = hash; }", fragment)
-
-    def heading(self, text: str | re.Pattern[str]) -> None:
-        expect(self.page.get_by_role("heading", level=1)).to_have_text(text)
-
-    def idle(self) -> None:
-        expect(self.page.locator(".loading")).to_have_count(0)
-
-    def accessible(self) -> None:
-        """axe-core on the page as it is: no critical or serious violation."""
-        self.idle()
-        found = self.page.evaluate(
-            """async () => (await axe.run(document, {resultTypes: ['violations']})).violations
-                .map(v => ({id: v.id, impact: v.impact, help: v.help,
-                            nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))}))"""
-        )
-        bad = [v for v in found if v["impact"] in ("critical", "serious")]
-        assert bad == [], json.dumps(bad, indent=1)
-
-    def shot(self, name: str) -> None:
-        self.accessible()
-        if SHOTS:
-            folder = ROOT / SHOTS
-            folder.mkdir(parents=True, exist_ok=True)
-            self.page.screenshot(path=str(folder / f"{name}.png"), full_page=True)
-
-    def close(self) -> None:
-        self.page.close()
-        assert self.outside == [], f"requests left 127.0.0.1: {self.outside}"
-        assert self.errors == [], f"the page logged errors: {self.errors}"
-        assert not any(self.stack.api_key in url for url in self.requests), "key in a URL"
-
-
-@pytest.fixture
-def console(browser_context: Any, world: World) -> Iterator[Console]:
-    tab = Console(browser_context, world.stack)
-    yield tab
-    tab.close()
 
 
 # --- the console's own routes, over HTTP -------------------------------------------------------
