@@ -137,8 +137,8 @@ export function InstructionsField({ value, onInput, problems }) {
     <textarea id=${`f-${id}`} name=${id} rows="4" value=${value} onInput=${(e) => onInput(e.currentTarget.value)}
       ...${aria(problems, id, true)}></textarea>
     <span class="help" id=${`h-${id}`}>What extraction should keep and what it should leave, in your words ("Keep the user's
-      infrastructure facts and preferences; never keep small talk"). Shown, quoted, to the model with every extraction.
-      <span class=${over ? "error-text" : ""} data-count>${count.toLocaleString("en")} of ${MAX_INSTRUCTIONS.toLocaleString("en")} characters</span>.
+      infrastructure facts and preferences; never keep small talk"). Shown, quoted, to the model with every extraction. <span
+      class=${over ? "error-text" : ""} data-count>${count.toLocaleString("en")} of ${MAX_INSTRUCTIONS.toLocaleString("en")} characters</span>.
       Empty: none. <code>${id}</code> in the API.</span>
     <${Problems} problems=${problems} id=${id} />
   </div>`;

@@ -31,6 +31,12 @@ CHROMIUM = Path("/usr/bin/chromium")
 AXE = ROOT / "console" / "node_modules" / "axe-core" / "axe.min.js"
 STATIC = ROOT / "functions" / "console" / "static"
 SHOTS = os.environ.get("KIVIDB_CONSOLE_SCREENSHOTS")
+# An API field name (snake_case), which a label must not be; code elements (a setting's API
+# name in its legend, a profile field's own name) are left out.
+FIELD_NAME = re.compile(r"\b[a-z]+(?:_[a-z]+)+\b")
+LABELS = """() => [...document.querySelectorAll('main dt, main th, main label, main legend')]
+  .map((e) => { const c = e.cloneNode(true); c.querySelectorAll('code').forEach((x) => x.remove());
+                return c.textContent.trim(); })"""
 
 
 def build_console() -> None:
@@ -132,6 +138,13 @@ class Console:
         )
         bad = [v for v in found if v["impact"] in ("critical", "serious")]
         assert bad == [], json.dumps(bad, indent=1)
+
+    def labels(self) -> tuple[list[str], list[str]]:
+        """The page's labels (terms, headers, labels, legends; code left out), and those of them
+        that name a field by its API name."""
+        self.idle()
+        labels: list[str] = self.page.evaluate(LABELS)
+        return labels, [label for label in labels if FIELD_NAME.search(label)]
 
     def shot(self, name: str) -> None:
         self.accessible()

@@ -129,13 +129,20 @@ function EditField({ instance, store, actor, field, entry, onSaved, onCancel }) 
 }
 
 function History({ instance, store, actor, field, close }) {
+  const heading = useRef(null);
+  useEffect(() => {
+    // Opening the history is a change of address, after which the console moves focus to the
+    // page's heading; the history asked for then takes it (and is scrolled to).
+    const timer = setTimeout(() => heading.current && heading.current.focus(), 0);
+    return () => clearTimeout(timer);
+  }, [field.name]);
   const loaded = useLoad(
     () => api("GET", storePath(instance, store, "actors", actor, "profile", "history"), { query: { field: field.name } }),
     [instance, store, actor, field.name],
   );
   const versions = loaded.data ? loaded.data.versions : null;
   return html`<section class="profile-history" aria-labelledby="history-title">
-    <h3 id="history-title">History of <code><${Text} value=${field.name} /></code></h3>
+    <h3 id="history-title" tabindex="-1" ref=${heading}>History of <code><${Text} value=${field.name} /></code></h3>
     ${loaded.loading && !versions && html`<${Loading} what="the history" />`}
     <${ErrorState} error=${loaded.error} retry=${loaded.reload} what="the history" />
     ${versions && versions.length === 0 && html`<p class="muted">No value was ever set.</p>`}
@@ -172,6 +179,15 @@ function ProfileTable({ instance, store, actor, fields, profile, onEdit, onClear
       })}
     </tbody>
   </table>`;
+}
+
+/** "its one memory and its profile (2 profile fields, and every field's history)", naming only
+ * what there is. */
+function whatGoes(memories, fields) {
+  const parts = [];
+  if (memories > 0) parts.push(memories === 1 ? "its one memory" : `its ${memoryCount(memories)}`);
+  if (fields > 0) parts.push(`its profile (${fieldCount(fields)}, and every field's history)`);
+  return parts.join(" and ");
 }
 
 async function actorSessions(instance, store, actor) {
@@ -300,7 +316,7 @@ export function ActorPage({ instance, store, actor, query }) {
     <${ErrorState} error=${memories.error} retry=${memories.reload} what="the memories" />
     ${memories.data && memories.data.total === 0 && html`<p class="muted">No memories of this actor.</p>`}
     ${memories.data && memories.data.total > 0 && html`
-      <p class="muted">${memoryCount(memoryTotal)}, newest first${memoryTotal > memories.data.memories.length
+      <p class="muted memories-count">${memoryCount(memoryTotal)}, newest first${memoryTotal > memories.data.memories.length
         ? html`; the newest ${memories.data.memories.length} here, <a href=${storeHref(instance, store, "memories", { actor_id: actor })}>every one on the memories page</a>` : ""}.</p>
       <${MemoryRows} memories=${memories.data.memories} instance=${instance} store=${store} actorColumn=${false} />`}
     <h2>Sessions</h2>
@@ -311,7 +327,7 @@ export function ActorPage({ instance, store, actor, query }) {
       <h2 id="forget-title">Forget this actor</h2>
       ${known === 0 && memoryTotal === 0
         ? html`<p>The store keeps no memory and no profile of this actor: there is nothing to forget.${sessionCount ? " Its sessions are forgotten from their own pages." : ""}</p>`
-        : html`<p>Removes its ${memoryCount(memoryTotal)} and its profile (${fieldCount(known)}, and every field's history), at once and for good (data protection requests). Its sessions stay; forget them from their pages.</p>
+        : html`<p>Removes ${whatGoes(memoryTotal, known)}, at once and for good (data protection requests). Its sessions stay; forget them from their pages.</p>
           <button type="button" class="danger" onClick=${() => setForgetting(true)}>Forget actor…</button>`}
     </section>`}
     <${ConfirmDialog} open=${clearing !== null} title=${html`Clear <code><${Text} value=${clearing || ""} /></code>?`}
@@ -325,7 +341,9 @@ export function ActorPage({ instance, store, actor, query }) {
         <li>${memoryTotal === 1 ? "its one memory" : `all ${memoryCount(memoryTotal || 0)}`}</li>
         <li>its profile: ${names.length === 0 ? "no field holds a value" : html`${fieldCount(names.length)} (${names.map((n, i) => html`${i ? ", " : ""}<code><${Text} value=${n} /></code>`)}) and their history`}</li>
       </ul>
-      <p>${sessionCount ? `Its ${plural(sessionCount, "session")} stay${sessionCount === 1 ? "s" : ""}.` : "Its sessions, if any, stay."}</p>
+      <p>${sessionCount
+        ? `Its ${plural(sessionCount, "session")} stay${sessionCount === 1 ? "s" : ""}, and ${sessionCount === 1 ? "its" : "their"} unread and new messages are still extracted: forget ${sessionCount === 1 ? "it" : "them"} from ${sessionCount === 1 ? "its page" : "their pages"} to stop that.`
+        : "Its sessions, if any, stay."}</p>
     <//>
   </section>`;
 }

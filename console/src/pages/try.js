@@ -51,12 +51,11 @@ function Context({ recall, previous }) {
   const total = Array.from(recall.context).length;
   const same = previous === null ? null : sharedStart(previous, recall.context);
   const chars = Array.from(recall.context);
-  return html`<div class="help" id="context-order">${sections.length > 0 && html`Its sections, in order:
-    <ol class="sections">${sections.map((s) => html`<li>${s}</li>`)}</ol>. `}They run from what changes least to what changes most
+  return html`<div class="help" id="context-order">${sections.length > 0 && html`Its sections, in order: <ol class="sections">${sections.map((s) => html`<li>${s}</li>`)}</ol>. `}They run from what changes least to what changes most
     (the profile, the summary, the recent messages, then the memories chosen for this message), so that from one turn to the next the context
     starts the same and a provider's prompt cache can serve that start.</div>
-    ${same !== null && html`<p class="same-start-said" role="status">The first ${plural(same, "character")} of ${total.toLocaleString("en")}
-      (${total ? Math.floor((100 * same) / total) : 0}%) are the same as the previous recall's context of this session${same > 0 ? " (marked)" : ""}.</p>`}
+    ${same !== null && html`<p class="same-start-said" role="status">The first ${plural(same, "character")} of ${total.toLocaleString("en")} (${
+      total ? Math.floor((100 * same) / total) : 0}%) are the same as the previous recall's context of this session${same > 0 ? " (marked)" : ""}.</p>`}
     <pre class="context" tabindex="0" aria-label="Context string" aria-describedby="context-order">${same
       ? html`<span class="same-start">${chars.slice(0, same).join("")}</span>${chars.slice(same).join("")}`
       : recall.context}</pre>`;
