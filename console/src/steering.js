@@ -127,6 +127,17 @@ function fieldClass(problems, id, extra = "") {
   return `field${extra}${problems[id] ? " invalid" : ""}`;
 }
 
+/** A control at `id` (its API path, f-`id` its element's id): its label, the control itself
+ * (children), its help and the problems the API named for it. */
+function Slot({ id, label, problems, cls = "", help, children }) {
+  return html`<div class=${fieldClass(problems, id, cls)}>
+    <label for=${`f-${id}`}>${label}</label>
+    ${children}
+    ${help && html`<span class="help" id=${`h-${id}`}>${help}</span>`}
+    <${Problems} problems=${problems} id=${id} />
+  </div>`;
+}
+
 /** The instructions: a text of at most MAX_INSTRUCTIONS characters, with its count. */
 export function InstructionsField({ value, onInput, problems }) {
   const id = "extraction_instructions";
@@ -180,19 +191,15 @@ export function ExamplesEditor({ examples, types, onChange, problems }) {
         ${example.messages.map((message, at) => {
           const id = `${base}.messages.${at}`;
           return html`<div class="example-row" key=${at}>
-            <div class=${fieldClass(problems, `${id}.role`, " role")}>
-              <label for=${`f-${id}.role`}>Role</label>
+            <${Slot} id=${`${id}.role`} label="Role" cls=" role" problems=${problems}>
               <select id=${`f-${id}.role`} value=${message.role} onChange=${(e) => setMessage(at, { role: e.currentTarget.value })} ...${aria(problems, `${id}.role`)}>
                 ${ROLES.map((r) => html`<option value=${r}>${r}</option>`)}
               </select>
-              <${Problems} problems=${problems} id=${`${id}.role`} />
-            </div>
-            <div class=${fieldClass(problems, `${id}.content`, " grow")}>
-              <label for=${`f-${id}.content`}>Example ${index + 1}, message ${at + 1}</label>
+            <//>
+            <${Slot} id=${`${id}.content`} label=${`Example ${index + 1}, message ${at + 1}`} cls=" grow" problems=${problems}>
               <textarea id=${`f-${id}.content`} rows="2" value=${message.content} onInput=${(e) => setMessage(at, { content: e.currentTarget.value })}
                 ...${aria(problems, `${id}.content`)}></textarea>
-              <${Problems} problems=${problems} id=${`${id}.content`} />
-            </div>
+            <//>
             <button type="button" class="small" onClick=${() => change(index, { messages: example.messages.filter((_, i) => i !== at) })}>Remove message ${at + 1}</button>
           </div>`;
         })}
@@ -205,18 +212,14 @@ export function ExamplesEditor({ examples, types, onChange, problems }) {
           const id = `${base}.memories.${at}`;
           const options = types.includes(memory.type) ? types : [...types, memory.type];
           return html`<div class="example-row" key=${at}>
-            <div class=${fieldClass(problems, `${id}.text`, " grow")}>
-              <label for=${`f-${id}.text`}>Example ${index + 1}, memory ${at + 1}</label>
+            <${Slot} id=${`${id}.text`} label=${`Example ${index + 1}, memory ${at + 1}`} cls=" grow" problems=${problems}>
               <input id=${`f-${id}.text`} value=${memory.text} onInput=${(e) => setMemory(at, { text: e.currentTarget.value })} ...${aria(problems, `${id}.text`)} />
-              <${Problems} problems=${problems} id=${`${id}.text`} />
-            </div>
-            <div class=${fieldClass(problems, `${id}.type`, " role")}>
-              <label for=${`f-${id}.type`}>Type</label>
+            <//>
+            <${Slot} id=${`${id}.type`} label="Type" cls=" role" problems=${problems}>
               <select id=${`f-${id}.type`} value=${memory.type} onChange=${(e) => setMemory(at, { type: e.currentTarget.value })} ...${aria(problems, `${id}.type`)}>
                 ${options.map((t) => html`<option value=${t}>${t}</option>`)}
               </select>
-              <${Problems} problems=${problems} id=${`${id}.type`} />
-            </div>
+            <//>
             <button type="button" class="small" onClick=${() => change(index, { memories: example.memories.filter((_, i) => i !== at) })}>Remove memory ${at + 1}</button>
           </div>`;
         })}
@@ -258,28 +261,20 @@ export function ProfileFieldsEditor({ fields, onChange, problems, held, storeFie
       const base = `profile_fields.${index}`;
       return html`<div class="type-row profile-field" key=${index}>
         <div class="row">
-          <div class=${fieldClass(problems, `${base}.name`)}>
-            <label for=${`f-${base}.name`}>Field ${index + 1} name</label>
+          <${Slot} id=${`${base}.name`} label=${`Field ${index + 1} name`} problems=${problems} help="Letters, digits and . _ : @ -, up to 64 characters.">
             <input id=${`f-${base}.name`} value=${field.name} onInput=${(e) => change(index, { name: e.currentTarget.value })} autocomplete="off" spellcheck="false"
               ...${aria(problems, `${base}.name`, true)} />
-            <span class="help" id=${`h-${base}.name`}>Letters, digits and . _ : @ -, up to 64 characters.</span>
-            <${Problems} problems=${problems} id=${`${base}.name`} />
-          </div>
-          <div class=${fieldClass(problems, `${base}.type`)}>
-            <label for=${`f-${base}.type`}>Field ${index + 1} holds</label>
+          <//>
+          <${Slot} id=${`${base}.type`} label=${`Field ${index + 1} holds`} problems=${problems}>
             <select id=${`f-${base}.type`} value=${field.type} onChange=${(e) => change(index, { type: e.currentTarget.value })} ...${aria(problems, `${base}.type`)}>
               ${Object.entries(PROFILE_TYPES).map(([value, words]) => html`<option value=${value}>${words}</option>`)}
             </select>
-            <${Problems} problems=${problems} id=${`${base}.type`} />
-          </div>
+          <//>
         </div>
-        <div class=${fieldClass(problems, `${base}.description`)}>
-          <label for=${`f-${base}.description`}>Field ${index + 1} description</label>
+        <${Slot} id=${`${base}.description`} label=${`Field ${index + 1} description`} problems=${problems} help="What it holds, told to extraction (up to 500 characters).">
           <input id=${`f-${base}.description`} value=${field.description} onInput=${(e) => change(index, { description: e.currentTarget.value })}
             ...${aria(problems, `${base}.description`, true)} />
-          <span class="help" id=${`h-${base}.description`}>What it holds, told to extraction (up to 500 characters).</span>
-          <${Problems} problems=${problems} id=${`${base}.description`} />
-        </div>
+        <//>
         <${Problems} problems=${problems} id=${base} />
         <button type="button" onClick=${() => onChange(fields.filter((_, i) => i !== index))}>Remove field ${index + 1}</button>
       </div>`;

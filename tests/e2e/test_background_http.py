@@ -18,7 +18,7 @@ import httpx
 import pytest
 
 from kividb_memory import ConflictError, MemoryClient, NotFoundError
-from tests.support.common import ROOT, needs_data, unique
+from tests.support.common import ROOT, needs_data, unique, wait_for
 from tests.support.stack import API_KEY, model_store
 
 SESSION = "locomo:conv-26:session-1"
@@ -38,17 +38,6 @@ def made(api) -> Iterator[list[str]]:
     for path in paths:
         with contextlib.suppress(NotFoundError):
             api.delete_store("local", path.rsplit("/", 1)[1])
-
-
-def wait_for(check, timeout: float, what: str, show=None):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}: {show() if show else ''}")
-        time.sleep(0.25)
 
 
 @needs_data

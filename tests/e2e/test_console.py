@@ -18,7 +18,6 @@ import json
 import re
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +27,7 @@ import pytest
 from playwright.sync_api import expect
 
 from tests.support.browser import STATIC
-from tests.support.common import ROOT, unique
+from tests.support.common import ROOT, unique, wait_for
 from tests.support.stack import API_KEY, Stack, model_store
 from tools import admin
 from tools.replay import DEFAULT_FILES
@@ -63,17 +62,6 @@ class World:
 
     def name(self, path: str) -> str:
         return path.rsplit("/", 1)[1]
-
-
-def _wait(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.2)
 
 
 def _seed_conversation(api: httpx.Client, store: str) -> None:
@@ -134,7 +122,7 @@ def world(open_stack: Stack, provider) -> Iterator[World]:
             for v in views
         )
 
-    _wait(extracted, 60, "extraction and summaries of the replayed sessions")
+    wait_for(extracted, 60, "extraction and summaries of the replayed sessions")
     assert api.get(f"{model}/memories").json()["total"] > 0
 
     notes = f"{BASE}/{unique('notes')}"
@@ -655,7 +643,7 @@ def test_a_store_shows_its_counts_and_why_its_last_extraction_failed(console, wo
     events = {"actor_id": "u1", "events": [{"role": "user", "content": "I like tea."}]}
     assert world.api.post(f"{path}/sessions/s1/events", json=events).status_code == 200
     assert world.api.post(f"{path}/sessions/s1/extract").status_code == 202
-    _wait(lambda: world.api.get(path).json()["last_extraction_error"], 30, "a failed run")
+    wait_for(lambda: world.api.get(path).json()["last_extraction_error"], 30, "a failed run")
     error = world.api.get(path).json()["last_extraction_error"]
     console.sign_in(f"/instances/local/agent-memory/{world.name(path)}")
     page = console.page

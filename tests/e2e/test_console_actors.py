@@ -15,7 +15,6 @@ test checks (tests/support/browser.py): no unexpected console error, no request 
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +23,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
-from tests.support.common import unique
+from tests.support.common import unique, wait_for
 from tests.support.stack import Stack, model_store
 
 expect.set_options(timeout=15_000)
@@ -76,17 +75,6 @@ class Steered:
         assert answer.status_code == 200, answer.text
 
 
-def _wait(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.25)
-
-
 def _steered_store(api: httpx.Client, provider, made: list[str]) -> str:
     return model_store(
         api,
@@ -108,7 +96,7 @@ def steered(open_stack: Stack, provider) -> Iterator[Steered]:
     answer = api.post(f"{world.path}/sessions/chat-1/events", json=events)
     assert answer.status_code == 200, answer.text
     assert api.post(f"{world.path}/sessions/chat-1/extract").status_code == 202
-    _wait(lambda: len(world.profile("ann")) == 3, 60, "extraction to fill ann's profile")
+    wait_for(lambda: len(world.profile("ann")) == 3, 60, "extraction to fill ann's profile")
     world.patch("ann", {"age": 41, "vegan": True})
     yield world
     for path in made:

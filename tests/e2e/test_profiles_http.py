@@ -6,12 +6,12 @@ forgetting an actor, and bad settings and values refused with nothing changed.""
 from __future__ import annotations
 
 import contextlib
-import time
 from collections.abc import Iterator
 
 import pytest
 
 from kividb_memory import ConflictError, MemoryClient, NotFoundError, ValidationError
+from tests.support.common import wait_for
 from tests.support.stack import model_store
 
 FIELDS = [
@@ -49,17 +49,6 @@ def steered(api, provider) -> Iterator[str]:
     for made_path in made:
         with contextlib.suppress(NotFoundError):
             api.delete_store("local", made_path.rsplit("/", 1)[1])
-
-
-def wait_for(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while True:
-        value = check()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.25)
 
 
 def test_extraction_fills_the_profile_and_follows_the_instructions(api, steered):
