@@ -456,6 +456,28 @@ def test_actor_ids_elsewhere_link_to_the_actors_page(console, steered):
     assert raw == [], raw
 
 
+def test_a_key_limited_to_the_actor_sees_its_page_but_is_told_it_cannot_list_sessions(
+    console, steered
+):
+    scope = {"instance_id": "local", "store": steered.name}
+    made = steered.api.post("/keys", json={"access": "read", "stores": [scope], "actors": ["ann"]})
+    assert made.status_code == 201, made.text
+    key = made.json()
+    try:
+        console.expected_statuses = {403}
+        console.sign_in(steered.page("/actors/ann"), api_key=key["api_key"])
+        console.heading("Actor ann")
+        city = console.page.locator("tr[data-field='city'] td.value")
+        expect(city).to_have_text("Lisbon")  # the profile, memories: the actor's own data
+        expect(console.page.locator(".memories-count")).to_be_visible()
+        expect(console.page.locator("[data-sessions-forbidden]")).to_contain_text(
+            "This key cannot list the store's sessions: a key limited to actors"
+        )
+        console.accessible()
+    finally:
+        steered.api.delete(f"/keys/{key['key_id']}")
+
+
 def test_a_store_without_profile_fields_says_where_to_declare_them(console, steered):
     name = unique("plain")
     path = f"{BASE}/{name}"

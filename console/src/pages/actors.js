@@ -321,7 +321,9 @@ export function ActorPage({ instance, store, actor, query }) {
       <${MemoryRows} memories=${memories.data.memories} instance=${instance} store=${store} actorColumn=${false} />`}
     <h2>Sessions</h2>
     ${sessions.loading && !sessions.data && html`<${Loading} what="sessions" />`}
-    <${ErrorState} error=${sessions.error} retry=${sessions.reload} what="the sessions" />
+    ${sessions.error && sessions.error.status === 403
+      ? html`<p class="muted" data-sessions-forbidden>This key cannot list the store's sessions: a key limited to actors reads only its actors' data, and sessions are listed for the whole store. Open one by its id from <a href=${storeHref(instance, store, "try")}>Try it</a> or its address.</p>`
+      : html`<${ErrorState} error=${sessions.error} retry=${sessions.reload} what="the sessions" />`}
     ${sessions.data && html`<${Sessions} instance=${instance} store=${store} found=${sessions.data} />`}
     ${view && memories.data && html`<section class="danger-zone" aria-labelledby="forget-title">
       <h2 id="forget-title">Forget this actor</h2>
