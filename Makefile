@@ -98,7 +98,7 @@ console: $(CONSOLE_OUT)
 
 ## console-screenshots: the console's browser tests, saving a screenshot of each page in docs/console/
 console-screenshots: $(STAMP) $(CONSOLE_OUT)
-	KIVIDB_CONSOLE_SCREENSHOTS=docs/console $(PY) -m pytest -q tests/e2e/test_console.py
+	KIVIDB_CONSOLE_SCREENSHOTS=docs/console $(PY) -m pytest -q tests/e2e/test_console.py tests/e2e/test_console_actors.py
 
 ## run: serve the API and the console on http://127.0.0.1:$${PORT:-3000} (routes from template.yaml)
 run: $(STAMP) $(CONSOLE_OUT)
@@ -124,7 +124,8 @@ CLUSTER_TESTS := tests/integration/test_sessions.py tests/integration/test_store
 # What cannot run on a cluster (docs/testing.md): numbered databases of one server, a server's
 # own maxmemory, the browser tests (once is enough).
 CLUSTER_EXCLUDED := --ignore tests/integration/test_control.py \
-	--ignore tests/integration/test_oom_reads.py --ignore tests/e2e/test_console.py
+	--ignore tests/integration/test_oom_reads.py --ignore tests/e2e/test_console.py \
+	--ignore tests/e2e/test_console_actors.py
 
 ## test: lint, type-check, validate the template, then every test (starts its own Redis), then
 ## the cluster subset on Redis Clusters it starts (CLUSTER_TESTS)

@@ -7,6 +7,7 @@ import "./console.css";
 import { api, signedIn, signIn, signOut } from "./api.js";
 import { subscribe, useTopic } from "./events.js";
 import { href, navigate, useRoute } from "./router.js";
+import { ActorPage } from "./pages/actors.js";
 import { KeyedPage } from "./pages/keyed.js";
 import { KeysPage } from "./pages/keys.js";
 import { MemoriesPage, MemoryPage, SearchPage } from "./pages/memories.js";
@@ -111,6 +112,7 @@ function view({ parts, query }) {
   if (section === "settings" && !id) return html`<${EditStore} ...${common} />`;
   if (section === "sessions") return id ? html`<${SessionPage} ...${common} session=${id} />` : html`<${SessionsPage} ...${common} />`;
   if (section === "memories") return id ? html`<${MemoryPage} ...${common} memory=${id} />` : html`<${MemoriesPage} ...${common} />`;
+  if (section === "actors" && id) return html`<${ActorPage} ...${common} actor=${id} />`;
   if (section === "search" && !id) return html`<${SearchPage} ...${common} />`;
   if (section === "keyed" && !id) return html`<${KeyedPage} ...${common} />`;
   if (section === "try" && !id) return html`<${TryPage} ...${common} />`;

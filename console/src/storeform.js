@@ -5,6 +5,10 @@
 import { useState } from "preact/hooks";
 import { api, storePath } from "./api.js";
 import { storeHref } from "./router.js";
+import {
+  ExamplesEditor, heldFields, heldSaid, InstructionsField, placed, ProfileFieldsEditor, steeringBody, steeringOfStore,
+  steeringValues, TypeExamplesField, typeValues,
+} from "./steering.js";
 import { FieldProblems, FormErrors, html, problemsByField } from "./ui.js";
 
 // The product's settings table (name, default, what it does, input limits).
@@ -29,6 +33,9 @@ export const LABELS = {
   redact_pii: "Redact personal data",
   redact_card_digit_runs: "Redact card numbers written as digit runs",
   custom_types: "Custom memory types",
+  extraction_instructions: "Extraction instructions",
+  extraction_examples: "Extraction examples",
+  profile_fields: "Profile fields",
   llm_provider: "Language model provider",
   llm_model: "Language model",
   llm_base_url: "Language model base URL",
@@ -85,6 +92,7 @@ function initialValues(store) {
     redact_pii: true,
     redact_card_digit_runs: true,
     custom_types: [],
+    ...steeringValues(store),
   };
   for (const [name, fallback] of SETTINGS) values[name] = String(fallback);
   if (!store) return values;
@@ -98,7 +106,7 @@ function initialValues(store) {
   for (const [name] of SETTINGS) values[name] = String(store[name]);
   values.redact_pii = store.redact_pii;
   values.redact_card_digit_runs = store.redact_card_digit_runs;
-  values.custom_types = store.custom_types.map((t) => ({ name: t.name, description: t.description }));
+  values.custom_types = store.custom_types.map(typeValues);
   values.name = store.name;
   return values;
 }
@@ -129,14 +137,17 @@ function bodyOf(values, keys, store) {
     aws_region: text(values.aws_region),
     redact_pii: values.redact_pii,
     redact_card_digit_runs: values.redact_card_digit_runs,
-    custom_types: values.custom_types.map((t) => ({ name: t.name.trim(), description: t.description.trim() })),
+    ...steeringBody(values),
   };
   if (values.llm_provider === "none") wanted.llm_model = null;
   if (values.embed_provider === "none") wanted.embed_model = null;
   if (values.rerank_provider === "none" || values.rerank_provider === "llm") wanted.rerank_model = null;
   for (const [name] of SETTINGS) wanted[name] = number(values[name]);
+  // The steering settings compared in the form's shape (a type without examples is the same
+  // whether the store says null or nothing).
+  const steered = store ? steeringOfStore(store) : {};
   for (const [field, value] of Object.entries(wanted)) {
-    const before = store ? store[field] : undefined;
+    const before = store ? (field in steered ? steered[field] : store[field]) : undefined;
     const same = store && JSON.stringify(before ?? null) === JSON.stringify(value);
     if (store ? !same : value !== null) body[field] = value;
   }
@@ -149,7 +160,9 @@ function bodyOf(values, keys, store) {
     if (body.rerank_candidates === 50) delete body.rerank_candidates;
     if (body.redact_pii === true) delete body.redact_pii;
     if (body.redact_card_digit_runs === true) delete body.redact_card_digit_runs;
-    if (body.custom_types && body.custom_types.length === 0) delete body.custom_types;
+    for (const list of ["custom_types", "extraction_examples", "profile_fields"]) {
+      if (body[list] && body[list].length === 0) delete body[list];
+    }
     if (body.dimensions === 1536) delete body.dimensions;
   }
   for (const kind of ["llm", "embed", "rerank"]) {
@@ -222,6 +235,7 @@ export function StoreForm({ instance, store, onSaved }) {
   const [busy, setBusy] = useState(false);
   const [nothing, setNothing] = useState(false);
   const problems = problemsByField(error);
+  const held = heldFields(error);
   const creating = !store;
   const set = (name) => (event) => {
     const target = event.currentTarget;
@@ -265,7 +279,11 @@ export function StoreForm({ instance, store, onSaved }) {
     } catch (failure) {
       if (failure.status !== 401) {
         // A name the path pattern refuses is a 422 about path.store: show it by the name field.
-        failure.details = failure.details.map((d) => (String(d.field).startsWith("path.store") ? { ...d, field: "name" } : d));
+        failure.details = placed(failure.details).map((d) => (String(d.field).startsWith("path.store") ? { ...d, field: "name" } : d));
+        // Profile fields that actors hold: said in the console's words (FormErrors shows the
+        // API's message beside them).
+        const kept = heldFields(failure);
+        if (kept) failure.said = heldSaid(kept);
         setError(failure);
       }
     } finally {
@@ -365,12 +383,23 @@ export function StoreForm({ instance, store, onSaved }) {
               aria-invalid=${problems[`${base}.description`] ? "true" : undefined} aria-describedby=${problems[`${base}.description`] ? `p-${base}.description` : undefined} />
             <${FieldProblems} id=${`p-${base}.description`} problems=${problems[`${base}.description`]} />
           </div>
+          <${TypeExamplesField} index=${index} value=${type.examples} onInput=${(text) => setValues({ ...values, custom_types: types.map((t, i) => (i === index ? { ...t, examples: text } : t)) })} problems=${problems} />
           <${FieldProblems} id=${`p-${base}`} problems=${problems[base]} />
           <button type="button" onClick=${() => setValues({ ...values, custom_types: types.filter((_, i) => i !== index) })}>Remove type ${index + 1}</button>
         </div>`;
       })}
-      ${types.length < 3 && html`<button type="button" onClick=${() => setValues({ ...values, custom_types: [...types, { name: "", description: "" }] })}>Add a custom type</button>`}
+      ${types.length < 3 && html`<button type="button" onClick=${() => setValues({ ...values, custom_types: [...types, { name: "", description: "", examples: "" }] })}>Add a custom type</button>`}
     </fieldset>
+    <fieldset class="steering">
+      <legend>What extraction keeps</legend>
+      <${InstructionsField} value=${values.extraction_instructions} problems=${problems}
+        onInput=${(text) => setValues({ ...values, extraction_instructions: text })} />
+    </fieldset>
+    <${ExamplesEditor} examples=${values.extraction_examples} problems=${problems}
+      types=${["semantic", "episodic", ...types.map((t) => t.name.trim()).filter(Boolean)]}
+      onChange=${(list) => setValues({ ...values, extraction_examples: list })} />
+    <${ProfileFieldsEditor} fields=${values.profile_fields} problems=${problems} held=${held}
+      storeFields=${store ? store.profile_fields : []} onChange=${(list) => setValues({ ...values, profile_fields: list })} />
     ${nothing && html`<p class="notice" role="status">Nothing changed: there is nothing to save.</p>`}
     <div class="actions">
       <a class="button" href=${creating ? "#/agent-memory" : storeHref(instance, store.name)}>Cancel</a>

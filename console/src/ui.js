@@ -8,6 +8,7 @@
 import { h } from "preact";
 import { useCallback, useEffect, useRef, useState } from "preact/hooks";
 import htm from "htm";
+import { storeHref } from "./router.js";
 
 export const html = htm.bind(h);
 
@@ -66,9 +67,12 @@ export async function settled(calls) {
 
 /**
  * What to tell a person about a failed call: UI wording for the answers whose API message
- * speaks of API calls (a missing store's "create it with PUT first"), else the API's message.
+ * speaks of API calls (a missing store's "create it with PUT first"; a page may put its own in
+ * `error.said`, as the store form does for profile fields that actors hold), else the API's
+ * message.
  */
 export function said(error) {
+  if (error && error.said) return error.said;
   if (error && error.code === "store_not_found") return "This store does not exist. Create it from the stores page.";
   return error ? error.message : "";
 }
@@ -247,13 +251,14 @@ export function FieldProblems({ id, problems }) {
   )}</span>`;
 }
 
-/** The API's own validation answer above a form: its message and every detail. */
+/** The API's own validation answer above a form: its message and every detail (unless the page
+ * put the answer in its own words, `error.said`, which then says what the details say). */
 export function FormErrors({ error }) {
   if (!error) return null;
   return html`<div class="notice error" role="alert">
     <p><strong><${Text} value=${said(error)} /></strong> <span class="muted">(${error.status}, <code>${error.code}</code>${said(error) !== error.message
       ? html`: <${Text} value=${error.message} />` : ""})</span></p>
-    ${error.details.length > 0 &&
+    ${error.details.length > 0 && !error.said &&
     html`<ul>
       ${error.details.map(
         (d) => html`<li><code><${Text} value=${d.field} /></code>: <${Text} value=${d.problem} /></li>`,
@@ -270,17 +275,23 @@ const ID_PARTS = /[^.:_@/-]*[.:_@/-]*/g;
  * An id (a session's, an actor's, a memory's): it wraps only after a separator (`locomo:` /
  * `conv-26`, never `locomo:con` / `v-26`), one longer than `max` characters is cut with "…",
  * the whole id shows on hover (title), and a button copies it. `label` names it for the button
- * ("actor", "session id").
+ * ("actor", "session id"). With `href`, the id is a link there (the button stays outside it).
  */
-export function Id({ value, max = 80, label = "id", copy = true }) {
+export function Id({ value, max = 80, label = "id", copy = true, href }) {
   if (value === null || value === undefined || value === "") return html`<span class="muted">—</span>`;
   const text = String(value);
   const chars = Array.from(text);
   const shown = chars.length > max ? `${chars.slice(0, max).join("")}…` : text;
   const parts = shown.match(ID_PARTS).filter(Boolean);
-  return html`<span class="id" title=${text}><bdi class="id-text">${parts.map(
+  const id = html`<bdi class="id-text">${parts.map(
     (part, i) => html`${i ? html`<wbr />` : ""}<span class="id-part">${part}</span>`,
-  )}</bdi>${copy && html`<${CopyButton} value=${text} label=${label} />`}</span>`;
+  )}</bdi>`;
+  return html`<span class="id" title=${text}>${href ? html`<a href=${href}>${id}</a>` : id}${copy && html`<${CopyButton} value=${text} label=${label} />`}</span>`;
+}
+
+/** An actor's id, linked to the actor's page (its profile, memories and sessions). */
+export function ActorId({ instance, store, actor, max, copy = true }) {
+  return html`<${Id} value=${actor} max=${max} copy=${copy} label="actor" href=${actor ? storeHref(instance, store, "actors", actor) : undefined} />`;
 }
 
 /** A small button that copies `value` to the clipboard and says so ("Copied"). */

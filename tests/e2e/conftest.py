@@ -7,12 +7,14 @@ tests that check raw HTTP: exact statuses and headers, malformed bodies, wrong m
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import httpx
 import pytest
 
 from kividb_memory import MemoryClient, StoreClient
 from local.launch import running_stack
+from tests.support.browser import Console, build_console, chromium
 from tests.support.common import unique
 from tests.support.stack import API_KEY, STANDIN_AWS, Stack
 from tools.scripted_model import ScriptedServer
@@ -88,3 +90,28 @@ def open_stack(stack: Stack) -> Stack:
     on a database runs a scheduler loop over that database's schedule entries, so a second stack
     with other settings would take (and fail) runs armed through the first one."""
     return stack
+
+
+# --- the console's browser tests (tests/support/browser.py) ----------------------------------
+
+
+@pytest.fixture(scope="module")
+def console_built() -> None:
+    """The console's files, built from console/src when missing or older (`make console`)."""
+    build_console()
+
+
+@pytest.fixture(scope="module")
+def browser_context(console_built: None) -> Iterator[Any]:
+    """One headless Chromium for the module: Debian's binary, a fresh profile, no network."""
+    with chromium() as context:
+        yield context
+
+
+@pytest.fixture
+def console(browser_context: Any, stack: Stack) -> Iterator[Console]:
+    """A tab on the console of the local stack; on teardown it checks that the page logged no
+    unexpected error, that no request left 127.0.0.1 and that the key was in no URL."""
+    tab = Console(browser_context, stack)
+    yield tab
+    tab.close()

@@ -18,9 +18,8 @@ import httpx
 import pytest
 
 from kividb_memory import ConflictError, MemoryClient, NotFoundError
-from tests.support.common import ROOT, needs_data, unique
+from tests.support.common import ROOT, needs_data, unique, wait_for
 from tests.support.stack import API_KEY, model_store
-from tests.support.waiting import wait_for
 
 SESSION = "locomo:conv-26:session-1"
 

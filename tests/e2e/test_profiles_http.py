@@ -11,8 +11,8 @@ from collections.abc import Iterator
 import pytest
 
 from kividb_memory import ConflictError, MemoryClient, NotFoundError, ValidationError
+from tests.support.common import wait_for
 from tests.support.stack import model_store
-from tests.support.waiting import wait_for
 
 FIELDS = [
     {"name": "name", "description": "What the user is called", "type": "text"},

@@ -1,13 +1,13 @@
-// Memories: browse newest first with filters (GET .../memories), forget an actor's
-// (DELETE .../actors/{actor}/memories), search in each mode (POST .../memories/search), and one
-// memory with its versions (GET, PATCH, DELETE .../memories/{id}).
+// Memories: browse newest first with filters (GET .../memories), search in each mode (POST
+// .../memories/search), and one memory with its versions (GET, PATCH, DELETE .../memories/{id}).
+// An actor's page (pages/actors.js) forgets an actor.
 
 import { useState } from "preact/hooks";
 import { api, storePath } from "../api.js";
 import { navigate, storeHref } from "../router.js";
 import { MissingPage, StoreHeader } from "./stores.js";
 import {
-  ConfirmDialog, CopyButton, Empty, ErrorState, FieldProblems, flash, FormErrors, html, Id, Json, Loading, missingOf,
+  ActorId, ConfirmDialog, Empty, ErrorState, FieldProblems, flash, FormErrors, html, Id, Json, Loading, missingOf,
   Notice, Pager, plural, problemsByField, said, settled, Text, Time, useFlash, useLoad,
 } from "../ui.js";
 
@@ -37,7 +37,9 @@ function parseVector(text, dimensions) {
   return value;
 }
 
-function MemoryRows({ memories, instance, store, scores }) {
+/** A table of memories, each linked to its page; `scores` adds a search's, `actorColumn` (on
+ * unless false) each memory's actor, linked to the actor's page. */
+export function MemoryRows({ memories, instance, store, scores, actorColumn = true }) {
   return html`<table class="list">
     <caption class="visually-hidden">${scores ? "Search results, best first" : "Memories, newest first"}</caption>
     <thead>
@@ -46,7 +48,7 @@ function MemoryRows({ memories, instance, store, scores }) {
         ${scores && html`<th scope="col" class="num">Cosine</th>`}
         <th scope="col">Memory</th>
         <th scope="col">Type</th>
-        <th scope="col">Actor</th>
+        ${actorColumn && html`<th scope="col">Actor</th>`}
         <th scope="col">Topics</th>
         <th scope="col">Kept</th>
       </tr>
@@ -58,7 +60,7 @@ function MemoryRows({ memories, instance, store, scores }) {
           ${scores && html`<td class="num similarity">${m.similarity === null || m.similarity === undefined ? "—" : m.similarity.toFixed(4)}</td>`}
           <th scope="row"><a href=${storeHref(instance, store, "memories", m.id)}><${Text} value=${m.text} max=${160} /></a></th>
           <td>${m.type}</td>
-          <td><${Id} value=${m.actor_id} max=${40} label="actor" /></td>
+          ${actorColumn && html`<td><${ActorId} instance=${instance} store=${store} actor=${m.actor_id} max=${40} /></td>`}
           <td>${m.topics.length ? m.topics.map((t, i) => html`${i ? ", " : ""}<${Text} value=${t} />`) : html`<span class="muted">—</span>`}</td>
           <td><${Time} value=${m.created_at} /></td>
         </tr>`,
@@ -73,40 +75,17 @@ export function MemoriesPage({ instance, store, query }) {
   const type = query.get("type") || "";
   const [actorInput, setActorInput] = useState(actor);
   const [typeInput, setTypeInput] = useState(type);
-  const [confirming, setConfirming] = useState(false);
-  const [busy, setBusy] = useState(false);
-  const [notice, setNotice] = useState(null);
   const config = useLoad(() => api("GET", storePath(instance, store)), [instance, store]);
   const listed = useLoad(
     () => api("GET", storePath(instance, store, "memories"), { query: { offset, limit: PAGE, actor_id: actor, type } }),
     [instance, store, offset, actor, type],
-  );
-  // How many the actor has in all (whatever the type filter): what forgetting removes.
-  const actorTotal = useLoad(
-    () => (actor ? api("GET", storePath(instance, store, "memories"), { query: { actor_id: actor, limit: 1 } }) : Promise.resolve(null)),
-    [instance, store, actor, listed.data],
   );
   const link = (o, a = actor, t = type) => storeHref(instance, store, "memories", { actor_id: a, type: t, offset: o || "" });
   const filter = (event) => {
     event.preventDefault();
     navigate(link(0, actorInput.trim(), typeInput));
   };
-  const forgetActor = async () => {
-    setBusy(true);
-    try {
-      const answer = await api("DELETE", storePath(instance, store, "actors", actor, "memories"));
-      setConfirming(false);
-      setNotice({ text: `Forgot ${memoryCount(answer.deleted)} of actor ${answer.actor_id}.` });
-      listed.reload();
-    } catch (failure) {
-      setConfirming(false);
-      setNotice({ kind: "error", text: `Not forgotten: ${said(failure)}` });
-    } finally {
-      setBusy(false);
-    }
-  };
   const data = listed.data;
-  const count = actorTotal.data ? actorTotal.data.total : null;
   const flashed = useFlash();
   const missing = missingOf(listed.error, config.error);
   if (missing) return html`<${MissingPage} instance=${instance} error=${missing} />`;
@@ -129,7 +108,7 @@ export function MemoriesPage({ instance, store, query }) {
       ${(actor || type) && html`<a class="button" href=${link(0, "", "")}>Clear filters</a>`}
     </form>
     <${Notice} notice=${flashed} />
-    <${Notice} notice=${notice} />
+    ${actor && html`<p class="actor-link">The page of actor <${ActorId} instance=${instance} store=${store} actor=${actor} copy=${false} /> shows its profile and sessions, and forgets everything the store keeps about it.</p>`}
     ${listed.loading && !data && html`<${Loading} what="memories" />`}
     <${ErrorState} error=${listed.error} retry=${listed.reload} what="the memories" />
     ${data && html`<p class="muted" aria-live="polite">${memoryCount(data.total)}${actor ? html` of actor <${Text} value=${actor} />` : ""}${type ? ` of type ${type}` : ""}.</p>`}
@@ -139,16 +118,6 @@ export function MemoriesPage({ instance, store, query }) {
     <//>`}
     ${data && data.memories.length > 0 && html`<${MemoryRows} memories=${data.memories} instance=${instance} store=${store} />`}
     ${data && html`<${Pager} offset=${offset} next=${data.next_offset} limit=${PAGE} label="Memories pages" link=${(o) => link(o)} />`}
-    ${actor && count !== null && count > 0 && html`
-      <section class="danger-zone" aria-labelledby="forget-actor-title">
-        <h2 id="forget-actor-title">Forget everything actor <${Text} value=${actor} /> has</h2>
-        <p>${count === 1 ? "Removes this actor's one memory" : `Removes all ${memoryCount(count)} of this actor`}, of every type (data protection requests).</p>
-        <button type="button" class="danger" onClick=${() => setConfirming(true)}>Forget ${memoryCount(count)}…</button>
-      </section>
-      <${ConfirmDialog} open=${confirming} title=${html`Forget every memory of <${Text} value=${actor} />?`}
-        action=${`Forget ${memoryCount(count)}`} busy=${busy} onConfirm=${forgetActor} onClose=${() => setConfirming(false)}>
-        <p>${count === 1 ? "The one memory" : html`All <strong>${memoryCount(count)}</strong>`} of actor <strong><${Text} value=${actor} /></strong> ${count === 1 ? "is" : "are"} removed for good. Their sessions stay.</p>
-      <//>`}
   </section>`;
 }
 
@@ -411,7 +380,7 @@ export function MemoryPage({ instance, store, memory }) {
       <dl class="facts">
         <dt>Id</dt><dd><code><${Id} value=${view.id} label="memory id" /></code></dd>
         <dt>Type</dt><dd>${view.type}</dd>
-        <dt>Actor</dt><dd>${view.actor_id ? html`<a href=${storeHref(instance, store, "memories", { actor_id: view.actor_id })}><${Id} value=${view.actor_id} copy=${false} /></a> <${CopyButton} value=${view.actor_id} label="actor" />` : html`<span class="muted">none</span>`}</dd>
+        <dt>Actor</dt><dd>${view.actor_id ? html`<${ActorId} instance=${instance} store=${store} actor=${view.actor_id} />` : html`<span class="muted">none</span>`}</dd>
         <dt>Topics</dt><dd>${view.topics.length ? view.topics.map((t, i) => html`${i ? ", " : ""}<${Text} value=${t} />`) : html`<span class="muted">none</span>`}</dd>
         <dt>Importance</dt><dd>${view.importance === null ? html`<span class="muted">—</span>` : view.importance}</dd>
         <dt>Confidence</dt><dd>${view.confidence === null ? html`<span class="muted">—</span>` : view.confidence}</dd>

@@ -6,7 +6,7 @@ import { api, storePath } from "../api.js";
 import { navigate, storeHref } from "../router.js";
 import { MissingPage, StoreHeader } from "./stores.js";
 import {
-  ConfirmDialog, duration, Empty, ErrorState, flash, html, Id, Loading, missingOf, Notice, Pager, plural, said,
+  ActorId, ConfirmDialog, duration, Empty, ErrorState, flash, html, Id, Loading, missingOf, Notice, Pager, plural, said,
   settled, StatusBadge, Text, Time, useFlash, useLoad,
 } from "../ui.js";
 
@@ -56,7 +56,7 @@ export function SessionsPage({ instance, store, query }) {
         ${data.sessions.map(
           (s) => html`<tr key=${s.session_id}>
             <th scope="row"><a href=${storeHref(instance, store, "sessions", s.session_id)}><${Id} value=${s.session_id} max=${60} copy=${false} /></a></th>
-            <td><${Id} value=${s.actor_id} max=${40} label="actor" /></td>
+            <td><${ActorId} instance=${instance} store=${store} actor=${s.actor_id} max=${40} /></td>
             <td class="num">${s.message_count}</td>
             <td><${Time} value=${s.last_event_at} /></td>
             <td><${StatusBadge} status=${s.extraction.status} />${s.extraction.unread > 0 && html` <span class="muted">${s.extraction.unread} unread</span>`}</td>
@@ -175,7 +175,7 @@ export function SessionPage({ instance, store, session }) {
     ${view && html`
       <dl class="facts">
         <dt>Session</dt><dd><${Id} value=${view.session_id} label="session id" /></dd>
-        <dt>Actor</dt><dd><${Id} value=${view.actor_id} label="actor" /></dd>
+        <dt>Actor</dt><dd><${ActorId} instance=${instance} store=${store} actor=${view.actor_id} /></dd>
         <dt>Messages</dt><dd>${view.message_count}</dd>
         <dt>Started</dt><dd><${Time} value=${view.created_at} /></dd>
         <dt>Last event</dt><dd><${Time} value=${view.last_event_at} /></dd>

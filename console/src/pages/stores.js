@@ -4,6 +4,7 @@
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, path, storePath } from "../api.js";
 import { href, navigate, storeHref } from "../router.js";
+import { PROFILE_TYPES } from "../steering.js";
 import { LABELS, SETTINGS, StoreForm } from "../storeform.js";
 import {
   ConfirmDialog, duration, Empty, ErrorState, FieldProblems, flash, html, Loading, missingOf, Notice, plural, said, Text, Time, useFlash,
@@ -258,6 +259,17 @@ function Counts({ counts }) {
   </ul>`;
 }
 
+/** A store's extraction examples: each conversation, and what it should give (or nothing). */
+function ExamplesShown({ examples }) {
+  if (examples.length === 0) return html`<span class="muted">none</span>`;
+  return html`<ol class="examples-shown">${examples.map((e) => html`<li>
+    <ul class="example-messages">${e.messages.map((m) => html`<li><span class="role">${m.role}</span>: “<${Text} value=${m.content} />”</li>`)}</ul>
+    <p class="muted">${e.memories.length === 0
+      ? "Keeps nothing (an example of what not to keep)."
+      : html`Keeps ${e.memories.map((m, i) => html`${i ? "; " : ""}[${m.type}] “<${Text} value=${m.text} />”`)}.`}</p>
+  </li>`)}</ol>`;
+}
+
 export function StorePage({ instance, store }) {
   const { data, error, loading, reload } = useLoad(() => api("GET", storePath(instance, store)), [instance, store]);
   const [confirming, setConfirming] = useState(false);
@@ -331,7 +343,16 @@ export function StorePage({ instance, store }) {
         <dt title="custom_types">${LABELS.custom_types}</dt>
         <dd>${data.custom_types.length === 0
           ? html`<span class="muted">none</span>`
-          : html`<ul>${data.custom_types.map((t) => html`<li><code><${Text} value=${t.name} /></code>: <${Text} value=${t.description} /></li>`)}</ul>`}</dd>
+          : html`<ul>${data.custom_types.map((t) => html`<li><code><${Text} value=${t.name} /></code>: <${Text} value=${t.description} />${t.examples && t.examples.length > 0
+            ? html`<br /><span class="muted">Examples: ${t.examples.map((x, i) => html`${i ? ", " : ""}“<${Text} value=${x} />”`)}</span>` : ""}</li>`)}</ul>`}</dd>
+        <dt title="extraction_instructions">${LABELS.extraction_instructions}</dt>
+        <dd>${data.extraction_instructions ? html`<p class="instructions"><${Text} value=${data.extraction_instructions} /></p>` : html`<span class="muted">none</span>`}</dd>
+        <dt title="extraction_examples">${LABELS.extraction_examples}</dt>
+        <dd><${ExamplesShown} examples=${data.extraction_examples || []} /></dd>
+        <dt title="profile_fields">${LABELS.profile_fields}</dt>
+        <dd>${(data.profile_fields || []).length === 0
+          ? html`<span class="muted">none: actors have no profile</span>`
+          : html`<ul>${data.profile_fields.map((f) => html`<li><code><${Text} value=${f.name} /></code> (${PROFILE_TYPES[f.type]}): <${Text} value=${f.description} /></li>`)}</ul>`}</dd>
         <dt>Created</dt><dd><${Time} value=${data.created_at} /></dd>
         <dt>Updated</dt><dd><${Time} value=${data.updated_at} /></dd>
       </dl>

@@ -1,17 +1,65 @@
 // Try it: one turn of an agent, by hand. Recall for a session and an actor with the user's
-// message (POST .../recall), shown exactly as an agent receives it (the `context` string and
+// message (POST .../recall), shown exactly as an agent receives it (the actor's profile, the
+// `context` string with its sections' order and how much of it the previous recall shared, and
 // the JSON), then add the turn's messages (POST .../sessions/{session}/events) and see the
 // session as it is now.
 
 import { useState } from "preact/hooks";
 import { api, storePath } from "../api.js";
 import { storeHref } from "../router.js";
+import { ProfileValue } from "./actors.js";
 import { Messages } from "./sessions.js";
 import { MissingPage, StoreHeader } from "./stores.js";
 import {
-  ErrorState, FieldProblems, FormErrors, html, Json, Loading, missingOf, Notice, plural, problemsByField,
+  ActorId, ErrorState, FieldProblems, FormErrors, html, Json, Loading, missingOf, Notice, plural, problemsByField,
   Text, useLoad,
 } from "../ui.js";
+
+/** The headings of a context's sections, in order: its lines that start with "## " (text from
+ * callers is quoted in a context, so none of it starts such a line). */
+function sectionsOf(context) {
+  return context.split("\n").filter((line) => line.startsWith("## ")).map((line) => line.slice(3));
+}
+
+/** How many characters (code points) `a` and `b` share from their start. */
+function sharedStart(a, b) {
+  const [x, y] = [Array.from(a), Array.from(b)];
+  let n = 0;
+  while (n < x.length && n < y.length && x[n] === y[n]) n += 1;
+  return n;
+}
+
+/** The recall answer as the API gave it (without what the page keeps beside it). */
+function answerOf(recall) {
+  const { previous, ...answer } = recall;
+  return answer;
+}
+
+function Profile({ profile, instance, store, actor }) {
+  if (profile === null || profile === undefined) {
+    return html`<p class="muted">None: recall had no actor, or this store declares no profile fields.</p>`;
+  }
+  const names = Object.keys(profile);
+  return html`${names.length === 0
+    ? html`<p class="muted">Nothing is known of this actor yet.</p>`
+    : html`<dl class="facts profile-recalled">${names.map((name) => html`<dt><code><${Text} value=${name} /></code></dt><dd><${ProfileValue} value=${profile[name]} /></dd>`)}</dl>`}
+    ${actor && html`<p class="muted">Where each value came from, and its history: the page of actor <${ActorId} instance=${instance} store=${store} actor=${actor} copy=${false} />.</p>`}`;
+}
+
+function Context({ recall, previous }) {
+  const sections = sectionsOf(recall.context);
+  const total = Array.from(recall.context).length;
+  const same = previous === null ? null : sharedStart(previous, recall.context);
+  const chars = Array.from(recall.context);
+  return html`<div class="help" id="context-order">${sections.length > 0 && html`Its sections, in order: <ol class="sections">${sections.map((s) => html`<li>${s}</li>`)}</ol>. `}They run from what changes least to what changes most
+    (the profile, the summary, the recent messages, then the memories chosen for this message), so that from one turn to the next the context
+    starts the same and a provider's prompt cache can serve that start.</div>
+    ${same !== null && html`<p class="same-start-said" role="status">The first ${plural(same, "character")} of ${total.toLocaleString("en")} (${
+      total ? Math.floor((100 * same) / total) : 0}%) are the same as the previous recall's context of this session${same > 0 ? " (marked)" : ""}.</p>`}
+    <pre class="context" tabindex="0" aria-label="Context string" aria-describedby="context-order">${same
+      ? html`<span class="same-start">${chars.slice(0, same).join("")}</span>${chars.slice(same).join("")}`
+      : recall.context}</pre>`;
+}
 
 export function TryPage({ instance, store, query }) {
   const config = useLoad(() => api("GET", storePath(instance, store)), [instance, store]);
@@ -24,6 +72,9 @@ export function TryPage({ instance, store, query }) {
     vector: "",
   });
   const [recall, setRecall] = useState(null);
+  // The last recall's context and where it was asked (session and actor), to tell how much of
+  // the next one's start it shares.
+  const [last, setLast] = useState(null);
   const [error, setError] = useState(null);
   const [busy, setBusy] = useState(false);
   const [notice, setNotice] = useState(null);
@@ -49,7 +100,11 @@ export function TryPage({ instance, store, query }) {
     }
     setBusy(true);
     try {
-      setRecall(await api("POST", storePath(instance, store, "recall"), { body }));
+      const answer = await api("POST", storePath(instance, store, "recall"), { body });
+      const asked = { session: body.session_id, actor: answer.actor_id };
+      const same = last && last.session === asked.session && last.actor === asked.actor;
+      setRecall({ ...answer, previous: same ? last.context : null });
+      setLast({ ...asked, context: answer.context });
     } catch (failure) {
       if (failure.status !== 401) setError(failure);
       setRecall(null);
@@ -123,11 +178,13 @@ export function TryPage({ instance, store, query }) {
     <${Notice} notice=${notice} />
     ${recall && html`<section aria-labelledby="recall-title" class="recall">
       <h2 id="recall-title">What recall returns</h2>
+      <h3>The actor's profile</h3>
+      <${Profile} profile=${recall.profile} instance=${instance} store=${store} actor=${recall.actor_id} />
       <h3>The context string, as the agent receives it</h3>
-      <pre class="context" tabindex="0" aria-label="Context string">${recall.context}</pre>
+      <${Context} recall=${recall} previous=${recall.previous} />
       <details>
-        <summary>The JSON answer (${plural(recall.messages.length, "message")}, ${plural(recall.memories.length, "memory", "memories")}${recall.summary ? ", a summary" : ""})</summary>
-        <${Json} value=${recall} label="Recall answer" />
+        <summary>The JSON answer (${recall.profile ? `a profile of ${plural(Object.keys(recall.profile).length, "field")}, ` : ""}${plural(recall.messages.length, "message")}, ${plural(recall.memories.length, "memory", "memories")}${recall.summary ? ", a summary" : ""})</summary>
+        <${Json} value=${answerOf(recall)} label="Recall answer" />
       </details>
       <h3>Then add the turn</h3>
       ${field("reply", "Assistant reply (optional)", html`<textarea id="t-reply" rows="3" value=${form.reply} onInput=${set("reply")} ...${aria("reply", true)}></textarea>`,
