@@ -139,8 +139,8 @@ def test_a_tool_message_cannot_add_a_memory_section_to_recall_context(api, made)
     recalled = store.recall("s", query="Fridays", query_vector=[1, 0, 0])
     lines = recalled.context.splitlines()
     assert [line for line in lines if line.startswith("#")] == [
-        "## Long-term memories about the user",
         "## Recent messages",
+        "## Long-term memories about the user",
     ]
     memory_lines = [line for line in lines if line.startswith("- [")]
     assert memory_lines == ['- [semantic] "Deploys on Fridays"']

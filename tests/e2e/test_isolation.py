@@ -78,6 +78,9 @@ SUPERSEDING = ("POST", M + "#supersedes")
 IMPORT_SESSION = S + "/import/sessions/{session_id}"
 IMPORT_MEMORIES = S + "/import/memories"
 KEYED = S + "/keyed-memories"
+PROFILE = S + "/actors/{actor_id}/profile"
+IMPORT_PROFILES = S + "/import/profiles"
+PROFILE_FIELDS = [{"name": "city", "description": "Where the user lives"}]
 """POST M with ``supersedes`` naming a memory: a route variant of its own (what follows ``#``
 is not part of the path), since the memory id is in the body."""
 VARIANTS = [SUPERSEDING]
@@ -130,6 +133,21 @@ def _body(method: str, path: str, t: Target) -> dict[str, Any] | None:
             "limit": 100,
         },
         ("PATCH", MID): lambda: {"importance": 0.5},
+        ("PATCH", PROFILE): lambda: {"fields": {"city": "Probe town"}},
+        ("POST", IMPORT_PROFILES): lambda: {
+            "profiles": [
+                {
+                    "actor_id": t.actor,
+                    "fields": {
+                        "city": {
+                            "value": "Probe town",
+                            "updated_at": "2026-01-01T00:00:00Z",
+                            "source": {"by": "caller"},
+                        }
+                    },
+                }
+            ]
+        },
         ("PUT", KEYED): lambda: {"namespace": ["probe"], "key": "k", "value": {"probe": True}},
         ("POST", KEYED + "/search"): lambda: {"namespace_prefix": [], "limit": 100},
         ("POST", KEYED + "/namespaces"): lambda: {},
@@ -168,6 +186,7 @@ def _query(method: str, path: str, t: Target) -> dict[str, Any] | None:
         ("GET", S + "/sessions"): {"limit": 100},
         ("GET", SS): {"recent": 1000},
         ("GET", KEYED): {"namespace": "probe", "key": "k"},
+        ("GET", PROFILE + "/history"): {"field": "city"},
         ("DELETE", KEYED): {"namespace": "probe", "key": "k"},
     }.get((method, path))
 
@@ -179,6 +198,7 @@ BODY_FIELDS = {
     ("GET", M): {"actor"},
     ("POST", M + "/search"): {"actor"},
     SUPERSEDING: {"memory"},
+    ("POST", IMPORT_PROFILES): {"actor"},
 }
 """Ids a route reads from its body or query, besides those of its path."""
 PLACEHOLDERS = {
@@ -199,6 +219,10 @@ SUCCESS = {
     (("POST", M + "/search"), "actor"): 200,
     (("DELETE", FORGET), "actor"): 200,  # 0 forgotten
     (("PUT", IMPORT_SESSION), "session"): 200,  # imported as a new session of the caller's own
+    (("GET", PROFILE), "actor"): 200,  # an actor of the caller's own store without a profile
+    (("GET", PROFILE + "/history"), "actor"): 200,
+    (("PATCH", PROFILE), "actor"): 200,  # a profile of the caller's own actor of that id
+    (("POST", IMPORT_PROFILES), "actor"): 200,
 }
 """The (route, probed id) pairs whose answer is a success in the caller's own store; every
 other probe is a 404."""
@@ -281,8 +305,13 @@ class World:
 
 
 def _fill(client: httpx.Client, place: Place, actors: tuple[str, str], shared: str) -> None:
-    answer = client.put(place.path, json={"dimensions": DIM, **LLM})
+    settings = {"dimensions": DIM, **LLM, "profile_fields": PROFILE_FIELDS}
+    answer = client.put(place.path, json=settings)
     assert answer.status_code == 201, answer.text
+    answer = client.patch(
+        f"{place.path}/actors/{actors[0]}/profile", json={"fields": {"city": place.marker}}
+    )
+    assert answer.status_code == 200, answer.text
     tag = secrets.token_hex(4)  # not the marker: answers may name the session asked for
     for n, (session, actor) in enumerate(
         [(f"chat-{tag}-1", actors[0]), (f"chat-{tag}-2", actors[1]), (shared, actors[0])]
@@ -346,6 +375,7 @@ def snapshot(world: World, label: str) -> dict[str, Any]:
                     seen[one] = client.get(one, params={"recent": 1000}).json()
                 memories = _pages(client, f"{path}/memories", "memories")
                 seen[f"{path}/memories"] = memories
+                seen[f"{path}/export/profiles"] = client.get(f"{path}/export/profiles").json()
                 for memory in memories:
                     one = f"{path}/memories/{memory['id']}"
                     seen[one] = client.get(one).json()
@@ -573,6 +603,16 @@ def _undo(client: httpx.Client, route: tuple[str, str], path: str, answer: httpx
         created = f"{path}/{answer.json()['id']}"
     elif route == ("PUT", IMPORT_SESSION):
         created = path.replace("/import/sessions/", "/sessions/")
+    elif route in (("PATCH", PROFILE), ("POST", IMPORT_PROFILES)):
+        store_path = path.split("/actors/")[0].split("/import/")[0]
+        if route[0] == "PATCH":
+            actor = answer.json()["actor_id"]
+        else:
+            actor = json.loads(answer.request.content)["profiles"][0]["actor_id"]
+        # the caller's own actor of that id holds no memory: forgetting it forgets the profile
+        forgotten = client.delete(f"{store_path}/actors/{actor}/memories")
+        assert forgotten.status_code == 200 and forgotten.json()["deleted"] == 0, forgotten.text
+        return
     else:
         return
     assert client.delete(created).status_code == 204, created
