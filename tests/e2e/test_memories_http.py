@@ -102,7 +102,11 @@ def test_forget_an_actor_in_one_call(memories):
     memories.add_memory("b", "user-7", vector=[0, 1, 0, 0])
     memories.add_memory("c", "someone-else", vector=[0, 0, 1, 0])
     forgotten = memories.forget_actor("user-7")
-    assert forgotten.model_dump() == {"actor_id": "user-7", "deleted": 2, "profile_fields_deleted": 0}
+    assert forgotten.model_dump() == {
+        "actor_id": "user-7",
+        "deleted": 2,
+        "profile_fields_deleted": 0,
+    }
     assert [m.text for m in memories.list_memories().memories] == ["c"]
 
 
