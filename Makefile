@@ -7,7 +7,7 @@ SAM_VENV := .venv-sam
 SAM := $(SAM_VENV)/bin/sam
 STAMP := $(VENV)/.installed
 
-.PHONY: run test unit integration e2e lint format validate openapi build deploy replay fuzz \
+.PHONY: run test test-runs unit integration e2e lint format validate openapi build deploy replay fuzz \
 	console console-screenshots typescript typescript-schema bench bench-working-memory bench-request-path bench-cold-start bench-retrieval bench-latency bench-background bench-updates bench-faults \
 	bench-load bench-imports bench-limits bench-webhooks bench-prefix-cache clean
 
@@ -128,10 +128,18 @@ CLUSTER_EXCLUDED := --ignore tests/integration/test_control.py \
 	--ignore tests/e2e/test_console_actors.py
 
 ## test: lint, type-check, validate the template, then every test (starts its own Redis), then
-## the cluster subset on Redis Clusters it starts (CLUSTER_TESTS)
+## the cluster subset on Redis Clusters it starts (CLUSTER_TESTS): test-runs
 test: lint validate $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP) $(CREWAI_STAMP) $(TS_OUT) $(TS_EXAMPLES_OUT)
-	$(PY) -m pytest -q
-	KIVIDB_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_TESTS)
+	@$(MAKE) --no-print-directory test-runs
+
+## test-runs: the two pytest runs of `make test` without its checks and builds: every test, then
+## the cluster subset, which runs even when the first run failed; fails when either did
+test-runs:
+	@main=0; cluster=0; \
+	$(PY) -m pytest -q || main=$$?; \
+	KIVIDB_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_TESTS) || cluster=$$?; \
+	echo "make test: every test exited $$main, the cluster subset $$cluster"; \
+	test $$main -eq 0 && test $$cluster -eq 0
 
 ## test-cluster: every test that can run on a cluster, on Redis Clusters it starts
 test-cluster: $(STAMP) $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP) $(CREWAI_STAMP) $(TS_OUT) $(TS_EXAMPLES_OUT)
