@@ -50,7 +50,7 @@ from agent_memory.control.ownership import MarkerRelease, refuse_foreign_data
 from agent_memory.control.plane import ControlPlane
 from agent_memory.database.client import redis_client
 from agent_memory.database.urls import mask_url
-from agent_memory.errors import AgentMemoryError
+from agent_memory.errors import AgentMemoryError, ValidationFailed
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -171,7 +171,7 @@ def _list_keys(control: ControlPlane, args: argparse.Namespace) -> None:
 
 
 def _set_limits(control: ControlPlane, args: argparse.Namespace) -> None:
-    from agent_memory.control.limits import Limits, LimitStore
+    from agent_memory.control.limits import LimitStore, limits_from
 
     given = {
         "requests_per_second": args.requests_per_second,
@@ -180,13 +180,14 @@ def _set_limits(control: ControlPlane, args: argparse.Namespace) -> None:
         "memories_per_day": args.memories_per_day,
         "model_tokens_per_day": args.model_tokens_per_day,
     }
+    limits = limits_from(given)  # before anything is read: bad usage changes nothing
     control.organizations.require(args.org)
     if args.key_id is not None and args.key_id not in control.api_keys.hashes(args.org):
         from agent_memory.errors import KeyNotFound
 
         raise KeyNotFound(args.org, args.key_id)
     store = LimitStore(control.database.redis, SystemClock())
-    now = store.set(args.org, Limits.model_validate(given), args.key_id)
+    now = store.set(args.org, limits, args.key_id)
     who = f"key {args.key_id} of {args.org}" if args.key_id else args.org
     shown = ", ".join(f"{k}={v}" for k, v in now.model_dump(exclude_none=True).items())
     print(f"limits of {who}: {shown or 'the defaults'}")
@@ -245,6 +246,9 @@ def main(argv: list[str] | None = None) -> int:
             redis_client(args.control_url), SystemClock(), release_hold_seconds=args.release_hold
         )
         COMMANDS[args.command](control, args)
+    except ValidationFailed as exc:  # bad usage, such as a limit out of its range
+        print(f"{exc.code}: {exc.message}", file=sys.stderr)
+        return 2
     except AgentMemoryError as exc:
         print(f"{exc.code}: {exc.message}", file=sys.stderr)
         return 1

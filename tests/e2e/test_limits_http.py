@@ -14,6 +14,7 @@ import pytest
 from agent_memory.clock import SystemClock
 from agent_memory.control.limits import Limits, LimitStore
 from agent_memory.control.plane import ControlPlane
+from agent_memory.database.keys import ControlKeys
 from tests.support.common import unique
 from tests.support.databases import database_client
 from tests.support.stack import Stack
@@ -124,3 +125,28 @@ def test_past_its_rate_the_mcp_endpoint_answers_429_too(stack):
     assert [a.status_code for a in answers] == [200, 200, 429]
     assert int(answers[2].headers["retry-after"]) >= 1
     assert "429 rate_limited" in answers[2].json()["error"]["message"]
+
+
+def test_a_rate_too_small_for_the_script_keeps_limiting_and_an_untakeable_token_is_503(
+    stack, tenant, api
+):
+    """Issue 32: a rate of 1e-17 (written before limits were checked; ``tools.admin`` now
+    refuses it) made the next request 500 and every later one unlimited and uncounted. The
+    script brings it into range, so the organization stays limited; and when its token cannot
+    be taken at all (here its bucket is not a hash), its requests are 503 with Retry-After,
+    never let through, while other organizations go on."""
+    org, limited, limits = tenant
+    client = database_client(stack.redis_url)
+    client.hset(ControlKeys.limits(org), mapping={"requests_per_second": "1e-17", "burst": "2"})
+    answers = [limited.get("/agent-memory") for _ in range(4)]
+    assert [a.status_code for a in answers] == [200, 200, 429, 429]
+    assert 1 <= int(answers[3].headers["retry-after"]) <= 1000
+    client.delete(ControlKeys.bucket(org))
+    client.set(ControlKeys.bucket(org), "not a bucket")
+    refused = [limited.get("/agent-memory") for _ in range(3)]
+    assert {a.status_code for a in refused} == {503}
+    assert refused[0].json()["error"] == "database_unavailable"
+    assert refused[0].headers["retry-after"] == "1"
+    assert api.get("/agent-memory").status_code == 200  # the stack's own organization
+    client.delete(ControlKeys.bucket(org))
+    assert limited.get("/agent-memory").status_code == 200  # a bucket again: counted again

@@ -840,7 +840,18 @@ def test_admin_notes_a_database_it_could_not_reach(control, redis_url, capsys):
 
 
 @pytest.mark.parametrize(
-    "limits", [["--burst", "0"], ["--requests-per-second", "-1"], ["--messages-per-day", "-5"]]
+    "limits",
+    [
+        ["--burst", "0"],
+        ["--requests-per-second", "-1"],
+        ["--messages-per-day", "-5"],
+        # issue 32: a rate too small for the script's numbers turned the limit off
+        ["--requests-per-second", "1e-17"],
+        ["--requests-per-second", "nan"],
+        ["--requests-per-second", "inf"],
+        ["--burst", "100000000"],
+        ["--model-tokens-per-day", "10000000000000000"],
+    ],
 )
 def test_admin_set_limits_refuses_a_bad_value_and_sets_nothing(control, redis_url, capsys, limits):
     from agent_memory.control.limits import Limits, LimitStore
@@ -848,6 +859,8 @@ def test_admin_set_limits_refuses_a_bad_value_and_sets_nothing(control, redis_ur
     org = other_org(control)
     status, out, err = run_admin(redis_url, capsys, "set-limits", org, *limits)
     assert (status, out) == (2, "") and err.startswith("validation_error: ")
+    field = limits[0].removeprefix("--").replace("-", "_")
+    assert f"{field} must be a" in err and "Nothing was set." in err
     assert LimitStore(control.database.redis, SystemClock()).get(org) == Limits()
 
 

@@ -10,8 +10,9 @@ from datetime import timedelta
 import pytest
 import redis
 
-from agent_memory.control.limits import Limits, LimitStore
-from agent_memory.errors import QuotaExceeded, RateLimited
+from agent_memory.control.limits import RANGES, Limits, LimitStore, limits_from
+from agent_memory.database.keys import ControlKeys
+from agent_memory.errors import DatabaseUnavailable, QuotaExceeded, RateLimited, ValidationFailed
 from tests.support.clocks import MovableClock
 from tests.support.common import unique
 
@@ -79,3 +80,77 @@ def test_limits_set_stay_and_the_ones_not_given_are_kept(limits):
     assert store.set(org, Limits(requests_per_second=2.5)) == Limits(
         requests_per_second=2.5, burst=5
     )
+
+
+# --- limits that fail closed (issue 32) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("requests_per_second", 1e-17),
+        ("requests_per_second", float("nan")),
+        ("requests_per_second", float("inf")),
+        ("requests_per_second", 0),
+        ("burst", 10**8),
+        ("burst", 2.5),
+        ("messages_per_day", 10**13),
+        ("model_tokens_per_day", -1),
+        ("memories_per_day", "many"),
+    ],
+)
+def test_a_limit_out_of_its_range_is_refused_in_words_naming_the_field(field, value):
+    with pytest.raises(ValidationFailed) as caught:
+        limits_from({field: value, "burst" if field != "burst" else "messages_per_day": 5})
+    assert caught.value.details == [{"field": field, "problem": caught.value.details[0]["problem"]}]
+    high = RANGES[field][1]
+    problem = caught.value.details[0]["problem"]
+    assert problem.startswith("must be a") and problem.endswith(f"to {high:,.0f}")
+    assert field in caught.value.message and "Nothing was set" in caught.value.message
+
+
+def test_the_slowest_rate_allowed_and_the_most_burst_still_limit_and_wait_a_finite_time(limits):
+    store, clock, org = limits
+    store.set(org, limits_from({"requests_per_second": 0.001, "burst": 1}))
+    store.take(org, "key_a")
+    with pytest.raises(RateLimited) as caught:
+        store.take(org, "key_a")
+    assert caught.value.retry_after_seconds == 1000
+    clock.moment += timedelta(seconds=1000)
+    store.take(org, "key_a")
+    store.set(org, limits_from({"burst": 10_000_000}))
+    clock.moment += timedelta(seconds=1000)
+    store.take(org, "key_a")  # the bucket's expiry (about 317 years in ms) is one PEXPIRE takes
+    assert store._redis.pttl(ControlKeys.bucket(org)) > 10**12
+
+
+@pytest.mark.parametrize("rate", ["1e-17", "-3", "nan", "0", "1e400"])
+def test_a_rate_written_out_of_range_still_limits_every_request(limits, rate):
+    """A rate stored before limits were checked (or by hand) is brought into its range by the
+    script: the bucket never gets an expiry Redis refuses, nor a wait read as "stale" (a rate
+    of 1e-17 once answered 500 and then let every request through uncounted)."""
+    store, _, org = limits
+    store._redis.hset(ControlKeys.limits(org), mapping={"requests_per_second": rate, "burst": 2})
+    store._redis.hset(ControlKeys.limits(org, "key_a"), "requests_per_second", rate)
+    store.take(org, "key_a")
+    with pytest.raises(RateLimited) as caught:
+        for _ in range(3):
+            store.take(org, "key_a")
+    assert 1 <= caught.value.retry_after_seconds <= 1000
+    assert store.get(org).requests_per_second in (0.001, 1_000_000)
+
+
+def test_a_request_that_cannot_be_taken_is_refused_not_let_through(limits):
+    """Any error of the step that takes the token (here the organization's bucket is not a hash)
+    is ``DatabaseUnavailable``: 503 with Retry-After, never a request let through uncounted."""
+    store, _, org = limits
+    store._redis.set(ControlKeys.bucket(org), "not a bucket")
+    with pytest.raises(DatabaseUnavailable) as caught:
+        store.take(org, "key_a", ControlKeys.usage_field("inst", "store", "route:GET /x"))
+    assert caught.value.retry_after_seconds == 1
+    assert "nothing was done" in caught.value.message
+    assert store._redis.hgetall(ControlKeys.usage(org, clock_day(store))) == {}
+
+
+def clock_day(store: LimitStore) -> str:
+    return store._clock.now().strftime("%Y%m%d")

@@ -6,8 +6,9 @@ cannot persist (its RDB save failed, and ``stop-writes-on-bgsave-error`` is on),
 write answers MISCONF. Every read route still answers 200 with what it answered before the
 database refused writes; every write answers 503 with Retry-After and changes nothing stored.
 
-The database holds the control plane too, so the authorizer's and every route's look-ups (API
-key, instance, store) run against the full database as well. Each request runs in a cold
+The database holds the control plane too, so every route's look-ups (API key, instance, store)
+run against the full database as well; the authorizer, which must count each request against
+its limits, refuses them then (503: limits fail closed). Each request runs in a cold
 container (no runtime, no index cache, no database client and so no script loaded yet), the
 worst case. The store holds index entries whose time is up (sessions and a memory written "two
 hours ago"), which a listing prunes when it can.
@@ -336,15 +337,19 @@ def test_a_read_answers_as_before_while_the_database_refuses_writes(full, route)
     assert refuses_writes(full.client)  # the answer was given by a full database
 
 
-def test_the_authorizer_knows_the_key_while_the_database_refuses_writes(full):
+def test_the_authorizer_refuses_a_request_it_cannot_count_while_the_database_refuses_writes(
+    full,
+):
+    """Limits fail closed (issue 32): a control database that refuses writes cannot take the
+    request's token, so the request is refused with 503 (and Retry-After), not let through
+    uncounted. The key is still known (its record is read): the refusal says why."""
     event = sample("authorizer")
     event["headers"]["authorization"] = f"Bearer {full.tenant.api_key}"
     cold_container()
     answer = API.authorizer.load()(event, LambdaContext("authorizer"))
-    assert answer == {
-        "isAuthorized": True,
-        "context": {"org_id": full.tenant.org_id, "key_id": full.tenant.key_id},
-    }
+    assert answer["isAuthorized"] is True
+    assert answer["context"]["error"] == "database_unavailable"
+    assert "org_id" not in answer["context"]
     assert refuses_writes(full.client)
 
 

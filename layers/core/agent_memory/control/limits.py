@@ -28,29 +28,96 @@ from typing import Any
 
 import redis
 from pydantic import BaseModel, ConfigDict, Field
+from redis.exceptions import RedisClusterException
 
 from agent_memory.clock import Clock, to_ms
 from agent_memory.control.usage import KEEP_SECONDS, MAX_DAY_FIELDS
-from agent_memory.database.client import database_errors, unless_writes_refused
+from agent_memory.database.client import database_errors
 from agent_memory.database.keys import ControlKeys
 from agent_memory.database.scripts import WRITES, load_script
-from agent_memory.errors import QuotaExceeded, RateLimited
+from agent_memory.errors import (
+    AgentMemoryError,
+    DatabaseUnavailable,
+    QuotaExceeded,
+    RateLimited,
+    ValidationFailed,
+)
 
 QUOTA_KINDS = ("messages", "memories")
 MODEL_TOKENS = "model_tokens"
 """The quota counter of model tokens (language-model input and output, and embeddings)."""
 
 
+MIN_REQUESTS_PER_SECOND = 0.001
+"""The slowest request rate a limit may set: one request every 1,000 s. With the most burst
+(``MAX_BURST``) a bucket then lives ``MAX_BURST / MIN_REQUESTS_PER_SECOND`` s (10^13 ms, about
+317 years), an integer a Lua number holds exactly (below 2^53) and ``PEXPIRE`` takes; the
+longest wait ``TAKE`` answers is ``1 / MIN_REQUESTS_PER_SECOND`` s. A smaller rate (1e-17) made
+that expiry 10^23 ms: ``PEXPIRE`` failed after the bucket was written and the wait came back
+as -2^63 (issue 32)."""
+MAX_REQUESTS_PER_SECOND = 1_000_000.0
+MAX_BURST = 10_000_000
+MAX_PER_DAY = 10**12
+"""The most messages or memories a day's quota may allow (far below 2^53: a Lua number counts
+them exactly)."""
+MAX_MODEL_TOKENS_PER_DAY = 10**15
+RANGES: dict[str, tuple[float, float]] = {
+    "requests_per_second": (MIN_REQUESTS_PER_SECOND, MAX_REQUESTS_PER_SECOND),
+    "burst": (1, MAX_BURST),
+    "messages_per_day": (0, MAX_PER_DAY),
+    "memories_per_day": (0, MAX_PER_DAY),
+    "model_tokens_per_day": (0, MAX_MODEL_TOKENS_PER_DAY),
+}
+"""Each limit's allowed values, both ends included: what ``TAKE`` and ``RESERVE`` compute
+with stays within what a Lua number (a double) holds exactly and what Redis takes as an
+integer (docs/limits.md, "Rate limits")."""
+
+
 class Limits(BaseModel):
-    """Limits as set (None: not set here, so the default or the organization's applies)."""
+    """Limits as set (None: not set here, so the default or the organization's applies), each
+    within ``RANGES`` (``limits_from`` says which is not, in words)."""
 
     model_config = ConfigDict(extra="forbid")
 
-    requests_per_second: float | None = Field(None, gt=0, le=1_000_000)
-    burst: int | None = Field(None, ge=1, le=10_000_000)
-    messages_per_day: int | None = Field(None, ge=0, le=10**12)
-    memories_per_day: int | None = Field(None, ge=0, le=10**12)
-    model_tokens_per_day: int | None = Field(None, ge=0, le=10**15)
+    requests_per_second: float | None = Field(
+        None, ge=MIN_REQUESTS_PER_SECOND, le=MAX_REQUESTS_PER_SECOND, allow_inf_nan=False
+    )
+    burst: int | None = Field(None, ge=1, le=MAX_BURST)
+    messages_per_day: int | None = Field(None, ge=0, le=MAX_PER_DAY)
+    memories_per_day: int | None = Field(None, ge=0, le=MAX_PER_DAY)
+    model_tokens_per_day: int | None = Field(None, ge=0, le=MAX_MODEL_TOKENS_PER_DAY)
+
+
+def limits_from(given: Mapping[str, object]) -> Limits:
+    """``Limits`` of ``given`` (``RANGES`` names; None: not set), or ``ValidationFailed``
+    naming every field out of its range (or not a number) and the range in words, with
+    ``details`` ``[{"field", "problem"}]``. Nothing is set then."""
+    problems = []
+    for field, value in given.items():
+        if value is None:
+            continue
+        if field not in RANGES:
+            problems.append((field, "not a limit"))
+            continue
+        low, high = RANGES[field]
+        whole = field != "requests_per_second"
+        number = value if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+        fits = number is not None and low <= number <= high  # NaN is in no range
+        if not fits or (whole and not float(number or 0).is_integer()):
+            kind = "a whole number" if whole else "a number"
+            problems.append((field, f"must be {kind} from {_said(low)} to {_said(high)}"))
+    if problems:
+        said = "; ".join(f"{field} {problem}" for field, problem in problems)
+        raise ValidationFailed(
+            f"Limits out of range: {said}. Nothing was set.",
+            details=[{"field": field, "problem": problem} for field, problem in problems],
+        )
+    return Limits.model_validate({k: v for k, v in given.items() if v is not None})
+
+
+def _said(number: float) -> str:
+    """``number`` as a person writes it: ``1,000,000``, ``0.001``."""
+    return f"{int(number):,}" if float(number).is_integer() else f"{number:g}"
 
 
 DEFAULT_REQUESTS_PER_SECOND = 1000.0
@@ -76,22 +143,35 @@ if KEYS[6] then
   end
 end
 local now = tonumber(ARGV[1])
-local function limits(key, rate, burst)
-  local set = redis.call('HMGET', key, 'requests_per_second', 'burst')
-  return tonumber(set[1]) or rate, tonumber(set[2]) or burst
+-- Limits are set within control.limits.RANGES; one written otherwise (by hand, or before
+-- they were checked) is brought into them, so that no expiry or wait leaves what a Lua number
+-- and Redis hold exactly (a rate of 1e-17 once made PEXPIRE fail after the HSET).
+local function within(x, low, high)
+  if x ~= x or x < low then return low end
+  if x > high then return high end
+  return x
 end
-local org_rate, org_burst = limits(KEYS[1], tonumber(ARGV[2]), tonumber(ARGV[3]))
-local key_rate, key_burst = limits(KEYS[2], -1, -1)
+local function limits(key)
+  local set = redis.call('HMGET', key, 'requests_per_second', 'burst')
+  local rate, burst = tonumber(set[1]), tonumber(set[2])
+  if rate then rate = within(rate, @MIN_RATE@, @MAX_RATE@) end
+  if burst then burst = within(math.floor(burst), 1, @MAX_BURST@) end
+  return rate, burst
+end
+local org_rate, org_burst = limits(KEYS[1])
+org_rate, org_burst = org_rate or tonumber(ARGV[2]), org_burst or tonumber(ARGV[3])
+local key_rate, key_burst = limits(KEYS[2])
 local function level(key, rate, burst)
   local state = redis.call('HMGET', key, 'tokens', 'ts')
-  local tokens = tonumber(state[1]) or burst
+  local tokens = within(tonumber(state[1]) or burst, 0, burst)
   local ts = tonumber(state[2]) or now
+  if ts ~= ts then ts = now end
   if now > ts then tokens = math.min(burst, tokens + (now - ts) * rate / 1000) end
   return tokens
 end
 local buckets = {{KEYS[3], org_rate, org_burst, 'requests_per_second'}}
-if key_rate > 0 then
-  if key_burst < 0 then key_burst = math.max(1, math.ceil(key_rate)) end
+if key_rate then
+  key_burst = key_burst or math.max(1, math.ceil(key_rate))
   buckets[2] = {KEYS[4], key_rate, key_burst, 'key.requests_per_second'}
 end
 local levels = {}
@@ -117,7 +197,9 @@ if ARGV[4] ~= '' then
   redis.call('EXPIRE', KEYS[5], tonumber(ARGV[5]))
 end
 return 0
-"""
+""".replace("@MIN_RATE@", repr(MIN_REQUESTS_PER_SECOND))
+    .replace("@MAX_RATE@", repr(MAX_REQUESTS_PER_SECOND))
+    .replace("@MAX_BURST@", str(MAX_BURST))
 )
 
 RESERVE = (
@@ -156,6 +238,12 @@ redis.call('HINCRBY', KEYS[5], ARGV[5], n)
 redis.call('EXPIRE', KEYS[5], tonumber(ARGV[6]))
 return 0
 """
+)
+
+
+NOT_TAKEN = (
+    "The request could not be counted against its rate limit (the control database did not "
+    "take it); nothing was done. Retry in a moment."
 )
 
 
@@ -211,14 +299,17 @@ class LimitStore:
         """One request of ``key_id`` of ``org_id``: ``RateLimited`` (with the wait) when the
         organization's or the key's bucket is empty; nothing is taken then. Else the request
         is counted in today's usage under ``usage_field`` (``ControlKeys.usage_field`` of a
-        ``route:`` counter; empty: not counted). A control database that refuses writes lets
-        the request through (``unless_writes_refused``).
+        ``route:`` counter; empty: not counted).
 
         ``key_record``: the API key's record (``ControlKeys.api_key``) and the scope text the
         caller read there before; the step then first checks, in the same script, that the
         record still names this organization, key and scope, and takes nothing when it does not
-        (a revoked key). Returns False then, and also when the database refused the step (so
-        nothing was checked); True otherwise."""
+        (a revoked key). Returns False then; True otherwise.
+
+        Fails closed: ``DatabaseUnavailable`` (503 with ``Retry-After``) when the step cannot
+        be taken for any reason (the database cannot be reached, refuses writes, or answers an
+        error or something else than the script's answers), so no request goes through
+        uncounted."""
         now = self._clock.now()
         keys = [
             ControlKeys.limits(org_id),
@@ -231,30 +322,36 @@ class LimitStore:
         if key_record is not None:
             keys.append(key_record[0])
             checked = [org_id, key_id, key_record[1]]
-        answer: object = None
-        # A control database that refuses writes (full, or a replica being promoted) stops
-        # the counting, not the service: the request goes through unlimited meanwhile.
-        with unless_writes_refused():
-            answer = load_script(self._redis, TAKE)(
-                keys=keys,
-                args=[
-                    to_ms(now),
-                    DEFAULT_REQUESTS_PER_SECOND,
-                    DEFAULT_BURST,
-                    usage_field,
-                    KEEP_SECONDS,
-                    _without_store(usage_field),
-                    MAX_DAY_FIELDS,
-                    *checked,
-                ],
-            )
-        if answer is None:
-            return key_record is None
-        if not isinstance(answer, list):
+        args = [
+            to_ms(now),
+            DEFAULT_REQUESTS_PER_SECOND,
+            DEFAULT_BURST,
+            usage_field,
+            KEEP_SECONDS,
+            _without_store(usage_field),
+            MAX_DAY_FIELDS,
+            *checked,
+        ]
+        # Fail closed: a request that could not be taken from its buckets and counted is
+        # refused (503 with Retry-After), never let through uncounted -- also while the
+        # control database refuses writes (full, or a replica being promoted).
+        try:
+            with database_errors():
+                answer = load_script(self._redis, TAKE)(keys=keys, args=args)
+        except AgentMemoryError:
+            raise
+        except (redis.RedisError, RedisClusterException) as exc:
+            raise DatabaseUnavailable(NOT_TAKEN) from exc
+        if answer == 0:
             return True
-        wait_ms, which = int(answer[0]), str(answer[1])
-        if wait_ms < 0:
+        if not (isinstance(answer, list) and len(answer) == 2):
+            raise DatabaseUnavailable(NOT_TAKEN)
+        which = answer[1].decode() if isinstance(answer[1], bytes) else str(answer[1])
+        if which == "stale":
             return False
+        wait_ms = int(answer[0])
+        if wait_ms <= 0 or which not in ("requests_per_second", "key.requests_per_second"):
+            raise DatabaseUnavailable(NOT_TAKEN)
         raise RateLimited(
             f"Too many requests: over the {which.replace('_', ' ')} limit; retry after the "
             "Retry-After seconds.",
@@ -333,7 +430,18 @@ def _quota_exceeded(which: str, limit: str, now: datetime) -> QuotaExceeded:
 
 
 def _limits(raw: Mapping[Any, Any]) -> Limits:
-    """Limits from their hash (the control client answers text)."""
-    return Limits.model_validate(
-        {str(k): float(v) if k == "requests_per_second" else int(v) for k, v in raw.items()}
-    )
+    """Limits from their hash (the control client answers text), each brought into its range
+    (``RANGES``) as ``TAKE`` does: what applies, also for a value written before limits were
+    checked; one that is not a number is left out (its default applies)."""
+    found: dict[str, float] = {}
+    for key, value in raw.items():
+        field = str(key)
+        try:
+            number = float(value)
+        except ValueError:
+            continue
+        if field in RANGES:
+            low, high = RANGES[field]
+            number = low if math.isnan(number) else min(max(number, low), high)
+            found[field] = number if field == "requests_per_second" else math.floor(number)
+    return Limits.model_validate(found)
