@@ -135,7 +135,7 @@ def test_a_rate_too_small_for_the_script_keeps_limiting_and_an_untakeable_token_
     script brings it into range, so the organization stays limited; and when its token cannot
     be taken at all (here its bucket is not a hash), its requests are 503 with Retry-After,
     never let through, while other organizations go on."""
-    org, limited, limits = tenant
+    org, limited, _ = tenant
     client = database_client(stack.redis_url)
     client.hset(ControlKeys.limits(org), mapping={"requests_per_second": "1e-17", "burst": "2"})
     answers = [limited.get("/agent-memory") for _ in range(4)]

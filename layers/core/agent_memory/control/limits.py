@@ -322,7 +322,7 @@ class LimitStore:
         if key_record is not None:
             keys.append(key_record[0])
             checked = [org_id, key_id, key_record[1]]
-        args = [
+        args: list[str | int | float] = [
             to_ms(now),
             DEFAULT_REQUESTS_PER_SECOND,
             DEFAULT_BURST,
