@@ -180,7 +180,10 @@ def _set_limits(control: ControlPlane, args: argparse.Namespace) -> None:
         "memories_per_day": args.memories_per_day,
         "model_tokens_per_day": args.model_tokens_per_day,
     }
-    limits = limits_from(given)  # before anything is read: bad usage changes nothing
+    try:  # before anything is read: bad usage (exit 2, naming the field) changes nothing
+        limits = limits_from(given)
+    except ValidationFailed as exc:
+        raise ValueError(exc.message) from None
     control.organizations.require(args.org)
     if args.key_id is not None and args.key_id not in control.api_keys.hashes(args.org):
         from agent_memory.errors import KeyNotFound
@@ -246,9 +249,6 @@ def main(argv: list[str] | None = None) -> int:
             redis_client(args.control_url), SystemClock(), release_hold_seconds=args.release_hold
         )
         COMMANDS[args.command](control, args)
-    except ValidationFailed as exc:  # bad usage, such as a limit out of its range
-        print(f"{exc.code}: {exc.message}", file=sys.stderr)
-        return 2
     except AgentMemoryError as exc:
         print(f"{exc.code}: {exc.message}", file=sys.stderr)
         return 1

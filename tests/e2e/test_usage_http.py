@@ -6,7 +6,10 @@ on the organization's; and a key's daily model-token quota refuses what would em
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import httpx
 import pytest
@@ -14,6 +17,7 @@ import pytest
 from agent_memory.clock import SystemClock
 from agent_memory.control.limits import Limits, LimitStore
 from agent_memory.control.plane import ControlPlane
+from agent_memory.database.keys import ControlKeys
 from kividb_memory import (
     MemoryClient,
     NotFoundError,
@@ -21,9 +25,10 @@ from kividb_memory import (
     RateLimitedError,
     StoreClient,
 )
-from tests.support.common import unique
+from tests.support.common import unique, wait_for
 from tests.support.databases import database_client
 from tests.support.stack import Stack, model_store
+from tools.scripted_model import ScriptedModel, ScriptedServer
 
 S = "/instances/{instance_id}/agent-memory/{store}"
 
@@ -164,3 +169,90 @@ def test_a_keys_model_token_quota_refuses_what_would_embed_more(
     finally:
         control.revoke_api_key("local", key_id)
         memory.delete_store("local", name)
+
+
+class PoisonedModel(ScriptedModel):
+    """The scripted provider's answers, each reporting ``reported`` tokens of every kind."""
+
+    def __init__(self, reported: int) -> None:
+        super().__init__()
+        self.reported = reported
+
+    def chat(self, body: dict[str, Any]) -> dict[str, Any]:
+        answer = super().chat(body)
+        answer["usage"] = {"prompt_tokens": self.reported, "completion_tokens": self.reported}
+        return answer
+
+    def embeddings(self, body: dict[str, Any]) -> dict[str, Any]:
+        answer = super().embeddings(body)
+        answer["usage"] = {"prompt_tokens": self.reported, "total_tokens": self.reported}
+        return answer
+
+
+@contextmanager
+def org_token_room(stack: Stack, room: int) -> Iterator[Callable[[], int]]:
+    """The stack's organization limited to ``room`` more model tokens today than it has used
+    (its limit as it was again after); yields what it has used since."""
+    client = database_client(stack.redis_url)
+    day = datetime.now(UTC).strftime("%Y%m%d")
+    quota = ControlKeys.quota("local", day)
+
+    def used() -> int:
+        return int(client.hget(quota, "model_tokens") or 0)
+
+    before = used()
+    limits = ControlKeys.limits("local")
+    was = client.hget(limits, "model_tokens_per_day")
+    client.hset(limits, "model_tokens_per_day", str(before + room))
+    try:
+        yield lambda: used() - before
+    finally:
+        if was is None:
+            client.hdel(limits, "model_tokens_per_day")
+        else:
+            client.hset(limits, "model_tokens_per_day", was)
+
+
+@pytest.mark.parametrize("reported", [9_200_000_000_000_000_000, 2**63 + 5])
+def test_a_provider_reporting_absurd_counts_spends_only_what_its_requests_could_use(
+    stack: Stack, memory: MemoryClient, provider, reported: int
+):
+    """Issue 32: a custom model answering ``usage.prompt_tokens`` 9.2e18 used up the
+    organization's ``model_tokens_per_day`` in one call (every other store then answered 429),
+    and one above 2^63 made the run raise as it counted: the memory was kept but its webhook
+    events were never queued and its usage never counted. Each count is now at most what the
+    request could use (``providers.token_counts``), so the run counts, tells its events, and
+    the organization's other stores go on."""
+    poisoned = ScriptedServer()
+    poisoned.model = PoisonedModel(reported)
+    poisoned.start()
+    hook = [{"url": "http://127.0.0.1:9/hook", "events": ["extraction.completed"]}]
+    path = model_store(memory, poisoned, webhooks=hook)
+    store = memory.store("local", path.rsplit("/", 1)[1])
+    honest = memory.store("local", model_store(memory, provider).rsplit("/", 1)[1])
+    try:
+        with org_token_room(stack, 10_000_000) as spent:
+            store.add_events(
+                "talk", [{"role": "user", "content": "I moved to Porto last spring."}], "dee"
+            )
+            store.extract("talk")
+            day = wait_for(
+                lambda: (d := _today(store)).extraction_runs and d,
+                30,
+                "the poisoned store's run counted",
+            )
+            assert day.memories_added == 1
+            assert 0 < day.llm_input_tokens < 100_000 and 0 < day.llm_output_tokens <= 8192
+            assert day.embedding_tokens < 1_000  # what the memory kept could use
+            (told,) = wait_for(
+                lambda: store.webhook_deliveries().deliveries, 10, "the run's event queued"
+            )
+            assert told.event == "extraction.completed"
+            assert spent() < 200_000
+            # Another store of the organization still embeds what it adds: tokens are left.
+            assert honest.add_memory("Dee plays the cello", actor_id="dee").id
+    finally:
+        memory.delete_store("local", store.name)
+        memory.delete_store("local", honest.name)
+        poisoned.shutdown()
+        poisoned.server_close()

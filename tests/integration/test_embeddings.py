@@ -460,3 +460,23 @@ def test_make_embedder_refuses_incomplete_settings(provider, args, field):
     with pytest.raises(ValidationFailed) as error:
         _make(*args, allow_private=False, client=provider)
     assert error.value.details and error.value.details[0]["field"] == field
+
+
+@pytest.mark.parametrize("reported", [9_200_000_000_000_000_000, 2**63 + 5, 10**9])
+def test_an_embedding_count_over_what_the_batch_could_use_counts_as_the_most_it_could(
+    fake, provider, reported
+):
+    """Issue 32: every provider count is bounded by what the request could use; for embeddings
+    one token per UTF-8 byte of the batch plus 8 per text (``providers.token_counts``)."""
+
+    def poisoned(answer: dict[str, Any]) -> None:
+        answer["usage"] = {"prompt_tokens": reported, "total_tokens": reported}
+
+    fake.script = [ok(poisoned), ok(poisoned)]
+    texts = ["Deploys on Fridays", "Lisboa é linda"]
+    embedder = custom(fake, provider)
+    embedder.embed(texts)
+    most = sum(len(t.encode()) for t in texts) + 8 * len(texts)
+    assert embedder.tokens == most
+    embedder.embed(texts[:1])
+    assert embedder.tokens == most + len(texts[0]) + 8

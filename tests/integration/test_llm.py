@@ -185,9 +185,45 @@ def test_repr_never_shows_the_key(openai_server, anthropic_server, client):
 
 def test_usage_tokens_are_read_from_each_shape(any_model):
     model, server = any_model
-    server.reply(ANSWER, input_tokens=1234, output_tokens=56)
+    server.reply(ANSWER, input_tokens=234, output_tokens=56)
     completion = model.complete_json(SYSTEM, USER)
-    assert (completion.input_tokens, completion.output_tokens) == (1234, 56)
+    assert (completion.input_tokens, completion.output_tokens) == (234, 56)
+
+
+@pytest.mark.parametrize(
+    "reported",
+    [9_200_000_000_000_000_000, 2**63 + 5, 2**64 * 10**6, 1_131],
+)
+def test_a_count_over_what_the_request_could_use_counts_as_the_most_it_could(any_model, reported):
+    """Issue 32: a custom model answering ``usage.prompt_tokens`` 9.2e18 used up its
+    organization's daily tokens in one call, and one above 2^63 broke the run's counting. Input
+    tokens count at most one per byte sent plus 1,000, output tokens at most ``max_tokens``
+    (``providers.token_counts``), for every shape, summed over both attempts."""
+    model, server = any_model
+    server.reply(ANSWER, input_tokens=reported, output_tokens=reported)
+    completion = model.complete_json(SYSTEM, USER, max_tokens=300)
+    sent = (
+        len(SYSTEM.encode())
+        + len(USER.encode())
+        + len("\n\n" + JSON_REMINDER) * ("json" not in (SYSTEM + USER).lower())
+    )
+    assert completion.input_tokens == min(reported, sent + 1_000)
+    assert completion.output_tokens == 300
+    server.reply("not json", input_tokens=reported, output_tokens=reported)
+    server.reply(ANSWER, input_tokens=reported, output_tokens=reported)
+    twice = model.complete_json(SYSTEM, USER, max_tokens=300)
+    assert (twice.input_tokens, twice.output_tokens) == (2 * completion.input_tokens, 600)
+
+
+def test_a_count_that_is_not_a_whole_number_counts_zero(openai_server, client):
+    for bad in (9.2e18, "9200000000000000000", -5, True, None, [1]):
+        openai_server.reply_raw(
+            {
+                "choices": [{"message": {"content": ANSWER}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": bad, "completion_tokens": bad},
+            }
+        )
+        assert openai(openai_server, client).complete_json(SYSTEM, USER) == Completion(DATA, 0, 0)
 
 
 def test_missing_usage_counts_zero(openai_server, anthropic_server, client):

@@ -12,7 +12,7 @@ import pytest
 import redis
 
 from agent_memory.control.limits import Limits, LimitStore
-from agent_memory.control.usage import MAX_DAY_FIELDS, UsageStore, day_range
+from agent_memory.control.usage import MAX_COUNT, MAX_DAY_FIELDS, UsageStore, day_range
 from agent_memory.database.keys import ControlKeys
 from agent_memory.errors import QuotaExceeded, RateLimited, ValidationFailed
 from tests.support.clocks import MovableClock
@@ -129,6 +129,31 @@ def test_counting_never_fails_what_was_counted(counters):
     _, _, clock, org = counters
     down = UsageStore(redis.Redis(port=1, socket_connect_timeout=0.2), clock)
     down.add(org, *STORE, {"memories_deleted": 1})  # logged, not raised
+
+
+def test_no_count_makes_counting_raise(counters):
+    """Issue 32: a count above 2^63 made the background run raise as it counted (its webhook
+    events were never queued). Counts are brought into 0 to ``MAX_COUNT``; a counter that would
+    overflow all the same is logged, not raised."""
+    _, usage, clock, org = counters
+    today = clock.moment.date()
+    usage.add(
+        org,
+        *STORE,
+        {
+            "llm_input_tokens": 2**64 * 10**6,
+            "llm_output_tokens": 9_200_000_000_000_000_000,
+            "embedding_tokens": -5,
+            "memories_deleted": 1.5e300,  # type: ignore[dict-item]
+            "rerank_calls": True,
+        },
+    )
+    (day,) = usage.days(org, [today], STORE)
+    assert (day.llm_input_tokens, day.llm_output_tokens) == (MAX_COUNT, MAX_COUNT)
+    assert (day.embedding_tokens, day.memories_deleted, day.rerank_calls) == (0, 0, 0)
+    field = ControlKeys.usage_field(*STORE, "llm_input_tokens")
+    usage._redis.hset(ControlKeys.usage(org, today.strftime("%Y%m%d")), field, str(2**63 - 10))
+    usage.add(org, *STORE, {"llm_input_tokens": 100, "memories_deleted": 1})  # logged
 
 
 def test_memories_a_background_run_kept_count_against_the_daily_quota(counters):

@@ -10,8 +10,11 @@ route, what a background run did, and the model tokens a provider reported. Mode
 count towards the daily ``model_tokens`` quota there.
 
 Counting never fails what was counted: a write that succeeded stays a success when its count
-cannot be written (``UsageStore.add`` logs and goes on), so a usage figure can be short by the
-requests of an outage of the control database, never long.
+cannot be written (``UsageStore.add`` logs and goes on, whatever the database answered), so a
+usage figure can be short by the requests of an outage of the control database, never long.
+No count it is given can make it raise either: each is an integer brought into 0 to
+``MAX_COUNT`` (``countable``), and the providers' token counts were already bounded by what
+their requests could use (``providers.token_counts``).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from typing import Any
 
 import redis
 from pydantic import Field
+from redis.exceptions import RedisClusterException
 
 from agent_memory.clock import Clock
 from agent_memory.database.client import database_errors
@@ -60,6 +64,20 @@ MAX_RANGE_DAYS = 366
 """The most days one usage request may span."""
 DEFAULT_RANGE_DAYS = 30
 """The days a usage request without ``from`` covers: the last 30, today included."""
+
+
+MAX_COUNT = 10**15
+"""The most one ``UsageStore.add`` adds to a counter: far above what one request or run can
+spend (providers' counts are bounded by what was sent, ``providers.token_counts``), far below
+2^63, so a counter's ``HINCRBY`` cannot overflow in millions of years of adds."""
+
+
+def countable(value: object) -> int:
+    """``value`` as a count to add: an integer from 0 to ``MAX_COUNT`` (larger: ``MAX_COUNT``),
+    0 for anything else (negative, a float, NaN, a boolean). Never raises."""
+    if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+        return 0
+    return min(value, MAX_COUNT)
 
 
 def day_key(moment: date) -> str:
@@ -153,8 +171,9 @@ class UsageStore:
         of that key spent them), and ``memories_added`` (which only background runs count
         here: the routes count theirs as they reserve them) to its ``memories`` counter, so
         that what extraction keeps counts against ``memories_per_day`` (it is not refused).
-        A failure is logged, not raised (module docstring)."""
-        given = {k: int(v) for k, v in counts.items() if v and k in COUNTERS}
+        Each count is taken as ``countable`` says (at most ``MAX_COUNT``). A failure is logged,
+        not raised (module docstring)."""
+        given = {k: n for k, v in counts.items() if k in COUNTERS and (n := countable(v))}
         if not given:
             return
         now = self._clock.now()
@@ -176,11 +195,13 @@ class UsageStore:
                         pipe.hincrby(quota, "memories", given["memories_added"])
                     pipe.expire(quota, 2 * 86_400)
                 pipe.execute()
-        except AgentMemoryError as exc:
+        except (AgentMemoryError, redis.RedisError, RedisClusterException) as exc:
+            # Any answer of the database, an overflowing counter's too: never raised.
             from agent_memory.observability import logger
 
+            code = exc.code if isinstance(exc, AgentMemoryError) else type(exc).__name__
             logger.warning(
-                "usage not counted", extra={"error": exc.code, "counts": given, "store": store}
+                "usage not counted", extra={"error": code, "counts": given, "store": store}
             )
 
     def days(

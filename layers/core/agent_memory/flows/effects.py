@@ -64,14 +64,22 @@ class Effects:
         then their deliveries in the outbox. Then forget them, so that nothing is counted or
         sent twice. Counting never raises (``UsageStore.add``); queueing raises
         ``DatabaseUnavailable``."""
+        events, self._events = self._events, []
+        try:
+            self._count(key_id)
+        finally:  # a failure of counting (a bug: it never raises) never drops the events
+            self._queue(client, events)
+
+    def _count(self, key_id: str | None) -> None:
         self._take_provider_counts()
         counts, self._usage = self._usage, {}
-        events, self._events = self._events, []
         instance = self._instance
         if any(counts.values()):
             self._container.usage.add(
                 instance.org_id, instance.instance_id, self._config.name, counts, key_id
             )
+
+    def _queue(self, client: redis.Redis, events: list[Event]) -> None:
         if events:
             from agent_memory.webhooks.bodies import keep_bodies
 

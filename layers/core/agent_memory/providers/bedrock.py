@@ -58,7 +58,6 @@ from agent_memory.providers.language_models import (
     ChatModel,
     ModelAnswer,
     max_answer_bytes,
-    token_count,
     unusable_answer,
 )
 from agent_memory.providers.rerankers import (
@@ -66,6 +65,7 @@ from agent_memory.providers.rerankers import (
     max_answer_bytes as rerank_answer_bytes,
     read_results,
 )
+from agent_memory.providers.token_counts import bounded, embed_token_bound, token_count
 
 SIGNING_NAME = "bedrock"
 """The SigV4 service name of both ``bedrock-runtime`` and ``bedrock-agent-runtime`` (their
@@ -329,9 +329,11 @@ class BedrockEmbedder:
         answer = self._endpoint.post(self._path, payload, self._max_bytes(1))
         values = answer.get("embedding") if isinstance(answer, dict) else None
         vector = self._vector(values, 0)
-        count = answer.get("inputTextTokenCount") if isinstance(answer, dict) else None
-        if isinstance(count, int) and not isinstance(count, bool) and 0 <= count <= 10**9:
-            self.tokens += count
+        count = token_count(answer, "inputTextTokenCount")
+        sent = payload["inputText"]
+        self.tokens += bounded(
+            count, embed_token_bound([sent]), what="embedding_tokens", host=self._endpoint.host
+        )
         return vector
 
     def _cohere_batch(self, batch: list[str], input_type: str) -> Vectors:

@@ -32,6 +32,7 @@ from agent_memory.errors import (
     VectorInvalid,
 )
 from agent_memory.providers.client import ProviderClient, bearer_headers, endpoint
+from agent_memory.providers.token_counts import bounded, embed_token_bound
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 MAX_BATCH_INPUTS = 2048
@@ -163,7 +164,12 @@ class _OpenAIShaped:
             allow_private=self.allow_private,
         )
         vectors = _read_answer(answer, len(batch), self.dimensions, self.model, self._host)
-        self.tokens += reported_tokens(answer)
+        self.tokens += bounded(
+            reported_tokens(answer),
+            embed_token_bound(batch),
+            what="embedding_tokens",
+            host=self._host,
+        )
         return vectors
 
 
@@ -185,13 +191,14 @@ def texts_to_embed(texts: Sequence[str]) -> list[str]:
 def reported_tokens(answer: object) -> int:
     """The input tokens an embeddings answer reports: ``usage.prompt_tokens`` (OpenAI's API
     reference, "The embedding object"; ``usage.total_tokens`` when only that is given), or 0
-    for an answer without a usable count (a custom server may send none)."""
+    for an answer without a usable count (a custom server may send none). The caller bounds
+    it by what the batch could use (``providers.token_counts.embed_token_bound``)."""
     usage = answer.get("usage") if isinstance(answer, dict) else None
     if not isinstance(usage, dict):
         return 0
     for field in ("prompt_tokens", "total_tokens"):
         value = usage.get(field)
-        if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 10**9:
+        if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
             return value
     return 0
 

@@ -38,6 +38,7 @@ from agent_memory.errors import ModelAnswerInvalid, ProviderRejected
 from agent_memory.observability import logger
 from agent_memory.providers.client import ProviderClient, bearer_headers, endpoint
 from agent_memory.providers.json_answers import find_json_object
+from agent_memory.providers.token_counts import bounded, prompt_token_bound, token_count
 
 OPENAI_BASE_URL = "https://api.openai.com/v1"
 ANTHROPIC_BASE_URL = "https://api.anthropic.com/v1"
@@ -79,7 +80,9 @@ class Completion:
     ``input_tokens`` / ``output_tokens`` are the provider's own counts (OpenAI's
     ``usage.prompt_tokens`` / ``usage.completion_tokens``, Anthropic's ``usage.input_tokens`` /
     ``usage.output_tokens``), summed over every attempt the call made (an answer that had to be
-    asked for again was billed too); 0 when the provider did not report them.
+    asked for again was billed too); 0 when the provider did not report them. Each attempt's
+    counts are taken as at most what it could have used (``providers.token_counts``: input by
+    the bytes sent, output by ``max_tokens``), so a provider cannot poison a store's usage.
     """
 
     data: dict[str, Any]
@@ -171,10 +174,15 @@ class ChatModel:
         system, user = _ask_for_json(system, user)
         input_tokens = output_tokens = 0
         problem = ""
+        most_input = prompt_token_bound(system, user)
         for attempt in (1, 2):
             answer = self._call(system, user, max_tokens)
-            input_tokens += answer.input_tokens
-            output_tokens += answer.output_tokens
+            input_tokens += bounded(
+                answer.input_tokens, most_input, what="input_tokens", host=self.host
+            )
+            output_tokens += bounded(
+                answer.output_tokens, max_tokens, what="output_tokens", host=self.host
+            )
             if answer.truncated:  # stop_reason is then one of our own fixed words
                 problem = (
                     f"an answer cut off at its token limit (max_tokens={max_tokens}, "
@@ -368,14 +376,6 @@ class AnthropicModel(ChatModel):
 # --------------------------------------------------------------------------------------------
 # Reading answers
 # --------------------------------------------------------------------------------------------
-
-
-def token_count(usage: object, name: str) -> int:
-    """A token count from a ``usage`` object: a non-negative integer, else 0."""
-    value = usage.get(name) if isinstance(usage, dict) else None
-    if isinstance(value, int) and not isinstance(value, bool) and value >= 0:
-        return value
-    return 0
 
 
 def unusable_answer(model: str, host: str, problem: str) -> ProviderRejected:
