@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from agent_memory.clock import Clock, from_ms, to_ms
 from agent_memory.database.client import database_errors
 from agent_memory.database.keys import ControlKeys
+from agent_memory.database.scripts import WRITES, load_script
 from agent_memory.errors import KeyNotFound, Unauthorized, ValidationFailed
 from agent_memory.models import Principal
 from agent_memory.scopes import KeyScope
@@ -55,6 +56,25 @@ def _info(key_id: str, raw: str) -> ApiKeyInfo:
 def hash_api_key(api_key: str) -> str:
     """Hex SHA-256 of the key's UTF-8 bytes; what the control plane stores instead of the key."""
     return hashlib.sha256(api_key.encode("utf-8")).hexdigest()
+
+
+REVOKE = (
+    WRITES
+    + """
+-- KEYS: the organization's keys (hash key id -> entry), the key's record. ARGV: key id, its
+-- hash, the key id of the request's own key ('' for none). Revokes the key in one step, and
+-- only while the caller's key is still one of the organization's: 'revoked', 'missing' (no
+-- such key now) or 'revoked_caller' (nothing done).
+local entry = redis.call('HGET', KEYS[1], ARGV[1])
+if not entry or cjson.decode(entry)[1] ~= ARGV[2] then return 'missing' end
+if ARGV[3] ~= '' and redis.call('HEXISTS', KEYS[1], ARGV[3]) == 0 then
+  return 'revoked_caller'
+end
+redis.call('DEL', KEYS[2])
+redis.call('HDEL', KEYS[1], ARGV[1])
+return 'revoked'
+"""
+)
 
 
 SEEN_KEYS = 1024
@@ -184,20 +204,34 @@ class ApiKeys:
         view = scope_view(key_id, from_ms(to_ms(now)), body.name, scope)
         return KeyCreated(**view.model_dump(), api_key=api_key)
 
-    def revoke(self, org_id: str, key_id: str) -> None:
+    def revoke(self, org_id: str, key_id: str, by: str | None = None) -> None:
         """Revoke at once: the next request with that key is a 401. ``NotFound`` if the
-        organization does not exist (said so) or has no such key."""
+        organization does not exist (said so) or has no such key.
+
+        ``by``: the key id of the request's own key (None for the operator's tool). The key is
+        then revoked only while ``by`` is still a key of the organization, checked in the same
+        step (``REVOKE``), else ``Unauthorized`` and nothing is revoked: two admin keys that
+        revoke each other at the same moment leave one of them (the organization keeps an
+        admin key whatever the timing; two requests checked one after the other once left 4
+        of 8 organizations with none, issue 32)."""
         client = self._database.redis
+        keys = ControlKeys.org_keys(org_id)
         with database_errors():
-            raw = client.hget(ControlKeys.org_keys(org_id), key_id)
+            raw = client.hget(keys, key_id)
             if raw is None:
                 self._organizations.require(org_id)
                 raise KeyNotFound(org_id, key_id)
-            digest = json.loads(raw)[0]
-            pipe = client.pipeline(transaction=False)
-            pipe.delete(ControlKeys.api_key(digest))
-            pipe.hdel(ControlKeys.org_keys(org_id), key_id)
-            pipe.execute()
+            digest = str(json.loads(raw)[0])
+            done = load_script(client, REVOKE)(
+                keys=[keys, ControlKeys.api_key(digest)], args=[key_id, digest, by or ""]
+            )
+        outcome = done.decode() if isinstance(done, bytes) else str(done)
+        if outcome == "missing":  # revoked meanwhile by another request
+            raise KeyNotFound(org_id, key_id)
+        if outcome == "revoked_caller":
+            raise Unauthorized(
+                "The API key making this request was revoked meanwhile; nothing was revoked."
+            )
 
     def of(self, org_id: str) -> list[ApiKeyInfo]:
         """The key ids of ``org_id`` with their creation times, oldest first (the keys

@@ -123,9 +123,10 @@ class ControlPlane:
         """``ApiKeys.register``: accept a caller-chosen key; returns its key id."""
         return self.api_keys.register(org_id, api_key)
 
-    def revoke_api_key(self, org_id: str, key_id: str) -> None:
-        """``ApiKeys.revoke``: the next request with that key is a 401."""
-        self.api_keys.revoke(org_id, key_id)
+    def revoke_api_key(self, org_id: str, key_id: str, by: str | None = None) -> None:
+        """``ApiKeys.revoke``: the next request with that key is a 401 (``by``: the request's
+        own key, which must still be the organization's)."""
+        self.api_keys.revoke(org_id, key_id, by)
 
     def list_api_keys(self, org_id: str) -> list[ApiKeyInfo]:
         """``ApiKeys.of``: key ids and creation times, oldest first."""

@@ -30,11 +30,16 @@ def key_list(caller: Caller) -> KeyList:
 def revoke_key(caller: Caller, key_id: str) -> None:
     """Revoke ``key_id``: its next request is a 401. ``KeyNotFound``; ``Conflict`` for the key
     the request is made with (revoke it with another admin key, so that the organization keeps
-    one)."""
+    one); ``Unauthorized`` when the request's own key was revoked meanwhile (nothing revoked).
+    """
     require_admin(caller.principal.scope, MANAGES_KEYS)
     if key_id == caller.principal.key_id:
         raise Conflict(
             "This is the key the request is made with; revoke it with another admin key, so "
             "that the organization keeps one."
         )
-    caller.container.control.api_keys.revoke(caller.principal.org_id, key_id)
+    # In one step with a check that the caller's own key is still there, so two admin keys
+    # revoking each other at once leave one.
+    caller.container.control.api_keys.revoke(
+        caller.principal.org_id, key_id, by=caller.principal.key_id
+    )
