@@ -85,7 +85,7 @@ export function placed(details) {
     const problem = String(d.problem);
     const found = field === "extraction_examples" && /^example (\d+), memory (\d+): (.*)$/s.exec(problem);
     if (found) return { field: `extraction_examples.${found[1]}.memories.${found[2]}.type`, problem: found[3] };
-    const rule = problem.startsWith("String should match pattern") && NAME_RULES.find(([at]) => at.test(field));
+    const rule = /^(String should match pattern|must be )/.test(problem) && NAME_RULES.find(([at]) => at.test(field));
     return rule ? { field, problem: rule[1] } : d;
   });
 }

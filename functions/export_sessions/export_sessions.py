@@ -8,6 +8,7 @@ from agent_memory.edge.http_errors import ERROR_RESPONSES
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
 from agent_memory.flows.transfer import export_session_ids
+from agent_memory.models import CURSOR_PATTERN
 from agent_memory.sessions.transfer import SessionIdPage
 
 app = Api()
@@ -24,7 +25,7 @@ MAX_IDS = 1000
 def export_sessions(
     instance_id: InstancePath,
     store: StorePath,
-    cursor: Annotated[str | None, Query(max_length=20, pattern=r"^[0-9]+$")] = None,
+    cursor: Annotated[str | None, Query(max_length=20, pattern=CURSOR_PATTERN)] = None,
     limit: Annotated[int, Query(ge=1, le=MAX_IDS)] = 100,
 ) -> SessionIdPage:
     """About ``limit`` live session ids (in no order; one may be listed twice), from

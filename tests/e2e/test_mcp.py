@@ -282,7 +282,7 @@ def test_api_errors_and_bad_arguments_are_tool_errors_naming_the_problem(
         async with connect(transport, proxy.url, key) as client:
             return [await client.call_tool(name, args) for name, args in calls]
 
-    unknown_store, bad_limit, unknown_arg, bad_role, bad_id, no_store = run(
+    unknown_store, bad_limit, unknown_arg, bad_role, bad_id, no_store, bad_memory = run(
         go(
             open_stack.api_key,
             [
@@ -298,6 +298,7 @@ def test_api_errors_and_bad_arguments_are_tool_errors_naming_the_problem(
                 ),
                 ("memory_recall", {"session_id": "bad/id", **where}),
                 ("memory_recall", {"session_id": "s"}),
+                ("memory_forget", {"memory_id": "not-a-memory", **where}),
             ],
         )
     )
@@ -310,6 +311,12 @@ def test_api_errors_and_bad_arguments_are_tool_errors_naming_the_problem(
     )
     # the API's own 422, its field named as the tool's argument
     assert "KiviDB API error 422 validation_error" in text(bad_id) and "session_id:" in text(bad_id)
+    # pattern errors in words, never the regular expression (issue 32)
+    assert "letters, digits, '.', '_', ':', '@' and '-'" in text(bad_id)
+    assert bad_memory.is_error and "must be a memory id: 'mem_' and 20 lower-case" in text(
+        bad_memory
+    )
+    assert not any("^" in text(r) for r in (bad_id, bad_memory))
     assert no_store.is_error and "instance_id is required" in text(no_store)
 
     (wrong_key,) = run(

@@ -177,6 +177,28 @@ def test_a_lone_surrogate_is_a_422_and_stores_nothing(tenant, store):
     assert body["sessions"] == []
 
 
+def test_a_bad_id_in_a_path_is_a_422_saying_the_rule_in_words(tenant, store):
+    """Issue 32: the problem said the raw regular expression."""
+    status, body, _ = invoke("get_session", build("get_session", tenant, store, session="a!b"))
+    assert status == 422
+    assert body["details"] == [
+        {
+            "field": "path.session_id",
+            "problem": "must be 1 to 256 characters: letters, digits, '.', '_', ':', '@' and "
+            "'-' (not '.' or '..' alone)",
+        }
+    ]
+    event = build("get_memory", tenant, store)
+    event["rawPath"] = event["requestContext"]["http"]["path"] = event["rawPath"].replace(
+        "mem_0123456789abcdef0123", "mem_XYZ"
+    )
+    status, body, _ = invoke("get_memory", event)
+    assert status == 422
+    assert body["details"][0]["problem"] == (
+        "must be a memory id: 'mem_' and 20 lower-case hexadecimal digits"
+    )
+
+
 def test_database_outage_is_a_503_with_retry_after(tenant, store, monkeypatch):
     tenant.control.register_instance(
         tenant.org_id, tenant.instance_id, "redis://127.0.0.1:1/0", allow_unreachable=True

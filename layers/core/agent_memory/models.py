@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import re
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Annotated, Any, Literal
@@ -30,8 +30,45 @@ if TYPE_CHECKING:
 
 # --- identifiers (DESIGN section 2) ----------------------------------------------------------
 
-INSTANCE_ID_PATTERN = r"^[A-Za-z0-9_\-]{1,64}$"
-DAY_PATTERN = r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$"
+PATTERN_WORDS: dict[str, str] = {}
+"""What each pattern of a field asks for, in words (``said``): pattern errors give these words,
+never the regular expression (``problem_in_words``)."""
+
+
+def said(pattern: str, words: str) -> str:
+    """``pattern``, with ``words`` (what a value must be: "letters, digits and ...") kept as
+    what its errors say. Every pattern a request field is checked with is declared with it."""
+    PATTERN_WORDS[pattern] = words
+    return pattern
+
+
+def problem_in_words(error: Mapping[str, Any]) -> str:
+    """The problem of one pydantic error (an item of ``ValidationError.errors()``), for a
+    person: a pattern mismatch says what the value must be in words (``PATTERN_WORDS``; a
+    pattern without words says only that the form is wrong, never the regular expression);
+    any other error as pydantic words it, without its "Value error, " prefix."""
+    if error.get("type") == "string_pattern_mismatch":
+        pattern = str((error.get("ctx") or {}).get("pattern", ""))
+        words = PATTERN_WORDS.get(pattern)
+        return f"must be {words}" if words else "is not in the form this field takes"
+    return str(error.get("msg", "invalid")).removeprefix("Value error, ")
+
+
+INSTANCE_ID_PATTERN = said(
+    r"^[A-Za-z0-9_\-]{1,64}$", "1 to 64 characters: letters, digits, '_' and '-'"
+)
+DAY_PATTERN = said(r"^[0-9]{4}-[0-9]{2}-[0-9]{2}$", "a day written YYYY-MM-DD")
+MEMORY_ID_PATTERN = said(
+    r"^mem_[0-9a-f]{20}$", "a memory id: 'mem_' and 20 lower-case hexadecimal digits"
+)
+CURSOR_PATTERN = said(r"^[0-9]+$", "digits only: the next_cursor the page before gave")
+TYPE_NAME_PATTERN = said(
+    r"^[a-z][a-z0-9_]{0,39}$",
+    "1 to 40 characters: a lower-case letter, then lower-case letters, digits and '_'",
+)
+AWS_REGION_PATTERN = said(
+    r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$", "an AWS region written like us-east-1 or eu-west-3"
+)
 """A day as the usage routes take it: ``YYYY-MM-DD`` and nothing else (a number is not read
 as a time since the epoch, as pydantic's lax dates would)."""
 
@@ -47,8 +84,14 @@ def _id_pattern(others: str, longest: int) -> str:
     )
 
 
-STORE_NAME_PATTERN = _id_pattern(r"A-Za-z0-9_\-", 64)
-SESSION_ID_PATTERN = _id_pattern(r"A-Za-z0-9_:@\-", 256)
+STORE_NAME_PATTERN = said(
+    _id_pattern(r"A-Za-z0-9_\-", 64),
+    "1 to 64 characters: letters, digits, '.', '_' and '-' (not '.' or '..' alone)",
+)
+SESSION_ID_PATTERN = said(
+    _id_pattern(r"A-Za-z0-9_:@\-", 256),
+    "1 to 256 characters: letters, digits, '.', '_', ':', '@' and '-' (not '.' or '..' alone)",
+)
 
 StoreName = Annotated[str, StringConstraints(pattern=STORE_NAME_PATTERN)]
 SessionId = Annotated[str, StringConstraints(pattern=SESSION_ID_PATTERN)]

@@ -14,11 +14,14 @@ from agent_memory.models import (
     Model,
     UtcDatetime,
     View,
+    said,
 )
 from agent_memory.scopes import Access, KeyScope
 
 MAX_SCOPE_ITEMS = 100
-KEY_ID_PATTERN = r"^key_[0-9a-f]{12}$"
+KEY_ID_PATTERN = said(
+    r"^key_[0-9a-f]{12}$", "a key id: 'key_' and 12 lower-case hexadecimal digits"
+)
 
 
 class StoreScope(Model):

@@ -52,7 +52,7 @@ from agent_memory.errors import (
 )
 from agent_memory.flows.container import Caller
 from agent_memory.flows.handle import StoreHandle
-from agent_memory.models import Principal
+from agent_memory.models import Principal, problem_in_words
 from agent_memory.observability import (
     REQUEST_ID_HEADER,
     annotate,
@@ -246,7 +246,7 @@ class Api(APIGatewayHttpResolver):
             if loc and loc[0] in ("body", "query", "path") and len(loc) > 1:
                 loc = loc[1:] if loc[0] == "body" else loc
             field = ".".join(loc) or "body"
-            problem = str(error.get("msg", "invalid")).removeprefix("Value error, ")
+            problem = problem_in_words(error)
             if error.get("type") == "json_invalid":
                 field, problem = (
                     "body",

@@ -11,10 +11,10 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 from agent_memory.edge.http_errors import JSON
-from agent_memory.memories.models import MEMORY_ID_PATTERN
 from agent_memory.models import (
     DAY_PATTERN,
     INSTANCE_ID_PATTERN,
+    MEMORY_ID_PATTERN,
     SESSION_ID_PATTERN,
     STORE_NAME_PATTERN,
 )

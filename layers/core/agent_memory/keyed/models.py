@@ -22,7 +22,14 @@ from pydantic import (
     model_validator,
 )
 
-from agent_memory.models import MAX_QUERY_CHARS, Model, View, compact_json, json_depth
+from agent_memory.models import (
+    MAX_QUERY_CHARS,
+    Model,
+    View,
+    compact_json,
+    json_depth,
+    problem_in_words,
+)
 
 MAX_LABELS = 20
 MAX_LABEL_CHARS = 256
@@ -181,7 +188,7 @@ def namespace_from_query(text: str, field: str = "query.namespace") -> list[str]
     try:
         return _NAMESPACE.validate_python(text.split("."))
     except ValidationError as exc:
-        problem = exc.errors()[0]["msg"]
+        problem = problem_in_words(exc.errors()[0])
         raise ValidationFailed(
             f"'{field.removeprefix('query.')}' is labels joined by '.', each 1 to "
             f"{MAX_LABEL_CHARS} characters, at most {MAX_LABELS}: {problem}.",

@@ -32,6 +32,7 @@ from agent_memory.errors import ValidationFailed
 from agent_memory.models import (
     DEFAULT_PAGE,
     MAX_QUERY_CHARS,
+    MEMORY_ID_PATTERN,
     ActorId,
     Model,
     SearchMode,
@@ -50,7 +51,6 @@ MAX_TOPIC_CHARS = 64
 MAX_METADATA_BYTES = 4_096
 MAX_METADATA_DEPTH = 5
 MAX_VERSIONS = 50
-MEMORY_ID_PATTERN = r"^mem_[0-9a-f]{20}$"
 
 Topic = Annotated[str, StringConstraints(min_length=1, max_length=MAX_TOPIC_CHARS)]
 MemoryId = Annotated[str, StringConstraints(pattern=MEMORY_ID_PATTERN)]

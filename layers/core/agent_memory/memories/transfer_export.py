@@ -29,7 +29,6 @@ from agent_memory.database.keys import StoreKeys
 from agent_memory.database.scripts import READ_ONLY, load_script
 from agent_memory.errors import ValidationFailed
 from agent_memory.memories.forms import converted
-from agent_memory.memories.models import MEMORY_ID_PATTERN
 from agent_memory.memories.records import MemoryRecord, decode_record, split_memory
 from agent_memory.memories.scripts import ACTOR_HELPERS, lua
 from agent_memory.memories.transfer_models import (
@@ -37,6 +36,7 @@ from agent_memory.memories.transfer_models import (
     ExportedMemory,
     MemoryExportPage,
 )
+from agent_memory.models import MEMORY_ID_PATTERN
 from agent_memory.sessions.transfer import int_cursor, items_that_fit
 
 # KEYS: the actor's memories, vectors. ARGV: HSCAN cursor, count, now (ms). {next cursor, ids,

@@ -56,10 +56,12 @@ from agent_memory.models import (
     LATEST,
     MAX_MESSAGE_CHARS,
     MAX_RECENT,
+    MEMORY_ID_PATTERN,
     ActorId,
     Model,
     UtcDatetime,
     View,
+    problem_in_words,
 )
 from agent_memory.sessions import scripts
 from agent_memory.sessions.models import MessageItem, Role, SpeakerName
@@ -166,7 +168,7 @@ class PendingMemory(BaseModel):
     topics: list[
         Annotated[str, StringConstraints(min_length=1, max_length=PENDING_TOPIC_CHARS)]
     ] = Field(max_length=PENDING_TOPICS)
-    supersedes: Annotated[str, StringConstraints(pattern=r"^mem_[0-9a-f]{20}$")] | None = None
+    supersedes: Annotated[str, StringConstraints(pattern=MEMORY_ID_PATTERN)] | None = None
     occurred_at: int | None = Field(None, ge=to_ms(EARLIEST), lt=to_ms(LATEST))
     messages: list[Annotated[int, Field(ge=1, le=MAX_SEQ)]] | None = Field(None, min_length=1)
 
@@ -195,7 +197,7 @@ def pending_problem(pending: str, read_seq: int, message_count: int) -> str | No
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(part) for part in first["loc"])
-        problem = first["msg"].removeprefix("Value error, ")
+        problem = problem_in_words(first)
         return 'must be an extraction answer as exported, {"from", "to", "memories"}: ' + (
             f"{where}: {problem}" if where else problem
         )

@@ -33,8 +33,12 @@ from agent_memory.database.client import database_errors
 from agent_memory.database.keys import StoreKeys
 from agent_memory.database.scripts import FINISHES_WRITE, load_script
 from agent_memory.errors import IdempotencyKeyInProgress, IdempotencyKeyReused
+from agent_memory.models import said
 
-IDEMPOTENCY_KEY_PATTERN = r"^[ \t]*[\x21-\x7e]{1,255}[ \t]*$"
+IDEMPOTENCY_KEY_PATTERN = said(
+    r"^[ \t]*[\x21-\x7e]{1,255}[ \t]*$",
+    "1 to 255 visible ASCII characters, without spaces between them",
+)
 ONCE_CONTEXT = "idempotency_once"
 """Where the HTTP middleware (``edge.idempotency``) leaves a keyed request's ``OnceKey`` in the
 resolver's context, for a use case whose write records its own outcome (``Api.once``)."""

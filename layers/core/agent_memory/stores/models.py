@@ -19,7 +19,9 @@ from pydantic import (
 
 from agent_memory.database.keys import StoreKeys
 from agent_memory.models import (
+    AWS_REGION_PATTERN,
     RESERVED_TYPES,
+    TYPE_NAME_PATTERN,
     Model,
     View,
 )
@@ -42,7 +44,7 @@ from agent_memory.webhooks.models import WebhookEndpoint, Webhooks
 class CustomType(Model):
     """A store-specific memory type: ``{"name": "order_issue", "description": "..."}``."""
 
-    name: Annotated[str, StringConstraints(pattern=r"^[a-z][a-z0-9_]{0,39}$")] = Field(
+    name: Annotated[str, StringConstraints(pattern=TYPE_NAME_PATTERN)] = Field(
         description="Lower-case letters, digits and '_', starting with a letter; 1-40 characters."
     )
     description: Annotated[str, StringConstraints(min_length=1, max_length=1000)]
@@ -158,7 +160,7 @@ EmbedProvider = Literal["none", "openai", "bedrock", "custom"]
 RerankProvider = Literal["none", "cohere", "voyage", "jina", "bedrock", "custom", "llm"]
 AwsRegion = Annotated[
     str,
-    StringConstraints(pattern=r"^[a-z]{2}(-[a-z]+)+-[0-9]{1,2}$", max_length=32),
+    StringConstraints(pattern=AWS_REGION_PATTERN, max_length=32),
     Field(description="An AWS region such as 'us-east-1', for the 'bedrock' providers."),
 ]
 ModelName = Annotated[str, StringConstraints(min_length=1, max_length=200)]

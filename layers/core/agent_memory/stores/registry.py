@@ -23,6 +23,7 @@ from agent_memory.database.client import (
 from agent_memory.database.keys import MEMORY_PARTITIONS, StoreKeys, new_incarnation
 from agent_memory.database.partitions import live_count
 from agent_memory.errors import Conflict, StoreNotFound, ValidationFailed
+from agent_memory.models import problem_in_words
 from agent_memory.providers.secrets import Cipher, KeyPlace, seal
 from agent_memory.stores.models import (
     ProviderSettings,
@@ -72,7 +73,7 @@ def validation_details(exc: ValidationError) -> list[dict[str, Any]]:
     details = []
     for error in exc.errors(include_url=False):
         field = ".".join(str(part) for part in error["loc"]) or "body"
-        problem = str(error["msg"]).removeprefix("Value error, ")
+        problem = problem_in_words(error)
         details.append({"field": field, "problem": problem})
     return details
 
