@@ -281,6 +281,37 @@ def test_a_bad_key_request_is_422_and_makes_no_key(scene, body):
     assert len(scene.admin.get("/keys").json()["keys"]) == before
 
 
+@pytest.mark.parametrize(
+    ("body", "field", "problem"),
+    [
+        # issue 32: a repeated actor made a key that demanded actor_id everywhere
+        ({"actors": ["ann", "ann"]}, "actors", "lists 'ann' twice (items 0 and 1)"),
+        ({"instances": [INSTANCE, "x", INSTANCE]}, "instances", f"lists '{INSTANCE}' twice"),
+        (
+            {"stores": [{"instance_id": INSTANCE, "store": "s"}] * 2},
+            "stores",
+            f"lists '{INSTANCE}/s' twice",
+        ),
+        # an unknown instance is reported under the field that names it
+        (
+            {"stores": [{"instance_id": "elsewhere", "store": "s"}]},
+            "stores",
+            "unknown instance elsewhere",
+        ),
+        ({"instances": ["elsewhere"]}, "instances", "unknown instance elsewhere"),
+    ],
+)
+def test_a_key_scope_naming_something_twice_or_unknown_is_422_naming_the_field(
+    scene, body, field, problem
+):
+    before = len(scene.admin.get("/keys").json()["keys"])
+    answer = scene.admin.post("/keys", json={"access": "read", **body})
+    assert answer.status_code == 422, answer.text
+    (detail,) = answer.json()["details"]
+    assert detail["field"] == field and problem in detail["problem"], detail
+    assert len(scene.admin.get("/keys").json()["keys"]) == before
+
+
 def test_an_expired_key_is_401_and_a_store_listing_shows_only_the_keys_stores(scene):
     soon = (datetime.now(UTC) + timedelta(seconds=2)).isoformat()
     key = _key(

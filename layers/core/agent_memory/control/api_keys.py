@@ -178,12 +178,15 @@ class ApiKeys:
         from agent_memory.control.key_models import KeyCreated, scope_view
         from agent_memory.scopes import StoreRef
 
-        named = list(body.instances or []) + [s.instance_id for s in body.stores or []]
-        unknown = sorted({i for i in named if i not in instances})
+        named = [("instances", i) for i in body.instances or []] + [
+            ("stores", s.instance_id) for s in body.stores or []
+        ]
+        unknown = [(field, i) for field, i in named if i not in instances]
         if unknown:
+            field, instance = unknown[0]  # reported under the field that names it
             raise ValidationFailed(
-                f"Instance '{unknown[0]}' is not one of your organization's.",
-                details=[{"field": "instances", "problem": f"unknown instance {unknown[0]}"}],
+                f"Instance '{instance}' (in '{field}') is not one of your organization's.",
+                details=[{"field": field, "problem": f"unknown instance {instance}"}],
             )
         now = self._clock.now()
         if body.expires_at is not None and body.expires_at <= now:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Annotated, Literal
 
-from pydantic import Field, StringConstraints
+from pydantic import Field, StringConstraints, field_validator
 
 from agent_memory.models import (
     INSTANCE_ID_PATTERN,
@@ -53,6 +53,31 @@ class KeyCreate(Model):
         None, min_length=1, max_length=MAX_SCOPE_ITEMS
     )
     expires_at: UtcDatetime | None = Field(None, strict=False)
+
+    @field_validator("instances", "actors")
+    @classmethod
+    def _each_once(cls, given: list[str] | None) -> list[str] | None:
+        """A name listed twice is a mistake (the key would then demand what it names, such as
+        ``actor_id``, everywhere: issue 32), said naming the first repeated."""
+        if given is not None:
+            _refuse_repeats(given)
+        return given
+
+    @field_validator("stores")
+    @classmethod
+    def _each_store_once(cls, given: list[StoreScope] | None) -> list[StoreScope] | None:
+        if given is not None:
+            _refuse_repeats([f"{s.instance_id}/{s.store}" for s in given])
+        return given
+
+
+def _refuse_repeats(names: list[str]) -> None:
+    """``ValueError`` naming the first of ``names`` given twice (and where)."""
+    seen: dict[str, int] = {}
+    for place, name in enumerate(names):
+        if name in seen:
+            raise ValueError(f"lists '{name}' twice (items {seen[name]} and {place}); list it once")
+        seen[name] = place
 
 
 class KeyView(View):
