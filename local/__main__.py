@@ -38,6 +38,7 @@ from uvicorn.supervisors import Multiprocess
 
 from agent_memory.database.client import is_cluster, primaries, redis_client
 from agent_memory.database.urls import mask_url, url_secrets
+from agent_memory.edge.settings import parse_flag
 from agent_memory.errors import AgentMemoryError
 from local.bootstrap import (
     INSTANCE_ID,
@@ -57,6 +58,8 @@ from local.server import PARAMETERS_ENV, SCHEDULER_ENV
 from local.template import HttpApi, read_http_api
 
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+PRIVATE_ENDPOINTS = "KIVIDB_ALLOW_PRIVATE_ENDPOINTS"
+ACCESS_LOG = "KIVIDB_ACCESS_LOG"
 
 
 class Shutdown:
@@ -166,19 +169,26 @@ def _function_environment(database: Database, local_dir: Path) -> HttpApi:
     return api
 
 
+def endpoints_line() -> str:
+    """The banner's word on custom endpoints, as ``KIVIDB_ALLOW_PRIVATE_ENDPOINTS`` is read by
+    the functions too (``parse_flag``)."""
+    if parse_flag(PRIVATE_ENDPOINTS, os.environ.get(PRIVATE_ENDPOINTS)):
+        return (
+            "custom model endpoints and webhook URLs may be http:// and private "
+            "(KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1)"
+        )
+    return (
+        "custom model endpoints and webhook URLs must be public https:// "
+        "(KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 allows loopback servers)"
+    )
+
+
 def _banner(
     port: int, workers: int, database: Database, api_key: str, origin: str, scheduler: str
 ) -> str:
     """What the stack prints once it is set up."""
     base = f"http://127.0.0.1:{port}"
-    endpoints = (
-        "custom model endpoints and webhook URLs may be http:// and private "
-        "(KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1)"
-        if os.environ.get("KIVIDB_ALLOW_PRIVATE_ENDPOINTS", "").lower()
-        in ("1", "true", "yes", "on")
-        else "custom model endpoints and webhook URLs must be public https:// "
-        "(KIVIDB_ALLOW_PRIVATE_ENDPOINTS=1 allows loopback servers)"
-    )
+    endpoints = endpoints_line()
     return (
         f"KiviDB agent memory, local stack\n"
         f"  API:       {base}  (routes from template.yaml, {workers} worker processes)\n"
@@ -202,7 +212,7 @@ def _serve(port: int, workers: int, sock: socket.socket, shutdown: Shutdown) -> 
         port=port,
         workers=workers,
         http="httptools",
-        access_log=os.environ.get("KIVIDB_ACCESS_LOG") == "1",
+        access_log=parse_flag(ACCESS_LOG, os.environ.get(ACCESS_LOG)),
         log_level="warning",
     )
     if workers > 1:
@@ -232,12 +242,24 @@ def _start_loops(
     return loop, periodic, scheduler
 
 
+def _check_flags() -> None:
+    """Exit 2, saying why, when a boolean setting has a value its one parser refuses
+    (``parse_flag``, as the functions read it): before anything starts."""
+    for flag in (PRIVATE_ENDPOINTS, ACCESS_LOG):
+        try:
+            parse_flag(flag, os.environ.get(flag))
+        except ValueError as exc:
+            print(f"local stack: {exc}.", file=sys.stderr)
+            raise SystemExit(2) from None
+
+
 def main() -> None:
     """Start the database, set up organization ``local``, print the banner, serve the API
     and the scheduler loop, and on a stop signal stop them in order (docs: README)."""
     port = int(os.environ.get("PORT", "3000"))
     workers = int(os.environ.get("KIVIDB_WORKERS", "2"))
     local_dir = Path(os.environ.get("KIVIDB_LOCAL_DIR", ROOT / ".local")).resolve()
+    _check_flags()
     try:  # before anything starts: a second stack on a taken port must not touch the data
         sock = listen(port)
     except OSError as exc:

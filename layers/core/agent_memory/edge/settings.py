@@ -17,6 +17,28 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 
+FLAG_ON = ("1", "true", "yes", "on")
+FLAG_OFF = ("0", "false", "no", "off", "")
+"""The spellings of a boolean setting (``KIVIDB_ALLOW_PRIVATE_ENDPOINTS``, ``KIVIDB_ACCESS_LOG``),
+any case, spaces around ignored; empty is off, as unset is. ``parse_flag`` is their one parser:
+the functions, the local stack's banner and its server all read them with it, so they cannot
+disagree (issue 32: ``y`` allowed private endpoints while the banner said they were refused,
+and an empty value failed every request)."""
+
+
+def parse_flag(name: str, value: str | None) -> bool:
+    """The boolean setting ``name`` given as ``value`` (None: unset, so off): ``FLAG_ON`` or
+    ``FLAG_OFF``; ``ValueError`` naming the setting and the spellings for anything else."""
+    text = (value or "").strip().lower()
+    if text in FLAG_ON:
+        return True
+    if text in FLAG_OFF:
+        return False
+    raise ValueError(
+        f"{name} must be one of {', '.join(FLAG_ON)} (on) or {', '.join(f for f in FLAG_OFF if f)}"
+        f" or empty (off), not {value!r}"
+    )
+
 
 class FunctionSettings(BaseModel):
     """Environment of every function (``KIVIDB_*``), set by ``template.yaml`` or the local stack.
@@ -61,6 +83,14 @@ class FunctionSettings(BaseModel):
     answer_budget_bytes: int = Field(
         DEFAULT_ANSWER_BUDGET, ge=MIN_ANSWER_BYTES, le=LAMBDA_PAYLOAD_LIMIT
     )
+
+    @field_validator("allow_private_endpoints", mode="before")
+    @classmethod
+    def _flag(cls, value: object) -> object:
+        # The one parser of boolean settings (parse_flag), not pydantic's own spellings.
+        return (
+            parse_flag("KIVIDB_ALLOW_PRIVATE_ENDPOINTS", value) if isinstance(value, str) else value
+        )
 
     @field_validator("search_threads", mode="before")
     @classmethod
