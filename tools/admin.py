@@ -53,6 +53,15 @@ from agent_memory.database.urls import mask_url
 from agent_memory.errors import AgentMemoryError, ValidationFailed
 
 
+def shown(text: str) -> str:
+    """``text`` as one stretch of a terminal line: every character that is not printable (a
+    newline, a tab, an escape, a bidirectional override...) written as its Python escape
+    (``\\n``, ``\\x1b``, ``\\u202e``), so text a caller chose, such as a key's name, can
+    neither start a line of its own nor move the cursor or recolour what follows (issue 32:
+    a name with a newline and an escape sequence forged an admin key's line)."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="python -m tools.admin", description=__doc__.split("\n")[0]
@@ -165,8 +174,8 @@ def _issue_key(control: ControlPlane, args: argparse.Namespace) -> None:
 
 def _list_keys(control: ControlPlane, args: argparse.Namespace) -> None:
     for info in control.list_api_keys(args.org):
-        scope = info.scope.to_text() if info.scope is not None else "admin"
-        name = f"\t{info.name}" if info.name else ""
+        scope = shown(info.scope.to_text()) if info.scope is not None else "admin"
+        name = f"\t{shown(info.name)}" if info.name else ""
         print(f"{info.key_id}\tcreated {info.created_at.isoformat()}\t{scope}{name}")
 
 
@@ -192,8 +201,8 @@ def _set_limits(control: ControlPlane, args: argparse.Namespace) -> None:
     store = LimitStore(control.database.redis, SystemClock())
     now = store.set(args.org, limits, args.key_id)
     who = f"key {args.key_id} of {args.org}" if args.key_id else args.org
-    shown = ", ".join(f"{k}={v}" for k, v in now.model_dump(exclude_none=True).items())
-    print(f"limits of {who}: {shown or 'the defaults'}")
+    said = ", ".join(f"{k}={v}" for k, v in now.model_dump(exclude_none=True).items())
+    print(f"limits of {who}: {said or 'the defaults'}")
 
 
 def _revoke_key(control: ControlPlane, args: argparse.Namespace) -> None:
@@ -203,7 +212,7 @@ def _revoke_key(control: ControlPlane, args: argparse.Namespace) -> None:
 
 def _list_instances(control: ControlPlane, args: argparse.Namespace) -> None:
     for instance in control.list_instances(args.org):
-        print(f"{instance.instance_id}\t{mask_url(instance.url)}")
+        print(f"{instance.instance_id}\t{shown(mask_url(instance.url))}")
 
 
 def _remove_instance(control: ControlPlane, args: argparse.Namespace) -> None:
@@ -250,10 +259,11 @@ def main(argv: list[str] | None = None) -> int:
         )
         COMMANDS[args.command](control, args)
     except AgentMemoryError as exc:
-        print(f"{exc.code}: {exc.message}", file=sys.stderr)
+        print(f"{exc.code}: {shown(exc.message)}", file=sys.stderr)
         return 1
     except ValueError as exc:  # a scoped key's options (pydantic's errors are ValueErrors too)
-        print(f"validation_error: {exc}", file=sys.stderr)
+        lines = str(exc).split("\n")  # pydantic's own lines stay lines
+        print("validation_error: " + "\n".join(shown(line) for line in lines), file=sys.stderr)
         return 2
     return 0
 

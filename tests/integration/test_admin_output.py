@@ -44,3 +44,24 @@ def test_no_output_of_the_admin_tool_shows_the_password(url, redis_url, capsys):
     assert "127.0.0.1" in listed or "/nonexistent/" in listed
     for printed in outputs:
         assert SECRET not in printed.out and SECRET not in printed.err
+
+
+FORGED = "phone\nkey_000000000000\tcreated 2026-01-01T00:00:00+00:00\tadmin\x1b[2K\u202e"
+
+
+def test_list_keys_escapes_control_characters_so_a_name_cannot_forge_a_line(redis_url, capsys):
+    """Issue 32: a key name with a newline and an escape sequence printed raw forged an admin
+    key's line in the operator's terminal. Each key is one line, its name escaped."""
+    org = unique("org")
+    argv = ["--control-url", redis_url, "--release-hold", "0"]
+    assert admin.main([*argv, "create-org", org]) == 0
+    assert admin.main([*argv, "issue-key", org, "--access", "read", "--name", FORGED]) == 0
+    capsys.readouterr()
+    assert admin.main([*argv, "list-keys", org]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 1 and "\x1b" not in lines[0] and "\u202e" not in lines[0]
+    assert lines[0].count("\t") == 3  # id, created, scope, name: no tab of the name's own
+    assert lines[0].endswith(
+        "\tphone\\nkey_000000000000\\tcreated 2026-01-01T00:00:00+00:00\\tadmin\\x1b[2K\\u202e"
+    )
+    assert admin.main([*argv, "delete-org", org]) == 0
