@@ -185,7 +185,7 @@ def test_a_wide_search_holds_a_chunk_of_entries_at_once_not_every_one_under_its_
 
 
 def test_a_memory_changed_between_a_searchs_two_reads_is_answered_as_it_is_then(keyed):
-    memories, _, binary, config = keyed
+    memories, _, binary, _ = keyed
     memories.put(_put(["two"], "a", {"kind": "pet"}))
     memories.put(_put(["two"], "b", {"kind": "pet"}))
     memories.put(_put(["two"], "c", {"kind": "pet"}))
