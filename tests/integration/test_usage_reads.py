@@ -15,6 +15,7 @@ from cryptography.fernet import Fernet
 from agent_memory.clock import SystemClock, to_ms
 from agent_memory.database.partitions import counted, queue_count
 from agent_memory.providers.secrets import FernetCipher
+from agent_memory.stores import holding
 from agent_memory.stores.holding import BATCH, Holding, instance_holding, store_holding
 from agent_memory.stores.models import StoreConfig, StorePut
 from agent_memory.stores.registry import Stores
@@ -58,7 +59,7 @@ def _fill(client: redis.Redis, config: StoreConfig, n: int, now_ms: int) -> None
 
 
 def test_the_organizations_stores_are_read_together_in_one_scan_with_each_stores_figures(
-    database,
+    database, monkeypatch
 ):
     database.flushdb()
     clock = MovableClock()
@@ -97,6 +98,13 @@ def test_the_organizations_stores_are_read_together_in_one_scan_with_each_stores
     assert together.sessions == sum(n % 4 for n in range(STORES)) and together.memories > 0
     # one pass over the keyspace (SCAN's COUNT is a hint: a few calls more), not one per store
     assert scans <= 2 * (keyspace // BATCH + 1) < STORES
+    # a store's sessions read a few at a time come to the same; so do a cluster's reads
+    monkeypatch.setattr(holding, "SESSIONS_PER_CALL", 2)
+    assert instance_holding(database, configs, clock) == together
+    keys = [config.keys() for config in configs]
+    bases = {k.all_pattern.removesuffix("*") for k in keys}
+    piped = holding._pipelined_counts(database, keys, now_ms)
+    assert piped.model_copy(update={"bytes": holding._pipelined_bytes(database, bases)}) == together
 
 
 def test_expired_sessions_and_memories_are_not_held(database):
