@@ -7,15 +7,16 @@ Two measurements, each against a baseline measured in the same run:
    database of ``--keys`` keys, against the way it was read before: each store's
    ``store_holding`` one after another, a scan of the whole database each, timed on
    ``--baseline-stores`` of them and projected to every store (reading all of them would take
-   minutes). Target: within 5 s for 1,000 stores, half the function's 10 s (the rest for the
-   control database and the answer). The figures must match: the sum of the baseline's on the
+   minutes). Target: within 7 s for 1,000 stores, the time ``GET /usage`` waits for an
+   instance (the function has 10 s; past 7 s the instance is named under ``unreachable``). The figures must match: the sum of the baseline's on the
    stores it read equals ``instance_holding`` of those stores.
 2. **Keyed search memory.** A search (newest first, ``limit`` 100) over ``--values`` keyed
-   memories of 60 KB under one prefix, in a fresh process each: the growth of its peak
-   resident memory (``ru_maxrss``) over the search, the search of ``keyed.ranking`` against the
-   one before it (every entry under the prefix read and decoded at once). Target: under the
-   64 MB docs/limits.md states (16 MB for the search besides its page, and the page: 100
-   values of 60 KB, decoded), flat in the number of values.
+   memories of 60 KB under one prefix, in a fresh process each: the peak of the memory Python
+   allocated during the search (``tracemalloc``; and the growth of the process's peak resident
+   memory, ``ru_maxrss``, over the search, 0 when it stays under the imports' peak), the search
+   of ``keyed.ranking`` against the one before it (every entry under the prefix read and decoded
+   at once). Target: under the 16 MB docs/limits.md states for the search besides its page,
+   with the page (100 values of 60 KB, decoded) under 64 MB, flat in the number of values.
 
 ``python -m bench.reads [--stores 1000] [--keys 300000] [--baseline-stores 20]
 [--values 1000 4000] [--out DIR]``; the table goes to ``DIR/reads.md`` with its plot
@@ -30,6 +31,7 @@ import resource
 import subprocess
 import sys
 import time
+import tracemalloc
 from datetime import UTC, datetime
 from functools import partial
 from pathlib import Path
@@ -53,7 +55,7 @@ from local.bootstrap import start_redis_server
 from tools.progress import Progress
 
 RESULTS = Path(__file__).resolve().parent / "results"
-USAGE_TARGET_SECONDS = 5.0
+USAGE_TARGET_SECONDS = 7.0
 SEARCH_TARGET_MB = 64.0
 VALUE = {"notes": ["x" * 59] * 1000}
 """A keyed value of 60 KB of JSON (a thousand strings once decoded)."""
@@ -178,14 +180,22 @@ def keyed_child(url: str, variant: str) -> dict[str, float]:
     memories = KeyedMemories(StoreDatabase(client, client, config, clock), NoEmbedder(3))
     memories.search(KeyedSearchRequest(namespace_prefix=["nothing"], limit=1))  # warm imports
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    tracemalloc.start()
     start = time.perf_counter()
     if variant == "baseline":
         items = _baseline_search(memories, client, config)
     else:
         items = len(memories.search(KeyedSearchRequest(namespace_prefix=["wide"], limit=100)).items)
     seconds = time.perf_counter() - start
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
     after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return {"seconds": seconds, "growth_mb": (after - before) / 1024, "items": items}
+    return {
+        "seconds": seconds,
+        "peak_mb": peak / 1e6,
+        "rss_growth_mb": (after - before) / 1024,
+        "items": items,
+    }
 
 
 def keyed(url: str, values: int) -> dict[str, float]:
@@ -201,7 +211,8 @@ def keyed(url: str, values: int) -> dict[str, float]:
             text=True,
         )
         found = json.loads(done.stdout.strip().splitlines()[-1])
-        row[f"{variant}_mb"] = found["growth_mb"]
+        row[f"{variant}_mb"] = found["peak_mb"]
+        row[f"{variant}_rss_mb"] = found["rss_growth_mb"]
         row[f"{variant}_s"] = found["seconds"]
         row[f"{variant}_items"] = found["items"]
     row["ratio"] = row["baseline_mb"] / max(row["chunked_mb"], 0.1)
@@ -266,10 +277,11 @@ def report(
     for r in searched:
         lines.append(
             f"| keyed search, newest 100 of {r['values']:,.0f} values of 60 KB: peak memory "
-            f"growth | {r['chunked_mb']:.0f} MB, {r['chunked_s']:.2f} s | {r['baseline_mb']:.0f} "
-            f"MB, {r['baseline_s']:.2f} s, every entry at once ({r['ratio']:.0f}x) | under "
-            f"{SEARCH_TARGET_MB:g} MB, whatever the number | "
-            f"{'PASS' if r['chunked_mb'] <= SEARCH_TARGET_MB else 'FAIL'} |"
+            f"(tracemalloc; resident growth) | {r['chunked_mb']:.0f} MB; "
+            f"{r['chunked_rss_mb']:.0f} MB; {r['chunked_s']:.2f} s | {r['baseline_mb']:.0f} MB; "
+            f"{r['baseline_rss_mb']:.0f} MB; {r['baseline_s']:.2f} s, every entry at once "
+            f"({r['ratio']:.0f}x) | under {SEARCH_TARGET_MB:g} MB with its page, whatever the "
+            f"number | {'PASS' if r['chunked_mb'] <= SEARCH_TARGET_MB else 'FAIL'} |"
         )
     lines += [
         "",
@@ -284,8 +296,10 @@ def report(
         "pipelines of 1,000 commands; `GET /usage` reads the instances concurrently and waits "
         "7 s for them at most.",
         "",
-        "Keyed search: each search in a fresh process, its peak resident memory (`ru_maxrss`) "
-        "after the search less before it. The search reads 64 entries at a time and keeps "
+        "Keyed search: each search in a fresh process, the peak of what Python allocated during "
+        "it (`tracemalloc`), and the process's peak resident memory (`ru_maxrss`) after the "
+        "search less before it (0 when the search stays under the peak the imports left). The "
+        "search reads 64 entries at a time and keeps "
         "only the rank of each; the page's 100 entries are read again at the end. "
         f"Items answered: the baseline {baseline_items}, the search {chunked_items}. "
         f"{'PASS' if flat else 'FAIL'}: flat in the number of values.",
@@ -334,7 +348,7 @@ def plot(
     )
     right.axhline(SEARCH_TARGET_MB, color="tab:red", linestyle="--", label="stated bound")
     right.set_xlabel("keyed values of 60 KB under the prefix")
-    right.set_ylabel("peak memory growth (MB)")
+    right.set_ylabel("peak memory of the search (MB, tracemalloc)")
     right.set_title("keyed search, newest 100", fontsize=9)
     right.legend(fontsize=8)
     fig.tight_layout()
