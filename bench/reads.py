@@ -8,8 +8,9 @@ Two measurements, each against a baseline measured in the same run:
    ``store_holding`` one after another, a scan of the whole database each, timed on
    ``--baseline-stores`` of them and projected to every store (reading all of them would take
    minutes). Target: within 7 s for 1,000 stores, the time ``GET /usage`` waits for an
-   instance (the function has 10 s; past 7 s the instance is named under ``unreachable``). The figures must match: the sum of the baseline's on the
-   stores it read equals ``instance_holding`` of those stores.
+   instance (the function has 10 s; past 7 s the instance is named under ``unreachable``).
+   The figures must match: the sum of the baseline's on the stores it read equals
+   ``instance_holding`` of those stores.
 2. **Keyed search memory.** A search (newest first, ``limit`` 100) over ``--values`` keyed
    memories of 60 KB under one prefix, in a fresh process each: the peak of the memory Python
    allocated during the search (``tracemalloc``; and the growth of the process's peak resident
