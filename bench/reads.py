@@ -293,9 +293,9 @@ def report(
         f"{args.baseline_stores} stores and projected to all (its figures for those stores are "
         "the new read's: "
         f"{'the same' if used['same'] == 1.0 else 'NOT the same'}). The new read scans the "
-        "database once, each key's bytes to its store, and asks every store's counts in shared "
-        "pipelines of 1,000 commands; `GET /usage` reads the instances concurrently and waits "
-        "7 s for them at most.",
+        "database once by a script that sums each key's bytes by store as it goes, and reads "
+        "each store's sessions, messages and memories by one script, sent in pipelines of 100; "
+        "`GET /usage` reads the instances concurrently and waits 7 s for them at most.",
         "",
         "Keyed search: each search in a fresh process, the peak of what Python allocated during "
         "it (`tracemalloc`), and the process's peak resident memory (`ru_maxrss`) after the "
