@@ -19,6 +19,7 @@ about a second, ``make bench-reads``).
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from itertools import islice
 from typing import Any, TypeVar
 
@@ -159,14 +160,16 @@ def instance_holding(client: redis.Redis, configs: Sequence[StoreConfig], clock:
     now_ms = to_ms(clock.now())
     stores = [config.keys() for config in configs]
     bases = {keys.all_pattern.removesuffix("*") for keys in stores}
-    with database_errors():
-        if is_cluster(client):
-            held = _pipelined_counts(client, stores, now_ms)
-            byte_count = _pipelined_bytes(client, bases)
-        else:
-            held = _scripted_counts(client, stores, now_ms)
-            byte_count = _scripted_bytes(client, bases)
-    return held.model_copy(update={"bytes": byte_count})
+    cluster = is_cluster(client)
+    counts, sizes = (
+        (_pipelined_counts, _pipelined_bytes) if cluster else (_scripted_counts, _scripted_bytes)
+    )
+    # the scan on a second connection meanwhile: the server works on one while this process
+    # packs and reads the other's commands
+    with database_errors(), ThreadPoolExecutor(1, thread_name_prefix="holding") as side:
+        byte_count = side.submit(sizes, client, bases)
+        held = counts(client, stores, now_ms)
+        return held.model_copy(update={"bytes": byte_count.result()})
 
 
 def _scripted_counts(client: redis.Redis, stores: list[StoreKeys], now_ms: int) -> Holding:
