@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-runs unit integration e2e lint format validate openapi build deploy replay fuzz \
 	console console-screenshots typescript typescript-schema bench bench-working-memory bench-request-path bench-cold-start bench-retrieval bench-latency bench-background bench-updates bench-faults \
-	bench-load bench-imports bench-limits bench-webhooks bench-prefix-cache clean
+	bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache clean
 
 # tools.install: the virtualenv with progress (a bar per step on a terminal, one line per step
 # piped) and pip's output in .local/install.log, which its first line names.
@@ -217,7 +217,7 @@ $(BENCH_STAMP): $(STAMP) bench/requirements.txt
 	@touch $(BENCH_STAMP)
 
 ## bench: every benchmark; each writes a table and a plot under bench/results/
-bench: bench-working-memory bench-latency bench-cold-start bench-request-path bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits bench-webhooks bench-prefix-cache
+bench: bench-working-memory bench-latency bench-cold-start bench-request-path bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache
 
 ## bench-working-memory: add events and recall through the local stack, vs in-process baselines
 bench-working-memory: $(BENCH_STAMP)
@@ -267,9 +267,16 @@ bench-limits: $(BENCH_STAMP)
 	$(PY) -m bench.limits $(ARGS)
 
 ## bench-webhooks: writes to a store with webhooks vs without (a slow and a failing receiver),
-## every event delivered and verified, and the usage count's cost in the authorizer's step
+## every event delivered and verified, the usage count's cost in the authorizer's step, and a
+## healthy organization's deliveries beside another's five hanging endpoints (p95 within 2x)
 bench-webhooks: $(BENCH_STAMP)
 	$(PY) -m bench.webhooks $(ARGS)
+
+## bench-reads: what 1,000 stores hold (GET /usage's read of an instance of 300,000 keys) and a
+## keyed search's peak memory over 1,000 / 4,000 values of 60 KB, each against the read before
+## (bench/results/reads.md)
+bench-reads: $(BENCH_STAMP)
+	$(PY) -m bench.reads $(ARGS)
 
 ## bench-prefix-cache: LoCoMo turn by turn: the share of each recall context that is a prefix
 ## of the previous turn's, and the tokens OpenAI's and Anthropic's caches serve, vs the older

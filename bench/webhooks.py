@@ -14,9 +14,15 @@ Three measurements, each repeated ``--runs`` times, medians reported with their 
 3. **Counting.** ``LimitStore.take`` with the request counted in the day's usage against
    ``take`` without (the authorizer's one step, in-process, 2,000 calls each, interleaved):
    usage must add no round trip.
+4. **Fairness.** The sender of the delivery function (``webhooks.delivery.Sender``, its 10 s
+   attempts, run every half second as the local stack does) on a database of its own: a
+   healthy organization's ``--fair-events`` events to a receiver that answers at once, alone,
+   then beside another organization whose store sends every event to five endpoints that
+   never answer (issue 32's case). Target: the healthy organization's p95 from queued to
+   delivered beside the hanging one within 2x of its p95 alone.
 
-``python -m bench.webhooks [--writes 150] [--runs 3] [--out DIR]``; the table goes to
-``DIR/webhooks.md`` with its plot ``webhooks.png`` (default ``bench/results``).
+``python -m bench.webhooks [--writes 150] [--runs 3] [--fair-events 12] [--out DIR]``; the
+table goes to ``DIR/webhooks.md`` with its plot ``webhooks.png`` (default ``bench/results``).
 """
 
 from __future__ import annotations
@@ -24,17 +30,31 @@ from __future__ import annotations
 import argparse
 import random
 import statistics
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from tempfile import TemporaryDirectory
+from typing import Any
 
+import redis
+from cryptography.fernet import Fernet
 from standardwebhooks import Webhook
 
 from agent_memory.clock import SystemClock
 from agent_memory.control.limits import Limits, LimitStore
 from agent_memory.database.client import redis_client
 from agent_memory.database.keys import ControlKeys
+from agent_memory.providers.secrets import FernetCipher, KeyPlace, seal
+from agent_memory.stores.models import StoreConfig
+from agent_memory.webhooks.bodies import EventGone, keep_bodies, read_body
+from agent_memory.webhooks.delivery import PER_ORG, THREADS, Sender
+from agent_memory.webhooks.events import event_for
+from agent_memory.webhooks.models import Delivery
+from agent_memory.webhooks.outbox import Outbox
+from agent_memory.webhooks.signing import new_secret
 from bench.measure import percentile
 from kividb_memory import MemoryClient
 from local.bootstrap import start_redis_server
@@ -159,16 +179,116 @@ def counting_cost(database_url: str) -> tuple[float, float]:
     return percentile(counted, 50), percentile(bare, 50)
 
 
+HANGING_ENDPOINTS = 5
+"""Endpoints of the hanging organization's store (a store's most), none of which answers."""
+INSTANCE = "bench"
+
+
+def _hooked_store(cipher: FernetCipher, org: str, name: str, urls: list[str]) -> StoreConfig:
+    """A store of ``org`` sending ``memory.created`` to ``urls``, with a sealed secret."""
+    place = KeyPlace(org, INSTANCE, name, "0a0b0c0d0e0f")
+    now = datetime.now(UTC)
+    return StoreConfig.model_validate(
+        {
+            "name": name,
+            "incarnation": "0a0b0c0d0e0f",
+            "created_at": now,
+            "updated_at": now,
+            "webhooks": [{"url": url, "events": ["memory.created"]} for url in urls],
+            "webhook_secret_ciphertext": seal(cipher, new_secret(), place, "webhook_secret"),
+        },
+        context={"stored": True},
+    )
+
+
+@contextmanager
+def periodic_sender(client: redis.Redis, cipher: FernetCipher) -> Iterator[Outbox]:
+    """The delivery function's sender on ``client`` (secrets sealed with ``cipher``), invoked
+    every half second on a thread as the local stack does (``local.scheduler.PERIODIC_SECONDS``);
+    its outbox. On leaving, waits for the attempts under way (a hanging receiver's take the
+    sender's 10 s)."""
+    clock = SystemClock()
+    outbox = Outbox(client, clock)
+
+    def bodies(delivery: Delivery) -> str:
+        body = read_body(client, delivery)
+        if body is None:
+            raise EventGone("not sent: the store was deleted")
+        return body
+
+    sender = Sender(outbox, cipher, clock, bodies, allow_private=True)
+    stop = threading.Event()
+
+    def loop() -> None:
+        while not stop.wait(0.5):
+            sender.deliver_due(5.0)
+
+    worker = threading.Thread(target=loop, daemon=True)
+    worker.start()
+    try:
+        yield outbox
+    finally:
+        stop.set()
+        worker.join()
+
+
+def fair_lags(database_url: str, events: int, hanging: bool) -> list[float]:
+    """Seconds from queueing to the first 2xx of each of the healthy organization's ``events``
+    (one every 0.1 s), with the other organization's five endpoints that never answer queued
+    an event before each of them when ``hanging`` (module docstring, 4)."""
+    client = redis.Redis.from_url(database_url, decode_responses=True)
+    client.flushdb()  # the bench's own server
+    cipher = FernetCipher(Fernet.generate_key())
+    clock = SystemClock()
+    with ExitStack() as stack:
+        healthy = stack.enter_context(TimedReceiver([]))
+        hangers = [
+            stack.enter_context(WebhookReceiver(["hang:12"] * events * 2))
+            for _ in range(HANGING_ENDPOINTS)
+        ]
+        outbox = stack.enter_context(periodic_sender(client, cipher))
+        fine = _hooked_store(cipher, "org_fine", "fine", [healthy.url])
+        hung = _hooked_store(cipher, "org_hangs", "hangs", [h.url for h in hangers])
+        queued: dict[str, float] = {}
+        start = time.monotonic()
+        deadline = start + 60
+        while time.monotonic() < deadline and len(healthy.first_2xx) < events:
+            if len(queued) < events and time.monotonic() >= start + 0.1 * len(queued):
+                if hanging:
+                    _queue_event(client, outbox, hung, "org_hangs", clock)
+                (delivery,) = _queue_event(client, outbox, fine, "org_fine", clock)
+                queued[delivery.id] = time.monotonic()
+            healthy.note()  # when each was first answered 2xx, to 5 ms
+            time.sleep(0.005)
+        return [healthy.first_2xx[i] - queued[i] for i in queued if i in healthy.first_2xx]
+
+
+def _queue_event(
+    client: redis.Redis, outbox: Outbox, store: StoreConfig, org: str, clock: SystemClock
+) -> list[Delivery]:
+    """Queue one ``memory.created`` of ``store`` as a route does: the body in the store's keys,
+    the deliveries in the outbox."""
+    made = event_for(store, org, INSTANCE, "memory.created", {"memory_id": "m1"}, clock.now())
+    assert made is not None
+    if made.in_store:
+        keep_bodies(client, store.keys(), [(made.id, made.body)])
+    outbox.enqueue(made.deliveries)
+    return made.deliveries
+
+
 def main(argv: list[str] | None = None) -> int:
-    """The three measurements ``--runs`` times on a local stack of its own; writes
+    """The four measurements ``--runs`` times (the first three on a local stack of its own, the
+    fourth on a database of its own); writes
     ``webhooks.md`` and ``webhooks.png`` under ``--out``; 0."""
     parser = argparse.ArgumentParser(prog="python -m bench.webhooks")
     parser.add_argument("--writes", type=int, default=150)
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--fair-events", type=int, default=12)
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args(argv)
     rows: list[dict[str, float]] = []
     lags: list[list[float]] = []
+    fair: list[tuple[list[float], list[float]]] = []
     tracebacks = 0
     with TemporaryDirectory() as tmp:
         folder = Path(tmp)
@@ -196,32 +316,68 @@ def main(argv: list[str] | None = None) -> int:
                 print(log[-4000:])
         finally:
             database.stop()
-    for row in rows:
+        own = start_redis_server(folder / "fair-redis", persist=False)
+        try:
+            progress = Progress("bench webhooks fairness")
+            for run in progress.each("runs", range(args.runs), "run"):
+                alone = fair_lags(own.url, args.fair_events, hanging=False)
+                beside = fair_lags(own.url, args.fair_events, hanging=True)
+                fair.append((alone, beside))
+                progress.say(
+                    f"run {run + 1}: healthy p95 alone {percentile(alone, 95):.3f} s, beside "
+                    f"the hanging organization {percentile(beside, 95):.3f} s"
+                )
+        finally:
+            own.stop()
+    for row, (alone, beside) in zip(rows, fair, strict=True):
         row["tracebacks"] = tracebacks
+        row["fair_events"] = args.fair_events
+        row["fair_alone_delivered"] = len(alone)
+        row["fair_beside_delivered"] = len(beside)
+        row["fair_alone_p95_s"] = percentile(alone, 95)
+        row["fair_beside_p95_s"] = percentile(beside, 95)
+        row["fair_ratio"] = row["fair_beside_p95_s"] / row["fair_alone_p95_s"]
     report(args, rows)
-    plot(args, lags)
+    plot(args, lags, fair)
     return 0
 
 
-def plot(args: argparse.Namespace, runs: list[list[float]]) -> None:
-    """The delivery lags of each run, sorted (a cumulative view)."""
+def plot(
+    args: argparse.Namespace,
+    runs: list[list[float]],
+    fair: list[tuple[list[float], list[float]]],
+) -> None:
+    """Left: the delivery lags of each run, sorted (a cumulative view). Right: the healthy
+    organization's lags alone and beside the hanging one."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, ax = plt.subplots(figsize=(7, 3.5))
+    def cumulative(ax: Any, values: list[float], **style: Any) -> None:
+        ordered = sorted(values)
+        ax.plot(ordered, [(i + 1) / len(ordered) for i in range(len(ordered))], **style)
+
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 3.8))
     for n, lagged in enumerate(runs, 1):
-        lags = sorted(lagged)
-        ax.plot(
-            [lag / 1000 for lag in lags],
-            [i / len(lags) for i in range(len(lags))],
-            label=f"run {n}",
+        cumulative(left, [lag / 1000 for lag in lagged], label=f"run {n}")
+    left.set_xlabel("seconds from the write's answer to the first 2xx delivery")
+    left.set_ylabel("share of events")
+    left.set_title("memory.created to a receiver that is slow (0.3 s) or fails 1 in 3", fontsize=9)
+    left.legend(loc="lower right", fontsize=8)
+    for n, (alone, beside) in enumerate(fair, 1):
+        cumulative(right, alone, color="tab:blue", alpha=0.8, label="alone" if n == 1 else None)
+        cumulative(
+            right,
+            beside,
+            color="tab:red",
+            alpha=0.8,
+            linestyle="--",
+            label="beside 5 hanging endpoints of another organization" if n == 1 else None,
         )
-    ax.set_xlabel("seconds from the write's answer to the first 2xx delivery")
-    ax.set_ylabel("share of events")
-    ax.set_title("memory.created to a receiver that is slow (0.3 s) or fails 1 in 3")
-    ax.legend(loc="lower right", fontsize=8)
+    right.set_xlabel("seconds from queued to delivered (healthy organization)")
+    right.set_title(f"fairness: {args.fair_events} events, {len(fair)} runs", fontsize=9)
+    right.legend(loc="lower right", fontsize=8)
     fig.tight_layout()
     fig.savefig(args.out / "webhooks.png", dpi=110)
     print(f"wrote {args.out / 'webhooks.png'}")
@@ -234,6 +390,9 @@ def report(args: argparse.Namespace, rows: list[dict[str, float]]) -> None:
         return statistics.median(r[name] for r in rows)
 
     every = all(r["delivered"] == r["events"] and r["unverified"] == 0 for r in rows)
+    fair_ok = median("fair_ratio") <= 2.0 and all(
+        r["fair_alone_delivered"] == r["fair_beside_delivered"] == r["fair_events"] for r in rows
+    )
     lines = [
         "# Webhooks and usage on the write path",
         "",
@@ -254,6 +413,12 @@ def report(args: argparse.Namespace, rows: list[dict[str, float]]) -> None:
         "attempt waits 5 s) | |",
         f"| tracebacks in the stack's log | {median('tracebacks'):.0f} | none | "
         f"{'PASS' if median('tracebacks') == 0 else 'FAIL'} |",
+        f"| healthy organization's p95 from queued to delivered, beside another's "
+        f"{HANGING_ENDPOINTS} hanging endpoints / alone | {median('fair_beside_p95_s'):.2f} / "
+        f"{median('fair_alone_p95_s'):.2f} s ({median('fair_ratio'):.2f}x; "
+        f"{median('fair_beside_delivered'):.0f} / {median('fair_alone_delivered'):.0f} of "
+        f"{args.fair_events} delivered) | within 2x, every one delivered | "
+        f"{'PASS' if fair_ok else 'FAIL'} |",
         f"| `LimitStore.take` p50 counting usage / not | {median('take_counted_ms'):.3f} / "
         f"{median('take_bare_ms'):.3f} ms ({median('take_ratio'):.2f}x) | no round trip more | "
         f"{'PASS' if median('take_counted_ms') - median('take_bare_ms') < 0.05 else 'FAIL'} |",
@@ -265,20 +430,32 @@ def report(args: argparse.Namespace, rows: list[dict[str, float]]) -> None:
         "receivers do: the event's body into the store's keys, its deliveries into the "
         "outbox of the control database (two databases in AWS, one server here).",
         "",
+        "Fairness (issue 32): the delivery function's sender on a database of its own, run "
+        "every half second as the local stack runs it, with its 10 s attempts. The healthy "
+        f"organization queues {args.fair_events} events, one every 0.1 s, to a receiver that "
+        "answers at once; beside it, another organization's store queues an event before each "
+        f"of them to its {HANGING_ENDPOINTS} endpoints, none of which answers. The sender runs "
+        f"{THREADS} attempts at once, at most {PER_ORG} for one organization and 4 to one "
+        "endpoint, the organizations claimed in turn, so the hanging endpoints hold "
+        f"{PER_ORG} threads and the healthy organization's deliveries go out at once. Before "
+        "(one queue, 16 threads, 4 per endpoint) the issue measured 0.3 s alone and 29.5 s "
+        "beside five hanging endpoints.",
+        "",
         "![delivery lags](webhooks.png)",
         "",
         "Per run:",
         "",
         "| run | with / without ms | ratio | delivered | attempts | lag p50 / p95 s | take "
-        "counted / bare ms |",
-        "|---|---|---|---|---|---|---|",
+        "counted / bare ms | healthy p95 beside / alone s |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for n, r in enumerate(rows, 1):
         lines.append(
             f"| {n} | {r['hooked_ms']:.2f} / {r['plain_ms']:.2f} | {r['ratio']:.2f} | "
             f"{r['delivered']:.0f} | {r['attempts']:.0f} | {r['lag_p50_ms'] / 1000:.2f} / "
             f"{r['lag_p95_ms'] / 1000:.2f} | {r['take_counted_ms']:.3f} / "
-            f"{r['take_bare_ms']:.3f} |"
+            f"{r['take_bare_ms']:.3f} | {r['fair_beside_p95_s']:.3f} / "
+            f"{r['fair_alone_p95_s']:.3f} ({r['fair_ratio']:.2f}x) |"
         )
     args.out.mkdir(parents=True, exist_ok=True)
     (args.out / "webhooks.md").write_text("\n".join(lines) + "\n", encoding="utf-8")

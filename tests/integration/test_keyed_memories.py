@@ -5,6 +5,7 @@ hiding a kept memory, bad input changing nothing, and nothing left after the sto
 from __future__ import annotations
 
 import threading
+import tracemalloc
 from datetime import timedelta
 
 import numpy as np
@@ -18,6 +19,7 @@ from agent_memory.keyed.models import (
     KeyedSearchRequest,
     NamespacesRequest,
 )
+from agent_memory.keyed.ranking import Search
 from agent_memory.keyed.service import KeyedMemories
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
@@ -27,6 +29,10 @@ from agent_memory.stores.registry import Stores
 from tests.support.clocks import MovableClock
 from tests.support.common import unique
 from tests.support.databases import database_client
+
+SEARCH_PEAK_BYTES = 16_000_000
+"""The bound docs/limits.md states for a search's memory besides its page (about 16 MB: ``CHUNK``
+raw entries, one decoded, the candidates and the live keys of a namespace)."""
 
 
 @pytest.fixture
@@ -152,3 +158,42 @@ def test_deleting_the_store_leaves_no_keyed_key(client, redis_url):
     stores.delete(name)
     left = list(binary.scan_iter(match=config.keys().all_pattern, count=1000))
     assert left == []
+
+
+def test_a_wide_search_holds_a_chunk_of_entries_at_once_not_every_one_under_its_prefix(keyed):
+    """Issue 32: a search loaded every entry under its prefix at once (8,000 values of 60 KB
+    peaked at 1,071 MB). Now it reads them ``CHUNK`` at a time and keeps only what ranks them:
+    600 values of 60 KB (36 MB of JSON) are searched within the bound docs/limits.md states,
+    whatever their number, newest first and by meaning alike."""
+    memories, clock, _, _ = keyed
+    value = {"notes": ["x" * 59] * 1000}  # 60 KB of JSON, a thousand strings once decoded
+    for i in range(600):
+        clock.moment += timedelta(milliseconds=1)
+        vector = [1.0, i / 600, 0.0]
+        memories.put(_put(["wide", str(i % 7)], f"k{i}", value, vectors=[vector]))
+    newest = KeyedSearchRequest(namespace_prefix=["wide"], limit=5)
+    nearest = KeyedSearchRequest(namespace_prefix=["wide"], limit=5, query_vector=[0, 1, 0])
+    for request, first in ((newest, "k599"), (nearest, "k599")):
+        tracemalloc.start()
+        try:
+            found = memories.search(request)
+            _, peak = tracemalloc.get_traced_memory()
+        finally:
+            tracemalloc.stop()
+        assert [i.key for i in found.items][:1] == [first] and len(found.items) == 5
+        assert peak < SEARCH_PEAK_BYTES, f"peak {peak / 1e6:.1f} MB"
+
+
+def test_a_memory_changed_between_a_searchs_two_reads_is_answered_as_it_is_then(keyed):
+    memories, _, binary, _ = keyed
+    memories.put(_put(["two"], "a", {"kind": "pet"}))
+    memories.put(_put(["two"], "b", {"kind": "pet"}))
+    memories.put(_put(["two"], "c", {"kind": "pet"}))
+    request = KeyedSearchRequest(namespace_prefix=["two"], filter={"kind": "pet"})
+    # now_ms 0: every memory is live for both passes (the store's clock is a test's)
+    chosen = Search(binary, memories._namespace_keys, 0, request.filter, None).best([("two",)], 10)
+    assert [c.key for c in chosen] == ["a", "b", "c"]  # one moment: by key
+    memories.put(_put(["two"], "a", {"kind": "plant"}))  # no longer matches the filter
+    memories.delete(["two"], "b")  # gone
+    matching = Search(binary, memories._namespace_keys, 0, request.filter, None)
+    assert [entry.record.key for entry, _, _ in matching.page(chosen)] == ["c"]

@@ -4,11 +4,12 @@ once with the same id on every attempt, retried on the schedule for 24 hours wha
 receiver does (fails, hangs, answers slowly), a store's log of its last 100, and the public
 address rule at the moment of sending.
 
-The outbox is one due set for the whole control database, so these tests have a server of
+The outbox is one set of queues for the whole control database, so these tests have a server of
 their own: the local stack of the HTTP tests (same pytest session) sends from its own."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
@@ -22,10 +23,11 @@ from hypothesis import given, settings, strategies as st
 from standardwebhooks import Webhook
 
 from agent_memory.clock import to_ms
+from agent_memory.database.keys import ControlKeys
 from agent_memory.providers.secrets import FernetCipher, KeyPlace, seal
 from agent_memory.stores.models import StoreConfig
 from agent_memory.webhooks.bodies import EventGone, keep_bodies, read_body
-from agent_memory.webhooks.delivery import Sender
+from agent_memory.webhooks.delivery import PER_ORG, Sender
 from agent_memory.webhooks.events import event_for
 from agent_memory.webhooks.models import WebhookEndpoint
 from agent_memory.webhooks.outbox import LEASE_MS, LOG_SIZE, RETRY_WINDOW_MS, Outbox
@@ -73,9 +75,9 @@ def _reader(control):
     return read
 
 
-def _store(cipher, url: str, events: list[str], secret: str, name: str | None = None):
+def _store(cipher, url: str, events: list[str], secret: str, name: str | None = None, org=ORG):
     name = name or unique("hooked")
-    place = KeyPlace(ORG, INSTANCE, name, "0a0b0c0d0e0f")
+    place = KeyPlace(org, INSTANCE, name, "0a0b0c0d0e0f")
     now = datetime.now(UTC)
     return StoreConfig.model_validate(
         {
@@ -90,10 +92,10 @@ def _store(cipher, url: str, events: list[str], secret: str, name: str | None = 
     )
 
 
-def _queue(outbox, clock, config, event="memory.created", data=None):
+def _queue(outbox, clock, config, event="memory.created", data=None, org=ORG):
     """Queue ``event`` as a route does (``StoreHandle.flush``): its body in the store's
     keyspace (this module's server stands for the instance too), its deliveries in the outbox."""
-    made = event_for(config, ORG, INSTANCE, event, data or {"memory_id": "m1"}, clock.now())
+    made = event_for(config, org, INSTANCE, event, data or {"memory_id": "m1"}, clock.now())
     if made is None:
         return []
     if made.in_store:
@@ -227,6 +229,76 @@ def test_a_receiver_that_hangs_holds_up_no_other_stores_deliveries(parts, contro
         assert len(hanging.received) <= 4  # four at a time; the rest given back for later
     views = outbox.log(ORG, INSTANCE, hung.name).deliveries
     assert {v.status for v in views} == {"pending"} and len(views) == 20
+
+
+def test_hanging_receivers_of_one_organization_hold_up_no_other_organizations_deliveries(
+    parts, control
+):
+    """Issue 32: five endpoints of one organization that never answer, and 20 events for them
+    queued first, once held every thread of the sender (16 threads, 4 per endpoint), so another
+    organization's deliveries waited for the attempts to time out. Now an organization runs at
+    most ``PER_ORG`` attempts at once and the organizations are claimed in turn."""
+    outbox, _, clock, cipher = parts
+    # attempts of 4 s: the healthy organization's deliveries must all come well before any ends
+    sender = Sender(outbox, cipher, clock, _reader(control), allow_private=True, timeout=4.0)
+    hanging = [WebhookReceiver(["hang:6"] * 4) for _ in range(5)]
+    with contextlib.ExitStack() as receivers:
+        for receiver in hanging:
+            receivers.enter_context(receiver)
+        healthy = receivers.enter_context(WebhookReceiver())
+        for receiver in hanging:
+            hung = _store(cipher, receiver.url, ["memory.created"], new_secret(), org="org_hangs")
+            for _ in range(4):
+                _queue(outbox, clock, hung, org="org_hangs")
+        fine = _store(cipher, healthy.url, ["memory.created"], new_secret(), org="org_fine")
+        for _ in range(3):
+            _queue(outbox, clock, fine, org="org_fine")
+        started = time.monotonic()
+        worker = threading.Thread(target=sender.deliver_due, args=(1,))
+        worker.start()
+        try:
+            healthy.wait_for(3, seconds=8)
+            took = time.monotonic() - started
+        finally:
+            worker.join()
+        assert took < 2.5, f"the healthy organization waited {took:.1f} s"
+        attempted = sum(len(r.received) for r in hanging)
+        assert attempted <= PER_ORG  # its cap; the rest of its deliveries wait their turn
+    assert outbox.due_count() == 20  # the hanging organization's, all still to be tried
+
+
+def test_a_claim_takes_the_organizations_in_turn_and_none_past_its_room(parts):
+    outbox, _, clock, cipher = parts
+    with WebhookReceiver() as receiver:
+        busy = _store(cipher, receiver.url, ["memory.created"], new_secret(), org="org_busy")
+        for _ in range(30):
+            _queue(outbox, clock, busy, org="org_busy")
+        clock.moment += timedelta(seconds=1)  # the other organization's event comes later
+        quiet = _store(cipher, receiver.url, ["memory.created"], new_secret(), org="org_quiet")
+        (late,) = _queue(outbox, clock, quiet, org="org_quiet")
+        first = outbox.claim(2)
+        assert sorted(d.org_id for d in first) == ["org_busy", "org_quiet"]
+        assert late.id in {d.id for d in first}
+        more = outbox.claim(10, busy={"org_busy": 3})
+        assert [d.org_id for d in more] == ["org_busy"] * 3  # its room, though 28 are due
+        assert outbox.claim(10, busy={"org_busy": 0}) == []
+        assert len(outbox.claim(100, room=100)) == 26
+    assert outbox.due_count() == 31  # leased, not removed
+
+
+def test_deliveries_queued_in_the_one_due_set_of_before_are_still_sent(parts, control):
+    outbox, sender, clock, cipher = parts
+    with WebhookReceiver() as receiver:
+        config = _store(cipher, receiver.url, ["memory.created"], new_secret())
+        (made,) = _queue(outbox, clock, config)
+        # as the previous version queued it: in the one due set, not its organization's queue
+        control.delete(ControlKeys.webhooks_due_of(ORG), ControlKeys.webhooks_due_orgs)
+        control.zadd(ControlKeys.webhooks_due, {made.id: to_ms(clock.now())})
+        control.zadd(ControlKeys.webhooks_due, {"msg_gone": to_ms(clock.now())})
+        assert outbox.due_count() == 2
+        assert sender.deliver_due(5).delivered == 1
+        assert [r.headers["webhook-id"] for r in receiver.delivered()] == [made.id]
+    assert outbox.due_count() == 0 and not control.exists(ControlKeys.webhooks_due)
 
 
 def test_a_delivery_whose_sender_died_is_sent_again_with_the_same_id(parts):

@@ -510,8 +510,20 @@ class ControlKeys:
         return f"{where}|{counter}"
 
     webhooks_due = CONTROL_TAGGED + "webhooks:due"
-    """zset: delivery id -> when it is next tried (ms); a delivery being tried is leased
-    (scored a minute ahead), so that one whose sender died is tried again."""
+    """zset (before per-organization queues): delivery id -> when it is next tried (ms). No
+    longer written; what it still holds is moved to ``webhooks_due_of`` by the sender."""
+    webhooks_due_orgs = CONTROL_TAGGED + "webhooks:due-orgs"
+    """zset: organization id -> the earliest next attempt (ms) in its ``webhooks_due_of``;
+    an organization with nothing queued is not in it. Distinct from ``webhooks_due`` and from
+    every ``webhooks_due_of`` (those go on with ``:``, this one with ``-``)."""
+
+    @staticmethod
+    def webhooks_due_of(org_id: str) -> str:
+        """zset: the organization's deliveries still to be tried, id -> when it is next tried
+        (ms); a delivery being tried is leased (scored a minute ahead), so that one whose
+        sender died is tried again. ``webhooks_due_of("")`` is the prefix the outbox's Lua
+        adds organization ids to."""
+        return f"{CONTROL_TAGGED}webhooks:due:org:{org_id}"
 
     @staticmethod
     def webhook(delivery_id: str) -> str:

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 import redis
+from redis.client import Pipeline
 
 from agent_memory.database.client import database_errors
 from agent_memory.database.keys import StoreKeys
@@ -130,3 +131,20 @@ def live_count(client: redis.Redis, keys: StoreKeys, now_ms: int) -> int:
         for part in keys.memory_partitions():
             pipe.zcount(part.memory_expiry, f"({now_ms}", "+inf")
         return sum(int(n) for n in pipe.execute())
+
+
+def queue_count(pipe: Pipeline, keys: StoreKeys, now_ms: int) -> int:
+    """Queue on ``pipe`` what ``counted`` reads of the store of ``keys``
+    (``memories.reads.MemoryReader.count``): two ``ZCOUNT`` per memory partition; how many
+    replies they make."""
+    for part in keys.memory_partitions():
+        pipe.zcount(part.memory_expiry, f"({now_ms}", "+inf")
+        pipe.zcount(part.memories_superseded, f"({now_ms}", "+inf")
+    return 2 * len(keys.memory_partitions())
+
+
+def counted(replies: Sequence[Any]) -> int:
+    """The live current memories of ``queue_count``'s replies: the live ones less the live
+    superseded ones."""
+    counts = [int(n) for n in replies]
+    return sum(counts[::2]) - sum(counts[1::2])

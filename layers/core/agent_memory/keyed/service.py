@@ -9,15 +9,15 @@ not see it. A registered namespace found empty is dropped from the registry only
 older than ``REGISTRATION_GRACE_MS`` and only if nothing registered it since (a
 compare-and-delete), so a write between the two steps is never hidden.
 
-Searches and listings read the registry whole, then the namespaces they take (one pipeline),
-and filter and rank in the function: a search reads at most ``MAX_SCANNED`` keyed memories.
+Searches and listings read the registry whole, then the namespaces they take, and filter and
+rank in the function: a search reads at most ``MAX_SCANNED`` keyed memories, a chunk at a time,
+keeping only what it needs to rank them (``keyed.ranking``).
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -29,7 +29,7 @@ from agent_memory.database.keys import KeyedKeys
 from agent_memory.database.scripts import load_script
 from agent_memory.errors import EmbeddingRequired, KeyedMemoryNotFound, StoreTooLarge
 from agent_memory.keyed import scripts
-from agent_memory.keyed.filters import check_filter, listed, matches, under_prefix
+from agent_memory.keyed.filters import check_filter, listed, under_prefix
 from agent_memory.keyed.models import (
     KeyedMemoryPut,
     KeyedMemoryView,
@@ -39,6 +39,7 @@ from agent_memory.keyed.models import (
     NamespaceList,
     NamespacesRequest,
 )
+from agent_memory.keyed.ranking import Ranked, Search
 from agent_memory.keyed.records import Entry, encode_entry, namespace_digest, namespace_field
 from agent_memory.memories.reads import unit
 from agent_memory.providers.embeddings import Embedder, validate_vector
@@ -237,7 +238,8 @@ class KeyedMemories:
     def search(self, request: KeyedSearchRequest) -> KeyedSearchResult:
         """The live keyed memories under ``request.namespace_prefix`` that match its filter:
         most similar first with a query (only those kept with an index), else newest first;
-        ``offset`` and ``limit`` cut the page. ``StoreTooLarge`` past ``MAX_SCANNED``."""
+        ``offset`` and ``limit`` cut the page. Read in chunks, in bounded memory
+        (``keyed.ranking``). ``StoreTooLarge`` past ``MAX_SCANNED``."""
         check_filter(request.filter)
         query = self._query_vector(request)
         now_ms = to_ms(self._clock.now())
@@ -246,13 +248,10 @@ class KeyedMemories:
             for ns, (_, expiry, _) in self._registered(now_ms).items()
             if expiry > now_ms and under_prefix(ns, request.namespace_prefix)
         ]
-        found = [
-            (entry, expiry)
-            for entry, expiry in self._read(namespaces)
-            if expiry > now_ms and matches(entry.record.value, request.filter)
-        ]
-        ranked = self._ranked(found, query)
-        page = ranked[request.offset : request.offset + request.limit]
+        self._check_size(namespaces)
+        search = Search(self._redis, self._namespace_keys, now_ms, request.filter, query)
+        best = search.best(namespaces, request.offset + request.limit)
+        page = search.page(best[request.offset :])
         if request.refresh_ttl and page:
             page = self._refresh_page(page, now_ms)
         return KeyedSearchResult(
@@ -269,62 +268,23 @@ class KeyedMemories:
             return unit(self._embedder.embed([request.query], "query")[0], "query")
         return None
 
-    def _read(self, namespaces: Sequence[tuple[str, ...]]) -> list[tuple[Entry, float]]:
-        """Every entry of ``namespaces`` with its expiry (ms): their sizes first, so that a
-        search too wide is refused before it reads."""
+    def _check_size(self, namespaces: Sequence[tuple[str, ...]]) -> None:
+        """``StoreTooLarge`` when ``namespaces`` hold more than ``MAX_SCANNED`` entries (their
+        sizes only: a search too wide is refused before it reads)."""
         if not namespaces:
-            return []
-        keys = [self._namespace_keys(ns) for ns in namespaces]
+            return
         with database_errors():
             pipe = self._redis.pipeline(transaction=False)
-            for k in keys:
-                pipe.hlen(k.items)
+            for namespace in namespaces:
+                pipe.hlen(self._namespace_keys(namespace).items)
             held = sum(int(n) for n in pipe.execute())
-            if held > MAX_SCANNED:
-                raise StoreTooLarge(
-                    f"This search reads {held:,} keyed memories, more than the {MAX_SCANNED:,} "
-                    "one search may: give a longer namespace_prefix."
-                )
-            pipe = self._redis.pipeline(transaction=False)
-            for k in keys:
-                pipe.hgetall(k.items)
-                pipe.zrange(k.expiry, 0, -1, withscores=True)
-            replies = pipe.execute()
-        found: list[tuple[Entry, float]] = []
-        for items, expiries in zip(replies[::2], replies[1::2], strict=True):
-            expiry_of = {_text(member): float(score) for member, score in expiries}
-            for field, raw in items.items():
-                expiry = expiry_of.get(_text(field))
-                if expiry is not None:
-                    found.append((Entry(raw), expiry))
-        return found
-
-    @staticmethod
-    def _ranked(
-        found: list[tuple[Entry, float]], query: NDArray[np.float32] | None
-    ) -> list[tuple[Entry, float, dict[str, Any]]]:
-        """``found`` in answer order with each one's scores: by similarity to ``query`` (the
-        best of an entry's vectors; entries without are left out), else newest first; ties by
-        namespace and key."""
-        if query is None:
-            ordered = sorted(
-                found,
-                key=lambda f: (-f[0].record.updated_at, f[0].record.namespace, f[0].record.key),
+        if held > MAX_SCANNED:
+            raise StoreTooLarge(
+                f"This search reads {held:,} keyed memories, more than the {MAX_SCANNED:,} "
+                "one search may: give a longer namespace_prefix."
             )
-            return [(entry, expiry, {}) for entry, expiry in ordered]
-        scored: list[tuple[Entry, float, dict[str, Any]]] = []
-        for entry, expiry in found:
-            if entry.vectors is None or entry.vectors.shape[1] != query.shape[0]:
-                continue
-            similarity = float(np.clip(np.max(entry.vectors @ query), -1.0, 1.0))
-            scores = {"similarity": similarity, "score": (1.0 + similarity) / 2.0}
-            scored.append((entry, expiry, scores))
-        scored.sort(key=lambda s: (-s[2]["similarity"], s[0].record.namespace, s[0].record.key))
-        return scored
 
-    def _refresh_page(
-        self, page: list[tuple[Entry, float, dict[str, Any]]], now_ms: int
-    ) -> list[tuple[Entry, float, dict[str, Any]]]:
+    def _refresh_page(self, page: list[Ranked], now_ms: int) -> list[Ranked]:
         """``page`` after starting the expiry of each of its memories again from ``now_ms``."""
         by_namespace: dict[tuple[str, ...], list[Entry]] = {}
         for entry, _, _ in page:

@@ -28,7 +28,7 @@ from redis.client import Pipeline
 from agent_memory.clock import to_ms
 from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.keys import actor_bucket
-from agent_memory.database.partitions import live_count, merged_window
+from agent_memory.database.partitions import counted, live_count, merged_window, queue_count
 from agent_memory.database.scripts import load_script
 from agent_memory.errors import MemoryNotFound, StoreTooLarge, ValidationFailed, VectorInvalid
 from agent_memory.memories.indexes import ActorIndexes
@@ -238,11 +238,8 @@ class MemoryReader:
         now_ms = to_ms(self._clock.now())
         with database_errors():
             pipe = self._redis.pipeline(transaction=False)
-            for part in self._keys.memory_partitions():
-                pipe.zcount(part.memory_expiry, f"({now_ms}", "+inf")
-                pipe.zcount(part.memories_superseded, f"({now_ms}", "+inf")
-            counts = [int(n) for n in pipe.execute()]
-        return sum(counts[::2]) - sum(counts[1::2])
+            queue_count(pipe, self._keys, now_ms)
+            return counted(pipe.execute())
 
     def page(
         self,

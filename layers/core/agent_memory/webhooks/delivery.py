@@ -6,9 +6,11 @@ when the event happened (``signing.signed_headers``), through the process's one 
 must be public unless the stack allows private endpoints (the rule of custom providers, checked
 on the addresses themselves, so a name that resolves elsewhere after it was saved is refused).
 A 2xx answer delivers; anything else (another status, a refusal, no answer within ``TIMEOUT``
-seconds) is a failed attempt, tried again on the outbox's schedule. Attempts run on a few
-threads, at most four at once to one endpoint (host and port), so one slow receiver delays
-no other. What a receiver answers is never read beyond its status, nor kept, nor logged.
+seconds) is a failed attempt, tried again on the outbox's schedule. Attempts run on
+``THREADS`` threads, the organizations served in turn, at most ``PER_ORG`` at once for one
+organization and ``PER_ENDPOINT`` to one of its endpoints (host and port), so receivers that
+hang delay only their own organization's deliveries. What a receiver answers is never read
+beyond its status, nor kept, nor logged.
 """
 
 from __future__ import annotations
@@ -35,13 +37,19 @@ TIMEOUT = 10.0
 """Seconds one attempt may take, from name lookup to status line (Svix and Stripe give a
 receiver about 15 s; 10 s keeps a batch well inside the outbox's lease)."""
 CONNECT_TIMEOUT = 5.0
-THREADS = 16
-"""Attempts at once."""
-PER_HOST = 4
-"""Attempts at once to one endpoint's host and port: a receiver that hangs takes at most this
-many threads, and a healthy one with a backlog still gets several at once."""
-BUSY_HOST_DELAY_MS = 250
-"""How much later a delivery claimed while its host is busy is due again."""
+THREADS = 32
+"""Attempts at once. An attempt waits on its receiver, not on this process, so threads are
+cheap; enough of them that a few organizations' hanging receivers leave the others room."""
+PER_ORG = 8
+"""Attempts at once for one organization's endpoints: receivers that hang take at most this
+many threads, so they delay only their own organization's deliveries while fewer than
+``THREADS / PER_ORG`` organizations have this many hanging at once."""
+PER_ENDPOINT = 4
+"""Attempts at once to one endpoint (an organization's host and port): a receiver that hangs
+takes at most this many of its organization's threads, and a healthy one with a backlog still
+gets several at once."""
+BUSY_ENDPOINT_DELAY_MS = 250
+"""How much later a delivery claimed while its endpoint is busy is due again."""
 
 
 @dataclass
@@ -83,35 +91,42 @@ class Sender:
     def deliver_due(self, seconds: float = 50.0) -> DeliveryReport:
         """Attempt what is due until nothing is due now or ``seconds`` have passed (attempts
         under way then are finished, within ``timeout``). Deliveries are claimed only as
-        threads free up, and at most ``PER_HOST`` attempts go to one host and port at once
-        (one more is given back, due a quarter of a second later), so a receiver that hangs
-        holds up no other. Errors: ``DatabaseUnavailable`` from the outbox; a receiver's
-        failure is the delivery's, never raised."""
+        threads free up, the organizations in turn (``Outbox.claim``), at most ``PER_ORG``
+        attempts at once for one organization and ``PER_ENDPOINT`` to one of its endpoints (one
+        more is given back, due a quarter of a second later): receivers that hang delay only
+        their own organization's deliveries. Errors: ``DatabaseUnavailable`` from the outbox; a
+        receiver's failure is the delivery's, never raised."""
         report = DeliveryReport()
         end = time.monotonic() + seconds
-        running: dict[Future[Delivery], tuple[str, int]] = {}
-        per_host: Counter[str] = Counter()
+        running: dict[Future[Delivery], tuple[str, tuple[str, str], int]] = {}
+        per_org: Counter[str] = Counter()
+        per_endpoint: Counter[tuple[str, str]] = Counter()
         with ThreadPoolExecutor(THREADS, thread_name_prefix="webhook") as pool:
             while True:
                 claimed = 0
                 if time.monotonic() < end and len(running) < THREADS:
-                    batch = self._outbox.claim(THREADS - len(running))
+                    busy = {org: PER_ORG - n for org, n in per_org.items() if n}
+                    batch = self._outbox.claim(THREADS - len(running), room=PER_ORG, busy=busy)
                     claimed = len(batch)
                     for delivery in batch:
-                        host = urlsplit(delivery.url).netloc.lower()
-                        if per_host[host] >= PER_HOST:
-                            self._outbox.release(delivery, BUSY_HOST_DELAY_MS)
+                        org = delivery.org_id
+                        endpoint = (org, urlsplit(delivery.url).netloc.lower())
+                        if per_endpoint[endpoint] >= PER_ENDPOINT:
+                            self._outbox.release(delivery, BUSY_ENDPOINT_DELAY_MS)
                             continue
-                        per_host[host] += 1
-                        running[pool.submit(self._guarded, delivery)] = (host, delivery.attempts)
+                        per_org[org] += 1
+                        per_endpoint[endpoint] += 1
+                        future = pool.submit(self._guarded, delivery)
+                        running[future] = (org, endpoint, delivery.attempts)
                 if not running:
                     if not claimed or time.monotonic() >= end:
                         break
                     continue
                 done, _ = wait(running, timeout=0.05, return_when=FIRST_COMPLETED)
                 for future in done:
-                    host, attempts_before = running.pop(future)
-                    per_host[host] -= 1
+                    org, endpoint, attempts_before = running.pop(future)
+                    per_org[org] -= 1
+                    per_endpoint[endpoint] -= 1
                     self._settled(future.result(), attempts_before, report)
         return report
 
