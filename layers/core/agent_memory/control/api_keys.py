@@ -43,6 +43,11 @@ class ApiKeyInfo:
     name: str | None = None
     scope: KeyScope | None = None
 
+    @property
+    def expires_ms(self) -> int | None:
+        """When the key expires (ms since the epoch), None for never."""
+        return self.scope.expires_at if self.scope is not None else None
+
 
 def _info(key_id: str, raw: str) -> ApiKeyInfo:
     """An ``org:<org>:keys`` entry (``[hash, created ms, name?, scope JSON?]``) as listed."""
@@ -55,6 +60,16 @@ def _info(key_id: str, raw: str) -> ApiKeyInfo:
 def hash_api_key(api_key: str) -> str:
     """Hex SHA-256 of the key's UTF-8 bytes; what the control plane stores instead of the key."""
     return hashlib.sha256(api_key.encode("utf-8")).hexdigest()
+
+
+PURGE_AFTER_MS = 86_400_000
+"""How long an expired key is kept before it is purged: a day, in which it is left out of the
+listing but its requests are still told it expired (then: not valid)."""
+PURGE_BATCH = 1_000
+"""Expired keys purged in one step (``ApiKeys.purge``)."""
+MAX_PURGED = 50_000
+"""Expired keys purged by one listing at most (its first, after the pattern of a key per end
+user has left tens of thousands): about a second; the next listings purge the rest."""
 
 
 SEEN_KEYS = 1024
@@ -148,6 +163,8 @@ class ApiKeys:
             if scope_text is not None:  # the authorizer reads it with the organization
                 pipe.hset(ControlKeys.api_key(digest), "scope", scope_text)
             pipe.hset(ControlKeys.org_keys(org_id), key_id, json.dumps(entry))
+            if scope is not None and scope.expires_at is not None:
+                pipe.zadd(ControlKeys.org_key_expiry(org_id), {key_id: scope.expires_at})
             pipe.execute()
         return key_id
 
@@ -197,11 +214,12 @@ class ApiKeys:
             pipe = client.pipeline(transaction=False)
             pipe.delete(ControlKeys.api_key(digest))
             pipe.hdel(ControlKeys.org_keys(org_id), key_id)
+            pipe.zrem(ControlKeys.org_key_expiry(org_id), key_id)
             pipe.execute()
 
     def of(self, org_id: str) -> list[ApiKeyInfo]:
         """The key ids of ``org_id`` with their creation times, oldest first (the keys
-        themselves are not stored); ``NotFound`` without the organization."""
+        themselves are not stored), expired ones too; ``NotFound`` without the organization."""
         self._organizations.require(org_id)
         with database_errors():
             raw = self._database.redis.hgetall(ControlKeys.org_keys(org_id))
@@ -209,6 +227,55 @@ class ApiKeys:
             (_info(str(key_id), str(v)) for key_id, v in raw.items()),
             key=lambda info: (info.created_at, info.key_id),
         )
+
+    def live(self, org_id: str) -> list[ApiKeyInfo]:
+        """The keys of ``org_id`` that have not expired, oldest first, after purging the keys
+        expired more than ``PURGE_AFTER_MS`` ago (``purge``, up to ``MAX_PURGED``; one expired
+        before the expiry index existed is purged when found here). ``NotFound`` without the
+        organization."""
+        now_ms = to_ms(self._clock.now())
+        purged = PURGE_BATCH
+        total = 0
+        while purged == PURGE_BATCH and total < MAX_PURGED:
+            purged = self.purge(org_id, now_ms - PURGE_AFTER_MS, PURGE_BATCH)
+            total += purged
+        infos = self.of(org_id)
+        stale = [
+            i.key_id
+            for i in infos
+            if i.expires_ms is not None and i.expires_ms <= now_ms - PURGE_AFTER_MS
+        ]
+        if stale:
+            self._remove(org_id, stale[:MAX_PURGED])
+        return [i for i in infos if i.expires_ms is None or i.expires_ms > now_ms]
+
+    def purge(self, org_id: str, expired_by_ms: int, most: int = PURGE_BATCH) -> int:
+        """Remove up to ``most`` keys of ``org_id`` that expired by ``expired_by_ms`` (their
+        records, listing entries and expiry index entries); returns how many it removed."""
+        index = ControlKeys.org_key_expiry(org_id)
+        with database_errors():
+            found = self._database.redis.zrangebyscore(index, "-inf", expired_by_ms, 0, most)
+        ids = [str(key_id) for key_id in found]
+        if ids:
+            self._remove(org_id, ids)
+        return len(ids)
+
+    def _remove(self, org_id: str, key_ids: list[str]) -> None:
+        """Remove ``key_ids`` of ``org_id`` (each one's record, listing entry and expiry index
+        entry; one already gone is skipped), in steps of ``PURGE_BATCH``."""
+        client = self._database.redis
+        listing, index = ControlKeys.org_keys(org_id), ControlKeys.org_key_expiry(org_id)
+        with database_errors():
+            for start in range(0, len(key_ids), PURGE_BATCH):
+                ids = key_ids[start : start + PURGE_BATCH]
+                entries = client.hmget(listing, ids)
+                pipe = client.pipeline(transaction=False)
+                for raw in entries:
+                    if raw is not None:
+                        pipe.delete(ControlKeys.api_key(str(json.loads(raw)[0])))
+                pipe.hdel(listing, *ids)
+                pipe.zrem(index, *ids)
+                pipe.execute()
 
     def hashes(self, org_id: str) -> dict[str, str]:
         """``{key id: stored hash}`` of every key of ``org_id`` ({} without any)."""
