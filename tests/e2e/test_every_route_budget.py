@@ -4,7 +4,7 @@ fails any function answer over Lambda's 6 MB with API Gateway's 500, as AWS does
 One organization of its own holds data that would make answers far past 6 MB if they were not
 cut: 200 keys naming 100 stores and 100 long actors each (about 9 MB as one listing), 70 stores
 with every steering text at its limit in quotes (about 7 MB), a session of 300 tool messages
-whose ``item`` holds 31,500 characters of JSON text (7.7 MB as one export page), 130 memories
+whose ``item`` is 31,950 characters of JSON, its output all quotes (about 19 MB carried), 130 memories
 of 8,000 control characters, 60 keyed values near the 64 kB limit made of quotes, 350 keyed
 namespaces of 20 labels of 256 quotes. ``CASES`` names each route of the template with the calls
 that probe it; each answer must be a 2xx within the budget (``answers.answer_ceiling``) or a 4xx
@@ -44,7 +44,7 @@ HEAVY = "\u0001"  # 6 bytes in JSON, 7 carried
 QUOTE = '"'  # 2 bytes in JSON, 4 carried; JSON text of quotes inside JSON: 4, then 8 carried
 
 KEYS, STORES = 200, 70
-TOOL_MESSAGES, ITEM_CHARS = 300, 31_500
+TOOL_MESSAGES, ITEM_CHARS = 300, 15_950
 MEMORIES, KEYED_VALUES, NAMESPACES = 130, 60, 350
 
 
@@ -93,7 +93,7 @@ def _steering() -> dict:
 
 
 def _tool_events(first: int, count: int) -> list[dict]:
-    output = json.dumps({"rows": [QUOTE * 60] * 350})[:ITEM_CHARS]
+    output = QUOTE * ITEM_CHARS  # the item is 31,950 characters as JSON (at most 32,000)
     return [
         {
             "role": "tool",
@@ -139,6 +139,7 @@ def world(stack: Stack) -> Iterator[World]:
             for i in range(MEMORIES):
                 vector = [0.0] * 100
                 vector[i % 100] = 1.0
+                vector[(i + 1) % 100] = 1.0 if i >= 100 else 0.0  # not a duplicate of i - 100
                 body = {"text": f"tea {i:03d} " + HEAVY * 7990, "actor_id": "ann", "vector": vector}
                 assert api.post(f"{made.big}/memories", json=body).status_code == 201
             value = {"text": QUOTE * 32_000}
