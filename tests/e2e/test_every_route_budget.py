@@ -62,8 +62,9 @@ def assert_fits(response: httpx.Response, what: str) -> None:
         return
     assert 400 <= status < 500, f"{what}: {status}"
     body = response.json()
-    assert set(body) >= {"error", "message"} or set(body) == {"message"}, body
-    assert len(str(body["message"]).split()) >= 3, f"{what}: {body}"  # words, not a code
+    # the API's {"error", "message"}, API Gateway's {"message"}, or JSON-RPC's (the MCP route)
+    said = body["error"]["message"] if isinstance(body.get("error"), dict) else body["message"]
+    assert len(str(said).split()) >= 3, f"{what}: {body}"  # words, not a code
 
 
 @dataclass
