@@ -185,6 +185,8 @@ def _integer_query_parameters():
 
 def test_the_document_has_the_integer_query_parameters_of_the_routes():
     assert sorted(_integer_query_parameters()) == [
+        ("GET /agent-memory", "limit"),
+        ("GET /instances/{instance_id}/agent-memory", "limit"),
         ("GET /instances/{instance_id}/agent-memory/{store}/export/memories", "limit"),
         ("GET /instances/{instance_id}/agent-memory/{store}/export/profiles", "limit"),
         ("GET /instances/{instance_id}/agent-memory/{store}/export/sessions", "limit"),
@@ -198,6 +200,7 @@ def test_the_document_has_the_integer_query_parameters_of_the_routes():
         ("GET /instances/{instance_id}/agent-memory/{store}/sessions", "limit"),
         ("GET /instances/{instance_id}/agent-memory/{store}/sessions", "offset"),
         ("GET /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}", "recent"),
+        ("GET /keys", "limit"),
     ]
 
 
