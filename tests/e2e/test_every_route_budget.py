@@ -1,15 +1,15 @@
 """Every route of template.yaml within the answer's byte budget, through the local stack (which
 fails any function answer over Lambda's 6 MB with API Gateway's 500, as AWS does).
 
-One organization of its own holds data that would make answers far past 6 MB if they were not
-cut: 200 keys naming 100 stores and 100 long actors each (about 9 MB as one listing), 70 stores
-with every steering text at its limit in quotes (about 7 MB), a session of 300 tool messages
-whose ``item`` is 31,950 characters of JSON, its output all quotes (about 19 MB carried), 130 memories
-of 8,000 control characters, 60 keyed values near the 64 kB limit made of quotes, 350 keyed
-namespaces of 20 labels of 256 quotes. ``CASES`` names each route of the template with the calls
-that probe it; each answer must be a 2xx within the budget (``answers.answer_ceiling``) or a 4xx
-that says what went wrong in words, never a 5xx. A route of the template without a case fails
-``test_every_route_of_the_template_has_a_case``.
+One organization of its own holds data that would make answers far past 6 MB if they were
+not cut: 200 keys naming 100 stores and 100 long actors each (about 9 MB as one listing), 70
+stores with every steering text at its limit in quotes (about 7 MB), a session of 300 tool
+messages whose ``item`` is 31,950 characters of JSON, its output all quotes (about 19 MB
+carried), 130 memories of 8,000 control characters, 60 keyed values near the 64 kB limit made
+of quotes, 350 keyed namespaces of 20 labels of 256 quotes. ``CASES`` names each route of the
+template with the calls that probe it; each answer must be a 2xx within the budget
+(``answers.answer_ceiling``) or a 4xx that says what went wrong in words, never a 5xx. A route
+of the template without a case fails ``test_every_route_of_the_template_has_a_case``.
 
 The tests after the walk are the findings of issue 32, each failing on the code before it:
 the listings page by bytes and every item comes back once by their cursors.
