@@ -457,10 +457,15 @@ def test_a_session_of_long_tool_items_exports_page_by_page(world: World) -> None
     assert len(sizes) > 1 and max(sizes) <= CEILING and sum(sizes) > LAMBDA_LIMIT
 
 
-EXPIRED_LONG_AGO, EXPIRED_LATELY = 20_000, 5_000
+EXPIRED_LONG_AGO, EXPIRED_LATELY = 10_000, 20_000
 
 
-def test_expired_keys_leave_the_listing_at_once_and_are_purged_after_a_day(stack: Stack) -> None:
+def test_expired_keys_leave_the_listing_at_once_and_their_records_a_day_later(
+    stack: Stack,
+) -> None:
+    """The key per end user of docs/keys.md, months on: 30,000 keys expired beside two live
+    ones. The first listing purges them from the listing; every listing after reads the live
+    keys only. A key expired within the day is still told it expired."""
     control = ControlPlane(database_client(stack.redis_url), SystemClock(), release_hold_seconds=0)
     org_id = unique("org-expired")
     control.create_organization(org_id)
@@ -478,23 +483,21 @@ def test_expired_keys_leave_the_listing_at_once_and_are_purged_after_a_day(stack
             for _ in range(EXPIRED_LONG_AGO)
         ]
         live_id, _ = keys.issue(org_id, KeyScope(access="read", expires_at=now + 86_400_000))
+        seconds: list[float] = []
         with stack.client(admin_key) as api:
-            started = time.perf_counter()
-            first = api.get("/keys")
-            first_seconds = time.perf_counter() - started
-            started = time.perf_counter()
-            second = api.get("/keys")
-            second_seconds = time.perf_counter() - started
-            assert first.status_code == second.status_code == 200, first.text
-            assert [k["key_id"] for k in second.json()["keys"]] == [admin_id, live_id]
-            assert first.json() == second.json()
+            for _ in range(3):  # 20,000 purged a call at most: the third reads live keys only
+                started = time.perf_counter()
+                listed = api.get("/keys")
+                seconds.append(time.perf_counter() - started)
+                assert listed.status_code == 200, listed.text
+                assert [k["key_id"] for k in listed.json()["keys"]] == [admin_id, live_id]
             # a key expired lately is still told it expired; one purged is unknown
             for key_id_and_key, said in ((lately[0], "expired at"), (long_ago[0], "not valid")):
                 refused = stack.client(key_id_and_key[1]).get("/agent-memory")
                 assert refused.status_code == 401 and said in refused.json()["message"]
-        assert len(keys.of(org_id)) == 2 + EXPIRED_LATELY  # the long expired are purged
-        print(f"GET /keys: {first_seconds:.2f} s purging, {second_seconds:.2f} s after")
-        assert first_seconds < 15 and second_seconds < 2
+        assert [i.key_id for i in keys.of(org_id)] == [admin_id, live_id]  # purged from the listing
+        print("GET /keys:", ", ".join(f"{s:.2f} s" for s in seconds))
+        assert max(seconds) < 10 and seconds[-1] < 1  # the function's timeout; live keys only
     finally:
         with contextlib.suppress(NotFound):
             control.delete_organization(org_id)
