@@ -61,6 +61,22 @@ function retryAfterSeconds(response) {
 }
 
 /**
+ * Every page of a listing that pages by `cursor` (GET /keys, the store listings: each page is
+ * cut to the answer's byte budget and names the next in `next_cursor`): the first page's
+ * answer with `field` holding the items of every page, in order.
+ */
+export async function allPages(route, field) {
+  const first = await api("GET", route);
+  let cursor = first.next_cursor;
+  while (cursor) {
+    const page = await api("GET", route, { query: { cursor } });
+    first[field] = first[field].concat(page[field]);
+    cursor = page.next_cursor;
+  }
+  return { ...first, next_cursor: null };
+}
+
+/**
  * Call the API. `query` values that are empty are left out. Returns the parsed JSON (null for
  * 204). Throws ApiError; a network failure is an ApiError with status 0.
  */

@@ -26,6 +26,7 @@ import httpx
 import pytest
 from playwright.sync_api import expect
 
+from agent_memory.scopes import KeyScope
 from tests.support.browser import STATIC
 from tests.support.common import ROOT, unique, wait_for
 from tests.support.stack import API_KEY, Stack, model_store
@@ -910,6 +911,21 @@ def test_keys_are_made_with_their_secret_shown_once_listed_and_revoked(console, 
     page.get_by_label("Stores").fill("no-such-instance/s")
     page.get_by_role("button", name="Make key").click()
     expect(page.locator("#key-stores-problem, .problem").first).to_contain_text("no-such-instance")
+
+
+def test_the_keys_page_shows_every_page_of_keys_and_no_expired_one(console, world, tenant):
+    """GET /keys gives 1,000 keys a page: the page follows next_cursor to the last key, and
+    an expired key is not listed."""
+    keys = tenant.control.api_keys
+    made = [keys.issue(tenant.org_id, KeyScope(access="read"))[0] for _ in range(1_050)]
+    expired = keys.issue(tenant.org_id, KeyScope(access="read", expires_at=1))[0]
+    console.sign_in("/keys", api_key=tenant.api_key)
+    page = console.page
+    console.heading("API keys")
+    rows = page.locator("table.list tbody tr")
+    expect(rows).to_have_count(1 + len(made))  # the admin key and every one made
+    expect(page.get_by_role("row").filter(has_text=made[-1])).to_have_count(1)
+    expect(page.get_by_role("row").filter(has_text=expired)).to_have_count(0)
 
 
 def test_a_scoped_key_is_told_it_cannot_manage_keys(console, world):

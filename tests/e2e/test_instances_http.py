@@ -97,7 +97,11 @@ def test_a_removed_instance_is_a_404_and_its_database_can_be_registered_again(
                 "error": "instance_not_found",
                 "message": f"Instance '{instance}' does not exist in your organization.",
             }
-            assert client.get("/agent-memory").json() == {"stores": [], "unreachable": []}
+            assert client.get("/agent-memory").json() == {
+                "stores": [],
+                "unreachable": [],
+                "next_cursor": None,
+            }
         taken = unique("db")
         assert run_admin(stack, capsys, "register-instance", newcomer, taken, url)[0] == 0
         with stack.client(newcomer_key) as client:

@@ -131,7 +131,7 @@ def test_a_removed_instance_is_a_404_and_its_data_stays(tenant, store, client):
         "message": f"Instance '{tenant.instance_id}' does not exist in your organization.",
     }
     status, body, _ = invoke("list_stores", build("list_stores", tenant))
-    assert status == 200 and body == {"stores": [], "unreachable": []}
+    assert status == 200 and body == {"stores": [], "unreachable": [], "next_cursor": None}
     # the store is still in the database: registered again, it is back as it was
     tenant.control.register_instance(
         tenant.org_id, tenant.instance_id, tenant.url, allow_unreachable=True

@@ -185,6 +185,8 @@ def _integer_query_parameters():
 
 def test_the_document_has_the_integer_query_parameters_of_the_routes():
     assert sorted(_integer_query_parameters()) == [
+        ("GET /agent-memory", "limit"),
+        ("GET /instances/{instance_id}/agent-memory", "limit"),
         ("GET /instances/{instance_id}/agent-memory/{store}/export/memories", "limit"),
         ("GET /instances/{instance_id}/agent-memory/{store}/export/profiles", "limit"),
         ("GET /instances/{instance_id}/agent-memory/{store}/export/sessions", "limit"),
@@ -198,6 +200,7 @@ def test_the_document_has_the_integer_query_parameters_of_the_routes():
         ("GET /instances/{instance_id}/agent-memory/{store}/sessions", "limit"),
         ("GET /instances/{instance_id}/agent-memory/{store}/sessions", "offset"),
         ("GET /instances/{instance_id}/agent-memory/{store}/sessions/{session_id}", "recent"),
+        ("GET /keys", "limit"),
     ]
 
 
@@ -249,3 +252,45 @@ def test_no_principal_is_unauthorized_and_an_outage_is_unavailable():
         principal_from({"requestContext": {}})
     with pytest.raises(DatabaseUnavailable):
         principal_from(_event({"error": "database_unavailable", "message": "down"}))
+
+
+# --- the answer's budget -----------------------------------------------------------------------
+
+
+class Blob(BaseModel):
+    text: str
+
+
+def _blob_app() -> Api:
+    app = Api()
+
+    @app.get("/blob")
+    def blob(n: Annotated[int, Query(ge=0, le=10_000_000)] = 0, char: str = "a") -> Blob:
+        return Blob(text=char * n)
+
+    return app
+
+
+@pytest.mark.parametrize(("char", "carried"), [("a", 1), ('"', 4), ("\u0001", 7)])
+def test_an_answer_over_its_budget_is_a_409_in_words_and_one_within_passes(
+    char, carried, monkeypatch
+):
+    """A letter is 1 byte as Lambda carries it, a quote 4 (escaped in the answer's JSON, then
+    again in the payload), a control character 7: the check measures the encoded answer."""
+    from urllib.parse import quote
+
+    from agent_memory.answers import answer_ceiling
+
+    monkeypatch.setenv("KIVIDB_ANSWER_BUDGET_BYTES", "1048576")
+    ceiling = answer_ceiling(1_048_576)
+    assert ceiling == 1_064_960
+    fixed = len(json.dumps(json.dumps({"text": ""}, separators=(",", ":"))))
+    fits = (ceiling - fixed) // carried
+    status, body = _get(_blob_app(), "/blob", f"n={fits}&char={quote(char)}", monkeypatch)
+    assert status == 200 and len(body["text"]) == fits
+    over = fits + 1
+    status, body = _get(_blob_app(), "/blob", f"n={over}&char={quote(char)}", monkeypatch)
+    assert status == 409 and body["error"] == "answer_too_large"
+    assert f"would be {fixed + over * carried:,} bytes" in body["message"]
+    assert "over the 1,064,960 bytes an answer may carry" in body["message"]
+    assert "Ask for less" in body["message"]

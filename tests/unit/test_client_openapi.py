@@ -454,8 +454,8 @@ def test_every_route_of_the_document_has_a_client_method_and_every_method_a_rout
     store = client.store("i", "s")
     called: dict[str, set[str]] = {"MemoryClient": set(), "StoreClient": set()}
     calls = [
-        ("MemoryClient", "list_stores", lambda: client.list_stores()),
-        ("MemoryClient", "list_stores", lambda: client.list_stores("i")),
+        ("MemoryClient", "list_stores", lambda: client.list_stores(cursor="i/s", limit=2)),
+        ("MemoryClient", "list_stores", lambda: client.list_stores("i", cursor="i/s", limit=2)),
         ("MemoryClient", "put_store", lambda: client.put_store("i", "s", dimensions=3)),
         ("MemoryClient", "get_store", lambda: client.get_store("i", "s")),
         ("MemoryClient", "delete_store", lambda: client.delete_store("i", "s")),
@@ -464,7 +464,7 @@ def test_every_route_of_the_document_has_a_client_method_and_every_method_a_rout
             "create_key",
             lambda: client.create_key("read", stores=[("i", "s")], actors=["a"], expires_at=NOW),
         ),
-        ("MemoryClient", "list_keys", lambda: client.list_keys()),
+        ("MemoryClient", "list_keys", lambda: client.list_keys("1.key_0123456789ab", 2)),
         ("MemoryClient", "delete_key", lambda: client.delete_key("key_0123456789ab")),
         ("MemoryClient", "organization_usage", lambda: client.organization_usage(NOW, NOW)),
         (

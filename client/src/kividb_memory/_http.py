@@ -364,13 +364,18 @@ def store_prefix(instance_id: str, name: str) -> str:
     return f"/instances/{segment('instance_id', instance_id)}/agent-memory/{segment('store', name)}"
 
 
-def list_organization_stores() -> Call[m.OrganizationStoreList]:
-    return Call("GET", "/agent-memory", m.OrganizationStoreList, True)
+def list_organization_stores(
+    cursor: str | None = None, limit: int | None = None
+) -> Call[m.OrganizationStoreList]:
+    params = query(cursor=cursor, limit=limit)
+    return Call("GET", "/agent-memory", m.OrganizationStoreList, True, params=params)
 
 
-def list_instance_stores(instance_id: str) -> Call[m.StoreList]:
+def list_instance_stores(
+    instance_id: str, cursor: str | None = None, limit: int | None = None
+) -> Call[m.StoreList]:
     path = f"/instances/{segment('instance_id', instance_id)}/agent-memory"
-    return Call("GET", path, m.StoreList, True)
+    return Call("GET", path, m.StoreList, True, params=query(cursor=cursor, limit=limit))
 
 
 def put_store(instance_id: str, name: str, settings: Mapping[str, Any]) -> Call[m.StoreView]:
@@ -391,8 +396,8 @@ def create_key(body: m.KeyCreate) -> Call[m.KeyCreated]:
     return Call("POST", "/keys", m.KeyCreated, False, body=dump(body, nulls=False))
 
 
-def list_keys() -> Call[m.KeyList]:
-    return Call("GET", "/keys", m.KeyList, True)
+def list_keys(cursor: str | None = None, limit: int | None = None) -> Call[m.KeyList]:
+    return Call("GET", "/keys", m.KeyList, True, params=query(cursor=cursor, limit=limit))
 
 
 def delete_key(key_id: str) -> Call[Any]:

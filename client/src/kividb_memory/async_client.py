@@ -126,15 +126,23 @@ class AsyncMemoryClient(_Base):
     # --- stores ---
 
     @overload
-    async def list_stores(self, instance_id: None = None) -> m.OrganizationStoreList: ...
+    async def list_stores(
+        self, instance_id: None = None, *, cursor: str | None = None, limit: int | None = None
+    ) -> m.OrganizationStoreList: ...
     @overload
-    async def list_stores(self, instance_id: str) -> m.StoreList: ...
-    async def list_stores(self, instance_id: str | None = None) -> m.StoreList:
-        """Every store of the organization (with the instances that could not be read in
-        ``unreachable``), or the stores of one instance."""
+    async def list_stores(
+        self, instance_id: str, *, cursor: str | None = None, limit: int | None = None
+    ) -> m.StoreList: ...
+    async def list_stores(
+        self, instance_id: str | None = None, *, cursor: str | None = None, limit: int | None = None
+    ) -> m.StoreList:
+        """A page of the organization's stores (with the instances that could not be read in
+        ``unreachable``), or of one instance's, by instance then name: at most ``limit`` (1,000
+        by default), fewer when more would pass the answer's byte budget; pass the page's
+        ``next_cursor`` as ``cursor`` for the next one."""
         if instance_id is None:
-            return await self._answer(_http.list_organization_stores())
-        return await self._answer(_http.list_instance_stores(instance_id))
+            return await self._answer(_http.list_organization_stores(cursor, limit))
+        return await self._answer(_http.list_instance_stores(instance_id, cursor, limit))
 
     async def put_store(self, instance_id: str, name: str, **settings: Any) -> m.StoreView:
         """Create the store or change its settings (the fields of :class:`StorePut`; the ones
@@ -175,9 +183,12 @@ class AsyncMemoryClient(_Base):
         )
         return await self._answer(_http.create_key(body))
 
-    async def list_keys(self) -> m.KeyList:
-        """The organization's API keys, oldest first, never their secrets (admin key only)."""
-        return await self._answer(_http.list_keys())
+    async def list_keys(self, cursor: str | None = None, limit: int | None = None) -> m.KeyList:
+        """A page of the organization's API keys that have not expired, oldest first, never
+        their secrets (admin key only): at most ``limit`` (1,000 by default), fewer when more
+        would pass the answer's byte budget; pass the page's ``next_cursor`` as ``cursor`` for
+        the next one."""
+        return await self._answer(_http.list_keys(cursor, limit))
 
     async def delete_key(self, key_id: str) -> None:
         """Revoke an API key at once (admin key only); ``NotFoundError`` (``key_not_found``)."""
@@ -556,7 +567,8 @@ class AsyncStoreClient:
         refresh_ttl: bool | None = None,
     ) -> m.KeyedSearchResult:
         """Keyed memories under ``namespace_prefix`` matching ``filter``: most similar first
-        with ``query`` (or ``query_vector``), else newest first."""
+        with ``query`` (or ``query_vector``), else newest first; ``next_offset`` for the next
+        page (the answer's byte budget may cut a page short: ``items_omitted``)."""
         body = m.KeyedSearchRequest(
             namespace_prefix=list(namespace_prefix),
             filter=None if filter is None else dict(filter),
@@ -578,7 +590,7 @@ class AsyncStoreClient:
         offset: int | None = None,
     ) -> m.NamespaceList:
         """The namespaces that hold keyed memories, in label order (``*`` in ``prefix`` or
-        ``suffix``: any one label), cut to ``max_depth``."""
+        ``suffix``: any one label), cut to ``max_depth``; ``next_offset`` for the next page."""
         body = m.NamespacesRequest(
             prefix=None if prefix is None else list(prefix),
             suffix=None if suffix is None else list(suffix),

@@ -56,6 +56,8 @@ class KeyCreated(KeyView):
 
 
 class KeyList(Answer):
-    """Answer of ``list_keys``."""
+    """Answer of ``list_keys``: a page of the keys that have not expired, oldest first;
+    ``next_cursor`` (the ``cursor`` of the next page) is None on the last."""
 
     keys: list[KeyView]
+    next_cursor: str | None = None

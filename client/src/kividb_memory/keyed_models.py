@@ -66,12 +66,18 @@ class KeyedMemoryView(Answer):
 
 
 class KeyedSearchResult(Answer):
-    """Answer of ``search_keyed_memories``: best (or newest) first."""
+    """Answer of ``search_keyed_memories``: best (or newest) first; ``items_omitted`` of the
+    page's ``limit`` were left out to keep the answer under its byte budget, and
+    ``next_offset`` (the ``offset`` of the next page) is None when no match is left."""
 
     items: list[KeyedMemoryView]
+    items_omitted: int = 0
+    next_offset: int | None = None
 
 
 class NamespaceList(Answer):
-    """Answer of ``list_keyed_namespaces``."""
+    """Answer of ``list_keyed_namespaces``; ``next_offset`` (the ``offset`` of the next page)
+    is None on the last."""
 
     namespaces: list[list[str]]
+    next_offset: int | None = None

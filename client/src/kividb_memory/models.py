@@ -193,9 +193,11 @@ class StoreView(Answer):
 
 
 class StoreList(Answer):
-    """Answer of ``GET /instances/{instance_id}/agent-memory``: the instance's stores by name."""
+    """Answer of ``GET /instances/{instance_id}/agent-memory``: a page of the instance's stores
+    by name; ``next_cursor`` (the ``cursor`` of the next page) is None on the last."""
 
     stores: list[StoreView]
+    next_cursor: str | None = None
 
 
 class UnreachableInstance(Answer):

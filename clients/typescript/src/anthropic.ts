@@ -154,7 +154,7 @@ export class KiviDBMemoryTool implements MemoryToolHandlers {
   async #files(under: string): Promise<Map<string, string>> {
     const found = new Map<string, string>();
     const wanted = JSON.stringify(this.namespace);
-    for (let offset = 0; offset <= LAST_OFFSET; offset += PAGE) {
+    for (let offset: number | null | undefined = 0; offset != null && offset <= LAST_OFFSET; ) {
       const page = await this.store.searchKeyedMemories(this.namespace, { limit: PAGE, offset });
       for (const view of page.items) {
         // the search takes deeper namespaces too: only this one's files are in the tree
@@ -163,7 +163,7 @@ export class KiviDBMemoryTool implements MemoryToolHandlers {
         const content = (view.value as { content?: unknown }).content;
         found.set(view.key, typeof content === "string" ? content : JSON.stringify(view.value));
       }
-      if (page.items.length < PAGE) break;
+      offset = page.next_offset; // a page may be cut short by bytes: follow it
     }
     return new Map([...found].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
   }

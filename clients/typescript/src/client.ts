@@ -90,10 +90,12 @@ export class MemoryClient {
 
   // --- stores ---
 
-  /** Every store of the organization (with `unreachable` instances), or one instance's. */
-  async listStores(instanceId?: string, options?: CallOptions): Promise<Answer<"OrganizationStoreList"> | Answer<"StoreList">> {
+  /** A page of the organization's stores (with `unreachable` instances), or of one instance's:
+   * at most `limit` (1,000 by default), fewer when more would pass the answer's byte budget;
+   * pass the page's `next_cursor` as `cursor` for the next one. */
+  async listStores(instanceId?: string, options: CallOptions & { cursor?: string; limit?: number } = {}): Promise<Answer<"OrganizationStoreList"> | Answer<"StoreList">> {
     const path = instanceId === undefined ? "/agent-memory" : `/instances/${segment("instanceId", instanceId)}/agent-memory`;
-    return this.request({ method: "GET", path, idempotent: true }, options);
+    return this.request({ method: "GET", path, query: { cursor: options.cursor, limit: options.limit }, idempotent: true }, options);
   }
 
   /** Create the store or change its settings (the fields of `StorePut`, snake_case as the API
@@ -120,9 +122,10 @@ export class MemoryClient {
     return this.request({ method: "POST", path: "/keys", body: { access, ...snake(scope) }, idempotent: false }, options);
   }
 
-  /** The organization's keys, never their secrets (admin key only). */
-  async listKeys(options?: CallOptions): Promise<Answer<"KeyList">> {
-    return this.request({ method: "GET", path: "/keys", idempotent: true }, options);
+  /** A page of the organization's keys that have not expired, oldest first, never their
+   * secrets (admin key only); pass the page's `next_cursor` as `cursor` for the next one. */
+  async listKeys(options: CallOptions & { cursor?: string; limit?: number } = {}): Promise<Answer<"KeyList">> {
+    return this.request({ method: "GET", path: "/keys", query: { cursor: options.cursor, limit: options.limit }, idempotent: true }, options);
   }
 
   /** Revoke a key at once (admin key only). */

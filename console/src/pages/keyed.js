@@ -59,7 +59,7 @@ export function KeyedPage({ instance, store, query }) {
         body: { namespace_prefix: labels, limit: PAGE, offset },
       }),
     ]);
-    return { children: children.namespaces.filter((ns) => ns.length > labels.length), items: found.items };
+    return { children: children.namespaces.filter((ns) => ns.length > labels.length), items: found.items, next: found.next_offset };
   }, [instance, store, labels.join("."), offset]);
   const forget = async () => {
     const item = forgetting;
@@ -99,9 +99,9 @@ export function KeyedPage({ instance, store, query }) {
       <h2 id="items-title">${keyedCount(data.items.length)}${offset ? ` from ${offset + 1}` : ""}</h2>
       ${data.items.map((item) => html`<${Item} key=${item.namespace.join(".") + "/" + item.key} item=${item} onForget=${setForgetting} />`)}
     </section>`}
-    ${data && (offset > 0 || data.items.length === PAGE) && html`<nav class="pager" aria-label="Keyed memories pages">
+    ${data && (offset > 0 || data.next != null) && html`<nav class="pager" aria-label="Keyed memories pages">
       ${offset > 0 ? html`<a class="button" href=${link(instance, store, labels, Math.max(0, offset - PAGE))}>← Previous</a>` : html`<span class="button disabled" aria-disabled="true">← Previous</span>`}
-      ${data.items.length === PAGE ? html`<a class="button" href=${link(instance, store, labels, offset + PAGE)}>Next →</a>` : html`<span class="button disabled" aria-disabled="true">Next →</span>`}
+      ${data.next != null ? html`<a class="button" href=${link(instance, store, labels, data.next)}>Next →</a>` : html`<span class="button disabled" aria-disabled="true">Next →</span>`}
     </nav>`}
     <${ConfirmDialog} open=${forgetting !== null} title=${forgetting ? html`Forget key <${Text} value=${forgetting.key} />?` : ""}
       action="Forget" busy=${busy} onConfirm=${forget} onClose=${() => setForgetting(null)}>

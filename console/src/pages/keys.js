@@ -3,7 +3,7 @@
 // the organization's admin key may do this; a scoped key sees why it cannot.
 
 import { useState } from "preact/hooks";
-import { api } from "../api.js";
+import { allPages, api } from "../api.js";
 import {
   ConfirmDialog, Empty, ErrorState, FieldProblems, FormErrors, html, Loading, Notice, plural,
   problemsByField, said, Text, Time, useLoad,
@@ -91,7 +91,7 @@ function CreateKey({ onCreated }) {
 }
 
 export function KeysPage() {
-  const listed = useLoad(() => api("GET", "/keys"), []);
+  const listed = useLoad(() => allPages("/keys", "keys"), []);
   const [created, setCreated] = useState(null);
   const [revoking, setRevoking] = useState(null);
   const [busy, setBusy] = useState(false);

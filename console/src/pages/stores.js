@@ -2,7 +2,7 @@
 // (GET /instances/{id}/agent-memory), creating one, and one store's page (GET, DELETE).
 
 import { useEffect, useRef, useState } from "preact/hooks";
-import { api, path, storePath } from "../api.js";
+import { allPages, api, path, storePath } from "../api.js";
 import { href, navigate, storeHref } from "../router.js";
 import { PROFILE_TYPES } from "../steering.js";
 import { LABELS, SETTINGS, StoreForm } from "../storeform.js";
@@ -118,7 +118,7 @@ function CreateOnDatabase({ instances }) {
 }
 
 export function AllStores() {
-  const { data, error, loading, reload } = useLoad(() => api("GET", "/agent-memory"), []);
+  const { data, error, loading, reload } = useLoad(() => allPages("/agent-memory", "stores"), []);
   if (data) knownInstances = [...new Set([...data.stores.map((s) => s.instance_id), ...data.unreachable.map((u) => u.instance_id)])];
   return html`<section>
     <h1 tabindex="-1">Agent memory</h1>
@@ -145,7 +145,7 @@ export function AllStores() {
 }
 
 export function InstanceStores({ instance }) {
-  const { data, error, loading, reload } = useLoad(() => api("GET", path("instances", instance, "agent-memory")), [instance]);
+  const { data, error, loading, reload } = useLoad(() => allPages(path("instances", instance, "agent-memory"), "stores"), [instance]);
   const flashed = useFlash();
   if (data && !knownInstances.includes(instance)) knownInstances = [...knownInstances, instance];
   const missing = missingOf(error);

@@ -10,7 +10,15 @@ Lambda's quota for that payload is 6 MB, 6,291,456 bytes ("Lambda quotas", "Invo
 call, so a session that outgrew it could never be recalled again. ``wire_bytes`` measures an
 answer that way; the routes that can grow (recall, a session, export pages) cut what they hold
 to ``budget`` bytes (``edge.settings.FunctionSettings.answer_budget_bytes``, default
-``DEFAULT_ANSWER_BUDGET``) and say what they left out.
+``DEFAULT_ANSWER_BUDGET``) and say what they left out; every listing pages by bytes as well as
+by count and says how to get the rest (a ``next_cursor`` or ``next_offset``).
+
+One place holds every answer to the budget whatever the route: the resolver
+(``edge.resolver.Api``) measures the encoded body with ``over_budget`` after the route has
+answered, and answers one over it with a 409 ``answer_too_large`` in words instead (a route
+whose answer cannot be paged: never a 500 from Lambda). Routes that page cut before that
+(``largest_fitting``, ``items_that_fit``), so the check is a backstop that a test of every
+route (``tests/e2e/test_every_route_budget.py``) shows is never reached by a listing.
 """
 
 from __future__ import annotations
@@ -51,6 +59,38 @@ def wire_bytes(view: BaseModel) -> int:
     return len(json.dumps(text, ensure_ascii=False).encode("utf-8", "surrogatepass"))
 
 
+CARRIED_BYTES_PER_CHARACTER = 6
+"""The most bytes one character of an answer's JSON text takes in the response payload: a
+control character is written ``\\u0001`` (6), a quote or backslash 2, any other character at
+most 4 in UTF-8 (a lone surrogate 3)."""
+
+
+def carried_bytes(body: str) -> int:
+    """The bytes ``body`` (an answer's JSON text, as the resolver encoded it) takes in a Lambda
+    response payload: as a JSON string without ASCII escapes, in UTF-8."""
+    return len(json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass"))
+
+
+def answer_ceiling(budget: int) -> int:
+    """The most an answer's body may carry under ``budget``: the budget and 1/64 of it
+    (78,125 bytes for the default budget, still 1.2 MB under Lambda's limit). The routes cut
+    their answers to ``budget`` as pydantic writes them (``wire_bytes``); the resolver writes
+    the same values with Python's ``json``, whose floats can take a character more (``1e-07``
+    for pydantic's ``1e-7``), so a page cut to the very byte may come out a little over."""
+    return budget + budget // 64
+
+
+def over_budget(body: str, budget: int) -> int | None:
+    """``carried_bytes(body)`` when it is over ``answer_ceiling(budget)``, else None. One
+    ``len`` for an answer that surely fits (at most ``CARRIED_BYTES_PER_CHARACTER`` bytes a
+    character, so under a sixth of the budget in characters: every answer but the largest);
+    the others are measured (a few milliseconds for 5 MB)."""
+    if (len(body) + 2) * CARRIED_BYTES_PER_CHARACTER <= budget:
+        return None
+    carried = carried_bytes(body)
+    return carried if carried > answer_ceiling(budget) else None
+
+
 def surely_fits(characters: int, budget: int) -> bool:
     """Whether an answer holding ``characters`` characters of texts in all (each counted as
     often as it appears) fits ``budget`` whatever they are, without measuring it: the cheap
@@ -76,3 +116,13 @@ def largest_fitting(build: Callable[[int], View], most: int, budget: int) -> tup
         else:
             high = middle
     return build(low), low
+
+
+def page_within(build: Callable[[int], View], most: int, budget: int) -> View:
+    """The page of a listing: ``largest_fitting(build, most, budget)``'s answer, but holding at
+    least one item when there is any, so that a listing always moves on (an item that alone is
+    over the budget is then the resolver's 409 ``answer_too_large``, never a page that names
+    itself as the next). ``build(n)``: the page of the listing's first ``n`` items, with the
+    cursor of the items after them."""
+    page, count = largest_fitting(build, most, budget)
+    return build(1) if count == 0 and most > 0 else page

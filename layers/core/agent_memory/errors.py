@@ -110,6 +110,15 @@ class StoreTooLarge(Conflict):
     code = "store_too_large"
 
 
+class AnswerTooLarge(Conflict):
+    """The answer would weigh more than an answer may (``answers``: the function's
+    ``answer_budget_bytes``, under Lambda's 6 MB) and the route cannot page it; the message says
+    how much and what to ask for instead. Raised by the resolver after the answer is encoded
+    (``edge.resolver.Api``), so no route can answer over its budget."""
+
+    code = "answer_too_large"
+
+
 class ActorMismatch(Conflict):
     """A session already belongs to another actor."""
 

@@ -253,9 +253,9 @@ class KiviDBSessionService(BaseSessionService):
                 if len(view.namespace) == 4:  # ("adk", app, "sessions", user)
                     session = Session.model_validate(view.value)
                     sessions.append(await self._state.merged(session))
-            if len(page.items) < PAGE:
+            if page.next_offset is None:  # a page may be cut short by bytes: follow it
                 break
-            offset += PAGE
+            offset = page.next_offset
         sessions.sort(key=lambda s: (s.last_update_time, s.user_id, s.id))
         return ListSessionsResponse(sessions=sessions)
 

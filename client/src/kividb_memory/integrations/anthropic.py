@@ -130,9 +130,9 @@ class _Files:
             for item in page.items:
                 if tuple(item.namespace) == self.namespace:
                     found[item.key] = str(item.value.get("content", ""))
-            if len(page.items) < PAGE:
+            if page.next_offset is None:  # a page may be cut short by bytes: follow it
                 return found
-            offset += PAGE
+            offset = page.next_offset
 
     async def read(self, call: Call, key: str) -> str | None:
         try:

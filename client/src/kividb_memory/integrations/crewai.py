@@ -143,9 +143,9 @@ class _Records:
                 "search_keyed_memories", self.namespace(scope_prefix), limit=PAGE, offset=offset
             )
             found.extend(_record(view) for view in page.items)
-            if len(page.items) < PAGE:
+            if page.next_offset is None:  # a page may be cut short by bytes: follow it
                 break
-            offset += PAGE
+            offset = page.next_offset
         return found
 
     async def put(self, call: Call, record: MemoryRecord) -> None:

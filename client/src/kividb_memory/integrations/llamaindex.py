@@ -155,9 +155,9 @@ class _Chats:
         while True:
             page = await call("search_keyed_memories", self.registry, limit=PAGE, offset=offset)
             found.extend(v.key for v in page.items if tuple(v.namespace) == self.registry)
-            if len(page.items) < PAGE:
+            if page.next_offset is None:  # a page may be cut short by bytes: follow it
                 return sorted(found)
-            offset += PAGE
+            offset = page.next_offset
 
 
 class KiviDBChatStore(BaseChatStore):

@@ -44,6 +44,11 @@ class ApiKeyInfo:
     name: str | None = None
     scope: KeyScope | None = None
 
+    @property
+    def expires_ms(self) -> int | None:
+        """When the key expires (ms since the epoch), None for never."""
+        return self.scope.expires_at if self.scope is not None else None
+
 
 def _info(key_id: str, raw: str) -> ApiKeyInfo:
     """An ``org:<org>:keys`` entry (``[hash, created ms, name?, scope JSON?]``) as listed."""
@@ -61,7 +66,8 @@ def hash_api_key(api_key: str) -> str:
 REVOKE = (
     WRITES
     + """
--- KEYS: the organization's keys (hash key id -> entry), the key's record. ARGV: key id, its
+-- KEYS: the organization's keys (hash key id -> entry), the key's record, the organization's
+-- expiring keys (zset). ARGV: key id, its
 -- hash, the key id of the request's own key ('' for none). Revokes the key in one step, and
 -- only while the caller's key is still one of the organization's: 'revoked', 'missing' (no
 -- such key now) or 'revoked_caller' (nothing done).
@@ -72,9 +78,21 @@ if ARGV[3] ~= '' and redis.call('HEXISTS', KEYS[1], ARGV[3]) == 0 then
 end
 redis.call('DEL', KEYS[2])
 redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
 return 'revoked'
 """
 )
+
+RECORD_KEPT_MS = 86_400_000
+"""How long an expired key's record outlives its expiry: a day, in which its requests are told
+when it expired (then: that it is not valid). The database removes it then (``PEXPIREAT``,
+set when the key is made); the key leaves the listing at its expiry (``ApiKeys.live``)."""
+PURGE_BATCH = 1_000
+"""Expired keys purged from the listing in one step (``ApiKeys.purge``)."""
+MAX_PURGED = 20_000
+"""Expired keys purged by one listing at most (the first after the pattern of a key per end
+user has left tens of thousands): about 2 s on a loaded 2-core machine, well within the
+function's 10 s; the next listings purge the rest."""
 
 
 SEEN_KEYS = 1024
@@ -168,6 +186,9 @@ class ApiKeys:
             if scope_text is not None:  # the authorizer reads it with the organization
                 pipe.hset(ControlKeys.api_key(digest), "scope", scope_text)
             pipe.hset(ControlKeys.org_keys(org_id), key_id, json.dumps(entry))
+            if scope is not None and scope.expires_at is not None:
+                pipe.zadd(ControlKeys.org_key_expiry(org_id), {key_id: scope.expires_at})
+                pipe.pexpireat(ControlKeys.api_key(digest), scope.expires_at + RECORD_KEPT_MS)
             pipe.execute()
         return key_id
 
@@ -226,7 +247,8 @@ class ApiKeys:
                 raise KeyNotFound(org_id, key_id)
             digest = str(json.loads(raw)[0])
             done = load_script(client, REVOKE)(
-                keys=[keys, ControlKeys.api_key(digest)], args=[key_id, digest, by or ""]
+                keys=[keys, ControlKeys.api_key(digest), ControlKeys.org_key_expiry(org_id)],
+                args=[key_id, digest, by or ""],
             )
         outcome = done.decode() if isinstance(done, bytes) else str(done)
         if outcome == "missing":  # revoked meanwhile by another request
@@ -238,7 +260,7 @@ class ApiKeys:
 
     def of(self, org_id: str) -> list[ApiKeyInfo]:
         """The key ids of ``org_id`` with their creation times, oldest first (the keys
-        themselves are not stored); ``NotFound`` without the organization."""
+        themselves are not stored), expired ones too; ``NotFound`` without the organization."""
         self._organizations.require(org_id)
         with database_errors():
             raw = self._database.redis.hgetall(ControlKeys.org_keys(org_id))
@@ -246,6 +268,60 @@ class ApiKeys:
             (_info(str(key_id), str(v)) for key_id, v in raw.items()),
             key=lambda info: (info.created_at, info.key_id),
         )
+
+    def live(self, org_id: str) -> list[ApiKeyInfo]:
+        """The keys of ``org_id`` that have not expired, oldest first, after purging the
+        expired ones from the listing (``purge``, up to ``MAX_PURGED``; one expired before the
+        expiry index existed is purged when found here), so that what is read is the live keys
+        only. ``NotFound`` without the organization."""
+        now_ms = to_ms(self._clock.now())
+        purged = PURGE_BATCH
+        total = 0
+        while purged == PURGE_BATCH and total < MAX_PURGED:
+            purged = self.purge(org_id, now_ms, PURGE_BATCH)
+            total += purged
+        infos = self.of(org_id)
+        stale = [i.key_id for i in infos if i.expires_ms is not None and i.expires_ms <= now_ms]
+        if stale and total < MAX_PURGED:
+            self._remove(org_id, stale[: MAX_PURGED - total], now_ms)
+        return [i for i in infos if i.expires_ms is None or i.expires_ms > now_ms]
+
+    def purge(self, org_id: str, now_ms: int, most: int = PURGE_BATCH) -> int:
+        """Remove from the listing up to ``most`` keys of ``org_id`` that expired by ``now_ms``
+        (``_remove``); returns how many it removed."""
+        index = ControlKeys.org_key_expiry(org_id)
+        with database_errors():
+            found = self._database.redis.zrangebyscore(index, "-inf", now_ms, 0, most)
+        ids = [str(key_id) for key_id in found]
+        if ids:
+            self._remove(org_id, ids, now_ms)
+        return len(ids)
+
+    def _remove(self, org_id: str, key_ids: list[str], now_ms: int) -> None:
+        """Remove the expired ``key_ids`` of ``org_id`` from the listing and the expiry index,
+        and make sure each one's record ends ``RECORD_KEPT_MS`` after its expiry (at once when
+        that has passed; a key made before records were given an end gets one here). One
+        already gone is skipped. In steps of ``PURGE_BATCH``."""
+        client = self._database.redis
+        listing, index = ControlKeys.org_keys(org_id), ControlKeys.org_key_expiry(org_id)
+        with database_errors():
+            for start in range(0, len(key_ids), PURGE_BATCH):
+                ids = key_ids[start : start + PURGE_BATCH]
+                entries = client.hmget(listing, ids)
+                pipe = client.pipeline(transaction=False)
+                for key_id, raw in zip(ids, entries, strict=True):
+                    if raw is None:
+                        continue
+                    info = _info(key_id, str(raw))
+                    record = ControlKeys.api_key(str(json.loads(raw)[0]))
+                    ends = (info.expires_ms or now_ms) + RECORD_KEPT_MS
+                    if ends <= now_ms:
+                        pipe.delete(record)
+                    else:
+                        pipe.pexpireat(record, ends)
+                pipe.hdel(listing, *ids)
+                pipe.zrem(index, *ids)
+                pipe.execute()
 
     def hashes(self, org_id: str) -> dict[str, str]:
         """``{key id: stored hash}`` of every key of ``org_id`` ({} without any)."""

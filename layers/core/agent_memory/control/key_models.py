@@ -99,10 +99,21 @@ class KeyCreated(KeyView):
     api_key: str
 
 
+MAX_KEY_PAGE = 1_000
+"""The most keys one page of ``GET /keys`` lists (its ``limit``, by default this)."""
+KEY_CURSOR_PATTERN = r"^[0-9]{1,16}\.key_[0-9a-f]{12}$"
+"""A ``GET /keys`` cursor: ``<created ms>.<key id>`` of the last key of the page before."""
+
+
 class KeyList(View):
-    """Answer of ``GET /keys``: the organization's keys, oldest first."""
+    """Answer of ``GET /keys``: a page of the organization's keys that have not expired,
+    oldest first (at most ``limit``, fewer when more would pass the answer's byte budget);
+    ``next_cursor`` asks for the next page, null on the last."""
 
     keys: list[KeyView]
+    next_cursor: str | None = Field(
+        None, description="Pass as cursor for the next page; null on the last page."
+    )
 
 
 def scope_view(

@@ -68,9 +68,12 @@ class Organizations:
         script = load_script(self._database.redis, _DELETE_ORG)
         records = [ControlKeys.api_key(digest) for digest in key_hashes]
         with database_errors():
-            return int(
+            revoked = int(
                 script(
                     keys=[ControlKeys.organizations, ControlKeys.org_keys(org_id), *records],
                     args=[org_id, *key_ids],
                 )
             )
+            if revoked >= 0:
+                self._database.redis.delete(ControlKeys.org_key_expiry(org_id))
+        return revoked

@@ -466,6 +466,14 @@ class ControlKeys:
         return f"{CONTROL_TAGGED}org:{org_id}:keys"
 
     @staticmethod
+    def org_key_expiry(org_id: str) -> str:
+        """zset: the organization's keys that expire (member: key id, score: when, ms), so that
+        the expired ones are found and purged without reading every key (``ApiKeys.purge``).
+        ``org:<org>:key-expiry`` cannot be ``org_keys`` or ``org_instances`` of any org: an
+        organization id holds no ``:`` (``control.models.ORG_ID``)."""
+        return f"{CONTROL_TAGGED}org:{org_id}:key-expiry"
+
+    @staticmethod
     def org_instances(org_id: str) -> str:
         return f"{CONTROL_TAGGED}org:{org_id}:instances"
 

@@ -57,6 +57,7 @@ _COMMON_ERRORS = (
     HTTPStatus.FORBIDDEN,
     HTTPStatus.TOO_MANY_REQUESTS,
     HTTPStatus.NOT_FOUND,
+    HTTPStatus.CONFLICT,  # answer_too_large, on any route (agent_memory.answers)
     HTTPStatus.REQUEST_ENTITY_TOO_LARGE,
     HTTPStatus.UNPROCESSABLE_ENTITY,
     HTTPStatus.INTERNAL_SERVER_ERROR,
@@ -69,7 +70,8 @@ def responses(
     success: dict[int, str] | None = None, errors: tuple[HTTPStatus, ...] = ()
 ) -> dict[int, OpenAPIResponse]:
     """A route's declared answers for the OpenAPI document: ``success`` (status -> description)
-    and the error statuses every route can give (401, 404, 413, 422, 500, 503) plus ``errors``."""
+    and the error statuses every route can give (401, 403, 404, 409 ``answer_too_large``, 413,
+    422, 429, 500, 503) plus ``errors``."""
     declared: dict[int, OpenAPIResponse] = {
         status: {"description": text} for status, text in (success or {200: "OK"}).items()
     }

@@ -33,6 +33,7 @@ from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.shared.json_encoder import Encoder
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
+from agent_memory.answers import answer_ceiling, over_budget
 from agent_memory.edge.auth import principal_from
 from agent_memory.edge.http_errors import JSON, error_body, error_headers, status_of
 from agent_memory.edge.requests import (
@@ -45,6 +46,7 @@ from agent_memory.edge.requests import (
 from agent_memory.edge.runtime import Runtime, current_runtime
 from agent_memory.errors import (
     AgentMemoryError,
+    AnswerTooLarge,
     PayloadTooLarge,
     RouteNotFound,
     StoreNotFound,
@@ -197,13 +199,36 @@ class Api(APIGatewayHttpResolver):
         except AgentMemoryError as exc:
             return self._raw_error(exc)
         try:
-            return self.resolve(event, context)
+            return self._within_budget(self.resolve(event, context))
         finally:
             self._principal = None
             self._runtime.end_request()
             if is_metrics_disabled():
                 # Powertools keeps disabled metrics and prints them every 100 values; drop them.
                 metrics.clear_metrics()
+
+    def _within_budget(self, answer: dict[str, Any]) -> dict[str, Any]:
+        """``answer``, or a 409 ``answer_too_large`` in its place when its encoded body is over
+        the function's ``answer_budget_bytes`` as Lambda carries it (``answers.over_budget``,
+        which allows the ``answer_ceiling``'s 1/64 over):
+        the one check every route's answer passes, so that none is Lambda's 500."""
+        body = answer.get("body")
+        if not isinstance(body, str):  # pragma: no cover - the resolver always writes text
+            return answer
+        budget = self.runtime.settings.answer_budget_bytes
+        carried = over_budget(body, budget)
+        if carried is None:
+            return answer
+        logger.warning("answer over its budget", extra={"bytes": carried, "budget": budget})
+        ceiling = answer_ceiling(budget)
+        return self._raw_error(
+            AnswerTooLarge(
+                f"The answer would be {carried:,} bytes, over the {ceiling:,} bytes an answer may "
+                "carry (AWS Lambda answers at most 6 MB). Ask for less: a smaller limit, a "
+                "narrower filter, or the next page of a listing (its next_cursor or "
+                "next_offset)."
+            )
+        )
 
     def _check_access(self, principal: Principal, event: dict[str, Any]) -> None:
         """``Forbidden`` for a scoped key on an admin-only route, or a read-only key on a route

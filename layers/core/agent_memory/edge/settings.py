@@ -59,8 +59,9 @@ class FunctionSettings(BaseModel):
     ``background_function_arn`` and ``scheduler_role_arn``, which template.yaml sets) or
     ``local`` (the local stack's scheduler on the control database).
     ``answer_budget_bytes``: the most an answer's body may weigh as Lambda carries it
-    (``answers.wire_bytes``; Lambda refuses a response over 6 MB): recall, a session and export
-    pages cut what they hold to it and say so.
+    (``answers.wire_bytes``; Lambda refuses a response over 6 MB): recall, a session, searches,
+    listings and export pages cut what they hold to it and say so, and the resolver answers any
+    answer over it by more than 1/64 with a 409 ``answer_too_large`` (``answers.over_budget``).
     ``search_threads``: threads of a large compact search (``search.quantize``); unset (or not
     a positive whole number, which is ignored): the CPUs the process may use, at most 4.
     """

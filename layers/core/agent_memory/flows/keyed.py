@@ -40,15 +40,16 @@ def delete_keyed(store: StoreHandle, namespace: list[str], key: str) -> None:
 
 
 def keyed_search(store: StoreHandle, request: KeyedSearchRequest) -> KeyedSearchResult:
-    """Keyed memories under ``namespace_prefix`` matching ``filter``; ``refresh_ttl`` is a
-    write a read-only key may not ask (``Forbidden``)."""
+    """Keyed memories under ``namespace_prefix`` matching ``filter``, within the answer's byte
+    budget; ``refresh_ttl`` is a write a read-only key may not ask (``Forbidden``)."""
     reach.whole_store(store, "search keyed memories")
     if request.refresh_ttl:
         reach.writes(store, "refresh_ttl")
-    return store.keyed.search(request)
+    return store.keyed.search(request, store.container.answer_budget_bytes)
 
 
 def keyed_namespaces(store: StoreHandle, request: NamespacesRequest) -> NamespaceList:
-    """The namespaces that hold keyed memories (``KeyedMemories.namespaces``)."""
+    """The namespaces that hold keyed memories (``KeyedMemories.namespaces``), within the
+    answer's byte budget."""
     reach.whole_store(store, "list keyed namespaces")
-    return store.keyed.namespaces(request)
+    return store.keyed.namespaces(request, store.container.answer_budget_bytes)

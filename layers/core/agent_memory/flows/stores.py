@@ -7,11 +7,13 @@ from __future__ import annotations
 
 from typing import TypeVar
 
+from agent_memory.answers import page_within
 from agent_memory.flows.access import instance_stores, managed_stores, stores_of
 from agent_memory.flows.container import Caller
 from agent_memory.flows.handle import StoreHandle
 from agent_memory.scopes import KeyScope
 from agent_memory.stores.models import (
+    MAX_STORE_PAGE,
     OrganizationStoreList,
     StoreCounts,
     StoreList,
@@ -86,24 +88,51 @@ def new_webhook_secret(caller: Caller, instance_id: str, name: str) -> WebhookSe
     return WebhookSecret(secret=secret, created_at=config.updated_at)
 
 
-def organization_stores(caller: Caller) -> OrganizationStoreList:
-    """Every store of the caller's organization the key reaches, on every instance that
-    answers in time (``stores.listing.list_organization_stores``)."""
+def organization_stores(
+    caller: Caller, cursor: str | None = None, limit: int = MAX_STORE_PAGE
+) -> OrganizationStoreList:
+    """A page of the stores of the caller's organization the key reaches, on every instance
+    that answers in time (``stores.listing.list_organization_stores``), from after ``cursor``
+    (``<instance id>/<store>``, the ``next_cursor`` of the page before; the instances before
+    its instance are not read): see ``store_page``."""
     from agent_memory.stores.listing import list_organization_stores
 
     scope, container = caller.principal.scope, caller.container
+    first = cursor.partition("/")[0] if cursor is not None else ""
     instances = [
         i
         for i in container.control.instances(caller.principal.org_id)
-        if scope is None or scope.allows_instance(i.instance_id)
+        if (scope is None or scope.allows_instance(i.instance_id)) and i.instance_id >= first
     ]
     opened = list_organization_stores(instances, lambda i: stores_of(container, i))
-    return _reached(scope, opened)
+    return store_page(_reached(scope, opened), cursor, limit, container.answer_budget_bytes)
 
 
-def instance_store_list(caller: Caller, instance_id: str) -> StoreList:
-    """The stores of ``instance_id`` the caller's key reaches."""
-    return _reached(caller.principal.scope, instance_stores(caller, instance_id).views())
+def instance_store_list(
+    caller: Caller, instance_id: str, cursor: str | None = None, limit: int = MAX_STORE_PAGE
+) -> StoreList:
+    """A page of the stores of ``instance_id`` the caller's key reaches (``store_page``)."""
+    listing = _reached(caller.principal.scope, instance_stores(caller, instance_id).views())
+    return store_page(listing, cursor, limit, caller.container.answer_budget_bytes)
+
+
+def store_page(listing: Listing, cursor: str | None, limit: int, budget: int) -> Listing:
+    """``listing`` cut to the stores after ``cursor`` (``<instance id>/<store>``) by instance
+    then name: at most ``limit``, fewer when more would pass ``budget`` bytes as Lambda carries
+    the answer (``answers.page_within``), with the ``next_cursor`` of the rest."""
+    ordered = sorted(listing.stores, key=lambda s: (s.instance_id, s.name))
+    if cursor is not None:
+        instance_id, _, name = cursor.partition("/")
+        ordered = [s for s in ordered if (s.instance_id, s.name) > (instance_id, name)]
+    page = ordered[:limit]
+
+    def build(count: int) -> Listing:
+        last = page[count - 1] if count else None
+        more = count < len(ordered) and last is not None
+        next_cursor = f"{last.instance_id}/{last.name}" if more and last else None
+        return listing.model_copy(update={"stores": page[:count], "next_cursor": next_cursor})
+
+    return page_within(build, len(page), budget)
 
 
 def _reached(scope: KeyScope | None, listing: Listing) -> Listing:

@@ -43,6 +43,7 @@ MAX_FILTER_PATH_CHARS = 256
 MAX_SEARCH_LIMIT = 1_000
 MAX_SEARCH_OFFSET = 10_000
 MAX_NAMESPACE_LIMIT = 1_000
+MAX_NAMESPACE_OFFSET = 1_000_000
 MAX_TTL_SECONDS = 315_360_000
 """Ten years: the longest ``ttl_seconds`` (the store's ``memory_ttl_seconds`` has the same
 bound)."""
@@ -130,7 +131,7 @@ class NamespacesRequest(Model):
     suffix: list[Label] | None = Field(None, max_length=MAX_LABELS)
     max_depth: int | None = Field(None, ge=1, le=MAX_LABELS)
     limit: int = Field(100, ge=1, le=MAX_NAMESPACE_LIMIT)
-    offset: int = Field(0, ge=0, le=1_000_000)
+    offset: int = Field(0, ge=0, le=MAX_NAMESPACE_OFFSET)
 
 
 class KeyedMemoryView(View):
@@ -149,15 +150,30 @@ class KeyedMemoryView(View):
 
 
 class KeyedSearchResult(View):
-    """Answer of a keyed search: ``items`` best (or newest) first."""
+    """Answer of a keyed search: ``items`` best (or newest) first. ``items_omitted`` says how
+    many of the page's ``limit`` were left out to keep the answer under its byte budget
+    (``answers``); ``next_offset`` is the ``offset`` that asks for the matches after these, null
+    when there are none (or they lie past the deepest offset, ``MAX_SEARCH_OFFSET``)."""
 
     items: list[KeyedMemoryView]
+    items_omitted: int = Field(
+        0,
+        description="Matches of this page's limit left out to keep the answer under its byte "
+        "budget (0 when none were); ask again with next_offset for them.",
+    )
+    next_offset: int | None = Field(
+        None, description="The offset of the next page; null when no match is left."
+    )
 
 
 class NamespaceList(View):
-    """Answer of a namespace listing."""
+    """Answer of a namespace listing: ``next_offset`` is the ``offset`` of the next page (the
+    page was cut by ``limit`` or by the answer's byte budget), null on the last."""
 
     namespaces: list[list[str]]
+    next_offset: int | None = Field(
+        None, description="The offset of the next page; null on the last."
+    )
 
 
 class KeyedRecord(BaseModel):

@@ -86,6 +86,8 @@ class Search:
         self._now_ms = now_ms
         self._where = where
         self._query = query
+        self.matched = 0
+        """How many entries matched the filter and could be ranked (counted by ``best``)."""
 
     def best(self, namespaces: Sequence[tuple[str, ...]], most: int) -> list[Candidate]:
         """The ``most`` first candidates of ``namespaces`` in answer order (first pass)."""
@@ -94,6 +96,7 @@ class Search:
             scores = self._admitted(entry)
             if scores is None:
                 continue
+            self.matched += 1
             record = entry.record
             kept.append(
                 Candidate(_order(entry, scores), tuple(record.namespace), record.key, expiry)

@@ -23,6 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 from redis.commands.core import Script
 
+from agent_memory.answers import DEFAULT_ANSWER_BUDGET, largest_fitting
 from agent_memory.clock import from_ms, to_ms
 from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.keys import KeyedKeys
@@ -31,6 +32,8 @@ from agent_memory.errors import EmbeddingRequired, KeyedMemoryNotFound, StoreToo
 from agent_memory.keyed import scripts
 from agent_memory.keyed.filters import check_filter, listed, under_prefix
 from agent_memory.keyed.models import (
+    MAX_NAMESPACE_OFFSET,
+    MAX_SEARCH_OFFSET,
     KeyedMemoryPut,
     KeyedMemoryView,
     KeyedRecord,
@@ -55,6 +58,18 @@ takes between registering a namespace and keeping its memory."""
 
 def _text(raw: bytes | str) -> str:
     return raw.decode("utf-8") if isinstance(raw, bytes) else raw
+
+
+def _search_result(page: list[Ranked], offset: int, limit: int, matches: int) -> KeyedSearchResult:
+    """The answer holding ``page``, the first of ``limit`` matches asked from ``offset`` (of
+    ``matches`` in all): how many of the limit it left out, and the offset of the rest."""
+    after = offset + len(page)
+    asked = min(limit, matches - offset) if matches > offset else 0
+    return KeyedSearchResult(
+        items=[entry.view(expiry, **scores) for entry, expiry, scores in page],
+        items_omitted=max(0, asked - len(page)),
+        next_offset=after if after < matches and after <= MAX_SEARCH_OFFSET else None,
+    )
 
 
 class KeyedMemories:
@@ -210,9 +225,13 @@ class KeyedMemories:
                     keys=[self._keys.keyed_namespaces], args=[namespace_field(namespace), value]
                 )
 
-    def namespaces(self, request: NamespacesRequest) -> NamespaceList:
+    def namespaces(
+        self, request: NamespacesRequest, budget: int = DEFAULT_ANSWER_BUDGET
+    ) -> NamespaceList:
         """The namespaces that hold live keyed memories and that ``request`` takes, in label
-        order, each once (after the cut to ``max_depth``)."""
+        order, each once (after the cut to ``max_depth``): ``request.limit`` of them from
+        ``request.offset``, fewer when more would pass ``budget`` bytes as Lambda carries the
+        answer (``answers.largest_fitting``), with the offset of the rest."""
         now_ms = to_ms(self._clock.now())
         registered = self._registered(now_ms)
         candidates = [ns for ns, (_, expiry, _) in registered.items() if expiry > now_ms]
@@ -232,14 +251,26 @@ class KeyedMemories:
             for ns in held
             if listed(ns, request.prefix, request.suffix)
         }
-        page = sorted(chosen)[request.offset : request.offset + request.limit]
-        return NamespaceList(namespaces=[list(ns) for ns in page])
+        ordered = sorted(chosen)
+        page = ordered[request.offset : request.offset + request.limit]
 
-    def search(self, request: KeyedSearchRequest) -> KeyedSearchResult:
+        def build(count: int) -> NamespaceList:
+            after = request.offset + count
+            more = after < len(ordered) and after <= MAX_NAMESPACE_OFFSET
+            return NamespaceList(
+                namespaces=[list(ns) for ns in page[:count]], next_offset=after if more else None
+            )
+
+        return largest_fitting(build, len(page), budget)[0]
+
+    def search(
+        self, request: KeyedSearchRequest, budget: int = DEFAULT_ANSWER_BUDGET
+    ) -> KeyedSearchResult:
         """The live keyed memories under ``request.namespace_prefix`` that match its filter:
         most similar first with a query (only those kept with an index), else newest first;
-        ``offset`` and ``limit`` cut the page. Read in chunks, in bounded memory
-        (``keyed.ranking``). ``StoreTooLarge`` past ``MAX_SCANNED``."""
+        ``offset`` and ``limit`` cut the page, and ``budget`` (bytes as Lambda carries the
+        answer) cuts it further, saying how many it left out and the offset of the rest. Read in
+        chunks, in bounded memory (``keyed.ranking``). ``StoreTooLarge`` past ``MAX_SCANNED``."""
         check_filter(request.filter)
         query = self._query_vector(request)
         now_ms = to_ms(self._clock.now())
@@ -252,11 +283,23 @@ class KeyedMemories:
         search = Search(self._redis, self._namespace_keys, now_ms, request.filter, query)
         best = search.best(namespaces, request.offset + request.limit)
         page = search.page(best[request.offset :])
+        kept = self._fitting(page, request.offset, search.matched, budget)
+        page = page[:kept]
         if request.refresh_ttl and page:
             page = self._refresh_page(page, now_ms)
-        return KeyedSearchResult(
-            items=[entry.view(expiry, **scores) for entry, expiry, scores in page]
+        return _search_result(page, request.offset, request.limit, search.matched)
+
+    @staticmethod
+    def _fitting(page: list[Ranked], offset: int, matches: int, budget: int) -> int:
+        """How many of ``page`` (the matches from ``offset``, of ``matches`` in all) the answer
+        holds within ``budget`` bytes (``answers.largest_fitting``); at least one."""
+        if not page:
+            return 0
+        limit = len(page)
+        _, count = largest_fitting(
+            lambda n: _search_result(page[:n], offset, limit, matches), limit, budget
         )
+        return max(count, 1)
 
     def _query_vector(self, request: KeyedSearchRequest) -> NDArray[np.float32] | None:
         if request.query_vector is not None:

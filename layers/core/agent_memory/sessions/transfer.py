@@ -93,8 +93,8 @@ it: JSON of at most ``background.prompts.MAX_MEMORIES_PER_RUN`` (50) items of at
 ``background.prompts.MAX_MEMORY_CHARS`` (2,000) characters of text and their topics, about 150,000
 characters at most; the bound keeps a body that passes it well under the 1 MiB limit."""
 MESSAGE_OVERHEAD_CHARS = 16
-"""What an exported message holds besides its content and name (its sequence number, role,
-time and field names, about 130 bytes as carried), counted as characters of text for
+"""What an exported message holds besides its stored JSON (its sequence number and field
+names, about 130 bytes as carried with the rest), counted as characters of text for
 ``answers.surely_fits``, which allows ``answers.MAX_EXPANSION`` bytes for each."""
 PENDING_MEMORIES = 50
 """The most items a pending answer holds: ``background.prompts.MAX_MEMORIES_PER_RUN`` (this
@@ -390,7 +390,8 @@ class SessionTransfer:
         meta = live_meta(session_id, raw, to_ms(self._clock.now()))
         if meta is None:
             raise SessionNotFound(session_id)
-        messages = [ExportedMessage(**member_fields(str(m))) for m in members[:limit]]
+        stored = [str(m) for m in members[:limit]]
+        messages = [ExportedMessage(**member_fields(m)) for m in stored]
         more = len(members) > limit or bool(int(cut))
         pending = meta.record.pending
         if pending is not None and pending_problem(pending, meta.read_seq, meta.message_count):
@@ -412,9 +413,12 @@ class SessionTransfer:
             messages=[],
             next_after_seq=2**53,  # the widest cursor, while the page is measured
         )
-        characters = sum(
-            len(m.content) + len(m.name or "") + MESSAGE_OVERHEAD_CHARS for m in messages
-        ) + sum(len(text or "") for text in (meta.summary, pending, meta.last_error, meta.actor_id))
+        # Each message counted by its stored JSON, which holds every field (``item`` too: an
+        # item's JSON text inside JSON weighs nearly twice its characters on the wire), and
+        # is at least as long as the texts it holds.
+        characters = sum(len(m) + MESSAGE_OVERHEAD_CHARS for m in stored) + sum(
+            len(text or "") for text in (meta.summary, pending, meta.last_error, meta.actor_id)
+        )
         if not surely_fits(characters + len(session_id), budget):
             kept = items_that_fit(page, messages, budget)
             more = more or kept < len(messages)

@@ -404,10 +404,21 @@ class StoreView(View):
     last_extraction_error: str | None = None
 
 
+MAX_STORE_PAGE = 1_000
+"""The most stores one page of a store listing holds (its ``limit``, by default this)."""
+STORE_CURSOR_PATTERN = r"^[A-Za-z0-9_\-]{1,64}/[A-Za-z0-9_\-]{1,64}$"
+"""A store listing's cursor: ``<instance id>/<store>`` of the last store of the page before."""
+
+
 class StoreList(View):
-    """Answer of the store listings."""
+    """Answer of the store listings: a page of stores by instance then name (at most
+    ``limit``, fewer when more would pass the answer's byte budget); ``next_cursor`` asks for
+    the next page, null on the last."""
 
     stores: list[StoreView]
+    next_cursor: str | None = Field(
+        None, description="Pass as cursor for the next page; null on the last page."
+    )
 
 
 class UnreachableInstance(View):
