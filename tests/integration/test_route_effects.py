@@ -157,7 +157,11 @@ def _event_of(route: str, tenant, store: str) -> dict:
     if route == "delete_key":
         status, body, _ = invoke("create_key", _event_of("create_key", tenant, store))
         assert status == 201, body
-        return _with_path(build(route, tenant, store), "key_0123456789ab", body["key_id"])
+        event = _with_path(build(route, tenant, store), "key_0123456789ab", body["key_id"])
+        # made with a key the organization has (a revocation checks the caller's key is still
+        # there: docs/keys.md)
+        event["requestContext"]["authorizer"]["lambda"]["key_id"] = tenant.key_id
+        return event
     given = json.loads(build(route, tenant).get("body") or "null")
     if route == "create_key":
         given["stores"] = [{"instance_id": tenant.instance_id, "store": store}]

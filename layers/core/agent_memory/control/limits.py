@@ -70,7 +70,7 @@ RANGES: dict[str, tuple[float, float]] = {
 }
 """Each limit's allowed values, both ends included: what ``TAKE`` and ``RESERVE`` compute
 with stays within what a Lua number (a double) holds exactly and what Redis takes as an
-integer (docs/limits.md, "Rate limits")."""
+integer (docs/keys.md, "Limits")."""
 
 
 class Limits(BaseModel):
