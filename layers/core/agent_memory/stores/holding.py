@@ -98,6 +98,8 @@ HOLDING = (
 -- ARGV: now (ms), a session's messages key before and after its id, first session, most
 -- sessions. What the store holds: {live sessions, their messages, live current memories}, of
 -- the sessions from ARGV[4] on, at most ARGV[5] of them (the caller asks again for the rest).
+-- Live current memories: live ones less live superseded ones, the rule of
+-- database.partitions.counted (MemoryReader.count), with the keys in queue_count's order.
 local now = '(' .. ARGV[1]
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], now, '+inf', 'LIMIT', ARGV[4], ARGV[5])
 local messages = 0
