@@ -165,7 +165,7 @@ def strict_api(tmp_path_factory) -> Iterator[httpx.Client]:
     }
     try:
         log = tmp_path_factory.mktemp("strict-logs") / "stack.log"
-        with running_stack(env, log=log, timeout=30) as (url, _):
+        with running_stack(env, log=log, timeout=120) as (url, _):
             headers = {"Authorization": f"Bearer {API_KEY}"}
             with httpx.Client(base_url=url, headers=headers, timeout=30) as client:
                 yield client

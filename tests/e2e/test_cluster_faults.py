@@ -112,7 +112,7 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
         "KIVIDB_WORKERS": str(AGENTS + 1),
     }
     try:
-        with running_stack(env, log=log, timeout=60) as (url, _):
+        with running_stack(env, log=log, timeout=120) as (url, _):
             yield World(cluster, url, log)
     finally:
         cluster.stop()

@@ -227,7 +227,7 @@ def test_a_kept_answer_outlives_a_restart_of_the_stack(redis_url, tmp_path: Path
         headers = {"Authorization": f"Bearer {API_KEY}", **key}
         for _ in range(2):  # two stacks, one after the other, on one database
             with (
-                running_stack(env, timeout=30) as (url, _),
+                running_stack(env, timeout=120) as (url, _),
                 httpx.Client(base_url=url, timeout=30, headers=headers) as c,
             ):
                 answers.append(c.post(path, json=EVENTS))

@@ -61,7 +61,7 @@ def test_a_stop_signal_stops_api_scheduler_then_redis_child_quietly(
         "KIVIDB_LOCAL_DIR": str(local_dir),
         "KIVIDB_WORKERS": workers,
     }
-    with running_stack(env, log=log, timeout=60, new_session=True) as (url, process):
+    with running_stack(env, log=log, timeout=120, new_session=True) as (url, process):
         headers = {"Authorization": f"Bearer {API_KEY}"}
         assert httpx.get(f"{url}/agent-memory", headers=headers, timeout=30).status_code == 200
         database = redis.Redis.from_url(_database_url(log))
@@ -102,7 +102,7 @@ def test_a_stopped_database_costs_one_line_per_failed_poll_and_recovery_one_line
     }
     again = None
     try:
-        with running_stack(env, log=log, timeout=60, new_session=True) as (_, process):
+        with running_stack(env, log=log, timeout=120, new_session=True) as (_, process):
             banner = len(log.read_text().splitlines())
             database.stop()
             time.sleep(4.0)
@@ -183,7 +183,7 @@ def test_a_cluster_redis_url_serves_and_the_banner_says_it_is_one(
         "KIVIDB_API_KEY": API_KEY,
         "KIVIDB_LOCAL_DIR": str(tmp_path / "local"),
     }
-    with running_stack(env, log=log, timeout=60) as (url, _):
+    with running_stack(env, log=log, timeout=120) as (url, _):
         answer = httpx.get(f"{url}/agent-memory", headers={"Authorization": f"Bearer {API_KEY}"})
         assert answer.status_code == 200, answer.text
         banner = _wait_for_line(log, "database:", 10)

@@ -46,7 +46,7 @@ def cluster_stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
         "KIVIDB_ANSWER_BUDGET_BYTES": str(CLUSTER_BUDGET),
     }
     try:
-        with running_stack(env, log=folder / "stack.log", timeout=60) as (url, _):
+        with running_stack(env, log=folder / "stack.log", timeout=120) as (url, _):
             yield Stack(url, CLUSTER_KEY, cluster.url)
     finally:
         cluster.stop()

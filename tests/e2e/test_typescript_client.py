@@ -245,7 +245,7 @@ def test_a_stopped_database_is_a_503_with_retry_after_and_retried(built, tmp_pat
         "KIVIDB_WORKERS": "1",
     }
     try:
-        with running_stack(env, log=tmp_path / "stack.log", timeout=60) as (url, _):
+        with running_stack(env, log=tmp_path / "stack.log", timeout=120) as (url, _):
             with Stack(url, API_KEY, database.url).memory() as memory:
                 memory.put_store("local", "down", dimensions=3)
             database.kill()
