@@ -9,7 +9,7 @@ from agent_memory.edge.http_errors import responses
 from agent_memory.edge.idempotency import IdempotencyKeyHeader
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import STORE_ROUTE, ActorPath, InstancePath, StorePath, accepted
-from agent_memory.flows.consolidation import consolidate_actor
+from agent_memory.flows.consolidation import queue_consolidation
 
 app = Api(idempotent_writes=True)
 
@@ -20,7 +20,7 @@ app = Api(idempotent_writes=True)
     tags=["consolidation"],
     responses=responses({202: "Queued"}, errors=(HTTPStatus.CONFLICT,)),
 )
-def consolidate_actor_route(
+def consolidate_actor(
     instance_id: InstancePath,
     store: StorePath,
     actor_id: ActorPath,
@@ -28,7 +28,7 @@ def consolidate_actor_route(
 ) -> Response[ConsolidationQueued]:
     """Queue a run that merges, corrects and retires the actor's memories (202), or answer
     the one already queued or running; 409 without a language model."""
-    return accepted(consolidate_actor(app.store(instance_id, store), actor_id))
+    return accepted(queue_consolidation(app.store(instance_id, store), actor_id))
 
 
 lambda_handler = app.lambda_handler

@@ -7,7 +7,7 @@ from agent_memory.edge.http_errors import responses
 from agent_memory.edge.idempotency import IdempotencyKeyHeader
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import CONSOLIDATION_ROUTE, ConsolidationPath, InstancePath, StorePath
-from agent_memory.flows.consolidation import discard_consolidation
+from agent_memory.flows.consolidation import discard_proposal
 
 app = Api(idempotent_writes=True)
 
@@ -18,14 +18,14 @@ app = Api(idempotent_writes=True)
     tags=["consolidation"],
     responses=responses({200: "The run"}, errors=(HTTPStatus.CONFLICT,)),
 )
-def discard_consolidation_route(
+def discard_consolidation(
     instance_id: InstancePath,
     store: StorePath,
     consolidation_id: ConsolidationPath,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Consolidation:
     """Discard a proposed run; no memory changes."""
-    return discard_consolidation(app.store(instance_id, store), consolidation_id)
+    return discard_proposal(app.store(instance_id, store), consolidation_id)
 
 
 lambda_handler = app.lambda_handler

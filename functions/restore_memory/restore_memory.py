@@ -8,7 +8,7 @@ from agent_memory.edge.http_errors import responses
 from agent_memory.edge.idempotency import IdempotencyKeyHeader
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import MEMORY_ROUTE, InstancePath, MemoryPath, StorePath, created
-from agent_memory.flows.consolidation import restore_memory
+from agent_memory.flows.consolidation import restore_version
 from agent_memory.memories.models import MemoryView
 
 app = Api(idempotent_writes=True)
@@ -20,7 +20,7 @@ app = Api(idempotent_writes=True)
     tags=["memories"],
     responses=responses({201: "Restored"}, errors=(HTTPStatus.CONFLICT,)),
 )
-def restore_memory_route(
+def restore_memory(
     instance_id: InstancePath,
     store: StorePath,
     memory_id: MemoryPath,
@@ -28,7 +28,7 @@ def restore_memory_route(
 ) -> Response[MemoryView]:
     """A new current memory with the version's text and fields, superseding whatever of its
     chain is current (201); 409 when the version is current."""
-    return created(restore_memory(app.store(instance_id, store), memory_id))
+    return created(restore_version(app.store(instance_id, store), memory_id))
 
 
 lambda_handler = app.lambda_handler

@@ -9,7 +9,7 @@ from agent_memory.edge.http_errors import responses
 from agent_memory.edge.idempotency import IdempotencyKeyHeader
 from agent_memory.edge.resolver import Api
 from agent_memory.edge.routes import CONSOLIDATION_ROUTE, ConsolidationPath, InstancePath, StorePath
-from agent_memory.flows.consolidation import revert_consolidation
+from agent_memory.flows.consolidation import revert_run
 
 app = Api(idempotent_writes=True)
 
@@ -20,14 +20,14 @@ app = Api(idempotent_writes=True)
     tags=["consolidation"],
     responses=responses({200: "The run"}, errors=(HTTPStatus.CONFLICT,)),
 )
-def revert_consolidation_route(
+def revert_consolidation(
     instance_id: InstancePath,
     store: StorePath,
     consolidation_id: ConsolidationPath,
     idempotency_key: IdempotencyKeyHeader = None,
 ) -> Consolidation:
     """Undo an applied run (409 naming the memories that changed since)."""
-    return revert_consolidation(app.store(instance_id, store), consolidation_id)
+    return revert_run(app.store(instance_id, store), consolidation_id)
 
 
 lambda_handler = app.lambda_handler

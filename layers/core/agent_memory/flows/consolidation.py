@@ -43,7 +43,7 @@ NO_LANGUAGE_MODEL = (
 )
 
 
-def consolidate_actor(store: StoreHandle, actor_id: str) -> ConsolidationQueued:
+def queue_consolidation(store: StoreHandle, actor_id: str) -> ConsolidationQueued:
     """Queue a consolidation run of ``actor_id`` (an actor the key reaches, else
     ``Forbidden``), or answer the one already queued or running; ``Conflict`` for a store
     without a language model."""
@@ -81,7 +81,7 @@ def consolidation_view(store: StoreHandle, consolidation_id: str) -> Consolidati
     return store.consolidation().get(consolidation_id, store.actors)
 
 
-def apply_consolidation(store: StoreHandle, consolidation_id: str) -> Consolidation:
+def apply_proposal(store: StoreHandle, consolidation_id: str) -> Consolidation:
     """Apply a proposed run (the steps that still hold), counted and told
     (``consolidation.completed``); ``Conflict`` when it is not proposed or no step holds."""
     outcome = store.consolidation().apply(consolidation_id, store.actors)
@@ -90,12 +90,12 @@ def apply_consolidation(store: StoreHandle, consolidation_id: str) -> Consolidat
     return outcome.run
 
 
-def discard_consolidation(store: StoreHandle, consolidation_id: str) -> Consolidation:
+def discard_proposal(store: StoreHandle, consolidation_id: str) -> Consolidation:
     """Discard a proposed run; nothing changes. ``Conflict`` when it is not proposed."""
     return store.consolidation().discard(consolidation_id, store.actors)
 
 
-def revert_consolidation(store: StoreHandle, consolidation_id: str) -> Consolidation:
+def revert_run(store: StoreHandle, consolidation_id: str) -> Consolidation:
     """Undo an applied run in one step; ``Conflict`` naming the memories that changed since
     (nothing is reverted), or when the run is not applied. Told as ``memory.updated``-free:
     the run's record (``reverted``) says what changed."""
@@ -104,7 +104,7 @@ def revert_consolidation(store: StoreHandle, consolidation_id: str) -> Consolida
     return outcome.run
 
 
-def restore_memory(store: StoreHandle, memory_id: str) -> MemoryView:
+def restore_version(store: StoreHandle, memory_id: str) -> MemoryView:
     """Make a superseded or retired version current again as a new memory with its text and
     fields (``ConsolidationRuns.restore``), counted (``memories_added``, and
     ``memories_superseded`` when it replaced a current memory) and told (``memory.created``,
