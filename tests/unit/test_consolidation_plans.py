@@ -8,8 +8,7 @@ from datetime import UTC, datetime
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
+from hypothesis import given, settings, strategies as st
 
 from agent_memory.background.prompts import (
     MAX_PLAN_STEPS,
