@@ -414,6 +414,26 @@ def test_two_runs_of_one_actor_at_once_apply_once(make_world, scripted):
     assert len(current(world)) == 6 - done[0].run.counts.merged + len(done[0].run.steps)
 
 
+def test_requests_racing_to_queue_a_run_get_one_run(make_world, scripted):
+    world = make_world(scripted, scripted)
+    start = threading.Barrier(8)
+
+    def ask():
+        start.wait()
+        return runs_of(world).queue("alice").consolidation_id
+
+    with ThreadPoolExecutor(8) as pool:
+        ids = {f.result() for f in [pool.submit(ask) for _ in range(8)]}
+    assert len(ids) == 1
+    runs = runs_of(world)
+    assert [r.consolidation_id for r in runs.records.of_actor("alice")] == list(ids)
+    assert runs.records.page(0, 10, None, [])[0][0].consolidation_id in ids
+    outcome = runs.run("alice", RunBudget(60))
+    assert outcome.run.consolidation_id in ids
+    # Once it ended, a request queues a new run.
+    assert runs.queue("alice").consolidation_id not in ids
+
+
 def test_runs_racing_adds_changes_and_another_actor_lose_and_double_nothing(make_world, scripted):
     world = make_world(scripted, scripted)
     pairs = [
