@@ -74,7 +74,8 @@ PLAN_MAX_TOKENS = 4_096
 """The longest answer a consolidation call may give (tokens)."""
 LOCK_WAIT_SECONDS = 5.0
 """How long apply, discard and revert wait for a run of the same actor to end."""
-FINAL = ("applied", "discarded", "reverted")
+FIRE_TOLERANCE = timedelta(seconds=5)
+"""A schedule may fire a moment before its due time by this clock (as extraction's)."""
 
 
 @dataclass
@@ -223,7 +224,8 @@ class ConsolidationRuns:
         for run in self.records.of_actor(actor_id):
             if run.status in ("queued", "running"):
                 return run, since
-            if run.status == "failed" and run.retry_at is not None and run.retry_at <= now:
+            due = run.retry_at is not None and run.retry_at <= now + FIRE_TOLERANCE
+            if run.status == "failed" and due:
                 return run, since
         threshold = self._store.consolidate_after_memories
         if threshold and since >= threshold:
