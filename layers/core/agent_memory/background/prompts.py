@@ -539,9 +539,9 @@ def consolidation_prompt(
 
 class PlannedStep(BaseModel):
     """One step of a plan, read leniently: ``action`` ``merge``, ``update`` or ``drop``;
-    ``memories`` the string ids given, once each, in order; ``text`` stripped (None when blank or not a
-    string; its length is checked by the run, which counts a text over the limit);
-    ``type`` and ``reason`` strings or None; ``topics`` as an extracted memory's."""
+    ``memories`` the string ids given, once each, in order; ``text`` stripped (None when
+    blank or not a string; the run checks its length); ``type`` and ``reason`` strings or
+    None; ``topics`` as an extracted memory's."""
 
     model_config = ConfigDict(extra="ignore")
 
