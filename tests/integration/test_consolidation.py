@@ -30,6 +30,15 @@ TEA = "The user loves green tea every morning."
 TEA_AGAIN = "The user loves green tea every single morning."
 HIKING = "The user goes hiking in the Alps each summer."
 LEMON = "The user loves green tea every morning with lemon."
+PAIRS = [
+    (TEA, "The user loves a cup of green tea every morning."),
+    ("The user walks the dog named Rex daily.", "The user walks the dog named Rex daily at noon."),
+    (
+        "The user plays chess with friends on weekends.",
+        "The user plays chess with old friends on weekends.",
+    ),
+]
+"""Three facts, each said twice in words the scripted rule takes for the same fact."""
 
 
 @pytest.fixture
@@ -412,6 +421,24 @@ def test_two_runs_of_one_actor_at_once_apply_once(make_world, scripted):
     history = everything(world)
     assert len(history) == 6 + sum(s.after is not None for s in done[0].run.steps)
     assert len(current(world)) == 6 - done[0].run.counts.merged + len(done[0].run.steps)
+
+
+def test_a_run_cut_short_while_applying_carries_on_without_conflicts(make_world, scripted):
+    world = make_world(scripted, scripted, consolidation_mode="review")
+    for pair in PAIRS:
+        keep(world, pair[0]), keep(world, pair[1])
+    runs = runs_of(world)
+    run = run_now(world, runs).run
+    assert len(run.steps) == 3
+    # The first step applied, then the process died before the run's record was saved.
+    vector = world.memories.embed([run.steps[0].after.text])[0]
+    assert runs.writer.apply(run, run.steps[0], vector) is None
+    assert runs.get(run.consolidation_id, None).status == "proposed"
+    applied = runs.apply(run.consolidation_id, None).run
+    assert [s.status for s in applied.steps] == ["applied"] * 3
+    history = everything(world)
+    assert len(history) == 6 + 3  # each new memory once
+    assert len(current(world)) == 3
 
 
 def test_requests_racing_to_queue_a_run_get_one_run(make_world, scripted):
