@@ -502,6 +502,40 @@ def test_runs_racing_adds_changes_and_another_actor_lose_and_double_nothing(make
     assert world.memories.count() == len(now)
 
 
+def test_a_run_racing_extraction_loses_and_doubles_nothing(make_world, scripted):
+    world = make_world(scripted, scripted)
+    for pair in PAIRS:
+        keep(world, pair[0]), keep(world, pair[1])
+    world.say("chat", "I am vegetarian.", "I work at Northwind Labs.", "My dog is called Rex.")
+    world.quiet()
+    runs = runs_of(world)
+    runs.queue("alice")
+    start = threading.Barrier(2)
+
+    def extract():
+        start.wait()
+        return world.run("chat")
+
+    def consolidate():
+        start.wait()
+        return runs_of(world).run("alice", RunBudget(60))
+
+    with ThreadPoolExecutor(2) as pool:
+        extracted, consolidated = pool.submit(extract), pool.submit(consolidate)
+        report, outcome = extracted.result(), consolidated.result()
+    assert report.outcome == "done" and report.kept == 3, report.error
+    run = outcome.run
+    assert run.status == "applied"
+    history = everything(world)
+    now = current(world)
+    # The extracted memories are all current; each pair is merged once or left as it was.
+    extracted_texts = [t for t in now.values() if "said on" in t]
+    assert len(extracted_texts) == 3
+    assert len(history) == 6 + 3 + sum(s.status == "applied" for s in run.steps)
+    assert len(now) == 3 + 6 - sum(len(s.before) - 1 for s in run.steps if s.status == "applied")
+    assert world.memories.count() == len(now)
+
+
 def test_forget_actor_racing_a_run_leaves_no_memory_and_no_run(make_world, scripted):
     world = make_world(scripted, scripted)
     for n in range(5):
