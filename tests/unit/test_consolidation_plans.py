@@ -170,7 +170,20 @@ def test_repeats_of_one_fact_are_shown_together_even_in_a_cluster_larger_than_a_
     next to its repeat, so a cut into sets seldom parts them (cut in the order of creation,
     as before the walk, about one pair in ten stayed together)."""
     rng = np.random.default_rng(1)
-    topics = "tea coffee dog cat chess hiking Lisbon Porto piano guitar bike car".split()
+    topics = [
+        "tea",
+        "coffee",
+        "dog",
+        "cat",
+        "chess",
+        "hiking",
+        "Lisbon",
+        "Porto",
+        "piano",
+        "guitar",
+        "bike",
+        "car",
+    ]
     texts: list[str] = []
     pairs: list[tuple[int, int]] = []
     for n in range(1000):
