@@ -29,7 +29,9 @@
   <Place>" for a field about where the user lives) fill the answer's ``profile``, typed as the
   field asks, unless the profile as known now holds that value. Summarization: the previous
   summary followed by the first sentence
-  of each folded message, cut to 1,500 characters. The ``llm`` reranker's prompt: each
+  of each folded message, cut to 1,500 characters. Consolidation: the plan of
+  ``tools.scripted_consolidation`` (merge what it can tell is the same fact). The ``llm``
+  reranker's prompt: each
   candidate scored by the share of the query's words it holds (``overlap``).
 - ``POST /v1/embeddings``: a hashed bag of words (each lower-cased word adds a fixed random
   vector), so texts sharing words are close and the same text is identical.
@@ -54,6 +56,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import numpy as np
+
+from tools import scripted_consolidation
 
 _QUOTED = r'"(?:[^"\\]|\\.)*"'
 LINE = re.compile(
@@ -482,6 +486,9 @@ class ScriptedModel:
         elif "judge how useful each stored memory" in system:
             self.count("rerank")
             answer = rerank(user)
+        elif system.startswith(scripted_consolidation.HEADING):
+            self.count("consolidate")
+            answer = scripted_consolidation.plan(user)
         else:
             self.count("extract")
             answer = extract(user, self.supersede, system)

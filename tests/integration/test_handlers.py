@@ -87,6 +87,13 @@ MISSING_STORE = {
         "update_profile",
         "get_profile_history",
         "export_profiles",
+        "consolidate_actor",
+        "list_consolidations",
+        "get_consolidation",
+        "apply_consolidation",
+        "discard_consolidation",
+        "revert_consolidation",
+        "restore_memory",
     },
 }
 

@@ -19,6 +19,7 @@ from agent_memory.clock import SystemClock
 from agent_memory.control.usage import COUNTERS, UsageStore
 from agent_memory.webhooks.models import EVENT_TYPES
 from agent_memory.webhooks.outbox import Outbox
+from local.server import LambdaContext
 from tests.support.common import unique
 from tests.support.databases import database_client
 from tests.support.handlers import API, HANDLERS, build, invoke
@@ -48,6 +49,25 @@ EFFECTS: dict[str, tuple[tuple[str, ...], tuple[str, ...], str]] = {
     "forget_actor": (("memory.deleted",), ("memories_deleted",), ""),
     "import_memories": (NO_EVENTS, ("memories_added",), ""),
     "update_profile": (("profile.updated",), ("profile_updates",), ""),
+    "consolidate_actor": (
+        NO_EVENTS,
+        (),
+        "queues a run: the run tells consolidation.proposed, .completed or .failed and counts "
+        "consolidation_runs and its model tokens",
+    ),
+    "apply_consolidation": (("consolidation.completed",), (), ""),
+    "discard_consolidation": (NO_EVENTS, (), "a proposal thrown away: no memory changes"),
+    "revert_consolidation": (
+        NO_EVENTS,
+        (),
+        "undoes a run: its record says what changed (the memories it replaced current again, "
+        "its own closed), and no memory is added or removed",
+    ),
+    "restore_memory": (
+        ("memory.created", "memory.superseded"),
+        ("memories_added", "memories_superseded"),
+        "",
+    ),
     "import_profiles": (NO_EVENTS, (), "a restore of profiles, told and counted when first set"),
     "put_keyed_memory": (
         NO_EVENTS,
@@ -141,8 +161,46 @@ def _a_year_from_now() -> str:
     return (datetime.now(UTC) + timedelta(days=300)).isoformat()
 
 
+SAMPLE_RUN = "con_3e1a0123456789abcdef"
+
+
+def _consolidation(tenant, store: str, mode: str) -> str:
+    """A run of an actor without memories (no model call) in ``mode``, done: its id."""
+    put = build("put_store", tenant, store, body={"consolidation_mode": mode})
+    put["requestContext"]["http"]["method"] = "PUT"
+    status, body, _ = invoke("put_store", put)
+    assert status in (200, 201), body
+    actor = unique("nobody")
+    event = build("consolidate_actor", tenant, store)
+    status, body, _ = invoke("consolidate_actor", _with_path(event, "user-1", actor))
+    assert status == 202, body
+    target = {"kind": "consolidation", "instance_id": tenant.instance_id, "store": store}
+    done = API.background.load()({**target, "actor_id": actor}, LambdaContext("background"))
+    assert done["consolidation_id"] == body["consolidation_id"], done
+    return str(body["consolidation_id"])
+
+
+def _undo_event(route: str, tenant, store: str) -> dict | None:
+    """The event of a route of consolidation or undo, with the run or the replaced memory it
+    needs made first; None for another route."""
+    if route in ("apply_consolidation", "discard_consolidation", "revert_consolidation"):
+        mode = "apply" if route == "revert_consolidation" else "review"
+        run = _consolidation(tenant, store, mode)
+        return _with_path(build(route, tenant, store), SAMPLE_RUN, run)
+    if route == "restore_memory":
+        old = _kept_memory(tenant, store)
+        given = {**json.loads(build("add_memory", tenant)["body"]), "supersedes": old}
+        status, body, _ = invoke("add_memory", build("add_memory", tenant, store, body=given))
+        assert status == 201, body
+        return _with_path(build(route, tenant, store), "mem_0123456789abcdef0123", old)
+    return None
+
+
 def _event_of(route: str, tenant, store: str) -> dict:
     """The sample event of ``route`` on ``store``, with what it needs made first."""
+    undo = _undo_event(route, tenant, store)
+    if undo is not None:
+        return undo
     if route in ("pop_message", "delete_session", "extract_session"):
         assert invoke("add_events", build("add_events", tenant, store))[0] == 200
     if route == "put_store":

@@ -16,6 +16,13 @@ EXPECTED_ROUTES = {
     "GET /instances/{instance_id}/agent-memory/{store}/actors/{actor_id}/profile",
     "PATCH /instances/{instance_id}/agent-memory/{store}/actors/{actor_id}/profile",
     "GET /instances/{instance_id}/agent-memory/{store}/actors/{actor_id}/profile/history",
+    "POST /instances/{instance_id}/agent-memory/{store}/actors/{actor_id}/consolidate",
+    "GET /instances/{instance_id}/agent-memory/{store}/consolidations",
+    "GET /instances/{instance_id}/agent-memory/{store}/consolidations/{consolidation_id}",
+    "POST /instances/{instance_id}/agent-memory/{store}/consolidations/{consolidation_id}/apply",
+    "POST /instances/{instance_id}/agent-memory/{store}/consolidations/{consolidation_id}/discard",
+    "POST /instances/{instance_id}/agent-memory/{store}/consolidations/{consolidation_id}/revert",
+    "POST /instances/{instance_id}/agent-memory/{store}/memories/{memory_id}/restore",
     "GET /instances/{instance_id}/agent-memory/{store}/export/profiles",
     "POST /instances/{instance_id}/agent-memory/{store}/import/profiles",
     "GET /instances/{instance_id}/agent-memory",
@@ -224,6 +231,7 @@ def test_only_the_store_writers_make_data_keys_and_only_provider_callers_decrypt
         "UpdateMemoryFunction",
         "PutKeyedMemoryFunction",
         "SearchKeyedMemoriesFunction",
+        "ApplyConsolidationFunction",
     }
     if "BackgroundFunction" in template["Resources"]:
         decrypting.add("BackgroundFunction")
@@ -253,6 +261,8 @@ BACKGROUND_ARN = {
 }
 ARMING_FUNCTIONS = {
     "AddEventsFunction",
+    "AddMemoryFunction",
+    "ConsolidateActorFunction",
     "BackgroundFunction",
     "ExtractSessionFunction",
     "ImportSessionFunction",
@@ -364,6 +374,7 @@ def test_only_the_extract_and_events_routes_may_invoke_the_background_function(r
         sids = {
             "ExtractSessionFunction": "StartExtractionNow",
             "AddEventsFunction": "StartSummarizationNow",
+            "ConsolidateActorFunction": "StartConsolidationNow",
         }
         if name in sids:
             assert invokes == [
@@ -434,7 +445,7 @@ def test_the_deploy_doc_counts_each_resource_type_the_template_declares(template
     stated = {int(n) for n in re.findall(r"\b(\d+) route functions", DEPLOY_DOC.read_text())}
     # 36 API routes (18, 5 of export and import, pop, 5 of keyed memories, 3 of keys, 2 of
     # usage, 2 of webhooks), the console's and the MCP server's; and the scheduled delivery
-    assert stated == {routes - 1} == {43}
+    assert stated == {routes - 1} == {50}
 
 
 def test_the_deploy_doc_lists_every_function_with_its_trigger_memory_and_timeout(template):
@@ -560,5 +571,6 @@ def test_only_the_provider_callers_may_call_bedrock_and_only_the_named_models():
         "PutKeyedMemoryFunction",
         "SearchKeyedMemoriesFunction",
         "BackgroundFunction",
+        "ApplyConsolidationFunction",
     }
     assert attached == callers

@@ -139,6 +139,8 @@ class StorePut(Request):
     extraction_instructions: str | None = None
     extraction_examples: list[ExtractionExample] | None = None
     profile_fields: list[ProfileField] | None = None
+    consolidate_after_memories: int | None = None
+    consolidation_mode: Literal["apply", "review"] | None = None
 
 
 class StoreCounts(Answer):
@@ -185,6 +187,8 @@ class StoreView(Answer):
     extraction_instructions: str | None = None
     extraction_examples: list[ExtractionExample] = Field(default_factory=list)
     profile_fields: list[ProfileField] = Field(default_factory=list)
+    consolidate_after_memories: int = 50  # servers before consolidation: none
+    consolidation_mode: Literal["apply", "review"] = "apply"
     created_at: datetime
     updated_at: datetime
     counts: StoreCounts | None = None
@@ -355,12 +359,15 @@ class MemoryPatch(Request):
 
 class MemorySource(Answer):
     """Where a memory came from: the session extraction read it in, the first and last message
-    it read and the messages the model named (``seq`` numbers)."""
+    it read and the messages the model named (``seq`` numbers); or the consolidation run, or
+    the version a restore brought back."""
 
-    session_id: str
+    session_id: str | None = None
     first_seq: int | None = None
     last_seq: int | None = None
     seqs: list[int] | None = None
+    consolidation_id: str | None = None
+    restored_from: str | None = None
 
 
 class MemoryVersion(Answer):
@@ -569,6 +576,7 @@ class UsageDay(Answer):
     rerank_calls: int = 0  # 0 from a server older than these counters
     rerank_documents: int = 0
     profile_updates: int = 0
+    consolidation_runs: int = 0
 
 
 class Holding(Answer):

@@ -18,6 +18,9 @@ WebhookEvent = Literal[
     "memory.deleted",
     "session.deleted",
     "profile.updated",
+    "consolidation.proposed",
+    "consolidation.completed",
+    "consolidation.failed",
     "store.deleted",
 ]
 

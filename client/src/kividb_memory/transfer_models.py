@@ -96,10 +96,12 @@ class SessionImported(Answer):
 class ExportedSource(Answer):
     """Where an exported memory came from (as ``MemorySource``)."""
 
-    session_id: str
+    session_id: str | None = None
     first_seq: int | None = None
     last_seq: int | None = None
     seqs: list[int] | None = None
+    consolidation_id: str | None = None
+    restored_from: str | None = None
 
 
 class ExportedVersion(Answer):
@@ -149,10 +151,12 @@ class MemoryExportPage(Answer):
 
 
 class ImportedSource(Request):
-    session_id: str
+    session_id: str | None = None
     first_seq: int | None = None
     last_seq: int | None = None
     seqs: list[int] | None = None
+    consolidation_id: str | None = None
+    restored_from: str | None = None
 
 
 class ImportedVersion(Request):

@@ -57,6 +57,23 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/instances/{instance_id}/agent-memory/{store}/actors/{actor_id}/consolidate": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Consolidate an actor's memories */
+        post: operations["consolidate_actor_instances__instance_id__agent_memory__store__actors__actor_id__consolidate_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/instances/{instance_id}/agent-memory/{store}/actors/{actor_id}/memories": {
         parameters: {
             query?: never;
@@ -103,6 +120,91 @@ export interface paths {
         get: operations["get_profile_history_instances__instance_id__agent_memory__store__actors__actor_id__profile_history_get"];
         put?: never;
         post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/instances/{instance_id}/agent-memory/{store}/consolidations": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** List consolidation runs */
+        get: operations["list_consolidations_instances__instance_id__agent_memory__store__consolidations_get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/instances/{instance_id}/agent-memory/{store}/consolidations/{consolidation_id}": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        /** Get a consolidation run */
+        get: operations["get_consolidation_instances__instance_id__agent_memory__store__consolidations__consolidation_id__get"];
+        put?: never;
+        post?: never;
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/instances/{instance_id}/agent-memory/{store}/consolidations/{consolidation_id}/apply": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Apply a proposed consolidation */
+        post: operations["apply_consolidation_instances__instance_id__agent_memory__store__consolidations__consolidation_id__apply_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/instances/{instance_id}/agent-memory/{store}/consolidations/{consolidation_id}/discard": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Discard a proposed consolidation */
+        post: operations["discard_consolidation_instances__instance_id__agent_memory__store__consolidations__consolidation_id__discard_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
+    "/instances/{instance_id}/agent-memory/{store}/consolidations/{consolidation_id}/revert": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Revert an applied consolidation */
+        post: operations["revert_consolidation_instances__instance_id__agent_memory__store__consolidations__consolidation_id__revert_post"];
         delete?: never;
         options?: never;
         head?: never;
@@ -335,6 +437,23 @@ export interface paths {
         patch: operations["update_memory_instances__instance_id__agent_memory__store__memories__memory_id__patch"];
         trace?: never;
     };
+    "/instances/{instance_id}/agent-memory/{store}/memories/{memory_id}/restore": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /** Restore a memory's version */
+        post: operations["restore_memory_instances__instance_id__agent_memory__store__memories__memory_id__restore_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/instances/{instance_id}/agent-memory/{store}/recall": {
         parameters: {
             query?: never;
@@ -560,6 +679,284 @@ export interface components {
              * @default 0
              */
             profile_fields_deleted: number;
+        };
+        /**
+         * Consolidation
+         * @description A run with its steps, each with the memories before and after.
+         */
+        Consolidation: {
+            /** Consolidation Id */
+            consolidation_id: string;
+            /** Actor Id */
+            actor_id: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "queued" | "running" | "proposed" | "applied" | "discarded" | "failed" | "reverted";
+            /**
+             * Trigger
+             * @enum {string}
+             */
+            trigger: "request" | "automatic";
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "apply" | "review";
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Started At */
+            started_at?: string | null;
+            /**
+             * Planned At
+             * @description When the plan was complete.
+             */
+            planned_at?: string | null;
+            /** Finished At */
+            finished_at?: string | null;
+            /** Last Error */
+            last_error?: string | null;
+            /**
+             * Failures
+             * @default 0
+             */
+            failures: number;
+            /**
+             * Retry At
+             * @description When a failed run is tried again.
+             */
+            retry_at?: string | null;
+            counts?: components["schemas"]["ConsolidationCounts"];
+            /**
+             * Model Calls
+             * @default 0
+             */
+            model_calls: number;
+            /**
+             * Input Tokens
+             * @default 0
+             */
+            input_tokens: number;
+            /**
+             * Output Tokens
+             * @default 0
+             */
+            output_tokens: number;
+            /**
+             * Budget Tokens
+             * @description The prompt budget of one model call (tokens).
+             * @default 0
+             */
+            budget_tokens: number;
+            /** Steps */
+            steps?: components["schemas"]["ConsolidationStep"][];
+        };
+        /**
+         * ConsolidationCounts
+         * @description What a run read, planned and did, and what of the model's plan it ignored.
+         */
+        ConsolidationCounts: {
+            /**
+             * Examined
+             * @description Current memories of the actor the run read.
+             * @default 0
+             */
+            examined: number;
+            /**
+             * Groups
+             * @description Related sets sent to the model (one call each).
+             * @default 0
+             */
+            groups: number;
+            /**
+             * Planned
+             * @default 0
+             */
+            planned: number;
+            /**
+             * Applied
+             * @default 0
+             */
+            applied: number;
+            /**
+             * Conflicts
+             * @default 0
+             */
+            conflicts: number;
+            /**
+             * Merged
+             * @description Memories replaced by merges.
+             * @default 0
+             */
+            merged: number;
+            /**
+             * Updated
+             * @default 0
+             */
+            updated: number;
+            /**
+             * Dropped
+             * @default 0
+             */
+            dropped: number;
+            /**
+             * Ignored Unknown Ids
+             * @description Steps naming an id not shown in that set (another actor's included).
+             * @default 0
+             */
+            ignored_unknown_ids: number;
+            /**
+             * Ignored Merge Of One
+             * @default 0
+             */
+            ignored_merge_of_one: number;
+            /**
+             * Ignored Too Long
+             * @description Steps whose text is over the memory limit.
+             * @default 0
+             */
+            ignored_too_long: number;
+            /**
+             * Ignored Invalid
+             * @description Steps that were not steps, lacked a text, or named an id twice.
+             * @default 0
+             */
+            ignored_invalid: number;
+        };
+        /**
+         * ConsolidationList
+         * @description A page of the store's runs, newest first (``GET .../consolidations``).
+         */
+        ConsolidationList: {
+            /** Consolidations */
+            consolidations: components["schemas"]["ConsolidationSummary"][];
+            /** Offset */
+            offset: number;
+            /** Limit */
+            limit: number;
+            /** Next Offset */
+            next_offset?: number | null;
+        };
+        /**
+         * ConsolidationQueued
+         * @description Answer of ``POST .../actors/{actor_id}/consolidate`` (202).
+         */
+        ConsolidationQueued: {
+            /** Consolidation Id */
+            consolidation_id: string;
+            /**
+             * Status
+             * @default queued
+             * @enum {string}
+             */
+            status: "queued" | "running" | "proposed" | "applied" | "discarded" | "failed" | "reverted";
+        };
+        /**
+         * ConsolidationStep
+         * @description One change of a plan: ``merge`` (``before``, two or more, become ``after``),
+         *     ``update`` (one becomes ``after``) or ``drop`` (one is retired, no ``after``).
+         */
+        ConsolidationStep: {
+            /** Index */
+            index: number;
+            /**
+             * Action
+             * @enum {string}
+             */
+            action: "merge" | "update" | "drop";
+            /**
+             * Status
+             * @default planned
+             * @enum {string}
+             */
+            status: "planned" | "applied" | "conflict" | "discarded" | "reverted";
+            /** Reason */
+            reason?: string | null;
+            /** Before */
+            before: components["schemas"]["StepMemory"][];
+            after?: components["schemas"]["StepMemory"] | null;
+            /**
+             * Conflict
+             * @description Why the step did not apply (its memories changed since the plan).
+             */
+            conflict?: string | null;
+        };
+        /**
+         * ConsolidationSummary
+         * @description A run without its steps (what the listing shows).
+         */
+        ConsolidationSummary: {
+            /** Consolidation Id */
+            consolidation_id: string;
+            /** Actor Id */
+            actor_id: string;
+            /**
+             * Status
+             * @enum {string}
+             */
+            status: "queued" | "running" | "proposed" | "applied" | "discarded" | "failed" | "reverted";
+            /**
+             * Trigger
+             * @enum {string}
+             */
+            trigger: "request" | "automatic";
+            /**
+             * Mode
+             * @enum {string}
+             */
+            mode: "apply" | "review";
+            /**
+             * Created At
+             * Format: date-time
+             */
+            created_at: string;
+            /** Started At */
+            started_at?: string | null;
+            /**
+             * Planned At
+             * @description When the plan was complete.
+             */
+            planned_at?: string | null;
+            /** Finished At */
+            finished_at?: string | null;
+            /** Last Error */
+            last_error?: string | null;
+            /**
+             * Failures
+             * @default 0
+             */
+            failures: number;
+            /**
+             * Retry At
+             * @description When a failed run is tried again.
+             */
+            retry_at?: string | null;
+            counts?: components["schemas"]["ConsolidationCounts"];
+            /**
+             * Model Calls
+             * @default 0
+             */
+            model_calls: number;
+            /**
+             * Input Tokens
+             * @default 0
+             */
+            input_tokens: number;
+            /**
+             * Output Tokens
+             * @default 0
+             */
+            output_tokens: number;
+            /**
+             * Budget Tokens
+             * @description The prompt budget of one model call (tokens).
+             * @default 0
+             */
+            budget_tokens: number;
         };
         /**
          * CustomType
@@ -830,13 +1227,17 @@ export interface components {
          */
         ExportedSource: {
             /** Session Id */
-            session_id: string;
+            session_id?: string | null;
             /** First Seq */
             first_seq?: number | null;
             /** Last Seq */
             last_seq?: number | null;
             /** Seqs */
             seqs?: number[] | null;
+            /** Consolidation Id */
+            consolidation_id?: string | null;
+            /** Restored From */
+            restored_from?: string | null;
         };
         /**
          * ExportedVersion
@@ -1069,13 +1470,17 @@ export interface components {
          */
         ImportedSource: {
             /** Session Id */
-            session_id: string;
+            session_id?: string | null;
             /** First Seq */
             first_seq?: number | null;
             /** Last Seq */
             last_seq?: number | null;
             /** Seqs */
             seqs?: number[] | null;
+            /** Consolidation Id */
+            consolidation_id?: string | null;
+            /** Restored From */
+            restored_from?: string | null;
         };
         /** ImportedVersion */
         ImportedVersion: {
@@ -1452,11 +1857,12 @@ export interface components {
          * MemorySource
          * @description Where a memory came from: the session extraction read it in; the messages (by ``seq``)
          *     that extraction call read, ``first_seq`` to ``last_seq``; and ``seqs``, the messages the
-         *     model said the memory comes from (within that range), when it said.
+         *     model said the memory comes from (within that range), when it said; or the consolidation
+         *     run or the restore that wrote it.
          */
         MemorySource: {
             /** Session Id */
-            session_id: string;
+            session_id?: string | null;
             /**
              * First Seq
              * @description The first message the extraction read.
@@ -1472,6 +1878,16 @@ export interface components {
              * @description The messages the memory comes from, as the model named them.
              */
             seqs?: number[] | null;
+            /**
+             * Consolidation Id
+             * @description The consolidation run that wrote this memory (merge or update).
+             */
+            consolidation_id?: string | null;
+            /**
+             * Restored From
+             * @description The version a restore brought back (POST .../restore).
+             */
+            restored_from?: string | null;
         };
         /**
          * MemoryVersion
@@ -2237,6 +2653,26 @@ export interface components {
             messages_omitted: number;
         };
         /**
+         * StepMemory
+         * @description One memory a step reads or writes: its id, text, type and topics, and when that
+         *     version was last changed (a step whose memory changed since is a conflict).
+         */
+        StepMemory: {
+            /** Id */
+            id: string;
+            /** Text */
+            text: string;
+            /** Type */
+            type: string;
+            /** Topics */
+            topics?: string[];
+            /**
+             * Updated At
+             * Format: date-time
+             */
+            updated_at: string;
+        };
+        /**
          * StoreCounts
          * @description Live sessions, live memories, and live sessions with messages extraction has not read.
          */
@@ -2327,6 +2763,10 @@ export interface components {
             extraction_examples?: components["schemas"]["ExtractionExample"][] | null;
             /** Profile Fields */
             profile_fields?: components["schemas"]["ProfileField"][] | null;
+            /** Consolidate After Memories */
+            consolidate_after_memories?: number | null;
+            /** Consolidation Mode */
+            consolidation_mode?: ("apply" | "review") | null;
         };
         /**
          * StoreRefView
@@ -2435,6 +2875,17 @@ export interface components {
             /** Profile Fields */
             profile_fields?: components["schemas"]["ProfileField"][];
             /**
+             * Consolidate After Memories
+             * @default 50
+             */
+            consolidate_after_memories: number;
+            /**
+             * Consolidation Mode
+             * @default apply
+             * @enum {string}
+             */
+            consolidation_mode: "apply" | "review";
+            /**
              * Created At
              * Format: date-time
              */
@@ -2528,6 +2979,12 @@ export interface components {
              * @default 0
              */
             profile_updates: number;
+            /**
+             * Consolidation Runs
+             * @description Consolidation runs that planned (or failed); their model tokens count in llm_input_tokens and llm_output_tokens.
+             * @default 0
+             */
+            consolidation_runs: number;
         };
         /**
          * UsageReport
@@ -2566,7 +3023,7 @@ export interface components {
             /** Url */
             url: string;
             /** Events */
-            events: ("extraction.completed" | "extraction.failed" | "memory.created" | "memory.updated" | "memory.superseded" | "memory.deleted" | "session.deleted" | "profile.updated" | "store.deleted")[];
+            events: ("extraction.completed" | "extraction.failed" | "memory.created" | "memory.updated" | "memory.superseded" | "memory.deleted" | "session.deleted" | "profile.updated" | "consolidation.proposed" | "consolidation.completed" | "consolidation.failed" | "store.deleted")[];
         };
         /**
          * WebhookSecret
@@ -3133,6 +3590,117 @@ export interface operations {
             };
         };
     };
+    consolidate_actor_instances__instance_id__agent_memory__store__actors__actor_id__consolidate_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1-255 visible ASCII characters of your choosing (a UUID is usual). The same key with the same request within 24 hours answers what the first answered and writes nothing more; with another request it is 422 idempotency_key_reused; while the first is running, 409 idempotency_key_in_progress. */
+                "idempotency-key"?: string | null;
+            };
+            path: {
+                /** @description Database instance id */
+                instance_id: string;
+                /** @description Store name */
+                store: string;
+                /** @description Actor id */
+                actor_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Queued */
+            202: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsolidationQueued"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     forget_actor_instances__instance_id__agent_memory__store__actors__actor_id__memories_delete: {
         parameters: {
             query?: never;
@@ -3490,6 +4058,541 @@ export interface operations {
                 };
                 content: {
                     "application/json": components["schemas"]["ProfileHistory"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    list_consolidations_instances__instance_id__agent_memory__store__consolidations_get: {
+        parameters: {
+            query?: {
+                actor_id?: string | null;
+                /** @description Only runs of these statuses, comma-separated. */
+                status?: string | null;
+                offset?: number;
+                limit?: number;
+            };
+            header?: never;
+            path: {
+                /** @description Database instance id */
+                instance_id: string;
+                /** @description Store name */
+                store: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ConsolidationList"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    get_consolidation_instances__instance_id__agent_memory__store__consolidations__consolidation_id__get: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description Database instance id */
+                instance_id: string;
+                /** @description Store name */
+                store: string;
+                /** @description Consolidation run id */
+                consolidation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description OK */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Consolidation"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    apply_consolidation_instances__instance_id__agent_memory__store__consolidations__consolidation_id__apply_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1-255 visible ASCII characters of your choosing (a UUID is usual). The same key with the same request within 24 hours answers what the first answered and writes nothing more; with another request it is 422 idempotency_key_reused; while the first is running, 409 idempotency_key_in_progress. */
+                "idempotency-key"?: string | null;
+            };
+            path: {
+                /** @description Database instance id */
+                instance_id: string;
+                /** @description Store name */
+                store: string;
+                /** @description Consolidation run id */
+                consolidation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Consolidation"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    discard_consolidation_instances__instance_id__agent_memory__store__consolidations__consolidation_id__discard_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1-255 visible ASCII characters of your choosing (a UUID is usual). The same key with the same request within 24 hours answers what the first answered and writes nothing more; with another request it is 422 idempotency_key_reused; while the first is running, 409 idempotency_key_in_progress. */
+                "idempotency-key"?: string | null;
+            };
+            path: {
+                /** @description Database instance id */
+                instance_id: string;
+                /** @description Store name */
+                store: string;
+                /** @description Consolidation run id */
+                consolidation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Consolidation"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    revert_consolidation_instances__instance_id__agent_memory__store__consolidations__consolidation_id__revert_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1-255 visible ASCII characters of your choosing (a UUID is usual). The same key with the same request within 24 hours answers what the first answered and writes nothing more; with another request it is 422 idempotency_key_reused; while the first is running, 409 idempotency_key_in_progress. */
+                "idempotency-key"?: string | null;
+            };
+            path: {
+                /** @description Database instance id */
+                instance_id: string;
+                /** @description Store name */
+                store: string;
+                /** @description Consolidation run id */
+                consolidation_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description The run */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["Consolidation"];
                 };
             };
             /** @description Unauthorized */
@@ -5616,6 +6719,117 @@ export interface operations {
             };
             /** @description Bad Gateway */
             502: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Service Unavailable */
+            503: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
+    restore_memory_instances__instance_id__agent_memory__store__memories__memory_id__restore_post: {
+        parameters: {
+            query?: never;
+            header?: {
+                /** @description 1-255 visible ASCII characters of your choosing (a UUID is usual). The same key with the same request within 24 hours answers what the first answered and writes nothing more; with another request it is 422 idempotency_key_reused; while the first is running, 409 idempotency_key_in_progress. */
+                "idempotency-key"?: string | null;
+            };
+            path: {
+                /** @description Database instance id */
+                instance_id: string;
+                /** @description Store name */
+                store: string;
+                /** @description Memory id */
+                memory_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody?: never;
+        responses: {
+            /** @description Restored */
+            201: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryView"];
+                };
+            };
+            /** @description Unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Forbidden */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Not Found */
+            404: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Conflict */
+            409: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Request Entity Too Large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Unprocessable Entity */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Too Many Requests */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description Internal Server Error */
+            500: {
                 headers: {
                     [name: string]: unknown;
                 };

@@ -74,6 +74,16 @@ class MemoryNotFound(NotFound):
         super().__init__(f"Memory '{memory_id}' does not exist or has expired.")
 
 
+class ConsolidationNotFound(NotFound):
+    """No consolidation run of that id in the store (or one of an actor the key does not
+    reach)."""
+
+    code = "consolidation_not_found"
+
+    def __init__(self, consolidation_id: str) -> None:
+        super().__init__(f"Consolidation '{consolidation_id}' does not exist in this store.")
+
+
 class SupersededNotFound(MemoryNotFound):
     """A memory body's ``supersedes`` names no memory that is kept (or it expired)."""
 

@@ -53,10 +53,15 @@ from agent_memory.database.client import database_errors
 from agent_memory.database.keys import LocalScheduleKeys
 from agent_memory.database.scripts import load_script
 from agent_memory.errors import SchedulerUnavailable
-from agent_memory.models import INSTANCE_ID_PATTERN, SESSION_ID_PATTERN, STORE_NAME_PATTERN
+from agent_memory.models import (
+    INSTANCE_ID_PATTERN,
+    SESSION_ID_PATTERN,
+    STORE_NAME_PATTERN,
+)
 from agent_memory.observability import logger
 
 EVENT_KIND = "extraction"
+CONSOLIDATION_KIND = "consolidation"
 
 SCHEDULER_ENV = "KIVIDB_SCHEDULER"
 SCHEDULE_GROUP_ENV = "KIVIDB_SCHEDULE_GROUP"
@@ -126,7 +131,57 @@ class ExtractionTarget:
         return json.dumps(self.event(), separators=(",", ":"), sort_keys=True)
 
 
-def schedule_name(target: ExtractionTarget) -> str:
+@dataclass(frozen=True)
+class ConsolidationTarget:
+    """The actor whose consolidation is scheduled (``agent_memory.consolidation``): one
+    one-shot schedule per actor, as extraction has one per session. ``ValueError`` for an id
+    the API would refuse."""
+
+    instance_id: str
+    store: str
+    actor_id: str
+
+    def __post_init__(self) -> None:
+        checks = (
+            ("instance_id", INSTANCE_ID_PATTERN),
+            ("store", STORE_NAME_PATTERN),
+            ("actor_id", SESSION_ID_PATTERN),
+        )
+        for field, pattern in checks:
+            value = getattr(self, field)
+            if not isinstance(value, str) or re.fullmatch(pattern, value) is None:
+                raise ValueError(f"{field} {value!r} is not a valid {field.replace('_', ' ')}")
+
+    def event(self) -> dict[str, str]:
+        """``{"kind": "consolidation", "instance_id", "store", "actor_id"}``: what the
+        background function receives for the actor's run."""
+        return {
+            "kind": CONSOLIDATION_KIND,
+            "instance_id": self.instance_id,
+            "store": self.store,
+            "actor_id": self.actor_id,
+        }
+
+    @classmethod
+    def from_event(cls, event: Mapping[str, Any]) -> ConsolidationTarget:
+        """Parse :meth:`event` back; ``ValueError`` as ``ExtractionTarget.from_event``."""
+        if not isinstance(event, Mapping) or event.get("kind") != CONSOLIDATION_KIND:
+            raise ValueError("not a consolidation event")
+        values = {f: event.get(f) for f in ("instance_id", "store", "actor_id")}
+        if not all(isinstance(v, str) for v in values.values()):
+            raise ValueError("a consolidation event needs string ids")
+        return cls(**{k: str(v) for k, v in values.items()})
+
+    def input_json(self) -> str:
+        """:meth:`event` as compact JSON, keys sorted."""
+        return json.dumps(self.event(), separators=(",", ":"), sort_keys=True)
+
+
+Target = ExtractionTarget | ConsolidationTarget
+"""What a schedule runs: a session's extraction or an actor's consolidation."""
+
+
+def schedule_name(target: Target) -> str:
     """The session's schedule name: ``kvm-`` + 52 lower-case base32 characters (56 in all).
 
     Deterministic: the same session always gets the same name, so arming again finds the
@@ -140,8 +195,14 @@ def schedule_name(target: ExtractionTarget) -> str:
     names). Two sessions share a name only on a SHA-256 collision (256 bits; none is known).
     """
     digest = hashlib.sha256()
-    digest.update(b"kividb-extraction-schedule-v1\x00")
-    for part in (target.instance_id, target.store, target.session_id):
+    if isinstance(target, ConsolidationTarget):
+        # Another domain string: an actor's schedule never meets a session's of the same id.
+        digest.update(b"kividb-consolidation-schedule-v1\x00")
+        last = target.actor_id
+    else:
+        digest.update(b"kividb-extraction-schedule-v1\x00")
+        last = target.session_id
+    for part in (target.instance_id, target.store, last):
         data = part.encode("utf-8")
         digest.update(len(data).to_bytes(4, "big"))
         digest.update(data)
@@ -178,12 +239,12 @@ def at_expression(moment: datetime) -> str:
 class Scheduler(Protocol):
     """Port: arm a session's one-shot extraction, or run it as soon as possible."""
 
-    def arm(self, target: ExtractionTarget, due: datetime) -> None:
+    def arm(self, target: Target, due: datetime) -> None:
         """Create the session's one-shot schedule at ``due`` (aware datetime), or move the one
         it has to ``due``. A session has at most one. ``SchedulerUnavailable`` on failure."""
         ...
 
-    def run_now(self, target: ExtractionTarget) -> None:
+    def run_now(self, target: Target) -> None:
         """Start the session's extraction as soon as possible, asynchronously (returns before
         it runs). ``SchedulerUnavailable`` on failure."""
         ...
@@ -260,7 +321,7 @@ class EventBridgeScheduler:
             self._lambda_client = _aws_client("lambda")
         return self._lambda_client
 
-    def schedule_request(self, target: ExtractionTarget, due: datetime) -> dict[str, Any]:
+    def schedule_request(self, target: Target, due: datetime) -> dict[str, Any]:
         """The full ``CreateSchedule`` / ``UpdateSchedule`` request for ``target`` at ``due``."""
         return {
             "Name": schedule_name(target),
@@ -276,7 +337,7 @@ class EventBridgeScheduler:
             },
         }
 
-    def arm(self, target: ExtractionTarget, due: datetime) -> None:
+    def arm(self, target: Target, due: datetime) -> None:
         """``CreateSchedule``; on ``ConflictException`` (the session has one) ``UpdateSchedule``
         with the same fields; on ``ResourceNotFoundException`` there (it fired and deleted
         itself meanwhile) create again. ``ValueError`` for a naive ``due``."""
@@ -302,7 +363,7 @@ class EventBridgeScheduler:
             "retry in a moment."
         )
 
-    def run_now(self, target: ExtractionTarget) -> None:
+    def run_now(self, target: Target) -> None:
         """Lambda ``Invoke`` of the background function with ``InvocationType="Event"``: Lambda
         queues the event and answers 202 at once; the function runs shortly after."""
         request = {
@@ -390,17 +451,17 @@ class LocalScheduler:
         self.clock = clock
         self.keys = keys or LocalScheduleKeys()
 
-    def arm(self, target: ExtractionTarget, due: datetime) -> None:
+    def arm(self, target: Target, due: datetime) -> None:
         """Keep (or move) the session's entry at ``due``. ``ValueError`` for a naive ``due``."""
         self._put(target, to_ms(_utc(due)))
 
-    def run_now(self, target: ExtractionTarget) -> None:
+    def run_now(self, target: Target) -> None:
         """Due now: the next poll takes it. An entry of its own, as Lambda's asynchronous
         invoke is apart from the session's schedule: an armed schedule stays armed."""
         name = f"{schedule_name(target)}:now:{secrets.token_hex(6)}"
         self._put(target, to_ms(_utc(self.clock.now())), name)
 
-    def _put(self, target: ExtractionTarget, due_ms: int, name: str | None = None) -> None:
+    def _put(self, target: Target, due_ms: int, name: str | None = None) -> None:
         with database_errors():
             script = load_script(self.client, _ARM)
             script(

@@ -49,6 +49,7 @@ COUNTERS = (
     "rerank_calls",
     "rerank_documents",
     "profile_updates",
+    "consolidation_runs",
 )
 """The counters of a day besides requests, as ``UsageDay`` names them."""
 MODEL_TOKEN_COUNTERS = ("llm_input_tokens", "llm_output_tokens", "embedding_tokens")
@@ -108,6 +109,11 @@ class UsageDay(View):
     rerank_documents: int
     profile_updates: int = Field(
         0, description="Fields of actors' profiles changed, by extraction or by a caller."
+    )
+    consolidation_runs: int = Field(
+        0,
+        description="Consolidation runs that planned (or failed); their model tokens count "
+        "in llm_input_tokens and llm_output_tokens.",
     )
 
 

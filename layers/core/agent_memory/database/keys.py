@@ -27,6 +27,11 @@ Layout of a store's data, in the database (instance) the store lives in::
     kividb:mem:<store>:<inc>:actor:{<actor>}:index:<n>        string  part n of the kept index
     kividb:mem:<store>:<inc>:actor:{<actor>}:profile          hash  field -> current value
     kividb:mem:<store>:<inc>:actor:{<actor>}:profile:history  hash  field -> versions (JSON)
+    kividb:mem:<store>:<inc>:actor:{<actor>}:consolidations   hash  run id -> run record (JSON)
+    kividb:mem:<store>:<inc>:actor:{<actor>}:consolidation    hash  new-memory count, armed, steps
+    kividb:mem:<store>:<inc>:actor:{<actor>}:consolidation:lock string  running run's token
+    kividb:mem:<store>:<inc>:{<store>}:consolidations         zset  run id -> created (ms)
+    kividb:mem:<store>:<inc>:{<store>}:consolidations:actor   hash  run id -> actor bucket
     kividb:mem:<store>:<inc>:idempotency:<sha256 of the key>  string  a write's record, 24 h
     kividb:mem:<store>:<inc>:webhook:<event id>               string  a webhook event's body
     kividb:mem:<store>:<inc>:{<store>}:keyed:namespaces       hash  namespace JSON -> expiry:seen
@@ -291,6 +296,16 @@ class StoreKeys:
         the actors holding a field are counted, before the field may be removed."""
         return f"{self._base}{{{self.store}}}:profile:actors"
 
+    @property
+    def consolidations(self) -> str:
+        """zset: consolidation run id -> created (ms), the store's runs newest first."""
+        return f"{self._base}{{{self.store}}}:consolidations"
+
+    @property
+    def consolidation_actors(self) -> str:
+        """hash: consolidation run id -> the actor bucket whose keys hold the run."""
+        return f"{self._base}{{{self.store}}}:consolidations:actor"
+
     def memory_indexes(self) -> list[str]:
         """Every store-level key of long-term memory: each partition's and the actor set."""
         return [key for p in self._partitions for key in p.all()] + [self.memory_actors]
@@ -387,6 +402,13 @@ class ActorKeys:
         """hash: profile field name -> the field's current value, time and source (JSON)."""
         self.profile_history = tagged + ":profile:history"
         """hash: profile field name -> the field's versions, newest first (JSON list)."""
+        self.consolidations = tagged + ":consolidations"
+        """hash: consolidation run id -> the run's record (``consolidation.models``)."""
+        self.consolidation = tagged + ":consolidation"
+        """hash: the actor's consolidation state: new memories since the last run, the armed
+        run's due time, and the steps applied by a run in progress (``consolidation.runs``)."""
+        self.consolidation_lock = tagged + ":consolidation:lock"
+        """string: the token of the actor's consolidation run in progress."""
 
     def all(self) -> list[str]:
         """In the order the actor scripts expect: memories, vectors, log, meta, then the kept

@@ -10,6 +10,7 @@ from typing import Annotated, TypeVar
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
+from agent_memory.consolidation.models import CONSOLIDATION_ID_PATTERN
 from agent_memory.edge.http_errors import JSON
 from agent_memory.models import (
     DAY_PATTERN,
@@ -29,6 +30,9 @@ SessionPath = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="Sessi
 
 MemoryPath = Annotated[str, Path(pattern=MEMORY_ID_PATTERN, description="Memory id")]
 ActorPath = Annotated[str, Path(pattern=SESSION_ID_PATTERN, description="Actor id")]
+ConsolidationPath = Annotated[
+    str, Path(pattern=CONSOLIDATION_ID_PATTERN, description="Consolidation run id")
+]
 
 # The days of the usage routes (``control.usage.parse_day`` reads them).
 FromDay = Annotated[
@@ -53,6 +57,7 @@ NOTHING_DELETED = "nothing was deleted"
 SESSION_ROUTE = STORE_ROUTE + "/sessions/<session_id>"
 MEMORY_ROUTE = STORE_ROUTE + "/memories/<memory_id>"
 PROFILE_ROUTE = STORE_ROUTE + "/actors/<actor_id>/profile"
+CONSOLIDATION_ROUTE = STORE_ROUTE + "/consolidations/<consolidation_id>"
 
 
 def no_content() -> Response[None]:

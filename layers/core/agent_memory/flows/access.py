@@ -14,7 +14,7 @@ from agent_memory.errors import Forbidden, InstanceNotFound, StoreNotFound
 from agent_memory.flows.handle import StoreHandle
 
 if TYPE_CHECKING:
-    from agent_memory.background.scheduler import ExtractionTarget
+    from agent_memory.background.scheduler import Target
     from agent_memory.control.models import Instance
     from agent_memory.flows.container import Caller, Container
     from agent_memory.stores.database import StoreDatabase
@@ -123,7 +123,7 @@ def managed_stores(caller: Caller, instance_id: str, store: str) -> Stores:
     return instance_stores(caller, instance_id)
 
 
-def store_for_run(container: Container, target: ExtractionTarget) -> StoreHandle | None:
+def store_for_run(container: Container, target: Target) -> StoreHandle | None:
     """The store a background run is for, or None when its instance or store is gone. The
     background function is invoked only by the scheduler and our own functions, so the
     instance is looked up by id alone."""

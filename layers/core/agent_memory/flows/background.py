@@ -16,8 +16,13 @@ from aws_lambda_powertools.metrics import MetricUnit
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 
 from agent_memory.background.runs import RunBudget, RunReport
-from agent_memory.background.scheduler import ExtractionTarget
+from agent_memory.background.scheduler import (
+    CONSOLIDATION_KIND,
+    ConsolidationTarget,
+    ExtractionTarget,
+)
 from agent_memory.flows.access import store_for_run
+from agent_memory.flows.consolidation import note_kept, run_consolidation
 from agent_memory.flows.container import Container
 from agent_memory.flows.handle import StoreHandle
 from agent_memory.observability import logger, metrics
@@ -42,10 +47,14 @@ REPORT_METRICS = {
 
 def run_event(container: Container, event: dict[str, Any], remaining_ms: int) -> dict[str, Any]:
     """The run ``event`` asks for (``{"kind": "extraction", "instance_id", "store",
-    "session_id"}``) within ``remaining_ms`` of the function's time: ``{"outcome": "invalid"}``
-    for another event, ``{"outcome": "gone"}`` when its instance or store is gone, else the
-    run's counts and outcome (``RunReport`` without the memories kept; never a secret)."""
+    "session_id"}``, or ``{"kind": "consolidation", ..., "actor_id"}``:
+    ``flows.consolidation.run_consolidation``) within ``remaining_ms`` of the function's time:
+    ``{"outcome": "invalid"}`` for another event, ``{"outcome": "gone"}`` when its instance or
+    store is gone, else the run's counts and outcome (``RunReport`` without the memories kept;
+    never a secret)."""
     try:
+        if isinstance(event, dict) and event.get("kind") == CONSOLIDATION_KIND:
+            return _consolidation_event(container, event, remaining_ms)
         try:
             target = ExtractionTarget.from_event(event)
         except ValueError as exc:
@@ -61,6 +70,25 @@ def run_event(container: Container, event: dict[str, Any], remaining_ms: int) ->
     finally:
         if is_metrics_disabled():
             metrics.clear_metrics()
+
+
+def _consolidation_event(
+    container: Container, event: dict[str, Any], remaining_ms: int
+) -> dict[str, Any]:
+    """``run_event`` of a consolidation event."""
+    try:
+        target = ConsolidationTarget.from_event(event)
+    except ValueError as exc:
+        logger.error("not a background event", extra={"problem": str(exc)})
+        return {"outcome": "invalid"}
+    logger.append_keys(store=target.store)
+    store = store_for_run(container, target)
+    if store is None:
+        logger.info("the instance or store is gone; nothing to do")
+        return {"outcome": "gone"}
+    answer = run_consolidation(store, target, RunBudget.from_remaining(remaining_ms))
+    logger.info("consolidation run", extra=answer)
+    return answer
 
 
 def run_background(store: StoreHandle, target: ExtractionTarget, budget: RunBudget) -> RunReport:
@@ -84,6 +112,13 @@ def run_background(store: StoreHandle, target: ExtractionTarget, budget: RunBudg
     )
     for event, data in report.events:
         effects.tell(event, {**data, "session_id": target.session_id})
+    kept_by_actor: dict[str, int] = {}
+    for event, data in report.events:
+        actor = data.get("memory", {}).get("actor_id") if event == "memory.created" else None
+        if actor is not None:
+            kept_by_actor[actor] = kept_by_actor.get(actor, 0) + 1
+    for actor, kept in kept_by_actor.items():
+        note_kept(store, actor, kept)
     if report.outcome == "failed":
         effects.tell("extraction.failed", {"session_id": target.session_id, "error": report.error})
     elif report.extraction_runs:

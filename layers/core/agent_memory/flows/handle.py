@@ -17,6 +17,7 @@ from agent_memory.flows.effects import Effects
 if TYPE_CHECKING:
     from agent_memory.background.scheduler import ExtractionTarget
     from agent_memory.background.work import SessionWork
+    from agent_memory.consolidation.runs import ConsolidationRuns
     from agent_memory.control.models import Instance
     from agent_memory.flows.container import Container
     from agent_memory.keyed.service import KeyedMemories
@@ -158,6 +159,21 @@ class StoreHandle:
         memories = self._memories(self.container.background_provider_client)
         return SessionWork(
             self.db, memories, self.language_model(), self.container.scheduler, target
+        )
+
+    def consolidation(self, background: bool = False) -> ConsolidationRuns:
+        """The consolidation runs of the store's actors: embedding and asking the language model
+        through the background provider client for a run (``background``), else through the
+        request's."""
+        from agent_memory.consolidation.runs import ConsolidationRuns
+
+        container = self.container
+        client = container.background_provider_client if background else container.provider_client
+        return ConsolidationRuns(
+            self._memories(client),
+            self.language_model(client),
+            container.scheduler,
+            self.instance_id,
         )
 
     def target(self, session_id: str) -> ExtractionTarget:

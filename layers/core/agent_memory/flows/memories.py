@@ -11,6 +11,7 @@ from __future__ import annotations
 from aws_lambda_powertools.metrics import MetricUnit
 
 from agent_memory.flows import reach
+from agent_memory.flows.consolidation import note_kept
 from agent_memory.flows.handle import StoreHandle
 from agent_memory.flows.quota import reserve
 from agent_memory.memories.models import (
@@ -48,6 +49,7 @@ def keep_memory(store: StoreHandle, body: MemoryIn) -> tuple[MemoryView, bool]:
             store.effects.count({"memories_superseded": 1})
         for event, data in kept_events(kept.memory, kept.superseded):
             store.effects.tell(event, data)
+        note_kept(store, kept.memory.actor_id, 1)
     name = "MemoriesDeduplicated" if kept.duplicate else "MemoriesKept"
     metrics.add_metric(name=name, unit=MetricUnit.Count, value=1)
     for count in kept.redactions.values():
@@ -75,12 +77,14 @@ def forget_memory(store: StoreHandle, memory_id: str) -> None:
 
 
 def forget_actor_memories(store: StoreHandle, actor_id: str) -> ActorForgotten:
-    """Forget every memory of ``actor_id`` (an actor the key reaches, else ``Forbidden``) and
-    its profile; how many of each, the memories counted and told as one ``memory.deleted``
-    naming the actor and how many, the profile told as ``profile.updated`` with no fields."""
+    """Forget every memory of ``actor_id`` (an actor the key reaches, else ``Forbidden``), its
+    profile and its consolidation runs; how many of each, the memories counted and told as one
+    ``memory.deleted`` naming the actor and how many, the profile told as ``profile.updated``
+    with no fields."""
     reach.actor(store, actor_id)
     deleted = store.memories.delete_actor(actor_id)
     fields = store.profiles.forget(actor_id)
+    store.consolidation().records.forget_actor(actor_id)
     if deleted:
         store.effects.count({"memories_deleted": deleted})
         store.effects.tell("memory.deleted", {"actor_id": actor_id, "deleted": deleted})

@@ -201,13 +201,20 @@ class MemoryPatch(Model):
 class MemorySource(View):
     """Where a memory came from: the session extraction read it in; the messages (by ``seq``)
     that extraction call read, ``first_seq`` to ``last_seq``; and ``seqs``, the messages the
-    model said the memory comes from (within that range), when it said."""
+    model said the memory comes from (within that range), when it said; or the consolidation
+    run or the restore that wrote it."""
 
-    session_id: str
+    session_id: str | None = None
     first_seq: int | None = Field(None, description="The first message the extraction read.")
     last_seq: int | None = Field(None, description="The last message the extraction read.")
     seqs: list[int] | None = Field(
         None, description="The messages the memory comes from, as the model named them."
+    )
+    consolidation_id: str | None = Field(
+        None, description="The consolidation run that wrote this memory (merge or update)."
+    )
+    restored_from: str | None = Field(
+        None, description="The version a restore brought back (POST .../restore)."
     )
 
 

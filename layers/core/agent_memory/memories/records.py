@@ -31,14 +31,18 @@ from agent_memory.search.tokenizer import TOKENIZER_VERSION, field_tokens
 class StoredSource(BaseModel):
     """Where a memory came from, as stored: the session extraction read it in, the range of
     messages that extraction call read (``first_seq`` to ``last_seq``) and, when the model
-    named them, the messages it comes from (``seqs``, within that range)."""
+    named them, the messages it comes from (``seqs``, within that range); or the
+    consolidation run that wrote it (``consolidation_id``); or the version a restore brought
+    back (``restored_from``)."""
 
     model_config = ConfigDict(extra="ignore")
 
-    session_id: str
+    session_id: str | None = None
     first_seq: int | None = None
     last_seq: int | None = None
     seqs: list[int] | None = None
+    consolidation_id: str | None = None
+    restored_from: str | None = None
 
 
 class StoredVersion(BaseModel):

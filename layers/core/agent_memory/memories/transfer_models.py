@@ -38,10 +38,12 @@ export gave); another is scaled to length 1, as an added memory's is."""
 class ExportedSource(View):
     """Where a memory came from (``MemorySource``), as kept."""
 
-    session_id: str
+    session_id: str | None = None
     first_seq: int | None = None
     last_seq: int | None = None
     seqs: list[int] | None = None
+    consolidation_id: str | None = None
+    restored_from: str | None = None
 
 
 class ExportedVersion(View):
@@ -103,10 +105,12 @@ class ImportedSource(Model):
     read (``first_seq`` to ``last_seq``) and those the memory comes from (``seqs``, among
     them), each a sequence number a session import takes (at most ``MAX_SEQ``)."""
 
-    session_id: SessionId
+    session_id: SessionId | None = None
     first_seq: Seq | None = None
     last_seq: Seq | None = None
     seqs: list[Seq] | None = Field(None, max_length=1000)
+    consolidation_id: Annotated[str, StringConstraints(pattern=r"^con_[0-9a-f]{20}$")] | None = None
+    restored_from: Annotated[str, StringConstraints(pattern=r"^mem_[0-9a-f]{20}$")] | None = None
 
     @model_validator(mode="after")
     def _within(self) -> ImportedSource:

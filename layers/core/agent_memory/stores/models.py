@@ -78,6 +78,8 @@ DedupeThreshold = Annotated[float, Field(gt=0, le=1)]
 CustomTypes = Annotated[list[CustomType], Field(max_length=3)]
 Dimensions = Annotated[int, Field(ge=1, le=8192)]
 RerankCandidates = Annotated[int, Field(ge=1, le=200)]
+ConsolidateAfterMemories = Annotated[int, Field(ge=0, le=100_000)]
+ConsolidationMode = Literal["apply", "review"]
 
 
 class StoreSettings(Model):
@@ -101,6 +103,10 @@ class StoreSettings(Model):
     extraction_instructions: ExtractionInstructions | None = None
     extraction_examples: ExtractionExamples = Field(default_factory=list)
     profile_fields: ProfileFields = Field(default_factory=list)
+    # Consolidation (agent_memory.consolidation, docs/consolidation.md): a run after this many
+    # new memories of an actor (0: only when asked for), its plan applied or kept for review.
+    consolidate_after_memories: ConsolidateAfterMemories = 50
+    consolidation_mode: ConsolidationMode = "apply"
 
     @field_validator("extraction_examples")
     @classmethod
@@ -309,6 +315,8 @@ class StorePut(Model):
     extraction_instructions: ExtractionInstructions | None = None
     extraction_examples: ExtractionExamples | None = None
     profile_fields: ProfileFields | None = None
+    consolidate_after_memories: ConsolidateAfterMemories | None = None
+    consolidation_mode: ConsolidationMode | None = None
 
 
 class StoreConfig(StoreSettings, ProviderSettings):
@@ -397,6 +405,8 @@ class StoreView(View):
     extraction_instructions: str | None = None
     extraction_examples: list[ExtractionExample] = Field(default_factory=list)
     profile_fields: list[ProfileField] = Field(default_factory=list)
+    consolidate_after_memories: int = 50
+    consolidation_mode: ConsolidationMode = "apply"
     created_at: datetime
     updated_at: datetime
     counts: StoreCounts | None = None

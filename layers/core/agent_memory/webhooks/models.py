@@ -30,6 +30,9 @@ EventType = Literal[
     "memory.deleted",
     "session.deleted",
     "profile.updated",
+    "consolidation.proposed",
+    "consolidation.completed",
+    "consolidation.failed",
     "store.deleted",
 ]
 EVENT_TYPES: tuple[str, ...] = get_args(EventType)
