@@ -188,6 +188,19 @@ def _first_memory(world: World, api: httpx.Client) -> str:
     return str(api.get(f"{world.big}/memories", params={"limit": 1}).json()["memories"][0]["id"])
 
 
+def _consolidation(world: World, api: httpx.Client) -> str:
+    """A consolidation run of the big store's actor (its id), or an id of none when the store
+    cannot consolidate (a 409 the consolidate case checks)."""
+    answer = api.post(f"{world.big}/actors/ann/consolidate")
+    return str(answer.json()["consolidation_id"]) if answer.status_code == 202 else "cons_0"
+
+
+def _run_route(step: str) -> Case:
+    return lambda w, api: [
+        (step, api.post(f"{w.big}/consolidations/{_consolidation(w, api)}/{step}"))
+    ]
+
+
 def _keyed(world: World) -> str:
     return f"{world.big}/keyed-memories"
 
@@ -315,6 +328,21 @@ CASES: dict[str, Case] = {
             ("history", api.get(f"{w.big}/actors/ann/profile/history", params={"field": "name"}))
         ]
     ),
+    f"POST {S}/actors/{{actor_id}}/consolidate": lambda w, api: [
+        ("consolidate", api.post(f"{w.big}/actors/ann/consolidate"))
+    ],
+    f"GET {S}/consolidations": lambda w, api: [
+        ("consolidations", api.get(f"{w.big}/consolidations", params={"actor_id": "ann"}))
+    ],
+    f"GET {S}/consolidations/{{consolidation_id}}": lambda w, api: [
+        ("consolidation", api.get(f"{w.big}/consolidations/{_consolidation(w, api)}"))
+    ],
+    f"POST {S}/consolidations/{{consolidation_id}}/apply": _run_route("apply"),
+    f"POST {S}/consolidations/{{consolidation_id}}/discard": _run_route("discard"),
+    f"POST {S}/consolidations/{{consolidation_id}}/revert": _run_route("revert"),
+    f"POST {S}/memories/{{memory_id}}/restore": lambda w, api: [
+        ("restore", api.post(f"{w.big}/memories/{_first_memory(w, api)}/restore"))
+    ],
     f"GET {S}/export/sessions": lambda w, api: [
         ("session ids", api.get(f"{w.big}/export/sessions", params={"limit": 1000}))
     ],
