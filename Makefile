@@ -215,7 +215,7 @@ bench: bench-working-memory bench-latency bench-cold-start bench-request-path be
 bench-working-memory: $(BENCH_STAMP)
 	$(PY) -m bench.working_memory $(ARGS)
 
-## bench-request-path: the warm request path: per route its share of a request by part, round trips,
+## bench-request-path: the warm request path: per route the share of each part, round trips,
 ## profiles; HTTP p50 / core p50 at 10,000 x 384 with PASS/FAIL (bench/results/request_path.md)
 bench-request-path: $(BENCH_STAMP)
 	$(PY) -m bench.request_path --profile recall --profile "keyword search" --profile "semantic search" --profile "add events" --profile "get session" $(ARGS)

@@ -135,6 +135,9 @@ def spans_of(
         spans.patch(StrictQueryValidation, "handler", "validation")
         spans.patch(OpenAPIResponseValidationMiddleware, "handler", "routing")
         spans.patch(OpenAPIResponseValidationMiddleware, "_handle_response", "answer encoding")
+        for middleware in OpenAPIResponseValidationMiddleware.__subclasses__():  # edge.resolver's
+            if "_handle_response" in middleware.__dict__:
+                spans.patch(middleware, "_handle_response", "answer encoding")
         spans.patch(ResponseBuilder, "build", "answer encoding")
         spans.patch(Runtime, "store", "settings read")
         spans.patch(Runtime, "end_request", "effects")
