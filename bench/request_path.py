@@ -389,7 +389,7 @@ def plot(found: dict[str, Any], http: Ratios | None, path: Path) -> None:
     left.set_xlabel("share of a warm request's wall time (%), in one process")
     left.set_title("Where a warm request's time goes")
     left.invert_yaxis()
-    left.legend(fontsize=8, loc="lower right")
+    left.legend(fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=4)
     if http is not None:
         ops = list(OPS)
         ratios = [http.ratio(op) for op in ops]
