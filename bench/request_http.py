@@ -4,9 +4,9 @@ What ``bench.latency`` measures for its 10,000 x 384 case (the local stack with 
 memories seeded straight into Redis, one kept-alive httpx client sending bodies encoded
 beforehand; the core's ``Memories.search`` / ``relevant`` called in this process), measured
 in rounds that alternate the two: each round takes, per operation, ``requests`` requests over
-HTTP and then as many calls of the core, so that both sides of a ratio see the same load on a
-shared machine. A ratio is a round's HTTP p50 over the same round's core p50; the figure is
-the median of the rounds' ratios.
+HTTP each followed by a call of the core, so that both sides of a ratio see the same moments
+of load on a shared machine. A ratio is a round's HTTP p50 over the same round's core p50;
+the figure is the median of the rounds' ratios.
 
 Targets (issue 36, "the request path, measured as a ratio"): semantic search and recall over
 HTTP at most 2x the core's p50 (the path costs at most as much as the core's work), keyword
@@ -159,16 +159,17 @@ def measure_ratios(
                     core[op]()
                 bar.advance()
             wait_for_exact()
-        with progress(f"{CASE.label}: HTTP / core", rounds * len(OPS) * 2 * requests) as bar:
+        with progress(f"{CASE.label}: HTTP / core", rounds * len(OPS) * requests) as bar:
             for _ in range(rounds):
                 found.load.append(os.getloadavg()[0])
                 for op in OPS:
-                    found.http.setdefault(op, []).append(
-                        percentile(timed(posts[op], requests, bar), 50)
-                    )
-                    found.core.setdefault(op, []).append(
-                        percentile(timed(core[op], requests, bar), 50)
-                    )
+                    http_ms, core_ms = [], []
+                    for _ in range(requests):  # one of each in turn: the same moment's load
+                        http_ms += timed(posts[op], 1)
+                        core_ms += timed(core[op], 1)
+                        bar.advance()
+                    found.http.setdefault(op, []).append(percentile(http_ms, 50))
+                    found.core.setdefault(op, []).append(percentile(core_ms, 50))
     return found
 
 
