@@ -78,3 +78,29 @@ def test_a_ratio_over_its_target_fails_and_one_under_passes():
     assert rows["search semantic"].endswith("**FAIL** |")  # over 2x
     assert rows["search keyword"].endswith("**PASS** |")  # 2.9x, under 3x
     assert "PASS" not in rows["search hybrid"] and "FAIL" not in rows["search hybrid"]
+
+
+def test_the_http_rounds_report_each_operation_with_its_verdict(tmp_path):
+    command = [
+        sys.executable,
+        "-m",
+        "bench.request_path",
+        "--requests",
+        "2",
+        "--runs",
+        "1",
+        "--rounds",
+        "1",
+        "--http-requests",
+        "3",
+        "--out",
+        str(tmp_path),
+    ]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    text = (tmp_path / "request_path.md").read_text()
+    for op in OPS:
+        row = next(line for line in text.splitlines() if line.startswith(f"| {op} |"))
+        http, core = (float(cell.split()[0]) for cell in row.split("|")[2:4])
+        assert http > 0 and core > 0, row
+        assert ("PASS" in row or "FAIL" in row) == (op != "search hybrid"), row
