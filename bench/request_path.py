@@ -302,9 +302,9 @@ def report(found: dict[str, Any], count: int, runs: int, http: Ratios | None) ->
             "",
             f"{rounds} interleaved rounds (load average before each: {loads}); per round and "
             "operation, requests over HTTP through the local stack (one worker, one kept-alive "
-            "httpx client, as `bench.latency`), each followed by a call of the core in this "
-            "process (`Memories.search` / `relevant`); a ratio is one round's HTTP p50 over "
-            "the same round's core p50, the figure the median over rounds.",
+            "httpx client, as `bench.latency`), and as many calls of the core in this process "
+            "(`Memories.search` / `relevant`), in alternating blocks of 25; a ratio is one "
+            "round's HTTP p50 over the same round's core p50, the figure the median over rounds.",
             "",
             *ratio_rows(http),
             "",
