@@ -224,10 +224,10 @@ bench: bench-working-memory bench-latency bench-cold-start bench-request-path be
 bench-working-memory: $(BENCH_STAMP)
 	$(PY) -m bench.working_memory $(ARGS)
 
-## bench-request-path: the warm request path in one process: p50, round trips and commands per
-## route, and profiles of recall and keyword search (bench/results/request_path.md)
+## bench-request-path: the warm request path: per route the share of each part, round trips,
+## profiles; HTTP p50 / core p50 at 10,000 x 384 with PASS/FAIL (bench/results/request_path.md)
 bench-request-path: $(BENCH_STAMP)
-	$(PY) -m bench.request_path --profile recall --profile "keyword search" $(ARGS)
+	$(PY) -m bench.request_path --profile recall --profile "keyword search" --profile "semantic search" --profile "add events" --profile "get session" $(ARGS)
 
 ## bench-cold-start: first recall in a fresh process at 10,000 / 100,000 x 1,536, with and
 ## without the actor's kept index, alone and in a burst of 8, vs warm recall (cold_start.md)

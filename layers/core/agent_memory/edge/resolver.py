@@ -26,12 +26,17 @@ from http import HTTPStatus
 from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
+from aws_lambda_powertools.event_handler.api_gateway import Route
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
+from aws_lambda_powertools.event_handler.middlewares.openapi_validation import (
+    OpenAPIResponseValidationMiddleware,
+)
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.metrics.functions import is_metrics_disabled
 from aws_lambda_powertools.shared.json_encoder import Encoder
 from aws_lambda_powertools.utilities.typing import LambdaContext
+from pydantic import BaseModel
 
 from agent_memory.answers import answer_ceiling, over_budget
 from agent_memory.edge.auth import principal_from
@@ -82,6 +87,30 @@ def store_of_path(raw_path: str) -> str | None:
 _json_dumps = partial(json.dumps, separators=(",", ":"), ensure_ascii=False, cls=Encoder)
 
 
+class ModelAnswers(OpenAPIResponseValidationMiddleware):
+    """Powertools' response middleware, with the answer a route returns as its declared model
+    written straight to JSON text by pydantic (``model_dump_json``: compact, by alias, UTF-8
+    as ``_json_dumps`` writes it), in one pass in pydantic-core.
+
+    Powertools would validate the model again against the route's return annotation (an
+    instance of that very class passes as it is: pydantic does not re-validate instances),
+    dump it to a dict of JSON values, and then the resolver would encode that dict with the
+    standard library: about a tenth of a warm recall. Any other answer (a ``Response``, a
+    dict, a subclass of the declared model) goes Powertools' way."""
+
+    def __init__(self) -> None:
+        super().__init__(validation_serializer=_json_dumps)
+
+    def _handle_response(self, *, route: Route, response: Response[Any]) -> Response[Any]:
+        field = route.dependant.return_param
+        body = response.body
+        if field is not None and isinstance(body, BaseModel) and type(body) is field.type_:
+            response.body = body.model_dump_json(by_alias=True)
+            return response
+        answer: Response[Any] = super()._handle_response(route=route, response=response)
+        return answer
+
+
 class Api(APIGatewayHttpResolver):
     """The resolver every function uses: validation on, one error mapping, auth and size checks.
 
@@ -112,6 +141,7 @@ class Api(APIGatewayHttpResolver):
         # Powertools runs this one before any other middleware and the route (see
         # StrictQueryValidation); it is the resolver's own slot for its request validation.
         self._request_validation_middleware = StrictQueryValidation()
+        self._response_validation_middleware = ModelAnswers()
         self._principal: Principal | None = None
         self._runtime: Runtime | None = None
         self._store_not_found_step = store_not_found_step

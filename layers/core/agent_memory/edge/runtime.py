@@ -17,6 +17,7 @@ The domain modules receive plain values and never read ``os.environ``.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
@@ -294,13 +295,30 @@ def runtime_for(settings: FunctionSettings) -> Runtime:
     return Runtime(settings)
 
 
+_VARIABLES = tuple(
+    (name, ("KIVIDB_" + name.upper()).encode()) for name in FunctionSettings.model_fields
+)
+"""Each setting's field name and its variable, as ``os.environb`` names it."""
+_NAMES = [variable for _, variable in _VARIABLES]
+_ENVIRON: Mapping[bytes, bytes] = getattr(os.environ, "_data", os.environb)
+"""The variables as bytes: the dict behind ``os.environ`` and ``os.environb`` on POSIX (every
+change through either lands in it), read directly: 18 lookups in it take about 2 us, through
+``os.environ`` or ``os.environb`` about 30 (each name encoded, each value decoded)."""
+
+
 def current_runtime() -> Runtime:
     """Read the settings now (start of an invocation) and return the matching runtime. The
-    variables are read on every call (a test or the local stack may change them); validating
-    them is done once per distinct set (about 0.1 ms a call before)."""
-    return _runtime_of(FunctionSettings.environ_values(os.environ))
+    variables are read on every call (a test or the local stack may change them), as bytes
+    (``_ENVIRON``); validating them is done once per distinct set (about 0.1 ms a call
+    before)."""
+    return _runtime_of(tuple(map(_ENVIRON.get, _NAMES)))
 
 
 @lru_cache(maxsize=4)
-def _runtime_of(values: tuple[tuple[str, str], ...]) -> Runtime:
-    return runtime_for(FunctionSettings.model_validate(dict(values)))
+def _runtime_of(values: tuple[bytes | None, ...]) -> Runtime:
+    found = {
+        name: os.fsdecode(value)
+        for (name, _), value in zip(_VARIABLES, values, strict=True)
+        if value is not None
+    }
+    return runtime_for(FunctionSettings.model_validate(found))
