@@ -39,8 +39,12 @@ from agent_memory.search.cache import IndexCache
 from agent_memory.search.columns import Known
 from agent_memory.search.fusion import Hit
 from agent_memory.search.index import ActorIndex
+from agent_memory.search.quantize import quantize_rows
 from agent_memory.stores.database import StoreDatabase
 
+HEAD_PROBE = 16 * 1024
+"""Bytes of an actor's kept form read with its generation, for its header (``snapshot.
+header``: JSON of well under this size); a form read up to its codes is read again from 0."""
 LOAD_BATCH = 2000
 """Memories read per HSCAN step when an actor's index is built."""
 KEEP_FROM = 64
@@ -167,30 +171,37 @@ class ActorIndexes:
 
     def _cold(self, bucket: str) -> tuple[ActorIndex, int]:
         """The actor's index for a container that has none: its kept index and the changes
-        since (the generation, the kept generation and the kept index's first part in one round
-        trip; the other parts, if any, in a second), or a build from the records. Returns the
-        index and the kept generation the database holds (-1: none)."""
+        since, or a build from the records. Returns the index and the kept generation the
+        database holds (-1: none).
+
+        The generation, the kept generation and the kept index's first ``HEAD_PROBE`` bytes
+        come in one round trip. A kept form with its codes last (``snapshot.head_bytes``) is
+        then read up to its codes in a second, and its codes are fetched when needed
+        (``KeptCodes``): a few rows' for a search, all of them in the background for an index
+        too large for float32 vectors, or before its first change. Any other kept form is read
+        whole (its other parts, if any, in a second round trip)."""
         actor = self._keys.actor(bucket)
         with database_errors():
             pipe = self._binary.pipeline(transaction=False)
             self.queue_generation(pipe, bucket)
-            pipe.get(actor.index_parts[0])
+            pipe.getrange(actor.index_parts[0], 0, HEAD_PROBE - 1)
             # A part that is not a string (WRONGTYPE) is an unreadable kept index, not a failure.
-            generation, first = pipe.execute(raise_on_error=False)
+            generation, probe = pipe.execute(raise_on_error=False)
         gen, kept = self.generation_of(generation)
-        unreadable = False
-        parts = [first] if first is not None else []
-        head = snapshot.header(parts) if isinstance(first, bytes) else None
-        if head is not None and isinstance(head.get("parts"), int) and head["parts"] > 1:
-            with database_errors():
-                pipe = self._binary.pipeline(transaction=False)
-                for key in actor.index_parts[1 : head["parts"]]:
-                    pipe.get(key)
-                parts += pipe.execute(raise_on_error=False)
         index = None
-        if parts:
+        parts: list[object] = [probe] if isinstance(probe, bytes) and probe else []
+        if probe is not None and not isinstance(probe, bytes):
+            parts = [probe]
+        head = snapshot.header(parts) if parts and isinstance(probe, bytes) else None
+        fetched = self._head_only(actor, head)
+        if fetched is not None:
+            index = fetched
+        elif parts and isinstance(probe, bytes):
+            parts = self._whole(actor, head)
+        unreadable = False
+        if parts and index is None:
             if all(isinstance(part, bytes) for part in parts):
-                index = snapshot.load(parts, self._store.dimensions)
+                index = snapshot.load(cast(list[bytes], parts), self._store.dimensions)
             unreadable = index is None
         if index is not None and index.gen > gen:
             index, unreadable = None, True  # kept ahead of the actor: cannot be, replace it
@@ -202,6 +213,54 @@ class ActorIndexes:
         if parts and unreadable:
             kept = -2  # a kept index that cannot be read here: replaced whatever its generation
         return index, kept
+
+    def _head_only(self, actor: ActorKeys, head: dict[str, Any] | None) -> ActorIndex | None:
+        """The index of a kept form whose codes come last (``head`` from its first bytes),
+        read up to its codes, its codes left to a ``KeptCodes``; None for any other form, or
+        when the form changed or could not be read meanwhile (the caller reads it whole)."""
+        length = snapshot.head_bytes(head) if head is not None else None
+        if head is None or length is None or length > snapshot.PART_BYTES:
+            return None
+        with database_errors():
+            prefix = self._binary.getrange(actor.index_parts[0], 0, length - 1)
+        if not isinstance(prefix, bytes) or snapshot.header([prefix]) != head:
+            return None  # kept again meanwhile
+        source = KeptCodes(self._binary, actor, head, prefix[: int(head["_data"])])
+        index = snapshot.load_head(prefix, self._store.dimensions, source)
+        if index is not None:
+            source.ids = index.ids
+        if index is not None and not index.fits_exact:
+            self._codes_later(index, source)
+        return index
+
+    def _whole(self, actor: ActorKeys, head: dict[str, Any] | None) -> list[object]:
+        """Every part of the kept form ``head`` describes (its first part read again whole),
+        in one round trip; what each ``GET`` answered."""
+        count = head["parts"] if head is not None and isinstance(head.get("parts"), int) else 1
+        with database_errors():
+            pipe = self._binary.pipeline(transaction=False)
+            for key in actor.index_parts[: max(1, min(count, len(actor.index_parts)))]:
+                pipe.get(key)
+            found: list[object] = pipe.execute(raise_on_error=False)
+        return [part for part in found if part is not None]
+
+    def _codes_later(self, index: ActorIndex, source: KeptCodes) -> None:
+        """Fetch every row's codes of an index read without them, in the process's
+        exact-read thread, so that its later searches score every pre-filtered row; a failure
+        leaves them to be fetched as needed, and is logged."""
+
+        def fetch() -> None:
+            try:
+                codes = source.all()
+                with index.lock:
+                    if index.codes_source is source:
+                        index.codes = codes.reshape(-1, index.dimensions)
+                        index.codes_source = None
+                self._cache.resized()
+            except Exception as exc:  # noqa: BLE001 - a thread's failure must not end the process
+                logger.warning("index codes not read", extra={"error": type(exc).__name__})
+
+        _read_exact_soon(fetch)
 
     def _go_exact_later(self, actor: ActorKeys, index: ActorIndex) -> None:
         """Read the exact vectors of an index loaded compact from its kept form, in the
@@ -408,6 +467,93 @@ class ActorIndexes:
         scores = (matrix.reshape(len(kept), vector.shape[0]) @ vector).tolist()
         rescored = [Hit(i, score) for (i, _), score in zip(kept, scores, strict=True)]
         return sorted(rescored, key=lambda h: -h.score)
+
+
+class KeptCodes:
+    """The int8 codes of an actor's kept form (format 4, ``search.snapshot``), read from the
+    database when needed (``search.columns.CodeSource``): some rows' (one ``GETRANGE`` each,
+    pipelined) or all of them. Each read also reads the form's header before and after the
+    codes, in the same pipeline: if either differs from ``head_bytes`` (another container kept
+    the index again meanwhile, numbering rows anew), the codes are made from the rows' stored
+    float32 vectors instead (``quantize_rows``), which are always right."""
+
+    def __init__(
+        self, binary: Any, actor: ActorKeys, head: dict[str, Any], head_bytes: bytes
+    ) -> None:
+        self._binary = binary
+        self._actor = actor
+        self._head = head_bytes
+        self._offset, self._width = snapshot.code_span(head)
+        self._rows = int(head["rows"])
+        self.ids: list[str | None] | None = None  # the index's ids, for the fallback
+
+    def _ranges(self, start: int, length: int) -> list[tuple[str, int, int]]:
+        """``(part key, first, last)`` byte ranges (inclusive) of ``length`` bytes from
+        ``start`` of the whole form, one per part they fall in."""
+        found = []
+        at, end = start, start + length
+        while at < end:
+            part = at // snapshot.PART_BYTES
+            stop = min(end, (part + 1) * snapshot.PART_BYTES)
+            base = part * snapshot.PART_BYTES
+            found.append((self._actor.index_parts[part], at - base, stop - 1 - base))
+            at = stop
+        return found
+
+    def _read(self, spans: list[list[tuple[str, int, int]]]) -> list[bytes] | None:
+        """The bytes of each span (its ranges joined), read between two reads of the header;
+        None when the header changed (or a range came back short)."""
+        with database_errors():
+            pipe = self._binary.pipeline(transaction=False)
+            pipe.getrange(self._actor.index_parts[0], 0, len(self._head) - 1)
+            for ranges in spans:
+                for key, first, last in ranges:
+                    pipe.getrange(key, first, last)
+            pipe.getrange(self._actor.index_parts[0], 0, len(self._head) - 1)
+            answers = pipe.execute()
+        if answers[0] != self._head or answers[-1] != self._head:
+            return None
+        found, at = [], 1
+        for ranges in spans:
+            chunk = b"".join(answers[at : at + len(ranges)])
+            at += len(ranges)
+            if len(chunk) != sum(last - first + 1 for _, first, last in ranges):
+                return None
+            found.append(chunk)
+        return found
+
+    def rows(self, rows: NDArray[np.intp]) -> NDArray[np.int8]:
+        """The codes of ``rows`` (``search.columns.CodeSource.rows``)."""
+        picked = rows.tolist()
+        spans = [self._ranges(self._offset + r * self._width, self._width) for r in picked]
+        found = self._read(spans) if all(0 <= r < self._rows for r in picked) else None
+        if found is None:
+            return self._from_vectors(picked)
+        return np.frombuffer(b"".join(found), dtype=np.int8).reshape(len(picked), self._width)
+
+    def all(self) -> NDArray[np.int8]:
+        """Every row's codes (``search.columns.CodeSource.all``)."""
+        found = self._read([self._ranges(self._offset, self._rows * self._width)])
+        if found is None:
+            return self._from_vectors(list(range(self._rows)))
+        return np.frombuffer(found[0], dtype=np.int8).reshape(self._rows, self._width)
+
+    def _from_vectors(self, rows: list[int]) -> NDArray[np.int8]:
+        """The codes of ``rows`` quantized from their stored float32 vectors (a row whose
+        vector is gone gets zeros: it scores 0, and the exact rescoring drops it)."""
+        codes = np.zeros((len(rows), self._width), dtype=np.int8)
+        ids = self.ids or []
+        named = [(n, ids[r]) for n, r in enumerate(rows) if r < len(ids) and ids[r] is not None]
+        for start in range(0, len(named), LOAD_BATCH):
+            batch = named[start : start + LOAD_BATCH]
+            with database_errors():
+                raws = self._binary.hmget(self._actor.memories, [i for _, i in batch])
+            for (n, _), raw in zip(batch, raws, strict=True):
+                blob = split_memory(raw)[1] if raw is not None else None
+                if blob is not None and len(blob) == self._width * 4:
+                    vector = np.frombuffer(blob, dtype=np.float32)[None, :]
+                    codes[n] = quantize_rows(vector)[0][0]
+        return codes
 
 
 def upsert_row(
