@@ -40,16 +40,12 @@ out["put"] = status
 status, body, _ = invoke("recall", build("recall", tenant, store))
 out["recall"] = status
 out["client_id"] = redis_client(os.environ["KIVIDB_CONTROL_URL"]).client_id()
-out["cold_routes"] = sum(
-    r._dependant is None for api in Api.instances() for r in api._static_routes + api._dynamic_routes
-)
+routes = [r for api in Api.instances() for r in api._static_routes + api._dynamic_routes]
+out["cold_routes"] = sum(r._dependant is None for r in routes)
 if reseed:  # else a snapshot taken without the hooks
     for function, args, kwargs in reversed(get_before_snapshot()):
         function(*args, **kwargs)
-out["warm_routes"] = sum(
-    r._dependant is not None for api in Api.instances()
-    for r in api._static_routes + api._dynamic_routes
-)
+out["warm_routes"] = sum(r._dependant is not None for r in routes)
 gc.collect()
 alive = gc.get_objects()
 secret = os.environ["KIVIDB_SECRET_KEY"]

@@ -9,7 +9,7 @@ import struct
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
 
 from agent_memory.search import snapshot
 from agent_memory.search.index import FETCHED_CANDIDATES, ActorIndex
@@ -119,7 +119,8 @@ def _as_format_3(blob: bytes) -> bytes:
     head["sections"] = [s for s in head["sections"] if s[0] != "bits"]
     text = json.dumps(head).encode()
     start = 8 + len(text) + (-(8 + len(text))) % 8
-    return snapshot.MAGIC + struct.pack("<I", len(text)) + text + bytes(start - 8 - len(text)) + data
+    padding = bytes(start - 8 - len(text))
+    return snapshot.MAGIC + struct.pack("<I", len(text)) + text + padding + data
 
 
 def test_a_kept_form_of_format_3_still_loads_and_knows_its_bits_when_needed():

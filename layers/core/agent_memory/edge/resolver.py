@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Callable
 from functools import partial
 from http import HTTPStatus
-from typing import Any
+from typing import Any, ClassVar
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import NotFoundError
@@ -87,7 +87,7 @@ class Api(APIGatewayHttpResolver):
     Route code reads ``app.principal`` (who is calling) and ``app.runtime`` (services).
     """
 
-    _instances: weakref.WeakSet[Api] = weakref.WeakSet()
+    _instances: ClassVar[weakref.WeakSet[Api]] = weakref.WeakSet()
 
     def __init__(
         self,

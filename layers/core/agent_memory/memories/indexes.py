@@ -192,7 +192,7 @@ class ActorIndexes:
         parts: list[object] = [probe] if isinstance(probe, bytes) and probe else []
         if probe is not None and not isinstance(probe, bytes):
             parts = [probe]
-        head = snapshot.header(parts) if parts and isinstance(probe, bytes) else None
+        head = snapshot.header([probe]) if isinstance(probe, bytes) and probe else None
         fetched = self._head_only(actor, head)
         if fetched is not None:
             index = fetched

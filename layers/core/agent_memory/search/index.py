@@ -58,9 +58,11 @@ FETCHED_CANDIDATES = 1000
 """Rows an index read without its int8 codes (``codes_source``) pre-filters by sign bits, at
 any size, and whose codes it fetches for one search (at least 20 per result): the first search
 of a new container reads about 1.5 KB a candidate at 1,536 dimensions instead of every row's
-codes (1,000 rows: 26 ms against 78 to 100 ms for all 10,000, on this loaded machine). On the clustered vectors of ``bench.cold_start`` the exact top ten of 50 queries were all
-among the 800 nearest by Hamming distance at 100,000 memories (and the 100 nearest at 10,000);
-the candidates' int8 scores, then the exact ones, order them (tests/unit/test_kept_codes.py)."""
+codes (1,000 rows: 26 ms against 78 to 100 ms for all 10,000, on this project's loaded
+machine). On the clustered vectors of ``bench.cold_start`` the exact top ten of 50 queries were
+all among the 800 nearest by Hamming distance at 100,000 memories (and the 100 nearest at
+10,000); the candidates' int8 scores, then the exact ones, order them
+(tests/unit/test_kept_codes.py)."""
 ERROR_WINDOW = 12.0
 """Standard deviations of int8 rounding error within which a compact search's candidates are
 all rescored (``ActorIndex._rescored``)."""

@@ -299,7 +299,7 @@ def head_bytes(head: dict[str, Any]) -> int | None:
     spans = {name: (offset, length) for name, _, offset, length in head.get("sections", [])}
     if "codes" not in spans or "bits" not in spans:
         return None
-    offset, length = spans["codes"]
+    offset, _ = spans["codes"]
     if any(o > offset for o, _ in spans.values()):
         return None
     return int(head["_data"]) + int(offset)
@@ -312,9 +312,7 @@ def code_span(head: dict[str, Any]) -> tuple[int, int]:
     return int(head["_data"]) + int(spans["codes"][0]), int(head["dimensions"])
 
 
-def load_head(
-    head_part: bytes, dimensions: int, source: CodeSource
-) -> ActorIndex | None:
+def load_head(head_part: bytes, dimensions: int, source: CodeSource) -> ActorIndex | None:
     """The index kept in a form 4 kept form, from its first ``head_bytes`` bytes only: every
     column but the int8 codes, which ``source`` fetches when they are needed
     (``ActorIndex.codes_source``: some rows' for a search, all of them before a change); None
@@ -345,9 +343,7 @@ def load_head(
     return index
 
 
-def _build(
-    blob: _Blob, head: dict[str, Any], dimensions: int, *, codes: bool
-) -> ActorIndex | None:
+def _build(blob: _Blob, head: dict[str, Any], dimensions: int, *, codes: bool) -> ActorIndex | None:
     base = head["_data"]
     spans = {
         name: (dtype, base + offset, length) for name, dtype, offset, length in head["sections"]

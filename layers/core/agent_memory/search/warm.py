@@ -38,7 +38,7 @@ def _made_up(rows: int, dimensions: int) -> ActorIndex:
     index = ActorIndex(dimensions=dimensions)
     ids = [f"mem_{n:020x}" for n in range(rows)]
     texts = [f"{_WORDS[n % len(_WORDS)]} {_WORDS[(n * 3 + 1) % len(_WORDS)]}" for n in range(rows)]
-    index.add_many(ids, vectors, texts, ["fact"] * rows, [n for n in range(rows)], [0] * rows)
+    index.add_many(ids, vectors, texts, ["fact"] * rows, list(range(rows)), [0] * rows)
     return index
 
 
