@@ -48,6 +48,16 @@ FIRST_USE_IMPORTS = (
 request (measured: the first recall of a new process imported these, 0.1 s of it on this
 project's loaded machine), so ``warm`` imports them before the snapshot."""
 
+PER_CONTAINER_CACHES = (
+    ("agent_memory.providers.secrets", "kms_client"),
+    ("agent_memory.providers.bedrock", "default_credentials"),
+    ("agent_memory.background.scheduler", "_aws_client"),
+    ("agent_memory.stores.registry", "stored_config"),
+)
+"""``(module, function)``: the ``functools`` caches of a container, outside its runtimes, that
+``forget`` clears when the module is loaded (and has it): the AWS clients, botocore's
+credentials, the stores' parsed settings."""
+
 _registered = False
 _forgetters: list[Callable[[], None]] = []
 
@@ -105,14 +115,10 @@ def forget() -> list[str]:
     if client is not None:
         client.redis_client.disconnect_all()
         dropped.append("redis clients")
-    for module, cached in (
-        ("agent_memory.providers.secrets", "kms_client"),
-        ("agent_memory.providers.bedrock", "default_credentials"),
-        ("agent_memory.background.scheduler", "_aws_client"),
-    ):
-        found = _loaded(module)
+    for module, cached in PER_CONTAINER_CACHES:
+        found = getattr(_loaded(module), cached, None)
         if found is not None:
-            getattr(found, cached).cache_clear()
+            found.cache_clear()
             dropped.append(f"{module}.{cached}")
     for forget_one in _forgetters:
         forget_one()
