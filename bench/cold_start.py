@@ -122,8 +122,8 @@ def drop_kept(binary: redis.Redis, config: StoreConfig) -> None:
     binary.hdel(actor.meta, KEPT_GEN)
 
 
-FAILED: list[tuple[str, int]] = []
-"""First recalls that did not answer 2xx: (case, status); the report lists them."""
+FAILED: list[tuple[str, str, int]] = []
+"""First recalls that did not answer 2xx: (case, variant, status); the report lists them."""
 START_TIMEOUT = 300.0
 """Seconds a stack process may take to start (a burst starts eight on a shared 2-core machine)."""
 
@@ -136,6 +136,7 @@ def first_recalls(
     after: list[float] | None = None,
     *,
     snapstart: bool = True,
+    variant: str = "kept",
 ) -> list[float]:
     """Start ``processes`` fresh stacks (running the SnapStart hooks after their imports unless
     not ``snapstart``), then send each its first recall at the same moment; their latencies
@@ -159,7 +160,7 @@ def first_recalls(
             answer = https[n].post(case.op_path("recall"), content=body)
             took[n] = (time.perf_counter() - started) * 1000
             if not answer.is_success:  # counted and reported, not a crash of the whole run
-                FAILED.append((case.label, answer.status_code))
+                FAILED.append((case.label, variant, answer.status_code))
 
         threads = [threading.Thread(target=one, args=(n,)) for n in range(processes)]
         for thread in threads:
@@ -238,15 +239,21 @@ def run_case(size: int, redis_url: str, args: argparse.Namespace) -> Outcome:
             body = recall_bodies[n % len(recall_bodies)]
             outcome.cold_kept += first_recalls(redis_url, case, body, 1, outcome.after_kept)
             bar.advance()
-            outcome.cold_unhooked += first_recalls(redis_url, case, body, 1, snapstart=False)
+            outcome.cold_unhooked += first_recalls(
+                redis_url, case, body, 1, snapstart=False, variant="kept, no hooks"
+            )
             bar.advance()
             drop_kept(binary, config)
-            outcome.cold_built += first_recalls(redis_url, case, body, 1)
+            outcome.cold_built += first_recalls(redis_url, case, body, 1, variant="built")
             bar.advance()
-        outcome.burst_kept = first_recalls(redis_url, case, recall_bodies[0], args.burst)
+        outcome.burst_kept = first_recalls(
+            redis_url, case, recall_bodies[0], args.burst, variant="burst, kept"
+        )
         bar.advance()
         drop_kept(binary, config)
-        outcome.burst_built = first_recalls(redis_url, case, recall_bodies[0], args.burst)
+        outcome.burst_built = first_recalls(
+            redis_url, case, recall_bodies[0], args.burst, variant="burst, built"
+        )
         bar.advance()
     check(redis_url, case, corpus, seeded, outcome)
     return outcome
@@ -361,8 +368,10 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, commit: str, elaps
             f"{max(o.burst_kept):.0f} ms | {percentile(o.warm, 50):.2f} ms |"
         )
     lines += ["", "![first recall](cold_start.png)", "", "## Details", ""]
-    failed = ", ".join(f"{label}: {status}" for label, status in FAILED) or "none"
-    lines.append(f"- First recalls that did not answer 2xx (their time is counted): {failed}.")
+    failed = ", ".join(f"{label} ({kind}): {status}" for label, kind, status in FAILED)
+    lines.append(
+        f"- First recalls that did not answer 2xx (their time is counted): {failed or 'none'}."
+    )
     for o in outcomes:
         per_memory = o.kept_bytes / o.case.size
         lines += [
