@@ -11,6 +11,7 @@ import sys
 import redis
 
 from tests.support.common import ROOT, unique
+from tests.support.handlers import build, invoke
 
 SCRIPT = r"""
 import gc, json, os, random, sys
@@ -114,6 +115,8 @@ def _restore(tenant, store, *, hooks):
         timeout=120,
         check=False,
     )
+    # The store goes with the test (the next test's tenant reuses the database).
+    invoke("delete_store", build("delete_store", tenant, store))
     assert done.returncode == 0, done.stderr[-3000:]
     lines = [line for line in done.stdout.splitlines() if line.startswith(("{", "["))]
     return json.loads(lines[0]), json.loads(lines[1])
