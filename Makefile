@@ -177,12 +177,14 @@ format: $(STAMP)
 	$(PY) -m ruff format .
 	$(PY) -m ruff check --fix .
 
-## validate: cfn-lint on template.yaml (and `sam validate --lint` when the SAM venv exists),
-## and docs/openapi.json matches the routes the functions declare
+## validate: cfn-lint on template.yaml (and, when the SAM venv exists, `sam validate --lint` and
+## tools.sam_aliases: every function has SnapStart and is invoked through its alias, as SAM
+## transforms the template), and docs/openapi.json matches the routes the functions declare
 validate: $(STAMP)
 	$(VENV)/bin/cfn-lint template.yaml
 	$(PY) -m tools.openapi --check
-	@if [ -x $(SAM) ]; then $(SAM) validate --lint --region us-east-1; fi
+	@if [ -x $(SAM) ]; then $(SAM) validate --lint --region us-east-1 \
+		&& $(SAM_VENV)/bin/python -m tools.sam_aliases; fi
 
 ## openapi: regenerate docs/openapi.json from the functions' routes
 openapi: $(STAMP) $(TS_DEPS)

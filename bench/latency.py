@@ -140,12 +140,15 @@ SCAN_RATIO = 2.0
 
 @contextmanager
 def local_stack(
-    redis_url: str, *, lazy_init: bool = False
+    redis_url: str, *, lazy_init: bool = False, snapstart: bool = True, timeout: float = 60.0
 ) -> Iterator[tuple[str, subprocess.Popen[bytes]]]:
     """``python -m local`` with one worker on a free port (see ``local.launch``); with
-    ``lazy_init`` its functions are imported by their first request (``KIVIDB_LAZY_INIT``)."""
+    ``lazy_init`` its functions are imported by their first request (``KIVIDB_LAZY_INIT``);
+    without ``snapstart`` it skips the SnapStart hooks after its imports (``KIVIDB_SNAPSTART``);
+    ``timeout``: seconds it may take to start."""
     with TemporaryDirectory() as local_dir:
         env: dict[str, str | None] = {
+            "KIVIDB_SNAPSTART": None if snapstart else "0",
             "KIVIDB_LAZY_INIT": "1" if lazy_init else None,
             "REDIS_URL": redis_url,
             "KIVIDB_API_KEY": API_KEY,
@@ -153,7 +156,7 @@ def local_stack(
             "KIVIDB_WORKERS": "1",
             "KIVIDB_INDEX_CACHE_MB": str(INDEX_CACHE_MB),
         }
-        with running_stack(env) as running:
+        with running_stack(env, timeout=timeout) as running:
             yield running
 
 

@@ -2,7 +2,9 @@
 
 Environment: ``PORT`` (default 3000), ``REDIS_URL``, ``KIVIDB_API_KEY``, ``KIVIDB_LOCAL_DIR``
 (default ``.local``), ``KIVIDB_WORKERS`` (worker processes, default 2), ``KIVIDB_LAZY_INIT``
-(``1``: import a function on its first request instead of at worker start).
+(``1``: import a function on its first request instead of at worker start), ``KIVIDB_SNAPSTART``
+(``0``: skip the SnapStart hooks a worker otherwise runs after its imports,
+``agent_memory.edge.snapstart``).
 
 Background work: the launcher process runs the local scheduler loop (``local/scheduler.py``), a
 daemon thread that invokes the template's ``BackgroundFunction`` when a session's extraction is

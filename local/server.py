@@ -32,6 +32,9 @@ ROOT = Path(__file__).resolve().parent.parent
 MAX_BODY_BYTES = 10 * 1024 * 1024  # API Gateway HTTP API payload limit
 PARAMETERS_ENV = "KIVIDB_LOCAL_PARAMETERS"
 LAZY_INIT_ENV = "KIVIDB_LAZY_INIT"
+# "0": skip the SnapStart hooks after loading the functions (template.yaml's SnapStart
+# parameter set to None); by default they run, as Lambda runs them around its snapshot.
+SNAPSTART_ENV = "KIVIDB_SNAPSTART"
 # The functions' scheduler (agent_memory.background.scheduler.make_scheduler): "local" serves
 # the port from the stack's database, where the launcher's scheduler loop (local/scheduler.py)
 # takes it up.
@@ -186,4 +189,11 @@ def create_app() -> Gateway:
         # that no request waits for it. KIVIDB_LAZY_INIT=1 defers it to the first request.
         for function in api.functions():
             function.module()
+        if os.environ.get(SNAPSTART_ENV) != "0":
+            # SnapStart's hooks as Lambda runs them around a snapshot, with none in between
+            # (agent_memory.edge.snapstart): the first-use work of what the functions loaded
+            # is done now, and every per-container cache is forgotten before any request.
+            from agent_memory.edge.snapstart import run_hooks
+
+            run_hooks()
     return Gateway(api)

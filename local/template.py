@@ -234,8 +234,10 @@ def read_http_api(template_path: Path, parameters: dict[str, str]) -> HttpApi:
         auth = resource.get("Properties", {}).get("Auth", {})
         default = auth.get("DefaultAuthorizer")
         if default:
+            # ``!Ref Function.Alias`` (its alias, as template.yaml names it) or
+            # ``!GetAtt Function.Arn``: the function is what the dot follows.
             arn = auth["Authorizers"][default]["FunctionArn"]
-            target = arn["!GetAtt"]
+            target = arn.get("!Ref") or arn["!GetAtt"]
             target_id = target.split(".")[0] if isinstance(target, str) else target[0]
             authorizer = functions[target_id]
 

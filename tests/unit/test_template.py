@@ -257,7 +257,7 @@ def test_no_other_policy_of_the_template_grants_kms_actions():
 
 BACKGROUND_ARN = {
     "!Sub": "arn:${AWS::Partition}:lambda:${AWS::Region}:${AWS::AccountId}"
-    ":function:${AWS::StackName}-background"
+    ":function:${AWS::StackName}-background:live"
 }
 ARMING_FUNCTIONS = {
     "AddEventsFunction",
@@ -296,7 +296,10 @@ def test_the_background_arn_everyone_uses_is_the_background_functions_name(resou
     props = resources["BackgroundFunction"]["Properties"]
     assert props["FunctionName"] == {"!Sub": "${AWS::StackName}-background"}
     assert "Events" not in props
-    assert BACKGROUND_ARN["!Sub"].endswith(":function:" + props["FunctionName"]["!Sub"])
+    # its alias (Globals' AutoPublishAlias), whose published versions SnapStart snapshots
+    alias = load_template(Path(ROOT / "template.yaml"))["Globals"]["Function"]["AutoPublishAlias"]
+    name = props["FunctionName"]["!Sub"]
+    assert BACKGROUND_ARN["!Sub"].endswith(f":function:{name}:{alias}")
 
 
 def test_the_scheduler_role_may_only_invoke_the_background_function(resources):
@@ -574,3 +577,48 @@ def test_only_the_provider_callers_may_call_bedrock_and_only_the_named_models():
         "ApplyConsolidationFunction",
     }
     assert attached == callers
+
+
+# --- SnapStart (docs/deploy.md#cold-starts): every function, behind its alias ---
+
+SNAPSTART_RUNTIMES = {"python3.12", "python3.13"}
+"""Python runtimes SnapStart takes (Python 3.12 and later; AWS Lambda's SnapStart guide)."""
+
+
+def test_every_function_publishes_versions_behind_the_alias_with_snapstart(template):
+    globals_ = template["Globals"]["Function"]
+    assert globals_["AutoPublishAlias"] == "live"
+    assert globals_["SnapStart"] == {"ApplyOn": {"!Ref": "SnapStart"}}
+    assert globals_["Runtime"] in SNAPSTART_RUNTIMES
+    parameter = template["Parameters"]["SnapStart"]
+    assert parameter["Default"] == "PublishedVersions"
+    assert parameter["AllowedValues"] == ["PublishedVersions", "None"]
+    layer = template["Resources"]["CoreLayer"]["Properties"]
+    assert layer["PublishLambdaVersion"] is True
+    assert set(layer["CompatibleRuntimes"]) <= SNAPSTART_RUNTIMES
+    for name, function in _functions(template).items():
+        props = function["Properties"]
+        # A new version at each change of any property, the layer's version among them
+        # (cfn-lint refuses this one in Globals, so each function says it).
+        assert props.get("AutoPublishAliasAllProperties") is True, name
+        # Nothing a function sets of its own takes SnapStart or the alias away from it, and
+        # nothing SnapStart refuses (provisioned concurrency, EFS, ephemeral storage over
+        # 512 MB) is set.
+        for taken in ("AutoPublishAlias", "SnapStart", "Runtime"):
+            assert taken not in props, (name, taken)
+        for refused in ("ProvisionedConcurrencyConfig", "FileSystemConfigs"):
+            assert refused not in props, (name, refused)
+        assert props.get("EphemeralStorage", {}).get("Size", 512) <= 512, name
+
+
+def test_api_gateway_calls_the_authorizers_alias(template):
+    http_api = template["Resources"]["HttpApi"]["Properties"]
+    authorizer = http_api["Auth"]["Authorizers"]["ApiKeyAuthorizer"]
+    assert authorizer["FunctionArn"] == {"!Ref": "AuthorizerFunction.Alias"}
+    assert authorizer["EnableFunctionDefaultPermissions"] is True  # SAM's permission: the alias
+
+
+def test_every_invocation_of_the_background_function_names_its_alias(template):
+    text = (ROOT / "template.yaml").read_text(encoding="utf-8")
+    named = re.findall(r"function:\$\{AWS::StackName\}-background[^\"]*", text)
+    assert named and set(named) == {"function:${AWS::StackName}-background:live"}

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import inspect
 import threading
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from functools import lru_cache
@@ -285,6 +286,21 @@ class ClientFactory:
         """Forget every client (and the scripts they loaded), as a new container starts."""
         self._cached.cache_clear()
 
+    def disconnect_all(self) -> int:
+        """Close the connections of every client made so far in this process, then forget
+        the clients (``cache_clear``); how many clients had connected. A closed client still
+        works: it connects again at its next command (``edge.snapstart``: no connection may
+        be in a SnapStart snapshot, nor outlive a restore)."""
+        made = [lazy._client for lazy in list(_LAZY_CLIENTS) if lazy._client is not None]
+        for client in made:
+            client.close()
+        self.cache_clear()
+        return len(made)
+
+
+_LAZY_CLIENTS: weakref.WeakSet[LazyClient] = weakref.WeakSet()
+"""Every ``LazyClient`` alive in this process (``ClientFactory.disconnect_all``)."""
+
 
 class LazyClient:
     """Stands in for the client of a URL until its first use, when it makes the real one (a
@@ -298,6 +314,7 @@ class LazyClient:
         self._guard = guard
         self._client: redis.Redis | RedisCluster | None = None
         self._lock = threading.Lock()
+        _LAZY_CLIENTS.add(self)
 
     def resolved(self) -> redis.Redis | RedisCluster:
         """The real client, made now if not yet. Errors: see ``ClientFactory.__call__``."""

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import json
 import re
+import weakref
 from collections.abc import Callable
 from functools import partial
 from http import HTTPStatus
-from typing import Any
+from typing import Any, ClassVar
 
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.api_gateway import Route
@@ -117,6 +118,8 @@ class Api(APIGatewayHttpResolver):
     Route code reads ``app.principal`` (who is calling) and ``app.runtime`` (services).
     """
 
+    _instances: ClassVar[weakref.WeakSet[Api]] = weakref.WeakSet()
+
     def __init__(
         self,
         *,
@@ -156,11 +159,31 @@ class Api(APIGatewayHttpResolver):
         self.exception_handler(NotFoundError)(self._route_not_found)
         self.not_found(self._route_not_found)
         self.exception_handler(Exception)(self._bug)
+        Api._instances.add(self)
         self.lambda_handler: Callable[[dict[str, Any], LambdaContext], dict[str, Any]] = (
             logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_HTTP)(
                 metrics.log_metrics(self._entry)
             )
         )
+
+    @classmethod
+    def instances(cls) -> list[Api]:
+        """Every ``Api`` of this process (one per function module loaded)."""
+        return list(cls._instances)
+
+    def prepare_routes(self) -> int:
+        """Build now what Powertools builds at a route's first request (its validation
+        models: the route's dependant and body field), for every route; how many routes.
+        ``edge.snapstart`` calls it before Lambda's snapshot."""
+        routes = self._static_routes + self._dynamic_routes
+        for route in routes:
+            _ = route.dependant, route.body_field
+        return len(routes)
+
+    def forget_request(self) -> None:
+        """Drop the last request's caller and runtime (``edge.snapstart.forget``)."""
+        self._principal = None
+        self._runtime = None
 
     @property
     def principal(self) -> Principal:

@@ -22,6 +22,7 @@ from functools import cached_property, lru_cache
 from typing import TYPE_CHECKING
 
 from agent_memory.clock import Clock, SystemClock
+from agent_memory.edge import snapstart
 from agent_memory.edge.settings import FunctionSettings
 
 if TYPE_CHECKING:
@@ -322,3 +323,14 @@ def _runtime_of(values: tuple[bytes | None, ...]) -> Runtime:
         if value is not None
     }
     return runtime_for(FunctionSettings.model_validate(found))
+
+
+def forget_runtimes() -> None:
+    """Forget every ``Runtime`` of this container, and with them their clients, settings and
+    caches: the next invocation reads its settings and builds its services anew
+    (``edge.snapstart``, around a SnapStart snapshot)."""
+    _runtime_of.cache_clear()
+    runtime_for.cache_clear()
+
+
+snapstart.register()  # every function that reads a setting gets the SnapStart hooks

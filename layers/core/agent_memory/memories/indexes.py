@@ -24,6 +24,7 @@ from redis.client import Pipeline
 from agent_memory.database.client import database_errors, unless_writes_refused
 from agent_memory.database.keys import ActorKeys
 from agent_memory.database.scripts import load_script
+from agent_memory.memories.kept_codes import KeptCodes
 from agent_memory.memories.records import (
     F,
     raw_facts,
@@ -41,6 +42,9 @@ from agent_memory.search.fusion import Hit
 from agent_memory.search.index import ActorIndex
 from agent_memory.stores.database import StoreDatabase
 
+HEAD_PROBE = 16 * 1024
+"""Bytes of an actor's kept form read with its generation, for its header (``snapshot.
+header``: JSON of well under this size); a form read up to its codes is read again from 0."""
 LOAD_BATCH = 2000
 """Memories read per HSCAN step when an actor's index is built."""
 KEEP_FROM = 64
@@ -167,30 +171,37 @@ class ActorIndexes:
 
     def _cold(self, bucket: str) -> tuple[ActorIndex, int]:
         """The actor's index for a container that has none: its kept index and the changes
-        since (the generation, the kept generation and the kept index's first part in one round
-        trip; the other parts, if any, in a second), or a build from the records. Returns the
-        index and the kept generation the database holds (-1: none)."""
+        since, or a build from the records. Returns the index and the kept generation the
+        database holds (-1: none).
+
+        The generation, the kept generation and the kept index's first ``HEAD_PROBE`` bytes
+        come in one round trip. A kept form with its codes last (``snapshot.head_bytes``) is
+        then read up to its codes in a second, and its codes are fetched when needed
+        (``KeptCodes``): a few rows' for a search, all of them in the background for an index
+        too large for float32 vectors, or before its first change. Any other kept form is read
+        whole (its other parts, if any, in a second round trip)."""
         actor = self._keys.actor(bucket)
         with database_errors():
             pipe = self._binary.pipeline(transaction=False)
             self.queue_generation(pipe, bucket)
-            pipe.get(actor.index_parts[0])
+            pipe.getrange(actor.index_parts[0], 0, HEAD_PROBE - 1)
             # A part that is not a string (WRONGTYPE) is an unreadable kept index, not a failure.
-            generation, first = pipe.execute(raise_on_error=False)
+            generation, probe = pipe.execute(raise_on_error=False)
         gen, kept = self.generation_of(generation)
-        unreadable = False
-        parts = [first] if first is not None else []
-        head = snapshot.header(parts) if isinstance(first, bytes) else None
-        if head is not None and isinstance(head.get("parts"), int) and head["parts"] > 1:
-            with database_errors():
-                pipe = self._binary.pipeline(transaction=False)
-                for key in actor.index_parts[1 : head["parts"]]:
-                    pipe.get(key)
-                parts += pipe.execute(raise_on_error=False)
         index = None
-        if parts:
+        parts: list[object] = [probe] if isinstance(probe, bytes) and probe else []
+        if probe is not None and not isinstance(probe, bytes):
+            parts = [probe]
+        head = snapshot.header([probe]) if isinstance(probe, bytes) and probe else None
+        fetched = self._head_only(actor, head)
+        if fetched is not None:
+            index = fetched
+        elif parts and isinstance(probe, bytes):
+            parts = self._whole(actor, head)
+        unreadable = False
+        if parts and index is None:
             if all(isinstance(part, bytes) for part in parts):
-                index = snapshot.load(parts, self._store.dimensions)
+                index = snapshot.load(cast(list[bytes], parts), self._store.dimensions)
             unreadable = index is None
         if index is not None and index.gen > gen:
             index, unreadable = None, True  # kept ahead of the actor: cannot be, replace it
@@ -201,7 +212,57 @@ class ActorIndexes:
                 index = self._load(actor)
         if parts and unreadable:
             kept = -2  # a kept index that cannot be read here: replaced whatever its generation
+        elif index is not None and head is not None and head.get("format") != snapshot.FORMAT:
+            kept = -2  # read from an older form: kept again in the current one
         return index, kept
+
+    def _head_only(self, actor: ActorKeys, head: dict[str, Any] | None) -> ActorIndex | None:
+        """The index of a kept form whose codes come last (``head`` from its first bytes),
+        read up to its codes, its codes left to a ``KeptCodes``; None for any other form, or
+        when the form changed or could not be read meanwhile (the caller reads it whole)."""
+        length = snapshot.head_bytes(head) if head is not None else None
+        if head is None or length is None or length > snapshot.PART_BYTES:
+            return None
+        with database_errors():
+            prefix = self._binary.getrange(actor.index_parts[0], 0, length - 1)
+        if not isinstance(prefix, bytes) or snapshot.header([prefix]) != head:
+            return None  # kept again meanwhile
+        source = KeptCodes(self._binary, actor, head, prefix[: int(head["_data"])])
+        index = snapshot.load_head(prefix, self._store.dimensions, source)
+        if index is not None:
+            source.ids = index.ids
+        if index is not None and not index.fits_exact:
+            self._codes_later(index, source)
+        return index
+
+    def _whole(self, actor: ActorKeys, head: dict[str, Any] | None) -> list[object]:
+        """Every part of the kept form ``head`` describes (its first part read again whole),
+        in one round trip; what each ``GET`` answered."""
+        count = head["parts"] if head is not None and isinstance(head.get("parts"), int) else 1
+        with database_errors():
+            pipe = self._binary.pipeline(transaction=False)
+            for key in actor.index_parts[: max(1, min(count, len(actor.index_parts)))]:
+                pipe.get(key)
+            found: list[object] = pipe.execute(raise_on_error=False)
+        return [part for part in found if part is not None]
+
+    def _codes_later(self, index: ActorIndex, source: KeptCodes) -> None:
+        """Fetch every row's codes of an index read without them, in the process's
+        exact-read thread, so that its later searches score every pre-filtered row; a failure
+        leaves them to be fetched as needed, and is logged."""
+
+        def fetch() -> None:
+            try:
+                codes = source.all()
+                with index.lock:
+                    if index.codes_source is source:
+                        index.codes = codes.reshape(-1, index.dimensions)
+                        index.codes_source = None
+                self._cache.resized()
+            except Exception as exc:  # noqa: BLE001 - a thread's failure must not end the process
+                logger.warning("index codes not read", extra={"error": type(exc).__name__})
+
+        _read_exact_soon(fetch)
 
     def _go_exact_later(self, actor: ActorKeys, index: ActorIndex) -> None:
         """Read the exact vectors of an index loaded compact from its kept form, in the

@@ -10,13 +10,26 @@ import threading
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 from numpy.typing import NDArray
 
 from agent_memory.search.quantize import bit_bytes
 from agent_memory.search.selection import RowFacts
+
+
+class CodeSource(Protocol):
+    """Where the int8 codes of an index read without them come from (``search.snapshot.
+    load_head``; ``memories.indexes.KeptCodes`` reads them from the kept form)."""
+
+    def rows(self, rows: NDArray[np.intp]) -> NDArray[np.int8]:
+        """The codes of ``rows`` (one row of ``dimensions`` codes each, in that order)."""
+        ...
+
+    def all(self) -> NDArray[np.int8]:
+        """The codes of every row the index was read with."""
+        ...
 
 
 @dataclass
@@ -77,6 +90,10 @@ class IndexColumns:
     # True when the sign bits of the compact rows were not computed (an index read from its
     # kept form): they are, at the first search that pre-filters by them.
     bits_unknown: bool = False
+    # Read from its kept form without its int8 codes (``search.snapshot.load_head``): where
+    # they come from, some rows' for a search, all before the first change
+    # (``ActorIndex.ensure_codes``); None once they are here, and for any other index.
+    codes_source: CodeSource | None = field(default=None, repr=False)
     # While the exact form of a compact index is being read (``go_exact``): the vectors of the
     # rows entered since, by id.
     pending: dict[str, NDArray[np.float32]] | None = field(default=None, repr=False)
@@ -99,6 +116,22 @@ class IndexColumns:
         self.valid_from = np.zeros(0, dtype=np.int64)
         self.valid_until = np.zeros(0, dtype=np.int64)
         self.occurred = np.zeros(0, dtype=np.int64)
+
+    def ensure_codes(self) -> None:
+        """Fetch every row's int8 codes now when the index was read without them
+        (``codes_source``), before anything that changes or dumps them. The caller holds
+        ``lock``. Errors: those of the source (``DatabaseUnavailable``)."""
+        source = self.codes_source
+        if source is not None:
+            self.codes = source.all().reshape(-1, self.dimensions)
+            self.codes_source = None
+
+    def codes_for(self, rows: NDArray[np.intp]) -> NDArray[np.int8]:
+        """The int8 codes of ``rows`` of a compact index: from the codes held, or, while they
+        are not (``codes_source``), fetched for just these rows."""
+        if self.codes_source is not None:
+            return self.codes_source.rows(rows).reshape(rows.size, self.dimensions)
+        return self.codes[rows]
 
 
 class Known(NamedTuple):

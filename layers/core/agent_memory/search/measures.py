@@ -27,7 +27,7 @@ def cosines(
         return {}
     picked = np.array([row for _, row in rows], dtype=np.intp)
     if index.compact:
-        codes = index.codes[picked].astype(np.float32)
+        codes = index.codes_for(picked).astype(np.float32)
         values = (codes @ vector) * index.scales[picked]
     else:
         values = index.matrix[picked] @ vector

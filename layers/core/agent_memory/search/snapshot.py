@@ -44,14 +44,18 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from agent_memory.search.columns import CodeSource
 from agent_memory.search.index import ActorIndex
-from agent_memory.search.quantize import BLOCK, quantize_rows
+from agent_memory.search.quantize import BLOCK, bit_bytes, quantize_rows
 from agent_memory.search.selection import NEVER, UNKNOWN
 from agent_memory.search.tokenizer import FIELD_MARK, TOKENIZER_VERSION
 
-FORMAT = 3
-"""The layout's version; a kept form of another version is not read. 3: the postings hold the
-field tokens of topics and metadata values (``search.tokenizer.field_tokens``)."""
+FORMAT = 4
+"""The layout's version. 3: the postings hold the field tokens of topics and metadata values
+(``search.tokenizer.field_tokens``); 4: also the rows' packed sign bits, and the int8 codes come
+last, so that a reader can take everything before them (``head_bytes``, ``load_head``) and the
+codes later, or only some rows' (``code_span``). Forms 3 and 4 are read; any other is not."""
+READ_FORMATS = (3, 4)
 MAGIC = b"KVX1"
 PART_BYTES = 256 * 1024 * 1024
 """Bytes per part of a kept form (each part is one Redis string, at most 512 MB; a section that
@@ -110,8 +114,8 @@ def dump(index: ActorIndex, max_parts: int = MAX_PARTS) -> list[bytes]:
         add(name + "_rows", odd.astype(np.int32))
         add(name, column[odd])
     codes, scales = _codes(index, live)
-    add("codes", codes)
     add("scales", scales)
+    add("bits", _bits(index, live, codes))
     _add_postings(index, renumber, rows, add)
     terms = sorted({term for row in live.tolist() for term in index.row_filters[row]})
     term_of = {term: n for n, term in enumerate(terms)}
@@ -123,6 +127,7 @@ def dump(index: ActorIndex, max_parts: int = MAX_PARTS) -> list[bytes]:
     add("filter_terms", json.dumps(terms).encode())
     add("filter_rows", np.array([p[0] for p in pairs], dtype=np.int32))
     add("filter_term_ids", np.array([p[1] for p in pairs], dtype=np.int32))
+    add("codes", codes)  # last: everything before it is the head (``head_bytes``)
     header: dict[str, Any] = {
         "format": FORMAT,
         "tokenizer": TOKENIZER_VERSION,
@@ -163,6 +168,7 @@ def _codes(
     """The int8 codes and scales of the live rows (quantized here when the index holds
     float32 vectors, a block at a time)."""
     if index.compact:
+        index.ensure_codes()
         return index.codes[live], index.scales[live]
     codes = np.empty((live.size, index.dimensions), dtype=np.int8)
     scales = np.empty(live.size, dtype=np.float32)
@@ -172,6 +178,17 @@ def _codes(
             index.matrix[chunk]
         )
     return codes, scales
+
+
+def _bits(index: ActorIndex, live: NDArray[np.intp], codes: NDArray[np.int8]) -> NDArray[np.uint8]:
+    """The packed sign bits of the live rows: the index's own when it knows them, else those
+    of the int8 codes (``ActorIndex._know_bits`` computes them so too)."""
+    if index.compact and not index.bits_unknown and index.codes_source is None:
+        return index.bits[live]
+    bits = np.empty((live.size, (index.dimensions + 7) // 8), dtype=np.uint8)
+    for start in range(0, live.size, BLOCK):
+        bits[start : start + BLOCK] = np.packbits(codes[start : start + BLOCK] > 0, axis=1)
+    return bits
 
 
 def _add_postings(index: ActorIndex, renumber: NDArray[np.int64], rows: int, add: Any) -> None:
@@ -255,13 +272,13 @@ def load(parts: Sequence[bytes], dimensions: int) -> ActorIndex | None:
     head = header(parts)
     if (
         head is None
-        or head.get("format") != FORMAT
+        or head.get("format") not in READ_FORMATS
         or head.get("tokenizer") != TOKENIZER_VERSION
         or head.get("dimensions") != dimensions
     ):
         return None
     try:
-        return _build(_Blob(parts), head, dimensions)
+        return _build(_Blob(parts), head, dimensions, codes=True)
     except (
         ValueError,
         KeyError,
@@ -274,7 +291,59 @@ def load(parts: Sequence[bytes], dimensions: int) -> ActorIndex | None:
         return None  # a damaged kept form: the caller builds from the records
 
 
-def _build(blob: _Blob, head: dict[str, Any], dimensions: int) -> ActorIndex | None:
+def head_bytes(head: dict[str, Any]) -> int | None:
+    """How many bytes of a kept form come before its int8 codes (``header``'s ``head``): what
+    ``load_head`` reads; None for a form whose codes do not come last (form 3)."""
+    if head.get("format") != 4:
+        return None
+    spans = {name: (offset, length) for name, _, offset, length in head.get("sections", [])}
+    if "codes" not in spans or "bits" not in spans:
+        return None
+    offset, _ = spans["codes"]
+    if any(o > offset for o, _ in spans.values()):
+        return None
+    return int(head["_data"]) + int(offset)
+
+
+def code_span(head: dict[str, Any]) -> tuple[int, int]:
+    """``(offset, row bytes)`` of the int8 codes in the whole of a kept form (its parts joined):
+    row ``r``'s codes are the ``row bytes`` bytes at ``offset + r * row bytes``."""
+    spans = {name: (offset, length) for name, _, offset, length in head["sections"]}
+    return int(head["_data"]) + int(spans["codes"][0]), int(head["dimensions"])
+
+
+def load_head(head_part: bytes, dimensions: int, source: CodeSource) -> ActorIndex | None:
+    """The index kept in a form 4 kept form, from its first ``head_bytes`` bytes only: every
+    column but the int8 codes, which ``source`` fetches when they are needed
+    (``ActorIndex.codes_source``: some rows' for a search, all of them before a change); None
+    as ``load`` for anything it cannot read."""
+    head = header([head_part])
+    if (
+        head is None
+        or head.get("format") != 4
+        or head.get("tokenizer") != TOKENIZER_VERSION
+        or head.get("dimensions") != dimensions
+        or head_bytes(head) != len(head_part)
+    ):
+        return None
+    try:
+        index = _build(_Blob([head_part]), head, dimensions, codes=False)
+    except (
+        ValueError,
+        KeyError,
+        IndexError,
+        TypeError,
+        AttributeError,
+        OverflowError,
+        RecursionError,
+    ):
+        return None
+    if index is not None:
+        index.codes_source = source
+    return index
+
+
+def _build(blob: _Blob, head: dict[str, Any], dimensions: int, *, codes: bool) -> ActorIndex | None:
     base = head["_data"]
     spans = {
         name: (dtype, base + offset, length) for name, dtype, offset, length in head["sections"]
@@ -301,9 +370,18 @@ def _build(blob: _Blob, head: dict[str, Any], dimensions: int) -> ActorIndex | N
     # Exactly the rows kept: the first row added grows every column (copies), and until then
     # the codes and scales are read-only views of the bytes read (``ActorIndex._writable``).
     index.reserve(rows)
-    index.codes = column("codes").reshape(rows, dimensions)
+    if codes:
+        index.codes = column("codes").reshape(rows, dimensions)
+    else:  # fetched later, by ``ActorIndex.codes_source``
+        index.codes = np.zeros((0, dimensions), dtype=np.int8)
     index.scales = column("scales")
-    index.bits_unknown = True
+    if len(index.scales) != rows:
+        return None
+    if "bits" in spans:  # form 4: the sign bits are kept too
+        index.bits = column("bits").reshape(rows, bit_bytes(dimensions))
+        index.bits_unknown = False
+    else:
+        index.bits_unknown = True
     index.created[:rows] = column("created")
     index.expires[:rows] = column("expires")
     index.alive[:rows] = True
