@@ -33,19 +33,19 @@ client comes from the peer repository's ``server/v0.15.0`` tag; then ``mcp<2``,
 ``redis>=6.3,<7`` and ``pip uninstall rich``, as ``throughput.md`` tells; ``--peer-redis-stack``
 the wheel's ``redis-stack-server`` folder, whose ``redis-server`` needs OpenSSL 1.1:
 ``--peer-ld-path`` a folder with ``libssl.so.1.1`` and ``libcrypto.so.1.1``, e.g. those bundled
-in the ``psycopg2-binary==2.9.5`` wheel): Redis Stack 7.4 with its search module, the server under uvicorn with two
-workers and in-process background tasks (``USE_DOCKET=false``), extraction, topics and entities
-off, its embedding model an OpenAI-shaped stand-in on loopback (``bench.embedding_server`` with
-a lookup encoder) that answers each text with the same vector this benchmark gives the local
-stack (any other text: a fixed pseudo-random unit vector of its hash), so both search the same
-vectors and no model runs. The same 10,000 memories are added through its API (not deduplicated)
-and waited for in its index. Its operations: ``POST /v1/long-term-memory/search`` (the user's
-memories, limit 10), ``POST /v1/memory/prompt`` (a session and its long-term search: recall),
-``PUT /v1/working-memory/{session}`` with the 2 messages (its API has no append: the session is
-replaced), ``POST /v1/long-term-memory/`` with one memory (indexed in the background after the
-answer). Its figures include the embedding call to the stand-in (loopback HTTP); the stand-in's
-own time per call is measured and reported. Writes ``bench/results/throughput.md`` and ``.png``.
-"""
+in the ``psycopg2-binary==2.9.5`` wheel): Redis Stack 7.4 with its search module, the server
+under uvicorn with two workers and in-process background tasks (``USE_DOCKET=false``),
+extraction, topics and entities off, its embedding model an OpenAI-shaped stand-in on loopback
+(``bench.embedding_server`` with a lookup encoder) that answers each text with the same vector
+this benchmark gives the local stack (any other text: a fixed pseudo-random unit vector of its
+hash), so both search the same vectors and no model runs. The same 10,000 memories are added
+through its API (not deduplicated) and waited for in its index. Its operations: ``POST
+/v1/long-term-memory/search`` (the user's memories, limit 10), ``POST /v1/memory/prompt`` (a
+session and its long-term search: recall), ``PUT /v1/working-memory/{session}`` with the 2
+messages (its API has no append: the session is replaced), ``POST /v1/long-term-memory/`` with
+one memory (indexed in the background after the answer). Its figures include the embedding call
+to the stand-in (loopback HTTP); the stand-in's own time per call is measured and reported.
+Writes ``bench/results/throughput.md`` and ``.png``. """
 
 from __future__ import annotations
 
