@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-runs unit integration e2e lint format validate openapi build deploy replay fuzz \
 	console console-screenshots typescript typescript-schema bench bench-working-memory bench-request-path bench-cold-start bench-retrieval bench-latency bench-background bench-updates bench-faults \
-	bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache clean
+	bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache bench-throughput bench-ab clean
 
 # tools.install: the virtualenv with progress (a bar per step on a terminal, one line per step
 # piped) and pip's output in .local/install.log, which its first line names.
@@ -220,7 +220,7 @@ $(BENCH_STAMP): $(STAMP) bench/requirements.txt
 	@touch $(BENCH_STAMP)
 
 ## bench: every benchmark; each writes a table and a plot under bench/results/
-bench: bench-working-memory bench-latency bench-cold-start bench-request-path bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache
+bench: bench-working-memory bench-latency bench-cold-start bench-request-path bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache bench-throughput
 
 ## bench-working-memory: add events and recall through the local stack, vs in-process baselines
 bench-working-memory: $(BENCH_STAMP)
@@ -286,6 +286,20 @@ bench-reads: $(BENCH_STAMP)
 ## layout (bench/results/prefix_cache.md)
 bench-prefix-cache: $(BENCH_STAMP)
 	$(PY) -m bench.prefix_cache $(ARGS)
+
+## bench-throughput: 1, 4, 16 and 64 clients against the local stack with 2 workers (search,
+## recall, add events, add memory at 10,000 x 384): req/s, p50 / p99, saturation points; with
+## ARGS="--peer-python ... --peer-redis-stack ..." agent-memory-server under the same load
+## (bench/results/throughput.md)
+bench-throughput: $(BENCH_STAMP)
+	$(PY) -m bench.throughput $(ARGS)
+
+## bench-ab: interleaved A/B of bench-request-path and bench-latency between checkout OLD and
+## this one, new / old per route with PASS or FAIL (10% bound) and cProfile call counts per
+## request; e.g. `git worktree add ../base 7cd5664 && make bench-ab OLD=../base`
+## (bench/results/request_path-ab.md, latency-ab.md)
+bench-ab: $(BENCH_STAMP)
+	$(PY) -m bench.ab --old $(OLD) $(ARGS)
 
 ## bench-scale: 1,000,000 memories of 384 dimensions on a three-primary cluster: memory per
 ## memory and per shard, reads warm and cold, counts, 10,000 sessions appending, DELETE

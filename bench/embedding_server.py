@@ -1,9 +1,10 @@
 """A local OpenAI-shaped embeddings server for the benchmarks: ``all-MiniLM-L6-v2`` on the CPU.
 
 ``POST /v1/embeddings`` takes ``{"model": str, "input": str | [str, ...], "encoding_format"?:
-"float", "dimensions"?: 384}`` and answers ``{"object": "list", "data": [{"object":
-"embedding", "index": i, "embedding": [384 floats]}], "model": ..., "usage": {"prompt_tokens",
-"total_tokens"}}`` (OpenAI API reference, "Embeddings"), the vectors unit length, one model
+"float" | "base64", "dimensions"?: 384}`` and answers ``{"object": "list", "data": [{"object":
+"embedding", "index": i, "embedding": [384 floats] or, for base64, their float32 bytes
+(little-endian) in base64}], "model": ..., "usage": {"prompt_tokens", "total_tokens"}}``
+(OpenAI API reference, "Embeddings"), the vectors unit length, one model
 call per request (inputs batched through the model). ``GET /v1/models`` lists the model (the
 benchmark waits on it). Errors are OpenAI-shaped: ``{"error": {"message", "type", "code"}}``.
 
@@ -18,8 +19,10 @@ bench/requirements.txt`` (``torch==2.13.0`` first: see that file).
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
+import struct
 import sys
 import threading
 from collections.abc import Sequence
@@ -89,8 +92,10 @@ class BadRequest(Exception):
     """The request is not one this server answers (400, ``invalid_request_error``)."""
 
 
-def parse_request(body: bytes) -> tuple[str, list[str]]:
-    """The model name and the inputs of an embeddings request body; raises ``BadRequest``."""
+def parse_request(body: bytes) -> tuple[str, list[str], str]:
+    """The model name, the inputs and the encoding format (``float`` or ``base64``: the
+    float32 values, little-endian, in base64, as OpenAI's clients ask by default) of an
+    embeddings request body; raises ``BadRequest``."""
     try:
         payload = json.loads(body)
     except (UnicodeDecodeError, json.JSONDecodeError):
@@ -108,17 +113,23 @@ def parse_request(body: bytes) -> tuple[str, list[str]]:
         raise BadRequest(f"'input' holds at most {MAX_INPUTS} items.")
     if not all(isinstance(text, str) and text for text in inputs):
         raise BadRequest("Every item of 'input' must be a non-empty string (no token arrays).")
-    if payload.get("encoding_format", "float") != "float":
-        raise BadRequest("Only encoding_format 'float' is served.")
+    encoding = payload.get("encoding_format") or "float"
+    if encoding not in ("float", "base64"):
+        raise BadRequest("encoding_format is 'float' or 'base64'.")
     dimensions = payload.get("dimensions")
     if dimensions is not None and dimensions != DIMENSIONS:
         raise BadRequest(f"This model gives {DIMENSIONS} dimensions only.")
-    return model, inputs
+    return model, inputs, encoding
 
 
-def answer(encoder: Encoder, model: str, inputs: list[str]) -> dict[str, Any]:
-    """The OpenAI-shaped answer for ``inputs``, embedded in one batched model call."""
-    vectors = encoder.encode(inputs)
+def answer(
+    encoder: Encoder, model: str, inputs: list[str], encoding: str = "float"
+) -> dict[str, Any]:
+    """The OpenAI-shaped answer for ``inputs``, embedded in one batched model call; with
+    ``encoding`` ``base64`` each embedding is its float32 values (little-endian) in base64."""
+    vectors: list[Any] = encoder.encode(inputs)
+    if encoding == "base64":
+        vectors = [base64.b64encode(struct.pack(f"<{len(v)}f", *v)).decode() for v in vectors]
     tokens = encoder.count_tokens(inputs)
     return {
         "object": "list",
@@ -172,11 +183,11 @@ def make_server(encoder: Encoder, host: str = "127.0.0.1", port: int = 0) -> Thr
                 self._error(HTTPStatus.NOT_FOUND, f"No route {self.path}.", "not_found")
                 return
             try:
-                model, inputs = parse_request(body)
+                model, inputs, encoding = parse_request(body)
             except BadRequest as error:
                 self._error(HTTPStatus.BAD_REQUEST, str(error), "invalid_request_error")
                 return
-            self._send(HTTPStatus.OK, answer(encoder, model, inputs))
+            self._send(HTTPStatus.OK, answer(encoder, model, inputs, encoding))
 
     server = ThreadingHTTPServer((host, port), Handler)
     server.daemon_threads = True

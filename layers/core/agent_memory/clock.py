@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
+
+EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+MILLISECOND = timedelta(milliseconds=1)
 
 
 class Clock(Protocol):
@@ -20,8 +23,12 @@ class SystemClock:
 
 
 def to_ms(moment: datetime) -> int:
-    """Milliseconds since the Unix epoch (the unit of every time kept in Redis)."""
-    return int(moment.timestamp() * 1000)
+    """Milliseconds since the Unix epoch (the unit of every time kept in Redis), whole ones
+    (earlier moments rounded down), counted exactly: ``timestamp() * 1000`` in floating point
+    reads 16.205 s as 16,204.999... ms, so a time converted to ``datetime`` and back moved by
+    one. A naive ``moment`` is local time, as ``datetime.timestamp`` takes it."""
+    aware = moment if moment.tzinfo is not None else moment.astimezone()
+    return (aware - EPOCH) // MILLISECOND
 
 
 def from_ms(ms: int | str) -> datetime:

@@ -442,7 +442,7 @@ def _refuse(problems: list[dict[str, str]]) -> None:
 
 def _record(memory: ImportedMemory) -> MemoryRecord:
     """The record an imported memory is kept as (``valid_from`` defaults to ``created_at``)."""
-    return converted(memory, MemoryRecord, validate=True)
+    return converted(memory, MemoryRecord)
 
 
 def _vector_bytes(text: str, dimensions: int) -> bytes:

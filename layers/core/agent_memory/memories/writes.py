@@ -245,7 +245,6 @@ class MemoryWriter:
         record = converted(
             body,
             MemoryRecord,
-            validate=True,
             id=memory_id,
             text=text,
             topics=topics,
