@@ -15,7 +15,7 @@ from typing import Literal
 from pydantic import Field
 
 from agent_memory.database.keys import actor_tag
-from agent_memory.models import View
+from agent_memory.models import View, said
 
 ConsolidationStatus = Literal[
     "queued", "running", "proposed", "applied", "discarded", "failed", "reverted"
@@ -31,7 +31,9 @@ CONSOLIDATION_STATUSES: tuple[str, ...] = (
 )
 StepAction = Literal["merge", "update", "drop"]
 StepStatus = Literal["planned", "applied", "conflict", "discarded", "reverted"]
-CONSOLIDATION_ID_PATTERN = r"^con_[0-9a-f]{20}$"
+CONSOLIDATION_ID_PATTERN = said(
+    r"^con_[0-9a-f]{20}$", "a consolidation id: 'con_' and 20 lower-case hexadecimal digits"
+)
 
 
 def new_consolidation_id(bucket: str) -> str:

@@ -101,7 +101,9 @@ class KeyCreated(KeyView):
 
 MAX_KEY_PAGE = 1_000
 """The most keys one page of ``GET /keys`` lists (its ``limit``, by default this)."""
-KEY_CURSOR_PATTERN = r"^[0-9]{1,16}\.key_[0-9a-f]{12}$"
+KEY_CURSOR_PATTERN = said(
+    r"^[0-9]{1,16}\.key_[0-9a-f]{12}$", "the next_cursor the page before gave"
+)
 """A ``GET /keys`` cursor: ``<created ms>.<key id>`` of the last key of the page before."""
 
 

@@ -24,6 +24,7 @@ from agent_memory.models import (
     TYPE_NAME_PATTERN,
     Model,
     View,
+    said,
 )
 from agent_memory.providers.endpoint_urls import check_endpoint_url
 from agent_memory.providers.setting import ProviderSetting, Role
@@ -416,7 +417,9 @@ class StoreView(View):
 
 MAX_STORE_PAGE = 1_000
 """The most stores one page of a store listing holds (its ``limit``, by default this)."""
-STORE_CURSOR_PATTERN = r"^[A-Za-z0-9_\-]{1,64}/[A-Za-z0-9_\-]{1,64}$"
+STORE_CURSOR_PATTERN = said(
+    r"^[A-Za-z0-9_\-]{1,64}/[A-Za-z0-9_\-]{1,64}$", "the next_cursor the page before gave"
+)
 """A store listing's cursor: ``<instance id>/<store>`` of the last store of the page before."""
 
 
