@@ -566,10 +566,14 @@ def write_report(
             f" {c.run.seconds:.1f} | {c.per_thousand(c.run.seconds):.2f} |"
         )
     if len(costs) > 1:
+        small, large = costs[0], costs[-1]
+        ratio = large.per_thousand(large.run.seconds) / max(
+            small.per_thousand(small.run.seconds), 1e-9
+        )
         lines += [
             "",
-            f"Wall time per 1,000 memories at {costs[-1].size:,} over that at"
-            f" {costs[0].size:,}: x{costs[-1].per_thousand(costs[-1].run.seconds) / max(costs[0].per_thousand(costs[0].run.seconds), 1e-9):.2f}"
+            f"Wall time per 1,000 memories at {large.size:,} over that at {small.size:,}:"
+            f" x{ratio:.2f}"
             " (grouping compares every memory with every other by one matrix product per"
             " block: its arithmetic grows with n squared, its calls and tokens linearly).",
         ]
@@ -665,38 +669,38 @@ def main(argv: list[str] | None = None) -> int:
     rng = random.Random(SEED)
     started = time.perf_counter()
     try:
-        with TemporaryDirectory(prefix="bench-consolidation-") as folder:
-            with services(Path(folder), args.embedder, server) as (api_url, embed_url):
-                settings = {
-                    "llm_provider": "custom",
-                    "llm_model": "scripted",
-                    "llm_base_url": server.url,
-                    "embed_provider": "custom",
-                    "embed_model": "all-MiniLM-L6-v2" if args.embedder == "minilm" else "scripted",
-                    "embed_base_url": embed_url,
-                    "dimensions": 384,
-                    "dedupe_threshold": 1.0,
-                    "redact_pii": False,
-                    "consolidate_after_memories": 0,
-                    "consolidation_mode": "apply",
-                }
-                planted = sum(len(c.facts) for c in chosen) * (1 + RESTATED + PARAPHRASED)
-                work = int(planted) + 2 * sum(len(c.questions) for c in chosen) + sum(sizes)
-                progress = Progress("bench consolidation")
-                with (
-                    MemoryClient(api_url, API_KEY, timeout=120) as memory,
-                    progress.stage("memories and questions", work, "req") as bar,
-                ):
-                    quality = []
-                    for conversation in chosen:
-                        bar.note(conversation.sample_id)
-                        quality.append(
-                            run_quality(memory, settings, conversation, model, rng, bar)
-                        )
-                    costs = []
-                    for size in sizes:
-                        bar.note(f"{size:,} memories")
-                        costs.append(run_cost(memory, settings, conversations, size, model, bar))
+        with (
+            TemporaryDirectory(prefix="bench-consolidation-") as folder,
+            services(Path(folder), args.embedder, server) as (api_url, embed_url),
+        ):
+            settings = {
+                "llm_provider": "custom",
+                "llm_model": "scripted",
+                "llm_base_url": server.url,
+                "embed_provider": "custom",
+                "embed_model": "all-MiniLM-L6-v2" if args.embedder == "minilm" else "scripted",
+                "embed_base_url": embed_url,
+                "dimensions": 384,
+                "dedupe_threshold": 1.0,
+                "redact_pii": False,
+                "consolidate_after_memories": 0,
+                "consolidation_mode": "apply",
+            }
+            planted = sum(len(c.facts) for c in chosen) * (1 + RESTATED + PARAPHRASED)
+            work = int(planted) + 2 * sum(len(c.questions) for c in chosen) + sum(sizes)
+            progress = Progress("bench consolidation")
+            with (
+                MemoryClient(api_url, API_KEY, timeout=120) as memory,
+                progress.stage("memories and questions", work, "req") as bar,
+            ):
+                quality = []
+                for conversation in chosen:
+                    bar.note(conversation.sample_id)
+                    quality.append(run_quality(memory, settings, conversation, model, rng, bar))
+                costs = []
+                for size in sizes:
+                    bar.note(f"{size:,} memories")
+                    costs.append(run_cost(memory, settings, conversations, size, model, bar))
     finally:
         server.shutdown()
         server.server_close()

@@ -13,8 +13,8 @@ import pytest
 
 from kividb_memory import (
     AsyncMemoryClient,
-    Consolidation,
     ConflictError,
+    Consolidation,
     MemoryClient,
     NotFoundError,
     StoreClient,
