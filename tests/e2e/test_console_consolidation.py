@@ -74,8 +74,11 @@ def test_an_actors_run_is_asked_for_read_step_by_step_applied_and_reverted(conso
     page = console.page
     section = page.locator("[data-consolidations]")
     expect(section).to_contain_text("No consolidation of this actor yet.")
+    console.idle()
     section.get_by_role("button", name="Consolidate now").click()
-    expect(page.get_by_role("status")).to_contain_text(re.compile(r"Consolidation con_\w+ is"))
+    expect(
+        page.get_by_role("status").filter(has_text=re.compile(r"Consolidation con_\w+ is"))
+    ).to_be_visible()
     (run_id,) = [
         r["consolidation_id"] for r in api.get(f"{path}/consolidations").json()["consolidations"]
     ]
@@ -101,7 +104,9 @@ def test_an_actors_run_is_asked_for_read_step_by_step_applied_and_reverted(conso
     expect(dialog).to_contain_text("These changes are made:")
     expect(dialog).to_contain_text(f"“{TEA}”, “{TEA_AGAIN}” are replaced by “{TEA_AGAIN}”")
     dialog.get_by_role("button", name="Apply").click()
-    expect(page.get_by_role("status")).to_contain_text("The consolidation was applied.")
+    expect(
+        page.get_by_role("status").filter(has_text="The consolidation was applied.")
+    ).to_be_visible()
     expect(page.locator(".facts")).to_contain_text("applied")
     merged = _run(api, path, run_id)["steps"][0]["after"]["id"]
     assert _current(api, path, "ann") == {merged: TEA_AGAIN, hiking: HIKING}
@@ -113,7 +118,9 @@ def test_an_actors_run_is_asked_for_read_step_by_step_applied_and_reverted(conso
         f"“{TEA_AGAIN}” is retired; “{TEA}”, “{TEA_AGAIN}” become current again"
     )
     dialog.get_by_role("button", name="Revert").click()
-    expect(page.get_by_role("status")).to_contain_text("The consolidation was reverted.")
+    expect(
+        page.get_by_role("status").filter(has_text="The consolidation was reverted.")
+    ).to_be_visible()
     assert set(_current(api, path, "ann").values()) == {TEA, TEA_AGAIN, HIKING}
     assert merged not in _current(api, path, "ann")
     assert {a, b}.isdisjoint({merged})
@@ -128,11 +135,14 @@ def test_a_proposal_is_discarded_and_a_stale_one_is_a_409_in_words(console, worl
     console.sign_in(f"{BASE}/{name}/consolidations/{first}")
     page = console.page
     console.heading("Consolidation")
+    console.idle()
     page.get_by_role("button", name="Discard…").click()
     dialog = page.get_by_role("dialog")
     expect(dialog).to_contain_text("The plan's 1 step is dropped: no memory changes.")
     dialog.get_by_role("button", name="Discard").click()
-    expect(page.get_by_role("status")).to_contain_text("The consolidation was discarded.")
+    expect(
+        page.get_by_role("status").filter(has_text="The consolidation was discarded.")
+    ).to_be_visible()
     expect(page.get_by_role("button", name="Apply…")).to_have_count(0)
     assert len(_current(api, path, "bo")) == 2
 

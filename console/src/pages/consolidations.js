@@ -54,7 +54,7 @@ export function ActorConsolidations({ instance, store, actor, canConsolidate }) 
     setNotice(null);
     try {
       const queued = await api("POST", storePath(instance, store, "actors", actor, "consolidate"));
-      setNotice({ text: html`Consolidation <a href=${storeHref(instance, store, "consolidations", queued.consolidation_id)}><${Id} value=${queued.consolidation_id} copy=${false} /></a> is ${queued.status}.` });
+      setNotice({ text: `Consolidation ${queued.consolidation_id} is ${queued.status}; it is listed below ("Refresh" shows how it went).` });
       runs.reload();
     } catch (failure) {
       if (failure.status !== 401) setNotice({ kind: "error", text: `Not started: ${said(failure)}` });
