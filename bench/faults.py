@@ -393,6 +393,7 @@ def make_stores(w: World, tag: str) -> tuple[str, str]:
             embed_base_url=url,
             dimensions=384,
             extraction_delay_seconds=30,
+            consolidate_after_memories=0,  # faults of extraction, not consolidation
             **common,
         )
     return f"{base}/{vectors}", f"{base}/{models}"

@@ -196,6 +196,7 @@ def make_store(client: MemoryClient, name: str, provider: str) -> str:
         extraction_delay_seconds=30,
         summarize_after=1000,
         dedupe_threshold=1.0,
+        consolidate_after_memories=0,  # load, not consolidation, is measured here
     )
     return f"{BASE}/{name}"
 

@@ -506,6 +506,8 @@ def main(argv: list[str] | None = None) -> int:
                         dimensions=384,
                         summarize_after=SUMMARIZE_AFTER,
                         profile_fields=PROFILE_FIELDS,
+                        # no run may merge memories mid-replay: each turn's context is measured
+                        consolidate_after_memories=0,
                     )
                     runs[mode] = replay(client, mode, sample_ids, one_session=mode == "thread")
         finally:

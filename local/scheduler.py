@@ -158,7 +158,8 @@ class SchedulerLoop:
                 # An expected failure (the database went away mid-run, say): one line, as the
                 # polls' own failures are; the run records its failure and retries itself.
                 self.log(
-                    f"local scheduler: the background run of {event.get('session_id')} failed: "
+                    "local scheduler: the background run of "
+                    f"{event.get('session_id') or event.get('actor_id')} failed: "
                     + describe(exc, self.secrets)
                 )
             except Exception:  # noqa: BLE001 - a bug is printed with its traceback, as Lambda logs it

@@ -42,7 +42,8 @@ from agent_memory.clock import SystemClock
 from agent_memory.control.plane import ControlPlane
 from local.bootstrap import start_redis_server
 from local.template import load_template
-from tests.support.common import ROOT, unique
+from tests.support.common import ROOT, unique, wait_for
+from tests.support.consolidations import seed_run
 from tests.support.databases import database_client, on_database
 from tests.support.stack import Stack
 
@@ -81,6 +82,9 @@ KEYED = S + "/keyed-memories"
 PROFILE = S + "/actors/{actor_id}/profile"
 IMPORT_PROFILES = S + "/import/profiles"
 PROFILE_FIELDS = [{"name": "city", "description": "Where the user lives"}]
+CONSOLIDATIONS = S + "/consolidations"
+CONSOLIDATION = CONSOLIDATIONS + "/{consolidation_id}"
+CONSOLIDATE = S + "/actors/{actor_id}/consolidate"
 """POST M with ``supersedes`` naming a memory: a route variant of its own (what follows ``#``
 is not part of the path), since the memory id is in the body."""
 VARIANTS = [SUPERSEDING]
@@ -104,6 +108,7 @@ class Target:
     memory: str
     actor: str
     vector: tuple[float, ...]
+    consolidation: str = "con_" + "0" * 20
 
 
 def _body(method: str, path: str, t: Target) -> dict[str, Any] | None:
@@ -187,6 +192,7 @@ def _query(method: str, path: str, t: Target) -> dict[str, Any] | None:
         ("GET", SS): {"recent": 1000},
         ("GET", KEYED): {"namespace": "probe", "key": "k"},
         ("GET", PROFILE + "/history"): {"field": "city"},
+        ("GET", CONSOLIDATIONS): {"actor_id": t.actor, "limit": 100},
         ("DELETE", KEYED): {"namespace": "probe", "key": "k"},
     }.get((method, path))
 
@@ -199,6 +205,7 @@ BODY_FIELDS = {
     ("POST", M + "/search"): {"actor"},
     SUPERSEDING: {"memory"},
     ("POST", IMPORT_PROFILES): {"actor"},
+    ("GET", CONSOLIDATIONS): {"actor"},
 }
 """Ids a route reads from its body or query, besides those of its path."""
 PLACEHOLDERS = {
@@ -207,6 +214,7 @@ PLACEHOLDERS = {
     "session": "{session_id}",
     "memory": "{memory_id}",
     "actor": "{actor_id}",
+    "consolidation": "{consolidation_id}",
 }
 SUCCESS = {
     (("PUT", S), "store"): 201,  # creates a store of the caller's own
@@ -223,6 +231,8 @@ SUCCESS = {
     (("GET", PROFILE + "/history"), "actor"): 200,
     (("PATCH", PROFILE), "actor"): 200,  # a profile of the caller's own actor of that id
     (("POST", IMPORT_PROFILES), "actor"): 200,
+    (("GET", CONSOLIDATIONS), "actor"): 200,  # no run of the caller's own actor of that id
+    (("POST", CONSOLIDATE), "actor"): 202,  # a run of the caller's own actor of that id
 }
 """The (route, probed id) pairs whose answer is a success in the caller's own store; every
 other probe is a 404."""
@@ -231,6 +241,7 @@ NOT_FOUND_CODE = {
     "store": "store_not_found",
     "session": "session_not_found",
     "memory": "memory_not_found",
+    "consolidation": "consolidation_not_found",
 }
 
 
@@ -254,6 +265,7 @@ class Place:
     memories: dict[str, str | None] = field(default_factory=dict)  # id -> actor (None: none)
     vectors: dict[str, list[float]] = field(default_factory=dict)
     texts: dict[str, str] = field(default_factory=dict)
+    consolidation: str = ""  # a run of the store's first actor (tests.support.consolidations)
 
     @property
     def path(self) -> str:
@@ -269,6 +281,7 @@ class Place:
             "session": session,
             "memory": memory,
             "actor": self.memories[memory] or "",
+            "consolidation": self.consolidation,
             **ids,
         }
         return Target(**values, vector=tuple(self.vectors[memory]))
@@ -376,6 +389,8 @@ def snapshot(world: World, label: str) -> dict[str, Any]:
                 memories = _pages(client, f"{path}/memories", "memories")
                 seen[f"{path}/memories"] = memories
                 seen[f"{path}/export/profiles"] = client.get(f"{path}/export/profiles").json()
+                run = f"{path}/consolidations/{world.place(instance, store).consolidation}"
+                seen[run] = client.get(run).json()
                 for memory in memories:
                     one = f"{path}/memories/{memory['id']}"
                     seen[one] = client.get(one).json()
@@ -415,6 +430,7 @@ def world(stack: Stack, second_server: str) -> Iterator[World]:
     )
     try:
         urls = [on_database(stack.redis_url, db) for db in DATABASES] + [second_server]
+        url_of = dict(zip(["local", a2, b1, b2], [stack.redis_url, *urls], strict=True))
         for (org_id, instance), url in zip(
             [("local", a2), (org_b, b1), (org_b, b2)], urls, strict=True
         ):
@@ -427,6 +443,7 @@ def world(stack: Stack, second_server: str) -> Iterator[World]:
                     for store in (world.common, world.only[instance]):
                         place = Place(org.label, instance, store, secrets.token_hex(4))
                         _fill(client, place, org.actors, "chat-everywhere")
+                        place.consolidation = seed_run(url_of[instance], store, org.actors[0])
                         world.places.append(place)
         world.initial = {label: snapshot(world, label) for label in world.orgs}
         yield world
@@ -488,7 +505,7 @@ def _cross_org(attacker: str, victim: str) -> Probes:
                 name,
                 in_own_store(name),
             )
-            for name in ("session", "memory", "actor")
+            for name in ("session", "memory", "actor", "consolidation")
         },
     }
 
@@ -521,14 +538,14 @@ def _same_org(org: str) -> Probes:
                 name,
                 other_instance(name),
             )
-            for name in ("session", "memory")
+            for name in ("session", "memory", "consolidation")
         },
         **{
             f"{org}'s key, store X's {name} id in store Y of the same instance": (
                 name,
                 other_store(name),
             )
-            for name in ("session", "memory")
+            for name in ("session", "memory", "consolidation")
         },
     }
 
@@ -551,11 +568,14 @@ def unknown_like(name: str, value: str) -> str:
     """An id of the same length and shape as ``value`` that exists nowhere."""
     if name == "memory":
         return "mem_" + secrets.token_hex(10)
+    if name == "consolidation":
+        return "con_" + secrets.token_hex(10)
     return ("q" + secrets.token_hex(len(value)))[: len(value)]
 
 
 _GENERATED = [
     (re.compile(r"mem_[0-9a-f]{20}"), "<memory id>"),
+    (re.compile(r"con_[0-9a-f]{20}"), "<consolidation id>"),
     (re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z"), "<time>"),
 ]
 
@@ -578,6 +598,7 @@ def ask(client: httpx.Client, route: tuple[str, str], t: Target, probed: str) ->
         session_id=t.session,
         memory_id=t.memory,
         actor_id=t.actor,
+        consolidation_id=t.consolidation,
     )
     response = client.request(
         method, path, params=_query(method, template, t), json=_body(method, template, t)
@@ -603,6 +624,9 @@ def _undo(client: httpx.Client, route: tuple[str, str], path: str, answer: httpx
         created = f"{path}/{answer.json()['id']}"
     elif route == ("PUT", IMPORT_SESSION):
         created = path.replace("/import/sessions/", "/sessions/")
+    elif route == ("POST", CONSOLIDATE):
+        _undo_consolidation(client, path, answer.json()["consolidation_id"])
+        return
     elif route in (("PATCH", PROFILE), ("POST", IMPORT_PROFILES)):
         store_path = path.split("/actors/")[0].split("/import/")[0]
         if route[0] == "PATCH":
@@ -616,6 +640,23 @@ def _undo(client: httpx.Client, route: tuple[str, str], path: str, answer: httpx
     else:
         return
     assert client.delete(created).status_code == 204, created
+
+
+def _undo_consolidation(client: httpx.Client, path: str, run_id: str) -> None:
+    """Wait for the run a probe queued (an actor of the caller's own store without memories:
+    no model call) to end, then forget its actor, which forgets the run."""
+    store_path = path.split("/actors/")[0]
+    run = f"{store_path}/consolidations/{run_id}"
+    wait_for(
+        lambda: client.get(run).json().get("status") in ("applied", "failed"),
+        15,
+        "the probe's consolidation run to end",
+        show=lambda: client.get(run).text,
+    )
+    actor = path.split("/actors/")[1].split("/")[0]
+    forgotten = client.delete(f"{store_path}/actors/{actor}/memories")
+    assert forgotten.status_code == 200 and forgotten.json()["deleted"] == 0, forgotten.text
+    assert client.get(run).status_code == 404
 
 
 @pytest.mark.parametrize(("route", "label"), MATRIX)
@@ -686,7 +727,7 @@ def test_every_route_that_takes_an_api_key_is_probed() -> None:
     assert covered <= routes
 
 
-_ANY = Target("i", "s", "x", "mem_" + "0" * 20, "a", (1.0, 0.0, 0.0))
+_ANY = Target("i", "s", "x", "mem_" + "0" * 20, "a", (1.0, 0.0, 0.0), "con_" + "0" * 20)
 
 
 # --- the MCP tools (POST /mcp) -----------------------------------------------------------

@@ -32,6 +32,7 @@ from tests.e2e.test_isolation import (
     uses,
 )
 from tests.support.common import unique
+from tests.support.consolidations import seed_run
 from tests.support.stack import Stack
 
 INSTANCE = "local"
@@ -56,6 +57,7 @@ class Scene:
     ann_memory: str
     bob_memory: str
     keys: dict[str, str]
+    runs: dict[str, str] = dataclasses.field(default_factory=dict)  # actor -> a run of theirs
 
     def client(self, key: str) -> httpx.Client:
         return httpx.Client(
@@ -69,6 +71,7 @@ class Scene:
             "session": self.ann_session,
             "memory": self.ann_memory,
             "actor": "ann",
+            "consolidation": self.runs.get("ann", "con_" + "0" * 20),
             **ids,
         }
         return Target(**values, vector=(1.0, 0.0, 0.0))
@@ -84,6 +87,9 @@ class Scene:
                 sid = session["session_id"]
                 parts.append(self.admin.get(f"{path}/sessions/{sid}").json()["messages"])
             parts.append(self.admin.get(f"{path}/memories", params={"limit": 100}).json())
+        path = f"/instances/{INSTANCE}/agent-memory/{self.store}"
+        for run in self.runs.values():
+            parts.append(self.admin.get(f"{path}/consolidations/{run}").json())
         return json.dumps(parts, sort_keys=True)
 
 
@@ -117,6 +123,7 @@ def scene(stack: Stack) -> Iterator[Scene]:
         "read": _key(admin, access="read", stores=on_store),
         "actor": _key(admin, access="write", stores=on_store, actors=["ann"]),
     }
+    runs = {actor: seed_run(stack.redis_url, store, actor) for actor in ("ann", "bob")}
     yield Scene(
         stack,
         admin,
@@ -127,6 +134,7 @@ def scene(stack: Stack) -> Iterator[Scene]:
         memories["ann"],
         memories["bob"],
         keys,
+        runs,
     )
     for name in (store, other):
         admin.delete(f"/instances/{INSTANCE}/agent-memory/{name}")
@@ -187,7 +195,7 @@ def _without_requests(answer):
 ACTOR_PROBES = [
     (r, name)
     for r in STORE_ROUTES
-    for name in ("session", "memory")
+    for name in ("session", "memory", "consolidation")
     if uses(r, name) and r[1] not in (SS + "/events",)
 ]
 
@@ -199,7 +207,11 @@ def test_an_actor_scoped_key_sees_another_actors_session_or_memory_as_one_that_d
     scene, route, name
 ):
     before = scene.snapshot()
-    theirs = scene.bob_session if name == "session" else scene.bob_memory
+    theirs = {
+        "session": scene.bob_session,
+        "memory": scene.bob_memory,
+        "consolidation": scene.runs["bob"],
+    }[name]
     with scene.client(scene.keys["actor"]) as client:
         elsewhere = ask(client, route, scene.target(**{name: theirs}), name)
         missing = ask(client, route, scene.target(**{name: unknown_like(name, theirs)}), name)

@@ -30,6 +30,15 @@ TEA = "The user loves green tea every morning."
 TEA_AGAIN = "The user loves green tea every single morning."
 HIKING = "The user goes hiking in the Alps each summer."
 LEMON = "The user loves green tea every morning with lemon."
+PAIRS = [
+    (TEA, "The user loves a cup of green tea every morning."),
+    ("The user walks the dog named Rex daily.", "The user walks the dog named Rex daily at noon."),
+    (
+        "The user plays chess with friends on weekends.",
+        "The user plays chess with old friends on weekends.",
+    ),
+]
+"""Three facts, each said twice in words the scripted rule takes for the same fact."""
 
 
 @pytest.fixture
@@ -414,6 +423,44 @@ def test_two_runs_of_one_actor_at_once_apply_once(make_world, scripted):
     assert len(current(world)) == 6 - done[0].run.counts.merged + len(done[0].run.steps)
 
 
+def test_a_run_cut_short_while_applying_carries_on_without_conflicts(make_world, scripted):
+    world = make_world(scripted, scripted, consolidation_mode="review")
+    for pair in PAIRS:
+        keep(world, pair[0]), keep(world, pair[1])
+    runs = runs_of(world)
+    run = run_now(world, runs).run
+    assert len(run.steps) == 3
+    # The first step applied, then the process died before the run's record was saved.
+    vector = world.memories.embed([run.steps[0].after.text])[0]
+    assert runs.writer.apply(run, run.steps[0], vector) is None
+    assert runs.get(run.consolidation_id, None).status == "proposed"
+    applied = runs.apply(run.consolidation_id, None).run
+    assert [s.status for s in applied.steps] == ["applied"] * 3
+    history = everything(world)
+    assert len(history) == 6 + 3  # each new memory once
+    assert len(current(world)) == 3
+
+
+def test_requests_racing_to_queue_a_run_get_one_run(make_world, scripted):
+    world = make_world(scripted, scripted)
+    start = threading.Barrier(8)
+
+    def ask():
+        start.wait()
+        return runs_of(world).queue("alice").consolidation_id
+
+    with ThreadPoolExecutor(8) as pool:
+        ids = {f.result() for f in [pool.submit(ask) for _ in range(8)]}
+    assert len(ids) == 1
+    runs = runs_of(world)
+    assert [r.consolidation_id for r in runs.records.of_actor("alice")] == list(ids)
+    assert runs.records.page(0, 10, None, [])[0][0].consolidation_id in ids
+    outcome = runs.run("alice", RunBudget(60))
+    assert outcome.run.consolidation_id in ids
+    # Once it ended, a request queues a new run.
+    assert runs.queue("alice").consolidation_id not in ids
+
+
 def test_runs_racing_adds_changes_and_another_actor_lose_and_double_nothing(make_world, scripted):
     world = make_world(scripted, scripted)
     pairs = [
@@ -452,6 +499,40 @@ def test_runs_racing_adds_changes_and_another_actor_lose_and_double_nothing(make
     # A memory is current or replaced by a kept one, never neither.
     for memory_id, view in history.items():
         assert memory_id in now or view["valid_until"] is not None
+    assert world.memories.count() == len(now)
+
+
+def test_a_run_racing_extraction_loses_and_doubles_nothing(make_world, scripted):
+    world = make_world(scripted, scripted)
+    for pair in PAIRS:
+        keep(world, pair[0]), keep(world, pair[1])
+    world.say("chat", "I am vegetarian.", "I work at Northwind Labs.", "My dog is called Rex.")
+    world.quiet()
+    runs = runs_of(world)
+    runs.queue("alice")
+    start = threading.Barrier(2)
+
+    def extract():
+        start.wait()
+        return world.run("chat")
+
+    def consolidate():
+        start.wait()
+        return runs_of(world).run("alice", RunBudget(60))
+
+    with ThreadPoolExecutor(2) as pool:
+        extracted, consolidated = pool.submit(extract), pool.submit(consolidate)
+        report, outcome = extracted.result(), consolidated.result()
+    assert report.outcome == "done" and report.kept == 3, report.error
+    run = outcome.run
+    assert run.status == "applied"
+    history = everything(world)
+    now = current(world)
+    # The extracted memories are all current; each pair is merged once or left as it was.
+    extracted_texts = [t for t in now.values() if "said on" in t]
+    assert len(extracted_texts) == 3
+    assert len(history) == 6 + 3 + sum(s.status == "applied" for s in run.steps)
+    assert len(now) == 3 + 6 - sum(len(s.before) - 1 for s in run.steps if s.status == "applied")
     assert world.memories.count() == len(now)
 
 

@@ -185,6 +185,8 @@ def _integer_query_parameters():
 
 def test_the_document_has_the_integer_query_parameters_of_the_routes():
     assert sorted(_integer_query_parameters()) == [
+        ("GET /instances/{instance_id}/agent-memory/{store}/consolidations", "limit"),
+        ("GET /instances/{instance_id}/agent-memory/{store}/consolidations", "offset"),
         ("GET /instances/{instance_id}/agent-memory/{store}/export/memories", "limit"),
         ("GET /instances/{instance_id}/agent-memory/{store}/export/profiles", "limit"),
         ("GET /instances/{instance_id}/agent-memory/{store}/export/sessions", "limit"),

@@ -28,6 +28,8 @@ def test_defaults_are_the_seed_table():
         "extraction_instructions": None,
         "extraction_examples": [],
         "profile_fields": [],
+        "consolidate_after_memories": 50,
+        "consolidation_mode": "apply",
     }
 
 
@@ -42,6 +44,12 @@ def test_defaults_are_the_seed_table():
         ("dedupe_threshold", 0.0001, True),
         ("dedupe_threshold", 1, True),
         ("dedupe_threshold", 1.01, False),
+        ("consolidate_after_memories", 0, True),
+        ("consolidate_after_memories", 100_000, True),
+        ("consolidate_after_memories", -1, False),
+        ("consolidate_after_memories", 100_001, False),
+        ("consolidation_mode", "review", True),
+        ("consolidation_mode", "sometimes", False),
         ("summarize_after", 0, False),
         ("keep_recent", -1, False),
         ("session_ttl_seconds", 59, False),

@@ -2,7 +2,8 @@
 
 The model answers JSON objects only, so any capable chat model can serve (DESIGN section 4):
 extraction asks for ``{"memories": [{"text", "type", "topics", "occurred_at"?, "supersedes"?,
-"messages"?}]}`` and summarization for ``{"summary": "..."}``. Messages are shown one per line
+"messages"?}]}``, summarization for ``{"summary": "..."}`` and consolidation for ``{"plan":
+[...]}`` (``docs/consolidation.md``). Messages are shown one per line
 with their sequence number, role, name and UTC date, so that episodic memories can carry
 absolute dates ("on 2023-05-07") and an ``occurred_at`` instead of "yesterday". Extraction is
 also shown the actor's current memories most related to the messages, with their ids, so that
@@ -520,7 +521,6 @@ Propose the plan for these memories, as a JSON object."""
 
 MAX_PLAN_STEPS = 50
 """Steps one plan may hold; the rest of a longer plan is ignored (and counted)."""
-PLAN_ACTIONS = ("merge", "update", "drop")
 MAX_REASON_CHARS = 300
 
 
@@ -538,10 +538,10 @@ def consolidation_prompt(
 
 
 class PlannedStep(BaseModel):
-    """One step of a plan, read leniently: ``action`` one of ``PLAN_ACTIONS``; ``memories``
-    the string ids given, once each, in order; ``text`` stripped (None when blank or not a
-    string; its length is checked by the run, which counts a text over the limit);
-    ``type`` and ``reason`` strings or None; ``topics`` as an extracted memory's."""
+    """One step of a plan, read leniently: ``action`` ``merge``, ``update`` or ``drop``;
+    ``memories`` the string ids given, once each, in order; ``text`` stripped (None when
+    blank or not a string; the run checks its length); ``type`` and ``reason`` strings or
+    None; ``topics`` as an extracted memory's."""
 
     model_config = ConfigDict(extra="ignore")
 

@@ -98,15 +98,25 @@ class _Joined:
 
 
 def clusters(candidates: Sequence[Candidate]) -> list[list[int]]:
-    """The clusters of related candidates (positions, each cluster in order), two or more
-    each, in the order of their first member."""
+    """The clusters of related candidates (positions), two or more each, in the order of
+    their first member. Inside a cluster the members are in the order of a walk that goes
+    from each memory to its most similar one not visited yet (depth first, the most similar
+    neighbour first), so that a cluster cut into sets keeps the closest memories, the likely
+    repeats of one fact, side by side."""
     n = len(candidates)
     joined = _Joined(n)
+    links: dict[int, list[tuple[float, int]]] = {}
+
+    def link(a: int, b: int, score: float) -> None:
+        joined.join(a, b)
+        links.setdefault(a, []).append((score, b))
+        links.setdefault(b, []).append((score, a))
+
     first: dict[str, int] = {}
     for at, c in enumerate(candidates):
         key = normalized(c.text)
         if key in first:
-            joined.join(first[key], at)
+            link(first[key], at, 2.0)  # the same words: closer than any cosine
         else:
             first[key] = at
     vectors = [(at, c.vector) for at, c in enumerate(candidates) if c.vector is not None]
@@ -124,14 +134,33 @@ def clusters(candidates: Sequence[Candidate]) -> list[list[int]]:
                 i = start + row
                 for j in nearest[row]:
                     j = int(j)
-                    if block[row, j] >= RELATED_COSINE or (
+                    score = float(block[row, j])
+                    if score >= RELATED_COSINE or (
                         overlap(word_sets[i], word_sets[j]) >= RELATED_WORDS
                     ):
-                        joined.join(with_vectors[i], with_vectors[j])
+                        link(with_vectors[i], with_vectors[j], score)
     members: dict[int, list[int]] = {}
     for at in range(n):
         members.setdefault(joined.find(at), []).append(at)
-    return [m for m in members.values() if len(m) > 1]
+    return [_walk(m, links) for m in members.values() if len(m) > 1]
+
+
+def _walk(members: list[int], links: dict[int, list[tuple[float, int]]]) -> list[int]:
+    """``members`` (one cluster) in the order of ``clusters``' walk, from its first member."""
+    order: list[int] = []
+    seen: set[int] = set()
+    stack = [members[0]]
+    while stack:
+        at = stack.pop()
+        if at in seen:
+            continue
+        seen.add(at)
+        order.append(at)
+        # Pushed least similar first, so the most similar is visited next.
+        for _, other in sorted(links.get(at, ()), key=lambda pair: (pair[0], -pair[1])):
+            if other not in seen:
+                stack.append(other)
+    return order
 
 
 def related_sets(candidates: Sequence[Candidate], room_tokens: int) -> list[list[int]]:

@@ -20,6 +20,8 @@ SINCE = "since"
 """State field: new memories of the actor since its last consolidation run."""
 ARMED = "armed"
 """State field: due time (ms) of the actor's armed automatic run (at most one is armed)."""
+QUEUED = "queued"
+"""State field: the id of the actor's run that is queued or running (at most one)."""
 MAX_LISTED = 100
 """Runs one listing page may hold."""
 SCAN_RUNS = 2_000
@@ -58,6 +60,16 @@ class ConsolidationRecords:
                 )
                 pipe.execute()
             self._redis.hset(actor.consolidations, run.consolidation_id, run.model_dump_json())
+
+    def drop(self, run: Consolidation) -> None:
+        """Remove ``run``'s record (a run queued by a request that lost the race to queue)."""
+        actor = self._keys.actor(actor_bucket(run.actor_id))
+        with database_errors():
+            self._redis.hdel(actor.consolidations, run.consolidation_id)
+            pipe = self._redis.pipeline(transaction=False)
+            pipe.zrem(self._keys.consolidations, run.consolidation_id)
+            pipe.hdel(self._keys.consolidation_actors, run.consolidation_id)
+            pipe.execute()
 
     def load(self, consolidation_id: str, actor_id: str | None = None) -> Consolidation | None:
         """The run of that id (of ``actor_id`` when given, else of whichever actor the store's

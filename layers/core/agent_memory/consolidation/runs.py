@@ -52,7 +52,7 @@ from agent_memory.consolidation.models import (
     StepMemory,
     new_consolidation_id,
 )
-from agent_memory.consolidation.records import ARMED, SINCE, ConsolidationRecords
+from agent_memory.consolidation.records import ARMED, QUEUED, SINCE, ConsolidationRecords
 from agent_memory.consolidation.steps import StepWriter, step_memory_id
 from agent_memory.database.client import database_errors
 from agent_memory.database.keys import actor_bucket
@@ -74,7 +74,8 @@ PLAN_MAX_TOKENS = 4_096
 """The longest answer a consolidation call may give (tokens)."""
 LOCK_WAIT_SECONDS = 5.0
 """How long apply, discard and revert wait for a run of the same actor to end."""
-FINAL = ("applied", "discarded", "reverted")
+FIRE_TOLERANCE = timedelta(seconds=5)
+"""A schedule may fire a moment before its due time by this clock (as extraction's)."""
 
 
 @dataclass
@@ -126,12 +127,25 @@ class ConsolidationRuns:
 
     def queue(self, actor_id: str, trigger: str = "request") -> Consolidation:
         """A run of ``actor_id`` queued now (or the one already queued or running: never two
-        at once), started as soon as possible (``Scheduler.run_now``)."""
-        for run in self.records.of_actor(actor_id):
-            if run.status in ("queued", "running"):
-                return run
+        at once), started as soon as possible (``Scheduler.run_now``).
+
+        Each request keeps its run's record first, then claims the actor's ``queued`` field
+        (``HSETNX``); one that loses takes its record back and answers the winner's run, which
+        is kept already. A claim whose run has ended (a process that died before clearing it)
+        is taken over."""
         run = self._new(actor_id, trigger)
         self.records.save(run, new=True)
+        state = self._state(actor_id)
+        with database_errors():
+            won = bool(self._redis.hsetnx(state, QUEUED, run.consolidation_id))
+            holder = None if won else self._redis.hget(state, QUEUED)
+        if holder is not None:
+            existing = self.records.load(str(holder), actor_id)
+            if existing is not None and existing.status in ("queued", "running"):
+                self.records.drop(run)
+                return existing
+            with database_errors():
+                self._redis.hset(state, QUEUED, run.consolidation_id)
         self._scheduler.run_now(self.target(actor_id))
         return run
 
@@ -191,7 +205,16 @@ class ConsolidationRuns:
                 outcome.outcome = "continued"
             except AgentMemoryError as exc:
                 self._failed(run, exc.message, outcome)
+            if outcome.outcome != "continued":
+                self._release(actor_id, run.consolidation_id)
         return outcome
+
+    def _release(self, actor_id: str, consolidation_id: str) -> None:
+        """Clear the actor's ``queued`` claim when it is ``consolidation_id``'s."""
+        state = self._state(actor_id)
+        with database_errors():
+            if self._redis.hget(state, QUEUED) == consolidation_id:
+                self._redis.hdel(state, QUEUED)
 
     def _next(self, actor_id: str) -> tuple[Consolidation | None, int]:
         """The run to do now and the actor's new-memory count it answers for."""
@@ -201,12 +224,15 @@ class ConsolidationRuns:
         for run in self.records.of_actor(actor_id):
             if run.status in ("queued", "running"):
                 return run, since
-            if run.status == "failed" and run.retry_at is not None and run.retry_at <= now:
+            due = run.retry_at is not None and run.retry_at <= now + FIRE_TOLERANCE
+            if run.status == "failed" and due:
                 return run, since
         threshold = self._store.consolidate_after_memories
         if threshold and since >= threshold:
             run = self._new(actor_id, "automatic")
             self.records.save(run, new=True)
+            with database_errors():
+                self._redis.hset(self._state(actor_id), QUEUED, run.consolidation_id)
             return run, since
         return None, 0
 

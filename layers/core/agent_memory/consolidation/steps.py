@@ -135,6 +135,11 @@ class StepWriter:
         step; None when done (or done before), else why not: a memory of the step is gone,
         no longer current or changed since the plan read it (a conflict; nothing written)."""
         bucket = actor_bucket(run.actor_id)
+        marker = step_marker(run.consolidation_id, step.index)
+        with database_errors():
+            done = self._client.hexists(self._keys.actor(bucket).consolidation, marker)
+        if done:  # applied by an earlier try (cut short before its record was saved)
+            return None
         read = self.read(bucket, [m.id for m in step.before])
         now_ms = to_ms(self._clock.now())
         for shown in step.before:
@@ -179,7 +184,7 @@ class StepWriter:
             )
             switch.changed[shown.id] = (raw, closed)
             switch.retire.append(shown.id)
-        refused = self.write(bucket, switch, step_marker(run.consolidation_id, step.index))
+        refused = self.write(bucket, switch, marker)
         if refused is None:
             if step.after is not None:
                 step.after.updated_at = from_ms(now_ms)
