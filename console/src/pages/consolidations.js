@@ -37,8 +37,10 @@ function countsText(counts) {
 
 const memoryHref = (instance, store, id) => storeHref(instance, store, "memories", id);
 
-function Quote({ memory, instance, store }) {
-  return html`<a href=${memoryHref(instance, store, memory.id)} class="step-memory">“<${Text} value=${memory.text} max=${300} />”</a>`;
+/** A step's memory, linked to its page when it exists (a planned step's result does not yet). */
+function Quote({ memory, instance, store, kept = true }) {
+  const text = html`“<${Text} value=${memory.text} max=${300} />”`;
+  return kept ? html`<a href=${memoryHref(instance, store, memory.id)} class="step-memory">${text}</a>` : text;
 }
 
 /** An actor's runs, newest first, and a button that asks for one (on the actor's page). */
@@ -104,7 +106,7 @@ function Step({ step, instance, store }) {
       <div data-after>
         <h4>After</h4>
         ${step.after
-          ? html`<p><${Quote} memory=${step.after} instance=${instance} store=${store} /></p>`
+          ? html`<p><${Quote} memory=${step.after} instance=${instance} store=${store} kept=${["applied", "reverted"].includes(step.status)} /></p>`
           : html`<p class="muted">Retired, no successor.</p>`}
       </div>
     </div>
