@@ -96,6 +96,7 @@ def test_an_actors_run_is_asked_for_read_step_by_step_applied_and_reverted(conso
     expect(step.locator("[data-before]")).to_contain_text(TEA)
     expect(step.locator("[data-before]")).to_contain_text(TEA_AGAIN)
     expect(step.locator("[data-after]")).to_contain_text(TEA_AGAIN)
+    expect(step.locator("[data-after] a")).to_have_count(0)  # not kept yet: no page to link
     expect(page.get_by_role("button", name="Revert…")).to_have_count(0)
     console.shot("consolidation-proposed")
 
@@ -109,6 +110,7 @@ def test_an_actors_run_is_asked_for_read_step_by_step_applied_and_reverted(conso
     ).to_be_visible()
     expect(page.locator(".facts")).to_contain_text("applied")
     merged = _run(api, path, run_id)["steps"][0]["after"]["id"]
+    expect(step.locator("[data-after] a")).to_have_attribute("href", re.compile(merged + "$"))
     assert _current(api, path, "ann") == {merged: TEA_AGAIN, hiking: HIKING}
 
     page.get_by_role("button", name="Revert…").click()
