@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-runs unit integration e2e lint format validate openapi build deploy replay fuzz \
 	console console-screenshots typescript typescript-schema bench bench-working-memory bench-request-path bench-cold-start bench-retrieval bench-latency bench-background bench-updates bench-faults \
-	bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache bench-throughput bench-ab clean
+	bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache bench-throughput bench-ab bench-consolidation clean
 
 # tools.install: the virtualenv with progress (a bar per step on a terminal, one line per step
 # piped) and pip's output in .local/install.log, which its first line names.
@@ -220,7 +220,7 @@ $(BENCH_STAMP): $(STAMP) bench/requirements.txt
 	@touch $(BENCH_STAMP)
 
 ## bench: every benchmark; each writes a table and a plot under bench/results/
-bench: bench-working-memory bench-latency bench-cold-start bench-request-path bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache bench-throughput
+bench: bench-working-memory bench-latency bench-cold-start bench-request-path bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache bench-throughput bench-consolidation
 
 ## bench-working-memory: add events and recall through the local stack, vs in-process baselines
 bench-working-memory: $(BENCH_STAMP)
@@ -315,6 +315,12 @@ $(RETRIEVAL_STAMP): $(BENCH_STAMP) bench/requirements-retrieval.txt
 ## bench-retrieval: hit@k and coverage@k on LoCoMo, semantic / keyword / hybrid (MiniLM, local)
 bench-retrieval: $(RETRIEVAL_STAMP)
 	$(PY) -m bench.retrieval $(ARGS)
+
+## bench-consolidation: consolidation runs on LoCoMo facts with known duplicates: memories and
+## duplicates before and after, hybrid hit@10/coverage@10, chains, calls and tokens at 1,000
+## memories (ARGS="--large --embedder minilm" for 10,000 and MiniLM, as in the results file)
+bench-consolidation: $(BENCH_STAMP)
+	$(PY) -m bench.consolidation $(ARGS)
 
 clean:
 	rm -rf $(VENV) $(SAM_VENV) $(STRANDS_VENV) $(CREWAI_VENV) .cache/framework-tests .aws-sam .mypy_cache .ruff_cache .pytest_cache

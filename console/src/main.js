@@ -8,6 +8,7 @@ import { api, signedIn, signIn, signOut } from "./api.js";
 import { subscribe, useTopic } from "./events.js";
 import { href, navigate, useRoute } from "./router.js";
 import { ActorPage } from "./pages/actors.js";
+import { ConsolidationPage } from "./pages/consolidations.js";
 import { KeyedPage } from "./pages/keyed.js";
 import { KeysPage } from "./pages/keys.js";
 import { MemoriesPage, MemoryPage, SearchPage } from "./pages/memories.js";
@@ -113,6 +114,7 @@ function view({ parts, query }) {
   if (section === "sessions") return id ? html`<${SessionPage} ...${common} session=${id} />` : html`<${SessionsPage} ...${common} />`;
   if (section === "memories") return id ? html`<${MemoryPage} ...${common} memory=${id} />` : html`<${MemoriesPage} ...${common} />`;
   if (section === "actors" && id) return html`<${ActorPage} ...${common} actor=${id} />`;
+  if (section === "consolidations" && id) return html`<${ConsolidationPage} ...${common} consolidation=${id} />`;
   if (section === "search" && !id) return html`<${SearchPage} ...${common} />`;
   if (section === "keyed" && !id) return html`<${KeyedPage} ...${common} />`;
   if (section === "try" && !id) return html`<${TryPage} ...${common} />`;

@@ -59,6 +59,12 @@ def test_every_method_against_the_api_and_the_retry_rules(built, stack: Stack):
     _suite(["test/client.test.mjs", "test/retries.test.mjs"], stack, 22)
 
 
+def test_consolidation_runs_are_read_applied_discarded_reverted_and_restored(
+    built, stack: Stack, provider
+):
+    _suite(["test/consolidation.test.mjs"], stack, 2, provider)
+
+
 def test_the_agents_sdk_runs_turns_on_the_openai_agents_session(built, stack: Stack):
     """`@kividb/memory/openai-agents` driven by `@openai/agents-core`'s own Runner with a
     scripted model (the SDK's `Model` interface): tool calls and results kept and read back."""

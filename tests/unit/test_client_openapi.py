@@ -29,6 +29,7 @@ from kividb_memory import (
 from tests.support.common import ROOT
 
 NOW = datetime(2026, 1, 1, tzinfo=UTC)
+RUN = "con_00000000000000000000"
 DOC = json.loads((ROOT / "docs" / "openapi.json").read_text())
 COMPONENTS: dict[str, Any] = DOC["components"]["schemas"]
 # Request models the client sends with explicit nulls (None given = null): the document must
@@ -298,6 +299,16 @@ def _answer_for(method: str, path: str) -> httpx.Response:
         "expires_at": now,
         "extraction": extraction,
     }
+    before = {"id": "mem_00000000000000000000", "text": "t", "type": "semantic", "updated_at": now}
+    step = {"index": 0, "action": "drop", "status": "applied", "before": [before]}
+    run = {
+        "consolidation_id": RUN,
+        "actor_id": "a",
+        "status": "applied",
+        "trigger": "request",
+        "mode": "apply",
+        "created_at": now,
+    }
     bodies: dict[str, Any] = {
         "OrganizationStoreList": {"stores": [store], "unreachable": []},
         "StoreList": {"stores": [store]},
@@ -329,6 +340,9 @@ def _answer_for(method: str, path: str) -> httpx.Response:
             "fields": {"city": {"value": "Porto", "updated_at": now, "source": {"by": "caller"}}},
         },
         "ProfileHistory": {"actor_id": "a", "field": "city", "versions": []},
+        "ConsolidationQueued": {"consolidation_id": RUN, "status": "queued"},
+        "ConsolidationList": {"consolidations": [run], "offset": 0, "limit": 20},
+        "Consolidation": {**run, "steps": [step]},
         "SessionIdPage": {"session_ids": ["c"], "next_cursor": None},
         "SessionExport": {
             "session_id": "c",
@@ -505,6 +519,17 @@ def test_every_route_of_the_document_has_a_client_method_and_every_method_a_rout
         ("StoreClient", "get_profile", lambda: store.get_profile("a")),
         ("StoreClient", "update_profile", lambda: store.update_profile("a", {"city": None})),
         ("StoreClient", "profile_history", lambda: store.profile_history("a", "city")),
+        ("StoreClient", "consolidate", lambda: store.consolidate("a")),
+        (
+            "StoreClient",
+            "list_consolidations",
+            lambda: store.list_consolidations("a", ["proposed", "failed"], offset=1, limit=2),
+        ),
+        ("StoreClient", "get_consolidation", lambda: store.get_consolidation(RUN)),
+        ("StoreClient", "apply_consolidation", lambda: store.apply_consolidation(RUN)),
+        ("StoreClient", "discard_consolidation", lambda: store.discard_consolidation(RUN)),
+        ("StoreClient", "revert_consolidation", lambda: store.revert_consolidation(RUN)),
+        ("StoreClient", "restore_memory", lambda: store.restore_memory("mem_1")),
         ("StoreClient", "get_store", lambda: store.get_store()),
         ("StoreClient", "usage", lambda: store.usage(NOW, NOW)),
         ("StoreClient", "rotate_webhook_secret", lambda: store.rotate_webhook_secret()),

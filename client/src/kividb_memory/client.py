@@ -32,7 +32,7 @@ from typing import Any, Literal, overload
 
 import httpx
 
-from kividb_memory import _http, models as m
+from kividb_memory import _consolidation_calls as _con, _http, models as m
 from kividb_memory._base import (
     UNSET as UNSET,  # re-exported: update_memory's default, kividb_memory.client.UNSET
     T,
@@ -511,6 +511,64 @@ class StoreClient:
     def profile_history(self, actor_id: str, field: str) -> m.ProfileHistory:
         """The versions of one profile field of the actor, newest first."""
         return self._client._answer(_http.profile_history(self._prefix, actor_id, field))
+
+    # --- consolidation (docs/consolidation.md) -----------------------------------------------
+
+    def consolidate(
+        self, actor_id: str, *, idempotency_key: str | None = None
+    ) -> m.ConsolidationQueued:
+        """Queue a run that merges, corrects and retires the actor's memories (or get the one
+        already queued or running); ``ConflictError`` for a store without a language model.
+        Poll ``get_consolidation`` for its outcome."""
+        call = _con.consolidate(self._prefix, actor_id, idempotency_key)
+        return self._client._answer(call)
+
+    def list_consolidations(
+        self,
+        actor_id: str | None = None,
+        status: str | Sequence[str] | None = None,
+        offset: int | None = None,
+        limit: int | None = None,
+    ) -> m.ConsolidationList:
+        """A page of the store's runs, newest first, without their steps: of one actor, of one
+        status or several (``["proposed", "failed"]``)."""
+        call = _con.list_consolidations(self._prefix, actor_id, status, offset, limit)
+        return self._client._answer(call)
+
+    def get_consolidation(self, consolidation_id: str) -> m.Consolidation:
+        """One run with its steps, each with the memories before and after."""
+        call = _con.get_consolidation(self._prefix, consolidation_id)
+        return self._client._answer(call)
+
+    def apply_consolidation(
+        self, consolidation_id: str, *, idempotency_key: str | None = None
+    ) -> m.Consolidation:
+        """Apply a proposed run (review mode): the steps that still hold; the others are
+        ``conflict`` steps. ``ConflictError`` when none holds or the run is not proposed."""
+        call = _con.decide(self._prefix, consolidation_id, "apply", idempotency_key)
+        return self._client._answer(call)
+
+    def discard_consolidation(
+        self, consolidation_id: str, *, idempotency_key: str | None = None
+    ) -> m.Consolidation:
+        """Discard a proposed run: nothing changes. ``ConflictError`` when it is not proposed."""
+        call = _con.decide(self._prefix, consolidation_id, "discard", idempotency_key)
+        return self._client._answer(call)
+
+    def revert_consolidation(
+        self, consolidation_id: str, *, idempotency_key: str | None = None
+    ) -> m.Consolidation:
+        """Undo an applied run: the memories it replaced are current again and its results
+        are retired. ``ConflictError`` naming the results that changed since, if any did."""
+        call = _con.decide(self._prefix, consolidation_id, "revert", idempotency_key)
+        return self._client._answer(call)
+
+    def restore_memory(self, memory_id: str, *, idempotency_key: str | None = None) -> m.MemoryView:
+        """Make a superseded or retired version current again: a new memory with its text and
+        fields, superseding whatever of its chain is current. ``ConflictError`` when the
+        version is current."""
+        call = _con.restore_memory(self._prefix, memory_id, idempotency_key)
+        return self._client._answer(call)
 
     # --- keyed memories (a namespace and key of the caller's choosing) --------------------
 

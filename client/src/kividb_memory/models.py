@@ -19,6 +19,18 @@ from typing import Any, Literal
 
 from pydantic import ConfigDict, Field
 
+from kividb_memory.consolidation_models import (
+    Consolidation as Consolidation,
+    ConsolidationCounts as ConsolidationCounts,
+    ConsolidationList as ConsolidationList,
+    ConsolidationQueued as ConsolidationQueued,
+    ConsolidationStatus as ConsolidationStatus,
+    ConsolidationStep as ConsolidationStep,
+    ConsolidationSummary as ConsolidationSummary,
+    StepAction as StepAction,
+    StepMemory as StepMemory,
+    StepStatus as StepStatus,
+)
 from kividb_memory.key_models import (
     KeyCreate as KeyCreate,
     KeyCreated as KeyCreated,

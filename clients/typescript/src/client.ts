@@ -312,6 +312,49 @@ export class StoreClient {
     return this.#call("GET", `/actors/${segment("actorId", actorId)}/profile/history`, options, { query: { field } });
   }
 
+  // --- consolidation (docs/consolidation.md) ---
+
+  /** Queue a run that merges, corrects and retires the actor's memories (or get the one already queued or running); `ConflictError` for a store without a language model. Poll `getConsolidation` for its outcome. */
+  async consolidate(actorId: string, options: WriteOptions = {}): Promise<Answer<"ConsolidationQueued">> {
+    return this.#call("POST", `/actors/${segment("actorId", actorId)}/consolidate`, options, { idempotencyKey: idempotencyKey(options.idempotencyKey) });
+  }
+
+  /** A page of the store's runs, newest first, without their steps: of one actor, of one status or several. */
+  async listConsolidations(options: CallOptions & { actorId?: string; status?: string | string[]; offset?: number; limit?: number } = {}): Promise<Answer<"ConsolidationList">> {
+    const status = Array.isArray(options.status) ? options.status.join(",") : options.status;
+    const query: Query = { actor_id: options.actorId, status, offset: options.offset, limit: options.limit };
+    return this.#call("GET", "/consolidations", options, { query });
+  }
+
+  /** One run with its steps, each with the memories before and after. */
+  async getConsolidation(consolidationId: string, options?: CallOptions): Promise<Answer<"Consolidation">> {
+    return this.#call("GET", `/consolidations/${segment("consolidationId", consolidationId)}`, options);
+  }
+
+  /** Apply a proposed run (review mode): the steps that still hold; the others come back as `conflict` steps. `ConflictError` when none holds or the run is not proposed. */
+  async applyConsolidation(consolidationId: string, options: WriteOptions = {}): Promise<Answer<"Consolidation">> {
+    return this.#decide(consolidationId, "apply", options);
+  }
+
+  /** Discard a proposed run: nothing changes. `ConflictError` when it is not proposed. */
+  async discardConsolidation(consolidationId: string, options: WriteOptions = {}): Promise<Answer<"Consolidation">> {
+    return this.#decide(consolidationId, "discard", options);
+  }
+
+  /** Undo an applied run: the memories it replaced are current again. `ConflictError` naming its results that changed since, if any did. */
+  async revertConsolidation(consolidationId: string, options: WriteOptions = {}): Promise<Answer<"Consolidation">> {
+    return this.#decide(consolidationId, "revert", options);
+  }
+
+  #decide(consolidationId: string, verb: "apply" | "discard" | "revert", options: WriteOptions): Promise<Answer<"Consolidation">> {
+    return this.#call("POST", `/consolidations/${segment("consolidationId", consolidationId)}/${verb}`, options, { idempotencyKey: idempotencyKey(options.idempotencyKey) });
+  }
+
+  /** Make a superseded or retired version current again: a new memory with its text and fields, superseding whatever of its chain is current. `ConflictError` when the version is current. */
+  async restoreMemory(memoryId: string, options: WriteOptions = {}): Promise<Answer<"MemoryView">> {
+    return this.#call("POST", `/memories/${segment("memoryId", memoryId)}/restore`, options, { idempotencyKey: idempotencyKey(options.idempotencyKey) });
+  }
+
   // --- keyed memories ---
 
   async putKeyedMemory(namespace: string[], key: string, value: Record<string, unknown>, options: CallOptions & { texts?: string[]; vectors?: number[][]; index?: boolean; ttlSeconds?: number } = {}): Promise<Answer<"KeyedMemoryView">> {

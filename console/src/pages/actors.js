@@ -1,12 +1,14 @@
 // An actor's page: its profile (GET .../actors/{actor}/profile) with where each value came from,
 // a field's history (GET .../profile/history?field=), changing and clearing a field (PATCH
-// .../profile), its memories (GET .../memories?actor_id=), its sessions (GET .../sessions, whose
-// every entry names its actor) and forgetting it (DELETE .../actors/{actor}/memories).
+// .../profile), its memories (GET .../memories?actor_id=), its consolidations (pages/consolidations.js),
+// its sessions (GET .../sessions, whose every entry names its actor) and forgetting it (DELETE
+// .../actors/{actor}/memories).
 
 import { useEffect, useRef, useState } from "preact/hooks";
 import { api, storePath } from "../api.js";
 import { storeHref } from "../router.js";
 import { PROFILE_TYPES } from "../steering.js";
+import { ActorConsolidations } from "./consolidations.js";
 import { MemoryRows } from "./memories.js";
 import { MissingPage, StoreHeader } from "./stores.js";
 import {
@@ -319,6 +321,7 @@ export function ActorPage({ instance, store, actor, query }) {
       <p class="muted memories-count">${memoryCount(memoryTotal)}, newest first${memoryTotal > memories.data.memories.length
         ? html`; the newest ${memories.data.memories.length} here, <a href=${storeHref(instance, store, "memories", { actor_id: actor })}>every one on the memories page</a>` : ""}.</p>
       <${MemoryRows} memories=${memories.data.memories} instance=${instance} store=${store} actorColumn=${false} />`}
+    ${config && html`<${ActorConsolidations} instance=${instance} store=${store} actor=${actor} canConsolidate=${config.llm_provider !== "none"} />`}
     <h2>Sessions</h2>
     ${sessions.loading && !sessions.data && html`<${Loading} what="sessions" />`}
     ${sessions.error && sessions.error.status === 403

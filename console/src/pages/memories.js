@@ -336,6 +336,49 @@ function EditMemory({ instance, store, memory, config, onSaved, onCancel }) {
   </form>`;
 }
 
+const cutText = (text, max = 80) => (Array.from(text).length > max ? `${Array.from(text).slice(0, max).join("")}…` : text);
+
+/** Where a memory came from: extraction of a session, a consolidation run, a restore, or a caller. */
+function MemorySourceText({ source, instance, store }) {
+  if (source && source.consolidation_id) {
+    return html`consolidation <a href=${storeHref(instance, store, "consolidations", source.consolidation_id)}><${Id} value=${source.consolidation_id} copy=${false} /></a>`;
+  }
+  if (source && source.restored_from) {
+    return html`restored from <a href=${storeHref(instance, store, "memories", source.restored_from)}><${Id} value=${source.restored_from} copy=${false} /></a>`;
+  }
+  if (source && source.session_id) {
+    return html`session <a href=${storeHref(instance, store, "sessions", source.session_id)}><${Id} value=${source.session_id} copy=${false} /></a>`;
+  }
+  return html`<span class="muted">added through the API (no session)</span>`;
+}
+
+/** The memories that replaced one another (oldest first), each replaced one with Restore…. */
+function Chain({ view, instance, store, onRestore }) {
+  const chain = view.chain || [];
+  if (chain.length <= 1 && !view.valid_until) return null;
+  return html`<section aria-labelledby="chain-title" data-chain>
+    <h2 id="chain-title">Chain</h2>
+    <p class="muted">The memories that replaced one another, oldest first. A replaced or retired one can be made current again: it comes back as a new memory, and whatever is current is replaced (and stays here).</p>
+    <ol class="versions chain">
+      ${chain.map((link) => html`<li key=${link.id} data-link=${link.id}>
+        <p>${link.id === view.id ? html`<strong>This memory</strong>: ` : html`<a href=${storeHref(instance, store, "memories", link.id)}><${Id} value=${link.id} copy=${false} /></a>: `}<${Text} value=${link.text} /></p>
+        <p class="muted">${link.valid_until
+          ? html`From <${Time} value=${link.valid_from} /> until <${Time} value=${link.valid_until} />`
+          : html`Current since <${Time} value=${link.valid_from} />`}
+          ${link.valid_until && html` <button type="button" class="small" onClick=${() => onRestore(link)} aria-label=${`Restore “${cutText(link.text, 40)}”…`}>Restore…</button>`}</p>
+      </li>`)}
+    </ol>
+  </section>`;
+}
+
+function RestoreChanges({ link, chain }) {
+  const current = chain.filter((l) => !l.valid_until);
+  return html`<p>“<${Text} value=${link.text} max=${200} />” becomes current again, as a new memory with its text and fields.</p>
+    ${current.length
+      ? html`<p>${current.map((l, i) => html`${i ? ", " : ""}“<${Text} value=${l.text} max=${200} />”`)} ${current.length === 1 ? "is" : "are"} replaced and ${current.length === 1 ? "stays" : "stay"} readable in this chain.</p>`
+      : html`<p>No memory of this chain is current now: nothing else changes.</p>`}`;
+}
+
 export function MemoryPage({ instance, store, memory }) {
   const loaded = useLoad(
     () => settled([api("GET", storePath(instance, store, "memories", memory)), api("GET", storePath(instance, store))]),
@@ -345,7 +388,23 @@ export function MemoryPage({ instance, store, memory }) {
   const [confirming, setConfirming] = useState(false);
   const [busy, setBusy] = useState(false);
   const [notice, setNotice] = useState(null);
+  const [restoring, setRestoring] = useState(null);
   const [view, config] = loaded.data || [];
+  const restore = async () => {
+    const link = restoring;
+    setBusy(true);
+    try {
+      const made = await api("POST", storePath(instance, store, "memories", link.id, "restore"));
+      setRestoring(null);
+      flash(`The version “${cutText(link.text)}” is current again, as this new memory.`);
+      navigate(storeHref(instance, store, "memories", made.id));
+    } catch (failure) {
+      setRestoring(null);
+      if (failure.status !== 401) setNotice({ kind: "error", text: `Not restored: ${said(failure)}` });
+    } finally {
+      setBusy(false);
+    }
+  };
   const forget = async () => {
     setBusy(true);
     try {
@@ -384,9 +443,7 @@ export function MemoryPage({ instance, store, memory }) {
         <dt>Topics</dt><dd>${view.topics.length ? view.topics.map((t, i) => html`${i ? ", " : ""}<${Text} value=${t} />`) : html`<span class="muted">none</span>`}</dd>
         <dt>Importance</dt><dd>${view.importance === null ? html`<span class="muted">—</span>` : view.importance}</dd>
         <dt>Confidence</dt><dd>${view.confidence === null ? html`<span class="muted">—</span>` : view.confidence}</dd>
-        <dt>Source</dt><dd>${view.source
-          ? html`session <a href=${storeHref(instance, store, "sessions", view.source.session_id)}><${Id} value=${view.source.session_id} copy=${false} /></a>`
-          : html`<span class="muted">added through the API (no session)</span>`}</dd>
+        <dt>Source</dt><dd><${MemorySourceText} source=${view.source} instance=${instance} store=${store} /></dd>
         <dt>Kept</dt><dd><${Time} value=${view.created_at} /></dd>
         <dt>Last changed</dt><dd><${Time} value=${view.updated_at} /></dd>
         <dt>Expires</dt><dd><${Time} value=${view.expires_at} /></dd>
@@ -404,12 +461,17 @@ export function MemoryPage({ instance, store, memory }) {
             </li>`,
           )}
         </ol>`}
+      <${Chain} view=${view} instance=${instance} store=${store} onRestore=${setRestoring} />
       ${editing
         ? html`<${EditMemory} instance=${instance} store=${store} memory=${view} config=${config} onSaved=${saved} onCancel=${() => setEditing(false)} />`
         : html`<div class="actions">
           <button type="button" onClick=${() => setEditing(true)}>Edit memory</button>
           <button type="button" class="danger" onClick=${() => setConfirming(true)}>Forget memory…</button>
         </div>`}
+      <${ConfirmDialog} open=${restoring !== null} title="Restore this version?" action="Restore version" busy=${busy}
+        onConfirm=${restore} onClose=${() => setRestoring(null)}>
+        ${restoring && html`<${RestoreChanges} link=${restoring} chain=${view.chain || []} />`}
+      <//>
       <${ConfirmDialog} open=${confirming} title="Forget this memory?" action="Forget memory" busy=${busy}
         onConfirm=${forget} onClose=${() => setConfirming(false)}>
         <p>“<${Text} value=${view.text} max=${200} />”${versions ? ` and its ${plural(versions, "earlier version")} are` : " is"} removed for good.</p>
