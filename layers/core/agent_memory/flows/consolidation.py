@@ -142,7 +142,10 @@ def run_consolidation(
 def note_kept(store: StoreHandle, actor_id: str | None, kept: int) -> None:
     """Count ``kept`` new memories of ``actor_id`` towards its automatic run
     (``consolidation.triggers.note_new_memories``)."""
-    if kept <= 0 or actor_id is None:
+    config = store.config
+    if kept <= 0 or actor_id is None or config.consolidate_after_memories == 0:
+        return
+    if config.llm_provider == "none":  # never armed: the scheduler is not even built
         return
     container = store.container
     target = ConsolidationTarget(store.instance_id, store.config.name, actor_id)
