@@ -64,7 +64,7 @@ def test_the_first_use_of_a_database_registered_unreached_writes_its_marker(
     instance = _unmarked(tenant, spare)
     token = tenant.control.instance(tenant.org_id, instance).token
     status, body, _ = _get(tenant, instance)
-    assert (status, body) == (200, {"stores": []})
+    assert (status, body) == (200, {"stores": [], "next_cursor": None})
     marker = database_client(spare).get(InstanceKeys.owner)
     assert marker == f"{tenant.org_id}/{instance}/{token}"
 
