@@ -155,6 +155,10 @@ def world(stack: Stack) -> Iterator[World]:
                 assert answer.status_code in (200, 201), answer.text
         yield made
     finally:
+        # its stores share the tenant database with later tests, whose listings they would fill
+        with made.client() as api:
+            for name in [*made.store_names, "big", "scratch"]:
+                api.delete(f"{prefix}/{name}")
         with contextlib.suppress(NotFound):
             control.delete_organization(org_id)
 

@@ -45,9 +45,10 @@ def _loaded(handler: str, *, invoke: bool = False) -> dict:
     return json.loads(done.stdout)
 
 
-def test_importing_the_authorizer_loads_at_most_ten_modules_of_the_layer_and_no_numpy():
+def test_importing_the_authorizer_loads_at_most_eleven_modules_of_the_layer_and_no_numpy():
     loaded = _loaded("authorizer")
-    assert len(loaded["layer"]) <= 10, loaded["layer"]
+    # ten, and the SnapStart hooks (edge.snapstart, registered when edge.runtime is imported)
+    assert len(loaded["layer"]) <= 11, loaded["layer"]
     assert not loaded["numpy"] and not loaded["xray"]
     packages = {name.split(".")[1] for name in loaded["layer"] if name.count(".") >= 2}
     assert packages <= {"edge"}, packages
