@@ -6,53 +6,19 @@ first; the output the README shows is what it printed."""
 from __future__ import annotations
 
 import contextlib
-import os
 import re
-import subprocess
-import sys
-from pathlib import Path
 
 from kividb_memory import NotFoundError
+from tests.support.readme import run_program, section_blocks
 
-ROOT = Path(__file__).resolve().parents[2]
 HEADING = "## Steering what is kept: instructions, examples and actor profiles"
 
 
-def _blocks(info: str) -> list[str]:
-    """The code blocks of the README's steering section whose fence says ``info`` ("python",
-    or "" for a bare fence), in order."""
-    readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = readme.split(HEADING, 1)[1]
-    found: list[str] = []
-    opened: str | None = None
-    lines: list[str] = []
-    for line in section.splitlines():
-        if opened is None and line.startswith("## "):
-            break  # the next section (a heading inside a block is the block's)
-        if opened is None and line.startswith("```"):
-            opened, lines = line.removeprefix("```"), []
-        elif opened is not None and line == "```":
-            if opened == info:
-                found.append("\n".join(lines))
-            opened = None
-        elif opened is not None:
-            lines.append(line)
-    return found
-
-
 def test_the_readme_steering_section_runs_as_written(open_stack, provider, memory):
-    (program,) = _blocks("python")
-    (shown,) = _blocks("")
-    env = {
-        **os.environ,
-        "KIVIDB_API_URL": open_stack.url,
-        "KIVIDB_API_KEY": open_stack.api_key,
-        "SCRIPTED_MODEL_URL": provider.url,
-    }
+    (program,) = section_blocks(HEADING, "python")
+    (shown,) = section_blocks(HEADING, "")
     try:
-        ran = subprocess.run(
-            [sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=120
-        )
+        ran = run_program(program, open_stack.url, open_stack.api_key, provider.url)
     finally:
         with contextlib.suppress(NotFoundError):
             memory.delete_store("local", "steered")
