@@ -564,7 +564,9 @@ def test_the_automatic_run_is_armed_once_per_threshold(make_world, scripted, cli
     world = make_world(scripted, scripted, consolidate_after_memories=3)
     target = runs_of(world).target("alice")
     armed = [
-        note_new_memories(client, world.config, "alice", 1, world.scheduler, target, world.clock)
+        note_new_memories(
+            client, world.config, "alice", 1, lambda: world.scheduler, target, world.clock
+        )
         for _ in range(6)
     ]
     assert armed == [False, False, True, False, False, False]
@@ -578,9 +580,11 @@ def test_the_automatic_run_is_armed_once_per_threshold(make_world, scripted, cli
     outcome = runs_of(world).run("alice", RunBudget(60))
     assert outcome.run.trigger == "automatic" and outcome.run.status == "applied"
     assert not note_new_memories(
-        client, world.config, "alice", 2, world.scheduler, target, world.clock
+        client, world.config, "alice", 2, lambda: world.scheduler, target, world.clock
     )
-    assert note_new_memories(client, world.config, "alice", 1, world.scheduler, target, world.clock)
+    assert note_new_memories(
+        client, world.config, "alice", 1, lambda: world.scheduler, target, world.clock
+    )
     assert len(world.scheduler.arms) == 2
 
 
@@ -590,9 +594,11 @@ def test_no_automatic_run_for_a_threshold_of_0_or_memories_of_no_actor(
     world = make_world(scripted, scripted, consolidate_after_memories=0)
     target = runs_of(world).target("alice")
     for _ in range(100):
-        note_new_memories(client, world.config, "alice", 1, world.scheduler, target, world.clock)
+        note_new_memories(
+            client, world.config, "alice", 1, lambda: world.scheduler, target, world.clock
+        )
     other = make_world(scripted, scripted, consolidate_after_memories=1)
-    note_new_memories(client, other.config, None, 5, other.scheduler, None, other.clock)
+    note_new_memories(client, other.config, None, 5, lambda: other.scheduler, None, other.clock)
     assert world.scheduler.arms == [] and other.scheduler.arms == []
     # With nothing due, a run fired by hand does nothing.
     outcome = runs_of(world).run("alice", RunBudget(60))

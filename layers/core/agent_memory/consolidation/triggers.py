@@ -8,6 +8,7 @@ Light on purpose: the routes that keep memories load this, not the run.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
 
 import redis
@@ -31,14 +32,16 @@ def note_new_memories(
     store: StoreConfig,
     actor_id: str | None,
     kept: int,
-    scheduler: Scheduler,
+    scheduler: Callable[[], Scheduler],
     target: ConsolidationTarget | None,
     clock: Clock,
 ) -> bool:
     """Count ``kept`` new memories of ``actor_id`` and, when that makes
     ``consolidate_after_memories`` since its last run (and the store has a language model),
-    arm its run once (True). Nothing for memories of no actor or a threshold of 0. A scheduler
-    failure is logged and the arming released, never raised: the memories are kept."""
+    arm its run once (True). Nothing for memories of no actor or a threshold of 0.
+    ``scheduler`` gives the scheduler, built only when a run is armed (a function without
+    scheduler settings can keep memories of a store that never arms one). A scheduler failure
+    is logged and the arming released, never raised: the memories are kept."""
     threshold = store.consolidate_after_memories
     if kept <= 0 or actor_id is None or threshold == 0 or store.llm_provider == "none":
         return False
@@ -51,7 +54,7 @@ def note_new_memories(
     if target is None:
         return False
     try:
-        scheduler.arm(target, due)
+        scheduler().arm(target, due)
     except AgentMemoryError as exc:
         with database_errors():
             client.hdel(state, ARMED)

@@ -142,10 +142,7 @@ def run_consolidation(
 def note_kept(store: StoreHandle, actor_id: str | None, kept: int) -> None:
     """Count ``kept`` new memories of ``actor_id`` towards its automatic run
     (``consolidation.triggers.note_new_memories``)."""
-    config = store.config
-    if kept <= 0 or actor_id is None or config.consolidate_after_memories == 0:
-        return
-    if config.llm_provider == "none":  # never armed: the scheduler is not even built
+    if kept <= 0 or actor_id is None:
         return
     container = store.container
     target = ConsolidationTarget(store.instance_id, store.config.name, actor_id)
@@ -154,7 +151,7 @@ def note_kept(store: StoreHandle, actor_id: str | None, kept: int) -> None:
         store.config,
         actor_id,
         kept,
-        container.scheduler,
+        lambda: container.scheduler,
         target,
         container.clock,
     )
