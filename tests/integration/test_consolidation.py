@@ -7,6 +7,7 @@ adds, changes, forget-actor and each other, and the automatic run armed once.
 
 from __future__ import annotations
 
+import functools
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -21,10 +22,8 @@ from agent_memory.consolidation.triggers import note_new_memories
 from agent_memory.errors import Conflict, ConsolidationNotFound
 from agent_memory.memories.models import MemoryIn, MemoryPatch
 from agent_memory.search.selection import Selection
-from tests.support.background import DIMS, World
-from tests.support.databases import database_client
+from tests.support.background import World
 from tests.support.model_servers import ScriptedChatServer
-from tools.scripted_model import ScriptedServer
 
 TEA = "The user loves green tea every morning."
 TEA_AGAIN = "The user loves green tea every single morning."
@@ -42,28 +41,10 @@ PAIRS = [
 
 
 @pytest.fixture
-def scripted():
-    server = ScriptedServer(dimensions=DIMS)
-    server.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture
-def make_world(client, redis_url):
-    made = []
-    binary = database_client(redis_url, binary=True)
-
-    def make(model_server, embed_server, **settings):
-        settings.setdefault("dedupe_threshold", 0.999)
-        world = World(client, binary, model_server, embed_server, **settings)
-        made.append(world)
-        return world
-
-    yield make
-    for world in made:
-        world.close()
+def make_world(make_world):
+    """Worlds whose stores keep near-duplicates apart (a dedupe threshold of 0.999), so that
+    the runs find repeats to merge."""
+    return functools.partial(make_world, dedupe_threshold=0.999)
 
 
 def runs_of(world: World, model=...) -> ConsolidationRuns:

@@ -15,40 +15,13 @@ import logging
 import re
 from datetime import UTC, datetime, timedelta
 
-import pytest
-
 from agent_memory.clock import to_ms
 from agent_memory.memories.models import MemoryIn
 from agent_memory.observability import logger
 from agent_memory.search.selection import Selection
-from tests.support.background import DIMS, World
-from tests.support.databases import database_client
+from tests.support.background import DIMS
 from tests.support.model_servers import ScriptedChatServer
 from tools.scripted_model import ScriptedServer
-
-
-@pytest.fixture
-def scripted():
-    server = ScriptedServer(dimensions=DIMS)
-    server.start()
-    yield server
-    server.shutdown()
-    server.server_close()
-
-
-@pytest.fixture
-def make_world(client, redis_url):
-    made = []
-    binary = database_client(redis_url, binary=True)
-
-    def make(model_server, embed_server, **settings):
-        world = World(client, binary, model_server, embed_server, **settings)
-        made.append(world)
-        return world
-
-    yield make
-    for world in made:
-        world.close()
 
 
 def _extract(world, session, *contents, actor="alice"):
