@@ -432,6 +432,11 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--http-requests", type=int, default=200, help="per operation and side")
     parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--no-plot",
+        action="store_true",
+        help="write request_path.md only (the test suite's run: matplotlib is a bench requirement)",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="kividb-request-path-") as folder:
         database = start_redis_server(Path(folder) / "redis", persist=False)
@@ -450,7 +455,8 @@ def main(argv: list[str] | None = None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     text = report(found, args.requests, args.runs, http)
     (args.out / "request_path.md").write_text(text)
-    plot(found, http, args.out / "request_path.png")
+    if not args.no_plot:
+        plot(found, http, args.out / "request_path.png")
     print(text)
     return 0
 
