@@ -49,15 +49,8 @@ def test_missing_or_wrong_keys_are_unauthorized(tenant, key):
 
 
 def test_only_a_hash_of_the_key_is_stored(tenant, client):
-    for key in client.scan_iter(match="kividb:control:*"):
-        kind = client.type(key)
-        values = (
-            client.hgetall(key).values()
-            if kind == "hash"
-            else client.smembers(key)
-            if kind == "set"
-            else []
-        )
+    for key, (kind, value, _) in snapshot(client).items():
+        values = value.values() if kind == "hash" else value if kind in ("set", "list") else [value]
         assert all(tenant.api_key not in str(v) for v in values)
         assert tenant.api_key not in key
     assert client.exists(ControlKeys.api_key(hash_api_key(tenant.api_key)))
@@ -152,18 +145,32 @@ def test_found_instances_are_cached_for_the_configured_time_and_missing_ones_nev
 
 def snapshot(client: redis.Redis, *databases: redis.Redis) -> dict:
     """Every control key (type, value, whether it expires) and the ownership marker of each of
-    ``databases``: what a refused registration must leave as it was."""
-    seen: dict = {}
-    for key in sorted(client.scan_iter(match="kividb:control:*")):
-        kind = client.type(key)
-        value = {
-            "hash": client.hgetall,
-            "set": client.smembers,
-            "string": client.get,
-            "zset": lambda k: client.zrange(k, 0, -1, withscores=True),
-            "list": lambda k: client.lrange(k, 0, -1),
-        }[kind](key)
-        seen[key] = (kind, value, client.pttl(key) > 0)
+    ``databases``: what a refused registration must leave as it was. Read in two pipelines:
+    after the whole suite's e2e tests the control database holds thousands of keys, and a
+    round trip per key and read made each snapshot take seconds."""
+    keys = sorted(client.scan_iter(match="kividb:control:*", count=1000))
+    with client.pipeline(transaction=False) as pipe:
+        for key in keys:
+            pipe.type(key)
+        kinds = pipe.execute()
+    reads = {
+        "hash": lambda pipe, k: pipe.hgetall(k),
+        "set": lambda pipe, k: pipe.smembers(k),
+        "string": lambda pipe, k: pipe.get(k),
+        "zset": lambda pipe, k: pipe.zrange(k, 0, -1, withscores=True),
+        "list": lambda pipe, k: pipe.lrange(k, 0, -1),
+        "none": lambda pipe, k: pipe.exists(k),  # expired between the two reads
+    }
+    with client.pipeline(transaction=False) as pipe:
+        for key, kind in zip(keys, kinds, strict=True):
+            reads[kind](pipe, key)
+            pipe.pttl(key)
+        replies = pipe.execute()
+    seen: dict = {
+        key: (kind, value, ttl > 0)
+        for key, kind, value, ttl in zip(keys, kinds, replies[::2], replies[1::2], strict=True)
+        if kind != "none"
+    }
     for number, database in enumerate(databases):
         marker = InstanceKeys.owner
         seen[f"db{number}:{marker}"] = (database.get(marker), database.pttl(marker) > 0)
