@@ -133,12 +133,18 @@ CLUSTER_EXCLUDED := --ignore tests/integration/test_control.py \
 test: lint validate $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP) $(CREWAI_STAMP) $(TS_OUT) $(TS_EXAMPLES_OUT)
 	@$(MAKE) --no-print-directory test-runs
 
+# pytest-xdist workers for each run, a test file to a worker (its module fixtures stay whole):
+# each worker starts a Redis server (or its clusters) and a local stack of its own
+# (docs/testing.md). TEST_WORKERS=0 runs in one process.
+TEST_WORKERS ?= 2
+PYTEST_WORKERS := $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadfile)
+
 ## test-runs: the two pytest runs of `make test` without its checks and builds: every test, then
 ## the cluster subset, which runs even when the first run failed; fails when either did
 test-runs:
 	@main=0; cluster=0; \
-	$(PY) -m pytest -q || main=$$?; \
-	KIVIDB_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_TESTS) || cluster=$$?; \
+	$(PY) -m pytest -q $(PYTEST_WORKERS) || main=$$?; \
+	KIVIDB_TEST_CLUSTER=1 $(PY) -m pytest -q $(PYTEST_WORKERS) $(CLUSTER_TESTS) || cluster=$$?; \
 	echo "make test: every test exited $$main, the cluster subset $$cluster"; \
 	test $$main -eq 0 && test $$cluster -eq 0
 

@@ -256,11 +256,13 @@ def test_the_installer_on_a_terminal_draws_a_bar_per_step(tmp_path, scratch_venv
             str(requirements),
             "--log",
             str(tmp_path / "install.log"),
-        ]
+        ],
+        # wide enough for the bar beside the temporary folder's path, however long (a worker
+        # of pytest-xdist adds a folder of its own)
+        columns=300,
     )
     assert shown.returncode == 0, shown.stderr
     screen = shown.screen()
-    # (the temporary folder's long path leaves no room beside the bar for pip's count)
     assert re.match(r"make: resolve and download .*probe.txt: 100%\|█+\| 1/1 ", screen[0]), screen
     assert re.match(r"make: install .*probe.txt: 100%\|█+\| 1/1 ", screen[1]), screen
     assert "WARNING" not in shown.stderr and "Successfully" not in shown.stderr

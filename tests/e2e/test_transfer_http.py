@@ -665,3 +665,36 @@ def test_a_profile_larger_than_a_batch_moves_whole_in_pieces(stack, tmp_path, mo
         assert again == profiles
         for made in (name, moved):
             client.delete_store("local", made)
+
+
+NOT_SCAN_CURSORS = [
+    "18446744073709551616",  # 2**64: the first number Redis refuses as a cursor
+    "29336603779746564944",  # the fuzzer's: 20 digits, above 2**64 (a 500 before)
+    "99999999999999999999",
+    "²",  # str.isdigit says yes, int says no
+    "١٢",  # Arabic-Indic digits: int reads them, Redis does not
+]
+
+
+@pytest.mark.parametrize("cursor", NOT_SCAN_CURSORS)
+def test_an_export_cursor_that_no_scan_could_give_is_a_422_in_words(
+    api: httpx.Client, store: str, cursor: str
+):
+    """Every export route whose cursor carries a SCAN cursor (sessions; memories, in each half
+    of its cursor; profiles) refuses one that Redis cannot take, before any read."""
+    message = {"role": "user", "content": "hello"}
+    assert api.post(f"{store}/sessions/s1/events", json={"events": [message]}).status_code < 300
+    cases = {
+        "export/sessions": cursor,
+        "export/memories": f"{cursor}:b",
+        "export/profiles": cursor,
+    }
+    cases["export/memories#resume"] = f"0.{cursor}.mem_{'0' * 20}:b"
+    for route, value in cases.items():
+        answer = api.get(f"{store}/{route.split('#')[0]}", params={"cursor": value})
+        assert answer.status_code == 422, (route, answer.text)
+        body = answer.json()
+        fields = [detail["field"] for detail in body.get("details", [])]
+        assert body["error"] == "validation_error", body
+        assert fields and all(field.endswith("cursor") for field in fields), body
+    assert api.get(f"{store}/export/sessions").json()["session_ids"] == ["s1"]

@@ -30,11 +30,16 @@ class Ran:
 
 
 def on_terminal(
-    argv: Sequence[str], *, env: dict[str, str] | None = None, timeout: float = 300
+    argv: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    timeout: float = 300,
+    columns: int = 120,
 ) -> Ran:
-    """Run ``argv`` from the project's root with stderr on a terminal, stdout piped."""
+    """Run ``argv`` from the project's root with stderr on a terminal of 40 lines and
+    ``columns`` columns, stdout piped."""
     leader, follower = pty.openpty()
-    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, 120, 0, 0))
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 40, columns, 0, 0))
     with subprocess.Popen(
         list(argv),
         cwd=ROOT,

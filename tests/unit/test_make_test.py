@@ -24,7 +24,9 @@ exit "$MAIN_RC"
 """
 
 
-def _make_test_runs(tmp_path: Path, main_rc: int, cluster_rc: int) -> tuple[int, list[str]]:
+def _make_test_runs(
+    tmp_path: Path, main_rc: int, cluster_rc: int, *make_args: str
+) -> tuple[int, list[str]]:
     python = tmp_path / "python"
     python.write_text(STAND_IN)
     python.chmod(python.stat().st_mode | stat.S_IEXEC)
@@ -36,7 +38,7 @@ def _make_test_runs(tmp_path: Path, main_rc: int, cluster_rc: int) -> tuple[int,
         "CLUSTER_RC": str(cluster_rc),
     }
     done = subprocess.run(
-        ["make", "-s", "--no-print-directory", "test-runs", f"PY={python}"],
+        ["make", "-s", "--no-print-directory", "test-runs", f"PY={python}", *make_args],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -58,6 +60,22 @@ def test_the_cluster_subset_runs_after_a_failed_main_run_and_either_failure_fail
 ) -> None:
     returncode, runs = _make_test_runs(tmp_path, main_rc, cluster_rc)
     assert [run.split()[0] for run in runs] == ["cluster=0", "cluster=1"]
-    assert runs[0].split()[1:] == ["-m", "pytest", "-q"]
+    workers = ["-n", "2", "--dist", "loadfile"]  # two workers, a file to each (TEST_WORKERS)
+    assert runs[0].split()[1:] == ["-m", "pytest", "-q", *workers]
+    assert runs[1].split()[1:6] == ["-m", "pytest", "-q", *workers[:2]]
     assert "tests/integration/test_sessions.py" in runs[1].split()
     assert (returncode != 0) is fails
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+@pytest.mark.parametrize(
+    ("workers", "options"), [("0", []), ("3", ["-n", "3", "--dist", "loadfile"])]
+)
+def test_test_workers_sets_the_number_of_pytest_workers_and_0_runs_in_one_process(
+    tmp_path: Path, workers: str, options: list[str]
+) -> None:
+    returncode, runs = _make_test_runs(tmp_path, 0, 0, f"TEST_WORKERS={workers}")
+    assert returncode == 0
+    assert [run.split()[1 : 4 + len(options)] for run in runs] == [
+        ["-m", "pytest", "-q", *options]
+    ] * 2

@@ -24,6 +24,7 @@ from redis.client import Pipeline
 from agent_memory.answers import largest_fitting
 from agent_memory.clock import from_ms, to_ms
 from agent_memory.database.client import database_errors
+from agent_memory.database.cursors import scan_cursor
 from agent_memory.database.keys import actor_bucket
 from agent_memory.database.scripts import WRITES, load_script
 from agent_memory.errors import ValidationFailed
@@ -53,8 +54,6 @@ class ProfileEntryFields:
 
 
 P = ProfileEntryFields
-_SCAN_CURSOR = re.compile(r"[0-9]{1,20}")
-"""An ``SSCAN`` cursor as Redis gives it (an unsigned 64-bit number, in ASCII digits)."""
 _ACTOR = re.compile(SESSION_ID_PATTERN)
 
 CHANGE = (
@@ -313,12 +312,13 @@ def _cursor(cursor: str | None) -> tuple[int, str | None]:
     if cursor is None:
         return 0, None
     scan, cut, after = cursor.partition("|")
-    if not _SCAN_CURSOR.fullmatch(scan) or (cut and not _ACTOR.fullmatch(after)):
+    number = scan_cursor(scan)
+    if number is None or (cut and not _ACTOR.fullmatch(after)):
         raise ValidationFailed(
             "The cursor is not one this export gave.",
             details=[{"field": "query.cursor", "problem": "not a cursor of this export"}],
         )
-    return int(scan), after or None
+    return number, after or None
 
 
 def _exported(

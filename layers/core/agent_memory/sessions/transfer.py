@@ -49,6 +49,7 @@ from pydantic_core import InitErrorDetails, PydanticCustomError
 from agent_memory.answers import DEFAULT_ANSWER_BUDGET, surely_fits, wire_bytes
 from agent_memory.clock import from_ms, to_ms
 from agent_memory.database.client import database_errors
+from agent_memory.database.cursors import scan_cursor
 from agent_memory.database.scripts import load_script
 from agent_memory.errors import ActorMismatch, Conflict, SessionNotFound, ValidationFailed
 from agent_memory.models import (
@@ -518,15 +519,17 @@ class SessionTransfer:
 
 def int_cursor(cursor: str | None) -> int:
     """The number in a paging cursor this API gave (0 for none; ``memories.transfer_export`` uses
-    it for the HSCAN half of its cursors); ``ValidationFailed`` for any other text."""
+    it for the HSCAN half of its cursors); ``ValidationFailed`` for any other text, or for a
+    number that cannot be a SCAN cursor (``database.cursors``)."""
     if cursor is None:
         return 0
-    if not cursor.isdigit() or len(cursor) > 20:
+    number = scan_cursor(cursor)
+    if number is None:
         raise ValidationFailed(
             "The cursor is not one this API gave.",
             details=[{"field": "cursor", "problem": "give the next_cursor of the page before"}],
         )
-    return int(cursor)
+    return number
 
 
 def items_that_fit(base: BaseModel, items: Sequence[BaseModel], budget: int) -> int:
