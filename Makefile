@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 
 .PHONY: run test test-runs unit integration e2e lint format validate openapi build deploy replay fuzz \
 	console console-screenshots typescript typescript-schema bench bench-working-memory bench-request-path bench-cold-start bench-retrieval bench-latency bench-background bench-updates bench-faults \
-	bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache bench-throughput bench-ab bench-consolidation clean
+	test-stress bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache bench-throughput bench-ab bench-consolidation clean
 
 # tools.install: the virtualenv with progress (a bar per step on a terminal, one line per step
 # piped) and pip's output in .local/install.log, which its first line names.
@@ -148,6 +148,21 @@ test-runs:
 	echo "make test: every test exited $$main, the cluster subset $$cluster"; \
 	test $$main -eq 0 && test $$cluster -eq 0
 
+## test-stress: the e2e suite twice side by side (each as make test runs it), ROUNDS rounds in a
+## row (3); stops at the first round where either run failed; logs in .local/stress/
+ROUNDS ?= 3
+test-stress: $(STAMP) $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP) $(CREWAI_STAMP) $(TS_OUT) $(TS_EXAMPLES_OUT)
+	@mkdir -p .local/stress; \
+	for round in $$(seq $(ROUNDS)); do \
+		start=$$(date +%s); \
+		$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) tests/e2e > .local/stress/$$round-a.log 2>&1 & a=$$!; \
+		$(PY) -m pytest -q -p no:cacheprovider $(PYTEST_WORKERS) tests/e2e > .local/stress/$$round-b.log 2>&1 & b=$$!; \
+		ra=0; rb=0; wait $$a || ra=$$?; wait $$b || rb=$$?; \
+		echo "make test-stress: round $$round of $(ROUNDS): exit $$ra and $$rb in $$(( $$(date +%s) - start )) s, load average $$(cut -d' ' -f1 /proc/loadavg) at the end"; \
+		for run in a b; do echo "  $$run: $$(tail -n 1 .local/stress/$$round-$$run.log)"; done; \
+		test $$ra -eq 0 && test $$rb -eq 0 || exit 1; \
+	done
+
 ## test-cluster: every test that can run on a cluster, on Redis Clusters it starts
 test-cluster: $(STAMP) $(CONSOLE_OUT) $(FRAMEWORK_TESTS) $(STRANDS_STAMP) $(CREWAI_STAMP) $(TS_OUT) $(TS_EXAMPLES_OUT)
 	KIVIDB_TEST_CLUSTER=1 $(PY) -m pytest -q $(CLUSTER_EXCLUDED)
@@ -226,7 +241,7 @@ $(BENCH_STAMP): $(STAMP) bench/requirements.txt
 	@touch $(BENCH_STAMP)
 
 ## bench: every benchmark; each writes a table and a plot under bench/results/
-bench: bench-working-memory bench-latency bench-cold-start bench-request-path bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache bench-throughput bench-consolidation
+bench: bench-working-memory bench-latency bench-cold-start bench-request-path bench-retrieval bench-background bench-updates bench-faults test-stress bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache bench-throughput bench-consolidation
 
 ## bench-working-memory: add events and recall through the local stack, vs in-process baselines
 bench-working-memory: $(BENCH_STAMP)

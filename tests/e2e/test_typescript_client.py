@@ -308,8 +308,11 @@ def test_the_packed_package_installs_into_an_empty_project_and_works(built, stac
     """`npm pack`, installed into a project made as `npm init -y` makes one (CommonJS): the
     README's snippets run as `.mjs` (import) and `.cjs` (require), and type-check both ways
     (`.mts` resolves the import build's declarations, `.cts` the require build's; a wrong
-    type is an error in both, so the check can fail)."""
-    packed = _node(["npm", "pack", "--json", "--pack-destination", str(tmp_path)], TS, {})
+    type is an error in both, so the check can fail). Packed without the package's `prepack`
+    build: `make test` built dist/ from the same sources, and a build here would rewrite dist/
+    while another run's tests beside this one import it."""
+    command = ["npm", "pack", "--json", "--ignore-scripts", "--pack-destination", str(tmp_path)]
+    packed = _node(command, TS, {})
     (info,) = json.loads(packed)
     tarball = tmp_path / info["filename"]
     files = {f["path"] for f in info["files"]}

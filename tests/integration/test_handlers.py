@@ -99,7 +99,8 @@ MISSING_STORE = {
 
 
 @pytest.mark.parametrize(
-    ("name", "step"), [(name, step) for step, names in MISSING_STORE.items() for name in sorted(names)]
+    ("name", "step"),
+    [(name, step) for step, names in MISSING_STORE.items() for name in sorted(names)],
 )
 def test_a_missing_stores_404_says_the_next_step_of_its_route(tenant, function_env, name, step):
     missing = unique("missing")

@@ -4,8 +4,7 @@ the server and failed an export with a 500."""
 
 from __future__ import annotations
 
-from hypothesis import given
-from hypothesis import strategies as st
+from hypothesis import given, strategies as st
 
 from agent_memory.database.cursors import SCAN_CURSOR_END, scan_cursor
 
