@@ -493,6 +493,44 @@ def test_a_default_instance_and_store_let_the_tools_omit_them(
     assert [r.path for r in proxy.records] == [f"/instances/local/agent-memory/{lab}/recall"]
 
 
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("instance_id", ["local", None])
+def test_list_memory_stores_pages_and_its_next_cursor_reaches_every_store_once(
+    proxy, open_stack, transport, instance_id
+):
+    """A page of the listing says how to get the rest (issue 32: the tool answered the first
+    page of 1,000 and said nothing of more); walked two at a time it names each store once."""
+    names = [unique("paged") for _ in range(3)]
+    where = {"instance_id": instance_id} if instance_id else {}
+
+    async def walk() -> list[dict[str, Any]]:
+        pages = []
+        async with connect(transport, proxy.url, open_stack.api_key) as client:
+            cursor = None
+            for _ in range(1000):
+                args = {**where, "limit": 2, **({"cursor": cursor} if cursor else {})}
+                listed = await client.call_tool("list_memory_stores", args)
+                assert not listed.is_error, text(listed)
+                pages.append(listed.structured_content)
+                cursor = listed.structured_content["next_cursor"]
+                if cursor is None:
+                    return pages
+        raise AssertionError("the listing never ended")
+
+    with MemoryClient(open_stack.url, open_stack.api_key) as client:
+        for name in names:
+            client.put_store("local", name, dimensions=3)
+        try:
+            pages = run(walk())
+        finally:
+            for name in names:
+                client.delete_store("local", name)
+    listed = [(s["instance_id"], s["name"]) for page in pages for s in page["stores"]]
+    assert len(pages) >= 2 and all(len(page["stores"]) <= 2 for page in pages)
+    assert len(listed) == len(set(listed))
+    assert {("local", name) for name in names} <= set(listed)
+
+
 def test_an_mcp_server_that_cannot_reach_the_api_answers_a_tool_error(open_stack):
     async def go():
         async with connect("stdio", "http://127.0.0.1:9", open_stack.api_key) as client:
@@ -532,16 +570,22 @@ def test_both_transports_list_the_same_tools_with_the_same_schemas(proxy, open_s
     assert [t["name"] for t in stdio] == list(TOOL_NAMES)
 
 
-def _calls(lab: str, memory_id: str) -> list[tuple[str, dict[str, Any], Any]]:
+def _calls(lab: str, memory_id: str, cursor: str) -> list[tuple[str, dict[str, Any], Any]]:
     """Each tool with every argument it has set to a value of its own, and the API request
-    that call must make, exactly (memory_forget: the two, reading the chain first)."""
+    that call must make, exactly (memory_forget: the two, reading the chain first).
+    ``cursor``: a next_cursor of the instance's store listing."""
     s = f"/instances/local/agent-memory/{lab}"
     where = {"instance_id": "local", "store": lab}
     return [
         (
             "list_memory_stores",
-            {"instance_id": "local"},
-            Recorded("GET", "/instances/local/agent-memory", "", None),
+            {"instance_id": "local", "cursor": cursor, "limit": 1},
+            Recorded(
+                "GET",
+                "/instances/local/agent-memory",
+                str(httpx.QueryParams({"cursor": cursor, "limit": 1})),
+                None,
+            ),
         ),
         (
             "memory_add_messages",
@@ -642,6 +686,10 @@ def test_every_argument_of_every_tool_reaches_the_api(
 ):
     with MemoryClient(open_stack.url, open_stack.api_key) as client:
         memory_id = client.store("local", lab).add_memory(f"parity {unique('m')}").id
+        second = unique("second")
+        client.put_store("local", second, dimensions=3)  # so that a page of 1 has a next one
+        cursor = client.list_stores("local", limit=1).next_cursor
+        assert cursor is not None
 
     async def go():
         async with connect(
@@ -649,7 +697,7 @@ def test_every_argument_of_every_tool_reaches_the_api(
         ) as client:
             schemas = {t.name: t.input_schema for t in (await client.list_tools()).tools}
             made = []
-            for name, args, expected in _calls(lab, memory_id):
+            for name, args, expected in _calls(lab, memory_id, cursor):
                 assert set(args) == set(schemas[name]["properties"]), f"{name}: cover every arg"
                 proxy.records.clear()
                 result = await client.call_tool(name, args)
@@ -657,7 +705,12 @@ def test_every_argument_of_every_tool_reaches_the_api(
                 made.append((name, list(proxy.records), expected))
             return made
 
-    for name, records, expected in run(go()):
+    try:
+        made = run(go())
+    finally:
+        with MemoryClient(open_stack.url, open_stack.api_key) as client:
+            client.delete_store("local", second)
+    for name, records, expected in made:
         assert records == (expected if isinstance(expected, list) else [expected]), name
 
 

@@ -156,11 +156,13 @@ class MemoryForgotten(BaseModel):
 
 
 class StoresListed(BaseModel):
-    """What ``list_memory_stores`` answers: the stores, and the instances that could not be
-    read (only when listing the whole organization)."""
+    """What ``list_memory_stores`` answers: a page of the stores, the instances that could not
+    be read (only when listing the whole organization), and ``next_cursor``: the ``cursor`` of
+    the next page, or null on the last."""
 
     stores: list[m.StoreView]
     unreachable: list[m.UnreachableInstance]
+    next_cursor: str | None = None
 
 
 InstanceArg = Annotated[
@@ -296,15 +298,31 @@ class _Tools:
                 "store of the organization."
             ),
         ] = None,
+        cursor: Annotated[
+            str | None,
+            Field(
+                description="The next_cursor of the page before, for the page after it (with "
+                "the same instance_id); omit it for the first page."
+            ),
+        ] = None,
+        limit: Annotated[
+            int | None,
+            Field(ge=1, le=1000, description="At most this many stores (1 to 1,000, the default)."),
+        ] = None,
     ) -> StoresListed:
         """List the memory stores this API key can use: each store's instance_id and name
-        (the arguments the other tools take), its settings and models."""
+        (the arguments the other tools take), its settings and models. A page at a time: when
+        next_cursor is not null, call again with it as cursor for the rest."""
         client = self.connect(ctx).client
         if instance_id is None:
-            listed = self._call(client.list_stores)
-            return StoresListed(stores=listed.stores, unreachable=listed.unreachable)
-        one = self._call(lambda: client.list_stores(instance_id))
-        return StoresListed(stores=one.stores, unreachable=[])
+            listed = self._call(lambda: client.list_stores(cursor=cursor, limit=limit))
+            return StoresListed(
+                stores=listed.stores,
+                unreachable=listed.unreachable,
+                next_cursor=listed.next_cursor,
+            )
+        one = self._call(lambda: client.list_stores(instance_id, cursor=cursor, limit=limit))
+        return StoresListed(stores=one.stores, unreachable=[], next_cursor=one.next_cursor)
 
     def memory_add_messages(
         self,
