@@ -142,7 +142,11 @@ class SchedulerLoop:
         try:
             events = self.scheduler.take_due(self.clock.now(), self.batch)
         except (DatabaseUnavailable, redis.RedisError) as exc:
-            self._failed(exc)
+            # A poll cut short once a stop was asked for is the stop's doing (the launcher
+            # stops its redis-server child after waiting for this loop, which a slow poll on a
+            # loaded machine can outlast): not a failure to report.
+            if not self._stopping.is_set():
+                self._failed(exc)
             return 0
         if self.failures:
             self.log(

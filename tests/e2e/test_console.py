@@ -845,12 +845,12 @@ def test_keyed_memories_are_browsed_by_namespace_and_one_is_forgotten(console, w
         assert world.api.put(f"{path}/keyed-memories", json=body).status_code == 200
     console.sign_in(f"/instances/local/agent-memory/{world.name(path)}/keyed")
     page = console.page
-    expect(page.get_by_role("heading", name="Keyed memories")).to_be_visible()
-    expect(page.get_by_role("heading", name="3 keyed memories")).to_be_visible()
+    expect(page.get_by_role("heading", name="Keyed memories", exact=True)).to_be_visible()
+    expect(page.get_by_role("heading", name="3 keyed memories", exact=True)).to_be_visible()
     page.get_by_role("link", name="users", exact=True).click()
     page.get_by_role("link", name="ann", exact=True).click()
     page.get_by_role("link", name="prefs", exact=True).click()
-    expect(page.get_by_role("heading", name="2 keyed memories")).to_be_visible()
+    expect(page.get_by_role("heading", name="2 keyed memories", exact=True)).to_be_visible()
     # text from the API is text: the key and the value's markup are shown, never run
     item = page.get_by_role("article", name="Key <b>font</b>")
     expect(item).to_contain_text('"html": "<img src=x onerror=alert(1)>"')
@@ -859,7 +859,7 @@ def test_keyed_memories_are_browsed_by_namespace_and_one_is_forgotten(console, w
     dialog = page.get_by_role("dialog")
     dialog.get_by_role("button", name="Forget", exact=True).click()
     expect(page.get_by_role("status").filter(has_text="Forgot key theme.")).to_be_visible()
-    expect(page.get_by_role("heading", name="1 keyed memory")).to_be_visible()
+    expect(page.get_by_role("heading", name="1 keyed memory", exact=True)).to_be_visible()
     gone = world.api.get(
         f"{path}/keyed-memories", params={"namespace": "users.ann.prefs", "key": "theme"}
     )

@@ -4,6 +4,7 @@ per failed poll with a doubling wait, one line on recovery, and no secret in any
 from __future__ import annotations
 
 import socket
+import threading
 import time
 import uuid
 from datetime import UTC, datetime
@@ -217,3 +218,29 @@ def test_a_run_that_fails_on_the_database_is_one_line_and_a_bug_keeps_its_traceb
         assert "Traceback" in printed.err and "KeyError: 'oops'" in printed.err
     finally:
         database.stop()
+
+
+def test_a_poll_cut_short_by_the_stop_is_not_reported(keys: LocalScheduleKeys) -> None:
+    """Seen under a stress run: the launcher waited 5 s for a slow poll, stopped its
+    redis-server child, and the poll's ConnectionError was logged as the database failing."""
+    lines = Lines()
+    polling, stopped = threading.Event(), threading.Event()
+
+    class ClosedUnderIt(LocalScheduler):
+        def take_due(self, now: datetime, limit: int) -> list:  # type: ignore[override]
+            polling.set()
+            stopped.wait(10)
+            raise redis.ConnectionError("Connection closed by server.")
+
+    client = redis.Redis.from_url(f"redis://127.0.0.1:{free_port()}/0")
+    loop = SchedulerLoop(ClosedUnderIt(client, SystemClock(), keys=keys), print, log=lines)
+    loop.start()
+    assert polling.wait(10)
+    loop.request_stop()
+    stopped.set()
+    loop.stop(10)
+    assert lines.texts() == []
+    # the same failure in a loop no one asked to stop is reported
+    running = SchedulerLoop(ClosedUnderIt(client, SystemClock(), keys=keys), print, log=lines)
+    assert running.run_once() == 0
+    assert [t.split(":")[0] for t in lines.texts()] == ["local scheduler"]
