@@ -205,6 +205,15 @@ def _banner(
     )
 
 
+KEEP_ALIVE_SECONDS = 75
+"""How long an idle kept-alive connection stays open. uvicorn's default, 5 s, is httpx's own
+idle expiry (``keepalive_expiry``, 5 s): the server closed connections just as clients reused
+them, and a request sent on one got "Server disconnected without sending a response" (seen in
+a stress run of the e2e suite at a load of 8). A server must keep idle connections longer than
+its clients do; 75 s is more than the common clients' defaults (httpx 5 s, Node's fetch 4 s)
+and AWS's load balancers' 60 s idle timeout."""
+
+
 def _serve(port: int, workers: int, sock: socket.socket, shutdown: Shutdown) -> None:
     """Serve the API on ``sock`` until a stop signal (or a worker that cannot start)."""
     config = uvicorn.Config(
@@ -214,6 +223,7 @@ def _serve(port: int, workers: int, sock: socket.socket, shutdown: Shutdown) -> 
         port=port,
         workers=workers,
         http="httptools",
+        timeout_keep_alive=KEEP_ALIVE_SECONDS,
         access_log=parse_flag(ACCESS_LOG, os.environ.get(ACCESS_LOG)),
         log_level="warning",
     )
