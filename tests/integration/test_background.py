@@ -58,18 +58,9 @@ def model_server():
 
 
 @pytest.fixture
-def make_world(client, redis_url, model_server, embed_server):
-    made = []
-    binary = database_client(redis_url, binary=True)
-
-    def make(**settings):
-        world = World(client, binary, model_server, embed_server, **settings)
-        made.append(world)
-        return world
-
-    yield make
-    for world in made:
-        world.close()
+def make_world(make_world, model_server, embed_server):
+    """``make(**settings)``: the conftest's ``make_world`` with this module's two servers."""
+    return lambda **settings: make_world(model_server, embed_server, **settings)
 
 
 # --- extraction --------------------------------------------------------------------------------
