@@ -241,7 +241,7 @@ $(BENCH_STAMP): $(STAMP) bench/requirements.txt
 	@touch $(BENCH_STAMP)
 
 ## bench: every benchmark; each writes a table and a plot under bench/results/
-bench: bench-working-memory bench-latency bench-cold-start bench-request-path bench-retrieval bench-background bench-updates bench-faults test-stress bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache bench-throughput bench-consolidation
+bench: bench-working-memory bench-latency bench-cold-start bench-request-path bench-retrieval bench-background bench-updates bench-faults bench-load bench-imports bench-limits bench-webhooks bench-reads bench-prefix-cache bench-throughput bench-consolidation
 
 ## bench-working-memory: add events and recall through the local stack, vs in-process baselines
 bench-working-memory: $(BENCH_STAMP)
