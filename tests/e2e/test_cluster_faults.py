@@ -39,6 +39,7 @@ from bench.traffic import (
     statuses,
 )
 from kividb_memory import MemoryClient
+from kividb_memory.errors import UnavailableError
 from local.bootstrap import Cluster, start_redis_cluster, wait_for_cluster
 from local.launch import running_stack
 
@@ -170,7 +171,18 @@ def under_traffic(world: World, tag: str, fault: Callable[[str], str]) -> Run:
     for agent in agents:
         ledger.extend(agent.ledger)
     with world.memory(max_retries=20) as client:
-        check = check_exactly_once(client, ledger)
+        # The read-back needs the cluster settled, not just the agents' last calls answered: on
+        # a loaded machine (make test's two workers) a starved node can be failed over again
+        # after the fault, and each read then answers 503 for longer than the retries last.
+        settled = time.monotonic() + 90
+        while True:
+            try:
+                check = check_exactly_once(client, ledger)
+                break
+            except UnavailableError:
+                if time.monotonic() > settled:
+                    raise
+                time.sleep(1.0)
     answers = ledger.answers
     during = sum(1 for a in answers if a.start < end and a.end > begin)
     return Run(note, answers, check, during, recovered)
