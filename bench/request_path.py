@@ -301,10 +301,14 @@ def report(found: dict[str, Any], count: int, runs: int, http: Ratios | None) ->
             "## HTTP p50 / the core's in-process p50 (issue 36 targets)",
             "",
             f"{rounds} interleaved rounds (load average before each: {loads}); per round and "
-            "operation, requests over HTTP through the local stack (one worker, one kept-alive "
-            "httpx client, as `bench.latency`), and as many calls of the core in this process "
-            "(`Memories.search` / `relevant`), in alternating blocks of 25; a ratio is one "
-            "round's HTTP p50 over the same round's core p50, the figure the median over rounds.",
+            "operation, requests over HTTP through the local stack (one worker; the standard "
+            "library's `http.client` on one kept-alive connection), and as many calls of the "
+            "core in this process (`Memories.search` / `relevant`), in alternating blocks of "
+            "25; a ratio is one round's HTTP p50 over the same round's core p50, the figure the "
+            "median over rounds. The last column times the same requests through the kept-alive "
+            "httpx client of `bench.latency`, in a third block: the difference is the client "
+            "library's own work per request, the caller's and not the path's "
+            "(`bench/request_http.py`).",
             "",
             *ratio_rows(http),
             "",
@@ -397,10 +401,16 @@ def plot(found: dict[str, Any], http: Ratios | None, path: Path) -> None:
         for x, op in enumerate(ops):
             for r in http.ratios(op):
                 right.plot(x, r, "k.", alpha=0.6)
+            via_httpx = http.httpx_ratio(op)
+            if via_httpx is not None:
+                label = "through httpx" if x == 0 else None
+                right.plot(x, via_httpx, "o", mfc="none", mec="#55a868", label=label)
             if op in TARGETS:
                 right.hlines(TARGETS[op], x - 0.4, x + 0.4, colors="#c44e52", linestyles="--")
         right.set_ylabel("HTTP p50 / core in-process p50 (x)")
         right.set_title("10,000 x 384: HTTP over the core (dashes: targets; dots: rounds)")
+        if http.httpx:
+            right.legend(fontsize=8)
         right.tick_params(axis="x", labelsize=8)
     else:
         right.axis("off")

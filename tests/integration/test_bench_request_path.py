@@ -75,11 +75,27 @@ def test_a_ratio_over_its_target_fails_and_one_under_passes():
         core={op: [1.0, 1.0, 1.0] for op in OPS},
     )
     found.http["search keyword"] = [2.9, 3.5, 2.0]
+    found.httpx = {op: [3.0, 3.4, 10.0] for op in OPS}
     rows = {row.split("|")[1].strip(): row for row in ratio_rows(found)[2:]}
     assert "**2.20x** (2.00 - 9.00)" in rows["search semantic"]
-    assert rows["search semantic"].endswith("**FAIL** |")  # over 2x
-    assert rows["search keyword"].endswith("**PASS** |")  # 2.9x, under 3x
+    assert rows["search semantic"].endswith("**FAIL** | 3.40 ms, 3.40x |")  # over 2x
+    assert rows["search keyword"].endswith("**PASS** | 3.40 ms, 3.40x |")  # 2.9x, under 3x
     assert "PASS" not in rows["search hybrid"] and "FAIL" not in rows["search hybrid"]
+
+
+def test_the_ratio_s_verdict_is_the_plain_client_s_and_httpx_s_is_reported_beside_it():
+    # A path under its target through http.client stays a PASS however slow a client library
+    # is, and a path over it stays a FAIL however fast: the verdict never reads the httpx side.
+    found = Ratios(
+        http={op: [1.5] for op in OPS},
+        core={op: [1.0] for op in OPS},
+        httpx={op: [9.0] for op in OPS},
+    )
+    row = {row.split("|")[1].strip(): row for row in ratio_rows(found)[2:]}["recall"]
+    assert "**1.50x**" in row and "**PASS**" in row and row.endswith("9.00 ms, 9.00x |")
+    unmeasured = Ratios(http={op: [2.5] for op in OPS}, core={op: [1.0] for op in OPS})
+    row = {row.split("|")[1].strip(): row for row in ratio_rows(unmeasured)[2:]}["recall"]
+    assert "**FAIL**" in row and row.endswith("(not measured) |")
 
 
 def test_the_http_rounds_report_each_operation_with_its_verdict(tmp_path):
@@ -108,3 +124,5 @@ def test_the_http_rounds_report_each_operation_with_its_verdict(tmp_path):
         http, core = (float(cell.split()[0]) for cell in row.split("|")[2:4])
         assert http > 0 and core > 0, row
         assert ("PASS" in row or "FAIL" in row) == (op != "search hybrid"), row
+        httpx_ms, httpx_ratio = row.split("|")[-2].split(",")
+        assert float(httpx_ms.split()[0]) > 0 and httpx_ratio.strip().endswith("x"), row
