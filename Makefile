@@ -118,7 +118,7 @@ CLUSTER_TESTS := tests/integration/test_sessions.py tests/integration/test_store
 	tests/integration/test_session_pop.py tests/integration/test_keyed_memories.py \
 	tests/integration/test_usage.py tests/e2e/test_usage_http.py tests/e2e/test_webhooks_http.py \
 	tests/integration/test_profiles.py tests/e2e/test_profiles_http.py \
-	tests/integration/test_consolidation.py \
+	tests/integration/test_consolidation.py tests/integration/test_settings_freshness.py \
 	tests/e2e/test_http.py tests/e2e/test_memories_http.py \
 	tests/e2e/test_background_http.py tests/e2e/test_supersede_http.py \
 	--deselect tests/e2e/test_background_http.py::test_a_replayed_conversation_is_summarized_and_extracted_on_its_own

@@ -10,7 +10,7 @@ from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
 from agent_memory.flows.recall import recall_view
 from agent_memory.memories.models import RecallRequest, RecallView
 
-app = Api(reads=True)
+app = Api(reads=True, last_read_settings=True)
 
 
 @app.post(

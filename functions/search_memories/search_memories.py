@@ -10,7 +10,7 @@ from agent_memory.edge.routes import STORE_ROUTE, InstancePath, StorePath
 from agent_memory.flows.memories import memory_search
 from agent_memory.memories.models import SearchRequest, SearchResult
 
-app = Api(reads=True)
+app = Api(reads=True, last_read_settings=True)
 
 
 @app.post(

@@ -1,4 +1,5 @@
-"""Fixtures shared by the integration tests of background work (extraction, consolidation)."""
+"""Fixtures shared by integration tests: background work (extraction, consolidation), and the
+functions' environment of a warm container (``warm_env``)."""
 
 from __future__ import annotations
 
@@ -34,3 +35,10 @@ def make_world(client, redis_url):
     yield make
     for world in made:
         world.close()
+
+
+@pytest.fixture
+def warm_env(function_env, monkeypatch):
+    """The functions' environment with the instance record kept as in AWS (30 s), not
+    re-read on every request as the other handler tests ask."""
+    monkeypatch.delenv("KIVIDB_INSTANCE_CACHE_SECONDS")

@@ -9,7 +9,6 @@ import asyncio
 import json
 from typing import Any
 
-import pytest
 import redis
 import redis.connection
 
@@ -49,13 +48,6 @@ class Client:
         return status, answer
 
 
-@pytest.fixture
-def warm_env(function_env, monkeypatch):
-    """The functions' environment with the instance record kept as in AWS (30 s), not
-    re-read on every request as the other handler tests ask."""
-    monkeypatch.delenv("KIVIDB_INSTANCE_CACHE_SECONDS")
-
-
 def _round_trips(monkeypatch) -> list[int]:
     sent: list[int] = []
     real = redis.connection.AbstractConnection.send_packed_command
@@ -67,7 +59,7 @@ def _round_trips(monkeypatch) -> list[int]:
     return sent
 
 
-def test_a_warm_recall_with_a_profile_takes_three_round_trips(tenant, warm_env, monkeypatch):
+def test_a_warm_recall_with_a_profile_takes_two_round_trips(tenant, warm_env, monkeypatch):
     call, store = Client(tenant), unique("store")
     assert call("PUT", f"/{store}", {"dimensions": 4, "profile_fields": FIELDS})[0] == 201
     patch = {"fields": {"city": "Lisbon", "likes": ["tea", "trains"]}}
@@ -86,9 +78,15 @@ def test_a_warm_recall_with_a_profile_takes_three_round_trips(tenant, warm_env, 
     assert view["profile"] == {"city": "Lisbon", "likes": ["tea", "trains"]}
     assert [m["text"] for m in view["memories"]] == ["Ann drinks green tea"]
     assert view["messages"][0]["content"] == "tea again?"
-    # The authorizer's (its key and its buckets), the store's settings, the recall's reads
-    # (the session, the memories, the profile) in one.
-    assert len(sent) == 3
+    # The authorizer's (its key and its buckets), then the recall's reads (the session, the
+    # memories, the profile) with the store's registry entry, which confirms the settings this
+    # container read last (stores.freshness), in one.
+    assert len(sent) == 2
+    sent.clear()
+    search = {"query": "tea", "mode": "semantic", "actor_id": "ann", "query_vector": [1, 0, 0, 0]}
+    status, answer = call("POST", f"/{store}/memories/search", search)
+    assert status == 200 and json.loads(answer)["memories"][0]["text"] == "Ann drinks green tea"
+    assert len(sent) == 2  # the authorizer's, the actor's generation with the registry entry
 
 
 def _store_keys(tenant, store: str, incarnation: str) -> list[str]:

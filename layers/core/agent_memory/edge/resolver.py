@@ -126,6 +126,7 @@ class Api(APIGatewayHttpResolver):
         store_not_found_step: str = "",
         idempotent_writes: bool = False,
         reads: bool = False,
+        last_read_settings: bool = False,
         admin_only: str = "",
     ) -> None:
         """``store_not_found_step``: the next step a 404 ``store_not_found`` names on this
@@ -133,7 +134,10 @@ class Api(APIGatewayHttpResolver):
         ``idempotent_writes``: the route writes into a store and takes an ``Idempotency-Key``
         (``edge.idempotency``; its handler declares ``IdempotencyKeyHeader``).
         ``reads``: a ``POST`` route that only reads (a search), which a read-only key may call;
-        every other method but ``GET`` writes. ``admin_only``: only the organization's admin
+        every other method but ``GET`` writes. ``last_read_settings``: the route's use case
+        reads through ``StoreHandle.read``, so its store may start from the settings this
+        container read last, confirmed in its first round trip (``stores.freshness``).
+        ``admin_only``: only the organization's admin
         key (no scope) may call it; what the route does, as its 403 says it ("manages API
         keys")."""
         super().__init__(
@@ -149,6 +153,7 @@ class Api(APIGatewayHttpResolver):
         self._runtime: Runtime | None = None
         self._store_not_found_step = store_not_found_step
         self._reads = reads
+        self._last_read_settings = last_read_settings
         self._admin_only = admin_only
         if idempotent_writes:  # imported here: the routes that only read never load it
             from agent_memory.edge.idempotency import IdempotentWrites
@@ -209,7 +214,9 @@ class Api(APIGatewayHttpResolver):
         """The caller's store ``store`` of ``instance_id``, as a use case takes it
         (``Runtime.store``: looked up once per request; ``InstanceNotFound`` /
         ``StoreNotFound``, also outside the key's scope)."""
-        return self.runtime.store(self.principal, instance_id, store)
+        return self.runtime.store(
+            self.principal, instance_id, store, last_read=self._last_read_settings
+        )
 
     @property
     def once(self) -> OnceKey | None:

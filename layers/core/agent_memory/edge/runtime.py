@@ -274,18 +274,21 @@ class Runtime:
 
     # --- the stores a request opened --------------------------------------------------------
 
-    def store(self, principal: Principal, instance_id: str, store: str) -> StoreHandle:
+    def store(
+        self, principal: Principal, instance_id: str, store: str, *, last_read: bool = False
+    ) -> StoreHandle:
         """The caller's store ``store`` of ``instance_id`` (``flows.access.open_store``: one
-        instance and one store lookup, with a stranger's 404 outside the key's scope), once per
-        request (``begin_request``) however many steps ask for it (a middleware, then the
-        use case)."""
+        instance and one store lookup, with a stranger's 404 outside the key's scope; with
+        ``last_read``, from the settings this container read last), once per request
+        (``begin_request``) however many steps ask for it (a middleware, then the use
+        case)."""
         from agent_memory.flows.access import open_store
         from agent_memory.flows.container import Caller
 
         key = (principal.org_id, instance_id, store)
         handle = self._request_stores.get(key)
         if handle is None:
-            handle = open_store(Caller(principal, self), instance_id, store)
+            handle = open_store(Caller(principal, self), instance_id, store, last_read=last_read)
             self._request_stores[key] = handle
         return handle
 

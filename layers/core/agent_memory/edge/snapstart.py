@@ -53,10 +53,12 @@ PER_CONTAINER_CACHES = (
     ("agent_memory.providers.bedrock", "default_credentials"),
     ("agent_memory.background.scheduler", "_aws_client"),
     ("agent_memory.stores.registry", "stored_config"),
+    ("agent_memory.stores.freshness", "forget_all"),
 )
-"""``(module, function)``: the ``functools`` caches of a container, outside its runtimes, that
-``forget`` clears when the module is loaded (and has it): the AWS clients, botocore's
-credentials, the stores' parsed settings."""
+"""``(module, function)``: the caches of a container, outside its runtimes, that ``forget``
+clears when the module is loaded (and has it): a ``functools`` cache's ``cache_clear``, else
+the function itself, which clears. The AWS clients, botocore's credentials, the stores' parsed
+settings and their registry entries as read last."""
 
 _registered = False
 _forgetters: list[Callable[[], None]] = []
@@ -118,7 +120,7 @@ def forget() -> list[str]:
     for module, cached in PER_CONTAINER_CACHES:
         found = getattr(_loaded(module), cached, None)
         if found is not None:
-            found.cache_clear()
+            getattr(found, "cache_clear", found)()
             dropped.append(f"{module}.{cached}")
     for forget_one in _forgetters:
         forget_one()

@@ -95,14 +95,24 @@ def _check_store_scope(caller: Caller, instance_id: str, store: str) -> None:
         raise StoreNotFound(store)
 
 
-def open_store(caller: Caller, instance_id: str, store: str) -> StoreHandle:
+def open_store(
+    caller: Caller, instance_id: str, store: str, *, last_read: bool = False
+) -> StoreHandle:
     """The caller's store ``store`` of ``instance_id`` (an instance and a store lookup);
     ``InstanceNotFound`` / ``StoreNotFound`` when it does not exist or the key does not reach
-    it."""
+    it. With ``last_read`` (a route whose use case reads through ``StoreHandle.read``), the
+    store's settings as this container read them last, when it has, confirmed by that use
+    case's first round trip instead of a read of their own (``stores.freshness``)."""
     _check_store_scope(caller, instance_id, store)
     instance = instance_of(caller, instance_id)
     stores = stores_of(caller.container, instance)
     principal = caller.principal
+    remembered = stores.last_read(store) if last_read else None
+    if remembered is not None:
+        config, check = remembered
+        return StoreHandle(
+            caller.container, instance, config, stores, principal.scope, principal.key_id, check
+        )
     return StoreHandle(
         caller.container, instance, stores.get(store), stores, principal.scope, principal.key_id
     )

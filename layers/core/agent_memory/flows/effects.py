@@ -39,6 +39,12 @@ class Effects:
         self.scorers: list[LlmReranker] = []
         """The ``llm`` reranker's model calls, counted as ``llm_*_tokens``."""
 
+    def rebind(self, config: StoreConfig) -> None:
+        """Make what is still to come for ``config``: the store's settings read again (a read
+        route ran under settings that had changed: ``flows.handle.StoreHandle.read``); what was
+        counted stays, the providers having been called."""
+        self._config = config
+
     def count(self, counts: dict[str, int]) -> None:
         """Add ``counts`` (``control.usage.COUNTERS``) to what ``flush`` will count."""
         for counter, n in counts.items():

@@ -9,10 +9,13 @@ what the caller may do inside it (which actors, reads or writes) the use cases c
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from functools import cached_property
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
+from agent_memory.errors import AgentMemoryError
 from agent_memory.flows.effects import Effects
+from agent_memory.stores.freshness import CONFIRMED, SettingsCheck, StaleSettings
 
 if TYPE_CHECKING:
     from agent_memory.background.scheduler import ExtractionTarget
@@ -37,11 +40,19 @@ if TYPE_CHECKING:
     from agent_memory.stores.models import StoreConfig
     from agent_memory.stores.registry import Stores
 
+T = TypeVar("T")
+
 
 class StoreHandle:
     """Store ``config`` of ``instance``, registered in ``stores``, served by ``container``,
     for a caller of ``scope`` with key ``key_id`` (both None for a background run). Its parts
-    are built when first read; errors are those of the parts."""
+    are built when first read; errors are those of the parts.
+
+    ``check``: whether ``config`` is still the store's (``stores.freshness``). A handle opened
+    from the settings this container read last has it pending: a use case that reads through
+    ``read`` lets its first round trip carry the check; any other use of ``config`` confirms it
+    first with a read of its own, so nothing but ``read`` ever runs on settings not
+    confirmed."""
 
     def __init__(
         self,
@@ -51,10 +62,13 @@ class StoreHandle:
         stores: Stores,
         scope: KeyScope | None = None,
         key_id: str | None = None,
+        check: SettingsCheck = CONFIRMED,
     ) -> None:
         self.container = container
         self.instance = instance
-        self.config = config
+        self._config = config
+        self._check = check
+        self._reading = False
         self.stores = stores
         self.scope = scope
         """The calling key's scope (None: the admin key, or a background run)."""
@@ -62,6 +76,66 @@ class StoreHandle:
         """The calling key (None: a background run), whose quota the model tokens spent count
         towards."""
         self.effects = Effects(container, instance, config)
+
+    @property
+    def config(self) -> StoreConfig:
+        """The store's settings: confirmed to be the store's (a read of its registry entry
+        when they were taken from this container's last read), except inside ``read``.
+        ``StoreNotFound`` when the store is gone."""
+        if self._check.pending and not self._reading:
+            self._confirm()
+        return self._config
+
+    def read(self, work: Callable[[StoreHandle], T]) -> T:
+        """``work(self)``, a use case that only reads, run on the settings this handle was
+        opened with, confirmed in its first round trip (``stores.freshness``); when they turn
+        out to have changed (in that round trip, or in a read of their own after ``work``
+        answered or raised an API error without one), the answer is thrown away and
+        ``work`` runs again on the settings read now (``StoreNotFound`` when the store is
+        gone). With settings read in this request, just ``work(self)``."""
+        if not self._check.pending:
+            return work(self)
+        self._reading = True
+        try:
+            result = work(self)
+        except StaleSettings:
+            pass
+        except AgentMemoryError:
+            if self._still_current():
+                raise
+        else:
+            if self._still_current():
+                return result
+        finally:
+            self._reading = False
+        self._reopen()
+        return work(self)
+
+    def _still_current(self) -> bool:
+        """Settle the check (a read of its own when no round trip carried it); whether the
+        settings were still the store's."""
+        from agent_memory.database.client import database_errors
+
+        try:
+            with database_errors():
+                self._check.confirm_now(self.stores.client)
+        except StaleSettings:
+            return False
+        return True
+
+    def _confirm(self) -> None:
+        """Settle the check; read the settings again (``_reopen``) when they changed."""
+        if not self._still_current():
+            self._reopen()
+
+    def _reopen(self) -> None:
+        """The store's settings read now (``StoreNotFound`` when it is gone), and the parts
+        built on the old ones dropped."""
+        self._config = self.stores.get(self._config.name)
+        self._check = CONFIRMED
+        for part in _parts():
+            self.__dict__.pop(part, None)
+        self.effects.rebind(self._config)
 
     @property
     def instance_id(self) -> str:
@@ -86,7 +160,9 @@ class StoreHandle:
         from agent_memory.stores.database import StoreDatabase
 
         binary = redis_client(self.instance.url, binary=True, guard=self.instance.guard)
-        return StoreDatabase(self.stores.client, binary, self.config, self.container.clock)
+        return StoreDatabase(
+            self.stores.client, binary, self.config, self.container.clock, self._check
+        )
 
     @cached_property
     def sessions(self) -> Sessions:
@@ -247,3 +323,11 @@ class StoreHandle:
             self.instance_id,
             reranker=reranker,
         )
+
+
+def _parts() -> tuple[str, ...]:
+    """The handle's parts built from its settings (its ``cached_property`` names): built again
+    after the settings are read again (``StoreHandle._reopen``)."""
+    return tuple(
+        name for name, value in vars(StoreHandle).items() if isinstance(value, cached_property)
+    )

@@ -109,6 +109,10 @@ def memory_list(store: StoreHandle, page: MemoryPage, filters: MemoryFilters) ->
 
 def memory_search(store: StoreHandle, request: SearchRequest) -> SearchResult:
     """The best memories for the query, of the actor the key may name (``reach.actor``),
-    within the answer's byte budget."""
-    request = request.model_copy(update={"actor_id": reach.actor(store, request.actor_id)})
-    return store.memories.search_result(request, store.container.answer_budget_bytes)
+    within the answer's byte budget; a read (``StoreHandle.read``)."""
+
+    def search(store: StoreHandle) -> SearchResult:
+        asked = request.model_copy(update={"actor_id": reach.actor(store, request.actor_id)})
+        return store.memories.search_result(asked, store.container.answer_budget_bytes)
+
+    return store.read(search)

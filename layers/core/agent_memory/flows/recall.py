@@ -12,10 +12,14 @@ def recall_view(store: StoreHandle, request: RecallRequest) -> RecallView:
     """The session's working memory, the actor's profile and the actor's memories most
     relevant to the query (``memories.recall.recall``), within the answer's byte budget. The
     actor is the one the key may name (``reach.actor``); a key limited to actors sees another
-    actor's session as a new conversation."""
-    request = request.model_copy(update={"actor_id": reach.actor(store, request.actor_id)})
-    budget = store.container.answer_budget_bytes
-    profiles = store.profiles if store.config.profile_fields else None
-    return recall_memory(
-        store.sessions, store.memories, store.config, request, budget, store.actors, profiles
-    )
+    actor's session as a new conversation. A read (``StoreHandle.read``)."""
+
+    def recall(store: StoreHandle) -> RecallView:
+        asked = request.model_copy(update={"actor_id": reach.actor(store, request.actor_id)})
+        budget = store.container.answer_budget_bytes
+        profiles = store.profiles if store.config.profile_fields else None
+        return recall_memory(
+            store.sessions, store.memories, store.config, asked, budget, store.actors, profiles
+        )
+
+    return store.read(recall)

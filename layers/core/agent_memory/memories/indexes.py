@@ -102,6 +102,7 @@ class ActorIndexes:
         self._binary = binary
         self._store = db.config
         self._keys = db.keys
+        self._check = db.check
         self._cache = cache
         self._scope = cache_scope
         self._catch_up_script = load_script(binary, CATCH_UP)
@@ -131,11 +132,17 @@ class ActorIndexes:
         return int(cast(str, raw_gen) or 0), int(cast(str, raw_kept) or -1)
 
     def _generation(self, bucket: str) -> tuple[int, int]:
-        """``(gen, kept)`` of the actor, read now (one round trip)."""
+        """``(gen, kept)`` of the actor, read now (one round trip, which also carries the read
+        of the store's registry entry while its settings are not confirmed:
+        ``stores.freshness``; ``StaleSettings`` when they changed)."""
         with database_errors():
             pipe = self._binary.pipeline(transaction=False)
             self.queue_generation(pipe, bucket)
-            return self.generation_of(pipe.execute()[0])
+            checked = self._check.queue(pipe)
+            replies = pipe.execute()
+        if checked:
+            self._check.confirm(replies[-1])
+        return self.generation_of(replies[0])
 
     def index(self, bucket: str, gen: int | None = None, kept: int | None = None) -> ActorIndex:
         """The actor's index, brought up to the actor's current generation (``gen`` when the
@@ -303,6 +310,8 @@ class ActorIndexes:
             return
         if index.too_large_at >= 0 and index.gen - index.too_large_at <= keep_lag(len(index)):
             return
+        with database_errors():  # never written under settings not confirmed to be the store's
+            self._check.confirm_now(self._redis)
         actor = self._keys.actor(bucket)
         with subsegment("index_keep"), index.lock:
             parts = snapshot.dump(index, len(actor.index_parts))

@@ -75,6 +75,7 @@ class Sessions:
     def __init__(self, db: StoreDatabase) -> None:
         client = db.client
         self._redis = client
+        self._db = db
         self._store = db.config
         self._keys = db.keys
         self._clock = db.clock
@@ -179,14 +180,27 @@ class Sessions:
         script_keys = [keys.meta, keys.messages, keys.lock]
         args: list[str | int] = [recent, before]
         others: list[Any] = []
+        check = self._db.check
+        checked = False
+
+        def reads_and_check(pipe: Pipeline) -> None:
+            # The store's registry entry, while its settings are not confirmed, in the same
+            # round trip (stores.freshness); its reply is the last.
+            nonlocal checked
+            if reads is not None:
+                reads(pipe)
+            checked = check.queue(pipe)
+
         with database_errors():
-            if reads is None:
+            if reads is None and not check.pending:
                 flat, members, locked = self._read_script(keys=script_keys, args=args)
             else:
                 found, *others = script_then(
-                    self._redis, self._read_script, script_keys, args, reads
+                    self._redis, self._read_script, script_keys, args, reads_and_check
                 )
                 flat, members, locked = found
+        if checked:
+            check.confirm(others.pop())
         raw = dict(zip(flat[::2], flat[1::2], strict=True))
         meta = live_meta(session_id, raw, to_ms(self._clock.now()), running=bool(locked))
         if meta is None:

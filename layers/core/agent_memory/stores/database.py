@@ -15,6 +15,7 @@ import redis
 
 from agent_memory.clock import Clock
 from agent_memory.database.keys import StoreKeys
+from agent_memory.stores.freshness import CONFIRMED, SettingsCheck
 from agent_memory.stores.models import StoreConfig
 
 
@@ -29,6 +30,10 @@ class StoreDatabase:
     binary: redis.Redis
     config: StoreConfig
     clock: Clock
+    check: SettingsCheck = field(default=CONFIRMED, repr=False, compare=False)
+    """Whether ``config`` is still the store's (``stores.freshness``): pending for a read route
+    that started from the settings this container read last, whose first round trip carries
+    the registry entry's read (``queue``/``confirm``); ``CONFIRMED`` otherwise."""
     keys: StoreKeys = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:

@@ -26,6 +26,8 @@ from agent_memory.database.partitions import live_count
 from agent_memory.errors import Conflict, StoreNotFound, ValidationFailed
 from agent_memory.models import problem_in_words
 from agent_memory.providers.secrets import Cipher, KeyPlace, seal
+from agent_memory.stores import freshness
+from agent_memory.stores.freshness import SettingsCheck
 from agent_memory.stores.models import (
     ProviderSettings,
     StoreConfig,
@@ -148,12 +150,24 @@ class Stores:
     def get(self, name: str) -> StoreConfig:
         """The store's settings as they are now (one read of its entry, every call);
         ``StoreNotFound`` when there is no store of that name. The parsed settings are kept
-        per container by the entry's text (``stored_config``)."""
+        per container by the entry's text (``stored_config``), and the text as the store's
+        last read entry (``last_read``)."""
         with database_errors():
-            raw = self._redis.hget(StoreKeys.registry, name)
+            raw = cast(str | None, self._redis.hget(StoreKeys.registry, name))
         if raw is None:
+            freshness.forget_entry(name)
             raise StoreNotFound(name)
+        freshness.remember(self.org_id, self.instance_id, name, raw)
         return stored_config(raw)
+
+    def last_read(self, name: str) -> tuple[StoreConfig, SettingsCheck] | None:
+        """The store's settings as this container last read them (``get``), with the pending
+        check that they still are (``stores.freshness``), without a round trip; None when
+        this container has not read them."""
+        raw = freshness.remembered(self.org_id, self.instance_id, name)
+        if raw is None:
+            return None
+        return stored_config(raw), SettingsCheck(name, raw)
 
     def all(self) -> list[StoreConfig]:
         """Every store of this instance, by name."""
@@ -203,9 +217,11 @@ class Stores:
                         self._check_dimensions(before, config)
                         self._check_types(before, config)
                         self._check_profile_fields(before, config)
+                    text = config.model_dump_json()
                     pipe.multi()
-                    pipe.hset(StoreKeys.registry, name, config.model_dump_json())
+                    pipe.hset(StoreKeys.registry, name, text)
                     pipe.execute()
+                    freshness.remember(self.org_id, self.instance_id, name, text)
                     return config, raw is None
                 except redis.WatchError:
                     continue
@@ -380,6 +396,7 @@ class Stores:
                         pipe.multi()
                         pipe.hdel(StoreKeys.registry, name)
                         pipe.execute()
+                        freshness.forget_entry(name)
                         break
                     except redis.WatchError:
                         continue
