@@ -11,9 +11,10 @@ from typing import Any
 
 import redis
 import redis.connection
+import redis.utils
 
 from agent_memory.clock import SystemClock
-from agent_memory.database.client import redis_client
+from agent_memory.database.client import real_client, redis_client
 from agent_memory.database.keys import StoreKeys
 from agent_memory.memories.models import RecallView
 from agent_memory.providers.secrets import FernetCipher
@@ -163,3 +164,26 @@ def test_an_answer_is_compact_utf8_json_of_its_model(tenant, warm_env):
     view = RecallView.model_validate_json(answer)
     assert json.loads(answer) == json.loads(view.model_dump_json(by_alias=True))
     assert view.messages[0].content == text
+
+
+def test_a_new_connection_tells_redis_py_s_version_without_reading_package_metadata(
+    redis_url, monkeypatch
+):
+    """redis-py read its version from the installed package's metadata for every connection
+    (1-7 ms each; three in a new container's first recall); it is read once now."""
+
+    def read_metadata() -> str:
+        raise AssertionError("a connection read the package metadata")
+
+    monkeypatch.setattr(redis.utils, "get_lib_version", read_metadata)
+    connection = real_client(redis_client(redis_url)).connection_pool.make_connection()
+    connection.connect()
+    try:
+        connection.send_command("CLIENT", "INFO")
+        info = str(connection.read_response())
+    finally:
+        connection.disconnect()
+    told = connection.driver_info
+    assert (told.formatted_name, told.lib_version) == ("redis-py", redis.__version__)
+    if "lib-name=" in info:  # CLIENT SETINFO: Redis 7.2 and later
+        assert f"lib-name=redis-py lib-ver={redis.__version__}" in info
