@@ -8,11 +8,13 @@ from cryptography.fernet import Fernet
 from agent_memory.clock import SystemClock
 from agent_memory.database.keys import actor_bucket
 from agent_memory.memories import indexes as indexes_module
+from agent_memory.memories.kept_codes import KeptCodes
 from agent_memory.memories.models import MemoryIn, MemoryPatch, SearchRequest
 from agent_memory.memories.scripts import KEPT_GEN
 from agent_memory.memories.service import Memories
 from agent_memory.providers.embeddings import NoEmbedder
 from agent_memory.providers.secrets import FernetCipher
+from agent_memory.search import snapshot
 from agent_memory.search.cache import IndexCache
 from agent_memory.stores.database import StoreDatabase
 from agent_memory.stores.models import StorePut
@@ -323,3 +325,64 @@ def test_an_unreadable_kept_index_is_replaced(store, client, monkeypatch, damage
     assert snapshot.header([first.binary.get(part)])["gen"] == gen
     _no_build(monkeypatch)
     _same(_answers(container()), want)
+
+
+def test_a_new_container_reads_its_candidates_codes_across_the_forms_parts(
+    store, client, redis_url, monkeypatch
+):
+    """The kept form in three parts, rows' codes cut between two of them: a new container's
+    searches fetch their candidates' codes (``KeptCodes``, one script) and answer the same."""
+    container, config = store
+    first = container()
+    _fill(first, 150, np.random.default_rng(2))
+    want = _answers(first)
+    actor = config.keys().actor(actor_bucket("alice"))
+    binary = database_client(redis_url, binary=True)
+    head = snapshot.header([binary.get(actor.index_parts[0])])
+    codes_at, width = snapshot.code_span(head)
+    assert width == DIM
+    monkeypatch.setattr(snapshot, "PART_BYTES", codes_at + 41 * DIM + 7)  # row 41 is cut
+    client.hdel(actor.meta, KEPT_GEN)
+    client.delete(*actor.index_parts)
+    _same(_answers(container()), want)  # a new container builds it and keeps it, in parts
+    assert binary.exists(actor.index_parts[1]) == 1
+    fetched = []
+    real = KeptCodes._read_rows
+
+    def counting(self, picked):
+        found = real(self, picked)
+        fetched.append((len(picked), found is not None))
+        return found
+
+    monkeypatch.setattr(KeptCodes, "_read_rows", counting)
+    _no_build(monkeypatch)
+    _same(_answers(container()), want)
+    assert fetched and all(read for _, read in fetched)  # from the kept form, not the vectors
+
+
+def test_codes_of_a_form_kept_again_meanwhile_come_from_the_stored_vectors(
+    store, redis_url, monkeypatch
+):
+    container, config = store
+    _fill(container(), 120, np.random.default_rng(3))
+    _answers(container())  # keeps the form
+    actor = config.keys().actor(actor_bucket("alice"))
+    binary = database_client(redis_url, binary=True)
+    form = binary.get(actor.index_parts[0])
+    head = snapshot.header([form])
+    header = form[: int(head["_data"])]
+    source = KeptCodes(binary, actor, head, header)
+    source.ids = snapshot.load([form], DIM).ids
+    rows = np.array([0, 5, 119], dtype=np.intp)
+    kept = source.rows(rows)
+    made = []
+    real = KeptCodes._from_vectors
+    monkeypatch.setattr(
+        KeptCodes, "_from_vectors", lambda self, picked: made.append(picked) or real(self, picked)
+    )
+    assert np.array_equal(source.rows(rows), kept) and made == []  # the form, as kept
+    changed = bytearray(header)
+    changed[-1] ^= 1  # another container kept the form again: its header is another
+    binary.setrange(actor.index_parts[0], 0, bytes(changed))
+    assert np.array_equal(source.rows(rows), kept)  # the same codes, made from the vectors
+    assert made == [[0, 5, 119]]

@@ -334,3 +334,18 @@ redis.call('HSET', KEYS[1], '{KEPT_GEN}', gen)
 return gen
 """.replace("$", "$$"),
 )
+
+# KEYS: the parts of an actor's kept form, in order; ARGV[1]: the length of its header; then,
+# per range of codes, its part (1-based, into KEYS) and its first and last byte. Returns the
+# header as it is now, then each range's bytes: one step, so the ranges are of that header's
+# form (``memories.kept_codes``).
+KEPT_CODES = lua(
+    READ_ONLY,
+    """
+local found = {redis.call('GETRANGE', KEYS[1], 0, tonumber(ARGV[1]) - 1)}
+for i = 2, #ARGV, 3 do
+  found[#found + 1] = redis.call('GETRANGE', KEYS[tonumber(ARGV[i])], ARGV[i + 1], ARGV[i + 2])
+end
+return found
+""",
+)

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from array import array
-from collections.abc import Sequence
+from collections.abc import MutableSequence, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, Protocol
 
@@ -64,8 +64,10 @@ class IndexColumns:
     # two growable C arrays that a query reads in place (``np.frombuffer``, no copy); per row,
     # the ids of its tokens, to take the row out of those postings when it is removed.
     vocabulary: dict[str, int] = field(default_factory=dict)
-    posting_rows: list[array[int]] = field(default_factory=list, repr=False)
-    posting_tfs: list[array[int]] = field(default_factory=list, repr=False)
+    posting_rows: MutableSequence[array[int]] = field(default_factory=list, repr=False)
+    """Each word's rows (``search.kept_postings.KeptPostings`` when read from a kept form)."""
+    posting_tfs: MutableSequence[array[int]] = field(default_factory=list, repr=False)
+    """Each word's term frequency in each of those rows."""
     row_tokens: list[array[int] | None] = field(default_factory=list, repr=False)
     total_len: float = 0.0
     # Per row, the memory's stored record (its JSON, ``memories.records.record_json``) as of

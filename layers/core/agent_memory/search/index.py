@@ -28,6 +28,7 @@ from numpy.typing import NDArray
 
 from agent_memory.search.columns import IndexColumns, Known
 from agent_memory.search.fusion import Hit
+from agent_memory.search.kept_postings import KeptPostings
 from agent_memory.search.keyword import keyword_hits
 from agent_memory.search.masks import eligible, top
 from agent_memory.search.quantize import (
@@ -391,8 +392,13 @@ class ActorIndex(IndexColumns):
 
     def recount(self) -> None:
         """Count the posting and filter entries again (after the columns were set in bulk)."""
-        self._posting_entries = sum(len(rows) for rows in self.posting_rows)
-        self._filter_entries = sum(len(terms) for terms in self.row_filters)
+        postings = self.posting_rows
+        self._posting_entries = (
+            postings.entries()
+            if isinstance(postings, KeptPostings)
+            else sum(len(rows) for rows in postings)
+        )
+        self._filter_entries = sum(map(len, self.row_filters))
 
     def _set_facts(self, row: int, facts: RowFacts) -> None:
         self.valid_from[row] = facts.valid_from

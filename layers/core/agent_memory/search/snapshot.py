@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import re
 import struct
-from array import array
 from collections.abc import Sequence
 from typing import Any
 
@@ -46,6 +45,7 @@ from numpy.typing import NDArray
 
 from agent_memory.search.columns import CodeSource
 from agent_memory.search.index import ActorIndex
+from agent_memory.search.kept_postings import KeptPostings
 from agent_memory.search.quantize import BLOCK, bit_bytes, quantize_rows
 from agent_memory.search.selection import NEVER, UNKNOWN
 from agent_memory.search.tokenizer import FIELD_MARK, TOKENIZER_VERSION
@@ -438,16 +438,10 @@ def _load_postings(index: ActorIndex, column: Any, raw: Any, rows: int) -> None:
     if posting_rows.size and (int(posting_rows.max()) >= rows or int(posting_rows.min()) < 0):
         raise ValueError("posting of a row not kept")
     index.vocabulary = dict(zip(words, range(len(words)), strict=True))
-    row_bytes, tf_bytes = posting_rows.tobytes(), tfs.tobytes()
-    index.posting_rows, index.posting_tfs = [], []
-    at = 0
-    for size in sizes.tolist():
-        token_rows, token_tfs = array("i"), array("H")
-        token_rows.frombytes(row_bytes[at * 4 : (at + size) * 4])
-        token_tfs.frombytes(tf_bytes[at * 2 : (at + size) * 2])
-        index.posting_rows.append(token_rows)
-        index.posting_tfs.append(token_tfs)
-        at += size
+    # Each word's two arrays are made at its first use (search.kept_postings: why).
+    starts = [0, *np.cumsum(sizes).tolist()]
+    index.posting_rows = KeptPostings(posting_rows.tobytes(), starts, "i")
+    index.posting_tfs = KeptPostings(tfs.tobytes(), list(starts), "H")
     # A row's length is its text's: field tokens (``field_words``) add none.
     weights = tfs
     field_words = column("field_words")
