@@ -78,13 +78,42 @@ def _understands_flags(client: redis.Redis) -> bool:
     return known
 
 
+class _LoadedAtFirstUse(Script):
+    """redis-py's ``Script``, loaded on the server (one SCRIPT LOAD) just before its first use
+    through this object (``ensure_loaded``)."""
+
+    loaded = False
+
+    def __call__(
+        self,
+        keys: Sequence[Any] | None = None,
+        args: Any = None,
+        client: Any = None,
+    ) -> Any:
+        ensure_loaded(self)
+        return super().__call__(keys, args, client)
+
+
+def ensure_loaded(script: Script) -> None:
+    """Load ``script`` on its client's server unless this process did already (a script of
+    ``load_script``); a pipeline that sends it by its SHA calls this first. Errors: as
+    ``database_errors()`` maps them."""
+    if isinstance(script, _LoadedAtFirstUse) and not script.loaded:
+        with database_errors():
+            script.registered_client.script_load(script.script)
+        script.loaded = True
+
+
 def load_script(client: redis.Redis, source: str) -> Script:
     """A Lua script for ``client``, loaded on the server the first time this client uses it.
 
-    Loading up front (one SCRIPT LOAD per client and script, not per call) spares the first call
-    a NOSCRIPT round trip; it also matters for the embedded server, which closes the connection
-    after any error reply, NOSCRIPT included. If the server later forgets the script (a restart),
-    redis-py reloads it on NOSCRIPT as usual.
+    Loading before the first call (one SCRIPT LOAD per client and script, not per call) spares
+    that call a NOSCRIPT round trip; it also matters for the embedded server, which closes the
+    connection after any error reply, NOSCRIPT included. If the server later forgets the script
+    (a restart), redis-py reloads it on NOSCRIPT as usual. The load waits for the first call,
+    not for the service that holds the script to be made: a service holds every script it may
+    run (sessions hold eight), and a new container's first recall loaded nineteen scripts, one
+    round trip each, to run four.
 
     A script may begin with ``READ_ONLY``, ``WRITES`` or ``FINISHES_WRITE``; on a server that
     does not know these flags (``_understands_flags``) the line is left out, and the script runs
@@ -96,9 +125,7 @@ def load_script(client: redis.Redis, source: str) -> Script:
         body = source
         if source.startswith("#!") and not _understands_flags(client):
             body = source.split("\n", 1)[1]
-        script = client.register_script(body)
-        with database_errors():
-            client.script_load(body)
+        script = _LoadedAtFirstUse(client, body)
         scripts[source] = script
     return script
 
@@ -135,6 +162,7 @@ def _with_script_loaded(
     return the replies after the first ``n`` (``queue`` returns ``n``: replies of commands
     that are not the caller's concern); a NOSCRIPT reply loads ``script`` and sends again,
     once. Any other error reply is raised."""
+    ensure_loaded(script)
     for attempt in range(2):
         pipe = client.pipeline(transaction=False)
         skip = queue(pipe, attempt == 0)
