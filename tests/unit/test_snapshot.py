@@ -243,3 +243,12 @@ def test_near_duplicates_closer_than_int8_can_tell_are_all_rescored():
         candidates = [h.memory_id for h in loaded.best_match(vectors[n], NOW)]
         rescored = max(candidates, key=lambda i: float(vectors[int(i[1:])] @ vectors[n]))
         assert rescored == f"m{n}", (n, len(candidates))
+
+
+@given(st.lists(st.binary(min_size=10, max_size=10), max_size=40), st.binary(max_size=9))
+def test_memory_ids_read_from_their_digits_are_each_ten_bytes_in_hex(digits, tail):
+    ids = snapshot._memory_ids(b"".join(digits))
+    assert ids == [f"mem_{one.hex()}" for one in digits]
+    if tail:
+        with pytest.raises(ValueError):
+            snapshot._memory_ids(b"".join(digits) + tail)
