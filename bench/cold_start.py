@@ -9,7 +9,8 @@ baseline beside it:
 - warm recall over HTTP (p50 of ``--requests`` after warm-up; its first request also writes the
   actor's kept index), the core's warm recall in this process, and the exact NumPy scan
   (float32 ``matrix @ query``, top 10) over the same vectors;
-- the first recall in a fresh stack process (``--cold`` samples, a new process each) with the
+- the first recall in a fresh stack process (``--cold`` samples, a new process each; the
+  client's connection opened before it, as API Gateway's are: ``NO_ROUTE``) with the
   kept index, and without it (its keys removed before each sample: the container builds the
   index from every record, as before kept indexes); each stack process runs the SnapStart
   hooks after its imports, as a container restored from a SnapStart snapshot has
@@ -128,6 +129,10 @@ START_TIMEOUT = 300.0
 """Seconds a stack process may take to start (a burst starts eight on a shared 2-core machine)."""
 
 
+NO_ROUTE = "/no-such-route"
+"""A path no route of the template has: the local gateway answers its own 404."""
+
+
 def first_recalls(
     redis_url: str,
     case: Case,
@@ -151,6 +156,11 @@ def first_recalls(
             for _ in range(processes)
         ]
         https = [stacks.enter_context(client(url)) for url in urls]
+        for http in https:
+            # The client's connection, opened before the clock starts by a path no route has
+            # (the gateway's own 404: no function runs). In AWS a new container is invoked by
+            # API Gateway over its own connections, and the caller's is not a new one.
+            http.get(NO_ROUTE)
         gate = threading.Barrier(processes)
         took = [0.0] * processes
 
@@ -297,7 +307,10 @@ def report(outcomes: list[Outcome], args: argparse.Namespace, commit: str, elaps
         "then the SnapStart hooks (`agent_memory.edge.snapstart`: what a container restored "
         "from a SnapStart snapshot has done before its first request), so the first request "
         "pays what a new container pays per actor: loading the actor's index (read up to its "
-        "int8 codes; the first searches fetch their candidates' codes only). "
+        "int8 codes; the first searches fetch their candidates' codes only). Each process's "
+        "client connection is opened before its first recall (a request of a path no route "
+        "has: no function runs), as in AWS, where API Gateway invokes a new container over its "
+        "own connections. "
         '"kept": the actor\'s kept index is in the database (written by the first '
         'container that read the actor); "built": it was removed first, so the container '
         "builds the index from every record (what every new container did before kept "
