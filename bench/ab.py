@@ -136,15 +136,28 @@ def _ms(cell: str) -> float:
     return float(cell.split()[0].replace(",", ""))
 
 
+PATH_TABLE = "| route | p50 |"
+"""How the per-route table of ``request_path.md`` begins, in every version: read from there, by
+its columns' names (later versions add columns, and an HTTP table before it with a row per
+operation, ``recall`` among them)."""
+
+
 def request_path_figures(text: str) -> dict[str, dict[str, float]]:
-    """From ``request_path.md``: per route its p50 (ms), round trips and commands per request."""
+    """From ``request_path.md``: per route its p50 (ms), round trips and commands per request.
+    ``ValueError`` without the table."""
+    at = text.find("\n" + PATH_TABLE)
+    if at < 0:
+        raise ValueError("no per-route table")
+    table = text[at + 1 :]
+    names = [c.strip() for c in table.splitlines()[0].strip().strip("|").split("|")][1:]
+    trips, commands = names.index("round trips / request"), names.index("commands / request")
     found = {}
     for route in PATH_ROUTES:
-        cells = _row(text, route)
+        cells = _row(table, route)
         found[route] = {
             "p50": _ms(cells[0]),
-            "trips": float(cells[3]),
-            "commands": float(cells[4]),
+            "trips": float(cells[trips]),
+            "commands": float(cells[commands]),
         }
     return found
 
@@ -169,6 +182,10 @@ def latency_figures(text: str) -> dict[str, dict[str, float]]:
 
 
 def run_request_path(side: Side, requests: int, runs: int) -> dict[str, dict[str, float]]:
+    source = (side.folder / "bench" / "request_path.py").read_text()
+    # Later versions also measure HTTP rounds and draw a plot: not what is compared here.
+    extra = ["--rounds", "0"] if '"--rounds"' in source else []
+    extra += ["--no-plot"] if '"--no-plot"' in source else []
     with tempfile.TemporaryDirectory(prefix="kividb-ab-") as out:
         side.run(
             [
@@ -180,6 +197,7 @@ def run_request_path(side: Side, requests: int, runs: int) -> dict[str, dict[str
                 str(runs),
                 "--out",
                 out,
+                *extra,
             ]
         )
         return request_path_figures((Path(out) / "request_path.md").read_text())
