@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from agent_memory.errors import Forbidden, InstanceNotFound, StoreNotFound
 from agent_memory.flows.handle import StoreHandle
+from agent_memory.stores.freshness import CONFIRMED
 
 if TYPE_CHECKING:
     from agent_memory.background.scheduler import Target
@@ -108,13 +109,9 @@ def open_store(
     stores = stores_of(caller.container, instance)
     principal = caller.principal
     remembered = stores.last_read(store) if last_read else None
-    if remembered is not None:
-        config, check = remembered
-        return StoreHandle(
-            caller.container, instance, config, stores, principal.scope, principal.key_id, check
-        )
+    config, check = remembered or (stores.get(store), CONFIRMED)
     return StoreHandle(
-        caller.container, instance, stores.get(store), stores, principal.scope, principal.key_id
+        caller.container, instance, config, stores, principal.scope, principal.key_id, check
     )
 
 

@@ -82,8 +82,8 @@ class StoreHandle:
         """The store's settings: confirmed to be the store's (a read of its registry entry
         when they were taken from this container's last read), except inside ``read``.
         ``StoreNotFound`` when the store is gone."""
-        if self._check.pending and not self._reading:
-            self._confirm()
+        if self._check.pending and not self._reading and not self._still_current():
+            self._reopen()
         return self._config
 
     def read(self, work: Callable[[StoreHandle], T]) -> T:
@@ -114,19 +114,11 @@ class StoreHandle:
     def _still_current(self) -> bool:
         """Settle the check (a read of its own when no round trip carried it); whether the
         settings were still the store's."""
-        from agent_memory.database.client import database_errors
-
         try:
-            with database_errors():
-                self._check.confirm_now(self.stores.client)
+            self._check.confirm_now(self.stores.client)
         except StaleSettings:
             return False
         return True
-
-    def _confirm(self) -> None:
-        """Settle the check; read the settings again (``_reopen``) when they changed."""
-        if not self._still_current():
-            self._reopen()
 
     def _reopen(self) -> None:
         """The store's settings read now (``StoreNotFound`` when it is gone), and the parts

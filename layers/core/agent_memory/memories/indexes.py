@@ -310,8 +310,7 @@ class ActorIndexes:
             return
         if index.too_large_at >= 0 and index.gen - index.too_large_at <= keep_lag(len(index)):
             return
-        with database_errors():  # never written under settings not confirmed to be the store's
-            self._check.confirm_now(self._redis)
+        self._check.confirm_now(self._redis)  # never written under settings not confirmed
         actor = self._keys.actor(bucket)
         with subsegment("index_keep"), index.lock:
             parts = snapshot.dump(index, len(actor.index_parts))

@@ -42,6 +42,8 @@ class KeptCodes:
         self._binary = binary
         self._script = load_script(binary, KEPT_CODES)
         self._actor = actor
+        self._part_numbers = {key: n for n, key in enumerate(actor.index_parts, start=1)}
+        """Each part's key -> its place in ``KEPT_CODES``'s KEYS (1-based)."""
         self._head = head_bytes
         self._offset, self._width = snapshot.code_span(head)
         self._rows = int(head["rows"])
@@ -93,11 +95,10 @@ class KeptCodes:
     def _read_rows(self, picked: list[int]) -> bytes | None:
         """The codes of rows ``picked``, joined in order (``scripts.KEPT_CODES``); None when
         the header changed (or a range came back short)."""
-        parts = {key: number for number, key in enumerate(self._actor.index_parts, start=1)}
         args: list[int] = [len(self._head)]
         for row in picked:
             for key, first, last in self._ranges(self._offset + row * self._width, self._width):
-                args += (parts[key], first, last)
+                args += (self._part_numbers[key], first, last)
         with database_errors():
             answers = self._script(keys=self._actor.index_parts, args=args)
         if not answers or answers[0] != self._head:

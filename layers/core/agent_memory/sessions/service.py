@@ -75,7 +75,7 @@ class Sessions:
     def __init__(self, db: StoreDatabase) -> None:
         client = db.client
         self._redis = client
-        self._db = db
+        self._check = db.check
         self._store = db.config
         self._keys = db.keys
         self._clock = db.clock
@@ -180,7 +180,7 @@ class Sessions:
         script_keys = [keys.meta, keys.messages, keys.lock]
         args: list[str | int] = [recent, before]
         others: list[Any] = []
-        check = self._db.check
+        check = self._check
         checked = False
 
         def reads_and_check(pipe: Pipeline) -> None:

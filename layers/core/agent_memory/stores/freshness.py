@@ -21,6 +21,7 @@ from collections import OrderedDict
 from threading import Lock
 from typing import TYPE_CHECKING, Any
 
+from agent_memory.database.client import database_errors
 from agent_memory.database.keys import StoreKeys
 
 if TYPE_CHECKING:
@@ -39,19 +40,14 @@ class StaleSettings(Exception):
 
 class SettingsCheck:
     """Whether store ``name``'s registry entry is still ``raw``, the text its settings were
-    parsed from: ``pending`` until a reply of the entry's read says, then ``current`` or
-    ``stale`` for good. ``CONFIRMED`` is the check of settings read in this request."""
+    parsed from: ``pending`` until a reply of the entry's read says, then ``stale`` or not for
+    good. ``CONFIRMED`` is the check of settings read in this request."""
 
     def __init__(self, name: str, raw: str | None, *, pending: bool = True) -> None:
         self.name = name
         self._raw = raw
         self.pending = pending
         self.stale = False
-
-    @property
-    def current(self) -> bool:
-        """Confirmed and unchanged."""
-        return not self.pending and not self.stale
 
     def queue(self, pipe: Pipeline) -> bool:
         """Queue the entry's read on ``pipe`` (last: the caller pops its reply) when the check
@@ -71,15 +67,16 @@ class SettingsCheck:
         if text != self._raw:
             self.stale = True
             forget_entry(self.name)
-        if self.stale:
             raise StaleSettings(self.name)
 
     def confirm_now(self, client: redis.Redis) -> None:
         """Settle a pending check with a read of its own (before a write, or when the route made
-        no round trip that carried it); ``StaleSettings`` as ``confirm``. Errors: redis-py's
-        (the caller's ``database_errors()`` maps them)."""
+        no round trip that carried it); ``StaleSettings`` as ``confirm``, also for a check
+        settled stale before. Errors: ``DatabaseUnavailable`` (``database_errors``)."""
         if self.pending:
-            self.confirm(client.hget(StoreKeys.registry, self.name))
+            with database_errors():
+                reply = client.hget(StoreKeys.registry, self.name)
+            self.confirm(reply)
         elif self.stale:
             raise StaleSettings(self.name)
 
